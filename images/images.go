@@ -1,0 +1,295 @@
+// Package images builds, idempotently and cached, everything a guest VM needs:
+// QEMU with the vfio-user client (from Debian trixie-backports, in its own
+// debootstrap'd tree), the guest kernel (Debian bookworm's) with headers for
+// out-of-tree modules, the npfnic guest driver module, a bookworm userland to
+// take guest programs from, and u-root initramfs images.
+//
+// Every step writes its output into its own directory under the cache and a
+// stamp holding the hash of its inputs last; a step whose stamp matches is
+// skipped, so a second build with nothing changed takes seconds and a changed
+// driver source rebuilds only the module and the initramfs.
+package images
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options says where to build and what to report.
+type Options struct {
+	// CacheDir holds every artifact; default DefaultCacheDir().
+	CacheDir string
+	// SourceDir is the npfnic source tree (for guestdrv/); default: found
+	// by walking up from the working directory to npfnic's go.mod.
+	SourceDir string
+	// Progress receives one line per step and periodic "still running"
+	// lines for long ones; default os.Stderr.
+	Progress io.Writer
+	// Mirror overrides the Debian mirror read from the host's apt sources.
+	Mirror string
+}
+
+// DefaultCacheDir is $NPFNIC_CACHE, else $XDG_CACHE_HOME/npfnic, else ~/.cache/npfnic.
+func DefaultCacheDir() string {
+	if d := os.Getenv("NPFNIC_CACHE"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "npfnic")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		home = "/root"
+	}
+	return filepath.Join(home, ".cache", "npfnic")
+}
+
+// ModulePath is npfnic's Go module path, used to find the source tree.
+const ModulePath = "github.com/npfnic/npfnic"
+
+// FindSourceDir walks up from dir to the directory whose go.mod declares npfnic.
+func FindSourceDir(dir string) (string, error) {
+	d, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(d, "go.mod"))
+		if err == nil && bytes.HasPrefix(bytes.TrimSpace(b), []byte("module "+ModulePath)) {
+			return d, nil
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", fmt.Errorf("no npfnic source tree (go.mod of %s) above %s", ModulePath, dir)
+		}
+		d = parent
+	}
+}
+
+// Artifacts are the paths a VM needs, all inside the cache.
+type Artifacts struct {
+	QEMU          QEMU
+	Kernel        Kernel
+	Module        string // npfnic.ko
+	Initramfs     string // guest image: npfnic tools, memcached, iperf3, lspci, ethtool
+	RDMAInitramfs string // the same plus rdma_rxe and the RDMA user tools
+}
+
+// Builder runs the build steps; use New, then Build.
+type Builder struct {
+	opt    Options
+	out    io.Writer
+	mirror string
+	step   int
+	steps  int
+	aptMu  sync.Mutex
+	aptUpd bool
+}
+
+// New prepares a builder; it does not touch the network.
+func New(opt Options) (*Builder, error) {
+	if opt.CacheDir == "" {
+		opt.CacheDir = DefaultCacheDir()
+	}
+	if opt.Progress == nil {
+		opt.Progress = os.Stderr
+	}
+	if opt.SourceDir == "" {
+		wd, _ := os.Getwd()
+		d, err := FindSourceDir(wd)
+		if err != nil {
+			return nil, err
+		}
+		opt.SourceDir = d
+	}
+	if err := os.MkdirAll(opt.CacheDir, 0o755); err != nil {
+		return nil, fmt.Errorf("cache directory: %w", err)
+	}
+	return &Builder{opt: opt, out: opt.Progress}, nil
+}
+
+// CacheDir is where the builder keeps its outputs.
+func (b *Builder) CacheDir() string { return b.opt.CacheDir }
+
+// Build makes sure every artifact exists and is current.
+func (b *Builder) Build(ctx context.Context) (*Artifacts, error) {
+	start := time.Now()
+	b.step, b.steps = 0, 8
+	var a Artifacts
+	var err error
+	if err = b.hostPackages(ctx); err != nil {
+		return nil, err
+	}
+	if a.QEMU, err = b.buildQEMU(ctx); err != nil {
+		return nil, err
+	}
+	if a.Kernel, err = b.buildKernel(ctx); err != nil {
+		return nil, err
+	}
+	if a.Module, err = b.buildModule(ctx, a.Kernel); err != nil {
+		return nil, err
+	}
+	userland, err := b.buildUserland(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tools, err := b.buildGuestTools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if a.Initramfs, err = b.buildInitramfs(ctx, VariantBase, a.Kernel, a.Module, userland, tools); err != nil {
+		return nil, err
+	}
+	if a.RDMAInitramfs, err = b.buildInitramfs(ctx, VariantRDMA, a.Kernel, a.Module, userland, tools); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(b.out, "images: all artifacts ready in %s (%.1fs)\n", b.opt.CacheDir, time.Since(start).Seconds())
+	return &a, nil
+}
+
+// begin announces a step; done/skip are printed by the caller via the returned func.
+func (b *Builder) begin(name string) func(status string) {
+	b.step++
+	t := time.Now()
+	fmt.Fprintf(b.out, "[%d/%d] %s ...\n", b.step, b.steps, name)
+	return func(status string) {
+		fmt.Fprintf(b.out, "[%d/%d] %s: %s (%.1fs)\n", b.step, b.steps, name, status, time.Since(t).Seconds())
+	}
+}
+
+// logDir keeps the full output of every external command a step ran.
+func (b *Builder) logDir() string { return filepath.Join(b.opt.CacheDir, "logs") }
+
+// run executes an external command with its output in a log file, printing a
+// "still running" line every 15 s so long downloads show progress, and on
+// failure returns the tail of the log in the error.
+func (b *Builder) run(ctx context.Context, logName string, dir string, env []string, name string, args ...string) error {
+	if _, err := exec.LookPath(name); err != nil && !strings.Contains(name, "/") {
+		return fmt.Errorf("host tool %q is missing (%w); it comes from the Debian package listed in images/host-packages.txt, which the build installs when run as root", name, err)
+	}
+	if err := os.MkdirAll(b.logDir(), 0o755); err != nil {
+		return err
+	}
+	logPath := filepath.Join(b.logDir(), logName+".log")
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	fmt.Fprintf(lf, "\n$ %s %s\n", name, strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.Env = append(os.Environ(), env...)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t0 := time.Now()
+	tick := time.NewTicker(15 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("%s %s failed: %w\n--- last lines of %s ---\n%s", name, strings.Join(args, " "), err, logPath, tailFile(logPath, 25))
+			}
+			return nil
+		case <-tick.C:
+			fmt.Fprintf(b.out, "      ... %s still running (%ds), log: %s\n", filepath.Base(name), int(time.Since(t0).Seconds()), logPath)
+		}
+	}
+}
+
+// output runs a quick command and returns its stdout.
+func output(ctx context.Context, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+func tailFile(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// debianMirror is the host's Debian mirror, read once.
+func (b *Builder) debianMirror() (string, error) {
+	if b.mirror != "" {
+		return b.mirror, nil
+	}
+	if b.opt.Mirror != "" {
+		b.mirror = strings.TrimRight(b.opt.Mirror, "/")
+		return b.mirror, nil
+	}
+	m, err := DebianMirror()
+	if err != nil {
+		return "", err
+	}
+	b.mirror = m
+	return m, nil
+}
+
+// aptUpdate refreshes the host's apt index once per build.
+func (b *Builder) aptUpdate(ctx context.Context) error {
+	b.aptMu.Lock()
+	defer b.aptMu.Unlock()
+	if b.aptUpd {
+		return nil
+	}
+	if err := requireRoot("refresh the host's apt index"); err != nil {
+		return err
+	}
+	if err := b.run(ctx, "apt-update", "", nil, "apt-get", "update"); err != nil {
+		return fmt.Errorf("apt-get update (Debian's package mirror must be reachable): %w", err)
+	}
+	b.aptUpd = true
+	return nil
+}
+
+func requireRoot(what string) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("building images needs root to %s (debootstrap, chroot, apt-get): run as root", what)
+	}
+	return nil
+}
+
+var errNotBuilt = errors.New("not built")
+
+// writeFileAtomic writes data so readers never see a partial file.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,225 @@
+package images
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/npfnic/npfnic/guestdrv/agent"
+	"github.com/u-root/gobusybox/src/pkg/golang"
+	"github.com/u-root/mkuimage/uimage"
+	"github.com/u-root/uio/llog"
+	"golang.org/x/mod/modfile"
+)
+
+// Variant is one kind of guest image.
+type Variant string
+
+const (
+	// VariantBase is the guest that runs the npfnic driver and the
+	// Ethernet workloads (memcached, iperf3).
+	VariantBase Variant = "base"
+	// VariantRDMA adds Linux's soft-RoCE (rdma_rxe) and the RDMA user
+	// tools, for a peer guest.
+	VariantRDMA Variant = "rdma"
+)
+
+// uRootCommands are the u-root core commands in the guest (a busybox binary).
+var uRootCommands = []string{"github.com/u-root/u-root/cmds/core/*"}
+
+// guestPrograms are copied with their libraries from the bookworm tree.
+var guestPrograms = map[Variant][]string{
+	VariantBase: {
+		"/usr/bin/memcached", "/usr/bin/iperf3", "/usr/bin/lspci", "/usr/bin/setpci",
+		"/usr/sbin/ethtool", "/usr/sbin/ip", "/usr/bin/sha256sum", "/usr/share/misc/pci.ids",
+	},
+	VariantRDMA: {
+		"/usr/bin/rdma", "/usr/bin/ibv_devinfo", "/usr/bin/ibv_devices", "/usr/bin/ibv_rc_pingpong",
+		"/usr/bin/ib_send_bw", "/usr/bin/ib_write_bw", "/usr/bin/ib_read_bw", "/usr/bin/ib_send_lat",
+		"/usr/bin/ib_write_lat", "/etc/libibverbs.d/rxe.driver",
+		"/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so",
+	},
+}
+
+// guestModules are kernel modules shipped for loading on demand (with their
+// dependencies): the QEMU NICs npfnic is compared with, and soft-RoCE.
+var guestModules = map[Variant][]string{
+	VariantBase: {"e1000e", "virtio_net", "virtio_pci", "tun"},
+	VariantRDMA: {"crc32_generic", "rdma_rxe", "ib_uverbs"},
+}
+
+const passwd = "root:x:0:0:root:/root:/bin/sh\nmemcache:x:100:100:memcached:/nonexistent:/bin/false\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"
+const group = "root:x:0:\nmemcache:x:100:\nnogroup:x:65534:\n"
+
+func (v Variant) includes(other Variant) bool { return v == other || v == VariantRDMA }
+
+// buildInitramfs assembles a u-root initramfs for the variant.
+func (b *Builder) buildInitramfs(ctx context.Context, v Variant, k Kernel, module, userland string, tools map[string]string) (string, error) {
+	done := b.begin("initramfs (" + string(v) + ")")
+	var programs []string
+	var modules []string
+	for _, part := range []Variant{VariantBase, VariantRDMA} {
+		if v.includes(part) {
+			programs = append(programs, guestPrograms[part]...)
+			modules = append(modules, guestModules[part]...)
+		}
+	}
+	tree := Tree{Root: userland}
+	files, err := tree.ELFClosure(programs...)
+	if err != nil {
+		return "", fmt.Errorf("guest programs: %w", err)
+	}
+	km, err := LoadKernelModules(k.ModulesDir())
+	if err != nil {
+		return "", err
+	}
+	order, err := km.LoadOrder(modules...)
+	if err != nil {
+		return "", err
+	}
+	urootVersion, err := uRootVersion(b.opt.SourceDir)
+	if err != nil {
+		return "", err
+	}
+	key := NewKey("initramfs", "1").Add("variant", string(v)).Add("u-root", urootVersion).
+		Add("commands", strings.Join(uRootCommands, " ")).Add("kernel", k.Release+" "+k.Version).
+		Add("modules", strings.Join(order, " "))
+	if err := key.AddFile("npfnic.ko", module); err != nil {
+		return "", err
+	}
+	toolNames := sortedKeys(tools)
+	for _, name := range toolNames {
+		if err := key.AddFile("tool/"+name, tools[name]); err != nil {
+			return "", err
+		}
+	}
+	guestPaths := sortedKeys(files)
+	for _, gp := range guestPaths {
+		if err := key.AddFile(gp, filepath.Join(userland, files[gp])); err != nil {
+			return "", err
+		}
+	}
+	dir := filepath.Join(b.opt.CacheDir, "initramfs", string(v))
+	out := filepath.Join(dir, "initramfs.cpio")
+	if _, ok := fresh(dir, key); ok {
+		done("cached")
+		return out, nil
+	}
+	tmp := dir + ".tmp"
+	_ = os.RemoveAll(tmp)
+	if err := os.MkdirAll(filepath.Join(tmp, "work"), 0o755); err != nil {
+		return "", err
+	}
+	// Small generated files go through a staging directory.
+	stage := filepath.Join(tmp, "stage")
+	if err := os.MkdirAll(stage, 0o755); err != nil {
+		return "", err
+	}
+	var extra []string
+	addStaged := func(guestPath, content string) error {
+		p := filepath.Join(stage, strings.TrimPrefix(guestPath, "/"))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return err
+		}
+		extra = append(extra, p+":"+strings.TrimPrefix(guestPath, "/"))
+		return nil
+	}
+	if err := addStaged("/etc/passwd", passwd); err != nil {
+		return "", err
+	}
+	if err := addStaged("/etc/group", group); err != nil {
+		return "", err
+	}
+	var loadOrder strings.Builder
+	for _, m := range order {
+		seq, err := km.LoadOrder(m)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&loadOrder, "%s: %s\n", m, strings.Join(seq, " "))
+	}
+	if err := addStaged(agent.LoadOrderFile, loadOrder.String()); err != nil {
+		return "", err
+	}
+	for _, gp := range guestPaths {
+		extra = append(extra, filepath.Join(userland, files[gp])+":"+strings.TrimPrefix(gp, "/"))
+	}
+	for _, m := range order {
+		extra = append(extra, km.Path(m)+":"+strings.TrimPrefix(agent.ModulesDir, "/")+"/"+m+".ko")
+	}
+	extra = append(extra, module+":"+strings.TrimPrefix(agent.GuestDriverPath, "/"))
+	for _, name := range toolNames {
+		extra = append(extra, tools[name]+":bin/"+name)
+	}
+
+	fmt.Fprintf(b.out, "      u-root busybox (%s) + %d files\n", urootVersion, len(extra))
+	logPath := filepath.Join(b.logDir(), "initramfs-"+string(v)+".log")
+	_ = os.MkdirAll(b.logDir(), 0o755)
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return "", err
+	}
+	defer lf.Close()
+	logger := llog.New(slog.LevelInfo, llog.WritePrintf(lf))
+	err = uimage.Create(logger,
+		uimage.WithReplaceEnv(golang.Default(golang.WithWorkingDir(b.opt.SourceDir), golang.DisableCGO())),
+		uimage.WithTempDir(filepath.Join(tmp, "work")),
+		uimage.WithBaseArchive(uimage.DefaultRamfs()),
+		uimage.WithBusyboxCommands(uRootCommands...),
+		uimage.WithInit("init"),
+		uimage.WithShell("gosh"),
+		uimage.WithUinit(agent.AgentPath, "-daemon"),
+		uimage.WithSkipLDD(), // libraries come from the bookworm tree, resolved above
+		uimage.WithFiles(extra...),
+		uimage.WithCPIOOutput(filepath.Join(tmp, "initramfs.cpio")),
+	)
+	if err != nil {
+		return "", fmt.Errorf("u-root initramfs: %w (log: %s)\n%s", err, logPath, tailFile(logPath, 15))
+	}
+	_ = os.RemoveAll(filepath.Join(tmp, "work"))
+	_ = os.RemoveAll(stage)
+	if err := writeStamp(tmp, stamp{Key: key.Sum()}); err != nil {
+		return "", err
+	}
+	if err := replaceDir(tmp, dir); err != nil {
+		return "", err
+	}
+	fi, _ := os.Stat(out)
+	done(fmt.Sprintf("built %s (%d MiB)", out, fi.Size()>>20))
+	return out, nil
+}
+
+// uRootVersion is the u-root version npfnic's go.mod requires; the busybox
+// is built from that module, so it is part of the initramfs cache key.
+func uRootVersion(sourceDir string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(sourceDir, "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	mf, err := modfile.ParseLax("go.mod", data, nil)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range mf.Require {
+		if r.Mod.Path == "github.com/u-root/u-root" {
+			return r.Mod.Version, nil
+		}
+	}
+	return "", fmt.Errorf("%s/go.mod does not require github.com/u-root/u-root", sourceDir)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

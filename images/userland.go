@@ -1,0 +1,57 @@
+package images
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// GuestPackages are the bookworm packages whose programs go into the guest
+// images (the RDMA ones only into the RDMA variant).
+var GuestPackages = []string{
+	"memcached", "iperf3", "pciutils", "pci.ids", "ethtool", "iproute2",
+	"ibverbs-utils", "ibverbs-providers", "perftest", "coreutils",
+}
+
+// buildUserland debootstraps a bookworm tree (the guest kernel's distribution)
+// and installs the guest programs into it; initramfs images copy binaries and
+// their libraries out of it, so the host needs none of them installed.
+func (b *Builder) buildUserland(ctx context.Context) (string, error) {
+	done := b.begin("guest userland (bookworm: " + strings.Join(GuestPackages, " ") + ")")
+	mirror, err := b.debianMirror()
+	if err != nil {
+		return "", err
+	}
+	key := NewKey("userland", "1").Add("mirror", mirror).Add("suite", "bookworm").
+		Add("packages", strings.Join(GuestPackages, " "))
+	dir := filepath.Join(b.opt.CacheDir, "userland", "bookworm")
+	if _, ok := fresh(dir, key); ok {
+		done("cached")
+		return dir, nil
+	}
+	if err := requireRoot("debootstrap the guest userland"); err != nil {
+		return "", err
+	}
+	tmp := dir + ".tmp"
+	_ = os.RemoveAll(tmp)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(b.out, "      debootstrap bookworm from %s (about 30 s)\n", mirror)
+	if err := b.debootstrap(ctx, "userland-debootstrap", "bookworm", tmp, mirror); err != nil {
+		return "", err
+	}
+	if err := b.chrootInstall(ctx, "userland-install", tmp, nil, GuestPackages...); err != nil {
+		return "", err
+	}
+	if err := writeStamp(tmp, stamp{Key: key.Sum()}); err != nil {
+		return "", err
+	}
+	if err := replaceDir(tmp, dir); err != nil {
+		return "", err
+	}
+	done("installed")
+	return dir, nil
+}
