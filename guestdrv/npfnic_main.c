@@ -50,9 +50,9 @@ static int npfnic_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 
 	/* One BAR read at probe is fine; the datapath never reads the BAR. */
 	ident = ioread32(nic->bar0 + NPFNIC_REG_ID);
-	if (ident != NPFNIC_ID_MAGIC) {
+	if (ident != NPFNIC_MAGIC) {
 		dev_err(&pdev->dev, "unexpected ID register %#x (want %#x)\n",
-			ident, NPFNIC_ID_MAGIC);
+			ident, NPFNIC_MAGIC);
 		pci_free_irq_vectors(pdev);
 		return -ENODEV;
 	}

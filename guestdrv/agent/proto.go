@@ -47,7 +47,10 @@ type Request struct {
 
 // Response is one line from the guest, answering the request with the same ID.
 type Response struct {
-	ID       uint64 `json:"id"`
+	ID uint64 `json:"id"`
+	// Op is never set in a response: a line that has it is the tty echoing
+	// a request back (the port echoes until the agent puts it in raw mode).
+	Op       string `json:"op,omitempty"`
 	Exit     int    `json:"exit"`
 	Stdout   []byte `json:"stdout,omitempty"`
 	Stderr   []byte `json:"stderr,omitempty"`

@@ -1,0 +1,115 @@
+// Package ci holds the VM integration tests: each boots real guests in QEMU
+// (TCG) through the harness in ci/vm with images from images/.
+package ci
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/npfnic/npfnic/ci/vm"
+	"github.com/npfnic/npfnic/images"
+)
+
+var (
+	artifacts *images.Artifacts
+	buildErr  error
+)
+
+// required says VM tests must run (the project's test command sets it): a
+// missing prerequisite is then a failure, not a skip.
+func required() bool { return os.Getenv("NPFNIC_REQUIRE_TOOLS") == "1" }
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 && !required() {
+		buildErr = fmt.Errorf("VM tests need root (image build, tap devices)")
+	} else {
+		b, err := images.New(images.Options{})
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+			artifacts, err = b.Build(ctx)
+			cancel()
+		}
+		buildErr = err
+	}
+	os.Exit(m.Run())
+}
+
+// needImages skips (or, when required, fails) a test without images.
+func needImages(t *testing.T) *images.Artifacts {
+	t.Helper()
+	if buildErr != nil {
+		if required() {
+			t.Fatalf("guest images: %v", buildErr)
+		}
+		t.Skipf("guest images unavailable: %v", buildErr)
+	}
+	return artifacts
+}
+
+// logDir keeps a test's VM logs under out/ci/TEST; they stay when the test
+// fails so its output can point at them.
+func logDir(t *testing.T, name string) string {
+	t.Helper()
+	src, err := images.FindSourceDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(src, "out", "ci", strings.ReplaceAll(t.Name(), "/", "_"), name)
+	_ = os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("VM logs of %s kept in %s (console.log, qmp.log, qemu-stderr.log, qemu-cmdline.txt)", name, dir)
+		} else {
+			_ = os.RemoveAll(dir)
+		}
+	})
+	return dir
+}
+
+// startVM boots a guest for a test and shuts it down at the end.
+func startVM(t *testing.T, cfg vm.Config) *vm.VM {
+	t.Helper()
+	cfg.Images = needImages(t)
+	if cfg.LogDir == "" {
+		cfg.LogDir = logDir(t, cfg.Name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	v, err := vm.Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("boot %s: %v", cfg.Name, err)
+	}
+	t.Logf("guest %s booted in %.1fs", cfg.Name, time.Since(start).Seconds())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := v.Shutdown(ctx); err != nil {
+			t.Logf("shutdown %s: %v", cfg.Name, err)
+		}
+	})
+	return v
+}
+
+// run runs a guest shell command that must succeed and returns its stdout.
+func run(t *testing.T, v *vm.VM, script string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := v.Run(ctx, script)
+	if err != nil {
+		t.Fatalf("guest %q: %v", script, err)
+	}
+	if r.Exit != 0 {
+		t.Fatalf("guest %q: exit %d\nstdout: %s\nstderr: %s", script, r.Exit, r.Stdout, r.Stderr)
+	}
+	return r.Stdout
+}
