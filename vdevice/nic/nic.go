@@ -1,0 +1,410 @@
+// Package nic is the npfnic PCI function: it assembles the configuration
+// space (with ATS, PRI and PASID), the BAR0 register file defined in
+// package hw and the MSI-X BAR, and implements vdevice.Device on top of
+// them. The Ethernet datapath extends this base; for now the function has
+// the identification, scratch and diagnostic registers.
+//
+// Device work that touches guest memory (the diagnostic DMA) runs on its own
+// goroutine through the guest-memory layer, never inside a request handler,
+// so a fault or a slow DMA_WRITE round trip can not stall the vfio-user
+// socket.
+package nic
+
+import (
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/npfnic/npfnic/pcie"
+	"github.com/npfnic/npfnic/vdevice"
+	"github.com/npfnic/npfnic/vdevice/guestmem"
+	"github.com/npfnic/npfnic/vdevice/hw"
+)
+
+// Options size the optional capabilities. Zero values take the defaults.
+type Options struct {
+	ATSInvalidateQueueDepth int    // default 32
+	PRIOutstandingCapacity  uint32 // default 256
+	PASIDWidth              int    // default 20
+	Logger                  *slog.Logger
+}
+
+// NIC is the PCI function. Create it with New.
+type NIC struct {
+	cfg *pcie.Space
+	log *slog.Logger
+
+	host     vdevice.Host
+	attached atomic.Bool
+
+	mu        sync.Mutex // register file and MSI-X table
+	scratch   uint32
+	dmaAddr   uint64
+	dmaLen    uint32
+	dmaSeed   uint32
+	msixTable []byte
+
+	dmaStatus atomic.Uint32
+	dmaGen    atomic.Uint64 // bumped by reset: stale DMA runs stop reporting
+	dmaWG     sync.WaitGroup
+}
+
+// New builds the function.
+func New(o Options) (*NIC, error) {
+	if o.ATSInvalidateQueueDepth == 0 {
+		o.ATSInvalidateQueueDepth = 32
+	}
+	if o.PRIOutstandingCapacity == 0 {
+		o.PRIOutstandingCapacity = 256
+	}
+	if o.PASIDWidth == 0 {
+		o.PASIDWidth = 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg, err := pcie.Build(pcie.Config{
+		VendorID: hw.VendorID, DeviceID: hw.DeviceID, Revision: hw.Revision,
+		ClassCode: hw.ClassCode, SubsysVendorID: hw.SubsysVendorID, SubsysID: hw.SubsysID,
+		InterruptPin: 1,
+		BARs: [6]pcie.BAR{
+			hw.RegBAR:  {Size: hw.RegBARSize, Is64: true},
+			hw.MSIXBAR: {Size: hw.MSIXBARSize, Is64: true},
+		},
+		MSIX: &pcie.MSIX{
+			Vectors:  hw.MSIXVectors,
+			TableBAR: hw.MSIXBAR, TableOffset: hw.MSIXTableOffset,
+			PBABAR: hw.MSIXBAR, PBAOffset: hw.MSIXPBAOffset,
+		},
+		ATS:   &pcie.ATS{InvalidateQueueDepth: o.ATSInvalidateQueueDepth, PageAlignedRequest: true},
+		PRI:   &pcie.PRI{OutstandingCapacity: o.PRIOutstandingCapacity},
+		PASID: &pcie.PASID{MaxWidth: o.PASIDWidth},
+	})
+	if err != nil {
+		return nil, err
+	}
+	n := &NIC{cfg: cfg, log: o.Logger, msixTable: make([]byte, hw.MSIXVectors*pcie.MSIXEntrySize)}
+	n.resetMSIXTable()
+	cfg.SetHooks(pcie.Hooks{
+		Command: func(old, new uint16) {
+			n.log.Debug("command register", "old", old, "new", new)
+		},
+		ATSControl: func(en bool, stu uint8) {
+			n.log.Info("ATS control", "enabled", en, "stu", stu)
+		},
+		PRIControl: func(en bool) {
+			n.log.Info("PRI control", "enabled", en)
+			if !en {
+				// No page request is ever outstanding yet, so disabling
+				// completes at once.
+				n.cfg.SetPRIStopped(true)
+			}
+		},
+		PRIReset: func() { n.log.Info("PRI reset") },
+		PASIDControl: func(en bool) {
+			n.log.Info("PASID control", "enabled", en)
+		},
+	})
+	return n, nil
+}
+
+// Config exposes the configuration space to the device model's parts.
+func (n *NIC) Config() *pcie.Space { return n.cfg }
+
+// Info implements vdevice.Device.
+func (n *NIC) Info() vdevice.Info {
+	regions := make([]vdevice.Region, vdevice.NumPCIRegions)
+	rw := uint32(vdevice.RegionFlagRead | vdevice.RegionFlagWrite)
+	regions[hw.RegBAR] = vdevice.Region{Size: hw.RegBARSize, Flags: rw}
+	regions[hw.MSIXBAR] = vdevice.Region{Size: hw.MSIXBARSize, Flags: rw}
+	regions[vdevice.RegionConfig] = vdevice.Region{Size: pcie.Size, Flags: rw}
+	irqs := make([]vdevice.IRQ, vdevice.NumPCIIRQs)
+	irqs[vdevice.IRQIntx] = vdevice.IRQ{Count: 1, Flags: vdevice.IRQInfoEventfd | vdevice.IRQInfoMaskable | vdevice.IRQInfoAutomasked}
+	irqs[vdevice.IRQMSI] = vdevice.IRQ{Count: 0, Flags: vdevice.IRQInfoEventfd} // no MSI capability
+	irqs[vdevice.IRQMSIX] = vdevice.IRQ{Count: hw.MSIXVectors, Flags: vdevice.IRQInfoEventfd}
+	irqs[vdevice.IRQErr] = vdevice.IRQ{Count: 1, Flags: vdevice.IRQInfoEventfd}
+	irqs[vdevice.IRQReq] = vdevice.IRQ{Count: 1, Flags: vdevice.IRQInfoEventfd}
+	return vdevice.Info{Regions: regions, IRQs: irqs, Reset: true}
+}
+
+// Attach implements vdevice.Device.
+func (n *NIC) Attach(h vdevice.Host) {
+	n.host = h
+	if h.Log != nil {
+		n.log = h.Log
+	}
+	n.attached.Store(true)
+}
+
+// ClientDisconnected implements vdevice.Disconnecter: the register file and
+// config space are kept for the next client.
+func (n *NIC) ClientDisconnected() {
+	n.log.Info("client gone; device state kept")
+}
+
+// Reset implements vdevice.Device: config space and registers return to
+// their power-on values; a diagnostic DMA in flight stops at its next
+// chunk and no longer reports.
+func (n *NIC) Reset() error {
+	n.dmaGen.Add(1)
+	n.cfg.Reset()
+	n.mu.Lock()
+	n.scratch, n.dmaAddr, n.dmaLen, n.dmaSeed = 0, 0, 0, 0
+	n.resetMSIXTable()
+	n.mu.Unlock()
+	n.dmaStatus.Store(hw.DiagDMAStatusIdle)
+	return nil
+}
+
+// resetMSIXTable sets every vector's Mask bit, the power-on state (PCI 3.0
+// 6.8.2.9). Caller holds n.mu or owns n.
+func (n *NIC) resetMSIXTable() {
+	for i := range n.msixTable {
+		n.msixTable[i] = 0
+	}
+	for v := 0; v < hw.MSIXVectors; v++ {
+		n.msixTable[v*pcie.MSIXEntrySize+12] = 1
+	}
+}
+
+// WaitDMA blocks until no diagnostic DMA goroutine runs (tests, shutdown).
+func (n *NIC) WaitDMA() { n.dmaWG.Wait() }
+
+// RegionRead implements vdevice.Device.
+func (n *NIC) RegionRead(index int, off uint64, p []byte) error {
+	switch index {
+	case vdevice.RegionConfig:
+		return n.cfg.Read(int(off), p)
+	case hw.RegBAR:
+		n.readRegs(off, p)
+		return nil
+	case hw.MSIXBAR:
+		n.readMSIX(off, p)
+		return nil
+	}
+	return unix.EINVAL
+}
+
+// RegionWrite implements vdevice.Device.
+func (n *NIC) RegionWrite(index int, off uint64, p []byte) error {
+	switch index {
+	case vdevice.RegionConfig:
+		return n.cfg.Write(int(off), p)
+	case hw.RegBAR:
+		n.writeRegs(off, p)
+		return nil
+	case hw.MSIXBAR:
+		n.writeMSIX(off, p)
+		return nil
+	}
+	return unix.EINVAL
+}
+
+func (n *NIC) readReg(reg uint32) uint32 {
+	switch reg {
+	case hw.RegID:
+		return hw.Magic
+	case hw.RegVersion:
+		return hw.InterfaceVersion
+	case hw.RegDiagDMAStatus:
+		return n.dmaStatus.Load()
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch reg {
+	case hw.RegScratch:
+		return n.scratch
+	case hw.RegDiagDMAAddrLo:
+		return uint32(n.dmaAddr)
+	case hw.RegDiagDMAAddrHi:
+		return uint32(n.dmaAddr >> 32)
+	case hw.RegDiagDMALen:
+		return n.dmaLen
+	case hw.RegDiagDMASeed:
+		return n.dmaSeed
+	}
+	return 0 // write-only and unassigned registers read as 0
+}
+
+// readRegs serves any size and alignment by composing the 32-bit registers
+// the access touches, as a PCIe completer returning the enabled bytes.
+func (n *NIC) readRegs(off uint64, p []byte) {
+	var cur uint32
+	curReg := ^uint64(0)
+	for i := range p {
+		a := off + uint64(i)
+		reg := a &^ 3
+		if reg != curReg {
+			cur, curReg = n.readReg(uint32(reg)), reg
+		}
+		p[i] = byte(cur >> (8 * (a & 3)))
+	}
+}
+
+// writeRegs applies 32-bit register writes; narrower writes merge into
+// plain storage registers and are ignored for action registers (whose
+// meaning needs the whole value).
+func (n *NIC) writeRegs(off uint64, p []byte) {
+	end := off + uint64(len(p))
+	for reg := off &^ 3; reg < end; reg += 4 {
+		lo, hi := max(reg, off), min(reg+4, end)
+		var b [4]byte
+		var mask uint32
+		for a := lo; a < hi; a++ {
+			b[a-reg] = p[a-off]
+			mask |= 0xff << (8 * (a - reg))
+		}
+		n.writeReg(uint32(reg), binary.LittleEndian.Uint32(b[:]), mask)
+	}
+}
+
+func merge(old, v, mask uint32) uint32 { return old&^mask | v&mask }
+
+func (n *NIC) writeReg(reg, v, mask uint32) {
+	full := mask == 0xffffffff
+	switch reg {
+	case hw.RegDiagIRQ:
+		if full {
+			n.diagIRQ(v)
+		}
+		return
+	case hw.RegDiagDMACtrl:
+		if full && v&hw.DiagDMACtrlStart != 0 {
+			n.startDMA()
+		}
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch reg {
+	case hw.RegScratch:
+		n.scratch = merge(n.scratch, v, mask)
+	case hw.RegDiagDMAAddrLo:
+		n.dmaAddr = n.dmaAddr&^0xffffffff | uint64(merge(uint32(n.dmaAddr), v, mask))
+	case hw.RegDiagDMAAddrHi:
+		n.dmaAddr = n.dmaAddr&0xffffffff | uint64(merge(uint32(n.dmaAddr>>32), v, mask))<<32
+	case hw.RegDiagDMALen:
+		n.dmaLen = merge(n.dmaLen, v, mask)
+	case hw.RegDiagDMASeed:
+		n.dmaSeed = merge(n.dmaSeed, v, mask)
+	}
+}
+
+func (n *NIC) diagIRQ(v uint32) {
+	if !n.attached.Load() || v >= hw.MSIXVectors {
+		n.log.Warn("DIAG_IRQ: no such vector", "vector", v)
+		return
+	}
+	if err := n.host.IRQ.Trigger(int(v)); err != nil {
+		n.log.Warn("DIAG_IRQ failed", "vector", v, "err", err)
+	}
+}
+
+// startDMA validates the diagnostic DMA and launches it on its own
+// goroutine: the write that started it is a (posted) request and must not
+// wait for guest memory.
+func (n *NIC) startDMA() {
+	if n.dmaStatus.Load() == hw.DiagDMAStatusBusy {
+		n.log.Warn("DIAG_DMA_CTRL: start while busy ignored")
+		return
+	}
+	n.mu.Lock()
+	addr, length, seed := n.dmaAddr, n.dmaLen, n.dmaSeed
+	n.mu.Unlock()
+	switch {
+	case !n.cfg.BusMaster():
+		n.dmaStatus.Store(hw.DiagDMAStatusNoMaster)
+	case length == 0 || length > hw.DiagDMAMaxLen:
+		n.dmaStatus.Store(hw.DiagDMAStatusBadLen)
+	case !n.attached.Load():
+		n.dmaStatus.Store(hw.DiagDMAStatusFault)
+	default:
+		n.dmaStatus.Store(hw.DiagDMAStatusBusy)
+		gen := n.dmaGen.Load()
+		n.dmaWG.Add(1)
+		go n.runDMA(gen, addr, length, seed)
+	}
+}
+
+// runDMA writes the pattern page by page: each piece then lies inside one
+// guest page, hence inside one DMA mapping, even when the target spans two
+// adjacent mappings.
+func (n *NIC) runDMA(gen, addr uint64, length, seed uint32) {
+	defer n.dmaWG.Done()
+	const page = 4096
+	var buf [page]byte
+	status := uint32(hw.DiagDMAStatusDone)
+	for done := uint32(0); done < length; {
+		if n.dmaGen.Load() != gen {
+			return
+		}
+		iova := addr + uint64(done)
+		chunk := min(uint64(page)-iova%page, uint64(length-done))
+		for i := uint64(0); i < chunk; i++ {
+			buf[i] = hw.DiagPattern(seed, done+uint32(i))
+		}
+		if err := n.host.Mem.WriteAt(iova, buf[:chunk]); err != nil {
+			var fe *guestmem.FaultError
+			if errors.As(err, &fe) {
+				n.log.Warn("diagnostic DMA fault", "iova", fe.IOVA, "len", fe.Len, "reason", fe.Reason.String())
+			} else {
+				n.log.Warn("diagnostic DMA failed", "err", err)
+			}
+			// A PCIe requester that gets Unsupported Request sets Received
+			// Master Abort.
+			n.cfg.RaiseStatus(pcie.StatusRecMasterAbort)
+			status = hw.DiagDMAStatusFault
+			break
+		}
+		done += uint32(chunk)
+	}
+	if n.dmaGen.Load() == gen {
+		n.dmaStatus.Store(status)
+	}
+}
+
+func (n *NIC) readMSIX(off uint64, p []byte) {
+	for i := range p {
+		a := off + uint64(i)
+		switch {
+		case a >= hw.MSIXTableOffset && a < hw.MSIXTableOffset+uint64(len(n.msixTable)):
+			n.mu.Lock()
+			p[i] = n.msixTable[a-hw.MSIXTableOffset]
+			n.mu.Unlock()
+		case a >= hw.MSIXPBAOffset && a < hw.MSIXPBAOffset+uint64((hw.MSIXVectors+63)/64*8):
+			bit := (a - hw.MSIXPBAOffset) * 8
+			var v byte
+			for j := uint64(0); j < 8 && bit+j < hw.MSIXVectors; j++ {
+				if n.attached.Load() && n.host.IRQ.Pending(vdevice.IRQMSIX, int(bit+j)) {
+					v |= 1 << j
+				}
+			}
+			p[i] = v
+		default:
+			p[i] = 0
+		}
+	}
+}
+
+func (n *NIC) writeMSIX(off uint64, p []byte) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i, v := range p {
+		a := off + uint64(i)
+		if a >= hw.MSIXTableOffset && a < hw.MSIXTableOffset+uint64(len(n.msixTable)) {
+			e := a - hw.MSIXTableOffset
+			if e%pcie.MSIXEntrySize >= 12 && e%pcie.MSIXEntrySize != 12 {
+				continue // Vector Control bits 31:1 are reserved
+			}
+			if e%pcie.MSIXEntrySize == 12 {
+				v &= 1
+			}
+			n.msixTable[e] = v
+		}
+		// The PBA is read-only.
+	}
+}
