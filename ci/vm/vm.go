@@ -406,11 +406,20 @@ func (v *VM) call(ctx context.Context, req agent.Request) (agent.Response, error
 		r, err := v.agent.Call(ctx, req)
 		ch <- result{r, err}
 	}()
+	what := fmt.Errorf("guest request %s %q", req.Op, strings.Join(req.Argv, " "))
 	select {
 	case r := <-ch:
+		if r.err != nil && ctx.Err() == nil {
+			// A lost agent usually means QEMU is going down: say so.
+			select {
+			case <-v.exited:
+				return r.resp, v.deathError(what)
+			case <-time.After(3 * time.Second):
+			}
+		}
 		return r.resp, r.err
 	case <-v.exited:
-		return agent.Response{}, v.deathError(fmt.Errorf("guest request %s %q", req.Op, strings.Join(req.Argv, " ")))
+		return agent.Response{}, v.deathError(what)
 	}
 }
 
@@ -453,7 +462,7 @@ func (v *VM) LoadModules(ctx context.Context, names ...string) error {
 
 // LoadDriver loads the npfnic driver module with the given parameters.
 func (v *VM) LoadDriver(ctx context.Context, params string) error {
-	r, err := v.Exec(ctx, "/bin/insmod", agent.GuestDriverPath, params)
+	r, err := v.Exec(ctx, "insmod", agent.GuestDriverPath, params)
 	if err != nil {
 		return err
 	}
