@@ -1,0 +1,256 @@
+package ibrc
+
+import (
+	"github.com/npfnic/npfnic/ibrc/rocev2"
+)
+
+// complete handles a response (ACK, NAK, READ response) for the requester.
+func (q *QP) complete(p *rocev2.Packet) error {
+	e := q.e
+	psn := p.BTH.PSN
+	// Nothing may answer a PSN that was never sent.
+	if psnDiff(psn, q.req.high) >= 0 {
+		e.stats.ResponseDiscards++
+		return errDiscard("response for a PSN not sent")
+	}
+	op := p.BTH.Opcode
+	switch {
+	case op == rocev2.OpAck:
+		syn := p.AETH.Syndrome
+		switch {
+		case syn.IsACK():
+			if psnDiff(psn, q.comp.psn) < 0 {
+				e.stats.ResponseDiscards++
+				break
+			}
+			q.ackUpTo(psn)
+		case syn.IsRNRNAK():
+			q.onRNRNak(psn, syn.Value())
+		case syn.IsNAK():
+			q.onNak(psn, syn.Value())
+		default:
+			e.stats.ResponseDiscards++
+			return errDiscard("reserved AETH syndrome")
+		}
+	case op.Has(rocev2.Read | rocev2.Response):
+		q.onReadResponse(p)
+	default:
+		e.stats.RxDiscarded++
+		return errDiscard("unexpected response " + op.String())
+	}
+	if q.state == StateRTS || q.state == StateSQD {
+		q.reqProgress()
+	}
+	return nil
+}
+
+// ackUpTo completes what an ACK (or the implicit ACK in a NAK) for psn
+// covers. It returns false when it found the responses of a READ lost and
+// started a retry instead.
+func (q *QP) ackUpTo(psn uint32) bool {
+	progress := false
+	ok := true
+	for q.outstanding() {
+		w := q.sq[0]
+		if w.isRead() {
+			if psnDiff(psn, w.firstPSN) >= 0 {
+				// The responder went past the READ: its responses were lost.
+				ok = false
+			}
+			break
+		}
+		if psnDiff(psn, w.lastPSN) >= 0 {
+			q.comp.psn = psnAdd(w.lastPSN, 1)
+			q.completeHead(WCSuccess)
+			progress = true
+			continue
+		}
+		if psnDiff(psn, q.comp.psn) >= 0 {
+			q.comp.psn = psnAdd(psn, 1)
+			progress = true
+		}
+		break
+	}
+	if progress {
+		q.onProgress()
+	}
+	if !ok {
+		q.retryCounted(q.comp.psn)
+	}
+	return ok
+}
+
+// onProgress resets the retry state after the responder acknowledged
+// something new.
+func (q *QP) onProgress() {
+	q.req.retryCnt = q.attr.RetryCnt
+	q.req.rnrRetry = q.attr.RNRRetry
+	q.req.startedRetry = false
+	if psnDiff(q.comp.psn, q.req.psn) > 0 {
+		// Acknowledged beyond where a retry had rewound to.
+		q.setCursor(q.comp.psn)
+	}
+	q.restartTimer()
+	q.checkDrained()
+}
+
+// retryCounted retransmits from psn for a sequence error, charging
+// retry_cnt; a repeat for the same PSN before any progress is ignored.
+func (q *QP) retryCounted(psn uint32) {
+	if q.req.startedRetry && q.req.retryPSN == psn {
+		return
+	}
+	if q.req.retryCnt == 0 {
+		q.failHead(WCRetryExcErr)
+		return
+	}
+	q.req.retryCnt--
+	q.req.startedRetry = true
+	q.req.retryPSN = psn
+	q.retryFrom(psn)
+}
+
+func (q *QP) onRNRNak(psn uint32, timer uint8) {
+	e := q.e
+	if psnDiff(psn, q.comp.psn) < 0 || q.req.rnrWait && q.req.rnrPSN == psn {
+		e.stats.ResponseDiscards++
+		return
+	}
+	e.stats.RNRNakReceived++
+	if psnDiff(psn, q.comp.psn) > 0 && !q.ackUpTo(psnAdd(psn, -1)) {
+		return
+	}
+	if !q.outstanding() {
+		return
+	}
+	if q.req.rnrRetry == 0 {
+		q.failHead(WCRNRRetryExcErr)
+		return
+	}
+	if q.req.rnrRetry != 7 {
+		q.req.rnrRetry--
+	}
+	q.req.rnrWait = true
+	q.req.rnrPSN = psn
+	q.setCursor(psn)
+	if q.req.timer != nil {
+		q.req.timer.Stop()
+		q.req.timer, q.req.timerTok = nil, nil
+	}
+	gen := q.gen
+	q.req.rnrTimer = e.clk.AfterFunc(rocev2.RNRTimer(timer), func() {
+		e.mu.Lock()
+		defer e.unlock()
+		if q.gen != gen || !q.req.rnrWait {
+			return
+		}
+		q.req.rnrWait = false
+		q.req.rnrTimer = nil
+		if q.state != StateRTS && q.state != StateSQD {
+			return
+		}
+		q.req.startedRetry = false
+		q.retryFrom(q.req.rnrPSN)
+	})
+}
+
+func (q *QP) onNak(psn uint32, code uint8) {
+	e := q.e
+	if psnDiff(psn, q.comp.psn) < 0 {
+		e.stats.ResponseDiscards++
+		return
+	}
+	if psnDiff(psn, q.comp.psn) > 0 && !q.ackUpTo(psnAdd(psn, -1)) {
+		return
+	}
+	if code == rocev2.NAKPSNSeqError {
+		e.stats.SeqNakReceived++
+		if q.outstanding() {
+			q.retryCounted(psn)
+		}
+		return
+	}
+	e.stats.ErrNakReceived++
+	st := WCRemOpErr
+	switch code {
+	case rocev2.NAKInvalidRequest:
+		st = WCRemInvReqErr
+	case rocev2.NAKRemoteAccess:
+		st = WCRemAccessErr
+	}
+	q.failHead(st)
+}
+
+func (q *QP) onReadResponse(p *rocev2.Packet) {
+	e := q.e
+	psn := p.BTH.PSN
+	if q.comp.readFault {
+		e.stats.ResponseDiscards++
+		return
+	}
+	// A READ response implicitly acknowledges the SENDs and WRITEs before it.
+	progress := false
+	for q.outstanding() && !q.sq[0].isRead() && psnDiff(psn, q.sq[0].lastPSN) > 0 {
+		q.comp.psn = psnAdd(q.sq[0].lastPSN, 1)
+		q.completeHead(WCSuccess)
+		progress = true
+	}
+	if progress {
+		q.onProgress()
+	}
+	if !q.outstanding() || !q.sq[0].isRead() {
+		e.stats.ResponseDiscards++
+		return
+	}
+	w := q.sq[0]
+	if psnDiff(psn, w.firstPSN) < 0 || psnDiff(psn, w.lastPSN) > 0 || psnDiff(psn, q.comp.psn) < 0 {
+		e.stats.ResponseDiscards++ // stale or duplicate
+		return
+	}
+	if psnDiff(psn, q.comp.psn) > 0 {
+		// Responses before this one were lost.
+		e.stats.ReadRetries++
+		q.retryCounted(q.comp.psn)
+		return
+	}
+	op := p.BTH.Opcode
+	if op.Has(rocev2.HasAETH) && !p.AETH.Syndrome.IsACK() {
+		q.failHead(WCBadRespErr)
+		return
+	}
+	off := uint64(psnDiff(psn, w.firstPSN)) * uint64(q.mtu)
+	rem := w.length - off
+	n := uint64(len(p.Payload))
+	if op.Has(rocev2.Last) && n != rem || !op.Has(rocev2.Last) && (n != uint64(q.mtu) || rem <= n) {
+		q.failHead(WCBadRespErr)
+		return
+	}
+	if err := q.scatter(w.wr.SGL, off, p.Payload); err != nil {
+		if va, _, ok := AsFault(err); ok {
+			// Drop responses until the page is present, then ask again for
+			// the rest of the READ (RC cannot pause a READ responder).
+			e.stats.RequesterFaults++
+			q.comp.readFault = true
+			q.pageRequest(RoleRequester, q.memOf(w.wr.SGL, off), va, true, func(ok bool) {
+				q.comp.readFault = false
+				if !ok {
+					q.failHead(WCLocAccessErr)
+					return
+				}
+				if q.outstanding() && (q.state == StateRTS || q.state == StateSQD) {
+					e.stats.ReadRetries++
+					q.req.startedRetry = false
+					q.retryFrom(q.comp.psn)
+				}
+			})
+			return
+		}
+		q.failHead(WCLocProtErr)
+		return
+	}
+	q.comp.psn = psnAdd(psn, 1)
+	if op.Has(rocev2.Last) {
+		q.completeHead(WCSuccess)
+	}
+	q.onProgress()
+}

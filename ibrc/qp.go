@@ -1,0 +1,547 @@
+package ibrc
+
+import (
+	"fmt"
+
+	"github.com/npfnic/npfnic/ibrc/clock"
+	"github.com/npfnic/npfnic/ibrc/rocev2"
+)
+
+// QPInit are the creation parameters of a QP.
+type QPInit struct {
+	SendCQ, RecvCQ *CQ
+	Cap            QPCap
+	SigAll         bool // every send WR completes with a CQE, signaled or not
+}
+
+type sendWQE struct {
+	wr       SendWR
+	length   uint64
+	npkts    int // PSNs the WQE consumes
+	firstPSN uint32
+	lastPSN  uint32
+	started  bool // PSNs assigned: its first packet went out at least once
+}
+
+func (w *sendWQE) isRead() bool { return w.wr.Opcode == WRRead }
+
+type recvWQE struct {
+	wr     RecvWR
+	length uint64
+}
+
+type readRes struct {
+	first, last uint32
+	va          uint64
+	length      uint64
+	rkey        uint32
+	mr          *MR
+	valid       bool
+}
+
+// QP is a reliable-connected queue pair.
+type QP struct {
+	e      *Engine
+	pd     *PD
+	num    uint32
+	init   QPInit
+	attr   QPAttr
+	state  QPState
+	gen    uint64 // bumped on reset/destroy: stale callbacks check it
+	dead   bool
+	path   rocev2.Path
+	mtu    int
+	faults uint8 // in-flight page requests: bit role*2+write
+
+	sq []*sendWQE
+	rq []*recvWQE
+
+	req  reqState
+	comp compState
+	resp respState
+}
+
+type reqState struct {
+	psn          uint32 // next PSN to send
+	high         uint32 // first PSN never sent
+	next         int    // index in sq of the WQE being sent
+	offset       uint64 // bytes of sq[next] already covered by sent PSNs
+	readsOut     int    // READ WQEs started and not completed
+	rnrWait      bool
+	rnrPSN       uint32
+	rnrTimer     clock.Timer
+	stalled      bool // gathering payload faulted; waiting for the page
+	timer        clock.Timer
+	timerTok     *int
+	retryCnt     uint8
+	rnrRetry     uint8
+	startedRetry bool
+	retryPSN     uint32
+	ackNext      bool // set AckReq on the next packet (first after a retry)
+	draining     bool
+	drained      bool
+}
+
+type compState struct {
+	psn       uint32 // oldest unacknowledged PSN
+	readFault bool   // dropping READ responses until a page arrives
+}
+
+type respState struct {
+	psn      uint32 // expected PSN
+	msn      uint32
+	inMsg    rocev2.OpFlags // Send or Write while a multi-packet message is open
+	wqe      *recvWQE       // receive WQE of the SEND in progress
+	offset   uint64
+	wMR      *MR
+	wVA      uint64
+	wResid   uint64
+	wLen     uint64
+	sentNAK  bool
+	reads    []readRes
+	readNext int
+	stall    *readStall
+	backlog  [][]byte
+	commEst  bool
+}
+
+type readStall struct {
+	res readRes
+	psn uint32
+}
+
+const maxBacklog = 64
+
+// CreateQP creates an RC QP in the RESET state.
+func (pd *PD) CreateQP(init QPInit) (*QP, error) {
+	if init.SendCQ == nil || init.RecvCQ == nil || init.Cap.MaxSendWR <= 0 || init.Cap.MaxRecvWR <= 0 {
+		return nil, ErrInvalidArg
+	}
+	if init.Cap.MaxSendSGE <= 0 {
+		init.Cap.MaxSendSGE = 1
+	}
+	if init.Cap.MaxRecvSGE <= 0 {
+		init.Cap.MaxRecvSGE = 1
+	}
+	e := pd.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for e.qps[e.nextQPN] != nil || e.nextQPN < 2 || e.nextQPN > psnMask {
+		e.nextQPN = (e.nextQPN + 1) & psnMask
+	}
+	q := &QP{e: e, pd: pd, num: e.nextQPN, init: init}
+	e.nextQPN = (e.nextQPN + 1) & psnMask
+	q.attr.PKey = 0xffff
+	e.qps[q.num] = q
+	return q, nil
+}
+
+// Num returns the QP number.
+func (q *QP) Num() uint32 { return q.num }
+
+// Query returns the QP's attributes, with State its current state.
+func (q *QP) Query() QPAttr {
+	q.e.mu.Lock()
+	defer q.e.mu.Unlock()
+	a := q.attr
+	a.State = q.state
+	return a
+}
+
+// Destroy removes the QP; outstanding work is dropped without completions.
+func (q *QP) Destroy() error {
+	e := q.e
+	e.mu.Lock()
+	defer e.unlock()
+	if q.dead {
+		return ErrDestroyed
+	}
+	q.reset()
+	q.dead = true
+	delete(e.qps, q.num)
+	return nil
+}
+
+type transition struct{ req, opt AttrMask }
+
+// transitions is the RC part of the IBA QP state transition table
+// (IBA 11.2.1.2 Table 91; Linux ib_modify_qp_is_ok) without alternate paths,
+// port numbers and path migration. Any state may go to RESET and ERR.
+var transitions = map[[2]QPState]transition{
+	{StateReset, StateReset}: {},
+	{StateReset, StateInit}:  {req: AttrPKey | AttrAccessFlags},
+	{StateInit, StateInit}:   {opt: AttrPKey | AttrAccessFlags},
+	{StateInit, StateRTR}: {
+		req: AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN | AttrMaxDestRdAtomic | AttrMinRNRTimer,
+		opt: AttrAccessFlags | AttrPKey,
+	},
+	{StateRTR, StateRTS}: {
+		req: AttrSQPSN | AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxRdAtomic,
+		opt: AttrAccessFlags | AttrMinRNRTimer,
+	},
+	{StateRTS, StateRTS}: {opt: AttrAccessFlags | AttrMinRNRTimer},
+	{StateRTS, StateSQD}: {},
+	{StateSQD, StateRTS}: {opt: AttrAccessFlags | AttrMinRNRTimer},
+	{StateSQD, StateSQD}: {opt: AttrAccessFlags | AttrMinRNRTimer | AttrPKey | AttrAV | AttrTimeout |
+		AttrRetryCnt | AttrRNRRetry | AttrMaxRdAtomic | AttrMaxDestRdAtomic | AttrPathMTU},
+	{StateSQE, StateRTS}: {opt: AttrAccessFlags | AttrMinRNRTimer},
+}
+
+// CheckTransition reports whether the IBA table allows moving from cur to
+// next with the attributes in mask (AttrState aside).
+func CheckTransition(cur, next QPState, mask AttrMask) error {
+	mask &^= AttrState
+	if next == StateReset || next == StateErr {
+		if mask != 0 {
+			return fmt.Errorf("%w: %v->%v takes no attributes (mask %#x)", ErrInvalidModify, cur, next, mask)
+		}
+		return nil
+	}
+	t, ok := transitions[[2]QPState{cur, next}]
+	if !ok {
+		return fmt.Errorf("%w: %v->%v", ErrInvalidModify, cur, next)
+	}
+	if mask&t.req != t.req {
+		return fmt.Errorf("%w: %v->%v requires mask %#x, missing %#x", ErrInvalidModify, cur, next, t.req, t.req&^mask)
+	}
+	if extra := mask &^ (t.req | t.opt); extra != 0 {
+		return fmt.Errorf("%w: %v->%v does not take mask bits %#x", ErrInvalidModify, cur, next, extra)
+	}
+	return nil
+}
+
+// ModifyQP changes the QP's state and attributes as ibv_modify_qp does.
+// Without AttrState in mask the QP keeps its state (if the table allows
+// that state to itself).
+func (q *QP) ModifyQP(attr *QPAttr, mask AttrMask) error {
+	e := q.e
+	e.mu.Lock()
+	defer e.unlock()
+	if q.dead {
+		return ErrDestroyed
+	}
+	next := q.state
+	if mask&AttrState != 0 {
+		next = attr.State
+	}
+	if next > StateErr {
+		return ErrInvalidArg
+	}
+	if err := CheckTransition(q.state, next, mask); err != nil {
+		return err
+	}
+	if err := validateAttr(attr, mask); err != nil {
+		return err
+	}
+	a := &q.attr
+	if mask&AttrAccessFlags != 0 {
+		a.AccessFlags = attr.AccessFlags
+	}
+	if mask&AttrPKey != 0 {
+		a.PKey = attr.PKey
+	}
+	if mask&AttrAV != 0 {
+		a.AV = attr.AV
+	}
+	if mask&AttrPathMTU != 0 {
+		a.PathMTU = attr.PathMTU
+	}
+	if mask&AttrDestQPN != 0 {
+		a.DestQPN = attr.DestQPN
+	}
+	if mask&AttrRQPSN != 0 {
+		a.RQPSN = attr.RQPSN
+	}
+	if mask&AttrSQPSN != 0 {
+		a.SQPSN = attr.SQPSN
+	}
+	if mask&AttrMaxDestRdAtomic != 0 {
+		a.MaxDestRdAtomic = attr.MaxDestRdAtomic
+	}
+	if mask&AttrMinRNRTimer != 0 {
+		a.MinRNRTimer = attr.MinRNRTimer
+	}
+	if mask&AttrTimeout != 0 {
+		a.Timeout = attr.Timeout
+	}
+	if mask&AttrRetryCnt != 0 {
+		a.RetryCnt = attr.RetryCnt
+		q.req.retryCnt = attr.RetryCnt
+	}
+	if mask&AttrRNRRetry != 0 {
+		a.RNRRetry = attr.RNRRetry
+		q.req.rnrRetry = attr.RNRRetry
+	}
+	if mask&AttrMaxRdAtomic != 0 {
+		a.MaxRdAtomic = attr.MaxRdAtomic
+	}
+	if mask&(AttrAV|AttrPathMTU|AttrDestQPN) != 0 {
+		q.setPath()
+	}
+	prev := q.state
+	switch next {
+	case StateReset:
+		q.reset()
+	case StateErr:
+		q.moveToErr()
+	case StateRTR:
+		if prev == StateInit {
+			q.resp = respState{psn: a.RQPSN, reads: make([]readRes, max(1, int(a.MaxDestRdAtomic)))}
+		}
+		q.state = next
+	case StateRTS:
+		q.state = next
+		if prev == StateRTR {
+			q.req.psn, q.req.high, q.comp.psn = a.SQPSN, a.SQPSN, a.SQPSN
+			q.req.retryCnt, q.req.rnrRetry = a.RetryCnt, a.RNRRetry
+		}
+		q.req.draining, q.req.drained = false, false
+		q.reqProgress()
+	case StateSQD:
+		q.state = next
+		if prev == StateRTS {
+			q.req.draining, q.req.drained = true, false
+			q.checkDrained()
+		}
+	default:
+		q.state = next
+	}
+	return nil
+}
+
+func validateAttr(a *QPAttr, mask AttrMask) error {
+	bad := func(what string) error { return fmt.Errorf("%w: %s", ErrInvalidArg, what) }
+	if mask&AttrPathMTU != 0 && a.PathMTU.Bytes() == 0 {
+		return bad("path MTU")
+	}
+	if mask&AttrDestQPN != 0 && a.DestQPN > psnMask {
+		return bad("dest QPN")
+	}
+	if mask&AttrRQPSN != 0 && a.RQPSN > psnMask || mask&AttrSQPSN != 0 && a.SQPSN > psnMask {
+		return bad("PSN wider than 24 bits")
+	}
+	if mask&AttrRetryCnt != 0 && a.RetryCnt > 7 || mask&AttrRNRRetry != 0 && a.RNRRetry > 7 {
+		return bad("retry count above 7")
+	}
+	if mask&AttrMinRNRTimer != 0 && a.MinRNRTimer > 31 || mask&AttrTimeout != 0 && a.Timeout > 31 {
+		return bad("timer code above 31")
+	}
+	if mask&AttrAV != 0 {
+		if _, ok := rocev2.IPv4FromGID(a.AV.DGID); !ok {
+			return bad("DGID is not IPv4-mapped (only RoCEv2 over IPv4 is supported)")
+		}
+	}
+	if mask&AttrAccessFlags != 0 && a.AccessFlags&^(AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic) != 0 {
+		return bad("access flags")
+	}
+	return nil
+}
+
+func (q *QP) setPath() {
+	a := &q.attr
+	ip, _ := rocev2.IPv4FromGID(a.AV.DGID)
+	sport := a.AV.SrcPort
+	if sport == 0 {
+		// Flow entropy from the QP pair, in the range Linux uses for RoCEv2.
+		h := q.num*0x9e3779b1 ^ a.DestQPN
+		sport = uint16(0xc000 | (h^h>>14)&0x3fff)
+	}
+	q.path = rocev2.Path{
+		SrcMAC: q.e.cfg.MAC, DstMAC: a.AV.DestMAC,
+		SrcIP: q.e.cfg.IPv4, DstIP: ip,
+		SrcPort: sport, TTL: a.AV.HopLimit, TrafficClass: a.AV.TrafficClass,
+	}
+	q.mtu = a.PathMTU.Bytes()
+}
+
+// reset returns the QP to RESET: queues emptied without completions.
+func (q *QP) reset() {
+	q.stopTimers()
+	q.gen++
+	q.state = StateReset
+	q.sq, q.rq = nil, nil
+	q.req = reqState{}
+	q.comp = compState{}
+	q.resp = respState{}
+	q.faults = 0
+	q.attr = QPAttr{PKey: 0xffff}
+	q.path = rocev2.Path{}
+	q.mtu = 0
+}
+
+func (q *QP) stopTimers() {
+	if q.req.timer != nil {
+		q.req.timer.Stop()
+		q.req.timer, q.req.timerTok = nil, nil
+	}
+	if q.req.rnrTimer != nil {
+		q.req.rnrTimer.Stop()
+		q.req.rnrTimer = nil
+	}
+}
+
+// moveToErr puts the QP in the error state and flushes all work requests.
+func (q *QP) moveToErr() {
+	q.stopTimers()
+	q.state = StateErr
+	q.req.rnrWait, q.req.stalled = false, false
+	for len(q.sq) > 0 {
+		q.completeHead(WCWRFlushErr)
+	}
+	for _, r := range q.rq {
+		q.init.RecvCQ.push(WC{WRID: r.wr.ID, Status: WCWRFlushErr, Opcode: WCRecv, QPN: q.num})
+	}
+	q.rq = nil
+	q.resp.wqe, q.resp.stall, q.resp.backlog = nil, nil, nil
+}
+
+// PostSend queues a send work request.
+func (q *QP) PostSend(wr SendWR) error {
+	if wr.Opcode > WRRead || wr.Opcode == 5 {
+		return fmt.Errorf("%w: opcode %v", ErrInvalidArg, wr.Opcode)
+	}
+	if len(wr.SGL) > q.init.Cap.MaxSendSGE {
+		return fmt.Errorf("%w: %d SGEs, QP takes %d", ErrInvalidArg, len(wr.SGL), q.init.Cap.MaxSendSGE)
+	}
+	var n uint64
+	for _, s := range wr.SGL {
+		n += uint64(s.Length)
+	}
+	if n > MaxMsgSize {
+		return fmt.Errorf("%w: message of %d bytes", ErrInvalidArg, n)
+	}
+	e := q.e
+	e.mu.Lock()
+	defer e.unlock()
+	switch {
+	case q.dead:
+		return ErrDestroyed
+	case q.state == StateReset || q.state == StateInit || q.state == StateRTR:
+		return fmt.Errorf("%w: PostSend in %v", ErrInvalidState, q.state)
+	case len(q.sq) >= q.init.Cap.MaxSendWR:
+		return ErrQueueFull
+	}
+	wr.SGL = append([]SGE(nil), wr.SGL...)
+	w := &sendWQE{wr: wr, length: n, npkts: 1}
+	if n > 0 {
+		w.npkts = int((n + uint64(q.mtu) - 1) / uint64(q.mtu))
+	}
+	if q.state == StateErr {
+		q.init.SendCQ.push(WC{WRID: wr.ID, Status: WCWRFlushErr, Opcode: wcOpcode(wr.Opcode), QPN: q.num})
+		return nil
+	}
+	q.sq = append(q.sq, w)
+	q.reqProgress()
+	return nil
+}
+
+// PostRecv queues a receive work request.
+func (q *QP) PostRecv(wr RecvWR) error {
+	if len(wr.SGL) > q.init.Cap.MaxRecvSGE {
+		return fmt.Errorf("%w: %d SGEs, QP takes %d", ErrInvalidArg, len(wr.SGL), q.init.Cap.MaxRecvSGE)
+	}
+	var n uint64
+	for _, s := range wr.SGL {
+		n += uint64(s.Length)
+	}
+	e := q.e
+	e.mu.Lock()
+	defer e.unlock()
+	switch {
+	case q.dead:
+		return ErrDestroyed
+	case q.state == StateReset:
+		return fmt.Errorf("%w: PostRecv in RESET", ErrInvalidState)
+	case len(q.rq) >= q.init.Cap.MaxRecvWR:
+		return ErrQueueFull
+	}
+	if q.state == StateErr {
+		q.init.RecvCQ.push(WC{WRID: wr.ID, Status: WCWRFlushErr, Opcode: WCRecv, QPN: q.num})
+		return nil
+	}
+	wr.SGL = append([]SGE(nil), wr.SGL...)
+	q.rq = append(q.rq, &recvWQE{wr: wr, length: n})
+	return nil
+}
+
+func wcOpcode(o WROpcode) WCOpcode {
+	switch o {
+	case WRWrite, WRWriteImm:
+		return WCRDMAWrite
+	case WRRead:
+		return WCRDMARead
+	}
+	return WCSend
+}
+
+// receive dispatches a decoded packet to the responder or the requester.
+func (q *QP) receive(p *rocev2.Packet, frame []byte) error {
+	if q.state == StateReset || q.state == StateInit || q.state == StateErr {
+		q.e.stats.RxDiscarded++
+		return errDiscard("QP in " + q.state.String())
+	}
+	if ip, _ := rocev2.IPv4FromGID(q.attr.AV.DGID); p.SrcIP4() != ip {
+		q.e.stats.RxDiscarded++
+		return errDiscard("source is not the QP's peer")
+	}
+	if p.BTH.PKey&0x7fff != q.attr.PKey&0x7fff || p.BTH.PKey&0x8000 == 0 && q.attr.PKey&0x8000 == 0 {
+		q.e.stats.RxDiscarded++
+		return errDiscard("P_Key mismatch")
+	}
+	if p.BTH.Opcode.Has(rocev2.Request) {
+		return q.respond(p, frame)
+	}
+	if q.state == StateRTR {
+		q.e.stats.RxDiscarded++
+		return errDiscard("response to a QP that is not sending")
+	}
+	return q.complete(p)
+}
+
+// pageRequest raises a page request unless one of the same kind is in
+// flight. resolved runs under the engine lock when it completes.
+func (q *QP) pageRequest(role Role, mem Memory, va uint64, write bool, resolved func(ok bool)) {
+	bit := uint8(1) << (uint8(role)*2 + b2u(write))
+	if q.faults&bit != 0 {
+		return
+	}
+	q.faults |= bit
+	e := q.e
+	e.stats.PageRequests++
+	gen := q.gen
+	done := func(ok bool) {
+		e.mu.Lock()
+		defer e.unlock()
+		if q.gen != gen || q.dead {
+			return
+		}
+		q.faults &^= bit
+		if resolved != nil {
+			resolved(ok)
+		}
+	}
+	if e.cfg.Pager == nil {
+		// Nobody to ask: treat the fault as resolved by the memory itself
+		// at the next attempt.
+		e.defer_(func() { done(true) })
+		return
+	}
+	r := PageRequest{QPN: q.num, Role: role, Mem: mem, VA: va, Write: write}
+	pager := e.cfg.Pager
+	e.defer_(func() { pager.RequestPage(r, done) })
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// PSNs returns the next PSN the requester will send (new work) and the
+// PSN the responder expects.
+func (q *QP) PSNs() (send, expect uint32) {
+	q.e.mu.Lock()
+	defer q.e.mu.Unlock()
+	return q.req.high, q.resp.psn
+}

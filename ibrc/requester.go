@@ -1,0 +1,310 @@
+package ibrc
+
+import (
+	"github.com/npfnic/npfnic/ibrc/rocev2"
+)
+
+// reqProgress sends request packets while the QP, the window and the
+// outstanding-READ limit allow.
+func (q *QP) reqProgress() {
+	for {
+		if q.state != StateRTS && q.state != StateSQD {
+			return
+		}
+		if q.req.rnrWait || q.req.stalled || q.req.next >= len(q.sq) {
+			q.checkDrained()
+			return
+		}
+		w := q.sq[q.req.next]
+		if !w.started {
+			if q.state == StateSQD {
+				q.checkDrained()
+				return
+			}
+			if w.isRead() && q.req.readsOut >= max(1, int(q.attr.MaxRdAtomic)) {
+				return
+			}
+			if w.wr.Flags&SendFence != 0 && q.req.readsOut > 0 {
+				return
+			}
+		}
+		if int(psnDiff(q.req.psn, q.comp.psn)) >= q.e.cfg.MaxUnackedPSNs {
+			return
+		}
+		if !q.sendPacket(w) {
+			return
+		}
+	}
+}
+
+// sendPacket sends the next packet of w; false when it could not (fault
+// stall or error).
+func (q *QP) sendPacket(w *sendWQE) bool {
+	e := q.e
+	if !w.started {
+		w.started = true
+		w.firstPSN = q.req.psn
+		w.lastPSN = psnAdd(q.req.psn, w.npkts-1)
+		if w.isRead() {
+			q.req.readsOut++
+		}
+	}
+	psn := q.req.psn
+	h := rocev2.Headers{BTH: rocev2.BTH{PKey: q.attr.PKey, DestQP: q.attr.DestQPN, PSN: psn}}
+	retrans := psnDiff(psn, q.req.high) < 0
+	var frame []byte
+	var err error
+	if w.isRead() {
+		off := q.req.offset
+		h.BTH.Opcode = rocev2.OpReadRequest
+		h.RETH.RKey = w.wr.RKey
+		h.RETH.VA = w.wr.RemoteAddr + off
+		h.RETH.DMALength = uint32(w.length - off)
+		frame, _ = rocev2.BuildFrame(&q.path, &h, 0, func([]byte) error { return nil })
+		q.req.psn = psnAdd(w.lastPSN, 1)
+		q.req.next++
+		q.req.offset = 0
+	} else {
+		off := q.req.offset
+		n := min(uint64(q.mtu), w.length-off)
+		first, last := off == 0, off+n == w.length
+		imm := w.wr.Opcode == WRSendImm || w.wr.Opcode == WRWriteImm
+		if w.wr.Opcode == WRSend || w.wr.Opcode == WRSendImm {
+			h.BTH.Opcode = rocev2.SendOpcode(first, last, imm)
+		} else {
+			h.BTH.Opcode = rocev2.WriteOpcode(first, last, imm)
+			if first {
+				h.RETH = rocev2.RETH{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALength: uint32(w.length)}
+			}
+		}
+		if last && imm {
+			h.ImmDt.Data = w.wr.Imm
+		}
+		h.BTH.SolicitedEvent = last && w.wr.Flags&SendSolicited != 0
+		window := q.e.cfg.MaxUnackedPSNs
+		h.BTH.AckReq = last || q.req.ackNext ||
+			int(psn)%e.cfg.AckEvery == e.cfg.AckEvery-1 ||
+			int(psnDiff(psnAdd(psn, 1), q.comp.psn)) >= window
+		frame, err = rocev2.BuildFrame(&q.path, &h, int(n), func(p []byte) error {
+			return q.gather(w.wr.SGL, off, p)
+		})
+		if err != nil {
+			if va, _, ok := AsFault(err); ok {
+				e.stats.RequesterFaults++
+				q.req.stalled = true
+				q.pageRequest(RoleRequester, q.memOf(w.wr.SGL, off), va, false, func(ok bool) {
+					q.req.stalled = false
+					if !ok {
+						q.failHead(WCLocAccessErr)
+						return
+					}
+					q.reqProgress()
+				})
+				return false
+			}
+			q.failHead(WCLocProtErr)
+			return false
+		}
+		q.req.psn = psnAdd(psn, 1)
+		q.req.offset += n
+		if last {
+			q.req.next++
+			q.req.offset = 0
+		}
+	}
+	q.req.ackNext = false
+	e.stats.DataPackets++
+	if retrans {
+		e.stats.Retransmits++
+	} else {
+		q.req.high = q.req.psn
+	}
+	e.send(frame)
+	q.armTimer()
+	return true
+}
+
+// failHead completes the oldest WQE with an error and moves the QP to ERR.
+func (q *QP) failHead(st WCStatus) {
+	if q.state == StateErr {
+		return
+	}
+	if len(q.sq) > 0 {
+		q.completeHead(st)
+	}
+	q.moveToErr()
+}
+
+// memOf returns the Memory behind the SGE at byte offset off.
+func (q *QP) memOf(sgl []SGE, off uint64) Memory {
+	for _, s := range sgl {
+		if off < uint64(s.Length) {
+			if m := q.e.mrs[s.LKey>>8]; m != nil {
+				return m.mem
+			}
+			return nil
+		}
+		off -= uint64(s.Length)
+	}
+	return nil
+}
+
+// gather reads len(p) bytes at message offset off of an SGL.
+func (q *QP) gather(sgl []SGE, off uint64, p []byte) error {
+	return q.walkSGL(sgl, off, len(p), 0, func(m *MR, va uint64, lo, hi int) error {
+		return m.mem.ReadAt(p[lo:hi], va)
+	})
+}
+
+// scatter writes p at message offset off of an SGL.
+func (q *QP) scatter(sgl []SGE, off uint64, p []byte) error {
+	return q.walkSGL(sgl, off, len(p), AccessLocalWrite, func(m *MR, va uint64, lo, hi int) error {
+		return m.mem.WriteAt(p[lo:hi], va)
+	})
+}
+
+type sglError string
+
+func (e sglError) Error() string { return "ibrc: " + string(e) }
+
+func (q *QP) walkSGL(sgl []SGE, off uint64, n int, need Access, f func(m *MR, va uint64, lo, hi int) error) error {
+	done := 0
+	for _, s := range sgl {
+		if done == n {
+			break
+		}
+		l := uint64(s.Length)
+		if off >= l {
+			off -= l
+			continue
+		}
+		k := int(min(l-off, uint64(n-done)))
+		m := q.e.lookupMR(s.LKey, q.pd, need, s.Addr, l)
+		if m == nil {
+			return sglError("SGE outside a valid memory region")
+		}
+		if err := f(m, s.Addr+off, done, done+k); err != nil {
+			return err
+		}
+		done += k
+		off = 0
+	}
+	if done != n {
+		return sglError("SGL shorter than the message")
+	}
+	return nil
+}
+
+// completeHead removes the oldest send WQE with a completion (always for
+// errors, for success when signaled).
+func (q *QP) completeHead(st WCStatus) {
+	w := q.sq[0]
+	q.sq[0] = nil
+	q.sq = q.sq[1:]
+	if q.req.next > 0 {
+		q.req.next--
+	} else {
+		q.req.offset = 0
+	}
+	if w.isRead() && w.started {
+		q.req.readsOut--
+	}
+	if st != WCSuccess || q.init.SigAll || w.wr.Flags&SendSignaled != 0 {
+		wc := WC{WRID: w.wr.ID, Status: st, Opcode: wcOpcode(w.wr.Opcode), QPN: q.num}
+		if st == WCSuccess {
+			wc.ByteLen = uint32(w.length)
+		}
+		q.init.SendCQ.push(wc)
+	}
+}
+
+func (q *QP) outstanding() bool { return len(q.sq) > 0 && q.sq[0].started }
+
+// armTimer starts the local ACK timer if packets are outstanding and it is
+// not running.
+func (q *QP) armTimer() {
+	d := rocev2.LocalAckTimeout(q.attr.Timeout)
+	if d == 0 || q.req.timer != nil || q.req.rnrWait || !q.outstanding() {
+		return
+	}
+	tok := new(int)
+	q.req.timerTok = tok
+	e := q.e
+	q.req.timer = e.clk.AfterFunc(d, func() {
+		e.mu.Lock()
+		defer e.unlock()
+		if q.req.timerTok != tok {
+			return
+		}
+		q.req.timer, q.req.timerTok = nil, nil
+		q.onTimeout()
+	})
+}
+
+func (q *QP) restartTimer() {
+	if q.req.timer != nil {
+		q.req.timer.Stop()
+		q.req.timer, q.req.timerTok = nil, nil
+	}
+	q.armTimer()
+}
+
+func (q *QP) onTimeout() {
+	if q.state != StateRTS && q.state != StateSQD || !q.outstanding() || q.req.rnrWait {
+		return
+	}
+	if q.req.retryCnt == 0 {
+		q.failHead(WCRetryExcErr)
+		return
+	}
+	q.req.retryCnt--
+	q.e.stats.Timeouts++
+	q.req.startedRetry = false
+	q.retryFrom(q.comp.psn)
+}
+
+// retryFrom rewinds the requester to psn and sends again from there.
+func (q *QP) retryFrom(psn uint32) {
+	q.setCursor(psn)
+	q.req.ackNext = true
+	q.restartTimer()
+	q.reqProgress()
+	q.armTimer()
+}
+
+// setCursor points the requester at psn: the WQE holding it and the byte
+// offset of that PSN in it.
+func (q *QP) setCursor(psn uint32) {
+	i := 0
+	for ; i < len(q.sq) && q.sq[i].started; i++ {
+		w := q.sq[i]
+		if psnDiff(psn, w.lastPSN) <= 0 {
+			k := max(0, int(psnDiff(psn, w.firstPSN)))
+			q.req.next = i
+			q.req.offset = min(uint64(k)*uint64(q.mtu), w.length)
+			q.req.psn = psnAdd(w.firstPSN, k)
+			return
+		}
+	}
+	q.req.next = i
+	q.req.offset = 0
+	q.req.psn = psn
+}
+
+func (q *QP) checkDrained() {
+	if q.state != StateSQD || !q.req.draining || q.req.drained {
+		return
+	}
+	if q.outstanding() || q.req.offset != 0 {
+		return
+	}
+	q.req.drained = true
+	q.e.event(Event{Type: EventSQDrained, QPN: q.num})
+}
+
+// SQDrained reports whether an SQD QP has no message in progress.
+func (q *QP) SQDrained() bool {
+	q.e.mu.Lock()
+	defer q.e.mu.Unlock()
+	return q.state == StateSQD && q.req.drained
+}

@@ -1,0 +1,355 @@
+package ibrc
+
+import (
+	"github.com/npfnic/npfnic/ibrc/rocev2"
+)
+
+// respond handles a request packet (SEND, RDMA WRITE, RDMA READ, atomics).
+func (q *QP) respond(p *rocev2.Packet, frame []byte) error {
+	e := q.e
+	if !q.resp.commEst {
+		q.resp.commEst = true
+		if q.state == StateRTR {
+			e.event(Event{Type: EventCommEstablished, QPN: q.num})
+		}
+	}
+	if q.resp.stall != nil {
+		// READ responses wait for a page; later requests wait behind them.
+		if len(q.resp.backlog) < maxBacklog {
+			q.resp.backlog = append(q.resp.backlog, append([]byte(nil), frame...))
+			return nil
+		}
+		e.stats.OutOfSeqDropped++
+		return errDiscard("responder backlog full")
+	}
+	psn := p.BTH.PSN
+	d := psnDiff(psn, q.resp.psn)
+	if d > 0 {
+		if q.resp.sentNAK {
+			e.stats.OutOfSeqDropped++
+			return errDiscard("out of sequence after a NAK")
+		}
+		q.resp.sentNAK = true
+		e.stats.SeqNakSent++
+		q.sendAck(q.resp.psn, rocev2.NAKSyndrome(rocev2.NAKPSNSeqError))
+		return nil
+	}
+	if d < 0 {
+		q.duplicate(p)
+		return nil
+	}
+	q.resp.sentNAK = false
+	op := p.BTH.Opcode
+	// Opcode sequence (IBA 9.7.5.1.1... C9-83): a message in progress
+	// continues with the same operation.
+	switch q.resp.inMsg {
+	case rocev2.Send, rocev2.Write:
+		if !op.Has(q.resp.inMsg) || op.Has(rocev2.First) {
+			return q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
+		}
+	default:
+		if !op.Has(rocev2.First) {
+			return q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
+		}
+	}
+	acc := q.attr.AccessFlags
+	switch {
+	case op.Has(rocev2.Atomic), op.Has(rocev2.HasIETH):
+		return q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
+	case op.Has(rocev2.Write) && acc&AccessRemoteWrite == 0, op.Has(rocev2.Read) && acc&AccessRemoteRead == 0:
+		return q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
+	}
+	// Payload length: First and Middle packets carry exactly one MTU, Last
+	// packets 1..MTU, Only packets 0..MTU.
+	n := len(p.Payload)
+	switch {
+	case op.Has(rocev2.Read):
+		if n != 0 {
+			return q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
+		}
+	case !op.Has(rocev2.Last):
+		if n != q.mtu {
+			return q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
+		}
+	case !op.Has(rocev2.First):
+		if n == 0 || n > q.mtu {
+			return q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
+		}
+	default:
+		if n > q.mtu {
+			return q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
+		}
+	}
+	switch {
+	case op.Has(rocev2.Send):
+		q.execSend(p)
+	case op.Has(rocev2.Write):
+		q.execWrite(p)
+	default:
+		q.execRead(p)
+	}
+	return nil
+}
+
+// classC answers an invalid request with a NAK and moves the QP to ERR
+// (IBA 9.9.3.1.3: responder class C errors). A SEND in progress completes
+// with st.
+func (q *QP) classC(code uint8, st WCStatus) error {
+	q.e.stats.ErrNakSent++
+	q.sendAck(q.resp.psn, rocev2.NAKSyndrome(code))
+	if w := q.resp.wqe; w != nil && len(q.rq) > 0 && q.rq[0] == w {
+		q.rq = q.rq[1:]
+		q.init.RecvCQ.push(WC{WRID: w.wr.ID, Status: st, Opcode: WCRecv, QPN: q.num})
+		q.resp.wqe = nil
+	}
+	q.moveToErr()
+	return nil
+}
+
+// sendAck sends an ACK or NAK for psn with the current MSN.
+func (q *QP) sendAck(psn uint32, syn rocev2.Syndrome) {
+	if syn.IsACK() {
+		q.e.stats.Acks++
+	}
+	h := rocev2.Headers{
+		BTH:  rocev2.BTH{Opcode: rocev2.OpAck, PKey: q.attr.PKey, DestQP: q.attr.DestQPN, PSN: psn},
+		AETH: rocev2.AETH{Syndrome: syn, MSN: q.resp.msn},
+	}
+	f, _ := rocev2.BuildFrame(&q.path, &h, 0, func([]byte) error { return nil })
+	q.e.send(f)
+}
+
+// rnrNak tells the requester to back off and retransmit psn later.
+func (q *QP) rnrNak(psn uint32) {
+	q.resp.sentNAK = true // drop what follows silently until psn returns
+	q.sendAck(psn, rocev2.RNRNAKSyndrome(q.attr.MinRNRTimer))
+}
+
+// inSeqDone advances the expected PSN past an executed packet and ACKs it
+// when asked to.
+func (q *QP) inSeqDone(p *rocev2.Packet) {
+	op := p.BTH.Opcode
+	q.resp.psn = psnAdd(p.BTH.PSN, 1)
+	switch {
+	case op.Has(rocev2.Last):
+		q.resp.inMsg = 0
+		q.resp.msn = (q.resp.msn + 1) & psnMask
+		q.e.stats.MessagesIn++
+	case op.Has(rocev2.First):
+		q.resp.inMsg = op.Flags() & (rocev2.Send | rocev2.Write)
+	}
+	if p.BTH.AckReq {
+		q.sendAck(p.BTH.PSN, rocev2.ACKSyndrome(rocev2.CreditsInvalid))
+	}
+}
+
+// recvFault handles a translation fault while placing request data.
+func (q *QP) recvFault(p *rocev2.Packet, mem Memory, va uint64) {
+	e := q.e
+	e.stats.ResponderFaults++
+	q.pageRequest(RoleResponder, mem, va, true, nil)
+	if e.cfg.RecvFaultPolicy == FaultDrop {
+		e.stats.FaultDrops++
+		q.resp.sentNAK = true // no sequence-error NAK: only the timeout recovers
+		return
+	}
+	e.stats.RNRNakFault++
+	q.rnrNak(p.BTH.PSN)
+}
+
+func (q *QP) execSend(p *rocev2.Packet) {
+	op := p.BTH.Opcode
+	if op.Has(rocev2.First) {
+		if len(q.rq) == 0 {
+			q.e.stats.RNRNakNoWQE++
+			q.rnrNak(p.BTH.PSN)
+			return
+		}
+		q.resp.wqe = q.rq[0]
+		q.resp.offset = 0
+	}
+	w := q.resp.wqe
+	if q.resp.offset+uint64(len(p.Payload)) > w.length {
+		q.classC(rocev2.NAKInvalidRequest, WCLocLenErr)
+		return
+	}
+	if err := q.scatter(w.wr.SGL, q.resp.offset, p.Payload); err != nil {
+		if va, _, ok := AsFault(err); ok {
+			q.recvFault(p, q.memOf(w.wr.SGL, q.resp.offset), va)
+			return
+		}
+		q.classC(rocev2.NAKRemoteOp, WCLocProtErr)
+		return
+	}
+	q.resp.offset += uint64(len(p.Payload))
+	if op.Has(rocev2.Last) {
+		q.rq = q.rq[1:]
+		wc := WC{WRID: w.wr.ID, Status: WCSuccess, Opcode: WCRecv, ByteLen: uint32(q.resp.offset), QPN: q.num}
+		if op.Has(rocev2.HasImmDt) {
+			wc.Imm, wc.Flags = p.ImmDt.Data, WCWithImm
+		}
+		q.init.RecvCQ.push(wc)
+		q.resp.wqe = nil
+	}
+	q.inSeqDone(p)
+}
+
+func (q *QP) execWrite(p *rocev2.Packet) {
+	op := p.BTH.Opcode
+	n := uint64(len(p.Payload))
+	mr, va, resid := q.resp.wMR, q.resp.wVA, q.resp.wResid
+	if op.Has(rocev2.First) {
+		r := &p.RETH
+		l := uint64(r.DMALength)
+		if l > MaxMsgSize || op.Has(rocev2.Last) && l != n || !op.Has(rocev2.Last) && l <= n {
+			q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
+			return
+		}
+		mr = nil
+		if l > 0 {
+			if mr = q.e.lookupMR(r.RKey, q.pd, AccessRemoteWrite, r.VA, l); mr == nil {
+				q.classC(rocev2.NAKRemoteAccess, WCRemAccessErr)
+				return
+			}
+		}
+		va, resid = r.VA, l
+		q.resp.wLen = l
+	}
+	if n > resid || op.Has(rocev2.Last) && n != resid {
+		q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
+		return
+	}
+	imm := op.Has(rocev2.HasImmDt)
+	if imm && len(q.rq) == 0 {
+		q.e.stats.RNRNakNoWQE++
+		q.rnrNak(p.BTH.PSN)
+		return
+	}
+	if n > 0 {
+		if err := mr.mem.WriteAt(p.Payload, va); err != nil {
+			if fva, _, ok := AsFault(err); ok {
+				q.recvFault(p, mr.mem, fva)
+				return
+			}
+			q.classC(rocev2.NAKRemoteAccess, WCRemAccessErr)
+			return
+		}
+	}
+	q.resp.wMR, q.resp.wVA, q.resp.wResid = mr, va+n, resid-n
+	if imm {
+		w := q.rq[0]
+		q.rq = q.rq[1:]
+		q.init.RecvCQ.push(WC{WRID: w.wr.ID, Status: WCSuccess, Opcode: WCRecvRDMAImm,
+			ByteLen: uint32(q.resp.wLen), Imm: p.ImmDt.Data, Flags: WCWithImm, QPN: q.num})
+	}
+	q.inSeqDone(p)
+}
+
+func (q *QP) execRead(p *rocev2.Packet) {
+	r := &p.RETH
+	l := uint64(r.DMALength)
+	if l > MaxMsgSize {
+		q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
+		return
+	}
+	var mr *MR
+	if l > 0 {
+		if mr = q.e.lookupMR(r.RKey, q.pd, AccessRemoteRead, r.VA, l); mr == nil {
+			q.classC(rocev2.NAKRemoteAccess, WCRemAccessErr)
+			return
+		}
+	}
+	npkts := 1
+	if l > 0 {
+		npkts = int((l + uint64(q.mtu) - 1) / uint64(q.mtu))
+	}
+	res := readRes{first: p.BTH.PSN, last: psnAdd(p.BTH.PSN, npkts-1), va: r.VA, length: l, rkey: r.RKey, mr: mr, valid: true}
+	q.resp.reads[q.resp.readNext] = res
+	q.resp.readNext = (q.resp.readNext + 1) % len(q.resp.reads)
+	q.resp.psn = psnAdd(res.last, 1)
+	q.resp.msn = (q.resp.msn + 1) & psnMask
+	q.e.stats.MessagesIn++
+	q.readResponses(res, res.first)
+}
+
+// readResponses sends the responses of res from PSN from on; a fault
+// reading the data stalls them until the page arrives.
+func (q *QP) readResponses(res readRes, from uint32) {
+	e := q.e
+	for psn := from; psnDiff(psn, res.last) <= 0; psn = psnAdd(psn, 1) {
+		off := uint64(psnDiff(psn, res.first)) * uint64(q.mtu)
+		n := min(uint64(q.mtu), res.length-off)
+		first, last := psn == from, psn == res.last
+		h := rocev2.Headers{BTH: rocev2.BTH{Opcode: rocev2.ReadRespOpcode(first, last), PKey: q.attr.PKey, DestQP: q.attr.DestQPN, PSN: psn}}
+		h.AETH = rocev2.AETH{Syndrome: rocev2.ACKSyndrome(rocev2.CreditsInvalid), MSN: q.resp.msn}
+		f, err := rocev2.BuildFrame(&q.path, &h, int(n), func(b []byte) error {
+			if len(b) == 0 {
+				return nil
+			}
+			return res.mr.mem.ReadAt(b, res.va+off)
+		})
+		if err != nil {
+			if va, _, ok := AsFault(err); ok {
+				e.stats.ResponderFaults++
+				q.resp.stall = &readStall{res: res, psn: psn}
+				q.pageRequest(RoleResponder, res.mr.mem, va, false, func(ok bool) { q.resumeRead(ok) })
+				return
+			}
+			e.stats.ErrNakSent++
+			q.sendAck(psn, rocev2.NAKSyndrome(rocev2.NAKRemoteOp))
+			q.moveToErr()
+			return
+		}
+		e.send(f)
+	}
+}
+
+// resumeRead continues stalled READ responses, then the requests that
+// arrived meanwhile.
+func (q *QP) resumeRead(ok bool) {
+	st := q.resp.stall
+	if st == nil || q.state == StateErr || q.state == StateReset {
+		return
+	}
+	q.resp.stall = nil
+	if !ok {
+		q.e.stats.ErrNakSent++
+		q.sendAck(st.psn, rocev2.NAKSyndrome(rocev2.NAKRemoteAccess))
+		q.moveToErr()
+		return
+	}
+	q.readResponses(st.res, st.psn)
+	for q.resp.stall == nil && len(q.resp.backlog) > 0 && q.state != StateErr {
+		f := q.resp.backlog[0]
+		q.resp.backlog = q.resp.backlog[1:]
+		pkt, err := q.e.dec.Decode(f)
+		if err == nil {
+			q.respond(pkt, f)
+		}
+	}
+}
+
+// duplicate handles a request with a PSN before the expected one: SENDs
+// and WRITEs are re-acknowledged (C9-105), READs re-executed from the
+// requested PSN if the request is still among the remembered ones.
+func (q *QP) duplicate(p *rocev2.Packet) {
+	e := q.e
+	e.stats.DupRequests++
+	op := p.BTH.Opcode
+	psn := p.BTH.PSN
+	if op.Has(rocev2.Read) {
+		for _, r := range q.resp.reads {
+			if r.valid && psnDiff(psn, r.first) >= 0 && psnDiff(psn, r.last) <= 0 && r.rkey == p.RETH.RKey {
+				q.readResponses(r, psn)
+				return
+			}
+		}
+		return
+	}
+	if op.Has(rocev2.Atomic) {
+		return
+	}
+	if p.BTH.AckReq {
+		q.sendAck(psnAdd(q.resp.psn, -1), rocev2.ACKSyndrome(rocev2.CreditsInvalid))
+	}
+}

@@ -1,0 +1,169 @@
+// Package simlink owns the simulated wire between two ports: a full-duplex
+// point-to-point Ethernet link with a line rate, a propagation latency and
+// injected impairments (loss, duplication, reordering, or a per-frame
+// decision), driven by a clock (clock.Virtual for deterministic tests and
+// experiments).
+//
+// Wire model: each direction serializes frames one after another at
+// BitsPerSecond, each frame occupying its length plus Overhead bytes
+// (preamble, SFD, FCS and inter-frame gap: 24 bytes by default), and
+// arrives Latency after its last bit left. A lost frame still used the
+// wire; a duplicated one arrives twice; a reordered one arrives
+// ReorderDelay late, behind frames sent after it.
+package simlink
+
+import (
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/npfnic/npfnic/ibrc"
+	"github.com/npfnic/npfnic/ibrc/clock"
+)
+
+// Action is what the link does with one frame.
+type Action uint8
+
+// Actions.
+const (
+	Deliver Action = iota
+	Drop
+	Duplicate
+	Delay
+)
+
+// DefaultOverhead is the per-frame wire overhead in bytes: 7 preamble, 1
+// SFD, 4 FCS, 12 inter-frame gap.
+const DefaultOverhead = 24
+
+// Config configures a Link.
+type Config struct {
+	Clock         clock.Clock
+	BitsPerSecond float64 // 0: infinitely fast
+	Latency       time.Duration
+	Overhead      int // bytes per frame on the wire besides the frame; <0 means 0, 0 means DefaultOverhead
+	// Random impairments, each a probability per frame.
+	Loss, Dup, Reorder float64
+	ReorderDelay       time.Duration
+	Seed               uint64
+	// Filter, when set, decides each frame's fate instead of the
+	// probabilities; side is the sending side (0 or 1), n counts the frames
+	// sent on that side from 0.
+	Filter func(side int, n uint64, frame []byte) Action
+}
+
+// Stats counts one direction's frames.
+type Stats struct {
+	Frames, Bytes                  uint64 // sent onto the wire
+	Dropped, Duplicated, Reordered uint64
+	Delivered                      uint64
+}
+
+// Link is a two-sided link; frames sent on side i are delivered to the
+// handler attached to side 1-i.
+type Link struct {
+	cfg Config
+	mu  sync.Mutex
+	rng *rand.Rand
+	dir [2]struct {
+		busy    time.Time
+		handler func([]byte) error
+		stats   Stats
+	}
+}
+
+// New returns a link.
+func New(cfg Config) *Link {
+	if cfg.Overhead == 0 {
+		cfg.Overhead = DefaultOverhead
+	} else if cfg.Overhead < 0 {
+		cfg.Overhead = 0
+	}
+	return &Link{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d))}
+}
+
+// Attach sets the receive handler of side (an engine's HandleFrame).
+func (l *Link) Attach(side int, h func([]byte) error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dir[side].handler = h
+}
+
+// Port returns the port that sends from side.
+func (l *Link) Port(side int) ibrc.Port {
+	return ibrc.PortFunc(func(f []byte) error { return l.send(side, f) })
+}
+
+// Stats returns the counters of frames sent from side.
+func (l *Link) Stats(side int) Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dir[side].stats
+}
+
+// SerializationTime returns how long a frame of n bytes occupies the wire.
+func (l *Link) SerializationTime(n int) time.Duration {
+	if l.cfg.BitsPerSecond <= 0 {
+		return 0
+	}
+	return time.Duration(float64(n+l.cfg.Overhead) * 8 / l.cfg.BitsPerSecond * 1e9)
+}
+
+func (l *Link) send(side int, f []byte) error {
+	l.mu.Lock()
+	d := &l.dir[side]
+	n := d.stats.Frames
+	d.stats.Frames++
+	d.stats.Bytes += uint64(len(f))
+	now := l.cfg.Clock.Now()
+	start := now
+	if d.busy.After(start) {
+		start = d.busy
+	}
+	d.busy = start.Add(l.SerializationTime(len(f)))
+	arrive := d.busy.Add(l.cfg.Latency)
+	act := Deliver
+	if l.cfg.Filter != nil {
+		act = l.cfg.Filter(side, n, f)
+	} else {
+		switch r := l.rng.Float64(); {
+		case r < l.cfg.Loss:
+			act = Drop
+		case r < l.cfg.Loss+l.cfg.Dup:
+			act = Duplicate
+		case r < l.cfg.Loss+l.cfg.Dup+l.cfg.Reorder:
+			act = Delay
+		}
+	}
+	copies := 1
+	switch act {
+	case Drop:
+		d.stats.Dropped++
+		l.mu.Unlock()
+		return nil
+	case Duplicate:
+		d.stats.Duplicated++
+		copies = 2
+	case Delay:
+		d.stats.Reordered++
+		delay := l.cfg.ReorderDelay
+		if delay <= 0 {
+			delay = 10 * (l.SerializationTime(len(f)) + time.Microsecond)
+		}
+		arrive = arrive.Add(delay)
+	}
+	l.mu.Unlock()
+	other := 1 - side
+	for i := 0; i < copies; i++ {
+		l.cfg.Clock.AfterFunc(arrive.Sub(now)+time.Duration(i), func() {
+			l.mu.Lock()
+			h := l.dir[other].handler
+			l.dir[side].stats.Delivered++
+			l.mu.Unlock()
+			if h != nil {
+				_ = h(f)
+			}
+		})
+	}
+	return nil
+}

@@ -1,0 +1,264 @@
+package ibrc
+
+import (
+	"errors"
+	"fmt"
+)
+
+// QPState is the state of a queue pair (IBA 10.3.1); values match
+// enum ibv_qp_state.
+type QPState uint8
+
+// QP states.
+const (
+	StateReset QPState = iota
+	StateInit
+	StateRTR
+	StateRTS
+	StateSQD
+	StateSQE
+	StateErr
+)
+
+var stateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
+
+func (s QPState) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("QPState(%d)", s)
+}
+
+// MTU is a path MTU; values match enum ibv_mtu.
+type MTU uint8
+
+// Path MTUs.
+const (
+	MTU256  MTU = 1
+	MTU512  MTU = 2
+	MTU1024 MTU = 3
+	MTU2048 MTU = 4
+	MTU4096 MTU = 5
+)
+
+// Bytes returns the MTU in bytes (0 for an invalid value).
+func (m MTU) Bytes() int {
+	if m < MTU256 || m > MTU4096 {
+		return 0
+	}
+	return 128 << m
+}
+
+// Access are memory region and QP access flags; values match
+// enum ibv_access_flags.
+type Access uint32
+
+// Access flags.
+const (
+	AccessLocalWrite   Access = 1 << 0
+	AccessRemoteWrite  Access = 1 << 1
+	AccessRemoteRead   Access = 1 << 2
+	AccessRemoteAtomic Access = 1 << 3
+	AccessOnDemand     Access = 1 << 6
+)
+
+// WROpcode is the operation of a send work request; values match
+// enum ibv_wr_opcode.
+type WROpcode uint8
+
+// Send work request opcodes.
+const (
+	WRWrite    WROpcode = 0
+	WRWriteImm WROpcode = 1
+	WRSend     WROpcode = 2
+	WRSendImm  WROpcode = 3
+	WRRead     WROpcode = 4
+)
+
+func (o WROpcode) String() string {
+	switch o {
+	case WRWrite:
+		return "RDMA_WRITE"
+	case WRWriteImm:
+		return "RDMA_WRITE_WITH_IMM"
+	case WRSend:
+		return "SEND"
+	case WRSendImm:
+		return "SEND_WITH_IMM"
+	case WRRead:
+		return "RDMA_READ"
+	}
+	return fmt.Sprintf("WROpcode(%d)", o)
+}
+
+// SendFlags modify a send work request; values match enum ibv_send_flags.
+type SendFlags uint8
+
+// Send flags.
+const (
+	SendFence     SendFlags = 1 << 0
+	SendSignaled  SendFlags = 1 << 1
+	SendSolicited SendFlags = 1 << 2
+)
+
+// SGE is a scatter/gather element: LKey names the memory region.
+type SGE struct {
+	Addr   uint64
+	Length uint32
+	LKey   uint32
+}
+
+// SendWR is a send work request.
+type SendWR struct {
+	ID         uint64
+	Opcode     WROpcode
+	Flags      SendFlags
+	SGL        []SGE
+	Imm        uint32 // immediate data (network order is applied on the wire)
+	RemoteAddr uint64 // RDMA WRITE/READ
+	RKey       uint32
+}
+
+// RecvWR is a receive work request.
+type RecvWR struct {
+	ID  uint64
+	SGL []SGE
+}
+
+// WCStatus is a work completion status; values match enum ibv_wc_status.
+type WCStatus uint8
+
+// Completion statuses.
+const (
+	WCSuccess         WCStatus = 0
+	WCLocLenErr       WCStatus = 1
+	WCLocQPOpErr      WCStatus = 2
+	WCLocProtErr      WCStatus = 4
+	WCWRFlushErr      WCStatus = 5
+	WCBadRespErr      WCStatus = 7
+	WCLocAccessErr    WCStatus = 8
+	WCRemInvReqErr    WCStatus = 9
+	WCRemAccessErr    WCStatus = 10
+	WCRemOpErr        WCStatus = 11
+	WCRetryExcErr     WCStatus = 12
+	WCRNRRetryExcErr  WCStatus = 13
+	WCFatalErr        WCStatus = 19
+	WCGeneralErr      WCStatus = 21
+	wcStatusNameCount          = 22
+)
+
+var wcStatusNames = [wcStatusNameCount]string{
+	WCSuccess: "success", WCLocLenErr: "local length error", WCLocQPOpErr: "local QP operation error",
+	WCLocProtErr: "local protection error", WCWRFlushErr: "WR flushed", WCBadRespErr: "bad response error",
+	WCLocAccessErr: "local access error", WCRemInvReqErr: "remote invalid request error",
+	WCRemAccessErr: "remote access error", WCRemOpErr: "remote operation error",
+	WCRetryExcErr: "transport retry counter exceeded", WCRNRRetryExcErr: "RNR retry counter exceeded",
+	WCFatalErr: "fatal error", WCGeneralErr: "general error",
+}
+
+func (s WCStatus) String() string {
+	if int(s) < len(wcStatusNames) && wcStatusNames[s] != "" {
+		return wcStatusNames[s]
+	}
+	return fmt.Sprintf("WCStatus(%d)", s)
+}
+
+// WCOpcode is the operation of a work completion; values match
+// enum ibv_wc_opcode.
+type WCOpcode uint8
+
+// Completion opcodes.
+const (
+	WCSend        WCOpcode = 0
+	WCRDMAWrite   WCOpcode = 1
+	WCRDMARead    WCOpcode = 2
+	WCRecv        WCOpcode = 128
+	WCRecvRDMAImm WCOpcode = 129
+)
+
+// WCFlags qualify a completion; values match enum ibv_wc_flags.
+type WCFlags uint8
+
+// Completion flags.
+const WCWithImm WCFlags = 1 << 1
+
+// WC is a work completion.
+type WC struct {
+	WRID    uint64
+	Status  WCStatus
+	Opcode  WCOpcode
+	ByteLen uint32
+	Imm     uint32
+	Flags   WCFlags
+	QPN     uint32
+}
+
+// AttrMask selects the QPAttr fields ModifyQP applies; values match
+// enum ibv_qp_attr_mask.
+type AttrMask uint32
+
+// QP attribute mask bits.
+const (
+	AttrState           AttrMask = 1 << 0
+	AttrAccessFlags     AttrMask = 1 << 3
+	AttrPKey            AttrMask = 1 << 4 // ibv: IBV_QP_PKEY_INDEX; here the P_Key itself
+	AttrAV              AttrMask = 1 << 7
+	AttrPathMTU         AttrMask = 1 << 8
+	AttrTimeout         AttrMask = 1 << 9
+	AttrRetryCnt        AttrMask = 1 << 10
+	AttrRNRRetry        AttrMask = 1 << 11
+	AttrRQPSN           AttrMask = 1 << 12
+	AttrMaxRdAtomic     AttrMask = 1 << 13
+	AttrMinRNRTimer     AttrMask = 1 << 15
+	AttrSQPSN           AttrMask = 1 << 16
+	AttrMaxDestRdAtomic AttrMask = 1 << 17
+	AttrDestQPN         AttrMask = 1 << 20
+)
+
+// AddressVector is the path to the peer: RoCEv2 addressing of the remote
+// port (GID = IPv4-mapped IPv6 address) and the flow's UDP source port.
+type AddressVector struct {
+	DestMAC      [6]byte
+	DGID         [16]byte
+	SrcPort      uint16 // 0: derived from the QP numbers
+	HopLimit     uint8  // 0: 64
+	TrafficClass uint8
+}
+
+// QPAttr are the attributes of a QP.
+type QPAttr struct {
+	State           QPState
+	AccessFlags     Access // remote operations the responder permits
+	PKey            uint16
+	AV              AddressVector
+	PathMTU         MTU
+	DestQPN         uint32
+	RQPSN           uint32 // first PSN the responder expects
+	SQPSN           uint32 // first PSN the requester sends
+	MaxDestRdAtomic uint8  // RDMA READ requests the responder keeps for replay
+	MinRNRTimer     uint8  // 5-bit code the responder puts in RNR NAKs
+	Timeout         uint8  // local ACK timeout: 4.096 µs × 2^Timeout, 0 = infinite
+	RetryCnt        uint8  // 0-7 transport retries
+	RNRRetry        uint8  // 0-6 RNR retries, 7 = infinite
+	MaxRdAtomic     uint8  // outstanding RDMA READs the requester may issue
+}
+
+// QPCap are the queue sizes of a QP.
+type QPCap struct {
+	MaxSendWR, MaxRecvWR   int
+	MaxSendSGE, MaxRecvSGE int
+}
+
+// Errors returned by the verbs.
+var (
+	ErrInvalidArg      = errors.New("ibrc: invalid argument")
+	ErrInvalidState    = errors.New("ibrc: invalid QP state for this operation")
+	ErrInvalidModify   = errors.New("ibrc: invalid QP state transition or attribute mask")
+	ErrQueueFull       = errors.New("ibrc: work queue full")
+	ErrDestroyed       = errors.New("ibrc: object destroyed")
+	ErrResourceInUse   = errors.New("ibrc: resource in use")
+	ErrResourceExhaust = errors.New("ibrc: out of resources")
+)
+
+// MaxMsgSize is the largest message (and RDMA length) the engine accepts: 2^31 bytes.
+const MaxMsgSize = 1 << 31
