@@ -644,7 +644,8 @@ func DecodeDMAReply(p []byte, l DMALayout, wantData bool) (addr uint64, count ui
 	}
 	if wantData {
 		off := l.DataOffset()
-		if uint64(len(p)) < uint64(off)+count {
+		// Compare without adding: a hostile 64-bit count must not wrap.
+		if len(p) < off || count > uint64(len(p)-off) {
 			return 0, 0, nil, ErrShortPayload
 		}
 		data = p[off : uint64(off)+count]
