@@ -1,0 +1,191 @@
+// Command npfnic-guest pokes the npfnic device from inside a Linux guest
+// without a driver: it finds the function in sysfs, reads and writes BAR0
+// registers through the resource0 mapping, and runs the device's
+// diagnostic DMA into a locked buffer whose guest-physical address it gets
+// from /proc/self/pagemap. It runs as root.
+//
+// Build statically for the initramfs:
+//
+//	CGO_ENABLED=0 go build ./guestdrv/cmd/npfnic-guest
+//
+// Usage:
+//
+//	npfnic-guest find
+//	npfnic-guest bar read  BDF OFFSET
+//	npfnic-guest bar write BDF OFFSET VALUE
+//	npfnic-guest dmatest   BDF LEN SEED
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+const usage = `usage:
+  npfnic-guest find
+  npfnic-guest bar read  BDF OFFSET
+  npfnic-guest bar write BDF OFFSET VALUE
+  npfnic-guest dmatest   BDF LEN SEED
+BDF is a PCI address such as 0000:01:00.0; numbers accept 0x prefixes.`
+
+// sysfsPCI is where PCI functions appear; a variable for tests.
+var sysfsPCI = "/sys/bus/pci/devices"
+
+// command is a parsed command line.
+type command struct {
+	name   string // find, bar-read, bar-write, dmatest
+	bdf    string
+	offset uint32
+	value  uint32
+	length uint32
+	seed   uint32
+}
+
+var bdfRE = regexp.MustCompile(`^([0-9a-f]{4}:)?[0-9a-f]{2}:[0-1][0-9a-f]\.[0-7]$`)
+
+// parseBDF normalises a PCI address to the domain-qualified sysfs name.
+func parseBDF(s string) (string, error) {
+	s = strings.ToLower(s)
+	if !bdfRE.MatchString(s) {
+		return "", fmt.Errorf("bad PCI address %q (want DDDD:BB:DD.F)", s)
+	}
+	if len(s) == 7 {
+		s = "0000:" + s
+	}
+	return s, nil
+}
+
+func parseU32(what, s string) (uint32, error) {
+	v, err := strconv.ParseUint(s, 0, 32)
+	if err != nil {
+		return 0, fmt.Errorf("bad %s %q: %v", what, s, err)
+	}
+	return uint32(v), nil
+}
+
+func parseCommand(args []string) (command, error) {
+	if len(args) == 0 {
+		return command{}, errors.New("no command")
+	}
+	var c command
+	var err error
+	need := func(n int) error {
+		if len(args) != n {
+			return fmt.Errorf("%s: want %d arguments, got %d", strings.Join(args[:min(2, len(args))], " "), n-1, len(args)-1)
+		}
+		return nil
+	}
+	switch args[0] {
+	case "find":
+		if err := need(1); err != nil {
+			return c, err
+		}
+		c.name = "find"
+		return c, nil
+	case "bar":
+		if len(args) < 2 {
+			return c, errors.New("bar: want read or write")
+		}
+		switch args[1] {
+		case "read":
+			c.name = "bar-read"
+			if err := need(4); err != nil {
+				return c, err
+			}
+		case "write":
+			c.name = "bar-write"
+			if err := need(5); err != nil {
+				return c, err
+			}
+			if c.value, err = parseU32("value", args[4]); err != nil {
+				return c, err
+			}
+		default:
+			return c, fmt.Errorf("bar: unknown operation %q", args[1])
+		}
+		if c.bdf, err = parseBDF(args[2]); err != nil {
+			return c, err
+		}
+		if c.offset, err = parseU32("offset", args[3]); err != nil {
+			return c, err
+		}
+		if c.offset%4 != 0 {
+			return c, fmt.Errorf("offset %#x is not 32-bit aligned", c.offset)
+		}
+		return c, nil
+	case "dmatest":
+		c.name = "dmatest"
+		if err := need(4); err != nil {
+			return c, err
+		}
+		if c.bdf, err = parseBDF(args[1]); err != nil {
+			return c, err
+		}
+		if c.length, err = parseU32("length", args[2]); err != nil {
+			return c, err
+		}
+		if c.length == 0 {
+			return c, errors.New("length must be > 0")
+		}
+		if c.seed, err = parseU32("seed", args[3]); err != nil {
+			return c, err
+		}
+		return c, nil
+	}
+	return c, fmt.Errorf("unknown command %q", args[0])
+}
+
+func main() {
+	c, err := parseCommand(os.Args[1:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "npfnic-guest: %v\n%s\n", err, usage)
+		os.Exit(2)
+	}
+	if err := run(c); err != nil {
+		fmt.Fprintf(os.Stderr, "npfnic-guest: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(c command) error {
+	switch c.name {
+	case "find":
+		bdfs, err := findDevices()
+		if err != nil {
+			return err
+		}
+		if len(bdfs) == 0 {
+			return errors.New("no npfnic device found")
+		}
+		for _, b := range bdfs {
+			fmt.Println(b)
+		}
+		return nil
+	case "bar-read":
+		bar, err := openBAR(c.bdf, 0)
+		if err != nil {
+			return err
+		}
+		defer bar.close()
+		v, err := bar.read32(c.offset)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("0x%08x\n", v)
+		return nil
+	case "bar-write":
+		bar, err := openBAR(c.bdf, 0)
+		if err != nil {
+			return err
+		}
+		defer bar.close()
+		return bar.write32(c.offset, c.value)
+	case "dmatest":
+		return dmaTest(c.bdf, c.length, c.seed)
+	}
+	return fmt.Errorf("unknown command %q", c.name)
+}
