@@ -216,3 +216,14 @@ func expectBytes(t testing.TB, what string, got, want []byte) {
 		t.Fatalf("%s: contents differ at byte %d of %d", what, i, len(want))
 	}
 }
+
+// linkDropFirst returns a link config that drops frames from A for which
+// drop returns true.
+func linkDropFirst(drop func(f []byte) bool) simlink.Config {
+	return simlink.Config{Filter: func(side int, n uint64, f []byte) simlink.Action {
+		if side == 0 && drop(f) {
+			return simlink.Drop
+		}
+		return simlink.Deliver
+	}}
+}

@@ -229,6 +229,7 @@ func (d *Decoder) Decode(frame []byte) (*Packet, error) {
 	// The transport layers were decoded in place; copy them out so the
 	// Packet is self-contained.
 	t := d.tl
+	d.pkt.Headers = Headers{} // no stale headers from the previous packet
 	d.pkt.BTH = t.BTH
 	rest := t.BTH.Payload
 	fl := b.Opcode.Flags()
