@@ -283,7 +283,13 @@ func TestDecoderRejects(t *testing.T) {
 		"wrong port":     {mut(func(b []byte) []byte { b[14+20+3] = 0x99; return b }), ErrMalformed},
 		"tver":           {mut(func(b []byte) []byte { b[14+20+8+1] |= 1; FixICRC(b); return b }), ErrMalformed},
 		"unknown opcode": {mut(func(b []byte) []byte { b[14+20+8] = 0x1f; FixICRC(b); return b }), ErrMalformed},
-		"pad too big":    {mut(func(b []byte) []byte { b = b[:14+20+8+12+16+4+4]; fixLen(b); b[14+20+8+1] |= 0x30; FixICRC(b); return b }), nil},
+		"pad too big": {mut(func(b []byte) []byte {
+			b = b[:14+20+8+12+16+4+4]
+			fixLen(b)
+			b[14+20+8+1] |= 0x30
+			FixICRC(b)
+			return b
+		}), nil},
 	}
 	for name, c := range cases {
 		_, err := dec.Decode(c.frame)
