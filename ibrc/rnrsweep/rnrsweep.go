@@ -98,8 +98,8 @@ type Result struct {
 
 // Describe returns the model parameters in one line (for titles and logs).
 func (c Config) Describe() string {
-	return fmt.Sprintf("%g Gb/s link, %v one-way latency, MTU %d, %d KiB SENDs, local ACK timeout %v",
-		c.LinkGbps, c.Latency, c.MTU.Bytes(), c.MsgSize>>10, rocev2.LocalAckTimeout(c.Timeout))
+	return fmt.Sprintf("%g Gb/s link, %v one-way latency, MTU %d, %d KiB SENDs, local ACK timeout %.3g ms",
+		c.LinkGbps, c.Latency, c.MTU.Bytes(), c.MsgSize>>10, float64(rocev2.LocalAckTimeout(c.Timeout))/1e6)
 }
 
 // Validate checks the configuration.

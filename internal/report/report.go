@@ -78,6 +78,8 @@ type LineChart struct {
 	LogX, LogY            bool
 	Series                []Series
 	YMin                  *float64 // fixes the lower end of the y axis (e.g. 0)
+	// LegendLeft and LegendBottom move the legend from the top right.
+	LegendLeft, LegendBottom bool
 }
 
 // BarChart is a grouped bar chart: one group per category along x, one
@@ -122,6 +124,7 @@ func newPlot(title, x, y string) *plot.Plot {
 
 func (c LineChart) plot() (*plot.Plot, error) {
 	p := newPlot(c.Title, c.XLabel, c.YLabel)
+	p.Legend.Left, p.Legend.Top = c.LegendLeft, !c.LegendBottom
 	if c.LogX {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
@@ -159,6 +162,11 @@ func (c LineChart) plot() (*plot.Plot, error) {
 		pts.Radius = vg.Points(2.8)
 		p.Add(l, pts)
 		p.Legend.Add(s.Name, l, pts)
+	}
+	if c.LogX && p.X.Min > 0 {
+		// Room around the data so the decade ticks at the ends show.
+		p.X.Min /= 1.3
+		p.X.Max *= 1.3
 	}
 	if c.YMin != nil {
 		p.Y.Min = *c.YMin
