@@ -175,7 +175,7 @@ func (b *Builder) buildInitramfs(ctx context.Context, v Variant, k Kernel, modul
 		uimage.WithBusyboxCommands(uRootCommands...),
 		uimage.WithInit("init"),
 		uimage.WithShell("gosh"),
-		uimage.WithUinit(agent.AgentPath, "-daemon"),
+		uimage.WithUinit(agent.AgentPath),
 		uimage.WithSkipLDD(), // libraries come from the bookworm tree, resolved above
 		uimage.WithFiles(extra...),
 		uimage.WithCPIOOutput(filepath.Join(tmp, "initramfs.cpio")),

@@ -63,13 +63,13 @@ func waitSocket(ctx context.Context, path string, exited <-chan error) error {
 		}
 		select {
 		case err := <-exited:
-			return fmt.Errorf("device server exited before listening on %s: %v", path, err)
+			return fmt.Errorf("process exited before listening on %s: %v", path, err)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("device server did not listen on %s within 15 s", path)
+			return fmt.Errorf("nothing listens on %s after 15 s", path)
 		}
 	}
 }

@@ -260,6 +260,9 @@ func (v *VM) start(ctx context.Context) error {
 		}
 		go v.captureConsole(conn)
 	}
+	if err := v.waitSocket(ctx, v.path("qmp.sock")); err != nil {
+		return err
+	}
 	if v.qmp, err = newQMP(v.path("qmp.sock"), v.QMPLog()); err != nil {
 		return v.deathError(fmt.Errorf("QMP: %w", err))
 	}
@@ -300,6 +303,22 @@ func onOff(b bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// waitSocket waits for QEMU to create one of its server sockets.
+func (v *VM) waitSocket(ctx context.Context, path string) error {
+	exited := make(chan error, 1)
+	go func() {
+		select {
+		case <-v.exited:
+			exited <- v.exitErr
+		case <-ctx.Done():
+		}
+	}()
+	if err := waitSocket(ctx, path, exited); err != nil {
+		return v.deathError(err)
+	}
+	return nil
 }
 
 // dial connects to one of QEMU's server sockets, waiting for QEMU to create it.

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/npfnic/npfnic/ci/vm"
+	"github.com/npfnic/npfnic/images"
+)
+
+// listFlag collects a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+// parseNIC turns "MODEL[:KIND[=ARG]]" into a QEMU NIC, e.g. "e1000e:user",
+// "virtio:tap=tap0", "e1000e:stream=/tmp/wire.sock" (QEMU connects) or
+// "e1000e:stream-server=/tmp/wire.sock" (QEMU listens).
+func parseNIC(s string) (vm.NIC, error) {
+	model, backend, _ := strings.Cut(s, ":")
+	switch model {
+	case "e1000e":
+	case "virtio", "virtio-net", "virtio-net-pci":
+		model = "virtio-net-pci"
+	default:
+		return vm.NIC{}, fmt.Errorf("NIC model %q: want e1000e or virtio", model)
+	}
+	if backend == "" {
+		backend = "user"
+	}
+	kind, arg, _ := strings.Cut(backend, "=")
+	nd := vm.Netdev{Kind: kind}
+	switch kind {
+	case "user":
+	case "tap":
+		nd.Ifname = arg
+	case "stream", "stream-server":
+		nd.Kind, nd.Path, nd.Server = "stream", arg, kind == "stream-server"
+	default:
+		return vm.NIC{}, fmt.Errorf("NIC backend %q: want user, tap=IFNAME, stream=PATH or stream-server=PATH", kind)
+	}
+	return vm.NIC{Model: model, Netdev: nd}, nil
+}
+
+func runBoot(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("boot", flag.ContinueOnError)
+	opt := addImageFlags(fs)
+	mem := fs.Int("m", 1024, "guest memory in MiB")
+	cpus := fs.Int("smp", 1, "guest vCPUs")
+	devices := fs.Int("npfnic", 1, "number of npfnic devices")
+	server := fs.String("server", "", "serve npfnic devices with this npfnic binary (\"npfnic serve\" in its own process) instead of in-process")
+	rdma := fs.Bool("rdma", false, "boot the RDMA image (rdma_rxe, ibverbs tools)")
+	noDriver := fs.Bool("no-driver", false, "do not load the npfnic driver at boot")
+	appendArgs := fs.String("append", "", "extra kernel command line")
+	logDir := fs.String("logs", "", "keep console log, QMP transcript and server logs here (default: a temp dir)")
+	var nics, files listFlag
+	fs.Var(&nics, "nic", "add a QEMU NIC: MODEL[:user|tap=IF|stream=PATH|stream-server=PATH] (repeatable; MODEL e1000e or virtio)")
+	fs.Var(&files, "file", "copy HOST[:GUEST] into the guest before the shell (repeatable; GUEST defaults to /root/BASENAME)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: npfnic boot [flags]\n\nBoots a guest with npfnic devices and attaches this terminal to its console.\nQuit with poweroff in the guest or Ctrl-A X.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	a, err := buildImages(ctx, opt)
+	if err != nil {
+		return err
+	}
+	cfg := vm.Config{
+		Name: "npfnic-boot", Images: a, MemoryMiB: *mem, CPUs: *cpus, Interactive: true,
+		Append: *appendArgs, LogDir: *logDir, AllowReboot: true,
+		DefaultServer: vm.InProcessServer{},
+	}
+	if *rdma {
+		cfg.Variant = images.VariantRDMA
+	}
+	if *server != "" {
+		cfg.DefaultServer = vm.ExternalServer{Binary: *server}
+	}
+	for i := 0; i < *devices; i++ {
+		cfg.NPFNICs = append(cfg.NPFNICs, vm.NPFNIC{})
+	}
+	for _, n := range nics {
+		nic, err := parseNIC(n)
+		if err != nil {
+			return err
+		}
+		cfg.NICs = append(cfg.NICs, nic)
+	}
+	type copyIn struct {
+		guest string
+		data  []byte
+		mode  os.FileMode
+	}
+	var copies []copyIn
+	for _, f := range files {
+		host, guest, ok := strings.Cut(f, ":")
+		if !ok {
+			guest = "/root/" + baseName(host)
+		}
+		data, err := os.ReadFile(host)
+		if err != nil {
+			return fmt.Errorf("--file %s: %w", f, err)
+		}
+		fi, _ := os.Stat(host)
+		copies = append(copies, copyIn{guest, data, fi.Mode().Perm()})
+	}
+
+	fmt.Fprintf(os.Stderr, "booting %s with %d npfnic device(s) (TCG: about 5 s); quit with poweroff or Ctrl-A X\n", a.Kernel.Release, *devices)
+	v, err := vm.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer v.Kill()
+	setup := func() error {
+		sctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		for _, c := range copies {
+			if err := v.Put(sctx, c.guest, c.data, c.mode); err != nil {
+				return fmt.Errorf("copy %s into the guest: %w", c.guest, err)
+			}
+		}
+		if !*noDriver && *devices > 0 {
+			return v.LoadDriver(sctx, "")
+		}
+		return nil
+	}
+	if err := setup(); err != nil {
+		// The terminal belongs to QEMU now: report on stderr with CRs.
+		fmt.Fprintf(os.Stderr, "\r\nnpfnic boot: %v\r\n", err)
+	}
+	select {
+	case <-v.Exited():
+	case <-ctx.Done():
+		return v.Shutdown(context.Background())
+	}
+	fmt.Fprintf(os.Stderr, "guest exited; logs in %s\n", v.LogDir())
+	return nil
+}
+
+func baseName(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/npfnic/npfnic/images"
+)
+
+// addImageFlags registers the flags every command that needs images shares.
+func addImageFlags(fs *flag.FlagSet) *images.Options {
+	opt := &images.Options{}
+	fs.StringVar(&opt.CacheDir, "cache", images.DefaultCacheDir(), "image cache directory (env NPFNIC_CACHE)")
+	fs.StringVar(&opt.Mirror, "mirror", "", "Debian mirror (default: the host's apt sources)")
+	return opt
+}
+
+func buildImages(ctx context.Context, opt *images.Options) (*images.Artifacts, error) {
+	b, err := images.New(*opt)
+	if err != nil {
+		return nil, err
+	}
+	return b.Build(ctx)
+}
+
+func runImages(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("images", flag.ContinueOnError)
+	opt := addImageFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	a, err := buildImages(ctx, opt)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("qemu       %s (%s)\nkernel     %s (%s)\nvmlinux    %s\nheaders    %s\nmodule     %s\ninitramfs  %s\nrdma       %s\n",
+		a.QEMU.Binary(), a.QEMU.Version, a.Kernel.Release, a.Kernel.Version, a.Kernel.Vmlinux,
+		a.Kernel.Headers, a.Module, a.Initramfs, a.RDMAInitramfs)
+	return nil
+}
