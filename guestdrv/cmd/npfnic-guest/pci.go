@@ -104,7 +104,11 @@ func (b *barMap) write32(off, v uint32) error {
 // leaves alone.
 func enableBusMaster(bdf string) error {
 	dir := filepath.Join(sysfsPCI, bdf)
-	if err := os.WriteFile(filepath.Join(dir, "enable"), []byte("1"), 0); err != nil {
+	// A bound driver has enabled the function already, and sysfs then
+	// refuses the write (EBUSY): only enable a function nobody enabled.
+	if cur, err := os.ReadFile(filepath.Join(dir, "enable")); err == nil && strings.TrimSpace(string(cur)) != "0" {
+		// already enabled
+	} else if err := os.WriteFile(filepath.Join(dir, "enable"), []byte("1"), 0); err != nil {
 		return fmt.Errorf("enable %s: %w", bdf, err)
 	}
 	f, err := os.OpenFile(filepath.Join(dir, "config"), os.O_RDWR, 0)
