@@ -102,4 +102,3 @@ func indent(s string) string {
 	}
 	return b.String()
 }
-

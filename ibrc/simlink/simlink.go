@@ -69,7 +69,17 @@ type Link struct {
 		busy    time.Time
 		handler func([]byte) error
 		stats   Stats
+		q       []inflight // frames on the wire, by arrival time then send order
+		seq     uint64
+		timer   clock.Timer
+		timerAt time.Time
 	}
+}
+
+type inflight struct {
+	at    time.Time
+	seq   uint64
+	frame []byte
 }
 
 // New returns a link.
@@ -152,18 +162,63 @@ func (l *Link) send(side int, f []byte) error {
 		}
 		arrive = arrive.Add(delay)
 	}
-	l.mu.Unlock()
-	other := 1 - side
 	for i := 0; i < copies; i++ {
-		l.cfg.Clock.AfterFunc(arrive.Sub(now)+time.Duration(i), func() {
-			l.mu.Lock()
-			h := l.dir[other].handler
-			l.dir[side].stats.Delivered++
-			l.mu.Unlock()
-			if h != nil {
-				_ = h(f)
-			}
-		})
+		d.seq++
+		it := inflight{at: arrive.Add(time.Duration(i)), seq: d.seq, frame: f}
+		k := len(d.q)
+		for k > 0 && (d.q[k-1].at.After(it.at) || d.q[k-1].at.Equal(it.at) && d.q[k-1].seq > it.seq) {
+			k--
+		}
+		d.q = append(d.q, inflight{})
+		copy(d.q[k+1:], d.q[k:])
+		d.q[k] = it
 	}
+	l.schedule(side, now)
+	l.mu.Unlock()
 	return nil
+}
+
+// schedule arms the delivery timer of side's direction for its earliest
+// frame; called with mu held.
+func (l *Link) schedule(side int, now time.Time) {
+	d := &l.dir[side]
+	if len(d.q) == 0 {
+		return
+	}
+	at := d.q[0].at
+	if d.timer != nil {
+		if !at.Before(d.timerAt) {
+			return
+		}
+		d.timer.Stop()
+	}
+	d.timerAt = at
+	d.timer = l.cfg.Clock.AfterFunc(at.Sub(now), func() { l.deliver(side) })
+}
+
+// deliver hands every frame that has arrived to the other side, in order,
+// from one goroutine at a time, so that even on the real clock the link
+// reorders only the frames it was told to.
+func (l *Link) deliver(side int) {
+	l.mu.Lock()
+	d := &l.dir[side]
+	d.timer = nil
+	now := l.cfg.Clock.Now()
+	k := 0
+	for k < len(d.q) && !d.q[k].at.After(now) {
+		k++
+	}
+	due := append([]inflight(nil), d.q[:k]...)
+	d.q = d.q[k:]
+	d.stats.Delivered += uint64(k)
+	h := l.dir[1-side].handler
+	l.mu.Unlock()
+	for _, it := range due {
+		if h != nil {
+			_ = h(it.frame)
+		}
+	}
+	l.mu.Lock()
+	l.schedule(side, l.cfg.Clock.Now())
+	l.mu.Unlock()
 }
