@@ -50,6 +50,11 @@ func TestSendSegmentation(t *testing.T) {
 			if st.DataPackets != 5+2+2+11 || st.Retransmits != 0 {
 				t.Fatalf("data packets %d retransmits %d, want 20 and 0", st.DataPackets, st.Retransmits)
 			}
+			// ACKs are coalesced: one per message (AckReq on its last
+			// packet) plus one per 16 PSNs inside long messages.
+			if acks := w.b.e.Stats().Acks; acks < uint64(len(sizes)) || acks > uint64(len(sizes))+2 {
+				t.Fatalf("%d ACKs for %d messages in 20 packets", acks, len(sizes))
+			}
 		})
 	}
 }

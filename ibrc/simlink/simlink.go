@@ -73,6 +73,7 @@ type Link struct {
 		seq     uint64
 		timer   clock.Timer
 		timerAt time.Time
+		busy2   bool // a deliver call is handing frames over
 	}
 }
 
@@ -203,22 +204,33 @@ func (l *Link) deliver(side int) {
 	l.mu.Lock()
 	d := &l.dir[side]
 	d.timer = nil
-	now := l.cfg.Clock.Now()
-	k := 0
-	for k < len(d.q) && !d.q[k].at.After(now) {
-		k++
+	if d.busy2 {
+		l.mu.Unlock()
+		return // the running call delivers these too
 	}
-	due := append([]inflight(nil), d.q[:k]...)
-	d.q = d.q[k:]
-	d.stats.Delivered += uint64(k)
+	d.busy2 = true
 	h := l.dir[1-side].handler
-	l.mu.Unlock()
-	for _, it := range due {
-		if h != nil {
-			_ = h(it.frame)
+	for {
+		now := l.cfg.Clock.Now()
+		k := 0
+		for k < len(d.q) && !d.q[k].at.After(now) {
+			k++
 		}
+		if k == 0 {
+			break
+		}
+		due := append([]inflight(nil), d.q[:k]...)
+		d.q = d.q[k:]
+		d.stats.Delivered += uint64(k)
+		l.mu.Unlock()
+		for _, it := range due {
+			if h != nil {
+				_ = h(it.frame)
+			}
+		}
+		l.mu.Lock()
 	}
-	l.mu.Lock()
+	d.busy2 = false
 	l.schedule(side, l.cfg.Clock.Now())
 	l.mu.Unlock()
 }
