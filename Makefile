@@ -1,0 +1,41 @@
+# npfnic: the two commands of the README, and their parts.
+#   make run   - the main job: build everything, boot a guest with the NIC, bind the driver
+#   make test  - every test: unit tests, VM tests in QEMU, fuzzers (briefly)
+# Both install what they need (Debian packages, QEMU 11, the guest kernel, Go
+# modules) on the first run and reuse the cache (~/.cache/npfnic) after.
+
+GO       ?= go
+FUZZTIME ?= 10s
+export PATH := $(PATH):/usr/local/go/bin
+
+.PHONY: run test images unit vmtest fuzz vet header-check
+
+run: images
+	$(GO) run ./cmd/npfnic demo
+
+test: vet images unit fuzz
+
+images:
+	$(GO) run ./cmd/npfnic images
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+
+# Unit and VM tests together: ci/ boots real guests (NPFNIC_REQUIRE_TOOLS
+# turns a missing prerequisite into a failure instead of a skip).
+unit:
+	NPFNIC_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 40m ./...
+
+vmtest: images
+	NPFNIC_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 40m -v ./ci/...
+
+# Every Fuzz target of every package, FUZZTIME each.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
+	    echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
