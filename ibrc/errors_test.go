@@ -266,3 +266,42 @@ func TestLostTailRecoveredByTimeout(t *testing.T) {
 		t.Fatalf("recovered after %v", el)
 	}
 }
+
+// TestCQOverflow: a completion that does not fit is lost, the CQ says so
+// and an EventCQError is raised once.
+func TestCQOverflow(t *testing.T) {
+	var events []ibrc.Event
+	e := ibrc.New(ibrc.Config{Port: ibrc.PortFunc(func([]byte) error { return nil }), OnEvent: func(ev ibrc.Event) { events = append(events, ev) }})
+	cq, _ := e.CreateCQ(1)
+	pd := e.CreatePD()
+	qp, _ := pd.CreateQP(ibrc.QPInit{SendCQ: cq, RecvCQ: cq, Cap: ibrc.QPCap{MaxSendWR: 4, MaxRecvWR: 4}})
+	qp.ModifyQP(&ibrc.QPAttr{State: ibrc.StateInit, PKey: 0xffff}, ibrc.AttrState|ibrc.AttrPKey|ibrc.AttrAccessFlags)
+	for i := 0; i < 3; i++ {
+		qp.PostRecv(ibrc.RecvWR{ID: uint64(i)})
+	}
+	qp.ModifyQP(&ibrc.QPAttr{State: ibrc.StateErr}, ibrc.AttrState)
+	wc := make([]ibrc.WC, 4)
+	if n := cq.Poll(wc); n != 1 || wc[0].WRID != 0 || !cq.Overflowed() {
+		t.Fatalf("polled %d, overflowed %v", n, cq.Overflowed())
+	}
+	if len(events) != 1 || events[0].Type != ibrc.EventCQError || events[0].CQ != cq {
+		t.Fatalf("events %+v", events)
+	}
+}
+
+// TestUnreportedFaultRetries: without a PageRequester a stalled sender
+// retries on its own until the memory is present again.
+func TestUnreportedFaultRetries(t *testing.T) {
+	w := newWorld(t, opts{noPager: true})
+	w.a.mem.Evict(memBase, 1)
+	w.b.qp.PostRecv(ibrc.RecvWR{ID: 1, SGL: w.b.sge(0, 100)})
+	w.a.qp.PostSend(ibrc.SendWR{ID: 1, Opcode: ibrc.WRSend, Flags: ibrc.SendSignaled, SGL: w.a.sge(0, 100)})
+	w.clk.AfterFunc(time.Millisecond, func() { w.a.mem.MakePresent(memBase, 1) })
+	w.run(10*time.Millisecond, func() bool { return len(w.a.wcs) == 1 })
+	if el := w.clk.Elapsed(); el < time.Millisecond || w.a.wcs[0].Status != ibrc.WCSuccess {
+		t.Fatalf("completed %+v after %v", w.a.wcs[0], el)
+	}
+	if _, faults := w.a.mem.Counts(); faults < 5 || faults > 15 {
+		t.Fatalf("%d faulting attempts in 1 ms at one per 100 µs", faults)
+	}
+}

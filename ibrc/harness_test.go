@@ -59,6 +59,7 @@ type opts struct {
 	capture       ibrc.FrameWriter
 	maxUnacked    int
 	sendWR, recvW int
+	noPager       bool
 }
 
 func defaults(o *opts) {
@@ -101,9 +102,13 @@ func newWorld(t testing.TB, o opts) *world {
 		if o.capture != nil {
 			port = &ibrc.CapturePort{Port: port, W: o.capture, Now: w.clk.Now}
 		}
-		n.e = ibrc.New(ibrc.Config{Port: port, Clock: w.clk, MAC: mac, IPv4: ip, Pager: w.pager,
+		cfg := ibrc.Config{Port: port, Clock: w.clk, MAC: mac, IPv4: ip, Pager: w.pager,
 			RecvFaultPolicy: o.policy, MaxUnackedPSNs: o.maxUnacked,
-			OnEvent: func(ev ibrc.Event) { n.events = append(n.events, ev) }})
+			OnEvent: func(ev ibrc.Event) { n.events = append(n.events, ev) }}
+		if o.noPager {
+			cfg.Pager = nil
+		}
+		n.e = ibrc.New(cfg)
 		w.link.Attach(side, n.e.HandleFrame)
 		n.pd = n.e.CreatePD()
 		n.mem = memsim.New(memBase, memSize, 4096)

@@ -2,6 +2,7 @@ package ibrc
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/npfnic/npfnic/ibrc/clock"
 	"github.com/npfnic/npfnic/ibrc/rocev2"
@@ -111,6 +112,10 @@ type readStall struct {
 }
 
 const maxBacklog = 64
+
+// unreportedFaultRetry is how long a stalled requester waits before
+// retrying a fault when the engine has no PageRequester.
+const unreportedFaultRetry = 100 * time.Microsecond
 
 // CreateQP creates an RC QP in the RESET state.
 func (pd *PD) CreateQP(init QPInit) (*QP, error) {
@@ -521,9 +526,9 @@ func (q *QP) pageRequest(role Role, mem Memory, va uint64, write bool, resolved 
 		}
 	}
 	if e.cfg.Pager == nil {
-		// Nobody to ask: treat the fault as resolved by the memory itself
-		// at the next attempt.
-		e.defer_(func() { done(true) })
+		// Nobody to ask: the memory resolves faults by itself; try again
+		// after a pause rather than spinning.
+		e.clk.AfterFunc(unreportedFaultRetry, func() { done(true) })
 		return
 	}
 	r := PageRequest{QPN: q.num, Role: role, Mem: mem, VA: va, Write: write}
