@@ -2,13 +2,17 @@
 /*
  * npfnic: driver for the npfnic virtual PCIe NIC (served to QEMU over
  * vfio-user). This first version binds to the device, maps BAR0, enables
- * bus mastering and MSI-X, and reports the device's identity; the datapath
- * and the page-fault handling build on it.
+ * bus mastering and MSI-X with a counting handler per vector, and offers
+ * the device's diagnostics through sysfs (diag_irq, diag_dma); the
+ * datapath and the page-fault handling build on it.
  */
 
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/io.h>
+#include <linux/delay.h>
+#include <linux/dma-mapping.h>
+#include <linux/interrupt.h>
 
 #include "npfnic_hw.h"
 
@@ -18,18 +22,118 @@ struct npfnic {
 	struct pci_dev *pdev;
 	void __iomem *bar0;
 	int nvecs;
+	atomic_t irq_count[NPFNIC_MSIX_VECTORS];
+	struct mutex diag_lock;	/* one diagnostic DMA at a time */
+	char diag_result[64];
 };
+
+static irqreturn_t npfnic_irq(int irq, void *data)
+{
+	atomic_t *count = data;
+
+	atomic_inc(count);
+	return IRQ_HANDLED;
+}
+
+/* Writing a vector number makes the device fire that MSI-X vector. */
+static ssize_t diag_irq_store(struct device *dev, struct device_attribute *attr,
+			      const char *buf, size_t len)
+{
+	struct npfnic *nic = dev_get_drvdata(dev);
+	unsigned int vec;
+	int err;
+
+	err = kstrtouint(buf, 0, &vec);
+	if (err)
+		return err;
+	if (vec >= nic->nvecs)
+		return -EINVAL;
+	iowrite32(vec, nic->bar0 + NPFNIC_REG_DIAG_IRQ);
+	return len;
+}
+static DEVICE_ATTR_WO(diag_irq);
+
+/*
+ * Writing "LEN SEED" has the device write its diagnostic pattern into a
+ * coherent buffer the driver allocated; reading shows the last verdict.
+ */
+static ssize_t diag_dma_store(struct device *dev, struct device_attribute *attr,
+			      const char *buf, size_t len)
+{
+	struct npfnic *nic = dev_get_drvdata(dev);
+	unsigned int n, seed, i, status = 0;
+	dma_addr_t addr;
+	u8 *data;
+	int tries, err = 0;
+
+	if (sscanf(buf, "%u %i", &n, &seed) != 2 || n == 0 || n > PAGE_SIZE * 4)
+		return -EINVAL;
+	data = dma_alloc_coherent(dev, n, &addr, GFP_KERNEL);
+	if (!data)
+		return -ENOMEM;
+	memset(data, 0, n);
+	mutex_lock(&nic->diag_lock);
+	iowrite32(lower_32_bits(addr), nic->bar0 + NPFNIC_REG_DIAG_DMA_ADDR_LO);
+	iowrite32(upper_32_bits(addr), nic->bar0 + NPFNIC_REG_DIAG_DMA_ADDR_HI);
+	iowrite32(n, nic->bar0 + NPFNIC_REG_DIAG_DMA_LEN);
+	iowrite32(seed, nic->bar0 + NPFNIC_REG_DIAG_DMA_SEED);
+	iowrite32(NPFNIC_DIAG_DMA_CTRL_START, nic->bar0 + NPFNIC_REG_DIAG_DMA_CTRL);
+	for (tries = 0; tries < 200; tries++) {
+		status = ioread32(nic->bar0 + NPFNIC_REG_DIAG_DMA_STATUS);
+		if (status != NPFNIC_DIAG_DMA_STATUS_BUSY)
+			break;
+		msleep(10);
+	}
+	if (status != NPFNIC_DIAG_DMA_STATUS_DONE) {
+		snprintf(nic->diag_result, sizeof(nic->diag_result), "status %u\n", status);
+		err = -EIO;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if (data[i] != npfnic_diag_pattern(seed, i)) {
+			snprintf(nic->diag_result, sizeof(nic->diag_result),
+				 "mismatch at %u\n", i);
+			err = -EIO;
+			goto out;
+		}
+	}
+	snprintf(nic->diag_result, sizeof(nic->diag_result), "ok %u %#x\n", n, seed);
+out:
+	mutex_unlock(&nic->diag_lock);
+	dma_free_coherent(dev, n, data, addr);
+	return err ? err : len;
+}
+
+static ssize_t diag_dma_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	struct npfnic *nic = dev_get_drvdata(dev);
+	ssize_t ret;
+
+	mutex_lock(&nic->diag_lock);
+	ret = sysfs_emit(buf, "%s", nic->diag_result[0] ? nic->diag_result : "none\n");
+	mutex_unlock(&nic->diag_lock);
+	return ret;
+}
+static DEVICE_ATTR_RW(diag_dma);
+
+static struct attribute *npfnic_attrs[] = {
+	&dev_attr_diag_irq.attr,
+	&dev_attr_diag_dma.attr,
+	NULL,
+};
+ATTRIBUTE_GROUPS(npfnic);
 
 static int npfnic_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
 	struct npfnic *nic;
 	u32 ident;
-	int err;
+	int err, i;
 
 	nic = devm_kzalloc(&pdev->dev, sizeof(*nic), GFP_KERNEL);
 	if (!nic)
 		return -ENOMEM;
 	nic->pdev = pdev;
+	mutex_init(&nic->diag_lock);
 
 	err = pcim_enable_device(pdev);
 	if (err)
@@ -57,6 +161,23 @@ static int npfnic_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		return -ENODEV;
 	}
 
+	for (i = 0; i < nic->nvecs; i++) {
+		const char *name = devm_kasprintf(&pdev->dev, GFP_KERNEL, "npfnic-%s-%d",
+						  pci_name(pdev), i);
+
+		err = name ? devm_request_irq(&pdev->dev, pci_irq_vector(pdev, i), npfnic_irq,
+					      0, name, &nic->irq_count[i]) : -ENOMEM;
+		if (err) {
+			int failed = i;
+
+			/* The IRQs must go before their vectors. */
+			while (--i >= 0)
+				devm_free_irq(&pdev->dev, pci_irq_vector(pdev, i), &nic->irq_count[i]);
+			pci_free_irq_vectors(pdev);
+			return dev_err_probe(&pdev->dev, err, "request IRQ for vector %d\n", failed);
+		}
+	}
+
 	pci_set_drvdata(pdev, nic);
 	dev_info(&pdev->dev, "npfnic bound: %d MSI-X vectors, ATS %s, PRI %s, PASID %s\n",
 		 nic->nvecs,
@@ -68,6 +189,12 @@ static int npfnic_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 
 static void npfnic_remove(struct pci_dev *pdev)
 {
+	struct npfnic *nic = pci_get_drvdata(pdev);
+	int i;
+
+	/* The IRQs must go before their vectors; devm would free them too late. */
+	for (i = 0; i < nic->nvecs; i++)
+		devm_free_irq(&pdev->dev, pci_irq_vector(pdev, i), &nic->irq_count[i]);
 	pci_free_irq_vectors(pdev);
 }
 
@@ -82,6 +209,7 @@ static struct pci_driver npfnic_driver = {
 	.id_table = npfnic_ids,
 	.probe = npfnic_probe,
 	.remove = npfnic_remove,
+	.dev_groups = npfnic_groups,
 };
 module_pci_driver(npfnic_driver);
 

@@ -31,6 +31,9 @@ type NPFNIC struct {
 	// Server serves the device's vfio-user socket; nil uses the default
 	// (Config.DefaultServer).
 	Server DeviceServer
+	// Socket, if set, is a vfio-user socket served by someone else (a
+	// server that outlives this VM); no server is started for it.
+	Socket string
 }
 
 // NIC is one of QEMU's own NICs, for side-by-side comparisons and peers.
@@ -193,24 +196,13 @@ func (v *VM) start(ctx context.Context) error {
 		return id
 	}
 	for i, d := range v.cfg.NPFNICs {
-		srv := d.Server
-		if srv == nil {
-			srv = v.cfg.DefaultServer
+		sock := d.Socket
+		if sock == "" {
+			sock = v.path(fmt.Sprintf("npfnic%d.sock", i))
+			if err := v.startServer(ctx, i, d.Server, sock); err != nil {
+				return err
+			}
 		}
-		if srv == nil {
-			return fmt.Errorf("npfnic device %d has no server and Config.DefaultServer is nil", i)
-		}
-		sock := v.path(fmt.Sprintf("npfnic%d.sock", i))
-		logf, err := os.Create(filepath.Join(v.logDir, fmt.Sprintf("npfnic%d-server.log", i)))
-		if err != nil {
-			return err
-		}
-		stop, err := srv.Start(ctx, sock, logf)
-		if err != nil {
-			logf.Close()
-			return fmt.Errorf("start npfnic device server %d: %w", i, err)
-		}
-		v.stops = append(v.stops, func() error { err := stop(); logf.Close(); return err })
 		bus := rootPort()
 		dev, _ := json.Marshal(map[string]any{
 			"driver": "vfio-user-pci", "id": fmt.Sprintf("npfnic%d", i), "bus": bus,
@@ -272,6 +264,26 @@ func (v *VM) start(ctx context.Context) error {
 	}
 	v.agent = agent.NewClient(aconn)
 	return v.waitAgent(ctx)
+}
+
+func (v *VM) startServer(ctx context.Context, i int, srv DeviceServer, sock string) error {
+	if srv == nil {
+		srv = v.cfg.DefaultServer
+	}
+	if srv == nil {
+		return fmt.Errorf("npfnic device %d has no server and Config.DefaultServer is nil", i)
+	}
+	logf, err := os.Create(filepath.Join(v.logDir, fmt.Sprintf("npfnic%d-server.log", i)))
+	if err != nil {
+		return err
+	}
+	stop, err := srv.Start(ctx, sock, logf)
+	if err != nil {
+		logf.Close()
+		return fmt.Errorf("start npfnic device server %d: %w", i, err)
+	}
+	v.stops = append(v.stops, func() error { err := stop(); logf.Close(); return err })
+	return nil
 }
 
 func (n Netdev) arg(id string) (string, error) {
@@ -354,6 +366,9 @@ func (v *VM) captureConsole(conn net.Conn) {
 	}
 	_, _ = io.Copy(w, conn)
 }
+
+// WaitReady waits until the guest agent answers, e.g. after a reboot.
+func (v *VM) WaitReady(ctx context.Context) error { return v.waitAgent(ctx) }
 
 // waitAgent pings until the guest agent answers: the guest has booted.
 func (v *VM) waitAgent(ctx context.Context) error {
