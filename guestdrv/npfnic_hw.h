@@ -9,6 +9,13 @@
 #ifndef NPFNIC_HW_H
 #define NPFNIC_HW_H
 
+#include <linux/types.h>
+#ifdef __KERNEL__
+#include <linux/stddef.h>
+#else
+#include <stddef.h>
+#endif
+
 /* Identity, layout and values */
 #define NPFNIC_PCI_VENDOR_ID             0x4e50
 #define NPFNIC_PCI_DEVICE_ID             0x4e46
@@ -21,7 +28,7 @@
 #define NPFNIC_MSIX_PBA_OFFSET           0x800
 #define NPFNIC_MSIX_VECTORS              0x8
 #define NPFNIC_MAGIC                     0x4e50464e /* value of NPFNIC_REG_ID */
-#define NPFNIC_INTERFACE_VERSION         0x10000 /* value of NPFNIC_REG_VERSION */
+#define NPFNIC_INTERFACE_VERSION         0x20000 /* value of NPFNIC_REG_VERSION */
 #define NPFNIC_DIAG_DMA_CTRL_START       0x1
 #define NPFNIC_DIAG_DMA_STATUS_IDLE      0x0
 #define NPFNIC_DIAG_DMA_STATUS_BUSY      0x1
@@ -30,6 +37,25 @@
 #define NPFNIC_DIAG_DMA_STATUS_BAD_LEN   0x4
 #define NPFNIC_DIAG_DMA_STATUS_NO_MASTER 0x5 /* bus mastering disabled */
 #define NPFNIC_DIAG_DMA_MAX_LEN          0x100000
+#define NPFNIC_QP_MAX                    0x4 /* number of queue pairs */
+#define NPFNIC_CTRL_ENABLE               0x1 /* NPFNIC_REG_CTRL: datapath on */
+#define NPFNIC_CTRL_RESET                0x2 /* NPFNIC_REG_CTRL: reset the datapath */
+#define NPFNIC_QP_CTRL_ENABLE            0x1 /* NPFNIC_QP_CTRL: pair enabled */
+#define NPFNIC_MISC_VECTOR               0x0 /* MSI-X vector for link changes and errors */
+#define NPFNIC_STATUS_BLOCK_ALIGN        0x40
+#define NPFNIC_STATUS_BLOCK_SIZE         0x140 /* header + NPFNIC_QP_MAX * struct npfnic_qp_status */
+#define NPFNIC_LINK_UP                   0x1 /* npfnic_status_block.link */
+#define NPFNIC_DEVERR_BAD_STATUS_ADDR    0x1 /* status block outside guest memory or misaligned */
+#define NPFNIC_QERR_BAD_RING             0x1 /* ring base/size invalid or ring outside guest memory */
+#define NPFNIC_QERR_BAD_DESC             0x2 /* a descriptor's buffer outside guest memory */
+#define NPFNIC_QERR_BAD_TAIL             0x3 /* tail moved backwards or more than SIZE beyond the head */
+#define NPFNIC_RING_SIZE_MIN             0x8
+#define NPFNIC_RING_SIZE_MAX             0x1000
+#define NPFNIC_TXD_EOP                   0x1 /* npfnic_tx_desc.flags: last descriptor of the frame */
+#define NPFNIC_RXD_DONE                  0x1 /* npfnic_rx_desc.status: filled by the device */
+#define NPFNIC_TX_MAX_SEGS               0x12 /* descriptors per TX frame */
+#define NPFNIC_MIN_FRAME                 0xe /* shortest frame sent (an Ethernet header) */
+#define NPFNIC_MAX_FRAME                 0x5ee /* longest frame, without FCS */
 
 /* BAR0 registers (32-bit) */
 #define NPFNIC_REG_ID                    0x0000 /* RO: magic NPFNIC_MAGIC */
@@ -42,6 +68,97 @@
 #define NPFNIC_REG_DIAG_DMA_SEED         0x002c /* RW: diagnostic DMA pattern seed */
 #define NPFNIC_REG_DIAG_DMA_CTRL         0x0030 /* WO: write NPFNIC_DIAG_DMA_CTRL_START to start */
 #define NPFNIC_REG_DIAG_DMA_STATUS       0x0034 /* RO: NPFNIC_DIAG_DMA_STATUS_* */
+#define NPFNIC_REG_CTRL                  0x0040 /* RW: NPFNIC_CTRL_ENABLE; write NPFNIC_CTRL_RESET to reset the datapath (reads back 0) */
+#define NPFNIC_REG_STATUS_ADDR_LO        0x0044 /* RW: status block guest address, bits 31:0 (64-byte aligned) */
+#define NPFNIC_REG_STATUS_ADDR_HI        0x0048 /* RW: status block guest address, bits 63:32; writing it latches the address */
+#define NPFNIC_REG_MAC_LO                0x004c /* RO: MAC bytes 0..3, byte 0 in bits 7:0 */
+#define NPFNIC_REG_MAC_HI                0x0050 /* RO: MAC bytes 4..5 in bits 15:0 */
+#define NPFNIC_REG_QP_MAX                0x0054 /* RO: number of queue pairs (NPFNIC_QP_MAX) */
+#define NPFNIC_REG_MISC_IRQ_ARM          0x0058 /* WO: write 1: NPFNIC_MISC_VECTOR may fire once for the next misc event */
+
+/* Queue pair registers, offsets from NPFNIC_QP_BASE(q) (32-bit) */
+#define NPFNIC_QP_TX_BASE_LO             0x00 /* RW: TX ring guest address, bits 31:0 (16-byte aligned) */
+#define NPFNIC_QP_TX_BASE_HI             0x04 /* RW: TX ring guest address, bits 63:32 */
+#define NPFNIC_QP_TX_SIZE                0x08 /* RW: TX ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX */
+#define NPFNIC_QP_TX_TAIL                0x0c /* WO: TX doorbell: free-running count of TX descriptors posted */
+#define NPFNIC_QP_RX_BASE_LO             0x10 /* RW: RX ring guest address, bits 31:0 (16-byte aligned) */
+#define NPFNIC_QP_RX_BASE_HI             0x14 /* RW: RX ring guest address, bits 63:32 */
+#define NPFNIC_QP_RX_SIZE                0x18 /* RW: RX ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX */
+#define NPFNIC_QP_RX_TAIL                0x1c /* WO: RX doorbell: free-running count of RX buffers posted */
+#define NPFNIC_QP_CTRL                   0x20 /* RW: NPFNIC_QP_CTRL_ENABLE: set latches bases/sizes and zeroes heads/tails; clear stops the pair */
+#define NPFNIC_QP_IRQ_ARM                0x24 /* WO: write 1: the pair's vector may fire once for the next completion */
+#define NPFNIC_QP_ITR                    0x28 /* RW: minimum microseconds between two interrupts of the pair (0 = none) */
+
+/* BAR0 offset of queue pair q's registers (hw.QPBase) */
+#define NPFNIC_QP_BASE(q)                (0x1000 + (q) * 0x100)
+/* MSI-X vector of queue pair q (hw.QPVector) */
+#define NPFNIC_QP_VECTOR(q)              (1 + (q))
+/* offset of struct npfnic_qp_status q in the status block */
+#define NPFNIC_STATUS_QP_OFFSET(q)       (64 + (q) * 64)
+
+/* TX descriptor: one segment of a frame; NPFNIC_TXD_EOP marks the last. */
+struct npfnic_tx_desc {
+	__le64 addr;                    /* guest address of the segment */
+	__le16 len;                     /* segment length in bytes */
+	__le16 flags;                   /* NPFNIC_TXD_* */
+	__le32 rsvd;                    /* reserved, zero */
+};
+_Static_assert(sizeof(struct npfnic_tx_desc) == 16, "npfnic_tx_desc size");
+_Static_assert(offsetof(struct npfnic_tx_desc, addr) == 0, "npfnic_tx_desc.addr offset");
+_Static_assert(offsetof(struct npfnic_tx_desc, len) == 8, "npfnic_tx_desc.len offset");
+_Static_assert(offsetof(struct npfnic_tx_desc, flags) == 10, "npfnic_tx_desc.flags offset");
+_Static_assert(offsetof(struct npfnic_tx_desc, rsvd) == 12, "npfnic_tx_desc.rsvd offset");
+
+/* RX descriptor: one buffer, one frame. The device writes pkt_len and status, then advances rx_head. */
+struct npfnic_rx_desc {
+	__le64 addr;                    /* driver: guest address of the buffer */
+	__le16 buf_len;                 /* driver: buffer size in bytes */
+	__le16 pkt_len;                 /* device: frame length */
+	__le16 status;                  /* device: NPFNIC_RXD_* */
+	__le16 rsvd;                    /* reserved, zero */
+};
+_Static_assert(sizeof(struct npfnic_rx_desc) == 16, "npfnic_rx_desc size");
+_Static_assert(offsetof(struct npfnic_rx_desc, addr) == 0, "npfnic_rx_desc.addr offset");
+_Static_assert(offsetof(struct npfnic_rx_desc, buf_len) == 8, "npfnic_rx_desc.buf_len offset");
+_Static_assert(offsetof(struct npfnic_rx_desc, pkt_len) == 10, "npfnic_rx_desc.pkt_len offset");
+_Static_assert(offsetof(struct npfnic_rx_desc, status) == 12, "npfnic_rx_desc.status offset");
+_Static_assert(offsetof(struct npfnic_rx_desc, rsvd) == 14, "npfnic_rx_desc.rsvd offset");
+
+/* Status of one queue pair, written by the device into the status block. */
+struct npfnic_qp_status {
+	__le32 tx_head;                 /* free-running count of TX descriptors consumed (frames sent or dropped) */
+	__le32 rx_head;                 /* free-running count of RX descriptors filled */
+	__le32 error;                   /* NPFNIC_QERR_*, 0 none; the pair stopped */
+	__le32 error_info;              /* ring index of the offending descriptor, or the bad tail value */
+	__le32 rx_drops_no_buf;         /* frames dropped: no RX buffer posted */
+	__le32 rx_drops_too_big;        /* frames dropped: larger than the posted buffer */
+	__le32 tx_drops_bad_len;        /* TX frames dropped: length outside 14..NPFNIC_MAX_FRAME or too many segments */
+	__le32 rsvd[9];                 /* reserved, zero */
+};
+_Static_assert(sizeof(struct npfnic_qp_status) == 64, "npfnic_qp_status size");
+_Static_assert(offsetof(struct npfnic_qp_status, tx_head) == 0, "npfnic_qp_status.tx_head offset");
+_Static_assert(offsetof(struct npfnic_qp_status, rx_head) == 4, "npfnic_qp_status.rx_head offset");
+_Static_assert(offsetof(struct npfnic_qp_status, error) == 8, "npfnic_qp_status.error offset");
+_Static_assert(offsetof(struct npfnic_qp_status, error_info) == 12, "npfnic_qp_status.error_info offset");
+_Static_assert(offsetof(struct npfnic_qp_status, rx_drops_no_buf) == 16, "npfnic_qp_status.rx_drops_no_buf offset");
+_Static_assert(offsetof(struct npfnic_qp_status, rx_drops_too_big) == 20, "npfnic_qp_status.rx_drops_too_big offset");
+_Static_assert(offsetof(struct npfnic_qp_status, tx_drops_bad_len) == 24, "npfnic_qp_status.tx_drops_bad_len offset");
+_Static_assert(offsetof(struct npfnic_qp_status, rsvd) == 28, "npfnic_qp_status.rsvd offset");
+
+/* Status block (device to driver), at NPFNIC_REG_STATUS_ADDR; NPFNIC_STATUS_BLOCK_SIZE bytes in all. */
+struct npfnic_status_block {
+	__le32 link;                    /* NPFNIC_LINK_UP */
+	__le32 error;                   /* NPFNIC_DEVERR_*, 0 none */
+	__le32 rsvd[14];                /* reserved, zero */
+	struct npfnic_qp_status qp[];   /* NPFNIC_QP_MAX entries */
+};
+_Static_assert(sizeof(struct npfnic_status_block) == 64, "npfnic_status_block size");
+_Static_assert(offsetof(struct npfnic_status_block, link) == 0, "npfnic_status_block.link offset");
+_Static_assert(offsetof(struct npfnic_status_block, error) == 4, "npfnic_status_block.error offset");
+_Static_assert(offsetof(struct npfnic_status_block, rsvd) == 8, "npfnic_status_block.rsvd offset");
+_Static_assert(offsetof(struct npfnic_status_block, qp) == 64, "npfnic_status_block.qp offset");
+_Static_assert(NPFNIC_STATUS_BLOCK_SIZE == sizeof(struct npfnic_status_block) +
+	       NPFNIC_QP_MAX * sizeof(struct npfnic_qp_status), "status block size");
 
 /* Byte i of the diagnostic DMA pattern for seed (same as hw.DiagPattern). */
 static inline unsigned char npfnic_diag_pattern(unsigned int seed, unsigned int i)

@@ -4,8 +4,12 @@
 // includes (guestdrv/npfnic_hw.h) is generated from the tables in this
 // package by `go generate ./vdevice/hw`; a test fails when it is stale.
 //
-// To add a register: add its constant below and a row to Registers (and, for
-// named values, to Values); then run go generate.
+// To add a register: add its constant below and a row to Registers (or
+// QPRegisters for a per-queue-pair register; and, for named values, a row to
+// Values); then run go generate. Structures the device and the driver share
+// in guest memory (descriptors, the status block) are Layout tables in
+// layout.go: the C structs are generated from them and the device encodes
+// and decodes guest memory through the same Field offsets.
 package hw
 
 //go:generate go run ./internal/genheader -o ../../guestdrv/npfnic_hw.h
@@ -39,7 +43,7 @@ const (
 	Magic = 0x4e50464e
 	// InterfaceVersion is REG_VERSION: major in bits 31:16, minor in 15:0.
 	// Bump the major for incompatible register changes.
-	InterfaceVersion = 1<<16 | 0
+	InterfaceVersion = 2<<16 | 0
 )
 
 // Register offsets in BAR0. All registers are 32 bits wide.
@@ -54,6 +58,82 @@ const (
 	RegDiagDMASeed   = 0x002c // RW: pattern seed
 	RegDiagDMACtrl   = 0x0030 // WO: write DiagDMACtrlStart to start
 	RegDiagDMAStatus = 0x0034 // RO: DiagDMAStatus*
+
+	RegCtrl         = 0x0040 // RW: CtrlEnable; CtrlReset (self-clearing)
+	RegStatusAddrLo = 0x0044 // RW: status block address, bits 31:0
+	RegStatusAddrHi = 0x0048 // RW: bits 63:32; writing it latches the address
+	RegMACLo        = 0x004c // RO: MAC bytes 0..3 (byte 0 in bits 7:0)
+	RegMACHi        = 0x0050 // RO: MAC bytes 4..5 in bits 15:0
+	RegQPMax        = 0x0054 // RO: QPMax
+	RegMiscIRQArm   = 0x0058 // WO: write 1 to arm the misc vector once
+)
+
+// Queue pair register blocks: pair q's registers are at QPBase(q) plus the
+// QP* offsets below.
+const (
+	QPRegBase   = 0x1000
+	QPRegStride = 0x100
+
+	QPTxBaseLo = 0x00 // RW: TX ring guest address, bits 31:0
+	QPTxBaseHi = 0x04 // RW: bits 63:32
+	QPTxSize   = 0x08 // RW: TX ring entries (power of two, RingSizeMin..RingSizeMax)
+	QPTxTail   = 0x0c // WO: TX doorbell, free-running count of descriptors posted
+	QPRxBaseLo = 0x10 // RW: RX ring guest address, bits 31:0
+	QPRxBaseHi = 0x14 // RW: bits 63:32
+	QPRxSize   = 0x18 // RW: RX ring entries
+	QPRxTail   = 0x1c // WO: RX doorbell, free-running count of buffers posted
+	QPCtrl     = 0x20 // RW: QPCtrlEnable
+	QPIRQArm   = 0x24 // WO: write 1 to arm the pair's vector once
+	QPITR      = 0x28 // RW: minimum microseconds between two interrupts of the pair
+)
+
+// QPBase is the BAR0 offset of queue pair q's register block.
+func QPBase(q int) uint32 { return QPRegBase + uint32(q)*QPRegStride }
+
+// QPBaseC is the C macro body of QPBase.
+const QPBaseC = "(0x1000 + (q) * 0x100)"
+
+// QPVector is the MSI-X vector of queue pair q (TX and RX completions).
+func QPVector(q int) int { return 1 + q }
+
+// QPVectorC is the C macro body of QPVector.
+const QPVectorC = "(1 + (q))"
+
+// Datapath values.
+const (
+	// QPMax is the number of queue pairs (REG_QP_MAX). Registers for all of
+	// them exist; a device may be built with fewer enabled (nic.Options).
+	QPMax = 4
+
+	CtrlEnable = 1 << 0 // datapath on
+	CtrlReset  = 1 << 1 // write 1: disable every queue, forget the status block, clear errors
+
+	QPCtrlEnable = 1 << 0 // set: latch bases/sizes, heads and tails to 0; clear: stop
+
+	MiscVector = 0 // link change, device or queue error
+
+	// StatusBlockAlign is the required alignment of the status block.
+	StatusBlockAlign = 64
+	// StatusBlockSize is the header plus QPMax per-pair parts.
+	StatusBlockSize = 64 + 64*QPMax
+
+	LinkUp = 1 << 0 // status block link bit
+
+	DevErrBadStatusAddr = 1 // status block not writable guest memory (or misaligned)
+
+	QErrBadRing = 1 // ring base/size invalid or ring outside guest memory
+	QErrBadDesc = 2 // a descriptor's buffer outside guest memory
+	QErrBadTail = 3 // tail moved backwards or more than SIZE beyond the head
+
+	RingSizeMin = 8
+	RingSizeMax = 4096
+
+	TxdEOP  = 1 << 0 // last descriptor of the frame
+	RxdDone = 1 << 0 // descriptor filled by the device
+
+	TxMaxSegs = 18
+	MinFrame  = 14   // an Ethernet header
+	MaxFrame  = 1518 // without FCS
 )
 
 // Register values.
@@ -114,6 +194,44 @@ var Registers = []Register{
 	{"DIAG_DMA_SEED", RegDiagDMASeed, "RW", "diagnostic DMA pattern seed"},
 	{"DIAG_DMA_CTRL", RegDiagDMACtrl, "WO", "write NPFNIC_DIAG_DMA_CTRL_START to start"},
 	{"DIAG_DMA_STATUS", RegDiagDMAStatus, "RO", "NPFNIC_DIAG_DMA_STATUS_*"},
+	{"CTRL", RegCtrl, "RW", "NPFNIC_CTRL_ENABLE; write NPFNIC_CTRL_RESET to reset the datapath (reads back 0)"},
+	{"STATUS_ADDR_LO", RegStatusAddrLo, "RW", "status block guest address, bits 31:0 (64-byte aligned)"},
+	{"STATUS_ADDR_HI", RegStatusAddrHi, "RW", "status block guest address, bits 63:32; writing it latches the address"},
+	{"MAC_LO", RegMACLo, "RO", "MAC bytes 0..3, byte 0 in bits 7:0"},
+	{"MAC_HI", RegMACHi, "RO", "MAC bytes 4..5 in bits 15:0"},
+	{"QP_MAX", RegQPMax, "RO", "number of queue pairs (NPFNIC_QP_MAX)"},
+	{"MISC_IRQ_ARM", RegMiscIRQArm, "WO", "write 1: NPFNIC_MISC_VECTOR may fire once for the next misc event"},
+}
+
+// QPRegisters lists the registers of one queue pair, as offsets from
+// QPBase(q) (C: NPFNIC_QP_<Name>).
+var QPRegisters = []Register{
+	{"TX_BASE_LO", QPTxBaseLo, "RW", "TX ring guest address, bits 31:0 (16-byte aligned)"},
+	{"TX_BASE_HI", QPTxBaseHi, "RW", "TX ring guest address, bits 63:32"},
+	{"TX_SIZE", QPTxSize, "RW", "TX ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX"},
+	{"TX_TAIL", QPTxTail, "WO", "TX doorbell: free-running count of TX descriptors posted"},
+	{"RX_BASE_LO", QPRxBaseLo, "RW", "RX ring guest address, bits 31:0 (16-byte aligned)"},
+	{"RX_BASE_HI", QPRxBaseHi, "RW", "RX ring guest address, bits 63:32"},
+	{"RX_SIZE", QPRxSize, "RW", "RX ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX"},
+	{"RX_TAIL", QPRxTail, "WO", "RX doorbell: free-running count of RX buffers posted"},
+	{"CTRL", QPCtrl, "RW", "NPFNIC_QP_CTRL_ENABLE: set latches bases/sizes and zeroes heads/tails; clear stops the pair"},
+	{"IRQ_ARM", QPIRQArm, "WO", "write 1: the pair's vector may fire once for the next completion"},
+	{"ITR", QPITR, "RW", "minimum microseconds between two interrupts of the pair (0 = none)"},
+}
+
+// Macro is a function-like C macro with its Go counterpart named in Doc.
+type Macro struct {
+	Name   string // C name suffix: NPFNIC_<Name>
+	Params string
+	Body   string
+	Doc    string
+}
+
+// Macros lists the function-like macros of the header.
+var Macros = []Macro{
+	{"QP_BASE", "q", QPBaseC, "BAR0 offset of queue pair q's registers (hw.QPBase)"},
+	{"QP_VECTOR", "q", QPVectorC, "MSI-X vector of queue pair q (hw.QPVector)"},
+	{"STATUS_QP_OFFSET", "q", "(64 + (q) * 64)", "offset of struct npfnic_qp_status q in the status block"},
 }
 
 // Value is a named constant exported to C as NPFNIC_<Name>.
@@ -145,4 +263,23 @@ var Values = []Value{
 	{"DIAG_DMA_STATUS_BAD_LEN", DiagDMAStatusBadLen, ""},
 	{"DIAG_DMA_STATUS_NO_MASTER", DiagDMAStatusNoMaster, "bus mastering disabled"},
 	{"DIAG_DMA_MAX_LEN", DiagDMAMaxLen, ""},
+	{"QP_MAX", QPMax, "number of queue pairs"},
+	{"CTRL_ENABLE", CtrlEnable, "NPFNIC_REG_CTRL: datapath on"},
+	{"CTRL_RESET", CtrlReset, "NPFNIC_REG_CTRL: reset the datapath"},
+	{"QP_CTRL_ENABLE", QPCtrlEnable, "NPFNIC_QP_CTRL: pair enabled"},
+	{"MISC_VECTOR", MiscVector, "MSI-X vector for link changes and errors"},
+	{"STATUS_BLOCK_ALIGN", StatusBlockAlign, ""},
+	{"STATUS_BLOCK_SIZE", StatusBlockSize, "header + NPFNIC_QP_MAX * struct npfnic_qp_status"},
+	{"LINK_UP", LinkUp, "npfnic_status_block.link"},
+	{"DEVERR_BAD_STATUS_ADDR", DevErrBadStatusAddr, "status block outside guest memory or misaligned"},
+	{"QERR_BAD_RING", QErrBadRing, "ring base/size invalid or ring outside guest memory"},
+	{"QERR_BAD_DESC", QErrBadDesc, "a descriptor's buffer outside guest memory"},
+	{"QERR_BAD_TAIL", QErrBadTail, "tail moved backwards or more than SIZE beyond the head"},
+	{"RING_SIZE_MIN", RingSizeMin, ""},
+	{"RING_SIZE_MAX", RingSizeMax, ""},
+	{"TXD_EOP", TxdEOP, "npfnic_tx_desc.flags: last descriptor of the frame"},
+	{"RXD_DONE", RxdDone, "npfnic_rx_desc.status: filled by the device"},
+	{"TX_MAX_SEGS", TxMaxSegs, "descriptors per TX frame"},
+	{"MIN_FRAME", MinFrame, "shortest frame sent (an Ethernet header)"},
+	{"MAX_FRAME", MaxFrame, "longest frame, without FCS"},
 }

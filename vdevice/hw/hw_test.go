@@ -41,6 +41,76 @@ func TestRegistersDistinctAndAligned(t *testing.T) {
 	}
 }
 
+func TestQPRegisters(t *testing.T) {
+	seen := map[uint32]string{}
+	for _, r := range hw.QPRegisters {
+		if r.Offset%4 != 0 || r.Offset+4 > hw.QPRegStride {
+			t.Errorf("QP %s at %#x misaligned or outside the pair's block", r.Name, r.Offset)
+		}
+		if other, dup := seen[r.Offset]; dup {
+			t.Errorf("QP %s and %s share offset %#x", r.Name, other, r.Offset)
+		}
+		seen[r.Offset] = r.Name
+	}
+	last := hw.Registers[len(hw.Registers)-1].Offset
+	if last >= hw.QPBase(0) || hw.QPBase(hw.QPMax) > hw.RegBARSize {
+		t.Errorf("queue pair blocks [%#x,%#x) overlap the global registers or leave BAR0", hw.QPBase(0), hw.QPBase(hw.QPMax))
+	}
+	if hw.QPVector(hw.QPMax-1) >= hw.MSIXVectors {
+		t.Errorf("not enough MSI-X vectors for %d pairs", hw.QPMax)
+	}
+	if hw.StatusQPOffset(hw.QPMax) != hw.StatusBlockSize {
+		t.Errorf("status block size %d, pairs end at %d", hw.StatusBlockSize, hw.StatusQPOffset(hw.QPMax))
+	}
+}
+
+// TestLayouts checks every shared structure: fields in order, naturally
+// aligned, without holes, filling the declared size exactly.
+func TestLayouts(t *testing.T) {
+	for _, l := range hw.Layouts {
+		off := 0
+		for _, f := range l.Fields {
+			if f.Offset != off {
+				t.Errorf("%s.%s at %d, want %d (hole or overlap)", l.Name, f.Name, f.Offset, off)
+			}
+			align := f.Size
+			if f.Elem != nil {
+				align = 8
+				if f.Size != f.Elem.Size {
+					t.Errorf("%s.%s element size %d, struct %s is %d", l.Name, f.Name, f.Size, f.Elem.Name, f.Elem.Size)
+				}
+			}
+			if f.Offset%align != 0 {
+				t.Errorf("%s.%s at %d not aligned to %d", l.Name, f.Name, f.Offset, align)
+			}
+			switch {
+			case f.Count < 0:
+				// A flexible array member adds nothing to sizeof.
+			case f.Count == 0:
+				off += f.Size
+			default:
+				off += f.Size * f.Count
+			}
+		}
+		if off != l.Size {
+			t.Errorf("%s: fields cover %d bytes, size %d", l.Name, off, l.Size)
+		}
+	}
+	// Round trip through the accessors at the table's offsets.
+	b := make([]byte, hw.RxDescSize)
+	hw.RxDescAddr.Put(b, 0x1122334455667788)
+	hw.RxDescBufLen.Put(b, 2048)
+	hw.RxDescPktLen.Put(b, 60)
+	hw.RxDescStatus.Put(b, hw.RxdDone)
+	want := []byte{0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, 0x00, 0x08, 60, 0, 1, 0, 0, 0}
+	if !bytes.Equal(b, want) {
+		t.Fatalf("rx desc encoding % x, want % x", b, want)
+	}
+	if hw.RxDescAddr.Get(b) != 0x1122334455667788 || hw.RxDescBufLen.Get(b) != 2048 {
+		t.Fatal("rx desc decoding")
+	}
+}
+
 func TestDiagPatternKnownValues(t *testing.T) {
 	// Pinned values: the pattern is part of the guest interface.
 	for _, tc := range []struct {
@@ -89,6 +159,10 @@ int main(void) {
 		for (unsigned int i = 0; i < 64; i++)
 			printf("%%u\n", npfnic_diag_pattern(seeds[s], i * 977u));
 	printf("%%x %%x %%x\n", NPFNIC_PCI_VENDOR_ID, NPFNIC_PCI_DEVICE_ID, NPFNIC_REG_DIAG_DMA_STATUS);
+	for (int q = 0; q < NPFNIC_QP_MAX; q++)
+		printf("%%x %%d %%d\n", NPFNIC_QP_BASE(q) + NPFNIC_QP_ITR, NPFNIC_QP_VECTOR(q), NPFNIC_STATUS_QP_OFFSET(q));
+	printf("%%zu %%zu %%zu %%zu\n", offsetof(struct npfnic_rx_desc, status), offsetof(struct npfnic_qp_status, tx_drops_bad_len),
+	       sizeof(struct npfnic_status_block), offsetof(struct npfnic_status_block, qp[2].rx_head));
 	return 0;
 }
 `, abs)
@@ -97,7 +171,7 @@ int main(void) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "t")
-	if out, err := exec.Command(cc, "-std=c99", "-Wall", "-Werror", "-o", bin, src).CombinedOutput(); err != nil {
+	if out, err := exec.Command(cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-o", bin, src).CombinedOutput(); err != nil {
 		t.Fatalf("compile: %v\n%s", err, out)
 	}
 	out, err := exec.Command(bin).Output()
@@ -111,6 +185,11 @@ int main(void) {
 		}
 	}
 	fmt.Fprintf(&want, "%x %x %x\n", hw.VendorID, hw.DeviceID, hw.RegDiagDMAStatus)
+	for q := 0; q < hw.QPMax; q++ {
+		fmt.Fprintf(&want, "%x %d %d\n", hw.QPBase(q)+hw.QPITR, hw.QPVector(q), hw.StatusQPOffset(q))
+	}
+	fmt.Fprintf(&want, "%d %d %d %d\n", hw.RxDescStatus.Offset, hw.QPStatusTxDropsBadLen.Offset,
+		hw.StatusHeaderSize, hw.StatusQPOffset(2)+hw.QPStatusRxHead.Offset)
 	if string(out) != want.String() {
 		t.Fatalf("C and Go disagree:\nC:\n%s\nGo:\n%s", out, want.String())
 	}

@@ -19,6 +19,9 @@ func Render() []byte {
 	b.WriteString(" * github.com/npfnic/npfnic/vdevice/hw. DO NOT EDIT.\n")
 	b.WriteString(" * Regenerate with: go generate ./vdevice/hw\n */\n")
 	b.WriteString("#ifndef NPFNIC_HW_H\n#define NPFNIC_HW_H\n\n")
+	// The kernel and user space get __le* from linux/types.h but offsetof
+	// from different headers.
+	b.WriteString("#include <linux/types.h>\n#ifdef __KERNEL__\n#include <linux/stddef.h>\n#else\n#include <stddef.h>\n#endif\n\n")
 
 	b.WriteString("/* Identity, layout and values */\n")
 	for _, v := range hw.Values {
@@ -34,8 +37,56 @@ func Render() []byte {
 		line := fmt.Sprintf("#define NPFNIC_REG_%s", r.Name)
 		fmt.Fprintf(&b, "%-40s 0x%04x /* %s: %s */\n", line, r.Offset, r.Access, r.Doc)
 	}
+	b.WriteString("\n/* Queue pair registers, offsets from NPFNIC_QP_BASE(q) (32-bit) */\n")
+	for _, r := range hw.QPRegisters {
+		line := fmt.Sprintf("#define NPFNIC_QP_%s", r.Name)
+		fmt.Fprintf(&b, "%-40s 0x%02x /* %s: %s */\n", line, r.Offset, r.Access, r.Doc)
+	}
+	b.WriteString("\n")
+	for _, m := range hw.Macros {
+		fmt.Fprintf(&b, "/* %s */\n", m.Doc)
+		line := fmt.Sprintf("#define NPFNIC_%s(%s)", m.Name, m.Params)
+		fmt.Fprintf(&b, "%-40s %s\n", line, m.Body)
+	}
+	for _, l := range hw.Layouts {
+		renderLayout(&b, l)
+	}
+	// The status block's total size is the header plus the pairs' parts.
+	b.WriteString("_Static_assert(NPFNIC_STATUS_BLOCK_SIZE == sizeof(struct npfnic_status_block) +\n")
+	b.WriteString("\t       NPFNIC_QP_MAX * sizeof(struct npfnic_qp_status), \"status block size\");\n")
 	b.WriteString("\n/* Byte i of the diagnostic DMA pattern for seed (same as hw.DiagPattern). */\n")
 	b.WriteString(hw.DiagPatternC)
 	b.WriteString("\n\n#endif /* NPFNIC_HW_H */\n")
 	return b.Bytes()
+}
+
+// renderLayout emits one struct and the assertions that pin its layout to
+// the Go table (size and every field's offset).
+func renderLayout(b *bytes.Buffer, l *hw.Layout) {
+	name := "npfnic_" + l.Name
+	fmt.Fprintf(b, "\n/* %s */\nstruct %s {\n", l.Doc, name)
+	for _, f := range l.Fields {
+		typ := fmt.Sprintf("__le%d", f.Size*8)
+		if f.Elem != nil {
+			typ = "struct npfnic_" + f.Elem.Name
+		}
+		decl := f.Name
+		switch {
+		case f.Count > 0:
+			decl = fmt.Sprintf("%s[%d]", f.Name, f.Count)
+		case f.Count < 0:
+			decl = f.Name + "[]"
+		}
+		field := fmt.Sprintf("\t%s %s;", typ, decl)
+		if f.Doc != "" {
+			fmt.Fprintf(b, "%-32s /* %s */\n", field, f.Doc)
+		} else {
+			fmt.Fprintf(b, "%s\n", field)
+		}
+	}
+	b.WriteString("};\n")
+	fmt.Fprintf(b, "_Static_assert(sizeof(struct %s) == %d, \"%s size\");\n", name, l.Size, name)
+	for _, f := range l.Fields {
+		fmt.Fprintf(b, "_Static_assert(offsetof(struct %s, %s) == %d, \"%s.%s offset\");\n", name, f.Name, f.Offset, name, f.Name)
+	}
 }

@@ -1,0 +1,133 @@
+package hw
+
+import "encoding/binary"
+
+// Field is one member of a structure shared with the driver in guest
+// memory. Offsets are written here once: the generator emits the C struct
+// and offsetof/sizeof assertions from them, and the device reads and writes
+// guest memory through the same values (Le16/Le32/Le64 accessors), so the
+// two sides cannot drift apart.
+type Field struct {
+	Name   string
+	Offset int
+	Size   int     // bytes of one element
+	Count  int     // 0: scalar; n > 0: array of n; -1: flexible array member
+	Elem   *Layout // element struct for struct arrays; nil for __leN
+	Doc    string
+}
+
+// Le16 is a little-endian 16-bit field (C __le16).
+type Le16 struct{ Field }
+
+// Le32 is a little-endian 32-bit field (C __le32).
+type Le32 struct{ Field }
+
+// Le64 is a little-endian 64-bit field (C __le64).
+type Le64 struct{ Field }
+
+// Get decodes the field from b, which holds the whole structure.
+func (f Le16) Get(b []byte) uint16 { return binary.LittleEndian.Uint16(b[f.Offset:]) }
+
+// Put encodes v into the field of b.
+func (f Le16) Put(b []byte, v uint16) { binary.LittleEndian.PutUint16(b[f.Offset:], v) }
+
+// Get decodes the field from b, which holds the whole structure.
+func (f Le32) Get(b []byte) uint32 { return binary.LittleEndian.Uint32(b[f.Offset:]) }
+
+// Put encodes v into the field of b.
+func (f Le32) Put(b []byte, v uint32) { binary.LittleEndian.PutUint32(b[f.Offset:], v) }
+
+// Get decodes the field from b, which holds the whole structure.
+func (f Le64) Get(b []byte) uint64 { return binary.LittleEndian.Uint64(b[f.Offset:]) }
+
+// Put encodes v into the field of b.
+func (f Le64) Put(b []byte, v uint64) { binary.LittleEndian.PutUint64(b[f.Offset:], v) }
+
+func le16(name string, off int, doc string) Le16 { return Le16{Field{name, off, 2, 0, nil, doc}} }
+func le32(name string, off int, doc string) Le32 { return Le32{Field{name, off, 4, 0, nil, doc}} }
+func le64(name string, off int, doc string) Le64 { return Le64{Field{name, off, 8, 0, nil, doc}} }
+
+// rsvd32 is a reserved array of n __le32 (the device writes zeros, the
+// driver must ignore it).
+func rsvd32(off, n int) Field { return Field{"rsvd", off, 4, n, nil, "reserved, zero"} }
+
+// Layout is a structure shared with the driver: C struct npfnic_<Name>.
+type Layout struct {
+	Name   string
+	Size   int // sizeof; a flexible array member adds nothing
+	Doc    string
+	Fields []Field
+}
+
+// Structure sizes in bytes.
+const (
+	TxDescSize       = 16
+	RxDescSize       = 16
+	QPStatusSize     = 64
+	StatusHeaderSize = 64 // struct npfnic_status_block without the pairs
+)
+
+// TX descriptor fields. The device never writes a TX descriptor back:
+// qp_status.tx_head is the completion.
+var (
+	TxDescAddr  = le64("addr", 0, "guest address of the segment")
+	TxDescLen   = le16("len", 8, "segment length in bytes")
+	TxDescFlags = le16("flags", 10, "NPFNIC_TXD_*")
+)
+
+// TxDesc is struct npfnic_tx_desc.
+var TxDesc = Layout{"tx_desc", TxDescSize,
+	"TX descriptor: one segment of a frame; NPFNIC_TXD_EOP marks the last.",
+	[]Field{TxDescAddr.Field, TxDescLen.Field, TxDescFlags.Field, rsvd32(12, 0)}}
+
+// RX descriptor fields.
+var (
+	RxDescAddr   = le64("addr", 0, "driver: guest address of the buffer")
+	RxDescBufLen = le16("buf_len", 8, "driver: buffer size in bytes")
+	RxDescPktLen = le16("pkt_len", 10, "device: frame length")
+	RxDescStatus = le16("status", 12, "device: NPFNIC_RXD_*")
+	rxDescRsvd   = le16("rsvd", 14, "reserved, zero")
+)
+
+// RxDesc is struct npfnic_rx_desc.
+var RxDesc = Layout{"rx_desc", RxDescSize,
+	"RX descriptor: one buffer, one frame. The device writes pkt_len and status, then advances rx_head.",
+	[]Field{RxDescAddr.Field, RxDescBufLen.Field, RxDescPktLen.Field, RxDescStatus.Field, rxDescRsvd.Field}}
+
+// Per-pair status fields (device to driver).
+var (
+	QPStatusTxHead        = le32("tx_head", 0, "free-running count of TX descriptors consumed (frames sent or dropped)")
+	QPStatusRxHead        = le32("rx_head", 4, "free-running count of RX descriptors filled")
+	QPStatusError         = le32("error", 8, "NPFNIC_QERR_*, 0 none; the pair stopped")
+	QPStatusErrorInfo     = le32("error_info", 12, "ring index of the offending descriptor, or the bad tail value")
+	QPStatusRxDropsNoBuf  = le32("rx_drops_no_buf", 16, "frames dropped: no RX buffer posted")
+	QPStatusRxDropsTooBig = le32("rx_drops_too_big", 20, "frames dropped: larger than the posted buffer")
+	QPStatusTxDropsBadLen = le32("tx_drops_bad_len", 24, "TX frames dropped: length outside 14..NPFNIC_MAX_FRAME or too many segments")
+)
+
+// QPStatus is struct npfnic_qp_status.
+var QPStatus = Layout{"qp_status", QPStatusSize,
+	"Status of one queue pair, written by the device into the status block.",
+	[]Field{QPStatusTxHead.Field, QPStatusRxHead.Field, QPStatusError.Field, QPStatusErrorInfo.Field,
+		QPStatusRxDropsNoBuf.Field, QPStatusRxDropsTooBig.Field, QPStatusTxDropsBadLen.Field, rsvd32(28, 9)}}
+
+// Status block header fields.
+var (
+	StatusLink  = le32("link", 0, "NPFNIC_LINK_UP")
+	StatusError = le32("error", 4, "NPFNIC_DEVERR_*, 0 none")
+)
+
+// StatusBlock is struct npfnic_status_block: the 64-byte header followed
+// by NPFNIC_QP_MAX struct npfnic_qp_status (the flexible array qp[]), in
+// all NPFNIC_STATUS_BLOCK_SIZE bytes written by the device.
+var StatusBlock = Layout{"status_block", StatusHeaderSize,
+	"Status block (device to driver), at NPFNIC_REG_STATUS_ADDR; NPFNIC_STATUS_BLOCK_SIZE bytes in all.",
+	[]Field{StatusLink.Field, StatusError.Field, rsvd32(8, 14),
+		{"qp", StatusHeaderSize, QPStatusSize, -1, &QPStatus, "NPFNIC_QP_MAX entries"}}}
+
+// Layouts lists the shared structures, each after the ones it contains.
+var Layouts = []*Layout{&TxDesc, &RxDesc, &QPStatus, &StatusBlock}
+
+// StatusQPOffset is the offset of pair q's struct npfnic_qp_status in the
+// status block.
+func StatusQPOffset(q int) int { return StatusHeaderSize + q*QPStatusSize }
