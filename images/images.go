@@ -23,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Options says where to build and what to report.
@@ -121,10 +123,46 @@ func New(opt Options) (*Builder, error) {
 // CacheDir is where the builder keeps its outputs.
 func (b *Builder) CacheDir() string { return b.opt.CacheDir }
 
-// Build makes sure every artifact exists and is current.
+// Build makes sure every artifact exists and is current. Builds sharing a
+// cache directory (tests of several packages, a user's second shell) take
+// turns: the cache is locked for the whole build.
 func (b *Builder) Build(ctx context.Context) (*Artifacts, error) {
+	unlock, err := b.lockCache(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return b.build(ctx)
+}
+
+// lockCache takes an exclusive flock on the cache, waiting for another build.
+func (b *Builder) lockCache(ctx context.Context) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(b.opt.CacheDir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("cache lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+		return func() { f.Close() }, nil
+	}
+	fmt.Fprintf(b.out, "images: waiting for another build using %s\n", b.opt.CacheDir)
+	locked := make(chan error, 1)
+	go func() { locked <- unix.Flock(int(f.Fd()), unix.LOCK_EX) }()
+	select {
+	case err := <-locked:
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("cache lock: %w", err)
+		}
+		return func() { f.Close() }, nil
+	case <-ctx.Done():
+		f.Close() // releases the lock if the flock goroutine gets it later
+		return nil, ctx.Err()
+	}
+}
+
+func (b *Builder) build(ctx context.Context) (*Artifacts, error) {
 	start := time.Now()
-	b.step, b.steps = 0, 8
+	b.step, b.steps = 0, 9
 	var a Artifacts
 	var err error
 	if err = b.hostPackages(ctx); err != nil {
@@ -147,10 +185,14 @@ func (b *Builder) Build(ctx context.Context) (*Artifacts, error) {
 	if err != nil {
 		return nil, err
 	}
-	if a.Initramfs, err = b.buildInitramfs(ctx, VariantBase, a.Kernel, a.Module, userland, tools); err != nil {
+	base, err := b.buildURootBase(ctx)
+	if err != nil {
 		return nil, err
 	}
-	if a.RDMAInitramfs, err = b.buildInitramfs(ctx, VariantRDMA, a.Kernel, a.Module, userland, tools); err != nil {
+	if a.Initramfs, err = b.buildInitramfs(ctx, VariantBase, a.Kernel, a.Module, userland, base, tools); err != nil {
+		return nil, err
+	}
+	if a.RDMAInitramfs, err = b.buildInitramfs(ctx, VariantRDMA, a.Kernel, a.Module, userland, base, tools); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(b.out, "images: all artifacts ready in %s (%.1fs)\n", b.opt.CacheDir, time.Since(start).Seconds())

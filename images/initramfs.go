@@ -58,7 +58,7 @@ const group = "root:x:0:\nmemcache:x:100:\nnogroup:x:65534:\n"
 func (v Variant) includes(other Variant) bool { return v == other || v == VariantRDMA }
 
 // buildInitramfs assembles a u-root initramfs for the variant.
-func (b *Builder) buildInitramfs(ctx context.Context, v Variant, k Kernel, module, userland string, tools map[string]string) (string, error) {
+func (b *Builder) buildInitramfs(ctx context.Context, v Variant, k Kernel, module, userland, base string, tools map[string]string) (string, error) {
 	done := b.begin("initramfs (" + string(v) + ")")
 	var programs []string
 	var modules []string
@@ -81,13 +81,11 @@ func (b *Builder) buildInitramfs(ctx context.Context, v Variant, k Kernel, modul
 	if err != nil {
 		return "", err
 	}
-	urootVersion, err := uRootVersion(b.opt.SourceDir)
-	if err != nil {
+	key := NewKey("initramfs", "2").Add("variant", string(v)).
+		Add("kernel", k.Release+" "+k.Version).Add("modules", strings.Join(order, " "))
+	if err := key.AddFile("u-root base", base); err != nil {
 		return "", err
 	}
-	key := NewKey("initramfs", "1").Add("variant", string(v)).Add("u-root", urootVersion).
-		Add("commands", strings.Join(uRootCommands, " ")).Add("kernel", k.Release+" "+k.Version).
-		Add("modules", strings.Join(order, " "))
 	if err := key.AddFile("npfnic.ko", module); err != nil {
 		return "", err
 	}
@@ -159,29 +157,22 @@ func (b *Builder) buildInitramfs(ctx context.Context, v Variant, k Kernel, modul
 		extra = append(extra, tools[name]+":bin/"+name)
 	}
 
-	fmt.Fprintf(b.out, "      u-root busybox (%s) + %d files\n", urootVersion, len(extra))
-	logPath := filepath.Join(b.logDir(), "initramfs-"+string(v)+".log")
-	_ = os.MkdirAll(b.logDir(), 0o755)
-	lf, err := os.Create(logPath)
+	fmt.Fprintf(b.out, "      u-root base + %d files\n", len(extra))
+	logger, closeLog, logPath, err := b.urootLogger("initramfs-" + string(v))
 	if err != nil {
 		return "", err
 	}
-	defer lf.Close()
-	logger := llog.New(slog.LevelInfo, llog.WritePrintf(lf))
+	defer closeLog()
 	err = uimage.Create(logger,
-		uimage.WithReplaceEnv(golang.Default(golang.WithWorkingDir(b.opt.SourceDir), golang.DisableCGO())),
 		uimage.WithTempDir(filepath.Join(tmp, "work")),
-		uimage.WithBaseArchive(uimage.DefaultRamfs()),
-		uimage.WithBusyboxCommands(uRootCommands...),
-		uimage.WithInit("init"),
-		uimage.WithShell("gosh"),
-		uimage.WithUinit(agent.AgentPath),
+		uimage.WithBaseFile(base),
+		uimage.WithExistingInit(true),
 		uimage.WithSkipLDD(), // libraries come from the bookworm tree, resolved above
 		uimage.WithFiles(extra...),
 		uimage.WithCPIOOutput(filepath.Join(tmp, "initramfs.cpio")),
 	)
 	if err != nil {
-		return "", fmt.Errorf("u-root initramfs: %w (log: %s)\n%s", err, logPath, tailFile(logPath, 15))
+		return "", fmt.Errorf("initramfs %s: %w (log: %s)\n%s", v, err, logPath, tailFile(logPath, 15))
 	}
 	_ = os.RemoveAll(filepath.Join(tmp, "work"))
 	_ = os.RemoveAll(stage)
@@ -193,6 +184,71 @@ func (b *Builder) buildInitramfs(ctx context.Context, v Variant, k Kernel, modul
 	}
 	fi, _ := os.Stat(out)
 	done(fmt.Sprintf("built %s (%d MiB)", out, fi.Size()>>20))
+	return out, nil
+}
+
+func (b *Builder) urootLogger(name string) (*llog.Logger, func(), string, error) {
+	logPath := filepath.Join(b.logDir(), name+".log")
+	if err := os.MkdirAll(b.logDir(), 0o755); err != nil {
+		return nil, nil, "", err
+	}
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return llog.New(slog.LevelInfo, llog.WritePrintf(lf)), func() { lf.Close() }, logPath, nil
+}
+
+// buildURootBase compiles u-root's core commands into one busybox binary
+// with init, the shell and the uinit link (to the agent, which each variant
+// adds as a file). It depends only on the u-root version, so a driver or
+// tool change reuses it and rebuilding an image takes seconds.
+func (b *Builder) buildURootBase(ctx context.Context) (string, error) {
+	done := b.begin("u-root base (busybox of core commands)")
+	urootVersion, err := uRootVersion(b.opt.SourceDir)
+	if err != nil {
+		return "", err
+	}
+	key := NewKey("uroot-base", "1").Add("u-root", urootVersion).
+		Add("commands", strings.Join(uRootCommands, " ")).Add("uinit", agent.AgentPath)
+	dir := filepath.Join(b.opt.CacheDir, "uroot")
+	out := filepath.Join(dir, "base.cpio")
+	if _, ok := fresh(dir, key); ok {
+		done("cached, u-root " + urootVersion)
+		return out, nil
+	}
+	tmp := dir + ".tmp"
+	_ = os.RemoveAll(tmp)
+	if err := os.MkdirAll(filepath.Join(tmp, "work"), 0o755); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(b.out, "      compiling u-root %s core commands (about 30 s)\n", urootVersion)
+	logger, closeLog, logPath, err := b.urootLogger("uroot-base")
+	if err != nil {
+		return "", err
+	}
+	defer closeLog()
+	err = uimage.Create(logger,
+		uimage.WithReplaceEnv(golang.Default(golang.WithWorkingDir(b.opt.SourceDir), golang.DisableCGO())),
+		uimage.WithTempDir(filepath.Join(tmp, "work")),
+		uimage.WithBaseArchive(uimage.DefaultRamfs()),
+		uimage.WithBusyboxCommands(uRootCommands...),
+		uimage.WithInit("init"),
+		uimage.WithShell("gosh"),
+		uimage.WithUinit(agent.AgentPath),
+		uimage.WithCPIOOutput(filepath.Join(tmp, "base.cpio")),
+	)
+	if err != nil {
+		return "", fmt.Errorf("u-root base: %w (log: %s)\n%s", err, logPath, tailFile(logPath, 15))
+	}
+	_ = os.RemoveAll(filepath.Join(tmp, "work"))
+	if err := writeStamp(tmp, stamp{Key: key.Sum()}); err != nil {
+		return "", err
+	}
+	if err := replaceDir(tmp, dir); err != nil {
+		return "", err
+	}
+	done("built u-root " + urootVersion)
 	return out, nil
 }
 
