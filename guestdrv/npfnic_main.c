@@ -8,31 +8,24 @@
  */
 
 #include <linux/module.h>
-#include <linux/pci.h>
 #include <linux/io.h>
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/interrupt.h>
 
-#include "npfnic_hw.h"
+#include "npfnic.h"
 
-#define DRV_NAME "npfnic"
-
-struct npfnic {
-	struct pci_dev *pdev;
-	void __iomem *bar0;
-	int nvecs;
-	atomic_t irq_count[NPFNIC_MSIX_VECTORS];
-	struct mutex diag_lock;	/* one diagnostic DMA at a time */
-	char diag_result[64];
-};
-
+/* Every vector counts its interrupts for the diagnostics, then does its job. */
 static irqreturn_t npfnic_irq(int irq, void *data)
 {
-	atomic_t *count = data;
+	struct npfnic_qp *qp = data;
+	struct npfnic *nic = qp->nic;
+	int vec = qp->idx < 0 ? NPFNIC_MISC_VECTOR : NPFNIC_QP_VECTOR(qp->idx);
 
-	atomic_inc(count);
-	return IRQ_HANDLED;
+	atomic_inc(&nic->irq_count[vec]);
+	if (qp->idx < 0)
+		return npfnic_misc_irq(irq, nic);
+	return npfnic_qp_irq(irq, qp);
 }
 
 /* Writing a vector number makes the device fire that MSI-X vector. */
@@ -123,78 +116,110 @@ static struct attribute *npfnic_attrs[] = {
 };
 ATTRIBUTE_GROUPS(npfnic);
 
+/* The misc vector's context: a pseudo queue pair with index -1. */
+static struct npfnic_qp *npfnic_vector_ctx(struct npfnic *nic, struct npfnic_qp *misc, int vec)
+{
+	return vec == NPFNIC_MISC_VECTOR ? misc : &nic->qps[vec - 1];
+}
+
+static void npfnic_free_irqs(struct npfnic *nic, struct npfnic_qp *misc, int n)
+{
+	while (--n >= 0)
+		free_irq(pci_irq_vector(nic->pdev, n), npfnic_vector_ctx(nic, misc, n));
+}
+
 static int npfnic_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
+	struct npfnic_qp *misc;
 	struct npfnic *nic;
-	u32 ident;
+	u32 ident, version;
 	int err, i;
 
 	nic = devm_kzalloc(&pdev->dev, sizeof(*nic), GFP_KERNEL);
-	if (!nic)
+	misc = devm_kzalloc(&pdev->dev, sizeof(*misc), GFP_KERNEL);
+	if (!nic || !misc)
 		return -ENOMEM;
 	nic->pdev = pdev;
 	mutex_init(&nic->diag_lock);
+	misc->nic = nic;
+	misc->idx = -1;
+	for (i = 0; i < NPFNIC_QP_MAX; i++) {
+		nic->qps[i].nic = nic;
+		nic->qps[i].idx = i;
+	}
 
 	err = pcim_enable_device(pdev);
 	if (err)
 		return dev_err_probe(&pdev->dev, err, "enable device\n");
-	err = pcim_iomap_regions(pdev, BIT(0), DRV_NAME);
+	err = pcim_iomap_regions(pdev, BIT(NPFNIC_REG_BAR), DRV_NAME);
 	if (err)
 		return dev_err_probe(&pdev->dev, err, "map BAR0\n");
-	nic->bar0 = pcim_iomap_table(pdev)[0];
+	nic->bar0 = pcim_iomap_table(pdev)[NPFNIC_REG_BAR];
 
 	err = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
 	if (err)
 		return dev_err_probe(&pdev->dev, err, "64-bit DMA\n");
 	pci_set_master(pdev);
 
-	nic->nvecs = pci_alloc_irq_vectors(pdev, 1, NPFNIC_MSIX_VECTORS, PCI_IRQ_MSIX);
-	if (nic->nvecs < 0)
-		return dev_err_probe(&pdev->dev, nic->nvecs, "MSI-X vectors\n");
-
-	/* One BAR read at probe is fine; the datapath never reads the BAR. */
+	/* BAR reads are fine at probe; the datapath never reads the BAR. */
 	ident = ioread32(nic->bar0 + NPFNIC_REG_ID);
-	if (ident != NPFNIC_MAGIC) {
-		dev_err(&pdev->dev, "unexpected ID register %#x (want %#x)\n",
-			ident, NPFNIC_MAGIC);
-		pci_free_irq_vectors(pdev);
+	version = ioread32(nic->bar0 + NPFNIC_REG_VERSION);
+	if (ident != NPFNIC_MAGIC || (version >> 16) != (NPFNIC_INTERFACE_VERSION >> 16)) {
+		dev_err(&pdev->dev, "ID %#x version %#x, want %#x version %#x\n",
+			ident, version, NPFNIC_MAGIC, NPFNIC_INTERFACE_VERSION);
 		return -ENODEV;
 	}
+
+	nic->nvecs = pci_alloc_irq_vectors(pdev, 2, NPFNIC_MSIX_VECTORS, PCI_IRQ_MSIX);
+	if (nic->nvecs < 0)
+		return dev_err_probe(&pdev->dev, nic->nvecs, "MSI-X vectors\n");
+	pci_set_drvdata(pdev, nic);
+
+	err = npfnic_eth_probe(nic);
+	if (err)
+		goto err_vectors;
 
 	for (i = 0; i < nic->nvecs; i++) {
 		const char *name = devm_kasprintf(&pdev->dev, GFP_KERNEL, "npfnic-%s-%d",
 						  pci_name(pdev), i);
 
-		err = name ? devm_request_irq(&pdev->dev, pci_irq_vector(pdev, i), npfnic_irq,
-					      0, name, &nic->irq_count[i]) : -ENOMEM;
+		err = name ? request_irq(pci_irq_vector(pdev, i), npfnic_irq, 0, name,
+					 npfnic_vector_ctx(nic, misc, i)) : -ENOMEM;
 		if (err) {
-			int failed = i;
-
-			/* The IRQs must go before their vectors. */
-			while (--i >= 0)
-				devm_free_irq(&pdev->dev, pci_irq_vector(pdev, i), &nic->irq_count[i]);
-			pci_free_irq_vectors(pdev);
-			return dev_err_probe(&pdev->dev, err, "request IRQ for vector %d\n", failed);
+			dev_err(&pdev->dev, "request IRQ for vector %d: %d\n", i, err);
+			npfnic_free_irqs(nic, misc, i);
+			goto err_eth;
 		}
 	}
+	nic->misc_ctx = misc;
 
-	pci_set_drvdata(pdev, nic);
-	dev_info(&pdev->dev, "npfnic bound: %d MSI-X vectors, ATS %s, PRI %s, PASID %s\n",
-		 nic->nvecs,
+	err = register_netdev(nic->netdev);
+	if (err)
+		goto err_irqs;
+
+	dev_info(&pdev->dev, "npfnic bound: %s %pM, %d MSI-X vectors, ATS %s, PRI %s, PASID %s\n",
+		 nic->netdev->name, nic->netdev->dev_addr, nic->nvecs,
 		 pci_find_ext_capability(pdev, PCI_EXT_CAP_ID_ATS) ? "yes" : "no",
 		 pci_find_ext_capability(pdev, PCI_EXT_CAP_ID_PRI) ? "yes" : "no",
 		 pci_find_ext_capability(pdev, PCI_EXT_CAP_ID_PASID) ? "yes" : "no");
 	return 0;
+
+err_irqs:
+	npfnic_free_irqs(nic, misc, nic->nvecs);
+err_eth:
+	npfnic_eth_remove(nic);
+err_vectors:
+	pci_free_irq_vectors(pdev);
+	return err;
 }
 
 static void npfnic_remove(struct pci_dev *pdev)
 {
 	struct npfnic *nic = pci_get_drvdata(pdev);
-	int i;
 
-	/* The IRQs must go before their vectors; devm would free them too late. */
-	for (i = 0; i < nic->nvecs; i++)
-		devm_free_irq(&pdev->dev, pci_irq_vector(pdev, i), &nic->irq_count[i]);
+	unregister_netdev(nic->netdev);
+	npfnic_free_irqs(nic, nic->misc_ctx, nic->nvecs);
+	npfnic_eth_remove(nic);
 	pci_free_irq_vectors(pdev);
 }
 
