@@ -14,6 +14,8 @@
 //	npfnic-guest bar read  BDF OFFSET
 //	npfnic-guest bar write BDF OFFSET VALUE
 //	npfnic-guest dmatest   BDF LEN SEED
+//	npfnic-guest tcp-send  HOST:PORT FILE
+//	npfnic-guest tcp-recv  [HOST]:PORT FILE
 package main
 
 import (
@@ -30,6 +32,8 @@ const usage = `usage:
   npfnic-guest bar read  BDF OFFSET
   npfnic-guest bar write BDF OFFSET VALUE
   npfnic-guest dmatest   BDF LEN SEED
+  npfnic-guest tcp-send  HOST:PORT FILE      send FILE over one TCP connection
+  npfnic-guest tcp-recv  [HOST]:PORT FILE    accept one connection, store it in FILE
 BDF is a PCI address such as 0000:01:00.0; numbers accept 0x prefixes.`
 
 // sysfsPCI is where PCI functions appear; a variable for tests.
@@ -43,6 +47,8 @@ type command struct {
 	value  uint32
 	length uint32
 	seed   uint32
+	addr   string // tcp-send, tcp-recv
+	file   string
 }
 
 var bdfRE = regexp.MustCompile(`^([0-9a-f]{4}:)?[0-9a-f]{2}:[0-1][0-9a-f]\.[0-7]$`)
@@ -135,6 +141,13 @@ func parseCommand(args []string) (command, error) {
 			return c, err
 		}
 		return c, nil
+	case "tcp-send", "tcp-recv":
+		c.name = args[0]
+		if err := need(3); err != nil {
+			return c, err
+		}
+		c.addr, c.file = args[1], args[2]
+		return c, nil
 	}
 	return c, fmt.Errorf("unknown command %q", args[0])
 }
@@ -186,6 +199,10 @@ func run(c command) error {
 		return bar.write32(c.offset, c.value)
 	case "dmatest":
 		return dmaTest(c.bdf, c.length, c.seed)
+	case "tcp-send":
+		return tcpSend(c.addr, c.file, os.Stdout)
+	case "tcp-recv":
+		return tcpRecv(c.addr, c.file, os.Stdout)
 	}
 	return fmt.Errorf("unknown command %q", c.name)
 }

@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
@@ -20,6 +26,9 @@ func TestParseCommand(t *testing.T) {
 		{args: []string{"bar", "read", "01:00.0", "8"}, want: command{name: "bar-read", bdf: "0000:01:00.0", offset: 8}},
 		{args: []string{"bar", "write", "0000:01:00.0", "0x8", "0xdeadbeef"}, want: command{name: "bar-write", bdf: "0000:01:00.0", offset: 8, value: 0xdeadbeef}},
 		{args: []string{"dmatest", "0000:00:03.0", "4096", "0x1234"}, want: command{name: "dmatest", bdf: "0000:00:03.0", length: 4096, seed: 0x1234}},
+		{args: []string{"tcp-send", "10.0.0.1:5000", "/tmp/f"}, want: command{name: "tcp-send", addr: "10.0.0.1:5000", file: "/tmp/f"}},
+		{args: []string{"tcp-recv", ":5000", "/tmp/f"}, want: command{name: "tcp-recv", addr: ":5000", file: "/tmp/f"}},
+		{args: []string{"tcp-send", "10.0.0.1:5000"}, bad: true},
 		{args: []string{}, bad: true},
 		{args: []string{"find", "x"}, bad: true},
 		{args: []string{"bar"}, bad: true},
@@ -143,5 +152,43 @@ func TestAllocDMABuffer(t *testing.T) {
 	defer unixMunmap(buf)
 	if len(buf) != os.Getpagesize() || phys == 0 || phys%uint64(os.Getpagesize()) != 0 {
 		t.Fatalf("len %d phys %#x", len(buf), phys)
+	}
+}
+
+func TestTCPSendRecvRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	src := dir + "/src"
+	data := make([]byte, 3<<20)
+	for i := range data {
+		data[i] = byte(i*31 + i>>9)
+	}
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	var recvOut, sendOut bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- tcpRecv(addr, dir+"/dst", &recvOut) }()
+	for i := 0; ; i++ {
+		if err = tcpSend(addr, src, &sendOut); err == nil || i > 100 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // receiver not listening yet
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(dir + "/dst")
+	sum := fmt.Sprintf("%x", sha256.Sum256(data))
+	if !bytes.Equal(got, data) || !strings.Contains(sendOut.String(), sum) || !strings.Contains(recvOut.String(), sum) {
+		t.Fatalf("round trip: equal=%v send=%q recv=%q want sha %s", bytes.Equal(got, data), sendOut.String(), recvOut.String(), sum)
 	}
 }
