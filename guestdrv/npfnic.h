@@ -99,5 +99,6 @@ int npfnic_eth_probe(struct npfnic *nic);
 void npfnic_eth_remove(struct npfnic *nic);
 irqreturn_t npfnic_misc_irq(int irq, void *data);
 irqreturn_t npfnic_qp_irq(int irq, void *data);
+int npfnic_inject(struct npfnic *nic, const char *what, unsigned int q);
 
 #endif /* NPFNIC_H */

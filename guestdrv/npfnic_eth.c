@@ -721,3 +721,53 @@ void npfnic_eth_remove(struct npfnic *nic)
 	dma_free_coherent(&nic->pdev->dev, NPFNIC_STATUS_BLOCK_SIZE, nic->sb, nic->sb_dma);
 	free_netdev(nic->netdev);
 }
+
+/*
+ * Fault injection for tests and driver development: hand the device the bad
+ * input a buggy driver would, so its error reporting can be observed.
+ */
+int npfnic_inject(struct npfnic *nic, const char *what, unsigned int q)
+{
+	struct netdev_queue *txq;
+	struct npfnic_tx_desc *desc;
+	struct npfnic_qp *qp;
+	int err = 0;
+
+	rtnl_lock();
+	if (!netif_running(nic->netdev) || q >= nic->nqps) {
+		err = -ENETDOWN;
+		goto out;
+	}
+	qp = &nic->qps[q];
+	if (!strcmp(what, "bad_tail")) {
+		/* More buffers than the ring holds. */
+		iowrite32(qp->rx_tail + 2 * qp->rx_size, qp->regs + NPFNIC_QP_RX_TAIL);
+	} else if (!strcmp(what, "bad_ring")) {
+		/* A ring far beyond guest RAM. */
+		iowrite32(0, qp->regs + NPFNIC_QP_CTRL);
+		iowrite32(0x4000, qp->regs + NPFNIC_QP_TX_BASE_HI);
+		iowrite32(NPFNIC_QP_CTRL_ENABLE, qp->regs + NPFNIC_QP_CTRL);
+	} else if (!strcmp(what, "bad_desc")) {
+		/* A frame whose buffer lies outside guest RAM. */
+		txq = netdev_get_tx_queue(nic->netdev, q);
+		__netif_tx_lock_bh(txq);
+		if (npfnic_tx_free(qp) < 1) {
+			err = -EBUSY;
+		} else {
+			desc = &qp->tx_ring[qp->tx_tail & (qp->tx_size - 1)];
+			qp->tx_slots[qp->tx_tail & (qp->tx_size - 1)].len = 0;
+			desc->addr = cpu_to_le64(1ULL << 46);
+			desc->len = cpu_to_le16(64);
+			desc->flags = cpu_to_le16(NPFNIC_TXD_EOP);
+			qp->tx_tail++;
+			dma_wmb();
+			iowrite32(qp->tx_tail, qp->regs + NPFNIC_QP_TX_TAIL);
+		}
+		__netif_tx_unlock_bh(txq);
+	} else {
+		err = -EINVAL;
+	}
+out:
+	rtnl_unlock();
+	return err;
+}

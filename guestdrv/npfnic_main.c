@@ -109,9 +109,26 @@ static ssize_t diag_dma_show(struct device *dev, struct device_attribute *attr, 
 }
 static DEVICE_ATTR_RW(diag_dma);
 
+/* Writing "bad_desc Q", "bad_tail Q" or "bad_ring Q" feeds queue pair Q bad input. */
+static ssize_t inject_store(struct device *dev, struct device_attribute *attr,
+			    const char *buf, size_t len)
+{
+	struct npfnic *nic = dev_get_drvdata(dev);
+	char what[16];
+	unsigned int q;
+	int err;
+
+	if (sscanf(buf, "%15s %u", what, &q) != 2)
+		return -EINVAL;
+	err = npfnic_inject(nic, what, q);
+	return err ? err : len;
+}
+static DEVICE_ATTR_WO(inject);
+
 static struct attribute *npfnic_attrs[] = {
 	&dev_attr_diag_irq.attr,
 	&dev_attr_diag_dma.attr,
+	&dev_attr_inject.attr,
 	NULL,
 };
 ATTRIBUTE_GROUPS(npfnic);
