@@ -8,12 +8,16 @@ GO       ?= go
 FUZZTIME ?= 10s
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: run test images unit vmtest fuzz vet header-check
+.PHONY: run test images unit vmtest fuzz vet checkpatch
 
 run: images
 	$(GO) run ./cmd/npfnic demo
 
-test: vet images unit fuzz
+test: vet checkpatch images unit fuzz
+
+# The guest driver stays checkpatch-clean (kernel style).
+checkpatch:
+	bash ci/checkpatch.sh
 
 images:
 	$(GO) run ./cmd/npfnic images

@@ -260,6 +260,7 @@ static int npfnic_clean_rx(struct npfnic_qp *qp, int budget)
 		u32 i = qp->rx_next & (qp->rx_size - 1);
 		struct npfnic_rx_desc *desc = &qp->rx_ring[i];
 		u16 len = le16_to_cpu(desc->pkt_len);
+		u8 *buf = qp->rx_bufs + (size_t)i * NPFNIC_RX_BUF_SIZE;
 		struct sk_buff *skb;
 
 		if (!(le16_to_cpu(desc->status) & NPFNIC_RXD_DONE) || len < ETH_HLEN ||
@@ -270,7 +271,7 @@ static int npfnic_clean_rx(struct npfnic_qp *qp, int budget)
 			if (!skb) {
 				netdev->stats.rx_dropped++;
 			} else {
-				skb_put_data(skb, qp->rx_bufs + (size_t)i * NPFNIC_RX_BUF_SIZE, len);
+				skb_put_data(skb, buf, len);
 				skb->protocol = eth_type_trans(skb, netdev);
 				skb_record_rx_queue(skb, qp->idx);
 				bytes += len;

@@ -75,7 +75,7 @@ static ssize_t diag_dma_store(struct device *dev, struct device_attribute *attr,
 		status = ioread32(nic->bar0 + NPFNIC_REG_DIAG_DMA_STATUS);
 		if (status != NPFNIC_DIAG_DMA_STATUS_BUSY)
 			break;
-		msleep(10);
+		usleep_range(10000, 20000);
 	}
 	if (status != NPFNIC_DIAG_DMA_STATUS_DONE) {
 		snprintf(nic->diag_result, sizeof(nic->diag_result), "status %u\n", status);
