@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/npfnic/npfnic/internal/exp/datapath"
+)
+
+func init() {
+	experiments["datapath"] = command{runExpDatapath, "the same TCG guest through QEMU's e1000e, QEMU's virtio-net and npfnic: iperf3 both ways, memcached/memaslap"}
+}
+
+// runExpDatapath runs `npfnic exp datapath`: see package
+// internal/exp/datapath for what it measures and how.
+func runExpDatapath(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("npfnic exp datapath", flag.ContinueOnError)
+	opt := addImageFlags(fs)
+	out := fs.String("out", "out/datapath", "output directory: datapath.csv, datapath_ratios.csv, datapath.txt, datapath.png and the guests' logs")
+	nics := fs.String("nics", datapath.NICNames(), "NICs to measure, comma-separated, in this order: "+datapath.NICNames())
+	iperfTime := fs.Duration("time", datapath.DefaultIperfTime, "length of each iperf3 run (one per direction), whole seconds")
+	slapTime := fs.Duration("memaslap-time", datapath.DefaultMemaslapTime, "length of the memaslap run, whole seconds")
+	conc := fs.Int("memaslap-conns", datapath.DefaultMemaslapConcurrency, "memaslap connections")
+	mem := fs.Int("m", datapath.DefaultMemoryMiB, "guest memory in MiB (the same for every NIC)")
+	cpus := fs.Int("smp", datapath.DefaultCPUs, "guest vCPUs (the same for every NIC)")
+	quiet := fs.Bool("q", false, "no progress lines")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: npfnic exp datapath [flags]\n\n"+
+			"Boots the same TCG guest once per NIC and measures, through each, iperf3 TCP\n"+
+			"guest->host and host->guest and memcached under memaslap; prints absolute numbers\n"+
+			"and ratios. The host end of each link is a tap inside a network namespace created\n"+
+			"for the run. Needs root, iperf3 and libmemcached-tools on the host.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	list, err := datapath.LookupNICs(*nics)
+	if err != nil {
+		return fmt.Errorf("-nics: %w", err)
+	}
+	var progress io.Writer = io.Discard
+	if !*quiet {
+		progress = os.Stderr
+	}
+	start := time.Now()
+	c := datapath.Config{
+		NICs: list, MemoryMiB: *mem, CPUs: *cpus,
+		IperfTime: *iperfTime, MemaslapTime: *slapTime, MemaslapConcurrency: *conc,
+		LogDir:   filepath.Join(*out, "logs"),
+		Progress: &stampWriter{w: progress, start: start},
+	}
+	if c.Images, err = buildImages(ctx, opt); err != nil {
+		return err
+	}
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(c.LogDir); err != nil {
+		return err
+	}
+	results, runErr := datapath.Run(ctx, c)
+	if len(results) > 0 {
+		fmt.Print("\n" + datapath.Table(c, results))
+		files, err := datapath.WriteOutputs(*out, c, results)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("\nwrote %s (guest logs in %s) in %.0fs\n", strings.Join(files, ", "), c.LogDir, time.Since(start).Seconds())
+	}
+	if runErr != nil {
+		return runErr
+	}
+	var failed []string
+	for _, r := range results {
+		if r.Err != nil {
+			failed = append(failed, r.NIC)
+		}
+	}
+	if len(failed) > 0 {
+		return errors.New("failed NICs: " + strings.Join(failed, ", ") + " (see above and their logs)")
+	}
+	return nil
+}
+
+// stampWriter prefixes each progress line with the time since the start.
+type stampWriter struct {
+	w     io.Writer
+	start time.Time
+}
+
+func (s *stampWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.SplitAfter(string(p), "\n") {
+		if line == "" {
+			continue
+		}
+		if _, err := fmt.Fprintf(s.w, "[%6.1fs] %s", time.Since(s.start).Seconds(), line); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}

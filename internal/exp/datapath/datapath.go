@@ -1,0 +1,433 @@
+// Package datapath is the side-by-side datapath experiment (npfnic exp
+// datapath): one TCG guest configuration (memory, vCPUs, kernel, initramfs)
+// booted once per NIC under test — QEMU's e1000e, QEMU's virtio-net-pci on a
+// tap without vhost, and npfnic — measuring in one run, through each NIC,
+// iperf3 TCP throughput in both directions and memcached operations per
+// second under memaslap, with ratios between the NICs.
+//
+// The host end of every guest link is a tap that lives in a network
+// namespace this package creates (package ci/vm/hostnet): QEMU (or the
+// npfnic device's wire) opens the tap in the root namespace, then the tap
+// moves into the namespace, where the host tools (iperf3, memaslap) run.
+// No test traffic leaves that namespace.
+//
+// It lives in internal/ because only the npfnic command runs it; the
+// harness it drives is ci/vm.
+package datapath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/npfnic/npfnic/ci/vm"
+	"github.com/npfnic/npfnic/ci/vm/hostnet"
+	"github.com/npfnic/npfnic/images"
+)
+
+// NIC is one kind of NIC under test: how to attach it to a guest with its
+// host end on a tap, and how the guest drives it.
+type NIC struct {
+	// Name selects it (-nics) and names its files: "e1000e", "virtio", "npfnic".
+	Name string
+	// Label names it in tables and charts.
+	Label string
+	// GuestDriver is the guest driver its netdev binds to, as
+	// /sys/class/net/IF/device/driver names it.
+	GuestDriver string
+	// attach adds the NIC to cfg with its host end on the tap named tap.
+	attach func(c *Config, cfg *vm.Config, tap string) error
+	// load makes the guest driver bind (modules, insmod).
+	load func(ctx context.Context, v *vm.VM) error
+}
+
+// NICs is every NIC the experiment knows, in the order it runs them: the
+// two QEMU baselines first, npfnic last.
+var NICs = []NIC{
+	{
+		Name: "e1000e", Label: "QEMU e1000e", GuestDriver: "e1000e",
+		attach: func(_ *Config, cfg *vm.Config, tap string) error {
+			cfg.NICs = append(cfg.NICs, vm.NIC{Model: "e1000e", Netdev: vm.Netdev{Kind: "tap", Ifname: tap}})
+			return nil
+		},
+		load: func(ctx context.Context, v *vm.VM) error { return v.LoadModules(ctx, "e1000e") },
+	},
+	{
+		Name: "virtio", Label: "QEMU virtio-net", GuestDriver: "virtio_net",
+		attach: func(_ *Config, cfg *vm.Config, tap string) error {
+			// vhost=off: the datapath runs in QEMU, like e1000e's.
+			cfg.NICs = append(cfg.NICs, vm.NIC{Model: "virtio-net-pci", Netdev: vm.Netdev{Kind: "tap", Ifname: tap, Extra: "vhost=off"}})
+			return nil
+		},
+		load: func(ctx context.Context, v *vm.VM) error { return v.LoadModules(ctx, "virtio_net", "virtio_pci") },
+	},
+	{
+		Name: "npfnic", Label: "npfnic", GuestDriver: "npfnic",
+		attach: func(c *Config, cfg *vm.Config, tap string) error {
+			newServer := c.NPFNICServer
+			if newServer == nil {
+				newServer = InProcessNPFNIC
+			}
+			srv, err := newServer("tap:" + tap)
+			if err != nil {
+				return err
+			}
+			cfg.NPFNICs = append(cfg.NPFNICs, vm.NPFNIC{Server: srv})
+			return nil
+		},
+		load: func(ctx context.Context, v *vm.VM) error { return v.LoadDriver(ctx, "") },
+	},
+}
+
+// LookupNICs parses a comma-separated list of NIC names ("e1000e,virtio")
+// into NICs, in the order given; "all" or "" selects every NIC.
+func LookupNICs(list string) ([]NIC, error) {
+	list = strings.TrimSpace(list)
+	if list == "" || list == "all" {
+		return append([]NIC(nil), NICs...), nil
+	}
+	var out []NIC
+	seen := map[string]bool{}
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		found := false
+		for _, nic := range NICs {
+			if nic.Name == n {
+				if seen[n] {
+					return nil, fmt.Errorf("NIC %q listed twice", n)
+				}
+				seen[n], found = true, true
+				out = append(out, nic)
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("unknown NIC %q (want %s)", n, NICNames())
+		}
+	}
+	return out, nil
+}
+
+// NICNames lists the known NIC names, comma-separated.
+func NICNames() string {
+	names := make([]string, len(NICs))
+	for i, n := range NICs {
+		names[i] = n.Name
+	}
+	return strings.Join(names, ",")
+}
+
+// Config is one run of the experiment.
+type Config struct {
+	// Images are the guest images (images.Builder.Build); required.
+	Images *images.Artifacts
+	// NICs to measure, in order; default all of NICs.
+	NICs []NIC
+	// MemoryMiB and CPUs are the guest's, the same for every NIC.
+	MemoryMiB int // default 1024
+	CPUs      int // default 1
+	// IperfTime is the length of each iperf3 run (one per direction);
+	// whole seconds, default 10 s.
+	IperfTime time.Duration
+	// MemaslapTime is the length of the memaslap run; whole seconds,
+	// default 10 s.
+	MemaslapTime time.Duration
+	// MemaslapConcurrency is memaslap's number of connections; default 16.
+	MemaslapConcurrency int
+	// LogDir keeps each guest's console log, QMP transcript and device
+	// server log under LogDir/NIC; default a temporary directory.
+	LogDir string
+	// NPFNICServer makes the device server for the npfnic NIC, its
+	// Ethernet port on the given wire spec ("tap:IFNAME", see package
+	// ethring/wire); default InProcessNPFNIC.
+	NPFNICServer func(wire string) (vm.DeviceServer, error)
+	// Progress receives one line per step; nil is quiet.
+	Progress io.Writer
+}
+
+// Defaults for Config fields left zero.
+const (
+	DefaultMemoryMiB           = 1024
+	DefaultCPUs                = 1
+	DefaultIperfTime           = 10 * time.Second
+	DefaultMemaslapTime        = 10 * time.Second
+	DefaultMemaslapConcurrency = 16
+)
+
+func (c *Config) setDefaults() {
+	if len(c.NICs) == 0 {
+		c.NICs = append([]NIC(nil), NICs...)
+	}
+	if c.MemoryMiB == 0 {
+		c.MemoryMiB = DefaultMemoryMiB
+	}
+	if c.CPUs == 0 {
+		c.CPUs = DefaultCPUs
+	}
+	if c.IperfTime == 0 {
+		c.IperfTime = DefaultIperfTime
+	}
+	if c.MemaslapTime == 0 {
+		c.MemaslapTime = DefaultMemaslapTime
+	}
+	if c.MemaslapConcurrency == 0 {
+		c.MemaslapConcurrency = DefaultMemaslapConcurrency
+	}
+}
+
+// Validate checks a configuration (after defaults).
+func (c *Config) Validate() error {
+	c.setDefaults()
+	if c.Images == nil {
+		return errors.New("datapath: Config.Images is required")
+	}
+	for _, d := range []struct {
+		name string
+		d    time.Duration
+	}{{"iperf3 time", c.IperfTime}, {"memaslap time", c.MemaslapTime}} {
+		if d.d < time.Second || d.d > time.Hour || d.d%time.Second != 0 {
+			return fmt.Errorf("datapath: %s %v: want whole seconds from 1 s to 1 h", d.name, d.d)
+		}
+	}
+	if c.MemoryMiB < 256 || c.CPUs < 1 || c.CPUs > 64 {
+		return fmt.Errorf("datapath: guest of %d MiB and %d vCPUs: want at least 256 MiB and 1 to 64 vCPUs", c.MemoryMiB, c.CPUs)
+	}
+	if c.MemaslapConcurrency < 1 || c.MemaslapConcurrency > 1024 {
+		return fmt.Errorf("datapath: memaslap concurrency %d: want 1 to 1024", c.MemaslapConcurrency)
+	}
+	return nil
+}
+
+// Result is what one NIC measured. A NIC whose run failed has Err set and
+// whatever it measured before the failure.
+type Result struct {
+	NIC   string
+	Label string
+	// Boot is the guest's boot time to a working agent.
+	Boot time.Duration
+	// GuestIf is the guest's interface for the NIC (e.g. eth0).
+	GuestIf string
+	// GuestToHost and HostToGuest are the iperf3 TCP runs; the receiver's
+	// count of bytes over the run's duration.
+	GuestToHost, HostToGuest *Iperf
+	// Memcached is the memaslap run against memcached in the guest.
+	Memcached *Memaslap
+	Err       error
+}
+
+// Run measures every configured NIC in turn and returns their results in
+// the same order. A NIC that fails does not stop the others; Run's error
+// is nil unless the run as a whole could not start or ctx ended, so look
+// at each Result.Err.
+func Run(ctx context.Context, c Config) ([]Result, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkHost(); err != nil {
+		return nil, err
+	}
+	for _, p := range []string{nsPrefix, tapPrefix} {
+		if reaped, err := hostnet.ReapStale(p); err != nil {
+			c.progress("cleaning up after an earlier run: %v", err)
+		} else if len(reaped) > 0 {
+			c.progress("removed leftovers of an earlier run: %s", strings.Join(reaped, ", "))
+		}
+	}
+	if c.LogDir == "" {
+		d, err := os.MkdirTemp("", "npfnic-datapath-")
+		if err != nil {
+			return nil, err
+		}
+		c.LogDir = d
+	}
+	var results []Result
+	for i, nic := range c.NICs {
+		if err := ctx.Err(); err != nil {
+			return results, err
+		}
+		c.progress("%s: [%d/%d] %s", nic.Name, i+1, len(c.NICs), nic.Label)
+		r := runNIC(ctx, &c, i, nic)
+		if r.Err != nil {
+			c.progress("%s: FAILED: %v", nic.Name, r.Err)
+		}
+		results = append(results, r)
+	}
+	return results, ctx.Err()
+}
+
+// Names for what a run creates on the host (see hostnet.UniqueName).
+const (
+	nsPrefix  = "dpn"
+	tapPrefix = "dpt"
+)
+
+// The guest's and the host's addresses on link i: 10.77.(i+1).{2,1}/24.
+// Each link lives in its own namespace, so runs never collide.
+func linkAddrs(i int) (host, guest string) {
+	return fmt.Sprintf("10.77.%d.1", i+1), fmt.Sprintf("10.77.%d.2", i+1)
+}
+
+// Ports of the servers.
+const (
+	iperfPort     = 5201
+	memcachedPort = 11211
+)
+
+// checkHost fails early, with the fix, when a host tool is missing.
+func checkHost() error {
+	if os.Geteuid() != 0 {
+		return errors.New("datapath: needs root (tap devices, network namespaces)")
+	}
+	var missing []string
+	if _, err := lookPath("ip"); err != nil {
+		missing = append(missing, "iproute2")
+	}
+	if _, err := lookPath("iperf3"); err != nil {
+		missing = append(missing, "iperf3")
+	}
+	if _, err := memaslapBinary(); err != nil {
+		missing = append(missing, "libmemcached-tools")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("datapath: missing host tools; install them with: apt-get install -y -t bookworm %s", strings.Join(missing, " "))
+	}
+	return nil
+}
+
+func (c *Config) progress(format string, args ...any) {
+	if c.Progress != nil {
+		fmt.Fprintf(c.Progress, format+"\n", args...)
+	}
+}
+
+// runNIC boots the guest with one NIC and measures it.
+func runNIC(ctx context.Context, c *Config, idx int, nic NIC) (r Result) {
+	r = Result{NIC: nic.Name, Label: nic.Label}
+	fail := func(format string, args ...any) Result {
+		r.Err = fmt.Errorf(format, args...)
+		return r
+	}
+	step := func(format string, args ...any) { c.progress(nic.Name+": "+format, args...) }
+	hostIP, guestIP := linkAddrs(idx)
+
+	ns, err := hostnet.NewUniqueNamespace(nsPrefix)
+	if err != nil {
+		return fail("network namespace: %w", err)
+	}
+	defer ns.Close()
+	tapName, err := hostnet.UniqueName(tapPrefix)
+	if err != nil {
+		return fail("%w", err)
+	}
+	tap, err := hostnet.CreateTap(tapName)
+	if err != nil {
+		return fail("tap: %w", err)
+	}
+	defer tap.Delete()
+
+	logDir := filepath.Join(c.LogDir, nic.Name)
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return fail("%w", err)
+	}
+	cfg := vm.Config{
+		Name: "datapath-" + nic.Name, Images: c.Images, MemoryMiB: c.MemoryMiB, CPUs: c.CPUs, LogDir: logDir,
+	}
+	if err := nic.attach(c, &cfg, tapName); err != nil {
+		return fail("attach %s: %w", nic.Label, err)
+	}
+	step("booting the guest (%d MiB, %d vCPU, TCG) with %s on tap %s; logs in %s", c.MemoryMiB, c.CPUs, nic.Label, tapName, logDir)
+	start := time.Now()
+	v, err := vm.Start(ctx, cfg)
+	if err != nil {
+		return fail("boot: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := v.Shutdown(sctx); err != nil {
+			step("shutdown: %v", err)
+		}
+	}()
+	r.Boot = time.Since(start)
+	step("guest up in %.1fs", r.Boot.Seconds())
+
+	// QEMU (or the device's wire) holds the tap open: move its host end
+	// into the namespace, where all test traffic stays.
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := hostnet.MoveToNamespace(tap, ns); err != nil {
+		return fail("%w", err)
+	}
+	if err := tap.Configure(sctx, hostIP+"/24"); err != nil {
+		return fail("host end: %w", err)
+	}
+	if err := nic.load(sctx, v); err != nil {
+		return fail("load the guest driver: %w", err)
+	}
+	g := guest{v: v}
+	if r.GuestIf, err = g.findInterface(sctx, nic.GuestDriver); err != nil {
+		return fail("%w", err)
+	}
+	if err := g.configure(sctx, r.GuestIf, guestIP+"/24"); err != nil {
+		return fail("%w", err)
+	}
+	if err := waitReachable(sctx, ns, guestIP); err != nil {
+		return fail("%w", err)
+	}
+	step("link up: host %s (netns %s, %s) <-> guest %s (%s)", hostIP, ns.Name(), tapName, guestIP, r.GuestIf)
+	if err := g.startServers(sctx); err != nil {
+		return fail("%w", err)
+	}
+	if _, err := ns.StartIperf3Server(sctx, iperfPort); err != nil {
+		return fail("host iperf3 server: %w", err)
+	}
+	cancel()
+
+	secs := fmt.Sprint(int(c.IperfTime / time.Second))
+	step("iperf3 guest -> host, %s s ...", secs)
+	if r.GuestToHost, err = g.iperfClient(ctx, hostIP, c.IperfTime); err != nil {
+		return fail("iperf3 guest -> host: %w", err)
+	}
+	step("iperf3 guest -> host: %s", r.GuestToHost)
+	step("iperf3 host -> guest, %s s ...", secs)
+	if r.HostToGuest, err = hostIperfClient(ctx, ns, guestIP, c.IperfTime); err != nil {
+		return fail("iperf3 host -> guest: %w", err)
+	}
+	step("iperf3 host -> guest: %s", r.HostToGuest)
+	step("memaslap -> memcached in the guest, %d connections, %d s ...", c.MemaslapConcurrency, int(c.MemaslapTime/time.Second))
+	if r.Memcached, err = runMemaslap(ctx, ns, guestIP, c.MemaslapTime, c.MemaslapConcurrency); err != nil {
+		return fail("memaslap: %w", err)
+	}
+	step("memaslap: %s", r.Memcached)
+	if r.Memcached.Errors > 0 {
+		return fail("memaslap reported %d errors: %s", r.Memcached.Errors, strings.Join(r.Memcached.ErrorLines, "; "))
+	}
+	return r
+}
+
+// waitReachable pings the guest from the namespace until it answers (the
+// guest link may need a few seconds to come up), for at most a minute.
+func waitReachable(ctx context.Context, ns *hostnet.Namespace, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		r, err := ns.Ping(ctx, addr, 1, 0, time.Second)
+		if err == nil && r.Received > 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("the guest (%s) does not answer ping from the host end within a minute", addr)
+		}
+		if err != nil {
+			// e.g. no route while the link is still down: retry.
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+}

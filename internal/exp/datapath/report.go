@@ -1,0 +1,340 @@
+package datapath
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/npfnic/npfnic/internal/report"
+)
+
+// metric is one measured quantity of a Result.
+type metric struct {
+	key, title, unit string
+	get              func(Result) (float64, bool)
+}
+
+var metrics = []metric{
+	{"guest_to_host_mbps", "guest->host", "Mbit/s", func(r Result) (float64, bool) {
+		if r.GuestToHost == nil {
+			return 0, false
+		}
+		return r.GuestToHost.Mbps, true
+	}},
+	{"host_to_guest_mbps", "host->guest", "Mbit/s", func(r Result) (float64, bool) {
+		if r.HostToGuest == nil {
+			return 0, false
+		}
+		return r.HostToGuest.Mbps, true
+	}},
+	{"memcached_ops_per_s", "memcached", "ops/s", func(r Result) (float64, bool) {
+		if r.Memcached == nil {
+			return 0, false
+		}
+		return r.Memcached.OpsPerSec, true
+	}},
+}
+
+// Ratio is one NIC's metrics divided by another's, from the same run.
+type Ratio struct {
+	Num, Den string    // NIC names
+	Values   []float64 // per metric; NaN where either side has no value
+}
+
+// Ratios compares each NIC with every NIC listed before it: with the
+// default order that is virtio/e1000e, npfnic/e1000e and npfnic/virtio.
+func Ratios(results []Result) []Ratio {
+	var out []Ratio
+	for i := range results {
+		for j := 0; j < i; j++ {
+			r := Ratio{Num: results[i].NIC, Den: results[j].NIC}
+			for _, m := range metrics {
+				a, okA := m.get(results[i])
+				b, okB := m.get(results[j])
+				v := math.NaN()
+				if okA && okB && b > 0 {
+					v = a / b
+				}
+				r.Values = append(r.Values, v)
+			}
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Header describes the run for the table and the text file.
+func Header(c Config) string {
+	c.setDefaults()
+	var names []string
+	for _, n := range c.NICs {
+		names = append(names, n.Name)
+	}
+	s := fmt.Sprintf("datapath: NICs %s; guest %d MiB, %d vCPU, TCG", strings.Join(names, ", "), c.MemoryMiB, c.CPUs)
+	if c.Images != nil && c.Images.Kernel.Release != "" {
+		s += fmt.Sprintf(", kernel %s, %s", c.Images.Kernel.Release, strings.TrimSpace(c.Images.QEMU.Version))
+	}
+	return s + fmt.Sprintf("\niperf3 TCP %d s per direction (receiver's rate); memaslap %d s, %d connections, 10%% of gets verified",
+		int(c.IperfTime.Seconds()), int(c.MemaslapTime.Seconds()), c.MemaslapConcurrency)
+}
+
+// Table formats the results: absolute numbers per NIC, then the ratios.
+func Table(c Config, results []Result) string {
+	var b strings.Builder
+	b.WriteString(Header(c) + "\n\n")
+	w := len("NIC")
+	for _, r := range results {
+		w = max(w, len(r.Label))
+	}
+	for _, r := range Ratios(results) {
+		w = max(w, len(r.Num+" / "+r.Den))
+	}
+	left := func(s string) string { return fmt.Sprintf("%-*s", w, s) }
+	tw := newTabWriter(&b)
+	fmt.Fprintf(tw, "%s\tguest->host\thost->guest\tmemcached\tmemaslap\tboot\t\n", left("NIC"))
+	fmt.Fprintf(tw, "%s\tMbit/s\tMbit/s\tops/s\terrors\ts\t\n", left(""))
+	var failures []string
+	for _, r := range results {
+		cells := []string{left(r.Label)}
+		for _, m := range metrics {
+			if v, ok := m.get(r); ok {
+				cells = append(cells, formatValue(v))
+			} else {
+				cells = append(cells, "-")
+			}
+		}
+		if r.Memcached != nil {
+			cells = append(cells, fmt.Sprint(r.Memcached.Errors))
+		} else {
+			cells = append(cells, "-")
+		}
+		if r.Boot > 0 {
+			cells = append(cells, fmt.Sprintf("%.1f", r.Boot.Seconds()))
+		} else {
+			cells = append(cells, "-")
+		}
+		fmt.Fprintf(tw, "%s\t\n", strings.Join(cells, "\t"))
+		if r.Err != nil {
+			failures = append(failures, fmt.Sprintf("%s FAILED: %v", r.Label, r.Err))
+		}
+	}
+	tw.Flush()
+	if ratios := Ratios(results); len(ratios) > 0 {
+		b.WriteString("\nratios (same run)\n")
+		tw = newTabWriter(&b)
+		fmt.Fprintf(tw, "%s\tguest->host\thost->guest\tmemcached\t\n", left(""))
+		for _, r := range ratios {
+			cells := []string{left(r.Num + " / " + r.Den)}
+			for _, v := range r.Values {
+				if math.IsNaN(v) {
+					cells = append(cells, "n/a")
+				} else {
+					cells = append(cells, fmt.Sprintf("%.2fx", v))
+				}
+			}
+			fmt.Fprintf(tw, "%s\t\n", strings.Join(cells, "\t"))
+		}
+		tw.Flush()
+	}
+	if len(failures) > 0 {
+		b.WriteString("\n" + strings.Join(failures, "\n") + "\n")
+	}
+	return b.String()
+}
+
+// tabWriter right-aligns columns; every line's first cell has the same
+// width (left-aligned labels), and the padding before it is dropped.
+type tabWriter struct {
+	*tabwriter.Writer
+	buf strings.Builder
+	out *strings.Builder
+}
+
+const tabPad = 2
+
+func newTabWriter(out *strings.Builder) *tabWriter {
+	t := &tabWriter{out: out}
+	t.Writer = tabwriter.NewWriter(&t.buf, 0, 0, tabPad, ' ', tabwriter.AlignRight)
+	return t
+}
+
+func (t *tabWriter) Flush() error {
+	if err := t.Writer.Flush(); err != nil {
+		return err
+	}
+	for _, line := range strings.SplitAfter(t.buf.String(), "\n") {
+		t.out.WriteString(strings.TrimPrefix(line, strings.Repeat(" ", tabPad)))
+	}
+	t.buf.Reset()
+	return nil
+}
+
+func formatValue(v float64) string {
+	switch {
+	case v >= 1000:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+// CSVHeader names the columns of datapath.csv.
+var CSVHeader = []string{
+	"nic", "label",
+	"guest_to_host_mbps", "host_to_guest_mbps", "memcached_ops_per_s", "memaslap_errors",
+	"guest_to_host_bytes", "guest_to_host_seconds", "guest_to_host_retransmits",
+	"host_to_guest_bytes", "host_to_guest_seconds", "host_to_guest_retransmits",
+	"memaslap_ops", "memaslap_seconds", "memaslap_get_misses", "memaslap_verify_misses",
+	"boot_seconds", "guest_if", "error",
+}
+
+// CSVRows are the rows of datapath.csv, one per NIC; empty cells for what
+// a failed NIC did not measure.
+func CSVRows(results []Result) [][]string {
+	var rows [][]string
+	for _, r := range results {
+		row := []any{r.NIC, r.Label}
+		for _, mt := range metrics {
+			if v, ok := mt.get(r); ok {
+				row = append(row, v)
+			} else {
+				row = append(row, "")
+			}
+		}
+		m := r.Memcached
+		if m != nil {
+			row = append(row, m.Errors)
+		} else {
+			row = append(row, "")
+		}
+		for _, it := range []*Iperf{r.GuestToHost, r.HostToGuest} {
+			if it != nil {
+				row = append(row, it.Bytes, it.Seconds, it.Retransmits)
+			} else {
+				row = append(row, "", "", "")
+			}
+		}
+		if m != nil {
+			row = append(row, m.Ops, m.RunTime, m.GetMisses, m.VerifyMisses)
+		} else {
+			row = append(row, "", "", "", "")
+		}
+		errMsg := ""
+		if r.Err != nil {
+			errMsg = r.Err.Error()
+		}
+		row = append(row, r.Boot.Seconds(), r.GuestIf, errMsg)
+		rows = append(rows, report.Row(row...))
+	}
+	return rows
+}
+
+// WriteOutputs writes datapath.csv (absolute numbers), datapath_ratios.csv,
+// datapath.txt (the table) and datapath.png (grouped bar charts) into dir.
+func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
+	csvPath := filepath.Join(dir, "datapath.csv")
+	if err := report.WriteCSV(csvPath, CSVHeader, CSVRows(results)); err != nil {
+		return nil, err
+	}
+	ratioHeader := []string{"numerator", "denominator"}
+	for _, m := range metrics {
+		ratioHeader = append(ratioHeader, m.key)
+	}
+	var ratioRows [][]string
+	for _, r := range Ratios(results) {
+		row := []any{r.Num, r.Den}
+		for _, v := range r.Values {
+			if math.IsNaN(v) {
+				row = append(row, "")
+			} else {
+				row = append(row, v)
+			}
+		}
+		ratioRows = append(ratioRows, report.Row(row...))
+	}
+	ratioPath := filepath.Join(dir, "datapath_ratios.csv")
+	if err := report.WriteCSV(ratioPath, ratioHeader, ratioRows); err != nil {
+		return nil, err
+	}
+	txtPath := filepath.Join(dir, "datapath.txt")
+	if err := os.WriteFile(txtPath, []byte(Table(c, results)), 0o644); err != nil {
+		return nil, err
+	}
+	pngPath := filepath.Join(dir, "datapath.png")
+	if err := report.SavePNG(pngPath, 760, 330, Charts(results)...); err != nil {
+		return nil, err
+	}
+	return []string{csvPath, ratioPath, txtPath, pngPath}, nil
+}
+
+// Charts are the figure's panels: TCP throughput per direction, memcached
+// operations per second, and every metric relative to the first NIC. A
+// NIC without a value draws no bar (0).
+func Charts(results []Result) []report.Chart {
+	value := func(m metric, r Result) float64 {
+		if v, ok := m.get(r); ok {
+			return v
+		}
+		return 0
+	}
+	label := func(r Result) string {
+		if r.Err != nil {
+			return r.Label + " (failed)"
+		}
+		return r.Label
+	}
+	tput := report.BarChart{
+		Title: "iperf3 TCP through each NIC (TCG guest, same run)", YLabel: "receiver rate (Mbit/s)",
+		Categories: []string{"guest to host", "host to guest"},
+	}
+	mc := report.BarChart{
+		Title: "memcached in the guest, memaslap on the host", YLabel: "operations/s",
+		Categories: []string{"memaslap get/set (9:1)"},
+	}
+	charts := []report.Chart{}
+	for _, r := range results {
+		tput.Series = append(tput.Series, report.BarSeries{Name: label(r), Values: []float64{value(metrics[0], r), value(metrics[1], r)}})
+		mc.Series = append(mc.Series, report.BarSeries{Name: label(r), Values: []float64{value(metrics[2], r)}})
+	}
+	charts = append(charts, legendRoom(tput), legendRoom(mc))
+	if len(results) > 1 {
+		base := results[0]
+		rel := report.BarChart{
+			Title:      "relative to " + base.Label + " (same run)",
+			YLabel:     "ratio",
+			Categories: []string{"guest to host", "host to guest", "memcached"},
+		}
+		for _, r := range results {
+			var vals []float64
+			for _, m := range metrics {
+				a, okA := m.get(r)
+				b, okB := m.get(base)
+				v := 0.0
+				if okA && okB && b > 0 {
+					v = a / b
+				}
+				vals = append(vals, v)
+			}
+			rel.Series = append(rel.Series, report.BarSeries{Name: label(r), Values: vals})
+		}
+		charts = append(charts, legendRoom(rel))
+	}
+	return charts
+}
+
+// legendRoom adds an empty category on the right, where the legend goes,
+// so the legend never hides a bar.
+func legendRoom(c report.BarChart) report.BarChart {
+	c.Categories = append(append([]string(nil), c.Categories...), "")
+	series := make([]report.BarSeries, len(c.Series))
+	for i, s := range c.Series {
+		series[i] = report.BarSeries{Name: s.Name, Values: append(append([]float64(nil), s.Values...), 0)}
+	}
+	c.Series = series
+	return c
+}

@@ -1,0 +1,151 @@
+package datapath
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/npfnic/npfnic/images"
+)
+
+func fakeResults() []Result {
+	return []Result{
+		{NIC: "e1000e", Label: "QEMU e1000e", Boot: 3 * time.Second, GuestIf: "eth0",
+			GuestToHost: &Iperf{Mbps: 100, Bytes: 125e6, Seconds: 10}, HostToGuest: &Iperf{Mbps: 200, Bytes: 250e6, Seconds: 10},
+			Memcached: &Memaslap{OpsPerSec: 4000, Ops: 40000, RunTime: 10}},
+		{NIC: "virtio", Label: "QEMU virtio-net", Boot: 3 * time.Second, GuestIf: "eth0",
+			GuestToHost: &Iperf{Mbps: 150, Bytes: 187e6, Seconds: 10}, HostToGuest: &Iperf{Mbps: 400, Bytes: 500e6, Seconds: 10},
+			Memcached: &Memaslap{OpsPerSec: 6000, Ops: 60000, RunTime: 10}},
+		{NIC: "npfnic", Label: "npfnic", Boot: 4 * time.Second, GuestIf: "eth0",
+			GuestToHost: &Iperf{Mbps: 300, Bytes: 375e6, Seconds: 10},
+			Err:         errors.New("iperf3 host -> guest: connection reset")},
+	}
+}
+
+func TestRatios(t *testing.T) {
+	rs := Ratios(fakeResults())
+	if len(rs) != 3 {
+		t.Fatalf("%d ratios, want 3", len(rs))
+	}
+	got := map[string][]float64{}
+	for _, r := range rs {
+		got[r.Num+"/"+r.Den] = r.Values
+	}
+	if v := got["virtio/e1000e"]; v[0] != 1.5 || v[1] != 2 || v[2] != 1.5 {
+		t.Errorf("virtio/e1000e = %v", v)
+	}
+	if v := got["npfnic/e1000e"]; v[0] != 3 || v[1] == v[1] || v[2] == v[2] {
+		t.Errorf("npfnic/e1000e = %v, want 3, NaN, NaN", v)
+	}
+	if v := got["npfnic/virtio"]; v[0] != 2 {
+		t.Errorf("npfnic/virtio = %v", v)
+	}
+}
+
+func TestTable(t *testing.T) {
+	c := Config{Images: &images.Artifacts{}, NICs: NICs}
+	tab := Table(c, fakeResults())
+	for _, want := range []string{
+		"QEMU e1000e", "QEMU virtio-net", "npfnic", "Mbit/s", "ops/s",
+		"virtio / e1000e", "npfnic / e1000e", "npfnic / virtio", "1.50x", "2.00x", "3.00x", "n/a",
+		"npfnic FAILED: iperf3 host -> guest: connection reset",
+		"iperf3 TCP 10 s per direction", "memaslap 10 s, 16 connections",
+	} {
+		if !strings.Contains(tab, want) {
+			t.Errorf("table lacks %q:\n%s", want, tab)
+		}
+	}
+	// Labels are left-aligned, numbers right-aligned under their header.
+	for _, line := range strings.Split(tab, "\n") {
+		if strings.Contains(line, "QEMU e1000e") && !strings.HasPrefix(line, "QEMU e1000e ") {
+			t.Errorf("label not left-aligned: %q", line)
+		}
+	}
+}
+
+func TestWriteOutputs(t *testing.T) {
+	dir := t.TempDir()
+	files, err := WriteOutputs(dir, Config{Images: &images.Artifacts{}}, fakeResults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 4 {
+		t.Fatalf("files %v", files)
+	}
+	for _, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	csv, _ := os.ReadFile(filepath.Join(dir, "datapath.csv"))
+	lines := strings.Split(strings.TrimSpace(string(csv)), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("datapath.csv has %d lines:\n%s", len(lines), csv)
+	}
+	if !strings.HasPrefix(lines[1], "e1000e,QEMU e1000e,100,200,4000,0,") {
+		t.Errorf("e1000e row: %s", lines[1])
+	}
+	if !strings.Contains(lines[3], "npfnic,npfnic,300,,,,") || !strings.Contains(lines[3], "connection reset") {
+		t.Errorf("failed npfnic row: %s", lines[3])
+	}
+	ratios, _ := os.ReadFile(filepath.Join(dir, "datapath_ratios.csv"))
+	if !strings.Contains(string(ratios), "npfnic,e1000e,3,,") {
+		t.Errorf("datapath_ratios.csv:\n%s", ratios)
+	}
+}
+
+func TestLookupNICs(t *testing.T) {
+	for _, tt := range []struct {
+		list string
+		want string
+	}{
+		{"", "e1000e,virtio,npfnic"},
+		{"all", "e1000e,virtio,npfnic"},
+		{"virtio,e1000e", "virtio,e1000e"},
+		{" npfnic ", "npfnic"},
+	} {
+		nics, err := LookupNICs(tt.list)
+		if err != nil {
+			t.Fatalf("%q: %v", tt.list, err)
+		}
+		var names []string
+		for _, n := range nics {
+			names = append(names, n.Name)
+		}
+		if got := strings.Join(names, ","); got != tt.want {
+			t.Errorf("LookupNICs(%q) = %s, want %s", tt.list, got, tt.want)
+		}
+	}
+	for _, bad := range []string{"e1000", "e1000e,e1000e", "virtio,"} {
+		if _, err := LookupNICs(bad); err == nil {
+			t.Errorf("LookupNICs(%q) accepted", bad)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := Config{Images: &images.Artifacts{}}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if ok.IperfTime != DefaultIperfTime || ok.MemoryMiB != DefaultMemoryMiB || len(ok.NICs) != len(NICs) {
+		t.Errorf("defaults not applied: %+v", ok)
+	}
+	for name, c := range map[string]Config{
+		"no images":       {},
+		"fraction":        {Images: &images.Artifacts{}, IperfTime: 1500 * time.Millisecond},
+		"too short":       {Images: &images.Artifacts{}, MemaslapTime: 500 * time.Millisecond},
+		"tiny guest":      {Images: &images.Artifacts{}, MemoryMiB: 64},
+		"no connections":  {Images: &images.Artifacts{}, MemaslapConcurrency: -1},
+		"too many vcpus":  {Images: &images.Artifacts{}, CPUs: 1000},
+		"negative memory": {Images: &images.Artifacts{}, MemoryMiB: -1},
+	} {
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
