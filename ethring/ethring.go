@@ -1,0 +1,450 @@
+// Package ethring is the NIC's Ethernet datapath over guest memory: the TX
+// and RX descriptor rings of each queue pair, their doorbells and error
+// states, the status block the device writes for the driver, interrupt
+// arming and moderation, and the steering of received frames to a pair. It
+// reads and writes guest memory only through guestmem, using the layouts
+// defined in vdevice/hw, and talks to the outside world only through a
+// wire.Port. The PCI function (vdevice/nic) maps its registers onto the
+// methods here.
+//
+// Threading. Register writes arrive on the vfio-user socket goroutine,
+// which must never wait for guest memory (a DMA_READ reply arrives on that
+// same socket), so register methods only record state and wake a device
+// goroutine:
+//   - each enabled queue pair has a worker goroutine that checks the rings,
+//     runs the TX engine and reports the pair's errors;
+//   - received frames are placed by the goroutine that calls Receive (the
+//     wire reader);
+//   - a control goroutine applies the status block address and link
+//     changes.
+//
+// Enabling a pair creates a fresh instance of its rings; disabling or
+// resetting retires it. A retired instance's goroutine may finish the frame
+// it is moving, but never writes the status block again.
+package ethring
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/npfnic/npfnic/ethring/wire"
+	"github.com/npfnic/npfnic/ibrc/clock"
+	"github.com/npfnic/npfnic/vdevice/guestmem"
+	"github.com/npfnic/npfnic/vdevice/hw"
+)
+
+// Config sets up a Datapath.
+type Config struct {
+	Mem *guestmem.Memory // guest memory; required
+	// Wire is the Ethernet port; nil leaves the link down. The Datapath
+	// owns it: Close closes it.
+	Wire wire.Port
+	// QueuePairs is the number of usable pairs, 1..hw.QPMax (0: hw.QPMax).
+	QueuePairs int
+	// Interrupt fires an MSI-X vector (hw.MiscVector, hw.QPVector(q)). It
+	// must not block; nil drops interrupts.
+	Interrupt func(vector int)
+	Clock     clock.Clock // interrupt moderation; nil: real time
+	Log       *slog.Logger
+}
+
+// Datapath is the Ethernet function's datapath. Create it with New.
+type Datapath struct {
+	mem   *guestmem.Memory
+	wire  wire.Port
+	log   *slog.Logger
+	clock clock.Clock
+	irq   func(int)
+	pairs []*Pair
+
+	enabled   atomic.Bool // CTRL.ENABLE
+	busMaster atomic.Bool // PCI Command.BME: no DMA without it
+	link      atomic.Bool
+
+	// status is the status block address with statusValid set, or 0 when
+	// the device has none (never set, reset, or bad).
+	status atomic.Uint64
+
+	ctlMu       sync.Mutex // control requests, below
+	ctlGen      uint64     // bumped by Reset: a pending apply is void
+	statusReq   uint64     // address latched by STATUS_ADDR_HI
+	statusDirty bool
+	headerDirty bool   // link or device error changed
+	devErr      uint32 // NPFNIC_DEVERR_*
+
+	misc moderator
+	kick chan struct{} // wakes the control goroutine
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	closeOnce sync.Once
+
+	rxNoQueue  atomic.Uint64
+	rxDisabled atomic.Uint64
+}
+
+const statusValid = 1 // low bit of Datapath.status; addresses are 64-byte aligned
+
+// New builds the datapath and starts its goroutines (the wire reader, if a
+// wire is attached, and the control goroutine). The link is up when a wire
+// is attached.
+func New(c Config) *Datapath {
+	if c.QueuePairs <= 0 || c.QueuePairs > hw.QPMax {
+		c.QueuePairs = hw.QPMax
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Interrupt == nil {
+		c.Interrupt = func(int) {}
+	}
+	d := &Datapath{mem: c.Mem, wire: c.Wire, log: c.Log, clock: c.Clock, irq: c.Interrupt,
+		kick: make(chan struct{}, 1), done: make(chan struct{})}
+	d.busMaster.Store(true)
+	d.link.Store(c.Wire != nil)
+	d.misc.init(c.Clock, func() { d.irq(hw.MiscVector) })
+	for q := 0; q < c.QueuePairs; q++ {
+		d.pairs = append(d.pairs, newPair(d, q))
+	}
+	d.wg.Add(1)
+	go d.control()
+	if c.Wire != nil {
+		d.wg.Add(1)
+		go d.readWire()
+	}
+	return d
+}
+
+// QueuePairs is the number of usable pairs (REG_QP_MAX).
+func (d *Datapath) QueuePairs() int { return len(d.pairs) }
+
+// Pair returns pair q, or nil if q is out of range.
+func (d *Datapath) Pair(q int) *Pair {
+	if q < 0 || q >= len(d.pairs) {
+		return nil
+	}
+	return d.pairs[q]
+}
+
+// SetEnabled sets CTRL.ENABLE: with it clear, no pair moves frames.
+func (d *Datapath) SetEnabled(on bool) {
+	d.enabled.Store(on)
+	d.kickPairs()
+}
+
+// Enabled reports CTRL.ENABLE.
+func (d *Datapath) Enabled() bool { return d.enabled.Load() }
+
+// SetBusMaster tells the datapath whether the function may master the bus
+// (PCI Command register): without it, no pair moves frames. The default is
+// true.
+func (d *Datapath) SetBusMaster(on bool) {
+	d.busMaster.Store(on)
+	d.kickPairs()
+}
+
+func (d *Datapath) kickPairs() {
+	for _, p := range d.pairs {
+		if in := p.inst.Load(); in != nil {
+			in.wake()
+		}
+	}
+}
+
+// running reports whether frames may move at all.
+func (d *Datapath) running() bool { return d.enabled.Load() && d.busMaster.Load() }
+
+// SetStatusAddr latches the status block address (STATUS_ADDR_HI written).
+// The control goroutine checks it and writes the whole block; a bad address
+// raises NPFNIC_DEVERR_BAD_STATUS_ADDR.
+func (d *Datapath) SetStatusAddr(addr uint64) {
+	d.ctlMu.Lock()
+	d.statusReq, d.statusDirty = addr, true
+	d.ctlMu.Unlock()
+	d.wakeControl()
+}
+
+// SetLink changes the link state reported in the status block and raises
+// a misc event.
+func (d *Datapath) SetLink(up bool) {
+	if d.link.Swap(up) == up {
+		return
+	}
+	d.ctlMu.Lock()
+	d.headerDirty = true
+	d.ctlMu.Unlock()
+	d.wakeControl()
+}
+
+// Link reports the link state.
+func (d *Datapath) Link() bool { return d.link.Load() }
+
+// ArmMisc arms the misc vector for the next misc event (MISC_IRQ_ARM).
+func (d *Datapath) ArmMisc() { d.misc.arm() }
+
+// DeviceError returns the device error (NPFNIC_DEVERR_*, 0 none).
+func (d *Datapath) DeviceError() uint32 {
+	d.ctlMu.Lock()
+	defer d.ctlMu.Unlock()
+	return d.devErr
+}
+
+// Reset returns the datapath to its power-on state (CTRL.RESET,
+// DEVICE_RESET, client gone): every pair disabled with its registers
+// cleared, CTRL.ENABLE off, the status block address forgotten, device
+// errors cleared, interrupts disarmed. It does not wait for guest memory.
+func (d *Datapath) Reset() {
+	d.enabled.Store(false)
+	d.ctlMu.Lock()
+	d.ctlGen++
+	d.statusDirty, d.headerDirty = false, false
+	d.devErr = 0
+	d.status.Store(0)
+	d.ctlMu.Unlock()
+	for _, p := range d.pairs {
+		p.reset()
+	}
+	d.misc.reset()
+}
+
+// Close stops every goroutine, closes the wire and waits for them. Guest
+// memory is not touched afterwards.
+func (d *Datapath) Close() error {
+	var err error
+	d.closeOnce.Do(func() {
+		d.Reset()
+		close(d.done)
+		if d.wire != nil {
+			err = d.wire.Close()
+		}
+		d.wg.Wait()
+	})
+	return err
+}
+
+func (d *Datapath) wakeControl() {
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// control applies status block and link changes, which touch guest
+// memory and so stay off the register path.
+func (d *Datapath) control() {
+	defer d.wg.Done()
+	for {
+		select {
+		case <-d.kick:
+		case <-d.done:
+			return
+		}
+		d.ctlMu.Lock()
+		gen := d.ctlGen
+		addr, applyStatus := d.statusReq, d.statusDirty
+		header := d.headerDirty
+		d.statusDirty, d.headerDirty = false, false
+		d.ctlMu.Unlock()
+		if applyStatus {
+			d.applyStatus(gen, addr)
+		} else if header {
+			if d.writeHeader() {
+				d.misc.event()
+			}
+		}
+	}
+}
+
+// applyStatus makes addr the status block: it must be aligned and every
+// byte writable. The block is written in full (header and every pair's
+// current state), so the driver sees a consistent block from the start.
+func (d *Datapath) applyStatus(gen, addr uint64) {
+	fail := func(why error) {
+		d.log.Warn("bad status block address", "addr", addr, "err", why)
+		d.ctlMu.Lock()
+		if d.ctlGen == gen {
+			d.status.Store(0)
+			d.devErr = hw.DevErrBadStatusAddr
+		}
+		d.ctlMu.Unlock()
+		// Tell the driver where it can still see it, if the header is
+		// writable.
+		if addr%hw.StatusBlockAlign == 0 {
+			d.writeHeaderAt(addr)
+		}
+		d.misc.event()
+	}
+	if addr%hw.StatusBlockAlign != 0 {
+		fail(errors.New("not 64-byte aligned"))
+		return
+	}
+	d.ctlMu.Lock()
+	if d.ctlGen != gen {
+		d.ctlMu.Unlock()
+		return // reset meanwhile
+	}
+	d.devErr = 0
+	d.status.Store(addr | statusValid)
+	d.ctlMu.Unlock()
+	if err := d.writeHeaderAt(addr); err != nil {
+		fail(err)
+		return
+	}
+	for _, p := range d.pairs {
+		if err := p.publishAll(); err != nil {
+			fail(err)
+			return
+		}
+	}
+	// Pairs the function does not offer still have their part of the block.
+	var zero [hw.QPStatusSize]byte
+	for q := len(d.pairs); q < hw.QPMax; q++ {
+		if err := d.mem.WriteAt(addr+uint64(hw.StatusQPOffset(q)), zero[:]); err != nil {
+			fail(err)
+			return
+		}
+	}
+}
+
+// writeHeader rewrites the header at the current status block, if any.
+func (d *Datapath) writeHeader() bool {
+	st := d.status.Load()
+	if st == 0 {
+		return true // nothing to write, but the event still happened
+	}
+	if err := d.writeHeaderAt(st &^ statusValid); err != nil {
+		d.statusFault(err)
+		return false
+	}
+	return true
+}
+
+func (d *Datapath) writeHeaderAt(addr uint64) error {
+	var h [hw.StatusHeaderSize]byte
+	if d.link.Load() {
+		hw.StatusLink.Put(h[:], hw.LinkUp)
+	}
+	d.ctlMu.Lock()
+	hw.StatusError.Put(h[:], d.devErr)
+	d.ctlMu.Unlock()
+	return d.mem.WriteAt(addr, h[:])
+}
+
+// statusFault handles a failed write to a status block that was good when
+// latched (the driver unmapped it): the device forgets it and reports
+// NPFNIC_DEVERR_BAD_STATUS_ADDR.
+func (d *Datapath) statusFault(err error) {
+	st := d.status.Load()
+	if st == 0 || !d.status.CompareAndSwap(st, 0) {
+		return
+	}
+	d.log.Warn("status block write failed", "addr", st&^statusValid, "err", err)
+	d.ctlMu.Lock()
+	d.devErr = hw.DevErrBadStatusAddr
+	d.ctlMu.Unlock()
+	d.misc.event()
+}
+
+// statusBase returns the status block address, or false without one.
+func (d *Datapath) statusBase() (uint64, bool) {
+	st := d.status.Load()
+	return st &^ statusValid, st != 0
+}
+
+// readWire feeds received frames to Receive until the wire closes.
+func (d *Datapath) readWire() {
+	defer d.wg.Done()
+	buf := make([]byte, wire.MaxFrameLen)
+	for {
+		n, err := d.wire.Recv(buf)
+		if err != nil {
+			select {
+			case <-d.done:
+				return
+			default:
+			}
+			if errors.Is(err, wire.ErrClosed) {
+				d.log.Warn("wire closed", "err", err)
+				d.SetLink(false)
+				return
+			}
+			d.log.Warn("wire receive failed", "err", err)
+			select {
+			case <-d.done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			continue
+		}
+		d.Receive(buf[:n])
+	}
+}
+
+// Receive delivers one frame from the wire to the pair steer picks among
+// the enabled ones. It is what the wire reader calls; tests and benchmarks
+// may call it directly. Safe for concurrent use; it does not keep frame.
+func (d *Datapath) Receive(frame []byte) {
+	if !d.running() {
+		d.rxDisabled.Add(1)
+		return
+	}
+	p := d.steer(frame)
+	if p == nil {
+		d.rxNoQueue.Add(1)
+		return
+	}
+	p.receive(frame)
+}
+
+// steer picks the pair for a frame: a flow hash over the enabled pairs
+// (so a driver that enabled only some pairs gets every frame), pair order
+// for frames without a flow.
+func (d *Datapath) steer(frame []byte) *Pair {
+	n := 0
+	for _, p := range d.pairs {
+		if p.accepting() {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	k := int(FlowHash(frame) % uint32(n))
+	for _, p := range d.pairs {
+		if p.accepting() {
+			if k == 0 {
+				return p
+			}
+			k--
+		}
+	}
+	return nil
+}
+
+// Stats is a snapshot of the datapath's counters.
+type Stats struct {
+	Link            bool
+	Enabled         bool
+	DeviceError     uint32
+	Pairs           []PairStats
+	RxDropsNoQueue  uint64 // frames received while no pair was enabled
+	RxDropsDisabled uint64 // frames received while CTRL.ENABLE or bus mastering was off
+	MiscInterrupts  uint64
+}
+
+// Stats returns the counters.
+func (d *Datapath) Stats() Stats {
+	s := Stats{Link: d.link.Load(), Enabled: d.enabled.Load(), DeviceError: d.DeviceError(),
+		RxDropsNoQueue: d.rxNoQueue.Load(), RxDropsDisabled: d.rxDisabled.Load(),
+		MiscInterrupts: d.misc.fired.Load()}
+	for _, p := range d.pairs {
+		s.Pairs = append(s.Pairs, p.Stats())
+	}
+	return s
+}

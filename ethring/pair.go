@@ -1,0 +1,406 @@
+package ethring
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/npfnic/npfnic/vdevice/hw"
+)
+
+// Pair is one queue pair: a TX ring and an RX ring sharing an MSI-X vector
+// and a part of the status block.
+type Pair struct {
+	d *Datapath
+	q int
+
+	regMu          sync.Mutex // the register file below
+	txBase, rxBase uint64
+	txSize, rxSize uint32
+	enabled        bool
+
+	// inst is the running instance, nil while disabled.
+	inst atomic.Pointer[instance]
+
+	statusMu sync.Mutex // orders this pair's status block writes
+	rxMu     sync.Mutex // one frame placed at a time
+	irq      moderator
+	st       pairCounters
+}
+
+// pairCounters are the device-side statistics of a pair, cumulative
+// across enables (the guest-visible ones live in the instance).
+type pairCounters struct {
+	txFrames, txBytes, txDropsBadLen, txSendErrors atomic.Uint64
+	rxFrames, rxBytes, rxDropsNoBuf, rxDropsTooBig atomic.Uint64
+	rxDropsStopped                                 atomic.Uint64
+}
+
+func newPair(d *Datapath, q int) *Pair {
+	p := &Pair{d: d, q: q}
+	p.irq.init(d.clock, func() { d.irq(hw.QPVector(q)) })
+	return p
+}
+
+// Index is the pair's number.
+func (p *Pair) Index() int { return p.q }
+
+// ReadReg reads the pair's register at off (hw.QP*); write-only and
+// unassigned registers read 0.
+func (p *Pair) ReadReg(off uint32) uint32 {
+	switch off {
+	case hw.QPITR:
+		return uint32(p.irq.getITR() / time.Microsecond)
+	}
+	p.regMu.Lock()
+	defer p.regMu.Unlock()
+	switch off {
+	case hw.QPTxBaseLo:
+		return uint32(p.txBase)
+	case hw.QPTxBaseHi:
+		return uint32(p.txBase >> 32)
+	case hw.QPTxSize:
+		return p.txSize
+	case hw.QPRxBaseLo:
+		return uint32(p.rxBase)
+	case hw.QPRxBaseHi:
+		return uint32(p.rxBase >> 32)
+	case hw.QPRxSize:
+		return p.rxSize
+	case hw.QPCtrl:
+		if p.enabled {
+			return hw.QPCtrlEnable
+		}
+	}
+	return 0
+}
+
+// WriteReg writes v to the pair's register at off (hw.QP*). It never
+// touches guest memory, so it is safe on the vfio-user socket goroutine.
+func (p *Pair) WriteReg(off, v uint32) {
+	switch off {
+	case hw.QPTxTail:
+		p.doorbell(true, v)
+		return
+	case hw.QPRxTail:
+		p.doorbell(false, v)
+		return
+	case hw.QPIRQArm:
+		if v&1 != 0 {
+			p.irq.arm()
+		}
+		return
+	case hw.QPITR:
+		p.irq.setITR(time.Duration(v) * time.Microsecond)
+		return
+	}
+	p.regMu.Lock()
+	defer p.regMu.Unlock()
+	switch off {
+	case hw.QPTxBaseLo:
+		p.txBase = p.txBase&^0xffffffff | uint64(v)
+	case hw.QPTxBaseHi:
+		p.txBase = p.txBase&0xffffffff | uint64(v)<<32
+	case hw.QPTxSize:
+		p.txSize = v
+	case hw.QPRxBaseLo:
+		p.rxBase = p.rxBase&^0xffffffff | uint64(v)
+	case hw.QPRxBaseHi:
+		p.rxBase = p.rxBase&0xffffffff | uint64(v)<<32
+	case hw.QPRxSize:
+		p.rxSize = v
+	case hw.QPCtrl:
+		on := v&hw.QPCtrlEnable != 0
+		switch {
+		case on && !p.enabled:
+			p.enabled = true
+			p.start()
+		case !on && p.enabled:
+			p.enabled = false
+			p.stop()
+		}
+	}
+}
+
+// start latches the ring registers into a new instance and starts its
+// worker. Caller holds regMu.
+func (p *Pair) start() {
+	in := newInstance(p, p.txBase, p.txSize, p.rxBase, p.rxSize)
+	if old := p.inst.Swap(in); old != nil {
+		old.retire()
+	}
+	p.d.wg.Add(1)
+	go in.run()
+}
+
+// stop retires the running instance. Caller holds regMu.
+func (p *Pair) stop() {
+	if old := p.inst.Swap(nil); old != nil {
+		old.retire()
+	}
+}
+
+// reset disables the pair and returns its registers to zero.
+func (p *Pair) reset() {
+	p.regMu.Lock()
+	p.stop()
+	p.txBase, p.rxBase, p.txSize, p.rxSize, p.enabled = 0, 0, 0, 0, false
+	p.regMu.Unlock()
+	p.irq.reset()
+}
+
+// accepting reports whether received frames may be steered here.
+func (p *Pair) accepting() bool {
+	in := p.inst.Load()
+	return in != nil && in.err.Load() == 0
+}
+
+// doorbell validates a new tail against the ring's head: it may neither
+// move backwards nor post more than SIZE entries beyond the head. The
+// device advances the head before it tells the driver about it, so the
+// head seen here is never behind the driver's view.
+func (p *Pair) doorbell(tx bool, tail uint32) {
+	in := p.inst.Load()
+	if in == nil || in.err.Load() != 0 {
+		return // a stopped pair ignores doorbells
+	}
+	r := &in.rx
+	if tx {
+		r = &in.tx
+	}
+	if !r.valid {
+		return // the worker reports the bad ring
+	}
+	head, old := r.head.Load(), r.tail.Load()
+	if posted := tail - head; posted > r.size || posted < old-head {
+		in.fail(hw.QErrBadTail, tail, fmt.Errorf("tail %d with head %d, previous tail %d, size %d", tail, head, old, r.size))
+		return
+	}
+	r.tail.Store(tail)
+	if tx {
+		in.wake()
+	}
+}
+
+// Stats returns the pair's counters.
+func (p *Pair) Stats() PairStats {
+	s := PairStats{
+		TxFrames: p.st.txFrames.Load(), TxBytes: p.st.txBytes.Load(),
+		TxDropsBadLen: p.st.txDropsBadLen.Load(), TxSendErrors: p.st.txSendErrors.Load(),
+		RxFrames: p.st.rxFrames.Load(), RxBytes: p.st.rxBytes.Load(),
+		RxDropsNoBuf: p.st.rxDropsNoBuf.Load(), RxDropsTooBig: p.st.rxDropsTooBig.Load(),
+		RxDropsStopped: p.st.rxDropsStopped.Load(),
+		Interrupts:     p.irq.fired.Load(),
+	}
+	if in := p.inst.Load(); in != nil {
+		s.Enabled = true
+		e := in.err.Load()
+		s.Error, s.ErrorInfo = uint32(e>>32), uint32(e)
+		s.TxHead, s.TxTail = in.tx.head.Load(), in.tx.tail.Load()
+		s.RxHead, s.RxTail = in.rx.head.Load(), in.rx.tail.Load()
+	}
+	return s
+}
+
+// PairStats are one pair's counters and state.
+type PairStats struct {
+	Enabled                                        bool
+	Error, ErrorInfo                               uint32 // NPFNIC_QERR_* of the running instance
+	TxHead, TxTail, RxHead, RxTail                 uint32
+	TxFrames, TxBytes, TxDropsBadLen, TxSendErrors uint64
+	RxFrames, RxBytes, RxDropsNoBuf, RxDropsTooBig uint64
+	RxDropsStopped                                 uint64 // frames steered here while the pair stopped
+	Interrupts                                     uint64
+}
+
+// ring is one descriptor ring of an instance.
+type ring struct {
+	base  uint64
+	size  uint32
+	mask  uint32
+	valid bool          // base and size passed the register checks
+	head  atomic.Uint32 // consumed (TX) or filled (RX), free-running
+	tail  atomic.Uint32 // posted by the driver, free-running
+	dc    descCache     // owned by the engine of this ring
+}
+
+// instance is a pair between one enable and the next disable: the latched
+// rings, their heads and tails, the guest-visible counters and the error
+// state. Its worker goroutine lives as long as it does.
+type instance struct {
+	p      *Pair
+	tx, rx ring
+
+	// err is NPFNIC_QERR_* << 32 | error_info; set once, by fail.
+	err     atomic.Uint64
+	errMu   sync.Mutex // errWhy; never held across guest memory
+	errWhy  error
+	retired atomic.Bool
+	stopCh  chan struct{}
+	kick    chan struct{}
+
+	// Guest-visible drop counters (free-running u32, like the heads).
+	rxDropsNoBuf, rxDropsTooBig, txDropsBadLen atomic.Uint32
+
+	frame   [hw.MaxFrame]byte // TX gather buffer, reused for every frame
+	scratch [pageSize]byte    // ring check reads
+}
+
+func newInstance(p *Pair, txBase uint64, txSize uint32, rxBase uint64, rxSize uint32) *instance {
+	in := &instance{p: p, stopCh: make(chan struct{}), kick: make(chan struct{}, 1)}
+	in.tx = ring{base: txBase, size: txSize, mask: txSize - 1, valid: ringOK(txBase, txSize, hw.TxDescSize)}
+	in.rx = ring{base: rxBase, size: rxSize, mask: rxSize - 1, valid: ringOK(rxBase, rxSize, hw.RxDescSize)}
+	return in
+}
+
+// ringOK checks what the registers alone can tell: size a power of two in
+// range, base aligned to a descriptor, no wrap around the address space.
+func ringOK(base uint64, size uint32, desc int) bool {
+	return size >= hw.RingSizeMin && size <= hw.RingSizeMax && size&(size-1) == 0 &&
+		base%uint64(desc) == 0 && base+uint64(size)*uint64(desc) > base
+}
+
+func (in *instance) wake() {
+	select {
+	case in.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (in *instance) retire() {
+	if in.retired.CompareAndSwap(false, true) {
+		close(in.stopCh)
+	}
+}
+
+// fail puts the pair into queue error code with info; the first error
+// wins. The worker reports it (status block, misc interrupt) and stops.
+func (in *instance) fail(code, info uint32, why error) {
+	in.errMu.Lock()
+	if in.err.Load() == 0 {
+		in.errWhy = why
+		in.err.Store(uint64(code)<<32 | uint64(info))
+	}
+	in.errMu.Unlock()
+	in.wake()
+}
+
+// mayRun reports whether the engines may move frames now.
+func (in *instance) mayRun() bool {
+	return !in.retired.Load() && in.err.Load() == 0 && in.p.d.running()
+}
+
+// run is the instance's worker: it checks the rings, publishes the pair's
+// fresh state, then runs the TX engine whenever woken, until the instance
+// is retired or fails.
+func (in *instance) run() {
+	d := in.p.d
+	defer d.wg.Done()
+	switch {
+	case !in.tx.valid:
+		in.fail(hw.QErrBadRing, 0, fmt.Errorf("TX ring base %#x size %d invalid", in.tx.base, in.tx.size))
+	case !in.rx.valid:
+		in.fail(hw.QErrBadRing, 0, fmt.Errorf("RX ring base %#x size %d invalid", in.rx.base, in.rx.size))
+	default:
+		if err := in.checkRing(&in.tx, hw.TxDescSize); err != nil {
+			in.fail(hw.QErrBadRing, 0, fmt.Errorf("TX ring: %w", err))
+		} else if err := in.checkRing(&in.rx, hw.RxDescSize); err != nil {
+			in.fail(hw.QErrBadRing, 0, fmt.Errorf("RX ring: %w", err))
+		}
+	}
+	// Heads, counters and error start from zero in the status block.
+	if in.p.inst.Load() == in {
+		if err := in.p.publishAll(); err != nil {
+			d.statusFault(err)
+		}
+	}
+	for {
+		if in.err.Load() != 0 {
+			in.report()
+			return
+		}
+		if in.mayRun() {
+			in.txRun()
+		}
+		select {
+		case <-in.kick:
+		case <-in.stopCh:
+			return
+		case <-d.done:
+			return
+		}
+	}
+}
+
+// checkRing reads the whole ring once, page by page, so a ring that is
+// not entirely in guest memory fails at enable rather than at some later
+// doorbell.
+func (in *instance) checkRing(r *ring, desc int) error {
+	end := r.base + uint64(r.size)*uint64(desc)
+	for a := r.base; a < end; {
+		n := min(end-a, pageSize-a%pageSize)
+		if err := in.p.d.mem.ReadAt(a, in.scratch[:n]); err != nil {
+			return err
+		}
+		a += n
+	}
+	return nil
+}
+
+// report publishes the queue error and raises the misc event.
+func (in *instance) report() {
+	p := in.p
+	if p.inst.Load() != in {
+		return // disabled meanwhile: the driver no longer cares
+	}
+	if err := p.publishAll(); err != nil {
+		p.d.statusFault(err)
+	}
+	e := in.err.Load()
+	in.errMu.Lock()
+	why := in.errWhy
+	in.errMu.Unlock()
+	p.d.log.Warn("queue error: pair stopped", "pair", p.q, "error", e>>32, "info", uint32(e), "why", why)
+	p.d.misc.event()
+}
+
+// publish writes one field of this instance's status to the status block,
+// unless the instance was retired or there is no block.
+func (in *instance) publish(f hw.Le32, v uint32) {
+	p := in.p
+	var err error
+	p.statusMu.Lock()
+	if p.inst.Load() == in {
+		if base, ok := p.d.statusBase(); ok {
+			err = p.d.mem.WriteU32(base+uint64(hw.StatusQPOffset(p.q)+f.Offset), v)
+		}
+	}
+	p.statusMu.Unlock()
+	if err != nil {
+		p.d.statusFault(err)
+	}
+}
+
+// publishAll writes the pair's whole status part from the current
+// instance (zeros while disabled).
+func (p *Pair) publishAll() error {
+	p.statusMu.Lock()
+	defer p.statusMu.Unlock()
+	base, ok := p.d.statusBase()
+	if !ok {
+		return nil
+	}
+	var b [hw.QPStatusSize]byte
+	if in := p.inst.Load(); in != nil {
+		hw.QPStatusTxHead.Put(b[:], in.tx.head.Load())
+		hw.QPStatusRxHead.Put(b[:], in.rx.head.Load())
+		e := in.err.Load()
+		hw.QPStatusError.Put(b[:], uint32(e>>32))
+		hw.QPStatusErrorInfo.Put(b[:], uint32(e))
+		hw.QPStatusRxDropsNoBuf.Put(b[:], in.rxDropsNoBuf.Load())
+		hw.QPStatusRxDropsTooBig.Put(b[:], in.rxDropsTooBig.Load())
+		hw.QPStatusTxDropsBadLen.Put(b[:], in.txDropsBadLen.Load())
+	}
+	return p.d.mem.WriteAt(base+uint64(hw.StatusQPOffset(p.q)), b[:])
+}

@@ -1,0 +1,117 @@
+package ethring
+
+import (
+	"fmt"
+
+	"github.com/npfnic/npfnic/vdevice/hw"
+)
+
+// txPublishEvery bounds how many frames the TX engine sends before it
+// tells the driver (tx_head and an interrupt), so a long burst still frees
+// the driver's buffers as it goes.
+const txPublishEvery = 32
+
+// txRun sends every complete frame between head and tail, then publishes
+// tx_head and signals the completion. It runs on the instance's worker.
+func (in *instance) txRun() {
+	t := &in.tx
+	head := t.head.Load()
+	published := head
+	for in.mayRun() {
+		tail := t.tail.Load()
+		if head == tail {
+			break
+		}
+		n := in.txFrame(head, tail)
+		if n == 0 {
+			break // incomplete frame posted, or a queue error
+		}
+		head += n
+		// The head moves before the driver learns about it: doorbell
+		// validation relies on never seeing a head behind the driver's.
+		t.head.Store(head)
+		if head-published >= txPublishEvery {
+			in.txComplete(head)
+			published = head
+		}
+	}
+	if head != published {
+		in.txComplete(head)
+	}
+}
+
+// txComplete tells the driver the descriptors before head are done: status
+// block first, then the interrupt.
+func (in *instance) txComplete(head uint32) {
+	in.publish(hw.QPStatusTxHead, head)
+	in.p.irq.event()
+}
+
+// txFrame gathers the frame starting at descriptor counter head, sends or
+// drops it, and returns how many descriptors it consumed: 0 when the frame
+// is not completely posted yet (no EOP before tail) or on a queue error.
+//
+// A frame with more than hw.TxMaxSegs segments, or a length outside
+// hw.MinFrame..hw.MaxFrame, is dropped whole and counted in
+// tx_drops_bad_len; that is the driver's mistake but not a queue error.
+// Descriptors filling the whole ring without an EOP are dropped the same
+// way, since the driver could never complete that frame.
+func (in *instance) txFrame(head, tail uint32) uint32 {
+	d, t := in.p.d, &in.tx
+	avail := tail - head
+	flen, bad := 0, false
+	for i := uint32(0); i < avail; i++ {
+		c := head + i
+		desc, err := t.dc.get(d.mem, t, c, tail)
+		if err != nil {
+			in.fail(hw.QErrBadRing, c&t.mask, fmt.Errorf("TX descriptor %d: %w", c&t.mask, err))
+			return 0
+		}
+		addr := hw.TxDescAddr.Get(desc)
+		seg := int(hw.TxDescLen.Get(desc))
+		eop := hw.TxDescFlags.Get(desc)&hw.TxdEOP != 0
+		if i >= hw.TxMaxSegs || flen+seg > hw.MaxFrame {
+			bad = true
+		}
+		if !bad && seg > 0 {
+			if err := dmaRead(d.mem, addr, in.frame[flen:flen+seg]); err != nil {
+				in.fail(hw.QErrBadDesc, c&t.mask, fmt.Errorf("TX descriptor %d buffer %#x+%d: %w", c&t.mask, addr, seg, err))
+				return 0
+			}
+			flen += seg
+		}
+		if eop {
+			if bad || flen < hw.MinFrame {
+				in.txDrop()
+			} else {
+				in.txSend(in.frame[:flen])
+			}
+			return i + 1
+		}
+	}
+	if avail == t.size {
+		in.txDrop()
+		return avail
+	}
+	return 0
+}
+
+func (in *instance) txSend(frame []byte) {
+	p := in.p
+	w := p.d.wire
+	if w == nil {
+		p.st.txSendErrors.Add(1) // link down: the frame is lost, as on a real port
+		return
+	}
+	if err := w.Send(frame); err != nil {
+		p.st.txSendErrors.Add(1)
+		return
+	}
+	p.st.txFrames.Add(1)
+	p.st.txBytes.Add(uint64(len(frame)))
+}
+
+func (in *instance) txDrop() {
+	in.p.st.txDropsBadLen.Add(1)
+	in.publish(hw.QPStatusTxDropsBadLen, in.txDropsBadLen.Add(1))
+}

@@ -1,0 +1,143 @@
+package wire
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+)
+
+// pcapFlushDelay bounds how long a recorded frame may sit in the buffer, so
+// a capture can be inspected while the port runs.
+const pcapFlushDelay = 200 * time.Millisecond
+
+// Pcap wraps a port and records every frame it carries, both directions,
+// in a pcap file (Ethernet link type, nanosecond timestamps) that
+// Wireshark, tshark and tcpdump read.
+type Pcap struct {
+	inner Port
+
+	mu        sync.Mutex
+	bw        *bufio.Writer
+	w         *pcapgo.Writer
+	closer    io.Closer // the file, if CreatePcap opened it
+	flushing  bool      // a delayed flush is scheduled
+	closed    bool
+	writeErr  error
+	flushTime *time.Timer
+}
+
+// CreatePcap creates (truncates) the file at path and records inner's
+// frames into it. Closing the returned port closes inner and the file.
+func CreatePcap(inner Port, path string) (*Pcap, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("wire: pcap: %w", err)
+	}
+	p, err := NewPcap(inner, f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	p.closer = f
+	return p, nil
+}
+
+// NewPcap records inner's frames into w, starting with the file header.
+func NewPcap(inner Port, w io.Writer) (*Pcap, error) {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	pw := pcapgo.NewWriterNanos(bw)
+	if err := pw.WriteFileHeader(MaxFrameLen, layers.LinkTypeEthernet); err != nil {
+		return nil, fmt.Errorf("wire: pcap header: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return nil, fmt.Errorf("wire: pcap header: %w", err)
+	}
+	return &Pcap{inner: inner, bw: bw, w: pw}, nil
+}
+
+func (p *Pcap) record(frame []byte) {
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.writeErr != nil {
+		return
+	}
+	ci := gopacket.CaptureInfo{Timestamp: now, CaptureLength: len(frame), Length: len(frame)}
+	if err := p.w.WritePacket(ci, frame); err != nil {
+		p.writeErr = err
+		return
+	}
+	if !p.flushing {
+		p.flushing = true
+		if p.flushTime == nil {
+			p.flushTime = time.AfterFunc(pcapFlushDelay, p.flush)
+		} else {
+			p.flushTime.Reset(pcapFlushDelay)
+		}
+	}
+}
+
+func (p *Pcap) flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.flushing = false
+	if p.writeErr == nil && !p.closed {
+		p.writeErr = p.bw.Flush()
+	}
+}
+
+// Err reports the first error writing the capture (the port keeps
+// carrying frames regardless).
+func (p *Pcap) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.writeErr
+}
+
+// Send implements Port: the frame is recorded, then sent.
+func (p *Pcap) Send(frame []byte) error {
+	p.record(frame)
+	return p.inner.Send(frame)
+}
+
+// Recv implements Port: the frame is received, then recorded.
+func (p *Pcap) Recv(buf []byte) (int, error) {
+	n, err := p.inner.Recv(buf)
+	if err == nil {
+		p.record(buf[:n])
+	}
+	return n, err
+}
+
+// Close implements Port: it closes inner, then completes the capture.
+func (p *Pcap) Close() error {
+	err := p.inner.Close()
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return err
+	}
+	p.closed = true
+	if p.flushTime != nil {
+		p.flushTime.Stop()
+	}
+	ferr := p.writeErr
+	if ferr == nil {
+		ferr = p.bw.Flush()
+	}
+	p.mu.Unlock()
+	if p.closer != nil {
+		ferr = errors.Join(ferr, p.closer.Close())
+	}
+	return errors.Join(err, ferr)
+}
+
+func (p *Pcap) String() string { return fmt.Sprintf("pcap(%v)", p.inner) }

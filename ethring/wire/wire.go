@@ -1,0 +1,118 @@
+// Package wire owns the far side of the NIC's Ethernet port: the Port
+// interface the ring engines send frames to and receive frames from, and
+// its backends: a Linux TAP interface, QEMU's stream netdev protocol (as
+// client or server, surviving reconnects), a pcap recorder that wraps any
+// port, and an in-memory cable for tests. It knows nothing about rings or
+// guest memory.
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+)
+
+// MaxFrameLen bounds a frame on any port: a receive buffer this large never
+// drops a frame. It covers a TAP interface with the largest MTU and QEMU's
+// stream netdev, whose own receive buffer is 4096 + 65536 bytes.
+const MaxFrameLen = 4096 + 65536
+
+// Port is one end of an Ethernet link.
+type Port interface {
+	// Send transmits one frame (without FCS). The port does not keep frame
+	// after Send returns. Safe for concurrent use. Send may block while the
+	// peer does not take frames (flow control); a port without a peer (a
+	// stream that is not connected) drops the frame and returns ErrNoPeer.
+	Send(frame []byte) error
+	// Recv waits for the next frame, copies it into buf and returns its
+	// length. A frame longer than buf is dropped (pass MaxFrameLen bytes to
+	// receive everything). One goroutine at a time may call Recv. After
+	// Close, Recv returns ErrClosed.
+	Recv(buf []byte) (int, error)
+	// Close releases the port and unblocks Send and Recv.
+	Close() error
+}
+
+// Errors common to the ports.
+var (
+	ErrClosed = errors.New("wire: port closed")
+	ErrNoPeer = errors.New("wire: no peer connected")
+)
+
+// Spec is a parsed port description (see ParseSpec).
+type Spec struct {
+	Kind    string // "tap", "stream" (connect) or "stream-listen"
+	Network string // "unix" or "tcp" for the stream kinds
+	Addr    string // interface name, socket path or host:port
+}
+
+func (s Spec) String() string {
+	if s.Kind == "tap" {
+		return "tap:" + s.Addr
+	}
+	return s.Kind + ":" + s.Network + ":" + s.Addr
+}
+
+// SpecHelp documents the spec syntax for command-line flags.
+const SpecHelp = "tap:IFNAME | stream:unix:PATH | stream:tcp:HOST:PORT | stream-listen:unix:PATH | stream-listen:tcp:ADDR"
+
+// ParseSpec parses a port description, the one syntax shared by
+// `npfnic serve --wire` and the test harness:
+//
+//	tap:IFNAME                 a Linux TAP interface (created if missing)
+//	stream:unix:PATH           connect to QEMU's -netdev stream server
+//	stream:tcp:HOST:PORT
+//	stream-listen:unix:PATH    accept QEMU's -netdev stream client
+//	stream-listen:tcp:ADDR
+func ParseSpec(spec string) (Spec, error) {
+	kind, rest, ok := strings.Cut(spec, ":")
+	if !ok || rest == "" {
+		return Spec{}, fmt.Errorf("wire: bad spec %q: want %s", spec, SpecHelp)
+	}
+	switch kind {
+	case "tap":
+		if len(rest) >= 16 || strings.ContainsAny(rest, "/ \t\n:") {
+			return Spec{}, fmt.Errorf("wire: bad interface name %q", rest)
+		}
+		return Spec{Kind: kind, Addr: rest}, nil
+	case "stream", "stream-listen":
+		network, addr, ok := strings.Cut(rest, ":")
+		if !ok || addr == "" {
+			return Spec{}, fmt.Errorf("wire: bad spec %q: want %s:unix:PATH or %s:tcp:ADDR", spec, kind, kind)
+		}
+		switch network {
+		case "unix":
+		case "tcp":
+			if kind == "stream" && !strings.Contains(addr, ":") {
+				return Spec{}, fmt.Errorf("wire: bad spec %q: want HOST:PORT", spec)
+			}
+		default:
+			return Spec{}, fmt.Errorf("wire: bad network %q in %q: want unix or tcp", network, spec)
+		}
+		return Spec{Kind: kind, Network: network, Addr: addr}, nil
+	}
+	return Spec{}, fmt.Errorf("wire: unknown port kind %q in %q: want %s", kind, spec, SpecHelp)
+}
+
+// Open parses spec and opens that port. log may be nil.
+func Open(spec string, log *slog.Logger) (Port, error) {
+	s, err := ParseSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	return s.Open(log)
+}
+
+// Open opens the port s describes. log may be nil.
+func (s Spec) Open(log *slog.Logger) (Port, error) {
+	switch s.Kind {
+	case "tap":
+		return OpenTAP(s.Addr)
+	case "stream":
+		return DialStream(s.Network, s.Addr, log), nil
+	case "stream-listen":
+		return ListenStream(s.Network, s.Addr, log)
+	}
+	return nil, fmt.Errorf("wire: unknown port kind %q", s.Kind)
+}
