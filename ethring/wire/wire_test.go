@@ -426,7 +426,6 @@ func TestPcap(t *testing.T) {
 	}
 }
 
-
 // ethFrame is an Ethernet frame with a made-up EtherType and a patterned
 // payload.
 func ethFrame(n int, seed byte) []byte {
