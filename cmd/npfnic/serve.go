@@ -6,10 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 
+	"github.com/npfnic/npfnic/ethring/wire"
 	"github.com/npfnic/npfnic/vdevice"
+	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/nic"
 )
 
@@ -20,8 +23,12 @@ func runServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	socket := fs.String("socket", "", "path of the vfio-user UNIX socket to create (required)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	wireSpec := fs.String("wire", "", "Ethernet port: "+wire.SpecHelp+" (none: link down)")
+	macFlag := fs.String("mac", "", "MAC address (default: 52:54:00:xx:xx:xx derived from the socket path)")
+	pcap := fs.String("pcap", "", "record every frame of the port, both directions, in this pcap file (needs --wire)")
+	queues := fs.Int("queues", hw.QPMax, fmt.Sprintf("number of queue pairs, 1..%d", hw.QPMax))
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: npfnic serve --socket PATH [--log-level LEVEL]\n")
+		fmt.Fprintf(fs.Output(), "usage: npfnic serve --socket PATH [--wire SPEC [--pcap FILE]] [--mac MAC] [--queues N] [--log-level LEVEL]\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -38,10 +45,43 @@ func runServe(ctx context.Context, args []string) error {
 	if err := lv.UnmarshalText([]byte(strings.ToLower(*level))); err != nil {
 		return fmt.Errorf("serve: bad --log-level %q", *level)
 	}
+	var mac net.HardwareAddr
+	if *macFlag != "" {
+		m, err := net.ParseMAC(*macFlag)
+		if err != nil || len(m) != 6 || m[0]&1 != 0 {
+			return fmt.Errorf("serve: bad --mac %q: want a unicast Ethernet address", *macFlag)
+		}
+		mac = m
+	}
+	if *queues < 1 || *queues > hw.QPMax {
+		return fmt.Errorf("serve: --queues %d: want 1..%d", *queues, hw.QPMax)
+	}
+	if *pcap != "" && *wireSpec == "" {
+		return errors.New("serve: --pcap needs --wire")
+	}
+	if *wireSpec != "" {
+		// Reject a bad spec before touching the network or the socket.
+		if _, err := wire.ParseSpec(*wireSpec); err != nil {
+			return fmt.Errorf("serve: --wire: %w", err)
+		}
+	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
-	dev, err := nic.New(nic.Options{Logger: logger})
+	var port wire.Port
+	if *wireSpec != "" {
+		p, err := wire.OpenRecorded(*wireSpec, *pcap, logger.With("part", "wire"))
+		if err != nil {
+			return fmt.Errorf("serve: --wire: %w", err)
+		}
+		port = p
+	}
+	dev, err := nic.New(nic.Options{Logger: logger, Wire: port, MAC: mac, MACSeed: *socket, QueuePairs: *queues})
 	if err != nil {
+		if port != nil {
+			port.Close()
+		}
 		return err
 	}
+	// Close stops the datapath and closes the wire, completing a pcap.
+	defer dev.Close()
 	return vdevice.ListenAndServe(ctx, *socket, dev, logger)
 }

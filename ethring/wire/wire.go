@@ -116,3 +116,22 @@ func (s Spec) Open(log *slog.Logger) (Port, error) {
 	}
 	return nil, fmt.Errorf("wire: unknown port kind %q", s.Kind)
 }
+
+// OpenRecorded opens the port spec names and, if pcapPath is not empty,
+// records its frames there (see CreatePcap). It is what `npfnic serve
+// --wire SPEC --pcap FILE` and the test harness use. log may be nil.
+func OpenRecorded(spec, pcapPath string, log *slog.Logger) (Port, error) {
+	p, err := Open(spec, log)
+	if err != nil {
+		return nil, err
+	}
+	if pcapPath == "" {
+		return p, nil
+	}
+	rec, err := CreatePcap(p, pcapPath)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	return rec, nil
+}

@@ -1,8 +1,11 @@
 // Package nic is the npfnic PCI function: it assembles the configuration
 // space (with ATS, PRI and PASID), the BAR0 register file defined in
 // package hw and the MSI-X BAR, and implements vdevice.Device on top of
-// them. The Ethernet datapath extends this base; for now the function has
-// the identification, scratch and diagnostic registers.
+// them. Besides identification, scratch and diagnostic registers, BAR0
+// carries the Ethernet datapath's registers, which this package decodes
+// and hands to ethring (the rings, status block and interrupts live
+// there); the function contributes the MAC address, the link (up when a
+// wire is attached), the MSI-X vector routing and the resets.
 //
 // Device work that touches guest memory (the diagnostic DMA) runs on its own
 // goroutine through the guest-memory layer, never inside a request handler,
@@ -13,24 +16,50 @@ package nic
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/npfnic/npfnic/ethring"
+	"github.com/npfnic/npfnic/ethring/wire"
 	"github.com/npfnic/npfnic/pcie"
 	"github.com/npfnic/npfnic/vdevice"
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
-// Options size the optional capabilities. Zero values take the defaults.
+// Options configure the function. Zero values take the defaults.
 type Options struct {
 	ATSInvalidateQueueDepth int    // default 32
 	PRIOutstandingCapacity  uint32 // default 256
 	PASIDWidth              int    // default 20
 	Logger                  *slog.Logger
+
+	// Wire is the Ethernet port; nil leaves the link down. The NIC owns it
+	// and closes it in Close.
+	Wire wire.Port
+	// MAC is the station address; default DefaultMAC(MACSeed).
+	MAC     net.HardwareAddr
+	MACSeed string
+	// QueuePairs is the number of queue pairs offered, 1..hw.QPMax
+	// (default hw.QPMax).
+	QueuePairs int
+}
+
+// DefaultMAC derives a locally administered unicast address in QEMU's
+// 52:54:00 range from seed, so a device keeps its address across restarts
+// (seed it with something stable, such as the socket path) and two devices
+// with different seeds almost surely differ.
+func DefaultMAC(seed string) net.HardwareAddr {
+	h := fnv.New32a()
+	h.Write([]byte(seed))
+	v := h.Sum32()
+	return net.HardwareAddr{0x52, 0x54, 0x00, byte(v >> 16), byte(v >> 8), byte(v)}
 }
 
 // NIC is the PCI function. Create it with New.
@@ -51,6 +80,14 @@ type NIC struct {
 	dmaStatus atomic.Uint32
 	dmaGen    atomic.Uint64 // bumped by reset: stale DMA runs stop reporting
 	dmaWG     sync.WaitGroup
+
+	mac        net.HardwareAddr
+	wire       wire.Port
+	queuePairs int
+	statusAddr uint64 // STATUS_ADDR_LO/HI as written (under mu)
+	// dp is the datapath, created by Attach (it needs guest memory).
+	dp        atomic.Pointer[ethring.Datapath]
+	closeOnce sync.Once
 }
 
 // New builds the function.
@@ -66,6 +103,18 @@ func New(o Options) (*NIC, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.QueuePairs == 0 {
+		o.QueuePairs = hw.QPMax
+	}
+	if o.QueuePairs < 1 || o.QueuePairs > hw.QPMax {
+		return nil, fmt.Errorf("nic: %d queue pairs: want 1..%d", o.QueuePairs, hw.QPMax)
+	}
+	if o.MAC == nil {
+		o.MAC = DefaultMAC(o.MACSeed)
+	}
+	if len(o.MAC) != 6 || o.MAC[0]&1 != 0 {
+		return nil, fmt.Errorf("nic: MAC %v is not a unicast Ethernet address", o.MAC)
 	}
 	cfg, err := pcie.Build(pcie.Config{
 		VendorID: hw.VendorID, DeviceID: hw.DeviceID, Revision: hw.Revision,
@@ -87,11 +136,15 @@ func New(o Options) (*NIC, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &NIC{cfg: cfg, log: o.Logger, msixTable: make([]byte, hw.MSIXVectors*pcie.MSIXEntrySize)}
+	n := &NIC{cfg: cfg, log: o.Logger, msixTable: make([]byte, hw.MSIXVectors*pcie.MSIXEntrySize),
+		mac: append(net.HardwareAddr(nil), o.MAC...), wire: o.Wire, queuePairs: o.QueuePairs}
 	n.resetMSIXTable()
 	cfg.SetHooks(pcie.Hooks{
 		Command: func(old, new uint16) {
 			n.log.Debug("command register", "old", old, "new", new)
+			if dp := n.dp.Load(); dp != nil {
+				dp.SetBusMaster(new&pcie.CmdBusMaster != 0)
+			}
 		},
 		ATSControl: func(en bool, stu uint8) {
 			n.log.Info("ATS control", "enabled", en, "stu", stu)
@@ -131,19 +184,66 @@ func (n *NIC) Info() vdevice.Info {
 	return vdevice.Info{Regions: regions, IRQs: irqs, Reset: true}
 }
 
-// Attach implements vdevice.Device.
+// Attach implements vdevice.Device. It starts the datapath: from here on
+// the wire is read (frames are dropped until the driver enables a queue).
 func (n *NIC) Attach(h vdevice.Host) {
 	n.host = h
 	if h.Log != nil {
 		n.log = h.Log
 	}
+	dp := ethring.New(ethring.Config{
+		Mem: h.Mem, Wire: n.wire, QueuePairs: n.queuePairs,
+		Interrupt: n.interrupt, Log: n.log.With("part", "ethring"),
+	})
+	dp.SetBusMaster(n.cfg.BusMaster())
+	n.dp.Store(dp)
 	n.attached.Store(true)
+	n.log.Info("datapath ready", "mac", n.mac.String(), "queue_pairs", n.queuePairs, "wire", fmt.Sprint(n.wire))
 }
 
-// ClientDisconnected implements vdevice.Disconnecter: the register file and
-// config space are kept for the next client.
+// interrupt routes a datapath vector to the client's MSI-X eventfds.
+func (n *NIC) interrupt(v int) {
+	if !n.attached.Load() {
+		return
+	}
+	if err := n.host.IRQ.Trigger(v); err != nil {
+		n.log.Warn("interrupt failed", "vector", v, "err", err)
+	}
+}
+
+// Datapath returns the Ethernet datapath (nil before Attach), for tests and
+// statistics.
+func (n *NIC) Datapath() *ethring.Datapath { return n.dp.Load() }
+
+// MAC returns the station address.
+func (n *NIC) MAC() net.HardwareAddr { return append(net.HardwareAddr(nil), n.mac...) }
+
+// ClientDisconnected implements vdevice.Disconnecter: the queues stop (the
+// client's memory is already gone, so any DMA still in flight faults
+// harmlessly); the rest of the register file and config space are kept for
+// the next client, which resets the device anyway.
 func (n *NIC) ClientDisconnected() {
-	n.log.Info("client gone; device state kept")
+	n.log.Info("client gone; queues stopped, device state kept")
+	if dp := n.dp.Load(); dp != nil {
+		dp.Reset()
+	}
+	n.mu.Lock()
+	n.statusAddr = 0
+	n.mu.Unlock()
+}
+
+// Close stops the datapath and closes the wire. The NIC is unusable
+// afterwards.
+func (n *NIC) Close() error {
+	var err error
+	n.closeOnce.Do(func() {
+		if dp := n.dp.Load(); dp != nil {
+			err = dp.Close()
+		} else if n.wire != nil {
+			err = n.wire.Close()
+		}
+	})
+	return err
 }
 
 // Reset implements vdevice.Device: config space and registers return to
@@ -154,9 +254,14 @@ func (n *NIC) Reset() error {
 	n.cfg.Reset()
 	n.mu.Lock()
 	n.scratch, n.dmaAddr, n.dmaLen, n.dmaSeed = 0, 0, 0, 0
+	n.statusAddr = 0
 	n.resetMSIXTable()
 	n.mu.Unlock()
 	n.dmaStatus.Store(hw.DiagDMAStatusIdle)
+	if dp := n.dp.Load(); dp != nil {
+		dp.Reset()
+		dp.SetBusMaster(n.cfg.BusMaster())
+	}
 	return nil
 }
 
@@ -212,6 +317,20 @@ func (n *NIC) readReg(reg uint32) uint32 {
 		return hw.InterfaceVersion
 	case hw.RegDiagDMAStatus:
 		return n.dmaStatus.Load()
+	case hw.RegMACLo:
+		return binary.LittleEndian.Uint32(n.mac[0:4])
+	case hw.RegMACHi:
+		return uint32(binary.LittleEndian.Uint16(n.mac[4:6]))
+	case hw.RegQPMax:
+		return uint32(n.queuePairs)
+	case hw.RegCtrl:
+		if dp := n.dp.Load(); dp != nil && dp.Enabled() {
+			return hw.CtrlEnable
+		}
+		return 0
+	}
+	if p, off := n.qpReg(reg); p != nil {
+		return p.ReadReg(off)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -226,8 +345,26 @@ func (n *NIC) readReg(reg uint32) uint32 {
 		return n.dmaLen
 	case hw.RegDiagDMASeed:
 		return n.dmaSeed
+	case hw.RegStatusAddrLo:
+		return uint32(n.statusAddr)
+	case hw.RegStatusAddrHi:
+		return uint32(n.statusAddr >> 32)
 	}
 	return 0 // write-only and unassigned registers read as 0
+}
+
+// qpReg maps a BAR0 offset inside a queue pair's block to the pair and the
+// offset within it; nil for other offsets and pairs not offered.
+func (n *NIC) qpReg(reg uint32) (*ethring.Pair, uint32) {
+	if reg < hw.QPRegBase || reg >= hw.QPBase(hw.QPMax) {
+		return nil, 0
+	}
+	dp := n.dp.Load()
+	if dp == nil {
+		return nil, 0
+	}
+	q := int(reg-hw.QPRegBase) / hw.QPRegStride
+	return dp.Pair(q), (reg - hw.QPRegBase) % hw.QPRegStride
 }
 
 // readRegs serves any size and alignment by composing the 32-bit registers
@@ -277,6 +414,34 @@ func (n *NIC) writeReg(reg, v, mask uint32) {
 			n.startDMA()
 		}
 		return
+	case hw.RegCtrl:
+		n.writeCtrl(v, mask)
+		return
+	case hw.RegMiscIRQArm:
+		if dp := n.dp.Load(); full && dp != nil && v&1 != 0 {
+			dp.ArmMisc()
+		}
+		return
+	case hw.RegStatusAddrHi:
+		n.mu.Lock()
+		n.statusAddr = n.statusAddr&0xffffffff | uint64(merge(uint32(n.statusAddr>>32), v, mask))<<32
+		addr := n.statusAddr
+		n.mu.Unlock()
+		if dp := n.dp.Load(); dp != nil {
+			dp.SetStatusAddr(addr)
+		}
+		return
+	}
+	if p, off := n.qpReg(reg); p != nil {
+		switch off {
+		case hw.QPTxTail, hw.QPRxTail, hw.QPIRQArm:
+			if full { // action registers need the whole value
+				p.WriteReg(off, v)
+			}
+		default:
+			p.WriteReg(off, merge(p.ReadReg(off), v, mask))
+		}
+		return
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -291,7 +456,31 @@ func (n *NIC) writeReg(reg, v, mask uint32) {
 		n.dmaLen = merge(n.dmaLen, v, mask)
 	case hw.RegDiagDMASeed:
 		n.dmaSeed = merge(n.dmaSeed, v, mask)
+	case hw.RegStatusAddrLo:
+		n.statusAddr = n.statusAddr&^0xffffffff | uint64(merge(uint32(n.statusAddr), v, mask))
 	}
+}
+
+// writeCtrl applies CTRL: RESET first (self-clearing), then ENABLE as
+// written, so writing ENABLE|RESET restarts the datapath from scratch.
+func (n *NIC) writeCtrl(v, mask uint32) {
+	dp := n.dp.Load()
+	if dp == nil {
+		return
+	}
+	var cur uint32
+	if dp.Enabled() {
+		cur = hw.CtrlEnable
+	}
+	v = merge(cur, v, mask)
+	if v&hw.CtrlReset != 0 {
+		n.log.Info("datapath reset by the driver")
+		dp.Reset()
+		n.mu.Lock()
+		n.statusAddr = 0
+		n.mu.Unlock()
+	}
+	dp.SetEnabled(v&hw.CtrlEnable != 0)
 }
 
 func (n *NIC) diagIRQ(v uint32) {

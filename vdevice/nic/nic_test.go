@@ -45,6 +45,7 @@ func newTestNIC(t *testing.T) (*NIC, *fakeIRQ, *guestmem.Memory, []byte) {
 		t.Fatal(err)
 	}
 	n.Attach(vdevice.Host{IRQ: irq, Mem: mem})
+	t.Cleanup(func() { n.Close() })
 	return n, irq, mem, ram
 }
 
