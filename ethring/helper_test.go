@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,8 @@ type guest struct {
 	irq  *irqCounter
 	clk  *clock.Virtual // nil: real clock
 	fd   int            // the memfd, to map it again after an unmap
+
+	benchRxTail atomic.Uint32 // RX tail as posted by the benchmark's driver
 
 	status uint64
 	pairs  [hw.QPMax]guestPair
