@@ -30,6 +30,7 @@ func runExpDatapath(ctx context.Context, args []string) error {
 	conc := fs.Int("memaslap-conns", datapath.DefaultMemaslapConcurrency, "memaslap connections")
 	mem := fs.Int("m", datapath.DefaultMemoryMiB, "guest memory in MiB (the same for every NIC)")
 	cpus := fs.Int("smp", datapath.DefaultCPUs, "guest vCPUs (the same for every NIC)")
+	rounds := fs.Int("rounds", datapath.DefaultRounds, "repeat the NICs this many times, interleaved, and report medians (a shared host is noisy)")
 	quiet := fs.Bool("q", false, "no progress lines")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: npfnic exp datapath [flags]\n\n"+
@@ -56,7 +57,7 @@ func runExpDatapath(ctx context.Context, args []string) error {
 	start := time.Now()
 	c := datapath.Config{
 		NICs: list, MemoryMiB: *mem, CPUs: *cpus,
-		IperfTime: *iperfTime, MemaslapTime: *slapTime, MemaslapConcurrency: *conc,
+		IperfTime: *iperfTime, MemaslapTime: *slapTime, MemaslapConcurrency: *conc, Rounds: *rounds,
 		LogDir:   filepath.Join(*out, "logs"),
 		Progress: &stampWriter{w: progress, start: start},
 	}
@@ -82,7 +83,7 @@ func runExpDatapath(ctx context.Context, args []string) error {
 		return runErr
 	}
 	var failed []string
-	for _, r := range results {
+	for _, r := range datapath.Summarize(results) {
 		if r.Err != nil {
 			failed = append(failed, r.NIC)
 		}

@@ -22,6 +22,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -138,6 +139,10 @@ type Config struct {
 	MemaslapTime time.Duration
 	// MemaslapConcurrency is memaslap's number of connections; default 16.
 	MemaslapConcurrency int
+	// Rounds repeats the whole sequence of NICs (interleaved: e1000e,
+	// virtio, npfnic, e1000e, ...), so that a burst of load on a shared
+	// host hits every NIC alike; Summarize takes the median. Default 1.
+	Rounds int
 	// LogDir keeps each guest's console log, QMP transcript and device
 	// server log under LogDir/NIC; default a temporary directory.
 	LogDir string
@@ -156,6 +161,7 @@ const (
 	DefaultIperfTime           = 10 * time.Second
 	DefaultMemaslapTime        = 10 * time.Second
 	DefaultMemaslapConcurrency = 16
+	DefaultRounds              = 1
 )
 
 func (c *Config) setDefaults() {
@@ -176,6 +182,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MemaslapConcurrency == 0 {
 		c.MemaslapConcurrency = DefaultMemaslapConcurrency
+	}
+	if c.Rounds == 0 {
+		c.Rounds = DefaultRounds
 	}
 }
 
@@ -199,14 +208,20 @@ func (c *Config) Validate() error {
 	if c.MemaslapConcurrency < 1 || c.MemaslapConcurrency > 1024 {
 		return fmt.Errorf("datapath: memaslap concurrency %d: want 1 to 1024", c.MemaslapConcurrency)
 	}
+	if c.Rounds < 1 || c.Rounds > 100 {
+		return fmt.Errorf("datapath: %d rounds: want 1 to 100", c.Rounds)
+	}
 	return nil
 }
 
-// Result is what one NIC measured. A NIC whose run failed has Err set and
-// whatever it measured before the failure.
+// Result is what one NIC measured in one round, or (Round 0, from
+// Summarize) the median over the rounds. A NIC whose run failed has Err
+// set and whatever it measured before the failure.
 type Result struct {
 	NIC   string
 	Label string
+	// Round counts from 1; 0 marks a summary of Rounds rounds.
+	Round, Rounds int
 	// Boot is the guest's boot time to a working agent.
 	Boot time.Duration
 	// GuestIf is the guest's interface for the NIC (e.g. eth0).
@@ -216,13 +231,17 @@ type Result struct {
 	GuestToHost, HostToGuest *Iperf
 	// Memcached is the memaslap run against memcached in the guest.
 	Memcached *Memaslap
-	Err       error
+	// HostLoad is the host's 1-minute load average when the measurements
+	// ended: a loaded (shared) host makes the numbers noisy.
+	HostLoad float64
+	Err      error
 }
 
-// Run measures every configured NIC in turn and returns their results in
-// the same order. A NIC that fails does not stop the others; Run's error
-// is nil unless the run as a whole could not start or ctx ended, so look
-// at each Result.Err.
+// Run measures every configured NIC in turn, Rounds times, and returns a
+// Result per round and NIC, round after round in NIC order (Summarize
+// reduces them to one per NIC). A NIC that fails does not stop the others;
+// Run's error is nil unless the run as a whole could not start or ctx
+// ended, so look at each Result.Err.
 func Run(ctx context.Context, c Config) ([]Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -245,16 +264,21 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 		c.LogDir = d
 	}
 	var results []Result
-	for i, nic := range c.NICs {
-		if err := ctx.Err(); err != nil {
-			return results, err
+	total := c.Rounds * len(c.NICs)
+	for round := 1; round <= c.Rounds; round++ {
+		for i, nic := range c.NICs {
+			if err := ctx.Err(); err != nil {
+				return results, err
+			}
+			c.progress("%s: [%d/%d] %s, round %d of %d", nic.Name, len(results)+1, total, nic.Label, round, c.Rounds)
+			r := runNIC(ctx, &c, i, nic, round)
+			r.Round, r.Rounds = round, c.Rounds
+			r.HostLoad = hostLoad()
+			if r.Err != nil {
+				c.progress("%s: FAILED: %v", nic.Name, r.Err)
+			}
+			results = append(results, r)
 		}
-		c.progress("%s: [%d/%d] %s", nic.Name, i+1, len(c.NICs), nic.Label)
-		r := runNIC(ctx, &c, i, nic)
-		if r.Err != nil {
-			c.progress("%s: FAILED: %v", nic.Name, r.Err)
-		}
-		results = append(results, r)
 	}
 	return results, ctx.Err()
 }
@@ -305,7 +329,7 @@ func (c *Config) progress(format string, args ...any) {
 }
 
 // runNIC boots the guest with one NIC and measures it.
-func runNIC(ctx context.Context, c *Config, idx int, nic NIC) (r Result) {
+func runNIC(ctx context.Context, c *Config, idx int, nic NIC, round int) (r Result) {
 	r = Result{NIC: nic.Name, Label: nic.Label}
 	fail := func(format string, args ...any) Result {
 		r.Err = fmt.Errorf(format, args...)
@@ -330,6 +354,9 @@ func runNIC(ctx context.Context, c *Config, idx int, nic NIC) (r Result) {
 	defer tap.Delete()
 
 	logDir := filepath.Join(c.LogDir, nic.Name)
+	if c.Rounds > 1 {
+		logDir = filepath.Join(c.LogDir, fmt.Sprintf("%s-%d", nic.Name, round))
+	}
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return fail("%w", err)
 	}
@@ -407,6 +434,20 @@ func runNIC(ctx context.Context, c *Config, idx int, nic NIC) (r Result) {
 		return fail("memaslap reported %d errors: %s", r.Memcached.Errors, strings.Join(r.Memcached.ErrorLines, "; "))
 	}
 	return r
+}
+
+// hostLoad is the 1-minute load average (0 if unknown).
+func hostLoad() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 // waitReachable pings the guest from the namespace until it answers (the

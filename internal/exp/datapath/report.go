@@ -46,7 +46,9 @@ type Ratio struct {
 
 // Ratios compares each NIC with every NIC listed before it: with the
 // default order that is virtio/e1000e, npfnic/e1000e and npfnic/virtio.
+// Over several rounds it compares the medians (Summarize).
 func Ratios(results []Result) []Ratio {
+	results = Summarize(results)
 	var out []Ratio
 	for i := range results {
 		for j := 0; j < i; j++ {
@@ -77,12 +79,18 @@ func Header(c Config) string {
 	if c.Images != nil && c.Images.Kernel.Release != "" {
 		s += fmt.Sprintf(", kernel %s, %s", c.Images.Kernel.Release, strings.TrimSpace(c.Images.QEMU.Version))
 	}
-	return s + fmt.Sprintf("\niperf3 TCP %d s per direction (receiver's rate); memaslap %d s, %d connections, 10%% of gets verified",
+	s += fmt.Sprintf("\niperf3 TCP %d s per direction (receiver's rate); memaslap %d s, %d connections, 10%% of gets verified",
 		int(c.IperfTime.Seconds()), int(c.MemaslapTime.Seconds()), c.MemaslapConcurrency)
+	if c.Rounds > 1 {
+		s += fmt.Sprintf("\nmedians of %d rounds, the NICs interleaved; memaslap errors summed; load: the host's highest 1-min load average", c.Rounds)
+	}
+	return s
 }
 
-// Table formats the results: absolute numbers per NIC, then the ratios.
+// Table formats the results (summarized over rounds): absolute numbers per
+// NIC, then the ratios.
 func Table(c Config, results []Result) string {
+	results = Summarize(results)
 	var b strings.Builder
 	b.WriteString(Header(c) + "\n\n")
 	w := len("NIC")
@@ -94,8 +102,8 @@ func Table(c Config, results []Result) string {
 	}
 	left := func(s string) string { return fmt.Sprintf("%-*s", w, s) }
 	tw := newTabWriter(&b)
-	fmt.Fprintf(tw, "%s\tguest->host\thost->guest\tmemcached\tmemaslap\tboot\t\n", left("NIC"))
-	fmt.Fprintf(tw, "%s\tMbit/s\tMbit/s\tops/s\terrors\ts\t\n", left(""))
+	fmt.Fprintf(tw, "%s\tguest->host\thost->guest\tmemcached\tmemaslap\tboot\thost\t\n", left("NIC"))
+	fmt.Fprintf(tw, "%s\tMbit/s\tMbit/s\tops/s\terrors\ts\tload\t\n", left(""))
 	var failures []string
 	for _, r := range results {
 		cells := []string{left(r.Label)}
@@ -116,6 +124,7 @@ func Table(c Config, results []Result) string {
 		} else {
 			cells = append(cells, "-")
 		}
+		cells = append(cells, fmt.Sprintf("%.1f", r.HostLoad))
 		fmt.Fprintf(tw, "%s\t\n", strings.Join(cells, "\t"))
 		if r.Err != nil {
 			failures = append(failures, fmt.Sprintf("%s FAILED: %v", r.Label, r.Err))
@@ -185,20 +194,33 @@ func formatValue(v float64) string {
 
 // CSVHeader names the columns of datapath.csv.
 var CSVHeader = []string{
-	"nic", "label",
+	"nic", "label", "round",
 	"guest_to_host_mbps", "host_to_guest_mbps", "memcached_ops_per_s", "memaslap_errors",
 	"guest_to_host_bytes", "guest_to_host_seconds", "guest_to_host_retransmits",
 	"host_to_guest_bytes", "host_to_guest_seconds", "host_to_guest_retransmits",
 	"memaslap_ops", "memaslap_seconds", "memaslap_get_misses", "memaslap_verify_misses",
-	"boot_seconds", "guest_if", "error",
+	"boot_seconds", "host_load", "guest_if", "error",
 }
 
-// CSVRows are the rows of datapath.csv, one per NIC; empty cells for what
-// a failed NIC did not measure.
+// CSVRows are the rows of datapath.csv: one per NIC and round, then, if
+// there were several rounds, one per NIC with the medians (round
+// "median"); empty cells for what a failed run did not measure.
 func CSVRows(results []Result) [][]string {
-	var rows [][]string
+	all := results
+	multi := false
 	for _, r := range results {
-		row := []any{r.NIC, r.Label}
+		multi = multi || r.Rounds > 1
+	}
+	if multi {
+		all = append(append([]Result(nil), results...), Summarize(results)...)
+	}
+	var rows [][]string
+	for _, r := range all {
+		round := "median"
+		if r.Round > 0 {
+			round = fmt.Sprint(r.Round)
+		}
+		row := []any{r.NIC, r.Label, round}
 		for _, mt := range metrics {
 			if v, ok := mt.get(r); ok {
 				row = append(row, v)
@@ -228,7 +250,7 @@ func CSVRows(results []Result) [][]string {
 		if r.Err != nil {
 			errMsg = r.Err.Error()
 		}
-		row = append(row, r.Boot.Seconds(), r.GuestIf, errMsg)
+		row = append(row, r.Boot.Seconds(), r.HostLoad, r.GuestIf, errMsg)
 		rows = append(rows, report.Row(row...))
 	}
 	return rows
@@ -273,9 +295,10 @@ func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 }
 
 // Charts are the figure's panels: TCP throughput per direction, memcached
-// operations per second, and every metric relative to the first NIC. A
-// NIC without a value draws no bar (0).
+// operations per second, and every metric relative to the first NIC, all
+// summarized over rounds. A NIC without a value draws no bar (0).
 func Charts(results []Result) []report.Chart {
+	results = Summarize(results)
 	value := func(m metric, r Result) float64 {
 		if v, ok := m.get(r); ok {
 			return v

@@ -13,13 +13,13 @@ import (
 
 func fakeResults() []Result {
 	return []Result{
-		{NIC: "e1000e", Label: "QEMU e1000e", Boot: 3 * time.Second, GuestIf: "eth0",
+		{NIC: "e1000e", Label: "QEMU e1000e", Round: 1, Rounds: 1, HostLoad: 1.5, Boot: 3 * time.Second, GuestIf: "eth0",
 			GuestToHost: &Iperf{Mbps: 100, Bytes: 125e6, Seconds: 10}, HostToGuest: &Iperf{Mbps: 200, Bytes: 250e6, Seconds: 10},
 			Memcached: &Memaslap{OpsPerSec: 4000, Ops: 40000, RunTime: 10}},
-		{NIC: "virtio", Label: "QEMU virtio-net", Boot: 3 * time.Second, GuestIf: "eth0",
+		{NIC: "virtio", Label: "QEMU virtio-net", Round: 1, Rounds: 1, Boot: 3 * time.Second, GuestIf: "eth0",
 			GuestToHost: &Iperf{Mbps: 150, Bytes: 187e6, Seconds: 10}, HostToGuest: &Iperf{Mbps: 400, Bytes: 500e6, Seconds: 10},
 			Memcached: &Memaslap{OpsPerSec: 6000, Ops: 60000, RunTime: 10}},
-		{NIC: "npfnic", Label: "npfnic", Boot: 4 * time.Second, GuestIf: "eth0",
+		{NIC: "npfnic", Label: "npfnic", Round: 1, Rounds: 1, Boot: 4 * time.Second, GuestIf: "eth0",
 			GuestToHost: &Iperf{Mbps: 300, Bytes: 375e6, Seconds: 10},
 			Err:         errors.New("iperf3 host -> guest: connection reset")},
 	}
@@ -86,10 +86,10 @@ func TestWriteOutputs(t *testing.T) {
 	if len(lines) != 4 {
 		t.Fatalf("datapath.csv has %d lines:\n%s", len(lines), csv)
 	}
-	if !strings.HasPrefix(lines[1], "e1000e,QEMU e1000e,100,200,4000,0,") {
+	if !strings.HasPrefix(lines[1], "e1000e,QEMU e1000e,1,100,200,4000,0,") || !strings.Contains(lines[1], ",1.5,eth0,") {
 		t.Errorf("e1000e row: %s", lines[1])
 	}
-	if !strings.Contains(lines[3], "npfnic,npfnic,300,,,,") || !strings.Contains(lines[3], "connection reset") {
+	if !strings.Contains(lines[3], "npfnic,npfnic,1,300,,,,") || !strings.Contains(lines[3], "connection reset") {
 		t.Errorf("failed npfnic row: %s", lines[3])
 	}
 	ratios, _ := os.ReadFile(filepath.Join(dir, "datapath_ratios.csv"))
@@ -147,5 +147,59 @@ func TestValidate(t *testing.T) {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+func TestSummarizeRounds(t *testing.T) {
+	var rs []Result
+	for round, v := range []float64{100, 300, 200} {
+		for _, nic := range []string{"e1000e", "npfnic"} {
+			r := Result{NIC: nic, Label: nic, Round: round + 1, Rounds: 3, Boot: time.Duration(v) * time.Millisecond, HostLoad: v / 100,
+				GuestToHost: &Iperf{Mbps: v, Bytes: int64(v)}, HostToGuest: &Iperf{Mbps: 2 * v},
+				Memcached: &Memaslap{OpsPerSec: 10 * v, Errors: round, GetMisses: 1}}
+			if nic == "npfnic" {
+				r.GuestToHost.Mbps *= 2
+				if round == 2 {
+					r.HostToGuest, r.Memcached = nil, nil
+					r.Err = errors.New("memaslap: boom")
+				}
+			}
+			rs = append(rs, r)
+		}
+	}
+	s := Summarize(rs)
+	if len(s) != 2 || s[0].NIC != "e1000e" || s[1].NIC != "npfnic" {
+		t.Fatalf("Summarize = %+v", s)
+	}
+	e := s[0]
+	if e.Round != 0 || e.Rounds != 3 || e.GuestToHost.Mbps != 200 || e.HostToGuest.Mbps != 400 || e.Memcached.OpsPerSec != 2000 ||
+		e.Boot != 200*time.Millisecond || e.HostLoad != 3 || e.Err != nil {
+		t.Errorf("e1000e summary %+v", e)
+	}
+	if e.Memcached.Errors != 0+1+2 || e.Memcached.GetMisses != 3 {
+		t.Errorf("errors and misses not summed: %+v", e.Memcached)
+	}
+	n := s[1]
+	// Two rounds measured host->guest (200, 600): their mean is the median.
+	if n.GuestToHost.Mbps != 400 || n.HostToGuest.Mbps != 400 || n.Memcached.OpsPerSec != 2000 {
+		t.Errorf("npfnic summary %+v %+v %+v", n.GuestToHost, n.HostToGuest, n.Memcached)
+	}
+	if n.Err == nil || !strings.Contains(n.Err.Error(), "1 of 3 rounds failed; round 3: memaslap: boom") {
+		t.Errorf("npfnic error %v", n.Err)
+	}
+	if again := Summarize(s); again[0].GuestToHost != s[0].GuestToHost || len(again) != 2 {
+		t.Error("summaries do not pass through Summarize unchanged")
+	}
+	r := Ratios(rs)
+	if len(r) != 1 || r[0].Values[0] != 2 || r[0].Values[1] != 1 {
+		t.Errorf("ratios of medians: %+v", r)
+	}
+	rows := CSVRows(rs)
+	if len(rows) != 8 || rows[6][2] != "median" || rows[7][0] != "npfnic" {
+		t.Errorf("CSV rows: %d, last %v", len(rows), rows[len(rows)-1])
+	}
+	tab := Table(Config{Images: &images.Artifacts{}, Rounds: 3}, rs)
+	if !strings.Contains(tab, "medians of 3 rounds") || !strings.Contains(tab, "2.00x") {
+		t.Errorf("table:\n%s", tab)
 	}
 }
