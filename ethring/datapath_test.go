@@ -1,7 +1,11 @@
 package ethring
 
 import (
+	"errors"
 	"testing"
+	"time"
+
+	"github.com/npfnic/npfnic/ethring/wire"
 
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
@@ -312,5 +316,42 @@ func TestPairRegisters(t *testing.T) {
 		if got := p.ReadReg(off); got != 0 {
 			t.Errorf("register %#x after reset: %#x", off, got)
 		}
+	}
+}
+
+// flakyPort fails its first Recv calls, then delivers one frame, then
+// reports closed.
+type flakyPort struct {
+	fails int
+	sent  bool
+	frame []byte
+}
+
+func (p *flakyPort) Send([]byte) error { return nil }
+func (p *flakyPort) Recv(buf []byte) (int, error) {
+	if p.fails > 0 {
+		p.fails--
+		return 0, errors.New("transient")
+	}
+	if !p.sent {
+		p.sent = true
+		return copy(buf, p.frame), nil
+	}
+	return 0, wire.ErrClosed
+}
+func (p *flakyPort) Close() error { return nil }
+
+// TestWireReaderSurvivesErrors: receive errors are retried; a port that
+// closes takes the link down.
+func TestWireReaderSurvivesErrors(t *testing.T) {
+	port := &flakyPort{fails: 3, frame: frame(60, 1)}
+	d := New(Config{Wire: port, QueuePairs: 1})
+	defer d.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for d.Link() || d.Stats().RxDropsDisabled != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("link %v stats %+v", d.Link(), d.Stats())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

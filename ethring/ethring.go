@@ -361,6 +361,7 @@ func (d *Datapath) statusBase() (uint64, bool) {
 func (d *Datapath) readWire() {
 	defer d.wg.Done()
 	buf := make([]byte, wire.MaxFrameLen)
+	var backoff time.Duration // while Recv keeps failing
 	for {
 		n, err := d.wire.Recv(buf)
 		if err != nil {
@@ -374,13 +375,24 @@ func (d *Datapath) readWire() {
 				d.SetLink(false)
 				return
 			}
-			d.log.Warn("wire receive failed", "err", err)
+			// A port that keeps failing (a deleted TAP) is retried with
+			// backoff and logged once per streak, not spun on.
+			if backoff == 0 {
+				d.log.Warn("wire receive failed; retrying", "err", err)
+				backoff = 10 * time.Millisecond
+			} else {
+				backoff = min(2*backoff, time.Second)
+			}
 			select {
 			case <-d.done:
 				return
-			case <-time.After(10 * time.Millisecond):
+			case <-time.After(backoff):
 			}
 			continue
+		}
+		if backoff != 0 {
+			d.log.Info("wire receiving again")
+			backoff = 0
 		}
 		d.Receive(buf[:n])
 	}

@@ -78,6 +78,21 @@ func ListenStream(network, addr string, log *slog.Logger) (*Stream, error) {
 	return s, nil
 }
 
+// StreamConn serves the stream protocol over one connection that is
+// already open (a socketpair, or a socket inherited from a parent such as
+// QEMU's -netdev stream with an fd). There is nothing to reconnect to: once
+// the peer goes away, the port stays without a peer until it is closed.
+// log may be nil.
+func StreamConn(c net.Conn, log *slog.Logger) *Stream {
+	s := newStream(c.LocalAddr().Network(), c.LocalAddr().String(), log)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.serve(c)
+	}()
+	return s
+}
+
 func newStream(network, addr string, log *slog.Logger) *Stream {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

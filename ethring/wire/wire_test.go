@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 )
@@ -185,8 +187,72 @@ func TestStreamRoundTrip(t *testing.T) {
 	}
 }
 
-// rawPeer is a hand-driven stream peer, to send what a well-behaved one
-// would not.
+// TestStreamSocketpair: two StreamConn ports over a socketpair, then one
+// end hangs up in the middle of a frame.
+func TestStreamSocketpair(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := func(fd int) net.Conn {
+		f := os.NewFile(uintptr(fd), "socketpair")
+		defer f.Close()
+		c, err := net.FileConn(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a := StreamConn(conn(fds[0]), nil)
+	defer a.Close()
+	raw := conn(fds[1])
+	b := StreamConn(raw, nil)
+	waitConnected(t, a)
+	waitConnected(t, b)
+	buf := make([]byte, MaxFrameLen)
+	for i, n := range []int{60, 1514, 0, 65536} {
+		f := testFrame(n, byte(i))
+		if err := a.Send(f); err != nil {
+			t.Fatal(err)
+		}
+		if got := recvTimeout(t, b, buf); !bytes.Equal(got, f) {
+			t.Fatalf("a->b frame of %d bytes corrupted", n)
+		}
+		if err := b.Send(f); err != nil {
+			t.Fatal(err)
+		}
+		if got := recvTimeout(t, a, buf); !bytes.Equal(got, f) {
+			t.Fatalf("b->a frame of %d bytes corrupted", n)
+		}
+	}
+	// b's side writes half a frame and hangs up: a drops the fragment
+	// and is left without a peer, without error or panic.
+	raw.Write(binary.BigEndian.AppendUint32(nil, 1000))
+	raw.Write(make([]byte, 10))
+	b.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Recv(buf)
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for a.Connected() {
+		if time.Now().After(deadline) {
+			t.Fatal("a never noticed the hang-up")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := a.Send(testFrame(60, 1)); !errors.Is(err, ErrNoPeer) {
+		t.Fatalf("Send after hang-up: %v", err)
+	}
+	a.Close()
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("Recv: %v", err)
+	}
+}
+
+// rawFrame encodes f as the stream protocol does, for hand-driven peers
+// that send what a well-behaved one would not.
 func rawFrame(f []byte) []byte {
 	return append(binary.BigEndian.AppendUint32(nil, uint32(len(f))), f...)
 }
