@@ -623,8 +623,19 @@ func waitNextClient(t *testing.T, path string) *testClient {
 			t.Fatal(err)
 		}
 		c := &testClient{t: t, uc: uc}
-		id := c.send(vdevice.CmdVersion, 0, vdevice.Version{JSON: qemuCapsJSON()}.Append(nil), nil)
-		r, err := c.wait(id)
+		// A server still tearing down the previous session turns us away,
+		// possibly before our VERSION is even written (EPIPE): try again.
+		msg := make([]byte, vdevice.HeaderSize)
+		msg = append(msg, vdevice.Version{JSON: qemuCapsJSON()}.Append(nil)...)
+		vdevice.Header{ID: c.nextID, Command: vdevice.CmdVersion, Size: uint32(len(msg))}.Put(msg)
+		id := c.nextID
+		c.nextID++
+		_, werr := uc.Write(msg)
+		var r reply
+		err = werr
+		if err == nil {
+			r, err = c.wait(id)
+		}
 		if err == nil && r.Flags&vdevice.FlagError == 0 {
 			t.Cleanup(func() { uc.Close() })
 			return c
