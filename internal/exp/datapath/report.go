@@ -311,8 +311,12 @@ func Charts(results []Result) []report.Chart {
 		}
 		return r.Label
 	}
+	runs := "same run"
+	if len(results) > 0 && results[0].Rounds > 1 {
+		runs = fmt.Sprintf("median of %d interleaved rounds", results[0].Rounds)
+	}
 	tput := report.BarChart{
-		Title: "iperf3 TCP through each NIC (TCG guest, same run)", YLabel: "receiver rate (Mbit/s)",
+		Title: "iperf3 TCP through each NIC (TCG guest, " + runs + ")", YLabel: "receiver rate (Mbit/s)",
 		Categories: []string{"guest to host", "host to guest"},
 	}
 	mc := report.BarChart{
@@ -328,7 +332,7 @@ func Charts(results []Result) []report.Chart {
 	if len(results) > 1 {
 		base := results[0]
 		rel := report.BarChart{
-			Title:      "relative to " + base.Label + " (same run)",
+			Title:      "relative to " + base.Label + " (" + runs + ")",
 			YLabel:     "ratio",
 			Categories: []string{"guest to host", "host to guest", "memcached"},
 		}
