@@ -28,7 +28,7 @@
 #define NPFNIC_MSIX_PBA_OFFSET           0x800
 #define NPFNIC_MSIX_VECTORS              0x8
 #define NPFNIC_MAGIC                     0x4e50464e /* value of NPFNIC_REG_ID */
-#define NPFNIC_INTERFACE_VERSION         0x20000 /* value of NPFNIC_REG_VERSION */
+#define NPFNIC_INTERFACE_VERSION         0x20001 /* value of NPFNIC_REG_VERSION */
 #define NPFNIC_DIAG_DMA_CTRL_START       0x1
 #define NPFNIC_DIAG_DMA_STATUS_IDLE      0x0
 #define NPFNIC_DIAG_DMA_STATUS_BUSY      0x1
@@ -52,10 +52,20 @@
 #define NPFNIC_RING_SIZE_MIN             0x8
 #define NPFNIC_RING_SIZE_MAX             0x1000
 #define NPFNIC_TXD_EOP                   0x1 /* npfnic_tx_desc.flags: last descriptor of the frame */
+#define NPFNIC_TXD_CSUM                  0x2 /* first descriptor: CHECKSUM_PARTIAL at csum_start/csum_offset */
+#define NPFNIC_TXD_TSO4                  0x4 /* first descriptor: TCP/IPv4 super-packet, segments of mss bytes */
+#define NPFNIC_TXD_TSO6                  0x8 /* first descriptor: TCP/IPv6 super-packet, segments of mss bytes */
 #define NPFNIC_RXD_DONE                  0x1 /* npfnic_rx_desc.status: filled by the device */
+#define NPFNIC_RXD_CSUM_OK               0x2 /* npfnic_rx_desc.status: TCP/UDP checksum verified correct */
 #define NPFNIC_TX_MAX_SEGS               0x12 /* descriptors per TX frame */
 #define NPFNIC_MIN_FRAME                 0xe /* shortest frame sent (an Ethernet header) */
 #define NPFNIC_MAX_FRAME                 0x5ee /* longest frame, without FCS */
+#define NPFNIC_MAX_TSO_FRAME             0x10012 /* longest TSO super-packet gathered (64 KiB + Ethernet and VLAN header) */
+#define NPFNIC_TSO_MAX_MSS               0x2328 /* largest mss of a TSO frame */
+#define NPFNIC_FEAT_TX_CSUM              0x1 /* NPFNIC_REG_FEATURES: NPFNIC_TXD_CSUM */
+#define NPFNIC_FEAT_TSO4                 0x2 /* NPFNIC_REG_FEATURES: NPFNIC_TXD_TSO4 */
+#define NPFNIC_FEAT_TSO6                 0x4 /* NPFNIC_REG_FEATURES: NPFNIC_TXD_TSO6 */
+#define NPFNIC_FEAT_RX_CSUM              0x8 /* NPFNIC_REG_FEATURES: NPFNIC_RXD_CSUM_OK */
 
 /* BAR0 registers (32-bit) */
 #define NPFNIC_REG_ID                    0x0000 /* RO: magic NPFNIC_MAGIC */
@@ -75,6 +85,7 @@
 #define NPFNIC_REG_MAC_HI                0x0050 /* RO: MAC bytes 4..5 in bits 15:0 */
 #define NPFNIC_REG_QP_MAX                0x0054 /* RO: number of queue pairs (NPFNIC_QP_MAX) */
 #define NPFNIC_REG_MISC_IRQ_ARM          0x0058 /* WO: write 1: NPFNIC_MISC_VECTOR may fire once for the next misc event */
+#define NPFNIC_REG_FEATURES              0x005c /* RO: NPFNIC_FEAT_*: offloads the device implements (interface 2.1) */
 
 /* Queue pair registers, offsets from NPFNIC_QP_BASE(q) (32-bit) */
 #define NPFNIC_QP_TX_BASE_LO             0x00 /* RW: TX ring guest address, bits 31:0 (16-byte aligned) */
@@ -96,18 +107,22 @@
 /* offset of struct npfnic_qp_status q in the status block */
 #define NPFNIC_STATUS_QP_OFFSET(q)       (64 + (q) * 64)
 
-/* TX descriptor: one segment of a frame; NPFNIC_TXD_EOP marks the last. */
+/* TX descriptor: one segment of a frame; NPFNIC_TXD_EOP marks the last. Offload flags and fields count in the first one. */
 struct npfnic_tx_desc {
 	__le64 addr;                    /* guest address of the segment */
 	__le16 len;                     /* segment length in bytes */
 	__le16 flags;                   /* NPFNIC_TXD_* */
-	__le32 rsvd;                    /* reserved, zero */
+	__le16 mss;                     /* first descriptor, TSO: TCP payload bytes per segment */
+	__u8 csum_start;                /* first descriptor, CSUM/TSO: checksum start (TSO: TCP header) */
+	__u8 csum_offset;               /* first descriptor, CSUM: checksum field offset from csum_start */
 };
 _Static_assert(sizeof(struct npfnic_tx_desc) == 16, "npfnic_tx_desc size");
 _Static_assert(offsetof(struct npfnic_tx_desc, addr) == 0, "npfnic_tx_desc.addr offset");
 _Static_assert(offsetof(struct npfnic_tx_desc, len) == 8, "npfnic_tx_desc.len offset");
 _Static_assert(offsetof(struct npfnic_tx_desc, flags) == 10, "npfnic_tx_desc.flags offset");
-_Static_assert(offsetof(struct npfnic_tx_desc, rsvd) == 12, "npfnic_tx_desc.rsvd offset");
+_Static_assert(offsetof(struct npfnic_tx_desc, mss) == 12, "npfnic_tx_desc.mss offset");
+_Static_assert(offsetof(struct npfnic_tx_desc, csum_start) == 14, "npfnic_tx_desc.csum_start offset");
+_Static_assert(offsetof(struct npfnic_tx_desc, csum_offset) == 15, "npfnic_tx_desc.csum_offset offset");
 
 /* RX descriptor: one buffer, one frame. The device writes pkt_len and status, then advances rx_head. */
 struct npfnic_rx_desc {
@@ -132,8 +147,10 @@ struct npfnic_qp_status {
 	__le32 error_info;              /* ring index of the offending descriptor, or the bad tail value */
 	__le32 rx_drops_no_buf;         /* frames dropped: no RX buffer posted */
 	__le32 rx_drops_too_big;        /* frames dropped: larger than the posted buffer */
-	__le32 tx_drops_bad_len;        /* TX frames dropped: length outside 14..NPFNIC_MAX_FRAME or too many segments */
-	__le32 rsvd[9];                 /* reserved, zero */
+	__le32 tx_drops_bad_len;        /* TX frames dropped: bad length, too many segments or a bad offload request */
+	__le32 tx_tso_frames;           /* TSO super-packets segmented */
+	__le32 rx_wire_stalls;          /* times RX stopped taking frames from the wire for lack of buffers */
+	__le32 rsvd[7];                 /* reserved, zero */
 };
 _Static_assert(sizeof(struct npfnic_qp_status) == 64, "npfnic_qp_status size");
 _Static_assert(offsetof(struct npfnic_qp_status, tx_head) == 0, "npfnic_qp_status.tx_head offset");
@@ -143,7 +160,9 @@ _Static_assert(offsetof(struct npfnic_qp_status, error_info) == 12, "npfnic_qp_s
 _Static_assert(offsetof(struct npfnic_qp_status, rx_drops_no_buf) == 16, "npfnic_qp_status.rx_drops_no_buf offset");
 _Static_assert(offsetof(struct npfnic_qp_status, rx_drops_too_big) == 20, "npfnic_qp_status.rx_drops_too_big offset");
 _Static_assert(offsetof(struct npfnic_qp_status, tx_drops_bad_len) == 24, "npfnic_qp_status.tx_drops_bad_len offset");
-_Static_assert(offsetof(struct npfnic_qp_status, rsvd) == 28, "npfnic_qp_status.rsvd offset");
+_Static_assert(offsetof(struct npfnic_qp_status, tx_tso_frames) == 28, "npfnic_qp_status.tx_tso_frames offset");
+_Static_assert(offsetof(struct npfnic_qp_status, rx_wire_stalls) == 32, "npfnic_qp_status.rx_wire_stalls offset");
+_Static_assert(offsetof(struct npfnic_qp_status, rsvd) == 36, "npfnic_qp_status.rsvd offset");
 
 /* Status block (device to driver), at NPFNIC_REG_STATUS_ADDR; NPFNIC_STATUS_BLOCK_SIZE bytes in all. */
 struct npfnic_status_block {

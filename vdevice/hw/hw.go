@@ -42,8 +42,10 @@ const (
 	// Magic is the value of REG_ID ("NFPN" in little-endian bytes).
 	Magic = 0x4e50464e
 	// InterfaceVersion is REG_VERSION: major in bits 31:16, minor in 15:0.
-	// Bump the major for incompatible register changes.
-	InterfaceVersion = 2<<16 | 0
+	// Bump the major for incompatible register changes, the minor for
+	// additions an older driver can ignore (2.1: FEATURES, TX checksum and
+	// TSO, RX checksum status, tx_tso_frames and rx_wire_stalls).
+	InterfaceVersion = 2<<16 | 1
 )
 
 // Register offsets in BAR0. All registers are 32 bits wide.
@@ -66,6 +68,7 @@ const (
 	RegMACHi        = 0x0050 // RO: MAC bytes 4..5 in bits 15:0
 	RegQPMax        = 0x0054 // RO: QPMax
 	RegMiscIRQArm   = 0x0058 // WO: write 1 to arm the misc vector once
+	RegFeatures     = 0x005c // RO: Feat* offloads the device implements
 )
 
 // Queue pair register blocks: pair q's registers are at QPBase(q) plus the
@@ -129,11 +132,62 @@ const (
 	RingSizeMax = 4096
 
 	TxdEOP  = 1 << 0 // last descriptor of the frame
-	RxdDone = 1 << 0 // descriptor filled by the device
+	TxdCsum = 1 << 1 // first descriptor: checksum from csum_start, stored at csum_start+csum_offset
+	TxdTSO4 = 1 << 2 // first descriptor: TCP/IPv4 super-packet, segmented at mss
+	TxdTSO6 = 1 << 3 // first descriptor: TCP/IPv6 super-packet, segmented at mss
+
+	RxdDone   = 1 << 0 // descriptor filled by the device
+	RxdCsumOK = 1 << 1 // the device verified the frame's TCP or UDP checksum
 
 	TxMaxSegs = 18
 	MinFrame  = 14   // an Ethernet header
 	MaxFrame  = 1518 // without FCS
+	// MaxTSOFrame bounds a gathered TSO super-packet: 64 KiB of IP
+	// datagram plus an Ethernet header with one VLAN tag.
+	MaxTSOFrame = 65536 + 18
+	// TSOMaxMSS is the largest mss a TSO frame may ask for.
+	TSOMaxMSS = 9000
+)
+
+// Offloads (interface 2.1). REG_FEATURES reports the ones the device
+// implements; a driver uses a TX offload by setting its flag in the first
+// descriptor of a frame, and reads RxdCsumOK in RX descriptors. A driver
+// written for 2.0 leaves the new descriptor fields zero and ignores the new
+// status bits, so it keeps working unchanged.
+//
+// TxdCsum has Linux CHECKSUM_PARTIAL semantics: the device computes the
+// 16-bit ones' complement sum of the frame from byte csum_start to its end
+// (the driver's stack seeded the pseudo-header sum into the checksum field)
+// and stores it, folded and complemented, at csum_start+csum_offset; a zero
+// result is stored as 0xffff for UDP, as is otherwise. A frame whose
+// checksum field does not lie inside it is dropped (tx_drops_bad_len).
+//
+// TxdTSO4 and TxdTSO6 mark the gathered frame (up to MaxTSOFrame bytes) as
+// one TCP super-packet over Ethernet (with at most one VLAN tag) and IPv4
+// or IPv6 (no extension headers other than hop-by-hop and destination
+// options); csum_start is the offset of the TCP header. The device cuts the
+// TCP payload into segments of at most mss bytes and sends each as a frame
+// with the headers copied, the IPv4 total length or IPv6 payload length
+// set, the IPv4 ID incremented per segment and the IPv4 header checksum
+// recomputed, the sequence number advanced, FIN and PSH on the last segment
+// only, CWR on the first only, and the whole TCP checksum computed (TSO
+// implies TxdCsum). A TSO frame with mss 0 or above TSOMaxMSS, headers
+// that do not parse as such, csum_start not at the TCP header, both TSO
+// flags, or a length above MaxTSOFrame is dropped and counted in
+// tx_drops_bad_len; it is not a queue error.
+//
+// RxdCsumOK: the frame is IPv4 or IPv6 (not a fragment) carrying TCP or
+// UDP, and the device verified that its checksum is correct. Frames the
+// device cannot verify, and frames whose checksum is wrong, come without
+// the bit: the device never drops a frame for its checksum.
+const (
+	FeatTxCsum = 1 << 0 // TxdCsum
+	FeatTSO4   = 1 << 1 // TxdTSO4
+	FeatTSO6   = 1 << 2 // TxdTSO6
+	FeatRxCsum = 1 << 3 // RxdCsumOK
+
+	// Features is REG_FEATURES of this device.
+	Features = FeatTxCsum | FeatTSO4 | FeatTSO6 | FeatRxCsum
 )
 
 // Register values.
@@ -201,6 +255,7 @@ var Registers = []Register{
 	{"MAC_HI", RegMACHi, "RO", "MAC bytes 4..5 in bits 15:0"},
 	{"QP_MAX", RegQPMax, "RO", "number of queue pairs (NPFNIC_QP_MAX)"},
 	{"MISC_IRQ_ARM", RegMiscIRQArm, "WO", "write 1: NPFNIC_MISC_VECTOR may fire once for the next misc event"},
+	{"FEATURES", RegFeatures, "RO", "NPFNIC_FEAT_*: offloads the device implements (interface 2.1)"},
 }
 
 // QPRegisters lists the registers of one queue pair, as offsets from
@@ -278,8 +333,18 @@ var Values = []Value{
 	{"RING_SIZE_MIN", RingSizeMin, ""},
 	{"RING_SIZE_MAX", RingSizeMax, ""},
 	{"TXD_EOP", TxdEOP, "npfnic_tx_desc.flags: last descriptor of the frame"},
+	{"TXD_CSUM", TxdCsum, "first descriptor: CHECKSUM_PARTIAL at csum_start/csum_offset"},
+	{"TXD_TSO4", TxdTSO4, "first descriptor: TCP/IPv4 super-packet, segments of mss bytes"},
+	{"TXD_TSO6", TxdTSO6, "first descriptor: TCP/IPv6 super-packet, segments of mss bytes"},
 	{"RXD_DONE", RxdDone, "npfnic_rx_desc.status: filled by the device"},
+	{"RXD_CSUM_OK", RxdCsumOK, "npfnic_rx_desc.status: TCP/UDP checksum verified correct"},
 	{"TX_MAX_SEGS", TxMaxSegs, "descriptors per TX frame"},
 	{"MIN_FRAME", MinFrame, "shortest frame sent (an Ethernet header)"},
 	{"MAX_FRAME", MaxFrame, "longest frame, without FCS"},
+	{"MAX_TSO_FRAME", MaxTSOFrame, "longest TSO super-packet gathered (64 KiB + Ethernet and VLAN header)"},
+	{"TSO_MAX_MSS", TSOMaxMSS, "largest mss of a TSO frame"},
+	{"FEAT_TX_CSUM", FeatTxCsum, "NPFNIC_REG_FEATURES: NPFNIC_TXD_CSUM"},
+	{"FEAT_TSO4", FeatTSO4, "NPFNIC_REG_FEATURES: NPFNIC_TXD_TSO4"},
+	{"FEAT_TSO6", FeatTSO6, "NPFNIC_REG_FEATURES: NPFNIC_TXD_TSO6"},
+	{"FEAT_RX_CSUM", FeatRxCsum, "NPFNIC_REG_FEATURES: NPFNIC_RXD_CSUM_OK"},
 }

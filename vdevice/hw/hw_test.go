@@ -109,6 +109,22 @@ func TestLayouts(t *testing.T) {
 	if hw.RxDescAddr.Get(b) != 0x1122334455667788 || hw.RxDescBufLen.Get(b) != 2048 {
 		t.Fatal("rx desc decoding")
 	}
+	// The 2.1 TX descriptor: mss, csum_start and csum_offset where 2.0 had
+	// a reserved word.
+	b = make([]byte, hw.TxDescSize)
+	hw.TxDescAddr.Put(b, 0x1000)
+	hw.TxDescLen.Put(b, 1514)
+	hw.TxDescFlags.Put(b, hw.TxdEOP|hw.TxdTSO4)
+	hw.TxDescMSS.Put(b, 1448)
+	hw.TxDescCsumStart.Put(b, 34)
+	hw.TxDescCsumOffset.Put(b, 16)
+	want = []byte{0, 0x10, 0, 0, 0, 0, 0, 0, 0xea, 0x05, 0x05, 0, 0xa8, 0x05, 34, 16}
+	if !bytes.Equal(b, want) {
+		t.Fatalf("tx desc encoding % x, want % x", b, want)
+	}
+	if hw.TxDescMSS.Get(b) != 1448 || hw.TxDescCsumStart.Get(b) != 34 || hw.TxDescCsumOffset.Get(b) != 16 {
+		t.Fatal("tx desc decoding")
+	}
 }
 
 func TestDiagPatternKnownValues(t *testing.T) {
@@ -163,6 +179,9 @@ int main(void) {
 		printf("%%x %%d %%d\n", NPFNIC_QP_BASE(q) + NPFNIC_QP_ITR, NPFNIC_QP_VECTOR(q), NPFNIC_STATUS_QP_OFFSET(q));
 	printf("%%zu %%zu %%zu %%zu\n", offsetof(struct npfnic_rx_desc, status), offsetof(struct npfnic_qp_status, tx_drops_bad_len),
 	       sizeof(struct npfnic_status_block), offsetof(struct npfnic_status_block, qp[2].rx_head));
+	printf("%%zu %%zu %%zu %%zu %%x %%x\n", offsetof(struct npfnic_tx_desc, mss), offsetof(struct npfnic_tx_desc, csum_offset),
+	       offsetof(struct npfnic_qp_status, tx_tso_frames), offsetof(struct npfnic_qp_status, rx_wire_stalls),
+	       NPFNIC_REG_FEATURES, NPFNIC_FEAT_TX_CSUM | NPFNIC_FEAT_TSO4 | NPFNIC_FEAT_TSO6 | NPFNIC_FEAT_RX_CSUM);
 	return 0;
 }
 `, abs)
@@ -190,6 +209,8 @@ int main(void) {
 	}
 	fmt.Fprintf(&want, "%d %d %d %d\n", hw.RxDescStatus.Offset, hw.QPStatusTxDropsBadLen.Offset,
 		hw.StatusHeaderSize, hw.StatusQPOffset(2)+hw.QPStatusRxHead.Offset)
+	fmt.Fprintf(&want, "%d %d %d %d %x %x\n", hw.TxDescMSS.Offset, hw.TxDescCsumOffset.Offset,
+		hw.QPStatusTxTSOFrames.Offset, hw.QPStatusRxWireStalls.Offset, hw.RegFeatures, hw.Features)
 	if string(out) != want.String() {
 		t.Fatalf("C and Go disagree:\nC:\n%s\nGo:\n%s", out, want.String())
 	}

@@ -16,6 +16,9 @@ type Field struct {
 	Doc    string
 }
 
+// U8 is an 8-bit field (C __u8).
+type U8 struct{ Field }
+
 // Le16 is a little-endian 16-bit field (C __le16).
 type Le16 struct{ Field }
 
@@ -24,6 +27,12 @@ type Le32 struct{ Field }
 
 // Le64 is a little-endian 64-bit field (C __le64).
 type Le64 struct{ Field }
+
+// Get decodes the field from b, which holds the whole structure.
+func (f U8) Get(b []byte) uint8 { return b[f.Offset] }
+
+// Put encodes v into the field of b.
+func (f U8) Put(b []byte, v uint8) { b[f.Offset] = v }
 
 // Get decodes the field from b, which holds the whole structure.
 func (f Le16) Get(b []byte) uint16 { return binary.LittleEndian.Uint16(b[f.Offset:]) }
@@ -43,6 +52,7 @@ func (f Le64) Get(b []byte) uint64 { return binary.LittleEndian.Uint64(b[f.Offse
 // Put encodes v into the field of b.
 func (f Le64) Put(b []byte, v uint64) { binary.LittleEndian.PutUint64(b[f.Offset:], v) }
 
+func u8(name string, off int, doc string) U8     { return U8{Field{name, off, 1, 0, nil, doc}} }
 func le16(name string, off int, doc string) Le16 { return Le16{Field{name, off, 2, 0, nil, doc}} }
 func le32(name string, off int, doc string) Le32 { return Le32{Field{name, off, 4, 0, nil, doc}} }
 func le64(name string, off int, doc string) Le64 { return Le64{Field{name, off, 8, 0, nil, doc}} }
@@ -68,17 +78,22 @@ const (
 )
 
 // TX descriptor fields. The device never writes a TX descriptor back:
-// qp_status.tx_head is the completion.
+// qp_status.tx_head is the completion. mss, csum_start and csum_offset
+// (interface 2.1, reserved zero before) are read from the first descriptor
+// of a frame only, with its offload flags.
 var (
-	TxDescAddr  = le64("addr", 0, "guest address of the segment")
-	TxDescLen   = le16("len", 8, "segment length in bytes")
-	TxDescFlags = le16("flags", 10, "NPFNIC_TXD_*")
+	TxDescAddr       = le64("addr", 0, "guest address of the segment")
+	TxDescLen        = le16("len", 8, "segment length in bytes")
+	TxDescFlags      = le16("flags", 10, "NPFNIC_TXD_*")
+	TxDescMSS        = le16("mss", 12, "first descriptor, TSO: TCP payload bytes per segment")
+	TxDescCsumStart  = u8("csum_start", 14, "first descriptor, CSUM/TSO: checksum start (TSO: TCP header)")
+	TxDescCsumOffset = u8("csum_offset", 15, "first descriptor, CSUM: checksum field offset from csum_start")
 )
 
 // TxDesc is struct npfnic_tx_desc.
 var TxDesc = Layout{"tx_desc", TxDescSize,
-	"TX descriptor: one segment of a frame; NPFNIC_TXD_EOP marks the last.",
-	[]Field{TxDescAddr.Field, TxDescLen.Field, TxDescFlags.Field, rsvd32(12, 0)}}
+	"TX descriptor: one segment of a frame; NPFNIC_TXD_EOP marks the last. Offload flags and fields count in the first one.",
+	[]Field{TxDescAddr.Field, TxDescLen.Field, TxDescFlags.Field, TxDescMSS.Field, TxDescCsumStart.Field, TxDescCsumOffset.Field}}
 
 // RX descriptor fields.
 var (
@@ -102,14 +117,17 @@ var (
 	QPStatusErrorInfo     = le32("error_info", 12, "ring index of the offending descriptor, or the bad tail value")
 	QPStatusRxDropsNoBuf  = le32("rx_drops_no_buf", 16, "frames dropped: no RX buffer posted")
 	QPStatusRxDropsTooBig = le32("rx_drops_too_big", 20, "frames dropped: larger than the posted buffer")
-	QPStatusTxDropsBadLen = le32("tx_drops_bad_len", 24, "TX frames dropped: length outside 14..NPFNIC_MAX_FRAME or too many segments")
+	QPStatusTxDropsBadLen = le32("tx_drops_bad_len", 24, "TX frames dropped: bad length, too many segments or a bad offload request")
+	QPStatusTxTSOFrames   = le32("tx_tso_frames", 28, "TSO super-packets segmented")
+	QPStatusRxWireStalls  = le32("rx_wire_stalls", 32, "times RX stopped taking frames from the wire for lack of buffers")
 )
 
 // QPStatus is struct npfnic_qp_status.
 var QPStatus = Layout{"qp_status", QPStatusSize,
 	"Status of one queue pair, written by the device into the status block.",
 	[]Field{QPStatusTxHead.Field, QPStatusRxHead.Field, QPStatusError.Field, QPStatusErrorInfo.Field,
-		QPStatusRxDropsNoBuf.Field, QPStatusRxDropsTooBig.Field, QPStatusTxDropsBadLen.Field, rsvd32(28, 9)}}
+		QPStatusRxDropsNoBuf.Field, QPStatusRxDropsTooBig.Field, QPStatusTxDropsBadLen.Field,
+		QPStatusTxTSOFrames.Field, QPStatusRxWireStalls.Field, rsvd32(36, 7)}}
 
 // Status block header fields.
 var (

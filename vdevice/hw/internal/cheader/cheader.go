@@ -67,6 +67,9 @@ func renderLayout(b *bytes.Buffer, l *hw.Layout) {
 	fmt.Fprintf(b, "\n/* %s */\nstruct %s {\n", l.Doc, name)
 	for _, f := range l.Fields {
 		typ := fmt.Sprintf("__le%d", f.Size*8)
+		if f.Size == 1 {
+			typ = "__u8"
+		}
 		if f.Elem != nil {
 			typ = "struct npfnic_" + f.Elem.Name
 		}
