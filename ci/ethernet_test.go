@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/npfnic/npfnic/ci/vm"
 	"github.com/npfnic/npfnic/ci/vm/hostnet"
+	"github.com/npfnic/npfnic/internal/exp/datapath"
 )
 
 // hostLink is a guest NIC's host end: a tap in a network namespace of its
@@ -284,24 +284,15 @@ func TestEthernetIntegrity64MiB(t *testing.T) {
 	transfer(t, v, link, 64<<20)
 }
 
-// iperf3Bytes runs iperf3 with -J and returns the bytes the sender sent
-// and the receiver received.
+// iperf3Bytes reads an iperf3 -J report: bytes the sender sent and the
+// receiver received.
 func iperf3Bytes(t *testing.T, jsonOut string) (sent, received float64) {
 	t.Helper()
-	var r struct {
-		End struct {
-			SumSent     struct{ Bytes float64 } `json:"sum_sent"`
-			SumReceived struct{ Bytes float64 } `json:"sum_received"`
-		} `json:"end"`
-		Error string `json:"error"`
+	r, err := datapath.ParseIperf3([]byte(jsonOut))
+	if err != nil {
+		t.Fatalf("iperf3: %v\n%s", err, jsonOut)
 	}
-	if err := json.Unmarshal([]byte(jsonOut), &r); err != nil {
-		t.Fatalf("iperf3 JSON: %v\n%s", err, jsonOut)
-	}
-	if r.Error != "" {
-		t.Fatalf("iperf3: %s", r.Error)
-	}
-	return r.End.SumSent.Bytes, r.End.SumReceived.Bytes
+	return float64(r.SentBytes), float64(r.Bytes)
 }
 
 // TestEthernetIperf3BothWays: iperf3 guest -> host and host -> guest; the
@@ -331,27 +322,21 @@ func TestEthernetIperf3BothWays(t *testing.T) {
 func TestEthernetMemcached(t *testing.T) {
 	v, link, _ := npfnicGuest(t, "memcached", "")
 	run(t, v, "memcached -d -u root -l "+link.guestIP+" -p 11211 -m 64")
-	out := link.host(t, 3*time.Minute, "memcaslap", "-s", link.guestIP+":11211", "-x", "2000", "-c", "4", "-T", "1")
-	ops, errs := parseMemaslap(t, out)
-	if ops < 2000 || errs != 0 {
-		t.Fatalf("memaslap: %d ops, %d errors\n%s", ops, errs, out)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := link.ns.Command(ctx, "memcaslap", "-s", link.guestIP+":11211", "-x", "2000", "-c", "4", "-T", "1")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("memaslap: %v\n%s%s", err, stdout.String(), stderr.String())
 	}
-}
-
-// parseMemaslap reads the total operations and failures from memaslap's
-// final report.
-func parseMemaslap(t *testing.T, out string) (ops, errs int) {
-	t.Helper()
-	m := regexp.MustCompile(`(?m)^Run time: .*Ops: (\d+)`).FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("memaslap printed no summary:\n%s", out)
+	m, err := datapath.ParseMemaslap(stdout.String(), stderr.String())
+	if err != nil {
+		t.Fatal(err)
 	}
-	ops, _ = strconv.Atoi(m[1])
-	for _, f := range regexp.MustCompile(`(?mi)(?:failed|error)s?[^:\n]*:\s*(\d+)`).FindAllStringSubmatch(out, -1) {
-		n, _ := strconv.Atoi(f[1])
-		errs += n
+	if m.Ops < 2000 || m.Errors != 0 {
+		t.Fatalf("memaslap: %v %v", m, m.ErrorLines)
 	}
-	return ops, errs
 }
 
 // TestTwoVMsCabledThroughStream: npfnic in one guest, QEMU's e1000e in

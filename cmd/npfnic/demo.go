@@ -4,10 +4,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/npfnic/npfnic/ci/vm"
+	"github.com/npfnic/npfnic/internal/exp/datapath"
 )
 
 func init() {
@@ -20,6 +23,7 @@ func runDemo(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	opt := addImageFlags(fs)
 	logDir := fs.String("logs", "out/demo", "keep the guest's console log and QMP transcript here")
+	traffic := fs.Duration("traffic", 3*time.Second, "length of each iperf3 direction and of the memaslap run (whole seconds)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -91,7 +95,30 @@ func runDemo(ctx context.Context, args []string) error {
 	if err := v.Shutdown(sctx); err != nil {
 		return err
 	}
-	step("done in %.1fs; logs in %s", time.Since(start).Seconds(), v.LogDir())
+
+	// Real traffic: the same guest with its npfnic cabled to a host tap.
+	step("TCP and memcached through npfnic (a guest cabled to a tap in a network namespace):")
+	nics, err := datapath.LookupNICs("npfnic")
+	if err != nil {
+		return err
+	}
+	c := datapath.Config{
+		Images: a, NICs: nics, IperfTime: *traffic, MemaslapTime: *traffic,
+		LogDir: filepath.Join(*logDir, "traffic"), Progress: &stampWriter{w: os.Stdout, start: start},
+	}
+	results, err := datapath.Run(ctx, c)
+	if len(results) > 0 {
+		fmt.Print(indent(datapath.Table(c, results)))
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			return fmt.Errorf("traffic through npfnic: %w (logs in %s)", r.Err, c.LogDir)
+		}
+	}
+	step("done in %.1fs; logs in %s", time.Since(start).Seconds(), *logDir)
 	return nil
 }
 
