@@ -65,6 +65,7 @@ struct npfnic {
 	struct pci_dev *pdev;
 	struct net_device *netdev;
 	void __iomem *bar0;
+	u32 features;			/* NPFNIC_FEAT_*, from the device */
 	int nvecs;
 	atomic_t irq_count[NPFNIC_MSIX_VECTORS];
 	struct npfnic_qp *misc_ctx;	/* context of the misc vector */

@@ -141,6 +141,49 @@ static int npfnic_clean_tx(struct npfnic_qp *qp, int budget)
 	return pkts;
 }
 
+struct npfnic_tx_offload {
+	u16 flags;
+	u16 mss;
+	u8 csum_start;
+	u8 csum_offset;
+};
+
+/*
+ * Fills the first descriptor's offload request: segmentation for GSO TCP
+ * frames, a checksum for partial ones. What the device cannot express (a
+ * checksum starting beyond byte 255) is finished in software instead.
+ */
+static int npfnic_tx_offload(struct npfnic *nic, struct sk_buff *skb,
+			     struct npfnic_tx_offload *o)
+{
+	unsigned int start;
+
+	memset(o, 0, sizeof(*o));
+	if (skb->ip_summed != CHECKSUM_PARTIAL)
+		return 0;
+	start = skb_checksum_start_offset(skb);
+	if (start > U8_MAX || skb->csum_offset > U8_MAX)
+		return skb_is_gso(skb) ? -EINVAL : skb_checksum_help(skb);
+	o->csum_start = start;
+	o->csum_offset = skb->csum_offset;
+	if (skb_is_gso(skb)) {
+		if (skb_shinfo(skb)->gso_type & SKB_GSO_TCPV4)
+			o->flags = NPFNIC_TXD_TSO4;
+		else if (skb_shinfo(skb)->gso_type & SKB_GSO_TCPV6)
+			o->flags = NPFNIC_TXD_TSO6;
+		else
+			return -EINVAL;	/* only TCP segmentation is advertised */
+		o->mss = skb_shinfo(skb)->gso_size;
+		return 0;
+	}
+	if (!(nic->features & NPFNIC_FEAT_TX_CSUM)) {
+		memset(o, 0, sizeof(*o));
+		return skb_checksum_help(skb);
+	}
+	o->flags = NPFNIC_TXD_CSUM;
+	return 0;
+}
+
 static netdev_tx_t npfnic_xmit(struct sk_buff *skb, struct net_device *netdev)
 {
 	struct npfnic *nic = npfnic_from_netdev(netdev);
@@ -148,13 +191,15 @@ static netdev_tx_t npfnic_xmit(struct sk_buff *skb, struct net_device *netdev)
 	struct netdev_queue *txq = netdev_get_tx_queue(netdev, qp->idx);
 	struct device *dev = &nic->pdev->dev;
 	u32 first = qp->tx_tail, i, nsegs;
+	struct npfnic_tx_offload offload;
 	struct npfnic_tx_slot *slot;
 	struct npfnic_tx_desc *desc;
 	int f;
 
-	/* The device has no checksum offload: finish partial checksums here. */
-	if (skb->ip_summed == CHECKSUM_PARTIAL && skb_checksum_help(skb))
+	if (npfnic_tx_offload(nic, skb, &offload))
 		goto drop;
+	if (skb_headlen(skb) > U16_MAX)
+		goto drop;	/* a descriptor carries at most 64 KiB - 1 */
 	if (skb_shinfo(skb)->nr_frags + 1 > NPFNIC_TX_MAX_SEGS) {
 		if (skb_linearize(skb))
 			goto drop;
@@ -180,7 +225,9 @@ static netdev_tx_t npfnic_xmit(struct sk_buff *skb, struct net_device *netdev)
 		desc->addr = cpu_to_le64(slot->dma);
 		desc->len = cpu_to_le16(slot->len);
 		desc->flags = 0;
-		desc->rsvd = 0;
+		desc->mss = 0;
+		desc->csum_start = 0;
+		desc->csum_offset = 0;
 		qp->tx_tail++;
 		if (f == skb_shinfo(skb)->nr_frags)
 			break;
@@ -194,7 +241,12 @@ static netdev_tx_t npfnic_xmit(struct sk_buff *skb, struct net_device *netdev)
 			goto unwind;
 		}
 	}
-	desc->flags = cpu_to_le16(NPFNIC_TXD_EOP);
+	desc->flags |= cpu_to_le16(NPFNIC_TXD_EOP);
+	desc = &qp->tx_ring[first & (qp->tx_size - 1)];
+	desc->flags |= cpu_to_le16(offload.flags);
+	desc->mss = cpu_to_le16(offload.mss);
+	desc->csum_start = offload.csum_start;
+	desc->csum_offset = offload.csum_offset;
 	slot->skb = skb;
 	netdev_tx_sent_queue(txq, skb->len);
 	skb_tx_timestamp(skb);
@@ -273,6 +325,9 @@ static int npfnic_clean_rx(struct npfnic_qp *qp, int budget)
 			} else {
 				skb_put_data(skb, buf, len);
 				skb->protocol = eth_type_trans(skb, netdev);
+				if ((le16_to_cpu(desc->status) & NPFNIC_RXD_CSUM_OK) &&
+				    (netdev->features & NETIF_F_RXCSUM))
+					skb->ip_summed = CHECKSUM_UNNECESSARY;
 				skb_record_rx_queue(skb, qp->idx);
 				bytes += len;
 				napi_gro_receive(&qp->napi, skb);
@@ -533,6 +588,7 @@ static const char npfnic_qp_stat_names[][ETH_GSTRING_LEN] = {
 
 static const char npfnic_dev_stat_names[][ETH_GSTRING_LEN] = {
 	"rx_drops_no_buf", "rx_drops_too_big", "tx_drops_bad_len", "queue_errors",
+	"tx_tso_frames", "rx_wire_stalls",
 };
 
 #define NPFNIC_QP_STATS		ARRAY_SIZE(npfnic_qp_stat_names)
@@ -570,7 +626,7 @@ static void npfnic_get_ethtool_stats(struct net_device *netdev, struct ethtool_s
 				     u64 *data)
 {
 	struct npfnic *nic = npfnic_from_netdev(netdev);
-	u64 no_buf = 0, too_big = 0, bad_len = 0, qerr = 0;
+	u64 no_buf = 0, too_big = 0, bad_len = 0, qerr = 0, tso = 0, stalls = 0;
 	unsigned int start;
 	int q;
 
@@ -596,11 +652,15 @@ static void npfnic_get_ethtool_stats(struct net_device *netdev, struct ethtool_s
 		too_big += le32_to_cpu(READ_ONCE(st->rx_drops_too_big));
 		bad_len += le32_to_cpu(READ_ONCE(st->tx_drops_bad_len));
 		qerr += !!le32_to_cpu(READ_ONCE(st->error));
+		tso += le32_to_cpu(READ_ONCE(st->tx_tso_frames));
+		stalls += le32_to_cpu(READ_ONCE(st->rx_wire_stalls));
 	}
 	data[0] = no_buf;
 	data[1] = too_big;
 	data[2] = bad_len;
 	data[3] = qerr;
+	data[4] = tso;
+	data[5] = stalls;
 }
 
 static void npfnic_get_ringparam(struct net_device *netdev, struct ethtool_ringparam *ring,
@@ -701,8 +761,19 @@ int npfnic_eth_probe(struct npfnic *nic)
 
 	netdev->netdev_ops = &npfnic_netdev_ops;
 	netdev->ethtool_ops = &npfnic_ethtool_ops;
-	netdev->features = NETIF_F_SG | NETIF_F_HW_CSUM;
-	netdev->hw_features = netdev->features;
+	nic->features = ioread32(nic->bar0 + NPFNIC_REG_FEATURES);
+	/*
+	 * HW_CSUM is always offered: SG needs a checksum feature, and the
+	 * driver finishes checksums in software when the device cannot.
+	 */
+	netdev->hw_features = NETIF_F_SG | NETIF_F_HW_CSUM;
+	if (nic->features & NPFNIC_FEAT_TSO4)
+		netdev->hw_features |= NETIF_F_TSO;
+	if (nic->features & NPFNIC_FEAT_TSO6)
+		netdev->hw_features |= NETIF_F_TSO6;
+	if (nic->features & NPFNIC_FEAT_RX_CSUM)
+		netdev->hw_features |= NETIF_F_RXCSUM;
+	netdev->features = netdev->hw_features;
 	netdev->min_mtu = ETH_MIN_MTU;
 	netdev->max_mtu = NPFNIC_MAX_FRAME - ETH_HLEN - VLAN_HLEN;
 	netdev->watchdog_timeo = 5 * HZ;
@@ -760,6 +831,9 @@ int npfnic_inject(struct npfnic *nic, const char *what, unsigned int q)
 			desc->addr = cpu_to_le64(1ULL << 46);
 			desc->len = cpu_to_le16(64);
 			desc->flags = cpu_to_le16(NPFNIC_TXD_EOP);
+			desc->mss = 0;
+			desc->csum_start = 0;
+			desc->csum_offset = 0;
 			qp->tx_tail++;
 			dma_wmb();
 			iowrite32(qp->tx_tail, qp->regs + NPFNIC_QP_TX_TAIL);
