@@ -1,0 +1,382 @@
+package pri
+
+import (
+	"github.com/npfnic/npfnic/pcie"
+	"github.com/npfnic/npfnic/vdevice/hw"
+)
+
+// queues is the PRI register block and the state of the two queues. All
+// of it is guarded by Engine.mu.
+type queues struct {
+	reg [(hw.PRIRegEnd - hw.ATSRegEnd) / 4]uint32 // shadow of the RW registers
+
+	gen    uint64 // bumped by every enable, disable and reset
+	on     bool   // PRI_CTRL.ENABLE
+	fresh  bool   // enabled; guest memory not probed yet
+	status uint64 // latched status block IOVA
+
+	prqBase   uint64
+	prqSize   uint32
+	prqTail   uint32 // entries published (producer index)
+	prqHead   uint32 // entries the driver consumed (PRQ_HEAD doorbell)
+	prqVector int
+	prqBad    bool // error state: no more page requests
+
+	prspBase   uint64
+	prspSize   uint32
+	prspHead   uint32 // responses consumed
+	prspTail   uint32 // PRSPQ_TAIL doorbell
+	prspHalted bool
+
+	errCode, errInfo uint32
+	errDirty         bool
+	unexpected       uint32
+	unexpectedDirty  bool
+}
+
+func (q *queues) resetRegs() {
+	gen := q.gen
+	*q = queues{gen: gen + 1}
+	q.reg[(hw.RegPRQVector-hw.ATSRegEnd)/4] = hw.PRQVectorDefault
+}
+
+func (q *queues) r(off uint32) uint32 { return q.reg[(off-hw.ATSRegEnd)/4] }
+
+func (q *queues) setErrorLocked(code, info uint32) {
+	if q.errCode == 0 {
+		q.errCode, q.errInfo, q.errDirty = code, info, true
+	}
+}
+
+// Kick makes the engine look at the response doorbell again; the PCI
+// function calls it when bus mastering is turned on.
+func (e *Engine) Kick() { e.wake() }
+
+func (e *Engine) wake() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// RegRead reads a PRI register (BAR0 offsets hw.ATSRegEnd up to
+// hw.PRIRegEnd); ok is false for other offsets. Write-only registers read
+// as zero. It never blocks on guest memory.
+func (e *Engine) RegRead(off uint32) (v uint32, ok bool) {
+	if off < hw.ATSRegEnd || off >= hw.PRIRegEnd || off%4 != 0 {
+		return 0, false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch off {
+	case hw.RegPRICtrl:
+		if e.q.on {
+			return hw.PRICtrlEnable, true
+		}
+		return 0, true
+	case hw.RegPRQHead, hw.RegPRSPQTail:
+		return 0, true
+	case hw.RegPRIError:
+		return e.q.errCode, true
+	}
+	return e.q.r(off), true
+}
+
+// RegWrite writes a PRI register; ok is false for offsets outside the PRI
+// block. It never blocks on guest memory: enabling latches the registers
+// and the response goroutine probes the memory afterwards.
+func (e *Engine) RegWrite(off, v uint32) (ok bool) {
+	if off < hw.ATSRegEnd || off >= hw.PRIRegEnd || off%4 != 0 {
+		return false
+	}
+	e.mu.Lock()
+	q := &e.q
+	stopped := false
+	switch off {
+	case hw.RegPRICtrl:
+		switch en := v&hw.PRICtrlEnable != 0; {
+		case v&hw.PRICtrlReset != 0:
+			stopped = e.teardownLocked()
+			q.resetRegs()
+		case en && !q.on:
+			e.latchLocked()
+		case !en && q.on:
+			stopped = e.teardownLocked()
+			q.gen++
+			q.on, q.fresh = false, false
+		}
+		e.notifyLocked()
+	case hw.RegPRQHead:
+		if q.on && !q.prqBad {
+			if v-q.prqHead > q.prqTail-q.prqHead {
+				q.prqBad = true
+				q.setErrorLocked(hw.PRIErrBadHead, v)
+			} else {
+				q.prqHead = v
+			}
+			e.notifyLocked()
+		}
+	case hw.RegPRSPQTail:
+		q.prspTail = v
+	case hw.RegPRIError:
+	default:
+		q.reg[(off-hw.ATSRegEnd)/4] = v
+	}
+	e.mu.Unlock()
+	if stopped {
+		e.caps.SetPRIStopped(true)
+	}
+	e.wake()
+	return true
+}
+
+// teardownLocked abandons every outstanding group when the queues go
+// away (no response can arrive any more) and reports whether PRI is now
+// stopped.
+func (e *Engine) teardownLocked() bool {
+	if e.ngroups == 0 {
+		return false
+	}
+	e.abandonAllLocked(ErrNoQueue)
+	return !e.enabled
+}
+
+// latchLocked applies PRI_CTRL.ENABLE: checks that need no guest memory
+// happen here, the response goroutine probes the memory.
+func (e *Engine) latchLocked() {
+	q := &e.q
+	q.gen++
+	q.on, q.fresh = true, true
+	q.prqBad, q.prspHalted = false, false
+	q.errCode, q.errInfo, q.errDirty = 0, 0, false
+	q.unexpected, q.unexpectedDirty = 0, false
+	q.prqTail, q.prqHead, q.prspHead, q.prspTail = 0, 0, 0, 0
+	q.prqVector = int(q.r(hw.RegPRQVector))
+	q.status = uint64(q.r(hw.RegPRIStatusHi))<<32 | uint64(q.r(hw.RegPRIStatusLo))
+	if q.status == 0 || q.status%hw.XlatStatusAlign != 0 {
+		// Without its producer index the driver cannot see requests.
+		q.status = 0
+		q.prqBad = true
+		q.setErrorLocked(hw.PRIErrBadStatusAddr, 0)
+	}
+	okRing := func(base uint64, size uint32, entry uint64) bool {
+		return base%entry == 0 && size >= hw.XlatQueueSizeMin && size <= hw.XlatQueueSizeMax &&
+			size&(size-1) == 0 && base+uint64(size)*entry > base
+	}
+	q.prqBase = uint64(q.r(hw.RegPRQBaseHi))<<32 | uint64(q.r(hw.RegPRQBaseLo))
+	q.prqSize = q.r(hw.RegPRQSize)
+	if !okRing(q.prqBase, q.prqSize, hw.PageReqSize) {
+		q.prqBad = true
+		q.prqSize = 0
+		q.setErrorLocked(hw.PRIErrBadPRQ, 0)
+	}
+	q.prspBase = uint64(q.r(hw.RegPRSPQBaseHi))<<32 | uint64(q.r(hw.RegPRSPQBaseLo))
+	q.prspSize = q.r(hw.RegPRSPQSize)
+	if !okRing(q.prspBase, q.prspSize, hw.PageRespSize) {
+		q.prspHalted = true
+		q.prspSize = 0
+		q.setErrorLocked(hw.PRIErrBadPRSPQ, 0)
+	}
+}
+
+func (e *Engine) run() {
+	defer e.wg.Done()
+	for {
+		select {
+		case <-e.kick:
+			e.service()
+		case <-e.quit:
+			return
+		}
+	}
+}
+
+// headBatch is how many responses the device consumes between two
+// prspq_head updates in a long batch.
+const headBatch = 32
+
+// service probes freshly enabled queues, publishes errors, and consumes
+// the posted page responses.
+func (e *Engine) service() {
+	e.mu.Lock()
+	if !e.q.on {
+		e.mu.Unlock()
+		return
+	}
+	gen, fresh := e.q.gen, e.q.fresh
+	e.q.fresh = false
+	e.mu.Unlock()
+	if fresh {
+		e.probe(gen)
+	}
+	for {
+		e.mu.Lock()
+		q := &e.q
+		if q.gen != gen {
+			e.mu.Unlock()
+			return
+		}
+		status, base, size, head, tail, halted := q.status, q.prspBase, q.prspSize, q.prspHead, q.prspTail, q.prspHalted
+		errDirty, uDirty := q.errDirty, q.unexpectedDirty
+		code, info, unexpected, vector := q.errCode, q.errInfo, q.unexpected, q.prqVector
+		q.errDirty, q.unexpectedDirty = false, false
+		e.mu.Unlock()
+		if status != 0 && (errDirty || uDirty) {
+			var b [hw.PRIStatusSize]byte
+			hw.PRIStatusError.Put(b[:], code)
+			hw.PRIStatusErrorInfo.Put(b[:], info)
+			hw.PRIStatusUnexpected.Put(b[:], unexpected)
+			from, to := hw.PRIStatusError.Offset, hw.PRIStatusUnexpected.Offset+4
+			_ = e.mem.WriteAt(status+uint64(from), b[from:to])
+		}
+		if errDirty {
+			e.trigger(vector)
+		}
+		if halted || head == tail || !e.caps.BusMaster() {
+			return
+		}
+		if tail-head > size {
+			e.haltResponses(gen, hw.PRIErrBadTail, tail)
+			continue
+		}
+		var b [hw.PageRespSize]byte
+		if err := e.mem.ReadAt(base+uint64(head&(size-1))*hw.PageRespSize, b[:]); err != nil {
+			e.haltResponses(gen, hw.PRIErrBadPRSPQ, head)
+			continue
+		}
+		e.respond(hw.PageRespPASID.Get(b[:]), hw.PageRespPRGI.Get(b[:]), hw.PageRespCode.Get(b[:]), hw.PageRespFlags.Get(b[:]))
+		head++
+		e.mu.Lock()
+		if e.q.gen == gen {
+			e.q.prspHead = head
+		}
+		e.mu.Unlock()
+		if status != 0 && (head == tail || head%headBatch == 0) {
+			_ = e.mem.WriteU32(status+uint64(hw.PRIStatusPRSPQHead.Offset), head)
+		}
+	}
+}
+
+func (e *Engine) haltResponses(gen uint64, code, info uint32) {
+	e.mu.Lock()
+	if e.q.gen == gen {
+		e.q.prspHalted = true
+		e.q.setErrorLocked(code, info)
+	}
+	e.mu.Unlock()
+	e.log.Warn("pri: page response queue halted", "error", code, "info", info)
+}
+
+// probe checks, once per enable, the guest memory the registers named.
+// The status block write also clears the fields the response goroutine
+// owns; prq_tail belongs to the submitters (and is zero: the driver
+// zeroes the block before enabling).
+func (e *Engine) probe(gen uint64) {
+	e.mu.Lock()
+	q := e.q
+	e.mu.Unlock()
+	var code uint32
+	prqBad, prspBad := false, false
+	if q.status != 0 {
+		var zero [16]byte
+		if e.mem.WriteAt(q.status+uint64(hw.PRIStatusPRSPQHead.Offset), zero[:]) != nil {
+			code, prqBad = hw.PRIErrBadStatusAddr, true
+		}
+	}
+	var b [hw.PageReqSize]byte
+	if q.prqSize != 0 && (e.mem.ReadAt(q.prqBase, b[:]) != nil ||
+		e.mem.ReadAt(q.prqBase+uint64(q.prqSize-1)*hw.PageReqSize, b[:]) != nil) {
+		prqBad = true
+		if code == 0 {
+			code = hw.PRIErrBadPRQ
+		}
+	}
+	if q.prspSize != 0 && (e.mem.ReadAt(q.prspBase, b[:hw.PageRespSize]) != nil ||
+		e.mem.ReadAt(q.prspBase+uint64(q.prspSize-1)*hw.PageRespSize, b[:hw.PageRespSize]) != nil) {
+		prspBad = true
+		if code == 0 {
+			code = hw.PRIErrBadPRSPQ
+		}
+	}
+	if code == 0 {
+		return
+	}
+	e.mu.Lock()
+	if e.q.gen == gen {
+		if code == hw.PRIErrBadStatusAddr {
+			e.q.status = 0
+		}
+		e.q.prqBad = e.q.prqBad || prqBad
+		e.q.prspHalted = e.q.prspHalted || prspBad
+		e.q.setErrorLocked(code, 0)
+		e.notifyLocked()
+	}
+	e.mu.Unlock()
+}
+
+// respond applies one page response.
+func (e *Engine) respond(pasid uint32, prgi, code uint16, flags uint32) {
+	now := e.now()
+	e.mu.Lock()
+	if e.failed {
+		// After a Response Failure the function expects no responses.
+		e.mu.Unlock()
+		e.ignoredN.Add(1)
+		return
+	}
+	var g *Group
+	if prgi < hw.PRGIMax {
+		g = e.groups[prgi]
+	}
+	if g != nil && g.pasidValid {
+		if flags&hw.PRSPPASIDValid != 0 {
+			if pasid != g.pasid {
+				g = nil
+			}
+		} else if e.caps.PRIStatus()&pcie.PRIStatusPASIDNeeded != 0 {
+			g = nil
+		}
+	}
+	if g == nil {
+		e.q.unexpected++
+		e.q.unexpectedDirty = true
+		e.mu.Unlock()
+		e.unexpectedN.Add(1)
+		e.caps.SetPRIUPRGI()
+		return
+	}
+	switch Code(code) {
+	case Success, InvalidRequest:
+		e.removeLocked(g)
+		g.stamps[StampResponse].Store(now)
+		if Code(code) == Success {
+			e.successN.Add(1)
+			e.complete(g, Success, nil)
+		} else {
+			e.invalidN.Add(1)
+			e.complete(g, InvalidRequest, ErrInvalidRequest)
+		}
+		stopped := !e.enabled && e.ngroups == 0
+		e.notifyLocked()
+		e.mu.Unlock()
+		if stopped {
+			e.caps.SetPRIStopped(true)
+		}
+	case ResponseFailure:
+		e.failuresN.Add(1)
+		e.failed = true
+		e.removeLocked(g)
+		g.stamps[StampResponse].Store(now)
+		e.complete(g, ResponseFailure, ErrResponseFailure)
+		e.abandonAllLocked(ErrResponseFailure)
+		e.notifyLocked()
+		e.mu.Unlock()
+		e.caps.SetPRIResponseFailure()
+		e.caps.SetPRIStopped(true)
+	default:
+		// A reserved code: the response is malformed. The group stays
+		// outstanding (a correct response may follow, or a reset ends it).
+		e.mu.Unlock()
+		e.malformedN.Add(1)
+	}
+}
