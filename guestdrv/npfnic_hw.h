@@ -179,6 +179,183 @@ _Static_assert(offsetof(struct npfnic_status_block, qp) == 64, "npfnic_status_bl
 _Static_assert(NPFNIC_STATUS_BLOCK_SIZE == sizeof(struct npfnic_status_block) +
 	       NPFNIC_QP_MAX * sizeof(struct npfnic_qp_status), "status block size");
 
+/*
+ * Address translation (ATS: PASID table, 4-level I/O page tables,
+ * invalidation queue) and page requests (PRI: page request and page
+ * response queues). All structures are addressed by IOVA.
+ */
+#define NPFNIC_XLAT_PAGE_SHIFT           0xc /* translation granule: 4 KiB pages */
+#define NPFNIC_XLAT_LEVELS               0x4 /* page table levels */
+#define NPFNIC_XLAT_LEVEL_BITS           0x9 /* VA bits per level (512 entries per table) */
+#define NPFNIC_XLAT_VA_BITS              0x30 /* VA bits 63:48 must be zero */
+#define NPFNIC_PTE_PRESENT               0x1 /* page table entry: present */
+#define NPFNIC_PTE_WRITE                 0x2 /* page table entry: writable (needed at every level) */
+#define NPFNIC_PTE_ADDR_MASK             0xffffffffff000 /* page table entry: IOVA of the next table or page */
+#define NPFNIC_PTE_RESERVED_MASK         0xfff0000000000000 /* page table entry: must be zero when present */
+#define NPFNIC_PASID_ENTRY_VALID         0x1 /* npfnic_pasid_entry.root: valid */
+#define NPFNIC_PASID_TABLE_MAX           0x100000 /* largest PASID table */
+#define NPFNIC_XLAT_QUEUE_SIZE_MIN       0x8 /* smallest invalidation / page request / page response queue */
+#define NPFNIC_XLAT_QUEUE_SIZE_MAX       0x1000 /* largest invalidation / page request / page response queue */
+#define NPFNIC_XLAT_STATUS_ALIGN         0x40 /* alignment of the ATS and PRI status blocks */
+#define NPFNIC_PRQ_VECTOR_DEFAULT        0x5 /* reset value of NPFNIC_REG_PRQ_VECTOR */
+#define NPFNIC_INVQ_VECTOR_DEFAULT       0x6 /* reset value of NPFNIC_REG_INVQ_VECTOR */
+#define NPFNIC_ATS_CTRL_ENABLE           0x1 /* NPFNIC_REG_ATS_CTRL: PASID table and invalidation queue on */
+#define NPFNIC_ATS_CTRL_RESET            0x2 /* NPFNIC_REG_ATS_CTRL: disable, drop every translation, clear errors */
+#define NPFNIC_PRI_CTRL_ENABLE           0x1 /* NPFNIC_REG_PRI_CTRL: page request and response queues on */
+#define NPFNIC_PRI_CTRL_RESET            0x2 /* NPFNIC_REG_PRI_CTRL: disable the queues, clear errors */
+#define NPFNIC_ATSERR_BAD_STATUS_ADDR    0x1 /* ATS status block outside guest memory or misaligned */
+#define NPFNIC_ATSERR_BAD_PASID_TABLE    0x2 /* PASID table misaligned, bad size or outside guest memory */
+#define NPFNIC_ATSERR_BAD_INVQ           0x3 /* invalidation queue base/size invalid or outside guest memory */
+#define NPFNIC_ATSERR_BAD_INV_DESC       0x4 /* bad invalidation descriptor; the queue halted */
+#define NPFNIC_ATSERR_BAD_WAIT_ADDR      0x5 /* completion word not writable; the queue halted */
+#define NPFNIC_ATSERR_BAD_TAIL           0x6 /* INVQ_TAIL moved backwards or more than SIZE ahead */
+#define NPFNIC_PRIERR_BAD_STATUS_ADDR    0x1 /* PRI status block outside guest memory or misaligned */
+#define NPFNIC_PRIERR_BAD_PRQ            0x2 /* page request queue base/size invalid or outside guest memory */
+#define NPFNIC_PRIERR_BAD_PRSPQ          0x3 /* page response queue base/size invalid or outside guest memory */
+#define NPFNIC_PRIERR_BAD_HEAD           0x4 /* PRQ_HEAD moved backwards or past the produced entries */
+#define NPFNIC_PRIERR_BAD_TAIL           0x5 /* PRSPQ_TAIL moved backwards or more than SIZE ahead */
+#define NPFNIC_INV_OP_RANGE              0x1 /* npfnic_inv_desc.op: drop pages [addr, addr + pages * 4096) of pasid */
+#define NPFNIC_INV_OP_PASID              0x2 /* npfnic_inv_desc.op: drop every translation of pasid */
+#define NPFNIC_INV_OP_ALL                0x3 /* npfnic_inv_desc.op: drop every translation */
+#define NPFNIC_INV_OP_WAIT               0x4 /* npfnic_inv_desc.op: write data to addr once all earlier entries completed */
+#define NPFNIC_INV_FLAG_IRQ              0x1 /* npfnic_inv_desc.flags (WAIT): raise NPFNIC_REG_INVQ_VECTOR */
+#define NPFNIC_PRQ_READ                  0x1 /* npfnic_page_req.flags: read access */
+#define NPFNIC_PRQ_WRITE                 0x2 /* npfnic_page_req.flags: write access */
+#define NPFNIC_PRQ_LAST                  0x4 /* npfnic_page_req.flags: last request of the group */
+#define NPFNIC_PRQ_PASID_VALID           0x8 /* npfnic_page_req.flags: pasid valid */
+#define NPFNIC_FAULT_KIND_RX_BUF         0x1 /* RX buffer (frame steered to the backup ring or dropped) */
+#define NPFNIC_FAULT_KIND_TX_BUF         0x2 /* TX buffer (queue stalled) */
+#define NPFNIC_FAULT_KIND_RX_DESC        0x3 /* RX descriptor ring */
+#define NPFNIC_FAULT_KIND_TX_DESC        0x4 /* TX descriptor ring */
+#define NPFNIC_FAULT_KIND_RC_RECV        0x5 /* RC receive WQE buffer (RNR NAK sent) */
+#define NPFNIC_FAULT_KIND_RC_SEND        0x6 /* RC send or RDMA buffer */
+#define NPFNIC_PRSP_SUCCESS              0x0 /* npfnic_page_resp.code: pages resident, retry */
+#define NPFNIC_PRSP_INVALID_REQUEST      0x1 /* npfnic_page_resp.code: fail the operation */
+#define NPFNIC_PRSP_RESPONSE_FAILURE     0xf /* npfnic_page_resp.code: stop PRI */
+#define NPFNIC_PRSP_PASID_VALID          0x1 /* npfnic_page_resp.flags: pasid valid */
+#define NPFNIC_PRGI_MAX                  0x200 /* number of page request group indexes */
+
+/* ATS and PRI registers in BAR0 (32-bit) */
+#define NPFNIC_REG_ATS_CTRL              0x0800 /* RW: NPFNIC_ATS_CTRL_ENABLE latches the ATS registers; write NPFNIC_ATS_CTRL_RESET to reset (reads back 0) */
+#define NPFNIC_REG_ATS_STATUS_LO         0x0804 /* RW: ATS status block IOVA, bits 31:0 (64-byte aligned) */
+#define NPFNIC_REG_ATS_STATUS_HI         0x0808 /* RW: ATS status block IOVA, bits 63:32 */
+#define NPFNIC_REG_PASID_TABLE_LO        0x080c /* RW: PASID table IOVA, bits 31:0 (4 KiB aligned) */
+#define NPFNIC_REG_PASID_TABLE_HI        0x0810 /* RW: PASID table IOVA, bits 63:32 */
+#define NPFNIC_REG_PASID_TABLE_SIZE      0x0814 /* RW: PASID table entries: power of two, 1..NPFNIC_PASID_TABLE_MAX */
+#define NPFNIC_REG_INVQ_BASE_LO          0x0818 /* RW: invalidation queue IOVA, bits 31:0 (32-byte aligned) */
+#define NPFNIC_REG_INVQ_BASE_HI          0x081c /* RW: invalidation queue IOVA, bits 63:32 */
+#define NPFNIC_REG_INVQ_SIZE             0x0820 /* RW: invalidation queue entries: power of two, NPFNIC_XLAT_QUEUE_SIZE_MIN..MAX */
+#define NPFNIC_REG_INVQ_TAIL             0x0824 /* WO: invalidation doorbell: free-running count of descriptors posted */
+#define NPFNIC_REG_INVQ_VECTOR           0x0828 /* RW: MSI-X vector for NPFNIC_INV_FLAG_IRQ */
+#define NPFNIC_REG_ATS_ERROR             0x082c /* RO: NPFNIC_ATSERR_* */
+#define NPFNIC_REG_PRI_CTRL              0x0840 /* RW: NPFNIC_PRI_CTRL_ENABLE latches the PRI registers; write NPFNIC_PRI_CTRL_RESET to reset (reads back 0) */
+#define NPFNIC_REG_PRI_STATUS_LO         0x0844 /* RW: PRI status block IOVA, bits 31:0 (64-byte aligned) */
+#define NPFNIC_REG_PRI_STATUS_HI         0x0848 /* RW: PRI status block IOVA, bits 63:32 */
+#define NPFNIC_REG_PRQ_BASE_LO           0x084c /* RW: page request queue IOVA, bits 31:0 (32-byte aligned) */
+#define NPFNIC_REG_PRQ_BASE_HI           0x0850 /* RW: page request queue IOVA, bits 63:32 */
+#define NPFNIC_REG_PRQ_SIZE              0x0854 /* RW: page request queue entries: power of two, NPFNIC_XLAT_QUEUE_SIZE_MIN..MAX */
+#define NPFNIC_REG_PRQ_HEAD              0x0858 /* WO: page request consumer doorbell: free-running count of entries consumed */
+#define NPFNIC_REG_PRQ_VECTOR            0x085c /* RW: MSI-X vector raised when page requests are queued */
+#define NPFNIC_REG_PRSPQ_BASE_LO         0x0860 /* RW: page response queue IOVA, bits 31:0 (16-byte aligned) */
+#define NPFNIC_REG_PRSPQ_BASE_HI         0x0864 /* RW: page response queue IOVA, bits 63:32 */
+#define NPFNIC_REG_PRSPQ_SIZE            0x0868 /* RW: page response queue entries: power of two, NPFNIC_XLAT_QUEUE_SIZE_MIN..MAX */
+#define NPFNIC_REG_PRSPQ_TAIL            0x086c /* WO: page response doorbell: free-running count of responses posted */
+#define NPFNIC_REG_PRI_ERROR             0x0870 /* RO: NPFNIC_PRIERR_* */
+
+/* PASID table entry (driver-owned, read by the device). */
+struct npfnic_pasid_entry {
+	__le64 root;                    /* NPFNIC_PASID_ENTRY_VALID | IOVA of the level-4 table */
+	__le64 rsvd;                    /* reserved, zero */
+};
+_Static_assert(sizeof(struct npfnic_pasid_entry) == 16, "npfnic_pasid_entry size");
+_Static_assert(offsetof(struct npfnic_pasid_entry, root) == 0, "npfnic_pasid_entry.root offset");
+_Static_assert(offsetof(struct npfnic_pasid_entry, rsvd) == 8, "npfnic_pasid_entry.rsvd offset");
+
+/* Invalidation queue entry. Entries run in order; a WAIT entry completes only after every translation dropped before it is no longer used by any DMA. */
+struct npfnic_inv_desc {
+	__le16 op;                      /* NPFNIC_INV_OP_* */
+	__le16 flags;                   /* NPFNIC_INV_FLAG_* */
+	__le32 pasid;                   /* RANGE, PASID: the address space */
+	__le64 addr;                    /* RANGE: first VA (4 KiB aligned); WAIT: IOVA of the 32-bit completion word (4-byte aligned) */
+	__le64 pages;                   /* RANGE: number of 4 KiB pages, at least 1 */
+	__le32 data;                    /* WAIT: value the device writes to the completion word */
+	__le32 rsvd;                    /* reserved, zero */
+};
+_Static_assert(sizeof(struct npfnic_inv_desc) == 32, "npfnic_inv_desc size");
+_Static_assert(offsetof(struct npfnic_inv_desc, op) == 0, "npfnic_inv_desc.op offset");
+_Static_assert(offsetof(struct npfnic_inv_desc, flags) == 2, "npfnic_inv_desc.flags offset");
+_Static_assert(offsetof(struct npfnic_inv_desc, pasid) == 4, "npfnic_inv_desc.pasid offset");
+_Static_assert(offsetof(struct npfnic_inv_desc, addr) == 8, "npfnic_inv_desc.addr offset");
+_Static_assert(offsetof(struct npfnic_inv_desc, pages) == 16, "npfnic_inv_desc.pages offset");
+_Static_assert(offsetof(struct npfnic_inv_desc, data) == 24, "npfnic_inv_desc.data offset");
+_Static_assert(offsetof(struct npfnic_inv_desc, rsvd) == 28, "npfnic_inv_desc.rsvd offset");
+
+/* Page request queue entry: one page of a page request group; the group's last entry has NPFNIC_PRQ_LAST. */
+struct npfnic_page_req {
+	__le64 addr;                    /* VA of the page (4 KiB aligned) */
+	__le32 pasid;                   /* valid with NPFNIC_PRQ_PASID_VALID */
+	__le16 prgi;                    /* page request group index, 0..NPFNIC_PRGI_MAX-1 */
+	__le16 flags;                   /* NPFNIC_PRQ_READ/WRITE/LAST/PASID_VALID */
+	__le16 queue;                   /* NIC queue (queue pair or QP) that faulted */
+	__le16 kind;                    /* NPFNIC_FAULT_KIND_* */
+	__le32 desc;                    /* free-running index of the faulting descriptor in that queue */
+	__le64 stamp;                   /* device clock (ns) when the fault was detected */
+};
+_Static_assert(sizeof(struct npfnic_page_req) == 32, "npfnic_page_req size");
+_Static_assert(offsetof(struct npfnic_page_req, addr) == 0, "npfnic_page_req.addr offset");
+_Static_assert(offsetof(struct npfnic_page_req, pasid) == 8, "npfnic_page_req.pasid offset");
+_Static_assert(offsetof(struct npfnic_page_req, prgi) == 12, "npfnic_page_req.prgi offset");
+_Static_assert(offsetof(struct npfnic_page_req, flags) == 14, "npfnic_page_req.flags offset");
+_Static_assert(offsetof(struct npfnic_page_req, queue) == 16, "npfnic_page_req.queue offset");
+_Static_assert(offsetof(struct npfnic_page_req, kind) == 18, "npfnic_page_req.kind offset");
+_Static_assert(offsetof(struct npfnic_page_req, desc) == 20, "npfnic_page_req.desc offset");
+_Static_assert(offsetof(struct npfnic_page_req, stamp) == 24, "npfnic_page_req.stamp offset");
+
+/* Page response queue entry: answers a whole page request group. */
+struct npfnic_page_resp {
+	__le32 pasid;                   /* the group's PASID (with NPFNIC_PRSP_PASID_VALID) */
+	__le16 prgi;                    /* page request group index being answered */
+	__le16 code;                    /* NPFNIC_PRSP_SUCCESS, _INVALID_REQUEST or _RESPONSE_FAILURE */
+	__le32 flags;                   /* NPFNIC_PRSP_PASID_VALID */
+	__le32 rsvd;                    /* reserved, zero */
+};
+_Static_assert(sizeof(struct npfnic_page_resp) == 16, "npfnic_page_resp size");
+_Static_assert(offsetof(struct npfnic_page_resp, pasid) == 0, "npfnic_page_resp.pasid offset");
+_Static_assert(offsetof(struct npfnic_page_resp, prgi) == 4, "npfnic_page_resp.prgi offset");
+_Static_assert(offsetof(struct npfnic_page_resp, code) == 6, "npfnic_page_resp.code offset");
+_Static_assert(offsetof(struct npfnic_page_resp, flags) == 8, "npfnic_page_resp.flags offset");
+_Static_assert(offsetof(struct npfnic_page_resp, rsvd) == 12, "npfnic_page_resp.rsvd offset");
+
+/* ATS status block (device to driver), at NPFNIC_REG_ATS_STATUS. */
+struct npfnic_ats_status {
+	__le32 invq_head;               /* free-running count of invalidation descriptors consumed */
+	__le32 error;                   /* NPFNIC_ATSERR_*, 0 none */
+	__le32 error_info;              /* index of the offending descriptor, or the bad tail value */
+	__le32 rsvd[13];                /* reserved, zero */
+};
+_Static_assert(sizeof(struct npfnic_ats_status) == 64, "npfnic_ats_status size");
+_Static_assert(offsetof(struct npfnic_ats_status, invq_head) == 0, "npfnic_ats_status.invq_head offset");
+_Static_assert(offsetof(struct npfnic_ats_status, error) == 4, "npfnic_ats_status.error offset");
+_Static_assert(offsetof(struct npfnic_ats_status, error_info) == 8, "npfnic_ats_status.error_info offset");
+_Static_assert(offsetof(struct npfnic_ats_status, rsvd) == 12, "npfnic_ats_status.rsvd offset");
+
+/* PRI status block (device to driver), at NPFNIC_REG_PRI_STATUS. */
+struct npfnic_pri_status {
+	__le32 prq_tail;                /* producer index: free-running count of page requests written */
+	__le32 prspq_head;              /* free-running count of page responses consumed */
+	__le32 error;                   /* NPFNIC_PRIERR_*, 0 none */
+	__le32 error_info;              /* the bad index value */
+	__le32 unexpected;              /* responses that matched no outstanding group */
+	__le32 rsvd[11];                /* reserved, zero */
+};
+_Static_assert(sizeof(struct npfnic_pri_status) == 64, "npfnic_pri_status size");
+_Static_assert(offsetof(struct npfnic_pri_status, prq_tail) == 0, "npfnic_pri_status.prq_tail offset");
+_Static_assert(offsetof(struct npfnic_pri_status, prspq_head) == 4, "npfnic_pri_status.prspq_head offset");
+_Static_assert(offsetof(struct npfnic_pri_status, error) == 8, "npfnic_pri_status.error offset");
+_Static_assert(offsetof(struct npfnic_pri_status, error_info) == 12, "npfnic_pri_status.error_info offset");
+_Static_assert(offsetof(struct npfnic_pri_status, unexpected) == 16, "npfnic_pri_status.unexpected offset");
+_Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_status.rsvd offset");
+
 /* Byte i of the diagnostic DMA pattern for seed (same as hw.DiagPattern). */
 static inline unsigned char npfnic_diag_pattern(unsigned int seed, unsigned int i)
 {

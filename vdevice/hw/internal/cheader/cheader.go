@@ -24,19 +24,9 @@ func Render() []byte {
 	b.WriteString("#include <linux/types.h>\n#ifdef __KERNEL__\n#include <linux/stddef.h>\n#else\n#include <stddef.h>\n#endif\n\n")
 
 	b.WriteString("/* Identity, layout and values */\n")
-	for _, v := range hw.Values {
-		line := fmt.Sprintf("#define NPFNIC_%s", v.Name)
-		fmt.Fprintf(&b, "%-40s 0x%x", line, v.Value)
-		if v.Doc != "" {
-			fmt.Fprintf(&b, " /* %s */", v.Doc)
-		}
-		b.WriteString("\n")
-	}
+	renderValues(&b, hw.Values)
 	b.WriteString("\n/* BAR0 registers (32-bit) */\n")
-	for _, r := range hw.Registers {
-		line := fmt.Sprintf("#define NPFNIC_REG_%s", r.Name)
-		fmt.Fprintf(&b, "%-40s 0x%04x /* %s: %s */\n", line, r.Offset, r.Access, r.Doc)
-	}
+	renderRegisters(&b, hw.Registers)
 	b.WriteString("\n/* Queue pair registers, offsets from NPFNIC_QP_BASE(q) (32-bit) */\n")
 	for _, r := range hw.QPRegisters {
 		line := fmt.Sprintf("#define NPFNIC_QP_%s", r.Name)
@@ -54,10 +44,40 @@ func Render() []byte {
 	// The status block's total size is the header plus the pairs' parts.
 	b.WriteString("_Static_assert(NPFNIC_STATUS_BLOCK_SIZE == sizeof(struct npfnic_status_block) +\n")
 	b.WriteString("\t       NPFNIC_QP_MAX * sizeof(struct npfnic_qp_status), \"status block size\");\n")
+
+	// Address translation and page requests (vdevice/hw/translation.go):
+	// the formats packages ats and pri implement.
+	b.WriteString("\n/*\n * Address translation (ATS: PASID table, 4-level I/O page tables,\n")
+	b.WriteString(" * invalidation queue) and page requests (PRI: page request and page\n")
+	b.WriteString(" * response queues). All structures are addressed by IOVA.\n */\n")
+	renderValues(&b, hw.TranslationValues)
+	b.WriteString("\n/* ATS and PRI registers in BAR0 (32-bit) */\n")
+	renderRegisters(&b, hw.TranslationRegisters)
+	for _, l := range hw.TranslationLayouts {
+		renderLayout(&b, l)
+	}
 	b.WriteString("\n/* Byte i of the diagnostic DMA pattern for seed (same as hw.DiagPattern). */\n")
 	b.WriteString(hw.DiagPatternC)
 	b.WriteString("\n\n#endif /* NPFNIC_HW_H */\n")
 	return b.Bytes()
+}
+
+func renderValues(b *bytes.Buffer, vs []hw.Value) {
+	for _, v := range vs {
+		line := fmt.Sprintf("#define NPFNIC_%s", v.Name)
+		fmt.Fprintf(b, "%-40s 0x%x", line, v.Value)
+		if v.Doc != "" {
+			fmt.Fprintf(b, " /* %s */", v.Doc)
+		}
+		b.WriteString("\n")
+	}
+}
+
+func renderRegisters(b *bytes.Buffer, rs []hw.Register) {
+	for _, r := range rs {
+		line := fmt.Sprintf("#define NPFNIC_REG_%s", r.Name)
+		fmt.Fprintf(b, "%-40s 0x%04x /* %s: %s */\n", line, r.Offset, r.Access, r.Doc)
+	}
 }
 
 // renderLayout emits one struct and the assertions that pin its layout to
