@@ -103,18 +103,18 @@ const (
 
 // Stats are cumulative counters.
 type Stats struct {
-	Hits, Misses      uint64 // ATC lookups per page
-	Walks             uint64 // page-table walks (misses, retries and fault probes)
-	WalkRetries       uint64 // walks redone because an invalidation raced with them
-	Evictions         uint64 // LRU evictions
-	Passthrough       uint64 // pages not translated (ATS disabled)
-	Faults            [numFaultKinds]uint64
-	Invalidations     uint64 // Invalidate calls (queue descriptors included)
-	Dropped           uint64 // ATC entries dropped by invalidations and flushes
-	InvalidationWaits uint64 // invalidations that had to wait for in-flight DMA
-	Flushes           uint64 // whole-cache flushes (enable changes, table changes, reset)
-	Entries           int    // entries in the ATC now
-	Draining          int    // dropped entries still used by in-flight DMA
+	Hits, Misses      uint64                // ATC lookups per page
+	Walks             uint64                // page-table walks (misses, retries and fault probes)
+	WalkRetries       uint64                // walks redone because an invalidation raced with them
+	Evictions         uint64                // LRU evictions
+	Passthrough       uint64                // pages not translated (ATS disabled)
+	Faults            [numFaultKinds]uint64 // indexed by FaultKind
+	Invalidations     uint64                // Invalidate calls (queue descriptors included)
+	Dropped           uint64                // ATC entries dropped by invalidations and flushes
+	InvalidationWaits uint64                // invalidations that had to wait for in-flight DMA
+	Flushes           uint64                // whole-cache flushes (enable changes, table changes, reset)
+	Entries           int                   // entries in the ATC now
+	Draining          int                   // dropped entries still used by in-flight DMA
 }
 
 // Context is the translation state of one PCI function. Create it with New.
@@ -251,10 +251,9 @@ func (c *Context) ClearPASIDTable() {
 
 // Errors of the direct (non-queue) API.
 var (
-	ErrBadPASIDTable  = errors.New("ats: PASID table misaligned or of bad size")
-	ErrBadInvalidate  = errors.New("ats: invalidation range empty, misaligned or beyond 48-bit VAs")
-	ErrBadPASID       = errors.New("ats: PASID out of range")
-	errNoTranslations = errors.New("ats: no translation")
+	ErrBadPASIDTable = errors.New("ats: PASID table misaligned or of bad size")
+	ErrBadInvalidate = errors.New("ats: invalidation range empty, misaligned or beyond 48-bit VAs")
+	ErrBadPASID      = errors.New("ats: PASID out of range")
 )
 
 // Stats returns the counters.

@@ -66,8 +66,13 @@ func (f *Fault) Error() string {
 		op = "write"
 	}
 	s := fmt.Sprintf("ats: %s of pasid %d va %#x: %s", op, f.PASID, f.VA, f.Kind)
-	if f.Level >= 0 && f.Kind != FaultAddress && f.Kind != FaultWriteProtect {
+	switch {
+	case f.Level > 0:
 		s += fmt.Sprintf(" (level %d entry at iova %#x)", f.Level, f.Entry)
+	case f.Level == 0:
+		s += fmt.Sprintf(" (PASID entry at iova %#x)", f.Entry)
+	case f.Kind == FaultTable:
+		s += fmt.Sprintf(" (page at iova %#x)", f.Entry)
 	}
 	if f.Err != nil {
 		s += ": " + f.Err.Error()

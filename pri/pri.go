@@ -159,7 +159,8 @@ func (g *Group) Wait(ctx context.Context) error {
 	}
 }
 
-// Code returns the response code once Done is closed.
+// Code waits for the group to complete and returns its response code
+// (0xff for an abandoned group).
 func (g *Group) Code() Code {
 	<-g.done
 	return g.code
@@ -334,18 +335,26 @@ func (e *Engine) notifyLocked() {
 // once nothing is outstanding.
 func (e *Engine) PRIControl(enabled bool) {
 	e.mu.Lock()
-	stopped := false
+	defer e.mu.Unlock()
 	switch {
 	case enabled && !e.enabled:
-		e.enabled, e.failed = true, false
+		e.enabled = true
 		e.alloc = e.caps.PRIAllocation()
+		// A Response Failure still flagged keeps the function stopped.
+		e.failed = e.caps.PRIStatus()&pcie.PRIStatusRF != 0
+		e.caps.SetPRIStopped(e.failed)
 	case !enabled && e.enabled:
 		e.enabled = false
-		stopped = e.ngroups == 0
+		e.stopIfIdleLocked()
 	}
 	e.notifyLocked()
-	e.mu.Unlock()
-	if stopped {
+}
+
+// stopIfIdleLocked sets Stopped once PRI is disabled and nothing is
+// outstanding. Stopped is only ever changed under mu, so it cannot race
+// with an enable.
+func (e *Engine) stopIfIdleLocked() {
+	if !e.enabled && e.ngroups == 0 {
 		e.caps.SetPRIStopped(true)
 	}
 }
@@ -360,9 +369,9 @@ func (e *Engine) PRIReset() {
 		return
 	}
 	e.abandonAllLocked(ErrReset)
+	e.caps.SetPRIStopped(true)
 	e.notifyLocked()
 	e.mu.Unlock()
-	e.caps.SetPRIStopped(true)
 }
 
 // Reset is a function reset: every group abandoned, PRI disabled, the
@@ -541,6 +550,17 @@ func (e *Engine) submit(ctx context.Context, r Request, wait bool) (*Group, erro
 			return nil, g.err
 		default:
 		}
+		if !e.enabled || e.failed {
+			// Enable was cleared before the requests went out: they must
+			// not be issued now.
+			err := ErrDisabled
+			if e.failed {
+				err = ErrStopped
+			}
+			e.dropLocked(g, err)
+			e.mu.Unlock()
+			return nil, err
+		}
 		if e.q.gen != gen || !e.q.on || e.q.prqBad {
 			e.dropLocked(g, ErrNoQueue)
 			e.mu.Unlock()
@@ -634,6 +654,7 @@ func (e *Engine) dropLocked(g *Group, err error) {
 	if e.groups[g.prgi] == g {
 		e.removeLocked(g)
 		e.complete(g, Code(0xff), err)
+		e.stopIfIdleLocked()
 		e.notifyLocked()
 	}
 }

@@ -515,3 +515,47 @@ func TestClose(t *testing.T) {
 		t.Fatalf("waiting requester after Close: %v", err)
 	}
 }
+
+// TestDisableWhileWaiting: a requester held back for queue space when
+// Enable is cleared does not issue its request afterwards.
+func TestDisableWhileWaiting(t *testing.T) {
+	ev := newEnv(t, envOpts{prq: 8})
+	ev.drv.HoldSlots(true)
+	var gs []*pri.Group
+	for i := range 8 {
+		gs = append(gs, mustSubmit(t, ev.e, req(uint64(i)*4096)))
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := ev.e.Submit(ctxT(t), req(0x100000))
+		got <- err
+	}()
+	if !blocked(got) {
+		t.Fatal("not held back")
+	}
+	ev.setPRI(false)
+	if err := <-got; !errors.Is(err, pri.ErrDisabled) {
+		t.Fatalf("held-back request after disable: %v", err)
+	}
+	if ev.space.PRIStopped() {
+		t.Fatal("Stopped with 8 requests outstanding")
+	}
+	groups := ev.groups(t, 8)
+	ev.drv.ReleaseSlots()
+	var rs []pritest.Response
+	for _, g := range groups {
+		rs = append(rs, pritest.ResponseFor(g, hw.PRSPSuccess))
+	}
+	if err := ev.drv.Respond(rs...); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gs {
+		if err := waitDone(t, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "Stopped", ev.space.PRIStopped)
+	if tail := ev.drv.PRQTail(); tail != 8 {
+		t.Fatalf("%d requests issued, want 8", tail)
+	}
+}

@@ -91,17 +91,16 @@ func (e *Engine) RegWrite(off, v uint32) (ok bool) {
 	}
 	e.mu.Lock()
 	q := &e.q
-	stopped := false
 	switch off {
 	case hw.RegPRICtrl:
 		switch en := v&hw.PRICtrlEnable != 0; {
 		case v&hw.PRICtrlReset != 0:
-			stopped = e.teardownLocked()
+			e.teardownLocked()
 			q.resetRegs()
 		case en && !q.on:
 			e.latchLocked()
 		case !en && q.on:
-			stopped = e.teardownLocked()
+			e.teardownLocked()
 			q.gen++
 			q.on, q.fresh = false, false
 		}
@@ -123,22 +122,17 @@ func (e *Engine) RegWrite(off, v uint32) (ok bool) {
 		q.reg[(off-hw.ATSRegEnd)/4] = v
 	}
 	e.mu.Unlock()
-	if stopped {
-		e.caps.SetPRIStopped(true)
-	}
 	e.wake()
 	return true
 }
 
 // teardownLocked abandons every outstanding group when the queues go
-// away (no response can arrive any more) and reports whether PRI is now
-// stopped.
-func (e *Engine) teardownLocked() bool {
-	if e.ngroups == 0 {
-		return false
+// away (no response can arrive any more).
+func (e *Engine) teardownLocked() {
+	if e.ngroups > 0 {
+		e.abandonAllLocked(ErrNoQueue)
+		e.stopIfIdleLocked()
 	}
-	e.abandonAllLocked(ErrNoQueue)
-	return !e.enabled
 }
 
 // latchLocked applies PRI_CTRL.ENABLE: checks that need no guest memory
@@ -356,12 +350,9 @@ func (e *Engine) respond(pasid uint32, prgi, code uint16, flags uint32) {
 			e.invalidN.Add(1)
 			e.complete(g, InvalidRequest, ErrInvalidRequest)
 		}
-		stopped := !e.enabled && e.ngroups == 0
+		e.stopIfIdleLocked()
 		e.notifyLocked()
 		e.mu.Unlock()
-		if stopped {
-			e.caps.SetPRIStopped(true)
-		}
 	case ResponseFailure:
 		e.failuresN.Add(1)
 		e.failed = true
@@ -369,10 +360,10 @@ func (e *Engine) respond(pasid uint32, prgi, code uint16, flags uint32) {
 		g.stamps[StampResponse].Store(now)
 		e.complete(g, ResponseFailure, ErrResponseFailure)
 		e.abandonAllLocked(ErrResponseFailure)
-		e.notifyLocked()
-		e.mu.Unlock()
 		e.caps.SetPRIResponseFailure()
 		e.caps.SetPRIStopped(true)
+		e.notifyLocked()
+		e.mu.Unlock()
 	default:
 		// A reserved code: the response is malformed. The group stays
 		// outstanding (a correct response may follow, or a reset ends it).
