@@ -144,8 +144,10 @@ func TestRXFillsInOrder(t *testing.T) {
 	}
 }
 
+// TestRXDrops runs with Config.RxDropNoBuf, so a frame without a buffer
+// is dropped rather than held (TestRXFlowControl covers the default).
 func TestRXDrops(t *testing.T) {
-	g := newGuest(t, guestOpts{pairs: 1})
+	g := newGuest(t, guestOpts{pairs: 1, dropNoBuf: true})
 	g.setupPair(0, 8, 8)
 	// No buffer posted: dropped, counted, not queued.
 	g.peer.Send(frame(60, 1))

@@ -199,7 +199,9 @@ func TestStatusBlockUnmapped(t *testing.T) {
 	g.setupPair(0, 8, 8)
 	g.d.ArmMisc()
 	g.mem.UnmapAll()
-	g.d.Receive(frame(60, 1)) // no buffer: the drop counter write faults
+	// No buffer: the wire reader stalls, and its rx_wire_stalls write
+	// faults (the reader stays blocked until Close).
+	g.peer.Send(frame(60, 1))
 	g.waitFor("device error", func() bool { return g.d.DeviceError() == hw.DevErrBadStatusAddr })
 	g.waitFor("misc interrupt", func() bool { return g.irq.count(hw.MiscVector) == 1 })
 }

@@ -14,7 +14,9 @@
 //   - each enabled queue pair has a worker goroutine that checks the rings,
 //     runs the TX engine and reports the pair's errors;
 //   - received frames are placed by the goroutine that calls Receive (the
-//     wire reader);
+//     wire reader); when the pair a frame is steered to has no RX buffer,
+//     that goroutine waits for one (see Receive), so the wire's own queue
+//     absorbs bursts the way QEMU's NICs let the tap queue absorb them;
 //   - a control goroutine applies the status block address and link
 //     changes.
 //
@@ -49,6 +51,10 @@ type Config struct {
 	Interrupt func(vector int)
 	Clock     clock.Clock // interrupt moderation; nil: real time
 	Log       *slog.Logger
+	// RxDropNoBuf drops a received frame whose pair has no RX buffer
+	// posted (counted in rx_drops_no_buf), as a hardware NIC does, instead
+	// of holding it, and the wire, until the driver posts one.
+	RxDropNoBuf bool
 }
 
 // Datapath is the Ethernet function's datapath. Create it with New.
@@ -82,6 +88,12 @@ type Datapath struct {
 
 	closeOnce sync.Once
 
+	rxDropNoBuf bool
+	rxw         struct {
+		mu sync.Mutex
+		ch chan struct{} // closed by rxWake; nil while nobody waits
+	}
+
 	rxNoQueue  atomic.Uint64
 	rxDisabled atomic.Uint64
 }
@@ -105,7 +117,7 @@ func New(c Config) *Datapath {
 		c.Interrupt = func(int) {}
 	}
 	d := &Datapath{mem: c.Mem, wire: c.Wire, log: c.Log, clock: c.Clock, irq: c.Interrupt,
-		kick: make(chan struct{}, 1), done: make(chan struct{})}
+		kick: make(chan struct{}, 1), done: make(chan struct{}), rxDropNoBuf: c.RxDropNoBuf}
 	d.busMaster.Store(true)
 	d.link.Store(c.Wire != nil)
 	d.misc.init(c.Clock, func() { d.irq(hw.MiscVector) })
@@ -136,6 +148,7 @@ func (d *Datapath) Pair(q int) *Pair {
 func (d *Datapath) SetEnabled(on bool) {
 	d.enabled.Store(on)
 	d.kickPairs()
+	d.rxWake()
 }
 
 // Enabled reports CTRL.ENABLE.
@@ -147,6 +160,7 @@ func (d *Datapath) Enabled() bool { return d.enabled.Load() }
 func (d *Datapath) SetBusMaster(on bool) {
 	d.busMaster.Store(on)
 	d.kickPairs()
+	d.rxWake()
 }
 
 func (d *Datapath) kickPairs() {
@@ -211,6 +225,7 @@ func (d *Datapath) Reset() {
 		p.reset()
 	}
 	d.misc.reset()
+	d.rxWake()
 }
 
 // Close stops every goroutine, closes the wire and waits for them. Guest
@@ -401,17 +416,72 @@ func (d *Datapath) readWire() {
 // Receive delivers one frame from the wire to the pair steer picks among
 // the enabled ones. It is what the wire reader calls; tests and benchmarks
 // may call it directly. Safe for concurrent use; it does not keep frame.
+//
+// When that pair has no RX buffer posted, Receive waits, as QEMU stops
+// reading its tap while a NIC's can_receive is false: the frame stays with
+// the caller and the wire's own queue holds what follows. Each such wait
+// counts one rx_wire_stall. It ends when the driver posts RX buffers on
+// any pair, when a pair is enabled, disabled or fails, when the datapath
+// is disabled, reset or closed, or when bus mastering goes off; the frame
+// is then steered again from scratch, so a frame for a pair that stopped
+// is dropped (or goes to another pair) rather than waiting for a later
+// enable. With Config.RxDropNoBuf the frame is dropped at once instead.
+// As with QEMU's single tap queue, a pair without buffers holds back the
+// frames behind it for every pair.
 func (d *Datapath) Receive(frame []byte) {
-	if !d.running() {
-		d.rxDisabled.Add(1)
-		return
+	var stalled *instance // the instance this frame already counted a stall on
+	for {
+		if !d.running() {
+			d.rxDisabled.Add(1)
+			return
+		}
+		p := d.steer(frame)
+		if p == nil {
+			d.rxNoQueue.Add(1)
+			return
+		}
+		in, noBuf := p.receive(frame, !d.rxDropNoBuf)
+		if !noBuf {
+			return
+		}
+		// Register for the wake-up before looking again, so a doorbell
+		// between the look and the wait is not missed.
+		wake := d.rxWaitChan()
+		if !in.rxStalled() {
+			continue
+		}
+		if stalled != in {
+			stalled = in
+			in.rxStall()
+		}
+		select {
+		case <-wake:
+		case <-d.done:
+			d.rxDisabled.Add(1)
+			return
+		}
 	}
-	p := d.steer(frame)
-	if p == nil {
-		d.rxNoQueue.Add(1)
-		return
+}
+
+// rxWaitChan returns a channel that rxWake closes.
+func (d *Datapath) rxWaitChan() <-chan struct{} {
+	d.rxw.mu.Lock()
+	defer d.rxw.mu.Unlock()
+	if d.rxw.ch == nil {
+		d.rxw.ch = make(chan struct{})
 	}
-	p.receive(frame)
+	return d.rxw.ch
+}
+
+// rxWake wakes every Receive waiting for an RX buffer, to look again. It
+// never blocks and costs a lock when nobody waits.
+func (d *Datapath) rxWake() {
+	d.rxw.mu.Lock()
+	if d.rxw.ch != nil {
+		close(d.rxw.ch)
+		d.rxw.ch = nil
+	}
+	d.rxw.mu.Unlock()
 }
 
 // steer picks the pair for a frame: a flow hash over the enabled pairs

@@ -53,9 +53,10 @@ const (
 )
 
 type guestOpts struct {
-	pairs   int
-	virtual bool // a virtual clock for interrupt moderation
-	depth   int  // pipe depth
+	pairs     int
+	virtual   bool // a virtual clock for interrupt moderation
+	depth     int  // pipe depth
+	dropNoBuf bool // Config.RxDropNoBuf
 }
 
 func newGuest(t testing.TB, o guestOpts) *guest {
@@ -80,7 +81,7 @@ func newGuest(t testing.TB, o guestOpts) *guest {
 	}
 	devEnd, peer := wire.Pipe(o.depth)
 	g := &guest{t: t, mem: mem, ram: ram, iova: guestIOVA, peer: peer, irq: &irqCounter{}, fd: fd}
-	cfg := Config{Mem: mem, Wire: devEnd, QueuePairs: o.pairs, Interrupt: g.irq.fire}
+	cfg := Config{Mem: mem, Wire: devEnd, QueuePairs: o.pairs, Interrupt: g.irq.fire, RxDropNoBuf: o.dropNoBuf}
 	if o.virtual {
 		g.clk = clock.NewVirtual(time.Unix(1000, 0))
 		cfg.Clock = g.clk
@@ -162,6 +163,25 @@ func (g *guest) setupPair(q int, txSize, rxSize uint32) {
 	g.enable(q, gp.txRing, txSize, gp.rxRing, rxSize)
 }
 
+// inlinePair swaps pair q's freshly enabled instance for an identical one
+// without a worker goroutine and returns it, so a test or benchmark can run
+// the engines from its own goroutine (storing the TX tail and calling
+// txRun) without the worker running them at the same time.
+func (g *guest) inlinePair(q int) *instance {
+	p := g.d.Pair(q)
+	p.regMu.Lock()
+	defer p.regMu.Unlock()
+	old := p.inst.Load()
+	in := newInstance(p, old.tx.base, old.tx.size, old.rx.base, old.rx.size)
+	in.tx.head.Store(old.tx.head.Load())
+	in.tx.tail.Store(old.tx.tail.Load())
+	in.rx.head.Store(old.rx.head.Load())
+	in.rx.tail.Store(old.rx.tail.Load())
+	p.inst.Store(in)
+	old.retire()
+	return in
+}
+
 func (g *guest) enable(q int, txBase uint64, txSize uint32, rxBase uint64, rxSize uint32) {
 	g.qpReg(q, hw.QPTxBaseLo, uint32(txBase))
 	g.qpReg(q, hw.QPTxBaseHi, uint32(txBase>>32))
@@ -182,12 +202,14 @@ func (g *guest) qstatus(q int) qpStatus {
 		Error: hw.QPStatusError.Get(b), ErrorInfo: hw.QPStatusErrorInfo.Get(b),
 		RxDropsNoBuf: hw.QPStatusRxDropsNoBuf.Get(b), RxDropsTooBig: hw.QPStatusRxDropsTooBig.Get(b),
 		TxDropsBadLen: hw.QPStatusTxDropsBadLen.Get(b),
+		TxTSOFrames:   hw.QPStatusTxTSOFrames.Get(b), RxWireStalls: hw.QPStatusRxWireStalls.Get(b),
 	}
 }
 
 type qpStatus struct {
 	TxHead, RxHead, Error, ErrorInfo           uint32
 	RxDropsNoBuf, RxDropsTooBig, TxDropsBadLen uint32
+	TxTSOFrames, RxWireStalls                  uint32
 }
 
 // postTX writes descriptors for one frame made of segs (each copied into a
@@ -213,6 +235,9 @@ func (g *guest) writeTxDesc(q int, slot uint32, addr uint64, n, flags uint16) {
 	hw.TxDescAddr.Put(d, addr)
 	hw.TxDescLen.Put(d, n)
 	hw.TxDescFlags.Put(d, flags)
+	hw.TxDescMSS.Put(d, 0)
+	hw.TxDescCsumStart.Put(d, 0)
+	hw.TxDescCsumOffset.Put(d, 0)
 }
 
 // postRX posts n buffers of bufLen bytes (clearing their descriptors'
@@ -311,6 +336,7 @@ func mustEqual(t testing.TB, what string, got, want []byte) {
 func head(b []byte) []byte { return b[:min(len(b), 24)] }
 
 func (s qpStatus) String() string {
-	return fmt.Sprintf("tx_head=%d rx_head=%d error=%d/%d drops nobuf=%d toobig=%d badlen=%d",
-		s.TxHead, s.RxHead, s.Error, s.ErrorInfo, s.RxDropsNoBuf, s.RxDropsTooBig, s.TxDropsBadLen)
+	return fmt.Sprintf("tx_head=%d rx_head=%d error=%d/%d drops nobuf=%d toobig=%d badlen=%d tso=%d stalls=%d",
+		s.TxHead, s.RxHead, s.Error, s.ErrorInfo, s.RxDropsNoBuf, s.RxDropsTooBig, s.TxDropsBadLen,
+		s.TxTSOFrames, s.RxWireStalls)
 }

@@ -27,14 +27,18 @@ type Pair struct {
 	rxMu     sync.Mutex // one frame placed at a time
 	irq      moderator
 	st       pairCounters
+
+	txBufMu    sync.Mutex
+	txBufSpare *txBuf // the TX gather buffer of the last retired instance
 }
 
 // pairCounters are the device-side statistics of a pair, cumulative
 // across enables (the guest-visible ones live in the instance).
 type pairCounters struct {
 	txFrames, txBytes, txDropsBadLen, txSendErrors atomic.Uint64
+	txTSOFrames, txTSOSegments, txCsumOffloads     atomic.Uint64
 	rxFrames, rxBytes, rxDropsNoBuf, rxDropsTooBig atomic.Uint64
-	rxDropsStopped                                 atomic.Uint64
+	rxDropsStopped, rxWireStalls, rxCsumOK         atomic.Uint64
 }
 
 func newPair(d *Datapath, q int) *Pair {
@@ -132,6 +136,7 @@ func (p *Pair) start() {
 	}
 	p.d.wg.Add(1)
 	go in.run()
+	p.d.rxWake() // a wire reader waiting for buffers steers again
 }
 
 // stop retires the running instance. Caller holds regMu.
@@ -139,6 +144,27 @@ func (p *Pair) stop() {
 	if old := p.inst.Swap(nil); old != nil {
 		old.retire()
 	}
+}
+
+// getTxBuf returns the spare TX buffer, or a new one. A retiring
+// instance's worker may still be moving a frame when the next instance
+// starts, so each instance owns its buffer until its worker ends.
+func (p *Pair) getTxBuf() *txBuf {
+	p.txBufMu.Lock()
+	b := p.txBufSpare
+	p.txBufSpare = nil
+	p.txBufMu.Unlock()
+	if b == nil {
+		b = new(txBuf)
+	}
+	return b
+}
+
+// putTxBuf keeps b for the next instance.
+func (p *Pair) putTxBuf(b *txBuf) {
+	p.txBufMu.Lock()
+	p.txBufSpare = b
+	p.txBufMu.Unlock()
 }
 
 // reset disables the pair and returns its registers to zero.
@@ -180,6 +206,8 @@ func (p *Pair) doorbell(tx bool, tail uint32) {
 	r.tail.Store(tail)
 	if tx {
 		in.wake()
+	} else {
+		p.d.rxWake()
 	}
 }
 
@@ -188,10 +216,13 @@ func (p *Pair) Stats() PairStats {
 	s := PairStats{
 		TxFrames: p.st.txFrames.Load(), TxBytes: p.st.txBytes.Load(),
 		TxDropsBadLen: p.st.txDropsBadLen.Load(), TxSendErrors: p.st.txSendErrors.Load(),
-		RxFrames: p.st.rxFrames.Load(), RxBytes: p.st.rxBytes.Load(),
+		TxTSOFrames: p.st.txTSOFrames.Load(), TxTSOSegments: p.st.txTSOSegments.Load(),
+		TxCsumOffloads: p.st.txCsumOffloads.Load(),
+		RxFrames:       p.st.rxFrames.Load(), RxBytes: p.st.rxBytes.Load(),
 		RxDropsNoBuf: p.st.rxDropsNoBuf.Load(), RxDropsTooBig: p.st.rxDropsTooBig.Load(),
-		RxDropsStopped: p.st.rxDropsStopped.Load(),
-		Interrupts:     p.irq.fired.Load(),
+		RxDropsStopped: p.st.rxDropsStopped.Load(), RxWireStalls: p.st.rxWireStalls.Load(),
+		RxCsumOK:   p.st.rxCsumOK.Load(),
+		Interrupts: p.irq.fired.Load(),
 	}
 	if in := p.inst.Load(); in != nil {
 		s.Enabled = true
@@ -208,9 +239,13 @@ type PairStats struct {
 	Enabled                                        bool
 	Error, ErrorInfo                               uint32 // NPFNIC_QERR_* of the running instance
 	TxHead, TxTail, RxHead, RxTail                 uint32
-	TxFrames, TxBytes, TxDropsBadLen, TxSendErrors uint64
+	TxFrames, TxBytes, TxDropsBadLen, TxSendErrors uint64 // TxFrames, TxBytes: frames on the wire (TSO segments)
+	TxTSOFrames, TxTSOSegments                     uint64 // super-packets segmented, and the frames they became
+	TxCsumOffloads                                 uint64 // frames checksummed for the driver (not TSO)
 	RxFrames, RxBytes, RxDropsNoBuf, RxDropsTooBig uint64
 	RxDropsStopped                                 uint64 // frames steered here while the pair stopped
+	RxWireStalls                                   uint64 // times the wire waited for this pair's RX buffers
+	RxCsumOK                                       uint64 // frames delivered with NPFNIC_RXD_CSUM_OK
 	Interrupts                                     uint64
 }
 
@@ -240,15 +275,16 @@ type instance struct {
 	stopCh  chan struct{}
 	kick    chan struct{}
 
-	// Guest-visible drop counters (free-running u32, like the heads).
+	// Guest-visible counters (free-running u32, like the heads).
 	rxDropsNoBuf, rxDropsTooBig, txDropsBadLen atomic.Uint32
+	txTSOFrames, rxWireStalls                  atomic.Uint32
 
-	frame   [hw.MaxFrame]byte // TX gather buffer, reused for every frame
-	scratch [pageSize]byte    // ring check reads
+	txb     *txBuf         // TX gather buffer, reused for every frame
+	scratch [pageSize]byte // ring check reads
 }
 
 func newInstance(p *Pair, txBase uint64, txSize uint32, rxBase uint64, rxSize uint32) *instance {
-	in := &instance{p: p, stopCh: make(chan struct{}), kick: make(chan struct{}, 1)}
+	in := &instance{p: p, stopCh: make(chan struct{}), kick: make(chan struct{}, 1), txb: p.getTxBuf()}
 	in.tx = ring{base: txBase, size: txSize, mask: txSize - 1, valid: ringOK(txBase, txSize, hw.TxDescSize)}
 	in.rx = ring{base: rxBase, size: rxSize, mask: rxSize - 1, valid: ringOK(rxBase, rxSize, hw.RxDescSize)}
 	return in
@@ -271,6 +307,7 @@ func (in *instance) wake() {
 func (in *instance) retire() {
 	if in.retired.CompareAndSwap(false, true) {
 		close(in.stopCh)
+		in.p.d.rxWake() // a wire reader waiting for its buffers steers again
 	}
 }
 
@@ -284,6 +321,7 @@ func (in *instance) fail(code, info uint32, why error) {
 	}
 	in.errMu.Unlock()
 	in.wake()
+	in.p.d.rxWake()
 }
 
 // mayRun reports whether the engines may move frames now.
@@ -297,6 +335,7 @@ func (in *instance) mayRun() bool {
 func (in *instance) run() {
 	d := in.p.d
 	defer d.wg.Done()
+	defer in.p.putTxBuf(in.txb)
 	switch {
 	case !in.tx.valid:
 		in.fail(hw.QErrBadRing, 0, fmt.Errorf("TX ring base %#x size %d invalid", in.tx.base, in.tx.size))
@@ -401,6 +440,8 @@ func (p *Pair) publishAll() error {
 		hw.QPStatusRxDropsNoBuf.Put(b[:], in.rxDropsNoBuf.Load())
 		hw.QPStatusRxDropsTooBig.Put(b[:], in.rxDropsTooBig.Load())
 		hw.QPStatusTxDropsBadLen.Put(b[:], in.txDropsBadLen.Load())
+		hw.QPStatusTxTSOFrames.Put(b[:], in.txTSOFrames.Load())
+		hw.QPStatusRxWireStalls.Put(b[:], in.rxWireStalls.Load())
 	}
 	return p.d.mem.WriteAt(base+uint64(hw.StatusQPOffset(p.q)), b[:])
 }

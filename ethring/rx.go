@@ -23,48 +23,75 @@ type rxSlot struct {
 //	place    the frame into the buffer (DMA)
 //	complete pkt_len and status into the descriptor, then rx_head, then
 //	         the interrupt
-func (p *Pair) receive(frame []byte) {
+//
+// With hold set, a frame for which no buffer is posted is neither placed
+// nor counted: receive returns the instance and noBuf, and the caller
+// waits for the driver (Datapath.Receive). Without it the frame is dropped
+// and counted in rx_drops_no_buf.
+func (p *Pair) receive(frame []byte, hold bool) (in *instance, noBuf bool) {
 	p.rxMu.Lock()
 	defer p.rxMu.Unlock()
-	in := p.inst.Load()
+	in = p.inst.Load()
 	if in == nil || !in.mayRun() {
 		p.st.rxDropsStopped.Add(1)
-		return
+		return in, false
 	}
-	s, ok := in.rxPick(len(frame))
+	s, ok, noBuf := in.rxPick(len(frame), hold)
 	if !ok {
-		return
+		return in, noBuf
 	}
 	if !in.rxPlace(s, frame) {
-		return
+		return in, false
 	}
-	in.rxComplete(s, len(frame))
+	status := uint16(hw.RxdDone)
+	if rxCsumOK(frame) {
+		status |= hw.RxdCsumOK
+		p.st.rxCsumOK.Add(1)
+	}
+	in.rxComplete(s, len(frame), status)
+	return in, false
 }
 
-// rxPick returns the next posted buffer if the frame fits it. Without a
-// buffer, or with one too small, the frame is dropped and counted: frames
-// are never queued inside the device.
-func (in *instance) rxPick(n int) (rxSlot, bool) {
+// rxPick returns the next posted buffer if the frame fits it. A frame
+// too big for the buffer is dropped and counted; so is a frame without a
+// buffer, unless hold is set: then noBuf is reported and nothing counted.
+// Frames are never queued inside the device.
+func (in *instance) rxPick(n int, hold bool) (s rxSlot, ok, noBuf bool) {
 	p, r := in.p, &in.rx
 	head, tail := r.head.Load(), r.tail.Load()
 	if head == tail {
+		if hold {
+			return rxSlot{}, false, true
+		}
 		p.st.rxDropsNoBuf.Add(1)
 		in.publish(hw.QPStatusRxDropsNoBuf, in.rxDropsNoBuf.Add(1))
-		return rxSlot{}, false
+		return rxSlot{}, false, false
 	}
 	desc, err := r.dc.get(p.d.mem, r, head, tail)
 	if err != nil {
 		in.fail(hw.QErrBadRing, head&r.mask, fmt.Errorf("RX descriptor %d: %w", head&r.mask, err))
-		return rxSlot{}, false
+		return rxSlot{}, false, false
 	}
-	s := rxSlot{c: head, desc: r.base + uint64(head&r.mask)*descSize,
+	s = rxSlot{c: head, desc: r.base + uint64(head&r.mask)*descSize,
 		addr: hw.RxDescAddr.Get(desc), bufLen: int(hw.RxDescBufLen.Get(desc))}
 	if n > s.bufLen || n > hw.MaxFrame {
 		p.st.rxDropsTooBig.Add(1)
 		in.publish(hw.QPStatusRxDropsTooBig, in.rxDropsTooBig.Add(1))
-		return rxSlot{}, false
+		return rxSlot{}, false, false
 	}
-	return s, true
+	return s, true, false
+}
+
+// rxStalled reports whether a frame steered to this instance must wait:
+// it is still the pair's running instance, may run, and has no buffer.
+func (in *instance) rxStalled() bool {
+	return in.p.inst.Load() == in && in.mayRun() && in.rx.head.Load() == in.rx.tail.Load()
+}
+
+// rxStall counts one stall of the wire on this instance.
+func (in *instance) rxStall() {
+	in.p.st.rxWireStalls.Add(1)
+	in.publish(hw.QPStatusRxWireStalls, in.rxWireStalls.Add(1))
 }
 
 // rxPlace writes the frame into the slot's buffer.
@@ -80,11 +107,11 @@ func (in *instance) rxPlace(s rxSlot, frame []byte) bool {
 // rxComplete hands the buffer back: the descriptor's device fields first,
 // then rx_head (the driver reads a descriptor only below rx_head), then the
 // interrupt.
-func (in *instance) rxComplete(s rxSlot, n int) {
+func (in *instance) rxComplete(s rxSlot, n int, status uint16) {
 	p, r := in.p, &in.rx
 	var wb [descSize]byte
 	hw.RxDescPktLen.Put(wb[:], uint16(n))
-	hw.RxDescStatus.Put(wb[:], hw.RxdDone)
+	hw.RxDescStatus.Put(wb[:], status)
 	// Only pkt_len, status and rsvd: addr and buf_len belong to the driver.
 	off := hw.RxDescPktLen.Offset
 	if err := p.d.mem.WriteAt(s.desc+uint64(off), wb[off:]); err != nil {

@@ -47,19 +47,40 @@ func (in *instance) txComplete(head uint32) {
 	in.p.irq.event()
 }
 
+// txBuf is the TX engine's working memory: the gather buffer, big enough
+// for a TSO super-packet, and the header template TSO copies into every
+// segment. A pair keeps one spare across enables (Pair.getTxBuf).
+type txBuf struct {
+	frame [hw.MaxTSOFrame]byte
+	hdr   [tsoMaxHdr]byte
+}
+
+// txOffload is what the first descriptor of a frame asks for.
+type txOffload struct {
+	flags      uint16
+	mss        int
+	csumStart  int
+	csumOffset int
+}
+
 // txFrame gathers the frame starting at descriptor counter head, sends or
 // drops it, and returns how many descriptors it consumed: 0 when the frame
 // is not completely posted yet (no EOP before tail) or on a queue error.
 //
 // A frame with more than hw.TxMaxSegs segments, or a length outside
-// hw.MinFrame..hw.MaxFrame, is dropped whole and counted in
-// tx_drops_bad_len; that is the driver's mistake but not a queue error.
-// Descriptors filling the whole ring without an EOP are dropped the same
-// way, since the driver could never complete that frame.
+// hw.MinFrame..hw.MaxFrame (hw.MaxTSOFrame for a TSO frame), is dropped
+// whole and counted in tx_drops_bad_len; that is the driver's mistake but
+// not a queue error. So is an offload request the device cannot carry out
+// (see txOffloadSend). Descriptors filling the whole ring without an EOP
+// are dropped the same way, since the driver could never complete that
+// frame.
 func (in *instance) txFrame(head, tail uint32) uint32 {
 	d, t := in.p.d, &in.tx
+	buf := in.txb.frame[:]
 	avail := tail - head
 	flen, bad := 0, false
+	limit := hw.MaxFrame
+	var off txOffload
 	for i := uint32(0); i < avail; i++ {
 		c := head + i
 		desc, err := t.dc.get(d.mem, t, c, tail)
@@ -69,22 +90,29 @@ func (in *instance) txFrame(head, tail uint32) uint32 {
 		}
 		addr := hw.TxDescAddr.Get(desc)
 		seg := int(hw.TxDescLen.Get(desc))
-		eop := hw.TxDescFlags.Get(desc)&hw.TxdEOP != 0
-		if i >= hw.TxMaxSegs || flen+seg > hw.MaxFrame {
+		flags := hw.TxDescFlags.Get(desc)
+		if i == 0 {
+			off = txOffload{flags: flags, mss: int(hw.TxDescMSS.Get(desc)),
+				csumStart: int(hw.TxDescCsumStart.Get(desc)), csumOffset: int(hw.TxDescCsumOffset.Get(desc))}
+			if flags&(hw.TxdTSO4|hw.TxdTSO6) != 0 {
+				limit = hw.MaxTSOFrame
+			}
+		}
+		if i >= hw.TxMaxSegs || flen+seg > limit {
 			bad = true
 		}
 		if !bad && seg > 0 {
-			if err := dmaRead(d.mem, addr, in.frame[flen:flen+seg]); err != nil {
+			if err := dmaRead(d.mem, addr, buf[flen:flen+seg]); err != nil {
 				in.fail(hw.QErrBadDesc, c&t.mask, fmt.Errorf("TX descriptor %d buffer %#x+%d: %w", c&t.mask, addr, seg, err))
 				return 0
 			}
 			flen += seg
 		}
-		if eop {
+		if flags&hw.TxdEOP != 0 {
 			if bad || flen < hw.MinFrame {
 				in.txDrop()
 			} else {
-				in.txSend(in.frame[:flen])
+				in.txOffloadSend(buf[:flen], off)
 			}
 			return i + 1
 		}
@@ -94,6 +122,44 @@ func (in *instance) txFrame(head, tail uint32) uint32 {
 		return avail
 	}
 	return 0
+}
+
+// txOffloadSend carries out the frame's offload request and sends the
+// result. A request it cannot carry out drops the frame (tx_drops_bad_len):
+// a checksum field outside the frame; for TSO, both TSO flags, an mss of 0
+// or above hw.TSOMaxMSS, or headers that are not Ethernet (one optional VLAN
+// tag), IPv4 or IPv6 as flagged, then TCP at csum_start.
+func (in *instance) txOffloadSend(f []byte, off txOffload) {
+	switch tso := off.flags & (hw.TxdTSO4 | hw.TxdTSO6); {
+	case tso != 0:
+		if tso == hw.TxdTSO4|hw.TxdTSO6 || off.mss == 0 || off.mss > hw.TSOMaxMSS {
+			in.txDrop()
+			return
+		}
+		t, ok := tsoParse(f, tso == hw.TxdTSO6, off.csumStart)
+		if !ok {
+			in.txDrop()
+			return
+		}
+		n := tsoSegments(f, t, off.mss, in.txb.hdr[:], in.txSend)
+		p := in.p
+		p.st.txTSOFrames.Add(1)
+		p.st.txTSOSegments.Add(uint64(n))
+		in.publish(hw.QPStatusTxTSOFrames, in.txTSOFrames.Add(1))
+	case off.flags&hw.TxdCsum != 0:
+		if len(f) > hw.MaxFrame || !txCsum(f, off.csumStart, off.csumOffset) {
+			in.txDrop()
+			return
+		}
+		in.p.st.txCsumOffloads.Add(1)
+		in.txSend(f)
+	default:
+		if len(f) > hw.MaxFrame {
+			in.txDrop()
+			return
+		}
+		in.txSend(f)
+	}
 }
 
 func (in *instance) txSend(frame []byte) {

@@ -49,6 +49,9 @@ type Options struct {
 	// QueuePairs is the number of queue pairs offered, 1..hw.QPMax
 	// (default hw.QPMax).
 	QueuePairs int
+	// RxDropNoBuf drops received frames for which the driver posted no
+	// buffer instead of pausing the wire until it does (ethring.Config).
+	RxDropNoBuf bool
 }
 
 // DefaultMAC derives a locally administered unicast address in QEMU's
@@ -81,10 +84,11 @@ type NIC struct {
 	dmaGen    atomic.Uint64 // bumped by reset: stale DMA runs stop reporting
 	dmaWG     sync.WaitGroup
 
-	mac        net.HardwareAddr
-	wire       wire.Port
-	queuePairs int
-	statusAddr uint64 // STATUS_ADDR_LO/HI as written (under mu)
+	mac         net.HardwareAddr
+	wire        wire.Port
+	queuePairs  int
+	rxDropNoBuf bool
+	statusAddr  uint64 // STATUS_ADDR_LO/HI as written (under mu)
 	// dp is the datapath, created by Attach (it needs guest memory).
 	dp        atomic.Pointer[ethring.Datapath]
 	closeOnce sync.Once
@@ -137,7 +141,8 @@ func New(o Options) (*NIC, error) {
 		return nil, err
 	}
 	n := &NIC{cfg: cfg, log: o.Logger, msixTable: make([]byte, hw.MSIXVectors*pcie.MSIXEntrySize),
-		mac: append(net.HardwareAddr(nil), o.MAC...), wire: o.Wire, queuePairs: o.QueuePairs}
+		mac: append(net.HardwareAddr(nil), o.MAC...), wire: o.Wire, queuePairs: o.QueuePairs,
+		rxDropNoBuf: o.RxDropNoBuf}
 	n.resetMSIXTable()
 	cfg.SetHooks(pcie.Hooks{
 		Command: func(old, new uint16) {
@@ -192,7 +197,7 @@ func (n *NIC) Attach(h vdevice.Host) {
 		n.log = h.Log
 	}
 	dp := ethring.New(ethring.Config{
-		Mem: h.Mem, Wire: n.wire, QueuePairs: n.queuePairs,
+		Mem: h.Mem, Wire: n.wire, QueuePairs: n.queuePairs, RxDropNoBuf: n.rxDropNoBuf,
 		Interrupt: n.interrupt, Log: n.log.With("part", "ethring"),
 	})
 	dp.SetBusMaster(n.cfg.BusMaster())
@@ -323,6 +328,8 @@ func (n *NIC) readReg(reg uint32) uint32 {
 		return uint32(binary.LittleEndian.Uint16(n.mac[4:6]))
 	case hw.RegQPMax:
 		return uint32(n.queuePairs)
+	case hw.RegFeatures:
+		return hw.Features
 	case hw.RegCtrl:
 		if dp := n.dp.Load(); dp != nil && dp.Enabled() {
 			return hw.CtrlEnable
