@@ -257,3 +257,41 @@ func tsoSegments(f []byte, t tsoHdrs, mss int, hdr []byte, send func([]byte)) in
 	}
 	return n
 }
+
+// tsoGSOFits reports whether the super-packet f (validated by tsoParse)
+// can go whole to a port that segments it: its IP length must fit the
+// 16-bit length field the host's segmentation reads (hw.MaxTSOFrame allows
+// an IPv4 datagram a few bytes over 64 KiB; such a frame is segmented by
+// the device instead).
+func tsoGSOFits(f []byte, t tsoHdrs) bool {
+	if t.v6 {
+		return len(f)-t.l3-40 <= 0xffff
+	}
+	return len(f)-t.l3 <= 0xffff
+}
+
+// tsoGSOPrepare readies the super-packet f (validated by tsoParse, and
+// tsoGSOFits) for the host kernel to segment, the way QEMU's e1000e
+// prepares one for a TAP with a virtio-net header: the IPv4 total length
+// or IPv6 payload length is set to the whole datagram and the IPv4 header
+// checksum recomputed (the guest's stack may leave both zero, and the
+// host's IP input checks them when it delivers the super-packet without
+// segmenting it), and the TCP checksum field is seeded with the
+// pseudo-header sum over the whole TCP length, not complemented, which is
+// what VIRTIO_NET_HDR_F_NEEDS_CSUM and the kernel's TCP segmentation
+// (it adjusts the seed by each segment's length) expect. The guest's seed
+// is ignored, as the device's own segmentation ignores it. It returns the
+// number of segments the host will cut.
+func tsoGSOPrepare(f []byte, t tsoHdrs, mss int) int {
+	l3, l4 := t.l3, t.l4
+	if t.v6 {
+		binary.BigEndian.PutUint16(f[l3+4:], uint16(len(f)-l3-40))
+	} else {
+		binary.BigEndian.PutUint16(f[l3+2:], uint16(len(f)-l3))
+		binary.BigEndian.PutUint16(f[l3+10:], 0)
+		binary.BigEndian.PutUint16(f[l3+10:], ^csumFold(csumAdd(0, f[l3:l4])))
+	}
+	binary.BigEndian.PutUint16(f[l4+16:], csumFold(pseudoSum(f, t.ipHdrs, len(f)-l4)))
+	payload := len(f) - t.hlen
+	return max(1, (payload+mss-1)/mss)
+}

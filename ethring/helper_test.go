@@ -54,9 +54,10 @@ const (
 
 type guestOpts struct {
 	pairs     int
-	virtual   bool // a virtual clock for interrupt moderation
-	depth     int  // pipe depth
-	dropNoBuf bool // Config.RxDropNoBuf
+	virtual   bool      // a virtual clock for interrupt moderation
+	depth     int       // pipe depth
+	dropNoBuf bool      // Config.RxDropNoBuf
+	wire      wire.Port // the device's wire instead of the in-memory cable (peer is then nil)
 }
 
 func newGuest(t testing.TB, o guestOpts) *guest {
@@ -79,7 +80,13 @@ func newGuest(t testing.TB, o guestOpts) *guest {
 	if o.depth == 0 {
 		o.depth = 64
 	}
-	devEnd, peer := wire.Pipe(o.depth)
+	var devEnd wire.Port
+	var peer *wire.PipePort
+	if o.wire != nil {
+		devEnd = o.wire
+	} else {
+		devEnd, peer = wire.Pipe(o.depth)
+	}
 	g := &guest{t: t, mem: mem, ram: ram, iova: guestIOVA, peer: peer, irq: &irqCounter{}, fd: fd}
 	cfg := Config{Mem: mem, Wire: devEnd, QueuePairs: o.pairs, Interrupt: g.irq.fire, RxDropNoBuf: o.dropNoBuf}
 	if o.virtual {
@@ -89,7 +96,9 @@ func newGuest(t testing.TB, o guestOpts) *guest {
 	g.d = New(cfg)
 	t.Cleanup(func() {
 		g.d.Close()
-		peer.Close()
+		if peer != nil {
+			peer.Close()
+		}
 		mem.UnmapAll()
 		unix.Munmap(ram)
 		unix.Close(fd)

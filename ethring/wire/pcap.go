@@ -108,6 +108,27 @@ func (p *Pcap) Send(frame []byte) error {
 	return p.inner.Send(frame)
 }
 
+// CanGSO implements GSOPort: the recorder takes GSO sends when its inner
+// port does.
+func (p *Pcap) CanGSO() bool {
+	_, ok := AsGSO(p.inner)
+	return ok
+}
+
+// SendGSO implements GSOPort. The recorder captures what the device
+// sends, so a GSO send is recorded as the one super-packet (longer than
+// the MTU, with the pseudo-header sum in its TCP checksum field, as a
+// capture on a host with TSO shows it), then passed to the inner port;
+// ErrNoGSO if the inner port cannot take it.
+func (p *Pcap) SendGSO(frame []byte, gso GSOInfo) error {
+	g, ok := AsGSO(p.inner)
+	if !ok {
+		return ErrNoGSO
+	}
+	p.record(frame)
+	return g.SendGSO(frame, gso)
+}
+
 // Recv implements Port: the frame is received, then recorded.
 func (p *Pcap) Recv(buf []byte) (int, error) {
 	n, err := p.inner.Recv(buf)

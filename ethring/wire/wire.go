@@ -2,8 +2,10 @@
 // interface the ring engines send frames to and receive frames from, and
 // its backends: a Linux TAP interface, QEMU's stream netdev protocol (as
 // client or server, surviving reconnects), a pcap recorder that wraps any
-// port, and an in-memory cable for tests. It knows nothing about rings or
-// guest memory.
+// port, and an in-memory cable for tests. A port may also take TCP
+// super-packets whole for the host kernel to segment (GSOPort: the TAP,
+// through its virtio-net header). It knows nothing about rings or guest
+// memory.
 package wire
 
 import (
@@ -38,6 +40,7 @@ type Port interface {
 var (
 	ErrClosed = errors.New("wire: port closed")
 	ErrNoPeer = errors.New("wire: no peer connected")
+	ErrNoGSO  = errors.New("wire: port cannot take GSO sends")
 )
 
 // Spec is a parsed port description (see ParseSpec).

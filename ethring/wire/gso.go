@@ -1,0 +1,49 @@
+package wire
+
+// GSOType is the kind of segmentation a GSO send asks the port to do.
+type GSOType uint8
+
+// GSO types (the virtio_net_hdr gso_type values the TAP understands).
+const (
+	GSONone  GSOType = 0 // no segmentation; NeedsCsum may still be set
+	GSOTCPv4 GSOType = 1 // VIRTIO_NET_HDR_GSO_TCPV4
+	GSOTCPv6 GSOType = 4 // VIRTIO_NET_HDR_GSO_TCPV6
+
+	// GSOECN is or-ed into a TCP type when the super-packet has CWR set
+	// (VIRTIO_NET_HDR_GSO_ECN): the first segment keeps CWR.
+	GSOECN GSOType = 0x80
+)
+
+// GSOInfo describes a frame handed to a port whole for the host to
+// segment and checksum (the virtio_net_hdr fields).
+type GSOInfo struct {
+	Type       GSOType
+	HdrLen     int  // Ethernet + IP + TCP header bytes, copied into every segment
+	GSOSize    int  // payload bytes per segment (the TCP mss)
+	CsumStart  int  // offset of the transport header
+	CsumOffset int  // offset of the checksum field from CsumStart
+	NeedsCsum  bool // the checksum field holds the pseudo-header sum; fold in the rest
+}
+
+// GSOPort is a Port that can also take a TCP super-packet (or a frame
+// whose checksum is still partial) whole and have the host kernel segment
+// and checksum it, as QEMU does with a TAP opened with IFF_VNET_HDR.
+//
+// CanGSO reports whether SendGSO works on this port right now (a wrapper
+// such as Pcap implements the method set whatever it wraps and answers
+// for its inner port). SendGSO is safe for concurrent use, like Send, and
+// does not keep frame.
+type GSOPort interface {
+	Port
+	CanGSO() bool
+	SendGSO(frame []byte, gso GSOInfo) error
+}
+
+// AsGSO returns p as a GSOPort if it can take GSO sends.
+func AsGSO(p Port) (GSOPort, bool) {
+	g, ok := p.(GSOPort)
+	if !ok || !g.CanGSO() {
+		return nil, false
+	}
+	return g, true
+}
