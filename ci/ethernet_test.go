@@ -169,10 +169,18 @@ func TestEthernetARPICMPAndTCP(t *testing.T) {
 	if st["q0_rx_packets"] == 0 || st["q0_tx_packets"] == 0 || st["q0_interrupts"] == 0 {
 		t.Errorf("ethtool -S counters did not move: %v", st)
 	}
+	// The default RX ring, then a resize through ethtool -G that keeps working.
 	ring := run(t, v, "ethtool -g "+ifname)
-	if !regexp.MustCompile(`RX:\s+256`).MatchString(ring) {
-		t.Errorf("ethtool -g does not show the default ring of 256:\n%s", ring)
+	if !regexp.MustCompile(`(?s)Current hardware settings:.*RX:\s+1024`).MatchString(ring) {
+		t.Errorf("ethtool -g does not show the default RX ring of 1024:\n%s", ring)
 	}
+	run(t, v, "ethtool -G "+ifname+" rx 64 tx 128")
+	ring = run(t, v, "ethtool -g "+ifname)
+	if !regexp.MustCompile(`(?s)Current hardware settings:.*RX:\s+64\b.*TX:\s+128\b`).MatchString(ring) {
+		t.Errorf("ethtool -G rx 64 tx 128 did not take:\n%s", ring)
+	}
+	waitCarrier(t, v, ifname)
+	link.ping(t, link.guestIP)
 }
 
 // transfer sends size random bytes guest -> host and host -> guest through

@@ -19,7 +19,7 @@
 
 #include "npfnic.h"
 
-static unsigned int rx_ring_size = 256;
+static unsigned int rx_ring_size = 1024;
 module_param(rx_ring_size, uint, 0444);
 MODULE_PARM_DESC(rx_ring_size, "RX descriptors per queue (power of two, 8..4096)");
 
