@@ -14,7 +14,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -324,8 +323,6 @@ func requireRoot(what string) error {
 	}
 	return nil
 }
-
-var errNotBuilt = errors.New("not built")
 
 // writeFileAtomic writes data so readers never see a partial file.
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
