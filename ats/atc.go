@@ -296,3 +296,24 @@ func (c *Context) releaseLocked(ents []*entry) {
 		c.drained.Broadcast()
 	}
 }
+
+// Capacity is the number of ATC entries in force.
+func (c *Context) Capacity() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.capacity
+}
+
+// SetCapacity changes the number of ATC entries (0: the capacity the
+// Context was created with) and evicts down to it; entries in use by DMA
+// stay until released, as with any eviction.
+func (c *Context) SetCapacity(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n <= 0 {
+		n = c.defaultCapacity
+	}
+	c.capacity = n
+	for len(c.m) > c.capacity && c.evictLocked() {
+	}
+}

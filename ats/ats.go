@@ -123,7 +123,9 @@ type Context struct {
 	caps     Caps
 	irq      func(int)
 	log      *slog.Logger
-	capacity int
+	capacity int // guarded by mu
+	// defaultCapacity is Config.Capacity, what ATC_CAPACITY 0 restores.
+	defaultCapacity int
 
 	atsOn   atomic.Bool
 	pasidOn atomic.Bool
@@ -174,13 +176,14 @@ func New(cfg Config) (*Context, error) {
 		cfg.Interrupt = func(int) {}
 	}
 	c := &Context{
-		mem:      cfg.Mem,
-		caps:     cfg.Caps,
-		irq:      cfg.Interrupt,
-		log:      cfg.Log,
-		capacity: cfg.Capacity,
-		m:        make(map[key]*entry, cfg.Capacity),
-		draining: make(map[*entry]struct{}),
+		mem:             cfg.Mem,
+		caps:            cfg.Caps,
+		irq:             cfg.Interrupt,
+		log:             cfg.Log,
+		capacity:        cfg.Capacity,
+		defaultCapacity: cfg.Capacity,
+		m:               make(map[key]*entry, cfg.Capacity),
+		draining:        make(map[*entry]struct{}),
 	}
 	c.lru.next, c.lru.prev = &c.lru, &c.lru
 	c.drained.L = &c.mu
@@ -278,6 +281,7 @@ func (c *Context) Stats() Stats {
 // does not wait for in-flight DMA (a reset makes no completion promise).
 func (c *Context) Reset() {
 	c.q.reset()
+	c.SetCapacity(0)
 	c.ClearPASIDTable()
 }
 

@@ -10,8 +10,8 @@ import (
 	"github.com/npfnic/npfnic/ats"
 	"github.com/npfnic/npfnic/ats/atstest"
 	"github.com/npfnic/npfnic/pcie"
-	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/guestmem"
 )
 
 const (
@@ -487,5 +487,50 @@ func TestInvalidateWaitsForDMA(t *testing.T) {
 				t.Fatalf("stats %+v", s)
 			}
 		})
+	}
+}
+
+// TestATCRegisters: ATC_HITS and ATC_MISSES follow the counters, and
+// ATC_CAPACITY resizes the cache (evicting down at once), rejects values
+// above the maximum and restores the default with 0.
+func TestATCRegisters(t *testing.T) {
+	e := newEnv(t, envOpts{capacity: 8})
+	as := e.space(0)
+	for i := range 8 {
+		as.Map(uint64(i)*4096, e.g.AllocPage(), true)
+	}
+	for range 2 {
+		for p := range 8 {
+			h := mustAccess(t, e.c, 0, uint64(p)*4096, 8, false)
+			h.Release()
+		}
+	}
+	reg := func(off uint32) uint32 {
+		v, ok := e.c.RegRead(off)
+		if !ok {
+			t.Fatalf("register %#x not in the ATS block", off)
+		}
+		return v
+	}
+	if h, m := reg(hw.RegATCHits), reg(hw.RegATCMisses); h != 8 || m != 8 {
+		t.Fatalf("hits %d misses %d, want 8 and 8", h, m)
+	}
+	steps := []struct {
+		write, capacity uint32
+		maxEntries      int
+	}{
+		{2, 2, 2},
+		{hw.ATCCapacityMax + 1, 2, 2}, // ignored
+		{0, 8, 8},                     // default again
+		{hw.ATCCapacityMax, hw.ATCCapacityMax, 8},
+	}
+	for _, s := range steps {
+		e.c.RegWrite(hw.RegATCCapacity, s.write)
+		if got := reg(hw.RegATCCapacity); got != s.capacity {
+			t.Errorf("after writing %d: capacity %d, want %d", s.write, got, s.capacity)
+		}
+		if n := e.c.Stats().Entries; n > s.maxEntries {
+			t.Errorf("after writing %d: %d entries, want at most %d", s.write, n, s.maxEntries)
+		}
 	}
 }

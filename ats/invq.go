@@ -92,6 +92,14 @@ func (c *Context) RegRead(off uint32) (v uint32, ok bool) {
 	if off < hw.XlatRegBase || off >= hw.ATSRegEnd || off%4 != 0 {
 		return 0, false
 	}
+	switch off {
+	case hw.RegATCHits:
+		return uint32(c.hits.Load()), true
+	case hw.RegATCMisses:
+		return uint32(c.misses.Load()), true
+	case hw.RegATCCapacity:
+		return uint32(c.Capacity()), true
+	}
 	q := &c.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -117,6 +125,17 @@ func (c *Context) RegWrite(off, v uint32) (ok bool) {
 	if off < hw.XlatRegBase || off >= hw.ATSRegEnd || off%4 != 0 {
 		return false
 	}
+	switch off {
+	case hw.RegATCHits, hw.RegATCMisses:
+		return true // read-only
+	case hw.RegATCCapacity:
+		if v > hw.ATCCapacityMax {
+			c.log.Warn("ATC_CAPACITY out of range; ignored", "value", v)
+			return true
+		}
+		c.SetCapacity(int(v))
+		return true
+	}
 	q := &c.q
 	q.mu.Lock()
 	switch off {
@@ -124,6 +143,7 @@ func (c *Context) RegWrite(off, v uint32) (ok bool) {
 		if v&hw.ATSCtrlReset != 0 {
 			q.resetRegsLocked()
 			q.mu.Unlock()
+			c.SetCapacity(0)
 			c.ClearPASIDTable()
 			return true
 		}

@@ -262,8 +262,8 @@ func TestATSRegisters(t *testing.T) {
 		t.Fatalf("INVQ_VECTOR reset value %d", v)
 	}
 	for _, r := range hw.TranslationRegisters {
-		if r.Offset >= hw.ATSRegEnd {
-			continue
+		if r.Offset >= hw.ATSRegEnd || atcRegister(r.Offset) {
+			continue // ATC registers: TestATCRegisters
 		}
 		if !c.RegWrite(r.Offset, 0x1234_5000) {
 			t.Fatalf("%s not claimed", r.Name)
@@ -293,9 +293,13 @@ func TestATSRegisters(t *testing.T) {
 	if v, _ := c.RegRead(hw.RegATSCtrl); v != hw.ATSCtrlEnable {
 		t.Fatalf("ATS_CTRL reads %#x after enable", v)
 	}
+	c.RegWrite(hw.RegATCCapacity, 3)
 	c.RegWrite(hw.RegATSCtrl, hw.ATSCtrlReset)
+	if v, _ := c.RegRead(hw.RegATCCapacity); v != ats.DefaultCapacity {
+		t.Errorf("ATC_CAPACITY reads %d after reset, want the default %d", v, ats.DefaultCapacity)
+	}
 	for _, r := range hw.TranslationRegisters {
-		if r.Offset >= hw.ATSRegEnd {
+		if r.Offset >= hw.ATSRegEnd || atcRegister(r.Offset) {
 			continue
 		}
 		want := uint32(0)
@@ -306,4 +310,8 @@ func TestATSRegisters(t *testing.T) {
 			t.Errorf("%s reads %#x after reset", r.Name, v)
 		}
 	}
+}
+
+func atcRegister(off uint32) bool {
+	return off == hw.RegATCHits || off == hw.RegATCMisses || off == hw.RegATCCapacity
 }

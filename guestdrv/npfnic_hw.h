@@ -26,9 +26,11 @@
 #define NPFNIC_MSIX_BAR                  0x2 /* BAR holding the MSI-X table and PBA */
 #define NPFNIC_MSIX_TABLE_OFFSET         0x0
 #define NPFNIC_MSIX_PBA_OFFSET           0x800
-#define NPFNIC_MSIX_VECTORS              0x8
+#define NPFNIC_MSIX_VECTORS              0x9
+#define NPFNIC_DIAG_ECHO_VECTOR          0x8 /* MSI-X vector of the DIAG_ECHO rounds */
+#define NPFNIC_DIAG_ECHO_MAX             0x10000 /* most rounds one DIAG_ECHO_CTRL write runs */
 #define NPFNIC_MAGIC                     0x4e50464e /* value of NPFNIC_REG_ID */
-#define NPFNIC_INTERFACE_VERSION         0x20001 /* value of NPFNIC_REG_VERSION */
+#define NPFNIC_INTERFACE_VERSION         0x20002 /* value of NPFNIC_REG_VERSION */
 #define NPFNIC_DIAG_DMA_CTRL_START       0x1
 #define NPFNIC_DIAG_DMA_STATUS_IDLE      0x0
 #define NPFNIC_DIAG_DMA_STATUS_BUSY      0x1
@@ -66,6 +68,16 @@
 #define NPFNIC_FEAT_TSO4                 0x2 /* NPFNIC_REG_FEATURES: NPFNIC_TXD_TSO4 */
 #define NPFNIC_FEAT_TSO6                 0x4 /* NPFNIC_REG_FEATURES: NPFNIC_TXD_TSO6 */
 #define NPFNIC_FEAT_RX_CSUM              0x8 /* NPFNIC_REG_FEATURES: NPFNIC_RXD_CSUM_OK */
+#define NPFNIC_RXD_ERROR                 0x4 /* npfnic_rx_desc.status: no frame; the buffer could not be translated (pkt_len 0) */
+#define NPFNIC_RX_POLICY_PIN             0x0 /* NPFNIC_QP_RX_POLICY: buffers pre-mapped; a fault drops the frame */
+#define NPFNIC_RX_POLICY_DROP            0x1 /* NPFNIC_QP_RX_POLICY: a faulting frame is dropped, its page requested */
+#define NPFNIC_RX_POLICY_BACKUP          0x2 /* NPFNIC_QP_RX_POLICY: a faulting frame goes to the backup ring (seed 000 Figure 6) */
+#define NPFNIC_BM_SIZE_MAX               0x1000 /* largest rNPF bitmap */
+#define NPFNIC_BACKUP_CTRL_ENABLE        0x1 /* NPFNIC_REG_BACKUP_CTRL: backup ring on */
+#define NPFNIC_BACKUP_VECTOR_DEFAULT     0x7 /* reset value of NPFNIC_REG_BACKUP_VECTOR */
+#define NPFNIC_BKD_DONE                  0x1 /* npfnic_backup_desc.status: filled by the device */
+#define NPFNIC_BKD_CSUM_OK               0x2 /* npfnic_backup_desc.status: TCP/UDP checksum verified correct */
+#define NPFNIC_DEVERR_BAD_BACKUP_RING    0x2 /* backup ring base/size invalid, outside guest memory, or a bad BACKUP_TAIL */
 
 /* BAR0 registers (32-bit) */
 #define NPFNIC_REG_ID                    0x0000 /* RO: magic NPFNIC_MAGIC */
@@ -78,6 +90,8 @@
 #define NPFNIC_REG_DIAG_DMA_SEED         0x002c /* RW: diagnostic DMA pattern seed */
 #define NPFNIC_REG_DIAG_DMA_CTRL         0x0030 /* WO: write NPFNIC_DIAG_DMA_CTRL_START to start */
 #define NPFNIC_REG_DIAG_DMA_STATUS       0x0034 /* RO: NPFNIC_DIAG_DMA_STATUS_* */
+#define NPFNIC_REG_DIAG_ECHO_CTRL        0x0038 /* WO: write N (1..NPFNIC_DIAG_ECHO_MAX): N echo rounds, each firing NPFNIC_DIAG_ECHO_VECTOR */
+#define NPFNIC_REG_DIAG_ECHO             0x003c /* RW: write the round number (from 1) from process context after the interrupt; reads rounds completed */
 #define NPFNIC_REG_CTRL                  0x0040 /* RW: NPFNIC_CTRL_ENABLE; write NPFNIC_CTRL_RESET to reset the datapath (reads back 0) */
 #define NPFNIC_REG_STATUS_ADDR_LO        0x0044 /* RW: status block guest address, bits 31:0 (64-byte aligned) */
 #define NPFNIC_REG_STATUS_ADDR_HI        0x0048 /* RW: status block guest address, bits 63:32; writing it latches the address */
@@ -86,6 +100,12 @@
 #define NPFNIC_REG_QP_MAX                0x0054 /* RO: number of queue pairs (NPFNIC_QP_MAX) */
 #define NPFNIC_REG_MISC_IRQ_ARM          0x0058 /* WO: write 1: NPFNIC_MISC_VECTOR may fire once for the next misc event */
 #define NPFNIC_REG_FEATURES              0x005c /* RO: NPFNIC_FEAT_*: offloads the device implements (interface 2.1) */
+#define NPFNIC_REG_BACKUP_BASE_LO        0x0900 /* RW: backup ring IOVA, bits 31:0 (32-byte aligned) */
+#define NPFNIC_REG_BACKUP_BASE_HI        0x0904 /* RW: backup ring IOVA, bits 63:32 */
+#define NPFNIC_REG_BACKUP_SIZE           0x0908 /* RW: backup ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX */
+#define NPFNIC_REG_BACKUP_TAIL           0x090c /* WO: backup doorbell: free-running count of backup buffers posted */
+#define NPFNIC_REG_BACKUP_CTRL           0x0910 /* RW: NPFNIC_BACKUP_CTRL_ENABLE: set latches base/size and zeroes head/tail; clear stops */
+#define NPFNIC_REG_BACKUP_VECTOR         0x0914 /* RW: MSI-X vector of backup-ring entries and RX_TAIL_IRQ events */
 
 /* Queue pair registers, offsets from NPFNIC_QP_BASE(q) (32-bit) */
 #define NPFNIC_QP_TX_BASE_LO             0x00 /* RW: TX ring guest address, bits 31:0 (16-byte aligned) */
@@ -99,6 +119,11 @@
 #define NPFNIC_QP_CTRL                   0x20 /* RW: NPFNIC_QP_CTRL_ENABLE: set latches bases/sizes and zeroes heads/tails; clear stops the pair */
 #define NPFNIC_QP_IRQ_ARM                0x24 /* WO: write 1: the pair's vector may fire once for the next completion */
 #define NPFNIC_QP_ITR                    0x28 /* RW: minimum microseconds between two interrupts of the pair (0 = none) */
+#define NPFNIC_QP_RX_POLICY              0x2c /* RW: NPFNIC_RX_POLICY_*: what an RX buffer fault does (latched at enable) */
+#define NPFNIC_QP_PASID                  0x30 /* RW: PASID whose I/O page tables translate the pair's buffer addresses (latched at enable) */
+#define NPFNIC_QP_BM_SIZE                0x34 /* RW: rNPF bitmap size for NPFNIC_RX_POLICY_BACKUP: power of two, 1..NPFNIC_BM_SIZE_MAX (latched at enable) */
+#define NPFNIC_QP_RX_RESOLVE             0x38 /* WO: resolve_rNPFs: free-running bitmap index of an rNPF whose frame the driver placed */
+#define NPFNIC_QP_RX_TAIL_IRQ            0x3c /* WO: write 1: NPFNIC_REG_BACKUP_VECTOR fires once when RX_TAIL next moves */
 
 /* BAR0 offset of queue pair q's registers (hw.QPBase) */
 #define NPFNIC_QP_BASE(q)                (0x1000 + (q) * 0x100)
@@ -150,7 +175,13 @@ struct npfnic_qp_status {
 	__le32 tx_drops_bad_len;        /* TX frames dropped: bad length, too many segments or a bad offload request */
 	__le32 tx_tso_frames;           /* TSO super-packets segmented */
 	__le32 rx_wire_stalls;          /* times RX stopped taking frames from the wire for lack of buffers */
-	__le32 rsvd[7];                 /* reserved, zero */
+	__le32 rx_faults;               /* RX buffer translation faults */
+	__le32 rx_backup;               /* frames stored in the backup ring */
+	__le32 rx_fault_drops;          /* frames dropped on a fault (drop/pin policy, bitmap or backup ring exhausted) */
+	__le32 tx_faults;               /* TX buffer faults (the pair stalled for a page response) */
+	__le32 tx_fault_errors;         /* TX frames dropped: a buffer that can not be translated */
+	__le32 rx_head_offset;          /* backup policy: head_offset, descriptors past rx_head already used */
+	__le32 rx_bm_index;             /* backup policy: bm_index, the bitmap index of rx_head */
 };
 _Static_assert(sizeof(struct npfnic_qp_status) == 64, "npfnic_qp_status size");
 _Static_assert(offsetof(struct npfnic_qp_status, tx_head) == 0, "npfnic_qp_status.tx_head offset");
@@ -162,20 +193,53 @@ _Static_assert(offsetof(struct npfnic_qp_status, rx_drops_too_big) == 20, "npfni
 _Static_assert(offsetof(struct npfnic_qp_status, tx_drops_bad_len) == 24, "npfnic_qp_status.tx_drops_bad_len offset");
 _Static_assert(offsetof(struct npfnic_qp_status, tx_tso_frames) == 28, "npfnic_qp_status.tx_tso_frames offset");
 _Static_assert(offsetof(struct npfnic_qp_status, rx_wire_stalls) == 32, "npfnic_qp_status.rx_wire_stalls offset");
-_Static_assert(offsetof(struct npfnic_qp_status, rsvd) == 36, "npfnic_qp_status.rsvd offset");
+_Static_assert(offsetof(struct npfnic_qp_status, rx_faults) == 36, "npfnic_qp_status.rx_faults offset");
+_Static_assert(offsetof(struct npfnic_qp_status, rx_backup) == 40, "npfnic_qp_status.rx_backup offset");
+_Static_assert(offsetof(struct npfnic_qp_status, rx_fault_drops) == 44, "npfnic_qp_status.rx_fault_drops offset");
+_Static_assert(offsetof(struct npfnic_qp_status, tx_faults) == 48, "npfnic_qp_status.tx_faults offset");
+_Static_assert(offsetof(struct npfnic_qp_status, tx_fault_errors) == 52, "npfnic_qp_status.tx_fault_errors offset");
+_Static_assert(offsetof(struct npfnic_qp_status, rx_head_offset) == 56, "npfnic_qp_status.rx_head_offset offset");
+_Static_assert(offsetof(struct npfnic_qp_status, rx_bm_index) == 60, "npfnic_qp_status.rx_bm_index offset");
 
 /* Status block (device to driver), at NPFNIC_REG_STATUS_ADDR; NPFNIC_STATUS_BLOCK_SIZE bytes in all. */
 struct npfnic_status_block {
 	__le32 link;                    /* NPFNIC_LINK_UP */
 	__le32 error;                   /* NPFNIC_DEVERR_*, 0 none */
-	__le32 rsvd[14];                /* reserved, zero */
+	__le32 backup_head;             /* free-running count of backup entries filled */
+	__le32 backup_full;             /* faulting frames dropped because the backup ring had no buffer */
+	__le32 tail_events;             /* RX_TAIL_IRQ interrupts raised */
+	__le32 rsvd[11];                /* reserved, zero */
 	struct npfnic_qp_status qp[];   /* NPFNIC_QP_MAX entries */
 };
 _Static_assert(sizeof(struct npfnic_status_block) == 64, "npfnic_status_block size");
 _Static_assert(offsetof(struct npfnic_status_block, link) == 0, "npfnic_status_block.link offset");
 _Static_assert(offsetof(struct npfnic_status_block, error) == 4, "npfnic_status_block.error offset");
-_Static_assert(offsetof(struct npfnic_status_block, rsvd) == 8, "npfnic_status_block.rsvd offset");
+_Static_assert(offsetof(struct npfnic_status_block, backup_head) == 8, "npfnic_status_block.backup_head offset");
+_Static_assert(offsetof(struct npfnic_status_block, backup_full) == 12, "npfnic_status_block.backup_full offset");
+_Static_assert(offsetof(struct npfnic_status_block, tail_events) == 16, "npfnic_status_block.tail_events offset");
+_Static_assert(offsetof(struct npfnic_status_block, rsvd) == 20, "npfnic_status_block.rsvd offset");
 _Static_assert(offsetof(struct npfnic_status_block, qp) == 64, "npfnic_status_block.qp offset");
+
+/* Backup ring entry: a frame whose RX buffer faulted, with where it belongs. */
+struct npfnic_backup_desc {
+	__le64 addr;                    /* driver: IOVA of the buffer */
+	__le16 buf_len;                 /* driver: buffer size in bytes */
+	__le16 pkt_len;                 /* device: frame length */
+	__le16 status;                  /* device: NPFNIC_BKD_* */
+	__le16 queue;                   /* device: queue pair whose RX buffer faulted (ring id) */
+	__le32 desc;                    /* device: free-running index of the faulting RX descriptor */
+	__le32 bm_index;                /* device: free-running bitmap index, written back to QP_RX_RESOLVE */
+	__le64 stamp;                   /* device: clock (ns) when the fault was detected */
+};
+_Static_assert(sizeof(struct npfnic_backup_desc) == 32, "npfnic_backup_desc size");
+_Static_assert(offsetof(struct npfnic_backup_desc, addr) == 0, "npfnic_backup_desc.addr offset");
+_Static_assert(offsetof(struct npfnic_backup_desc, buf_len) == 8, "npfnic_backup_desc.buf_len offset");
+_Static_assert(offsetof(struct npfnic_backup_desc, pkt_len) == 10, "npfnic_backup_desc.pkt_len offset");
+_Static_assert(offsetof(struct npfnic_backup_desc, status) == 12, "npfnic_backup_desc.status offset");
+_Static_assert(offsetof(struct npfnic_backup_desc, queue) == 14, "npfnic_backup_desc.queue offset");
+_Static_assert(offsetof(struct npfnic_backup_desc, desc) == 16, "npfnic_backup_desc.desc offset");
+_Static_assert(offsetof(struct npfnic_backup_desc, bm_index) == 20, "npfnic_backup_desc.bm_index offset");
+_Static_assert(offsetof(struct npfnic_backup_desc, stamp) == 24, "npfnic_backup_desc.stamp offset");
 _Static_assert(NPFNIC_STATUS_BLOCK_SIZE == sizeof(struct npfnic_status_block) +
 	       NPFNIC_QP_MAX * sizeof(struct npfnic_qp_status), "status block size");
 
@@ -194,6 +258,7 @@ _Static_assert(NPFNIC_STATUS_BLOCK_SIZE == sizeof(struct npfnic_status_block) +
 #define NPFNIC_PTE_RESERVED_MASK         0xfff0000000000000 /* page table entry: must be zero when present */
 #define NPFNIC_PASID_ENTRY_VALID         0x1 /* npfnic_pasid_entry.root: valid */
 #define NPFNIC_PASID_TABLE_MAX           0x100000 /* largest PASID table */
+#define NPFNIC_ATC_CAPACITY_MAX          0x10000 /* largest NPFNIC_REG_ATC_CAPACITY */
 #define NPFNIC_XLAT_QUEUE_SIZE_MIN       0x8 /* smallest invalidation / page request / page response queue */
 #define NPFNIC_XLAT_QUEUE_SIZE_MAX       0x1000 /* largest invalidation / page request / page response queue */
 #define NPFNIC_XLAT_STATUS_ALIGN         0x40 /* alignment of the ATS and PRI status blocks */
@@ -248,6 +313,9 @@ _Static_assert(NPFNIC_STATUS_BLOCK_SIZE == sizeof(struct npfnic_status_block) +
 #define NPFNIC_REG_INVQ_TAIL             0x0824 /* WO: invalidation doorbell: free-running count of descriptors posted */
 #define NPFNIC_REG_INVQ_VECTOR           0x0828 /* RW: MSI-X vector for NPFNIC_INV_FLAG_IRQ */
 #define NPFNIC_REG_ATS_ERROR             0x082c /* RO: NPFNIC_ATSERR_* */
+#define NPFNIC_REG_ATC_HITS              0x0830 /* RO: ATC lookups that hit, in pages (low 32 bits) */
+#define NPFNIC_REG_ATC_MISSES            0x0834 /* RO: ATC lookups that missed, in pages (low 32 bits) */
+#define NPFNIC_REG_ATC_CAPACITY          0x0838 /* RW: ATC entries, 1..NPFNIC_ATC_CAPACITY_MAX; write 0 for the device default; reads the capacity in force */
 #define NPFNIC_REG_PRI_CTRL              0x0840 /* RW: NPFNIC_PRI_CTRL_ENABLE latches the PRI registers; write NPFNIC_PRI_CTRL_RESET to reset (reads back 0) */
 #define NPFNIC_REG_PRI_STATUS_LO         0x0844 /* RW: PRI status block IOVA, bits 31:0 (64-byte aligned) */
 #define NPFNIC_REG_PRI_STATUS_HI         0x0848 /* RW: PRI status block IOVA, bits 63:32 */

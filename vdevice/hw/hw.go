@@ -34,7 +34,11 @@ const (
 	MSIXTableOffset = 0x000
 	MSIXPBAOffset   = 0x800
 	// MSIXVectors is the number of MSI-X vectors the function exposes.
-	MSIXVectors = 8
+	MSIXVectors = 9
+	// DiagEchoVector fires for DIAG_ECHO_CTRL rounds (interface 2.2).
+	DiagEchoVector = 8
+	// DiagEchoMax bounds one DIAG_ECHO_CTRL run.
+	DiagEchoMax = 1 << 16
 )
 
 // Identification values.
@@ -44,8 +48,10 @@ const (
 	// InterfaceVersion is REG_VERSION: major in bits 31:16, minor in 15:0.
 	// Bump the major for incompatible register changes, the minor for
 	// additions an older driver can ignore (2.1: FEATURES, TX checksum and
-	// TSO, RX checksum status, tx_tso_frames and rx_wire_stalls).
-	InterfaceVersion = 2<<16 | 1
+	// TSO, RX checksum status, tx_tso_frames and rx_wire_stalls; 2.2:
+	// network page faults: per-pair RX policy, PASID, rNPF bitmap, resolve
+	// and tail-interrupt doorbells, the backup ring, fault counters).
+	InterfaceVersion = 2<<16 | 2
 )
 
 // Register offsets in BAR0. All registers are 32 bits wide.
@@ -60,6 +66,8 @@ const (
 	RegDiagDMASeed   = 0x002c // RW: pattern seed
 	RegDiagDMACtrl   = 0x0030 // WO: write DiagDMACtrlStart to start
 	RegDiagDMAStatus = 0x0034 // RO: DiagDMAStatus*
+	RegDiagEchoCtrl  = 0x0038 // WO: write N: run N interrupt/doorbell echo rounds on DiagEchoVector
+	RegDiagEcho      = 0x003c // RW: the driver writes the round number it was interrupted for; reads rounds done
 
 	RegCtrl         = 0x0040 // RW: CtrlEnable; CtrlReset (self-clearing)
 	RegStatusAddrLo = 0x0044 // RW: status block address, bits 31:0
@@ -69,6 +77,16 @@ const (
 	RegQPMax        = 0x0054 // RO: QPMax
 	RegMiscIRQArm   = 0x0058 // WO: write 1 to arm the misc vector once
 	RegFeatures     = 0x005c // RO: Feat* offloads the device implements
+
+	// Backup ring (interface 2.2): one per function, owned by the driver's
+	// fault handling (the IOprovider), addressed by IOVA (never translated,
+	// never faulting).
+	RegBackupBaseLo = 0x0900 // RW: backup ring IOVA, bits 31:0 (32-byte aligned)
+	RegBackupBaseHi = 0x0904 // RW: bits 63:32
+	RegBackupSize   = 0x0908 // RW: entries, power of two, RingSizeMin..RingSizeMax
+	RegBackupTail   = 0x090c // WO: doorbell, free-running count of backup buffers posted
+	RegBackupCtrl   = 0x0910 // RW: BackupCtrlEnable latches base and size, head and tail to 0
+	RegBackupVector = 0x0914 // RW: MSI-X vector of backup-ring and RX-tail events
 )
 
 // Queue pair register blocks: pair q's registers are at QPBase(q) plus the
@@ -77,17 +95,22 @@ const (
 	QPRegBase   = 0x1000
 	QPRegStride = 0x100
 
-	QPTxBaseLo = 0x00 // RW: TX ring guest address, bits 31:0
-	QPTxBaseHi = 0x04 // RW: bits 63:32
-	QPTxSize   = 0x08 // RW: TX ring entries (power of two, RingSizeMin..RingSizeMax)
-	QPTxTail   = 0x0c // WO: TX doorbell, free-running count of descriptors posted
-	QPRxBaseLo = 0x10 // RW: RX ring guest address, bits 31:0
-	QPRxBaseHi = 0x14 // RW: bits 63:32
-	QPRxSize   = 0x18 // RW: RX ring entries
-	QPRxTail   = 0x1c // WO: RX doorbell, free-running count of buffers posted
-	QPCtrl     = 0x20 // RW: QPCtrlEnable
-	QPIRQArm   = 0x24 // WO: write 1 to arm the pair's vector once
-	QPITR      = 0x28 // RW: minimum microseconds between two interrupts of the pair
+	QPTxBaseLo  = 0x00 // RW: TX ring guest address, bits 31:0
+	QPTxBaseHi  = 0x04 // RW: bits 63:32
+	QPTxSize    = 0x08 // RW: TX ring entries (power of two, RingSizeMin..RingSizeMax)
+	QPTxTail    = 0x0c // WO: TX doorbell, free-running count of descriptors posted
+	QPRxBaseLo  = 0x10 // RW: RX ring guest address, bits 31:0
+	QPRxBaseHi  = 0x14 // RW: bits 63:32
+	QPRxSize    = 0x18 // RW: RX ring entries
+	QPRxTail    = 0x1c // WO: RX doorbell, free-running count of buffers posted
+	QPCtrl      = 0x20 // RW: QPCtrlEnable
+	QPIRQArm    = 0x24 // WO: write 1 to arm the pair's vector once
+	QPITR       = 0x28 // RW: minimum microseconds between two interrupts of the pair
+	QPRxPolicy  = 0x2c // RW: RxPolicy*, latched at enable (interface 2.2)
+	QPPASID     = 0x30 // RW: PASID of the pair's buffers, latched at enable
+	QPBmSize    = 0x34 // RW: rNPF bitmap size (power of two, 1..BmSizeMax), latched at enable
+	QPRxResolve = 0x38 // WO: resolve_rNPFs: the bitmap index (free-running) of a resolved rNPF
+	QPRxTailIRQ = 0x3c // WO: write 1: raise the backup vector once when RX_TAIL next moves
 )
 
 // QPBase is the BAR0 offset of queue pair q's register block.
@@ -123,6 +146,7 @@ const (
 	LinkUp = 1 << 0 // status block link bit
 
 	DevErrBadStatusAddr = 1 // status block not writable guest memory (or misaligned)
+	DevErrBadBackupRing = 2 // backup ring invalid or outside guest memory, or BACKUP_TAIL moved badly; the backup ring stopped
 
 	QErrBadRing = 1 // ring base/size invalid or ring outside guest memory
 	QErrBadDesc = 2 // a descriptor's buffer outside guest memory
@@ -138,6 +162,7 @@ const (
 
 	RxdDone   = 1 << 0 // descriptor filled by the device
 	RxdCsumOK = 1 << 1 // the device verified the frame's TCP or UDP checksum
+	RxdError  = 1 << 2 // no frame: the buffer's translation failed for good (Invalid Request or a bad mapping)
 
 	TxMaxSegs = 18
 	MinFrame  = 14   // an Ethernet header
@@ -248,6 +273,8 @@ var Registers = []Register{
 	{"DIAG_DMA_SEED", RegDiagDMASeed, "RW", "diagnostic DMA pattern seed"},
 	{"DIAG_DMA_CTRL", RegDiagDMACtrl, "WO", "write NPFNIC_DIAG_DMA_CTRL_START to start"},
 	{"DIAG_DMA_STATUS", RegDiagDMAStatus, "RO", "NPFNIC_DIAG_DMA_STATUS_*"},
+	{"DIAG_ECHO_CTRL", RegDiagEchoCtrl, "WO", "write N (1..NPFNIC_DIAG_ECHO_MAX): N echo rounds, each firing NPFNIC_DIAG_ECHO_VECTOR"},
+	{"DIAG_ECHO", RegDiagEcho, "RW", "write the round number (from 1) from process context after the interrupt; reads rounds completed"},
 	{"CTRL", RegCtrl, "RW", "NPFNIC_CTRL_ENABLE; write NPFNIC_CTRL_RESET to reset the datapath (reads back 0)"},
 	{"STATUS_ADDR_LO", RegStatusAddrLo, "RW", "status block guest address, bits 31:0 (64-byte aligned)"},
 	{"STATUS_ADDR_HI", RegStatusAddrHi, "RW", "status block guest address, bits 63:32; writing it latches the address"},
@@ -256,6 +283,12 @@ var Registers = []Register{
 	{"QP_MAX", RegQPMax, "RO", "number of queue pairs (NPFNIC_QP_MAX)"},
 	{"MISC_IRQ_ARM", RegMiscIRQArm, "WO", "write 1: NPFNIC_MISC_VECTOR may fire once for the next misc event"},
 	{"FEATURES", RegFeatures, "RO", "NPFNIC_FEAT_*: offloads the device implements (interface 2.1)"},
+	{"BACKUP_BASE_LO", RegBackupBaseLo, "RW", "backup ring IOVA, bits 31:0 (32-byte aligned)"},
+	{"BACKUP_BASE_HI", RegBackupBaseHi, "RW", "backup ring IOVA, bits 63:32"},
+	{"BACKUP_SIZE", RegBackupSize, "RW", "backup ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX"},
+	{"BACKUP_TAIL", RegBackupTail, "WO", "backup doorbell: free-running count of backup buffers posted"},
+	{"BACKUP_CTRL", RegBackupCtrl, "RW", "NPFNIC_BACKUP_CTRL_ENABLE: set latches base/size and zeroes head/tail; clear stops"},
+	{"BACKUP_VECTOR", RegBackupVector, "RW", "MSI-X vector of backup-ring entries and RX_TAIL_IRQ events"},
 }
 
 // QPRegisters lists the registers of one queue pair, as offsets from
@@ -272,6 +305,11 @@ var QPRegisters = []Register{
 	{"CTRL", QPCtrl, "RW", "NPFNIC_QP_CTRL_ENABLE: set latches bases/sizes and zeroes heads/tails; clear stops the pair"},
 	{"IRQ_ARM", QPIRQArm, "WO", "write 1: the pair's vector may fire once for the next completion"},
 	{"ITR", QPITR, "RW", "minimum microseconds between two interrupts of the pair (0 = none)"},
+	{"RX_POLICY", QPRxPolicy, "RW", "NPFNIC_RX_POLICY_*: what an RX buffer fault does (latched at enable)"},
+	{"PASID", QPPASID, "RW", "PASID whose I/O page tables translate the pair's buffer addresses (latched at enable)"},
+	{"BM_SIZE", QPBmSize, "RW", "rNPF bitmap size for NPFNIC_RX_POLICY_BACKUP: power of two, 1..NPFNIC_BM_SIZE_MAX (latched at enable)"},
+	{"RX_RESOLVE", QPRxResolve, "WO", "resolve_rNPFs: free-running bitmap index of an rNPF whose frame the driver placed"},
+	{"RX_TAIL_IRQ", QPRxTailIRQ, "WO", "write 1: NPFNIC_REG_BACKUP_VECTOR fires once when RX_TAIL next moves"},
 }
 
 // Macro is a function-like C macro with its Go counterpart named in Doc.
@@ -308,6 +346,8 @@ var Values = []Value{
 	{"MSIX_TABLE_OFFSET", MSIXTableOffset, ""},
 	{"MSIX_PBA_OFFSET", MSIXPBAOffset, ""},
 	{"MSIX_VECTORS", MSIXVectors, ""},
+	{"DIAG_ECHO_VECTOR", DiagEchoVector, "MSI-X vector of the DIAG_ECHO rounds"},
+	{"DIAG_ECHO_MAX", DiagEchoMax, "most rounds one DIAG_ECHO_CTRL write runs"},
 	{"MAGIC", Magic, "value of NPFNIC_REG_ID"},
 	{"INTERFACE_VERSION", InterfaceVersion, "value of NPFNIC_REG_VERSION"},
 	{"DIAG_DMA_CTRL_START", DiagDMACtrlStart, ""},
@@ -347,4 +387,97 @@ var Values = []Value{
 	{"FEAT_TSO4", FeatTSO4, "NPFNIC_REG_FEATURES: NPFNIC_TXD_TSO4"},
 	{"FEAT_TSO6", FeatTSO6, "NPFNIC_REG_FEATURES: NPFNIC_TXD_TSO6"},
 	{"FEAT_RX_CSUM", FeatRxCsum, "NPFNIC_REG_FEATURES: NPFNIC_RXD_CSUM_OK"},
+	{"RXD_ERROR", RxdError, "npfnic_rx_desc.status: no frame; the buffer could not be translated (pkt_len 0)"},
+	{"RX_POLICY_PIN", RxPolicyPin, "NPFNIC_QP_RX_POLICY: buffers pre-mapped; a fault drops the frame"},
+	{"RX_POLICY_DROP", RxPolicyDrop, "NPFNIC_QP_RX_POLICY: a faulting frame is dropped, its page requested"},
+	{"RX_POLICY_BACKUP", RxPolicyBackup, "NPFNIC_QP_RX_POLICY: a faulting frame goes to the backup ring (seed 000 Figure 6)"},
+	{"BM_SIZE_MAX", BmSizeMax, "largest rNPF bitmap"},
+	{"BACKUP_CTRL_ENABLE", BackupCtrlEnable, "NPFNIC_REG_BACKUP_CTRL: backup ring on"},
+	{"BACKUP_VECTOR_DEFAULT", BackupVectorDefault, "reset value of NPFNIC_REG_BACKUP_VECTOR"},
+	{"BKD_DONE", BkdDone, "npfnic_backup_desc.status: filled by the device"},
+	{"BKD_CSUM_OK", BkdCsumOK, "npfnic_backup_desc.status: TCP/UDP checksum verified correct"},
+	{"DEVERR_BAD_BACKUP_RING", DevErrBadBackupRing, "backup ring base/size invalid, outside guest memory, or a bad BACKUP_TAIL"},
 }
+
+// Network page faults on the Ethernet queues (interface 2.2).
+//
+// With the PCIe ATS capability enabled, every TX and RX buffer address in a
+// pair's descriptors is a VA in the address space of the pair's PASID
+// (QP_PASID; 0 without the PASID capability), translated through the I/O
+// page tables described in translation.go. The descriptor rings, the status
+// blocks and the backup ring stay IOVAs: they are the driver's own pinned
+// memory. With ATS disabled, buffer addresses are IOVAs as before.
+//
+// A TX buffer that faults stalls its pair on that descriptor (the data is
+// local): the device sends a page request (FaultKindTxBuf) and resumes the
+// same frame after a Success response; after Invalid Request, or a fault no
+// page request can resolve, it drops the frame (tx_fault_errors).
+//
+// An RX buffer that faults is handled by the pair's RX policy:
+//   - RxPolicyPin: the driver mapped every buffer beforehand; a fault drops
+//     the frame (rx_fault_drops) and requests the page, as drop does.
+//   - RxPolicyDrop: the frame is dropped (rx_fault_drops), the descriptor
+//     stays where it is and a page request (FaultKindRxBuf, desc = the
+//     descriptor's free-running index) asks for the page; later frames
+//     that fault on the same descriptor before the response do not repeat
+//     the request.
+//   - RxPolicyBackup: seed 000 Figure 6. The device keeps head (rx_head,
+//     what the driver may consume), head_offset and bm_index, and a bitmap
+//     of QP_BM_SIZE bits. A frame goes to descriptor head+head_offset when
+//     that descriptor is posted and its buffer translates; then head moves
+//     only if head_offset is 0, else head_offset grows. Otherwise, if
+//     head_offset < BM_SIZE and the backup ring has a buffer, the frame goes
+//     to the backup ring with {queue, desc = head+head_offset, bm_index =
+//     bm_index+head_offset}, that bit is set, head_offset grows, a page
+//     request is sent when the buffer faulted (best effort: none when PRI
+//     has no room; the backup entry is the notification that counts) and
+//     the backup vector fires. Otherwise the frame is dropped
+//     (rx_fault_drops). The driver, having placed the frame in its original
+//     buffer and written that descriptor's pkt_len and status, writes the
+//     entry's bm_index to QP_RX_RESOLVE: the device clears the bit and moves
+//     head (and bm_index) past every leading resolved entry, publishes
+//     rx_head and raises the pair's vector. A frame with no descriptor
+//     posted while head_offset is 0 is held or dropped as without faults.
+//     An rNPF's descriptor may lie beyond RX_TAIL (the ring was full while
+//     the driver saw nothing): the driver waits for its tail to pass it,
+//     using QP_RX_TAIL_IRQ to learn when the tail moves.
+//
+// A descriptor whose buffer can never translate (Invalid Request, bad
+// PASID, a table outside guest memory) completes with RxdError and
+// pkt_len 0 in place of a frame.
+const (
+	RxPolicyPin    = 0
+	RxPolicyDrop   = 1
+	RxPolicyBackup = 2
+
+	// BmSizeMax bounds QP_BM_SIZE.
+	BmSizeMax = 4096
+
+	BackupCtrlEnable    = 1 << 0
+	BackupVectorDefault = 7
+
+	BkdDone   = 1 << 0 // backup descriptor filled by the device
+	BkdCsumOK = 1 << 1 // TCP/UDP checksum verified
+)
+
+// BackupDescSize is the size of struct npfnic_backup_desc.
+const BackupDescSize = 32
+
+// Backup ring descriptor fields. The driver posts buffers (addr, buf_len);
+// the device fills the rest for a frame whose RX buffer faulted.
+var (
+	BackupDescAddr    = le64("addr", 0, "driver: IOVA of the buffer")
+	BackupDescBufLen  = le16("buf_len", 8, "driver: buffer size in bytes")
+	BackupDescPktLen  = le16("pkt_len", 10, "device: frame length")
+	BackupDescStatus  = le16("status", 12, "device: NPFNIC_BKD_*")
+	BackupDescQueue   = le16("queue", 14, "device: queue pair whose RX buffer faulted (ring id)")
+	BackupDescDesc    = le32("desc", 16, "device: free-running index of the faulting RX descriptor")
+	BackupDescBmIndex = le32("bm_index", 20, "device: free-running bitmap index, written back to QP_RX_RESOLVE")
+	BackupDescStamp   = le64("stamp", 24, "device: clock (ns) when the fault was detected")
+)
+
+// BackupDesc is struct npfnic_backup_desc.
+var BackupDesc = Layout{"backup_desc", BackupDescSize,
+	"Backup ring entry: a frame whose RX buffer faulted, with where it belongs.",
+	[]Field{BackupDescAddr.Field, BackupDescBufLen.Field, BackupDescPktLen.Field, BackupDescStatus.Field,
+		BackupDescQueue.Field, BackupDescDesc.Field, BackupDescBmIndex.Field, BackupDescStamp.Field}}

@@ -120,6 +120,14 @@ var (
 	QPStatusTxDropsBadLen = le32("tx_drops_bad_len", 24, "TX frames dropped: bad length, too many segments or a bad offload request")
 	QPStatusTxTSOFrames   = le32("tx_tso_frames", 28, "TSO super-packets segmented")
 	QPStatusRxWireStalls  = le32("rx_wire_stalls", 32, "times RX stopped taking frames from the wire for lack of buffers")
+	// Interface 2.2: network page faults.
+	QPStatusRxFaults      = le32("rx_faults", 36, "RX buffer translation faults")
+	QPStatusRxBackup      = le32("rx_backup", 40, "frames stored in the backup ring")
+	QPStatusRxFaultDrops  = le32("rx_fault_drops", 44, "frames dropped on a fault (drop/pin policy, bitmap or backup ring exhausted)")
+	QPStatusTxFaults      = le32("tx_faults", 48, "TX buffer faults (the pair stalled for a page response)")
+	QPStatusTxFaultErrors = le32("tx_fault_errors", 52, "TX frames dropped: a buffer that can not be translated")
+	QPStatusRxHeadOffset  = le32("rx_head_offset", 56, "backup policy: head_offset, descriptors past rx_head already used")
+	QPStatusRxBmIndex     = le32("rx_bm_index", 60, "backup policy: bm_index, the bitmap index of rx_head")
 )
 
 // QPStatus is struct npfnic_qp_status.
@@ -127,12 +135,18 @@ var QPStatus = Layout{"qp_status", QPStatusSize,
 	"Status of one queue pair, written by the device into the status block.",
 	[]Field{QPStatusTxHead.Field, QPStatusRxHead.Field, QPStatusError.Field, QPStatusErrorInfo.Field,
 		QPStatusRxDropsNoBuf.Field, QPStatusRxDropsTooBig.Field, QPStatusTxDropsBadLen.Field,
-		QPStatusTxTSOFrames.Field, QPStatusRxWireStalls.Field, rsvd32(36, 7)}}
+		QPStatusTxTSOFrames.Field, QPStatusRxWireStalls.Field, QPStatusRxFaults.Field, QPStatusRxBackup.Field,
+		QPStatusRxFaultDrops.Field, QPStatusTxFaults.Field, QPStatusTxFaultErrors.Field,
+		QPStatusRxHeadOffset.Field, QPStatusRxBmIndex.Field}}
 
 // Status block header fields.
 var (
 	StatusLink  = le32("link", 0, "NPFNIC_LINK_UP")
 	StatusError = le32("error", 4, "NPFNIC_DEVERR_*, 0 none")
+	// Interface 2.2: the backup ring.
+	StatusBackupHead = le32("backup_head", 8, "free-running count of backup entries filled")
+	StatusBackupFull = le32("backup_full", 12, "faulting frames dropped because the backup ring had no buffer")
+	StatusTailEvents = le32("tail_events", 16, "RX_TAIL_IRQ interrupts raised")
 )
 
 // StatusBlock is struct npfnic_status_block: the 64-byte header followed
@@ -140,11 +154,12 @@ var (
 // all NPFNIC_STATUS_BLOCK_SIZE bytes written by the device.
 var StatusBlock = Layout{"status_block", StatusHeaderSize,
 	"Status block (device to driver), at NPFNIC_REG_STATUS_ADDR; NPFNIC_STATUS_BLOCK_SIZE bytes in all.",
-	[]Field{StatusLink.Field, StatusError.Field, rsvd32(8, 14),
+	[]Field{StatusLink.Field, StatusError.Field, StatusBackupHead.Field, StatusBackupFull.Field,
+		StatusTailEvents.Field, rsvd32(20, 11),
 		{"qp", StatusHeaderSize, QPStatusSize, -1, &QPStatus, "NPFNIC_QP_MAX entries"}}}
 
 // Layouts lists the shared structures, each after the ones it contains.
-var Layouts = []*Layout{&TxDesc, &RxDesc, &QPStatus, &StatusBlock}
+var Layouts = []*Layout{&TxDesc, &RxDesc, &QPStatus, &StatusBlock, &BackupDesc}
 
 // StatusQPOffset is the offset of pair q's struct npfnic_qp_status in the
 // status block.

@@ -83,6 +83,9 @@ const (
 	RegInvqTail       = 0x0824 // WO: doorbell, free-running count of descriptors posted
 	RegInvqVector     = 0x0828 // RW: MSI-X vector of NPFNIC_INV_WAIT_IRQ
 	RegATSError       = 0x082c // RO: NPFNIC_ATSERR_*, also in the status block
+	RegATCHits        = 0x0830 // RO: ATC lookups that hit (pages, low 32 bits, interface 2.2)
+	RegATCMisses      = 0x0834 // RO: ATC lookups that missed (pages, low 32 bits)
+	RegATCCapacity    = 0x0838 // RW: ATC entries (4 KiB pages), 1..ATCCapacityMax; 0 restores the device default
 	ATSRegEnd         = 0x0840 // end of the ATS register block
 	RegPRICtrl        = 0x0840 // RW: PRICtrlEnable; PRICtrlReset (self-clearing)
 	RegPRIStatusLo    = 0x0844 // RW: PRI status block IOVA, bits 31:0 (64-byte aligned)
@@ -103,6 +106,7 @@ const (
 // Translation register values.
 const (
 	XlatQueueSizeMin    = 8
+	ATCCapacityMax      = 1 << 16
 	XlatQueueSizeMax    = 4096
 	XlatStatusAlign     = 64
 	PRQVectorDefault    = 5 // reset value of PRQ_VECTOR
@@ -266,6 +270,9 @@ var TranslationRegisters = []Register{
 	{"INVQ_TAIL", RegInvqTail, "WO", "invalidation doorbell: free-running count of descriptors posted"},
 	{"INVQ_VECTOR", RegInvqVector, "RW", "MSI-X vector for NPFNIC_INV_FLAG_IRQ"},
 	{"ATS_ERROR", RegATSError, "RO", "NPFNIC_ATSERR_*"},
+	{"ATC_HITS", RegATCHits, "RO", "ATC lookups that hit, in pages (low 32 bits)"},
+	{"ATC_MISSES", RegATCMisses, "RO", "ATC lookups that missed, in pages (low 32 bits)"},
+	{"ATC_CAPACITY", RegATCCapacity, "RW", "ATC entries, 1..NPFNIC_ATC_CAPACITY_MAX; write 0 for the device default; reads the capacity in force"},
 	{"PRI_CTRL", RegPRICtrl, "RW", "NPFNIC_PRI_CTRL_ENABLE latches the PRI registers; write NPFNIC_PRI_CTRL_RESET to reset (reads back 0)"},
 	{"PRI_STATUS_LO", RegPRIStatusLo, "RW", "PRI status block IOVA, bits 31:0 (64-byte aligned)"},
 	{"PRI_STATUS_HI", RegPRIStatusHi, "RW", "PRI status block IOVA, bits 63:32"},
@@ -294,6 +301,7 @@ var TranslationValues = []Value{
 	{"PTE_RESERVED_MASK", PTEReservedMask, "page table entry: must be zero when present"},
 	{"PASID_ENTRY_VALID", PASIDEntryValid, "npfnic_pasid_entry.root: valid"},
 	{"PASID_TABLE_MAX", PASIDTableMax, "largest PASID table"},
+	{"ATC_CAPACITY_MAX", ATCCapacityMax, "largest NPFNIC_REG_ATC_CAPACITY"},
 	{"XLAT_QUEUE_SIZE_MIN", XlatQueueSizeMin, "smallest invalidation / page request / page response queue"},
 	{"XLAT_QUEUE_SIZE_MAX", XlatQueueSizeMax, "largest invalidation / page request / page response queue"},
 	{"XLAT_STATUS_ALIGN", XlatStatusAlign, "alignment of the ATS and PRI status blocks"},

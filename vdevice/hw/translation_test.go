@@ -57,7 +57,7 @@ func TestTranslationRegisters(t *testing.T) {
 			t.Errorf("%s and %s share offset %#x", r.Name, other, r.Offset)
 		}
 		seen[r.Offset] = r.Name
-		ats := strings.HasPrefix(r.Name, "ATS_") || strings.HasPrefix(r.Name, "PASID_") || strings.HasPrefix(r.Name, "INVQ_")
+		ats := strings.HasPrefix(r.Name, "ATS_") || strings.HasPrefix(r.Name, "ATC_") || strings.HasPrefix(r.Name, "PASID_") || strings.HasPrefix(r.Name, "INVQ_")
 		if ats != (r.Offset < hw.ATSRegEnd) {
 			t.Errorf("%s at %#x is in the wrong block", r.Name, r.Offset)
 		}
