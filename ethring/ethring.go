@@ -32,8 +32,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/npfnic/npfnic/ats"
 	"github.com/npfnic/npfnic/ethring/wire"
 	"github.com/npfnic/npfnic/ibrc/clock"
+	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
@@ -55,6 +57,13 @@ type Config struct {
 	// posted (counted in rx_drops_no_buf), as a hardware NIC does, instead
 	// of holding it, and the wire, until the driver posts one.
 	RxDropNoBuf bool
+	// Xlat translates buffer addresses while the PCIe ATS capability is
+	// enabled (descriptors then carry VAs of the pair's PASID); nil: buffer
+	// addresses are always IOVAs.
+	Xlat *ats.Context
+	// PRI raises page requests for translation faults; nil: a fault can
+	// not be resolved, and the operation fails (RXD_ERROR, tx_fault_errors).
+	PRI *pri.Engine
 }
 
 // Datapath is the Ethernet function's datapath. Create it with New.
@@ -80,6 +89,13 @@ type Datapath struct {
 	statusDirty bool
 	headerDirty bool   // link or device error changed
 	devErr      uint32 // NPFNIC_DEVERR_*
+
+	tailRaise bool // raise the backup vector after the next header write
+
+	xlat   *ats.Context
+	pri    *pri.Engine
+	backup backupRing
+	hdrMu  sync.Mutex // orders writes of the status block header
 
 	misc moderator
 	kick chan struct{} // wakes the control goroutine
@@ -117,7 +133,9 @@ func New(c Config) *Datapath {
 		c.Interrupt = func(int) {}
 	}
 	d := &Datapath{mem: c.Mem, wire: c.Wire, log: c.Log, clock: c.Clock, irq: c.Interrupt,
-		kick: make(chan struct{}, 1), done: make(chan struct{}), rxDropNoBuf: c.RxDropNoBuf}
+		kick: make(chan struct{}, 1), done: make(chan struct{}), rxDropNoBuf: c.RxDropNoBuf,
+		xlat: c.Xlat, pri: c.PRI}
+	d.backup.init(d)
 	d.busMaster.Store(true)
 	d.link.Store(c.Wire != nil)
 	d.misc.init(c.Clock, func() { d.irq(hw.MiscVector) })
@@ -217,13 +235,14 @@ func (d *Datapath) Reset() {
 	d.enabled.Store(false)
 	d.ctlMu.Lock()
 	d.ctlGen++
-	d.statusDirty, d.headerDirty = false, false
+	d.statusDirty, d.headerDirty, d.tailRaise = false, false, false
 	d.devErr = 0
 	d.status.Store(0)
 	d.ctlMu.Unlock()
 	for _, p := range d.pairs {
 		p.reset()
 	}
+	d.backup.reset()
 	d.misc.reset()
 	d.rxWake()
 }
@@ -263,15 +282,18 @@ func (d *Datapath) control() {
 		d.ctlMu.Lock()
 		gen := d.ctlGen
 		addr, applyStatus := d.statusReq, d.statusDirty
-		header := d.headerDirty
-		d.statusDirty, d.headerDirty = false, false
+		header, tailRaise := d.headerDirty, d.tailRaise
+		d.statusDirty, d.headerDirty, d.tailRaise = false, false, false
 		d.ctlMu.Unlock()
 		if applyStatus {
 			d.applyStatus(gen, addr)
 		} else if header {
-			if d.writeHeader() {
+			if d.writeHeader() && !tailRaise {
 				d.misc.event()
 			}
+		}
+		if tailRaise {
+			d.backup.raise()
 		}
 	}
 }
@@ -304,7 +326,9 @@ func (d *Datapath) applyStatus(gen, addr uint64) {
 		d.ctlMu.Unlock()
 		return // reset meanwhile
 	}
-	d.devErr = 0
+	if d.devErr == hw.DevErrBadStatusAddr {
+		d.devErr = 0 // a good block now; other device errors stand
+	}
 	d.status.Store(addr | statusValid)
 	d.ctlMu.Unlock()
 	if err := d.writeHeaderAt(addr); err != nil {
@@ -348,7 +372,29 @@ func (d *Datapath) writeHeaderAt(addr uint64) error {
 	d.ctlMu.Lock()
 	hw.StatusError.Put(h[:], d.devErr)
 	d.ctlMu.Unlock()
+	d.hdrMu.Lock()
+	defer d.hdrMu.Unlock()
+	hw.StatusBackupHead.Put(h[:], d.backup.head())
+	hw.StatusBackupFull.Put(h[:], d.backup.full.Load())
+	hw.StatusTailEvents.Put(h[:], d.backup.tailEvents.Load())
 	return d.mem.WriteAt(addr, h[:])
+}
+
+// publishHeader writes one header field of the status block, if there is
+// one, with the value get returns under hdrMu: concurrent publishers of
+// one field then write in the order they read, so the newest value lands
+// last.
+func (d *Datapath) publishHeader(f hw.Le32, get func() uint32) {
+	base, ok := d.statusBase()
+	if !ok {
+		return
+	}
+	d.hdrMu.Lock()
+	err := d.mem.WriteU32(base+uint64(f.Offset), get())
+	d.hdrMu.Unlock()
+	if err != nil {
+		d.statusFault(err)
+	}
 }
 
 // statusFault handles a failed write to a status block that was good when
@@ -518,13 +564,23 @@ type Stats struct {
 	RxDropsNoQueue  uint64 // frames received while no pair was enabled
 	RxDropsDisabled uint64 // frames received while CTRL.ENABLE or bus mastering was off
 	MiscInterrupts  uint64
+
+	BackupHead       uint32 // backup entries filled since the ring's enable
+	BackupStored     uint64 // frames stored in the backup ring
+	BackupFull       uint64 // faulting frames dropped: no backup buffer posted
+	BackupDropsLarge uint64 // faulting frames dropped: larger than the backup buffer
+	BackupEvents     uint64 // backup vector interrupts (entries and tail events)
+	TailEvents       uint32 // RX_TAIL_IRQ events since reset
 }
 
 // Stats returns the counters.
 func (d *Datapath) Stats() Stats {
 	s := Stats{Link: d.link.Load(), Enabled: d.enabled.Load(), DeviceError: d.DeviceError(),
 		RxDropsNoQueue: d.rxNoQueue.Load(), RxDropsDisabled: d.rxDisabled.Load(),
-		MiscInterrupts: d.misc.fired.Load()}
+		MiscInterrupts: d.misc.fired.Load(),
+		BackupHead:     d.backup.head(), BackupStored: d.backup.stored.Load(),
+		BackupFull: uint64(d.backup.full.Load()), BackupDropsLarge: d.backup.drops.Load(),
+		BackupEvents: d.backup.events.Load(), TailEvents: d.backup.tailEvents.Load()}
 	for _, p := range d.pairs {
 		s.Pairs = append(s.Pairs, p.Stats())
 	}

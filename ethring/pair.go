@@ -1,6 +1,7 @@
 package ethring
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,9 @@ type Pair struct {
 	txBase, rxBase uint64
 	txSize, rxSize uint32
 	enabled        bool
+	rxPolicy       uint32 // hw.RxPolicy*
+	pasid          uint32
+	bmSize         uint32
 
 	// inst is the running instance, nil while disabled.
 	inst atomic.Pointer[instance]
@@ -35,10 +39,12 @@ type Pair struct {
 // pairCounters are the device-side statistics of a pair, cumulative
 // across enables (the guest-visible ones live in the instance).
 type pairCounters struct {
-	txFrames, txBytes, txDropsBadLen, txSendErrors atomic.Uint64
-	txTSOFrames, txTSOSegments, txCsumOffloads     atomic.Uint64
-	rxFrames, rxBytes, rxDropsNoBuf, rxDropsTooBig atomic.Uint64
-	rxDropsStopped, rxWireStalls, rxCsumOK         atomic.Uint64
+	txFrames, txBytes, txDropsBadLen, txSendErrors  atomic.Uint64
+	txTSOFrames, txTSOSegments, txCsumOffloads      atomic.Uint64
+	rxFrames, rxBytes, rxDropsNoBuf, rxDropsTooBig  atomic.Uint64
+	rxDropsStopped, rxWireStalls, rxCsumOK          atomic.Uint64
+	rxFaults, rxBackup, rxFaultDrops, rxFaultErrors atomic.Uint64
+	txFaults, txFaultErrors, rxBadResolves          atomic.Uint64
 }
 
 func newPair(d *Datapath, q int) *Pair {
@@ -76,6 +82,12 @@ func (p *Pair) ReadReg(off uint32) uint32 {
 		if p.enabled {
 			return hw.QPCtrlEnable
 		}
+	case hw.QPRxPolicy:
+		return p.rxPolicy
+	case hw.QPPASID:
+		return p.pasid
+	case hw.QPBmSize:
+		return p.bmSize
 	}
 	return 0
 }
@@ -98,6 +110,16 @@ func (p *Pair) WriteReg(off, v uint32) {
 	case hw.QPITR:
 		p.irq.setITR(time.Duration(v) * time.Microsecond)
 		return
+	case hw.QPRxResolve:
+		if in := p.inst.Load(); in != nil {
+			in.queueResolve(v)
+		}
+		return
+	case hw.QPRxTailIRQ:
+		if in := p.inst.Load(); in != nil && v&1 != 0 {
+			in.tailIRQ.Store(true)
+		}
+		return
 	}
 	p.regMu.Lock()
 	defer p.regMu.Unlock()
@@ -114,6 +136,12 @@ func (p *Pair) WriteReg(off, v uint32) {
 		p.rxBase = p.rxBase&0xffffffff | uint64(v)<<32
 	case hw.QPRxSize:
 		p.rxSize = v
+	case hw.QPRxPolicy:
+		p.rxPolicy = v
+	case hw.QPPASID:
+		p.pasid = v
+	case hw.QPBmSize:
+		p.bmSize = v
 	case hw.QPCtrl:
 		on := v&hw.QPCtrlEnable != 0
 		switch {
@@ -131,11 +159,16 @@ func (p *Pair) WriteReg(off, v uint32) {
 // worker. Caller holds regMu.
 func (p *Pair) start() {
 	in := newInstance(p, p.txBase, p.txSize, p.rxBase, p.rxSize)
+	in.latchFaults(p.rxPolicy, p.pasid, p.bmSize)
 	if old := p.inst.Swap(in); old != nil {
 		old.retire()
 	}
 	p.d.wg.Add(1)
 	go in.run()
+	if in.policy == hw.RxPolicyBackup {
+		p.d.wg.Add(1)
+		go in.resolveLoop()
+	}
 	p.d.rxWake() // a wire reader waiting for buffers steers again
 }
 
@@ -172,6 +205,7 @@ func (p *Pair) reset() {
 	p.regMu.Lock()
 	p.stop()
 	p.txBase, p.rxBase, p.txSize, p.rxSize, p.enabled = 0, 0, 0, 0, false
+	p.rxPolicy, p.pasid, p.bmSize = 0, 0, 0
 	p.regMu.Unlock()
 	p.irq.reset()
 }
@@ -206,8 +240,11 @@ func (p *Pair) doorbell(tx bool, tail uint32) {
 	r.tail.Store(tail)
 	if tx {
 		in.wake()
-	} else {
-		p.d.rxWake()
+		return
+	}
+	p.d.rxWake()
+	if tail != old && in.tailIRQ.CompareAndSwap(true, false) {
+		p.d.backup.tailEvent()
 	}
 }
 
@@ -223,6 +260,10 @@ func (p *Pair) Stats() PairStats {
 		RxDropsStopped: p.st.rxDropsStopped.Load(), RxWireStalls: p.st.rxWireStalls.Load(),
 		RxCsumOK:   p.st.rxCsumOK.Load(),
 		Interrupts: p.irq.fired.Load(),
+		RxFaults:   p.st.rxFaults.Load(), RxBackup: p.st.rxBackup.Load(),
+		RxFaultDrops: p.st.rxFaultDrops.Load(), RxFaultErrors: p.st.rxFaultErrors.Load(),
+		TxFaults: p.st.txFaults.Load(), TxFaultErrors: p.st.txFaultErrors.Load(),
+		RxBadResolves: p.st.rxBadResolves.Load(),
 	}
 	if in := p.inst.Load(); in != nil {
 		s.Enabled = true
@@ -230,6 +271,7 @@ func (p *Pair) Stats() PairStats {
 		s.Error, s.ErrorInfo = uint32(e>>32), uint32(e)
 		s.TxHead, s.TxTail = in.tx.head.Load(), in.tx.tail.Load()
 		s.RxHead, s.RxTail = in.rx.head.Load(), in.rx.tail.Load()
+		s.RxPolicy, s.RxHeadOffset = in.policy, in.headOffsetA.Load()
 	}
 	return s
 }
@@ -247,6 +289,17 @@ type PairStats struct {
 	RxWireStalls                                   uint64 // times the wire waited for this pair's RX buffers
 	RxCsumOK                                       uint64 // frames delivered with NPFNIC_RXD_CSUM_OK
 	Interrupts                                     uint64
+
+	// Network page faults (interface 2.2).
+	RxPolicy      uint32 // of the running instance
+	RxHeadOffset  uint32 // backup policy: descriptors used past rx_head
+	RxFaults      uint64 // RX buffer translation faults
+	RxBackup      uint64 // frames stored in the backup ring
+	RxFaultDrops  uint64 // frames dropped on a fault
+	RxFaultErrors uint64 // descriptors completed with RXD_ERROR
+	TxFaults      uint64 // TX stalls for a page request
+	TxFaultErrors uint64 // TX frames dropped: untranslatable buffer
+	RxBadResolves uint64 // RX_RESOLVE writes naming no pending rNPF (ignored)
 }
 
 // ring is one descriptor ring of an instance.
@@ -274,10 +327,18 @@ type instance struct {
 	retired atomic.Bool
 	stopCh  chan struct{}
 	kick    chan struct{}
+	// ctx ends when the instance retires: a TX fault waiting for its page
+	// response gives up then.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	faultState
 
 	// Guest-visible counters (free-running u32, like the heads).
 	rxDropsNoBuf, rxDropsTooBig, txDropsBadLen atomic.Uint32
 	txTSOFrames, rxWireStalls                  atomic.Uint32
+	rxFaultsG, rxBackupG, rxFaultDropsG        atomic.Uint32
+	txFaultsG, txFaultErrorsG                  atomic.Uint32
 
 	txb     *txBuf         // TX gather buffer, reused for every frame
 	scratch [pageSize]byte // ring check reads
@@ -285,6 +346,7 @@ type instance struct {
 
 func newInstance(p *Pair, txBase uint64, txSize uint32, rxBase uint64, rxSize uint32) *instance {
 	in := &instance{p: p, stopCh: make(chan struct{}), kick: make(chan struct{}, 1), txb: p.getTxBuf()}
+	in.ctx, in.cancel = context.WithCancel(context.Background())
 	in.tx = ring{base: txBase, size: txSize, mask: txSize - 1, valid: ringOK(txBase, txSize, hw.TxDescSize)}
 	in.rx = ring{base: rxBase, size: rxSize, mask: rxSize - 1, valid: ringOK(rxBase, rxSize, hw.RxDescSize)}
 	return in
@@ -307,6 +369,7 @@ func (in *instance) wake() {
 func (in *instance) retire() {
 	if in.retired.CompareAndSwap(false, true) {
 		close(in.stopCh)
+		in.cancel()
 		in.p.d.rxWake() // a wire reader waiting for its buffers steers again
 	}
 }
@@ -442,6 +505,13 @@ func (p *Pair) publishAll() error {
 		hw.QPStatusTxDropsBadLen.Put(b[:], in.txDropsBadLen.Load())
 		hw.QPStatusTxTSOFrames.Put(b[:], in.txTSOFrames.Load())
 		hw.QPStatusRxWireStalls.Put(b[:], in.rxWireStalls.Load())
+		hw.QPStatusRxFaults.Put(b[:], in.rxFaultsG.Load())
+		hw.QPStatusRxBackup.Put(b[:], in.rxBackupG.Load())
+		hw.QPStatusRxFaultDrops.Put(b[:], in.rxFaultDropsG.Load())
+		hw.QPStatusTxFaults.Put(b[:], in.txFaultsG.Load())
+		hw.QPStatusTxFaultErrors.Put(b[:], in.txFaultErrorsG.Load())
+		hw.QPStatusRxHeadOffset.Put(b[:], in.headOffsetA.Load())
+		hw.QPStatusRxBmIndex.Put(b[:], in.bmIndexA.Load())
 	}
 	return p.d.mem.WriteAt(base+uint64(hw.StatusQPOffset(p.q)), b[:])
 }

@@ -3,6 +3,7 @@ package ethring
 import (
 	"fmt"
 
+	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
@@ -15,19 +16,22 @@ type rxSlot struct {
 }
 
 // receive places one frame into the pair's next posted RX buffer. The
-// three steps are kept apart because the page-fault work inserts address
-// translation (and the backup ring) between picking a descriptor and
-// writing the data:
+// steps are kept apart because address translation (and the backup ring)
+// sit between picking a descriptor and completing it:
 //
-//	pick     the next posted descriptor, checked against the frame
-//	place    the frame into the buffer (DMA)
-//	complete pkt_len and status into the descriptor, then rx_head, then
-//	         the interrupt
+//	pick      the descriptor at head+head_offset, checked against the frame
+//	place     the frame into the buffer (translated DMA); a translation
+//	          fault goes to the pair's RX policy (fault.go)
+//	complete  pkt_len and status into the descriptor, then rx_head (unless
+//	          rNPFs are pending), then the interrupt
 //
 // With hold set, a frame for which no buffer is posted is neither placed
 // nor counted: receive returns the instance and noBuf, and the caller
 // waits for the driver (Datapath.Receive). Without it the frame is dropped
-// and counted in rx_drops_no_buf.
+// and counted in rx_drops_no_buf. Under the backup policy with rNPFs
+// pending, the driver has not been told about the frames since the oldest
+// one and so can not post more buffers: a frame without a buffer then goes
+// to the backup ring instead (Figure 6).
 func (p *Pair) receive(frame []byte, hold bool) (in *instance, noBuf bool) {
 	p.rxMu.Lock()
 	defer p.rxMu.Unlock()
@@ -36,11 +40,17 @@ func (p *Pair) receive(frame []byte, hold bool) (in *instance, noBuf bool) {
 		p.st.rxDropsStopped.Add(1)
 		return in, false
 	}
-	s, ok, noBuf := in.rxPick(len(frame), hold)
+	s, ok, noBuf := in.rxPick(frame, hold)
 	if !ok {
 		return in, noBuf
 	}
-	if !in.rxPlace(s, frame) {
+	if err := in.writeBuf(s.addr, frame); err != nil {
+		if f := asFault(err); f != nil {
+			in.rxFault(s, frame, f, pri.Now())
+			return in, false
+		}
+		slot := s.c & in.rx.mask
+		in.fail(hw.QErrBadDesc, slot, fmt.Errorf("RX descriptor %d buffer %#x+%d: %w", slot, s.addr, len(frame), err))
 		return in, false
 	}
 	status := uint16(hw.RxdDone)
@@ -48,33 +58,39 @@ func (p *Pair) receive(frame []byte, hold bool) (in *instance, noBuf bool) {
 		status |= hw.RxdCsumOK
 		p.st.rxCsumOK.Add(1)
 	}
+	in.finishRx(s.c)
 	in.rxComplete(s, len(frame), status)
 	return in, false
 }
 
-// rxPick returns the next posted buffer if the frame fits it. A frame
-// too big for the buffer is dropped and counted; so is a frame without a
-// buffer, unless hold is set: then noBuf is reported and nothing counted.
-// Frames are never queued inside the device.
-func (in *instance) rxPick(n int, hold bool) (s rxSlot, ok, noBuf bool) {
+// rxPick returns the descriptor at head+head_offset if it is posted and
+// the frame fits its buffer. A frame too big for the buffer is dropped and
+// counted; so is a frame without a buffer, unless hold is set (noBuf is
+// then reported and nothing counted) or the backup policy takes it.
+// Frames are never queued inside the device. Caller holds rxMu.
+func (in *instance) rxPick(frame []byte, hold bool) (s rxSlot, ok, noBuf bool) {
 	p, r := in.p, &in.rx
-	head, tail := r.head.Load(), r.tail.Load()
-	if head == tail {
-		if hold {
+	c, tail := r.head.Load()+in.headOffset, r.tail.Load()
+	if int32(tail-c) <= 0 {
+		switch {
+		case in.headOffset > 0 && in.policy == hw.RxPolicyBackup:
+			in.rxToBackup(frame, c, nil, 0)
+		case hold:
 			return rxSlot{}, false, true
+		default:
+			p.st.rxDropsNoBuf.Add(1)
+			in.publish(hw.QPStatusRxDropsNoBuf, in.rxDropsNoBuf.Add(1))
 		}
-		p.st.rxDropsNoBuf.Add(1)
-		in.publish(hw.QPStatusRxDropsNoBuf, in.rxDropsNoBuf.Add(1))
 		return rxSlot{}, false, false
 	}
-	desc, err := r.dc.get(p.d.mem, r, head, tail)
+	desc, err := r.dc.get(p.d.mem, r, c, tail)
 	if err != nil {
-		in.fail(hw.QErrBadRing, head&r.mask, fmt.Errorf("RX descriptor %d: %w", head&r.mask, err))
+		in.fail(hw.QErrBadRing, c&r.mask, fmt.Errorf("RX descriptor %d: %w", c&r.mask, err))
 		return rxSlot{}, false, false
 	}
-	s = rxSlot{c: head, desc: r.base + uint64(head&r.mask)*descSize,
+	s = rxSlot{c: c, desc: r.base + uint64(c&r.mask)*descSize,
 		addr: hw.RxDescAddr.Get(desc), bufLen: int(hw.RxDescBufLen.Get(desc))}
-	if n > s.bufLen || n > hw.MaxFrame {
+	if n := len(frame); n > s.bufLen || n > hw.MaxFrame {
 		p.st.rxDropsTooBig.Add(1)
 		in.publish(hw.QPStatusRxDropsTooBig, in.rxDropsTooBig.Add(1))
 		return rxSlot{}, false, false
@@ -83,9 +99,11 @@ func (in *instance) rxPick(n int, hold bool) (s rxSlot, ok, noBuf bool) {
 }
 
 // rxStalled reports whether a frame steered to this instance must wait:
-// it is still the pair's running instance, may run, and has no buffer.
+// it is still the pair's running instance, may run, and has no buffer at
+// head with no rNPF pending.
 func (in *instance) rxStalled() bool {
-	return in.p.inst.Load() == in && in.mayRun() && in.rx.head.Load() == in.rx.tail.Load()
+	return in.p.inst.Load() == in && in.mayRun() && in.headOffsetA.Load() == 0 &&
+		in.rx.head.Load() == in.rx.tail.Load()
 }
 
 // rxStall counts one stall of the wire on this instance.
@@ -94,19 +112,11 @@ func (in *instance) rxStall() {
 	in.publish(hw.QPStatusRxWireStalls, in.rxWireStalls.Add(1))
 }
 
-// rxPlace writes the frame into the slot's buffer.
-func (in *instance) rxPlace(s rxSlot, frame []byte) bool {
-	if err := dmaWrite(in.p.d.mem, s.addr, frame); err != nil {
-		slot := s.c & in.rx.mask
-		in.fail(hw.QErrBadDesc, slot, fmt.Errorf("RX descriptor %d buffer %#x+%d: %w", slot, s.addr, len(frame), err))
-		return false
-	}
-	return true
-}
-
 // rxComplete hands the buffer back: the descriptor's device fields first,
 // then rx_head (the driver reads a descriptor only below rx_head), then the
-// interrupt.
+// interrupt. With rNPFs pending the head stays on the oldest one and only
+// head_offset moves (Figure 6); resolve moves the head later. Caller holds
+// rxMu.
 func (in *instance) rxComplete(s rxSlot, n int, status uint16) {
 	p, r := in.p, &in.rx
 	var wb [descSize]byte
@@ -119,10 +129,16 @@ func (in *instance) rxComplete(s rxSlot, n int, status uint16) {
 		in.fail(hw.QErrBadRing, slot, fmt.Errorf("RX descriptor %d write-back: %w", slot, err))
 		return
 	}
+	if n > 0 {
+		p.st.rxFrames.Add(1)
+		p.st.rxBytes.Add(uint64(n))
+	}
+	if in.headOffset > 0 {
+		in.setHeadOffset(in.headOffset + 1)
+		return
+	}
 	head := s.c + 1
 	r.head.Store(head)
-	p.st.rxFrames.Add(1)
-	p.st.rxBytes.Add(uint64(n))
 	in.publish(hw.QPStatusRxHead, head)
 	p.irq.event()
 }

@@ -1,9 +1,12 @@
 package ethring
 
 import (
+	"errors"
 	"fmt"
 
+	"github.com/npfnic/npfnic/ats"
 	"github.com/npfnic/npfnic/ethring/wire"
+	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
@@ -66,7 +69,8 @@ type txOffload struct {
 
 // txFrame gathers the frame starting at descriptor counter head, sends or
 // drops it, and returns how many descriptors it consumed: 0 when the frame
-// is not completely posted yet (no EOP before tail) or on a queue error.
+// is not completely posted yet (no EOP before tail), on a queue error, or
+// when the instance retired while the frame waited for a page response.
 //
 // A frame with more than hw.TxMaxSegs segments, or a length outside
 // hw.MinFrame..hw.MaxFrame (hw.MaxTSOFrame for a TSO frame), is dropped
@@ -75,7 +79,42 @@ type txOffload struct {
 // (see txOffloadSend). Descriptors filling the whole ring without an EOP
 // are dropped the same way, since the driver could never complete that
 // frame.
+//
+// A buffer whose translation faults stalls the pair here (the data is
+// local): the page request is raised, and after a Success response the
+// frame is gathered again from its first descriptor. A buffer that can not
+// be translated (Invalid Request, a bad mapping, PRI off) drops the frame
+// whole, counted in tx_fault_errors.
 func (in *instance) txFrame(head, tail uint32) uint32 {
+	var pending []*pri.Group // fault timing, finished once the frame is gathered
+	defer func() {
+		for _, g := range pending {
+			g.Finish()
+		}
+	}()
+	for {
+		n, f, c := in.txGather(head, tail)
+		if f == nil {
+			return n
+		}
+		detected := pri.Now()
+		groups, err := in.txResolve(c, f, detected)
+		pending = append(pending, groups...)
+		switch {
+		case err == nil:
+			continue // resident now: gather again
+		case errors.Is(err, errTxFault):
+			in.p.d.log.Warn("TX frame dropped", "pair", in.p.q, "desc", c, "err", err)
+			return in.txSkip(head, tail)
+		default:
+			return 0 // retired
+		}
+	}
+}
+
+// txGather is one attempt of txFrame. It returns the descriptors consumed,
+// or the translation fault that stopped it and the descriptor it hit.
+func (in *instance) txGather(head, tail uint32) (uint32, *ats.Fault, uint32) {
 	d, t := in.p.d, &in.tx
 	buf := in.txb.frame[:]
 	avail := tail - head
@@ -87,7 +126,7 @@ func (in *instance) txFrame(head, tail uint32) uint32 {
 		desc, err := t.dc.get(d.mem, t, c, tail)
 		if err != nil {
 			in.fail(hw.QErrBadRing, c&t.mask, fmt.Errorf("TX descriptor %d: %w", c&t.mask, err))
-			return 0
+			return 0, nil, 0
 		}
 		addr := hw.TxDescAddr.Get(desc)
 		seg := int(hw.TxDescLen.Get(desc))
@@ -103,9 +142,12 @@ func (in *instance) txFrame(head, tail uint32) uint32 {
 			bad = true
 		}
 		if !bad && seg > 0 {
-			if err := dmaRead(d.mem, addr, buf[flen:flen+seg]); err != nil {
+			if err := in.readBuf(addr, buf[flen:flen+seg]); err != nil {
+				if f := asFault(err); f != nil {
+					return 0, f, c
+				}
 				in.fail(hw.QErrBadDesc, c&t.mask, fmt.Errorf("TX descriptor %d buffer %#x+%d: %w", c&t.mask, addr, seg, err))
-				return 0
+				return 0, nil, 0
 			}
 			flen += seg
 		}
@@ -115,12 +157,32 @@ func (in *instance) txFrame(head, tail uint32) uint32 {
 			} else {
 				in.txOffloadSend(buf[:flen], off)
 			}
-			return i + 1
+			return i + 1, nil, 0
 		}
 	}
 	if avail == t.size {
 		in.txDrop()
-		return avail
+		return avail, nil, 0
+	}
+	return 0, nil, 0
+}
+
+// txSkip drops the frame at head without reading its buffers, counted in
+// tx_fault_errors, and returns the descriptors it spans (0 when its EOP is
+// not posted yet: the frame is dropped once it is).
+func (in *instance) txSkip(head, tail uint32) uint32 {
+	d, t := in.p.d, &in.tx
+	for i := uint32(0); i < tail-head; i++ {
+		desc, err := t.dc.get(d.mem, t, head+i, tail)
+		if err != nil {
+			in.fail(hw.QErrBadRing, (head+i)&t.mask, fmt.Errorf("TX descriptor %d: %w", (head+i)&t.mask, err))
+			return 0
+		}
+		if hw.TxDescFlags.Get(desc)&hw.TxdEOP != 0 || i+1 == t.size {
+			in.p.st.txFaultErrors.Add(1)
+			in.publish(hw.QPStatusTxFaultErrors, in.txFaultErrorsG.Add(1))
+			return i + 1
+		}
 	}
 	return 0
 }

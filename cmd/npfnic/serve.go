@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/npfnic/npfnic/ats"
 	"github.com/npfnic/npfnic/ethring/wire"
 	"github.com/npfnic/npfnic/vdevice"
 	"github.com/npfnic/npfnic/vdevice/hw"
@@ -27,8 +28,9 @@ func runServe(ctx context.Context, args []string) error {
 	macFlag := fs.String("mac", "", "MAC address (default: 52:54:00:xx:xx:xx derived from the socket path)")
 	pcap := fs.String("pcap", "", "record every frame of the port, both directions, in this pcap file (needs --wire)")
 	queues := fs.Int("queues", hw.QPMax, fmt.Sprintf("number of queue pairs, 1..%d", hw.QPMax))
+	atc := fs.Int("atc-entries", 0, fmt.Sprintf("translation cache entries (4 KiB pages) the device starts with; the driver may change it (default %d)", ats.DefaultCapacity))
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: npfnic serve --socket PATH [--wire SPEC [--pcap FILE]] [--mac MAC] [--queues N] [--log-level LEVEL]\n")
+		fmt.Fprintf(fs.Output(), "usage: npfnic serve --socket PATH [--wire SPEC [--pcap FILE]] [--mac MAC] [--queues N] [--atc-entries N] [--log-level LEVEL]\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -74,7 +76,11 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		port = p
 	}
-	dev, err := nic.New(nic.Options{Logger: logger, Wire: port, MAC: mac, MACSeed: *socket, QueuePairs: *queues})
+	if *atc < 0 || *atc > hw.ATCCapacityMax {
+		return fmt.Errorf("serve: --atc-entries %d: want 0..%d", *atc, hw.ATCCapacityMax)
+	}
+	dev, err := nic.New(nic.Options{Logger: logger, Wire: port, MAC: mac, MACSeed: *socket, QueuePairs: *queues,
+		ATCCapacity: *atc})
 	if err != nil {
 		if port != nil {
 			port.Close()

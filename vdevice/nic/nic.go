@@ -25,9 +25,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/npfnic/npfnic/ats"
 	"github.com/npfnic/npfnic/ethring"
 	"github.com/npfnic/npfnic/ethring/wire"
 	"github.com/npfnic/npfnic/pcie"
+	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice"
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
@@ -52,6 +54,10 @@ type Options struct {
 	// RxDropNoBuf drops received frames for which the driver posted no
 	// buffer instead of pausing the wire until it does (ethring.Config).
 	RxDropNoBuf bool
+	// ATCCapacity is the device's default translation cache size in 4 KiB
+	// pages (ats.DefaultCapacity when 0); the driver may change it with
+	// ATC_CAPACITY.
+	ATCCapacity int
 }
 
 // DefaultMAC derives a locally administered unicast address in QEMU's
@@ -89,9 +95,15 @@ type NIC struct {
 	queuePairs  int
 	rxDropNoBuf bool
 	statusAddr  uint64 // STATUS_ADDR_LO/HI as written (under mu)
-	// dp is the datapath, created by Attach (it needs guest memory).
-	dp        atomic.Pointer[ethring.Datapath]
-	closeOnce sync.Once
+	// dp is the datapath, created by Attach (it needs guest memory), with
+	// the address translation and page request interface it faults through.
+	dp          atomic.Pointer[ethring.Datapath]
+	xlat        atomic.Pointer[ats.Context]
+	pri         atomic.Pointer[pri.Engine]
+	atcCapacity int
+	closeOnce   sync.Once
+
+	echo diagEcho
 }
 
 // New builds the function.
@@ -142,29 +154,50 @@ func New(o Options) (*NIC, error) {
 	}
 	n := &NIC{cfg: cfg, log: o.Logger, msixTable: make([]byte, hw.MSIXVectors*pcie.MSIXEntrySize),
 		mac: append(net.HardwareAddr(nil), o.MAC...), wire: o.Wire, queuePairs: o.QueuePairs,
-		rxDropNoBuf: o.RxDropNoBuf}
+		rxDropNoBuf: o.RxDropNoBuf, atcCapacity: o.ATCCapacity}
+	n.echo.init(n)
 	n.resetMSIXTable()
 	cfg.SetHooks(pcie.Hooks{
 		Command: func(old, new uint16) {
 			n.log.Debug("command register", "old", old, "new", new)
+			bme := new&pcie.CmdBusMaster != 0
 			if dp := n.dp.Load(); dp != nil {
-				dp.SetBusMaster(new&pcie.CmdBusMaster != 0)
+				dp.SetBusMaster(bme)
+			}
+			if bme && old&pcie.CmdBusMaster == 0 {
+				if x := n.xlat.Load(); x != nil {
+					x.Kick()
+				}
+				if e := n.pri.Load(); e != nil {
+					e.Kick()
+				}
 			}
 		},
 		ATSControl: func(en bool, stu uint8) {
 			n.log.Info("ATS control", "enabled", en, "stu", stu)
+			if x := n.xlat.Load(); x != nil {
+				x.ATSControl(en, stu)
+			}
 		},
 		PRIControl: func(en bool) {
 			n.log.Info("PRI control", "enabled", en)
-			if !en {
-				// No page request is ever outstanding yet, so disabling
-				// completes at once.
-				n.cfg.SetPRIStopped(true)
+			if e := n.pri.Load(); e != nil {
+				e.PRIControl(en)
+			} else if !en {
+				n.cfg.SetPRIStopped(true) // nothing can be outstanding before Attach
 			}
 		},
-		PRIReset: func() { n.log.Info("PRI reset") },
+		PRIReset: func() {
+			n.log.Info("PRI reset")
+			if e := n.pri.Load(); e != nil {
+				e.PRIReset()
+			}
+		},
 		PASIDControl: func(en bool) {
 			n.log.Info("PASID control", "enabled", en)
+			if x := n.xlat.Load(); x != nil {
+				x.PASIDControl(en)
+			}
 		},
 	})
 	return n, nil
@@ -196,9 +229,25 @@ func (n *NIC) Attach(h vdevice.Host) {
 	if h.Log != nil {
 		n.log = h.Log
 	}
+	x, err := ats.New(ats.Config{Mem: h.Mem, Caps: n.cfg, Capacity: n.atcCapacity,
+		Interrupt: n.interrupt, Log: n.log.With("part", "ats")})
+	if err != nil {
+		// Only a bad Options.ATCCapacity gets here; New checked nothing else.
+		n.log.Error("address translation unavailable", "err", err)
+	}
+	e, err := pri.New(pri.Config{Mem: h.Mem, Caps: n.cfg, IRQ: h.IRQ, Log: n.log.With("part", "pri")})
+	if err != nil {
+		n.log.Error("page request interface unavailable", "err", err)
+	}
+	if x != nil {
+		n.xlat.Store(x)
+	}
+	if e != nil {
+		n.pri.Store(e)
+	}
 	dp := ethring.New(ethring.Config{
 		Mem: h.Mem, Wire: n.wire, QueuePairs: n.queuePairs, RxDropNoBuf: n.rxDropNoBuf,
-		Interrupt: n.interrupt, Log: n.log.With("part", "ethring"),
+		Interrupt: n.interrupt, Log: n.log.With("part", "ethring"), Xlat: x, PRI: e,
 	})
 	dp.SetBusMaster(n.cfg.BusMaster())
 	n.dp.Store(dp)
@@ -220,6 +269,14 @@ func (n *NIC) interrupt(v int) {
 // statistics.
 func (n *NIC) Datapath() *ethring.Datapath { return n.dp.Load() }
 
+// ATS returns the function's address translation (nil before Attach), for
+// tests, statistics and experiments.
+func (n *NIC) ATS() *ats.Context { return n.xlat.Load() }
+
+// PRI returns the function's page request interface (nil before Attach);
+// its Recorder holds the stage timing of every fault.
+func (n *NIC) PRI() *pri.Engine { return n.pri.Load() }
+
 // MAC returns the station address.
 func (n *NIC) MAC() net.HardwareAddr { return append(net.HardwareAddr(nil), n.mac...) }
 
@@ -229,6 +286,7 @@ func (n *NIC) MAC() net.HardwareAddr { return append(net.HardwareAddr(nil), n.ma
 // the next client, which resets the device anyway.
 func (n *NIC) ClientDisconnected() {
 	n.log.Info("client gone; queues stopped, device state kept")
+	n.resetFaults()
 	if dp := n.dp.Load(); dp != nil {
 		dp.Reset()
 	}
@@ -237,15 +295,35 @@ func (n *NIC) ClientDisconnected() {
 	n.mu.Unlock()
 }
 
+// resetFaults returns translation, PRI and the echo diagnostic to their
+// power-on state: outstanding page requests are abandoned, so a TX queue
+// stalled on one lets go.
+func (n *NIC) resetFaults() {
+	n.echo.reset()
+	if e := n.pri.Load(); e != nil {
+		e.Reset()
+	}
+	if x := n.xlat.Load(); x != nil {
+		x.Reset()
+	}
+}
+
 // Close stops the datapath and closes the wire. The NIC is unusable
 // afterwards.
 func (n *NIC) Close() error {
 	var err error
 	n.closeOnce.Do(func() {
+		n.echo.reset()
+		if e := n.pri.Load(); e != nil {
+			e.Close()
+		}
 		if dp := n.dp.Load(); dp != nil {
 			err = dp.Close()
 		} else if n.wire != nil {
 			err = n.wire.Close()
+		}
+		if x := n.xlat.Load(); x != nil {
+			x.Close()
 		}
 	})
 	return err
@@ -263,6 +341,7 @@ func (n *NIC) Reset() error {
 	n.resetMSIXTable()
 	n.mu.Unlock()
 	n.dmaStatus.Store(hw.DiagDMAStatusIdle)
+	n.resetFaults()
 	if dp := n.dp.Load(); dp != nil {
 		dp.Reset()
 		dp.SetBusMaster(n.cfg.BusMaster())
@@ -335,9 +414,26 @@ func (n *NIC) readReg(reg uint32) uint32 {
 			return hw.CtrlEnable
 		}
 		return 0
+	case hw.RegDiagEcho:
+		return n.echo.rounds()
 	}
 	if p, off := n.qpReg(reg); p != nil {
 		return p.ReadReg(off)
+	}
+	if x := n.xlat.Load(); x != nil {
+		if v, ok := x.RegRead(reg); ok {
+			return v
+		}
+	}
+	if e := n.pri.Load(); e != nil {
+		if v, ok := e.RegRead(reg); ok {
+			return v
+		}
+	}
+	if dp := n.dp.Load(); dp != nil {
+		if v, ok := dp.BackupReadReg(reg); ok {
+			return v
+		}
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -429,6 +525,16 @@ func (n *NIC) writeReg(reg, v, mask uint32) {
 			dp.ArmMisc()
 		}
 		return
+	case hw.RegDiagEchoCtrl:
+		if full {
+			n.echo.start(v)
+		}
+		return
+	case hw.RegDiagEcho:
+		if full {
+			n.echo.answer(v)
+		}
+		return
 	case hw.RegStatusAddrHi:
 		n.mu.Lock()
 		n.statusAddr = n.statusAddr&0xffffffff | uint64(merge(uint32(n.statusAddr>>32), v, mask))<<32
@@ -445,9 +551,16 @@ func (n *NIC) writeReg(reg, v, mask uint32) {
 			if full { // action registers need the whole value
 				p.WriteReg(off, v)
 			}
+		case hw.QPRxResolve, hw.QPRxTailIRQ:
+			if full {
+				p.WriteReg(off, v)
+			}
 		default:
 			p.WriteReg(off, merge(p.ReadReg(off), v, mask))
 		}
+		return
+	}
+	if n.writeFaultReg(reg, v, mask) {
 		return
 	}
 	n.mu.Lock()
