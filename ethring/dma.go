@@ -14,8 +14,8 @@ var _ [hw.RxDescSize - hw.TxDescSize]struct{}
 
 // pageSize is the granule of guest memory accesses: guestmem regions are
 // whole pages, so an access split at page boundaries never crosses a region
-// even when a buffer spans two adjacent mappings. It is also where the
-// address translation of the next step (ATS) will split.
+// even when a buffer spans two adjacent mappings. It is also the
+// translation granule (ats splits translated buffers the same way).
 const pageSize = 4096
 
 // dmaRead copies guest memory at iova into p, page by page.

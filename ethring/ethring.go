@@ -5,7 +5,10 @@
 // reads and writes guest memory only through guestmem, using the layouts
 // defined in vdevice/hw, and talks to the outside world only through a
 // wire.Port. The PCI function (vdevice/nic) maps its registers onto the
-// methods here.
+// methods here. While the PCIe ATS capability is enabled, buffer DMA is
+// translated (package ats) and translation faults become page requests
+// (package pri) handled by each pair's RX policy or by stalling TX; see
+// fault.go and backup.go.
 //
 // Threading. Register writes arrive on the vfio-user socket goroutine,
 // which must never wait for guest memory (a DMA_READ reply arrives on that
@@ -18,7 +21,9 @@
 //     that goroutine waits for one (see Receive), so the wire's own queue
 //     absorbs bursts the way QEMU's NICs let the tap queue absorb them;
 //   - a control goroutine applies the status block address and link
-//     changes.
+//     changes;
+//   - a pair under the backup policy has a resolve goroutine that applies
+//     the driver's RX_RESOLVE writes.
 //
 // Enabling a pair creates a fresh instance of its rings; disabling or
 // resetting retires it. A retired instance's goroutine may finish the frame
