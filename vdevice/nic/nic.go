@@ -5,7 +5,12 @@
 // carries the Ethernet datapath's registers, which this package decodes
 // and hands to ethring (the rings, status block and interrupts live
 // there); the function contributes the MAC address, the link (up when a
-// wire is attached), the MSI-X vector routing and the resets.
+// wire is attached), the MSI-X vector routing and the resets. It also owns
+// the function's address translation (package ats: the ATS register block,
+// the ATS and PASID capability enables) and page request interface
+// (package pri: the PRI register block and capability), which the datapath
+// faults through, and the DIAG_ECHO interrupt/doorbell round trip that is
+// the floor a fault's cost is compared with.
 //
 // Device work that touches guest memory (the diagnostic DMA) runs on its own
 // goroutine through the guest-memory layer, never inside a request handler,
