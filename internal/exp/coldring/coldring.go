@@ -1,0 +1,421 @@
+// Package coldring is the cold-ring experiment (npfnic exp cold-ring),
+// seed 000 §5 Figure 4, on npfnic with real guest TCP: memcached in a TCG
+// guest whose npfnic driver translates its RX buffers lazily, memaslap on
+// the host through a tap in a network namespace.
+//
+//   - Part (a), startup: memaslap throughput in 1 s bins from a cold start
+//     (a fresh driver load) with a small RX ring (64 entries), for each RX
+//     policy: pin (every buffer mapped beforehand: the baseline), drop (a
+//     frame whose buffer faults is dropped) and backup (it goes to the
+//     backup ring and is copied into place once the fault is resolved).
+//   - Part (b), ring size: the time memaslap takes for a fixed number of
+//     operations (10,000) from a cold start, against the RX ring size, for
+//     each policy; a run that does not finish within the cap (drop may
+//     never finish) is recorded as capped.
+//
+// Every run reloads the driver (rmmod, insmod with rx_policy and
+// rx_ring_size): that is the cold start. Runs record the driver's fault
+// counters (ethtool -S) and the TCP retransmissions of both ends.
+package coldring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/npfnic/npfnic/images"
+)
+
+// Policies are the RX policies in the order the experiment runs them.
+var Policies = []string{"pin", "drop", "backup"}
+
+// Config is one run of the experiment.
+type Config struct {
+	// Images are the guest images; required.
+	Images *images.Artifacts
+	// Policies to compare; default Policies. "off" (no translation, the
+	// datapath before page faults) is accepted too.
+	Policies []string
+	// StartupTime is the length of each part (a) run (whole seconds);
+	// default 30 s. StartupRing is its RX ring size; default 64.
+	StartupTime time.Duration
+	StartupRing int
+	// Sizes are the RX ring sizes of part (b); default 16..512.
+	Sizes []int
+	// Ops is memaslap's operation count in part (b); default 10,000.
+	Ops int
+	// Cap bounds one part (b) run; default 60 s.
+	Cap time.Duration
+	// Conns is memaslap's connection count; default 16.
+	Conns int
+	// Rounds repeats both parts, policies interleaved; default 1.
+	Rounds int
+	// SkipStartup and SkipSweep leave out part (a) or (b).
+	SkipStartup, SkipSweep bool
+	// DriverExtra is appended to every insmod (e.g. "fault_delay_us=100").
+	DriverExtra string
+	// MemoryMiB and CPUs are the guest's; default 1024 MiB and 1 vCPU.
+	MemoryMiB, CPUs int
+	// LogDir keeps the guest logs and memaslap outputs; required.
+	LogDir string
+	// Progress receives one line per step; nil is quiet.
+	Progress io.Writer
+}
+
+// Defaults.
+const (
+	DefaultStartupTime = 30 * time.Second
+	DefaultStartupRing = 64
+	DefaultOps         = 10000
+	DefaultCap         = 60 * time.Second
+	DefaultConns       = 16
+)
+
+// DefaultSizes are the ring sizes of Figure 4(b).
+var DefaultSizes = []int{16, 32, 64, 128, 256, 512}
+
+func (c *Config) setDefaults() {
+	if len(c.Policies) == 0 {
+		c.Policies = slices.Clone(Policies)
+	}
+	if c.StartupTime == 0 {
+		c.StartupTime = DefaultStartupTime
+	}
+	if c.StartupRing == 0 {
+		c.StartupRing = DefaultStartupRing
+	}
+	if len(c.Sizes) == 0 {
+		c.Sizes = slices.Clone(DefaultSizes)
+	}
+	if c.Ops == 0 {
+		c.Ops = DefaultOps
+	}
+	if c.Cap == 0 {
+		c.Cap = DefaultCap
+	}
+	if c.Conns == 0 {
+		c.Conns = DefaultConns
+	}
+	if c.Rounds == 0 {
+		c.Rounds = 1
+	}
+	if c.MemoryMiB == 0 {
+		c.MemoryMiB = 1024
+	}
+	if c.CPUs == 0 {
+		c.CPUs = 1
+	}
+}
+
+// Validate checks a configuration (after defaults).
+func (c *Config) Validate() error {
+	c.setDefaults()
+	if c.Images == nil {
+		return errors.New("coldring: Config.Images is required")
+	}
+	if c.LogDir == "" {
+		return errors.New("coldring: Config.LogDir is required")
+	}
+	seen := map[string]bool{}
+	for _, p := range c.Policies {
+		switch p {
+		case "off", "pin", "drop", "backup":
+		default:
+			return fmt.Errorf("coldring: unknown policy %q (want off, pin, drop, backup)", p)
+		}
+		if seen[p] {
+			return fmt.Errorf("coldring: policy %q listed twice", p)
+		}
+		seen[p] = true
+	}
+	ringOK := func(n int) bool { return n >= 8 && n <= 4096 && n&(n-1) == 0 }
+	if !ringOK(c.StartupRing) {
+		return fmt.Errorf("coldring: startup ring %d: want a power of two from 8 to 4096", c.StartupRing)
+	}
+	for _, s := range c.Sizes {
+		if !ringOK(s) {
+			return fmt.Errorf("coldring: ring size %d: want a power of two from 8 to 4096", s)
+		}
+	}
+	if c.StartupTime < time.Second || c.StartupTime > time.Hour || c.StartupTime%time.Second != 0 {
+		return fmt.Errorf("coldring: startup time %v: want whole seconds from 1 s to 1 h", c.StartupTime)
+	}
+	if c.Ops < 1 || c.Cap < time.Second || c.Conns < 1 || c.Conns > 1024 || c.Rounds < 1 || c.Rounds > 100 {
+		return fmt.Errorf("coldring: ops %d, cap %v, conns %d, rounds %d out of range", c.Ops, c.Cap, c.Conns, c.Rounds)
+	}
+	if c.SkipStartup && c.SkipSweep {
+		return errors.New("coldring: both parts skipped")
+	}
+	return nil
+}
+
+// Part names the two halves of the experiment.
+const (
+	PartStartup = "startup" // (a)
+	PartSweep   = "ops"     // (b)
+)
+
+// Result is one run: one cold start with one policy and ring size.
+type Result struct {
+	Part     string
+	Policy   string
+	RingSize int
+	Round    int
+	// Bins are ops/s per second (part a).
+	Bins []float64
+	// Ops is the operations memaslap completed (its summary; for a capped
+	// run the sum of its periods, usually unknown: 0).
+	Ops int64
+	// Seconds is the wall time of memaslap (part b: to finish Ops, or
+	// the cap).
+	Seconds float64
+	// Capped: memaslap did not finish within the cap (part b).
+	Capped bool
+	// MemaslapErrors counts what memaslap reported as failed.
+	MemaslapErrors int
+	// Stats is ethtool -S after the run (since the driver load).
+	Stats map[string]uint64
+	// HostRetrans and GuestRetrans are the TCP segments each end
+	// retransmitted during the run; HostTimeouts the host's RTO expiries.
+	HostRetrans, GuestRetrans, HostTimeouts int64
+	HostLoad                                float64
+	Err                                     error
+}
+
+// Failed reports a run that measured nothing usable.
+func (r Result) Failed() bool { return r.Err != nil }
+
+// Run runs the experiment and returns every run's result; a failed run
+// does not stop the others (look at Result.Err). The guest is booted once
+// and rebooted if it dies.
+func Run(ctx context.Context, c Config) ([]Result, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if err := CheckHost(); err != nil {
+		return nil, fmt.Errorf("coldring: %w", err)
+	}
+	if reaped := ReapStale(); len(reaped) > 0 {
+		c.progress("removed leftovers of an earlier run: %s", strings.Join(reaped, ", "))
+	}
+	type job struct {
+		part   string
+		policy string
+		ring   int
+		round  int
+	}
+	var jobs []job
+	for round := 1; round <= c.Rounds; round++ {
+		if !c.SkipStartup {
+			for _, p := range c.Policies {
+				jobs = append(jobs, job{PartStartup, p, c.StartupRing, round})
+			}
+		}
+		if !c.SkipSweep {
+			for _, s := range c.Sizes {
+				for _, p := range c.Policies {
+					jobs = append(jobs, job{PartSweep, p, s, round})
+				}
+			}
+		}
+	}
+	var tb *Testbed
+	defer func() {
+		if tb != nil {
+			tb.Close()
+		}
+	}()
+	boots := 0
+	var results []Result
+	for i, j := range jobs {
+		if err := ctx.Err(); err != nil {
+			return results, err
+		}
+		if tb != nil && tb.Dead() {
+			c.progress("the guest died; booting a new one (logs of the old one in %s)", tb.LogDir)
+			tb.Close()
+			tb = nil
+		}
+		if tb == nil {
+			boots++
+			var err error
+			tb, err = StartTestbed(ctx, TestbedConfig{
+				Images: c.Images, Name: "coldring", MemoryMiB: c.MemoryMiB, CPUs: c.CPUs,
+				LogDir: filepath.Join(c.LogDir, fmt.Sprintf("guest-%d", boots)), Progress: c.progress,
+			})
+			if err != nil {
+				return results, err
+			}
+		}
+		label := fmt.Sprintf("[%d/%d] (%s) %s ring %d", i+1, len(jobs), partLetter(j.part), j.policy, j.ring)
+		if c.Rounds > 1 {
+			label += fmt.Sprintf(" round %d", j.round)
+		}
+		r := Result{Part: j.part, Policy: j.policy, RingSize: j.ring, Round: j.round}
+		runOne(ctx, &c, tb, &r, label)
+		r.HostLoad = hostLoad()
+		if r.Err != nil {
+			c.progress("%s: FAILED: %v", label, r.Err)
+		}
+		results = append(results, r)
+	}
+	return results, ctx.Err()
+}
+
+func partLetter(part string) string {
+	if part == PartStartup {
+		return "a"
+	}
+	return "b"
+}
+
+// runOne does one cold start: reload the driver, run memaslap, read the
+// counters.
+func runOne(ctx context.Context, c *Config, tb *Testbed, r *Result, label string) {
+	params := DriverParams(r.Policy, r.RingSize, c.DriverExtra)
+	if err := tb.LoadDriver(ctx, params); err != nil {
+		r.Err = err
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	host0, herr := tb.HostTCP(sctx)
+	guest0, gerr := tb.GuestTCP(sctx)
+	cancel()
+	o := MemaslapOptions{Conns: c.Conns}
+	var line []string
+	if r.Part == PartStartup {
+		o.Time, o.StatEvery, o.Cap = c.StartupTime, time.Second, c.StartupTime+60*time.Second
+		o.OnPeriod = func(p Period) {
+			line = append(line, strconv.FormatInt(p.Ops, 10))
+			if len(line) == 5 {
+				c.progress("%s: t=%2ds ops/s %s", label, p.Second, strings.Join(line, " "))
+				line = line[:0]
+			}
+		}
+		c.progress("%s: insmod npfnic.ko %s; memaslap for %d s from the cold start ...", label, params, int(c.StartupTime/time.Second))
+	} else {
+		o.Ops, o.Cap = c.Ops, c.Cap
+		c.progress("%s: insmod npfnic.ko %s; memaslap -x %d from the cold start (cap %.0f s) ...", label, params, c.Ops, c.Cap.Seconds())
+	}
+	// A heartbeat for long runs.
+	hctx, hcancel := context.WithCancel(ctx)
+	start := time.Now()
+	go func() {
+		t := time.NewTicker(15 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-hctx.Done():
+				return
+			case <-t.C:
+				if r.Part == PartSweep {
+					c.progress("%s: %.0f s, still running", label, time.Since(start).Seconds())
+				}
+			}
+		}
+	}()
+	m, err := tb.Memaslap(ctx, o)
+	hcancel()
+	if m != nil {
+		tb.SaveLog("memaslap.log", fmt.Sprintf("=== %s: %s\n%s\n--- stderr\n%s\n", label, params, m.Stdout, m.Stderr))
+	}
+	// Counters even for a failed run: they say what happened.
+	sctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if st, serr := tb.Ethtool(sctx); serr == nil {
+		r.Stats = st
+	} else if err == nil {
+		err = fmt.Errorf("ethtool -S: %w", serr)
+	}
+	if host1, e := tb.HostTCP(sctx); e == nil && herr == nil {
+		r.HostRetrans = host1["Tcp.RetransSegs"] - host0["Tcp.RetransSegs"]
+		r.HostTimeouts = host1["TcpExt.TCPTimeouts"] - host0["TcpExt.TCPTimeouts"]
+	}
+	if guest1, e := tb.GuestTCP(sctx); e == nil && gerr == nil {
+		r.GuestRetrans = guest1["Tcp.RetransSegs"] - guest0["Tcp.RetransSegs"]
+	}
+	if err != nil {
+		r.Err = fmt.Errorf("memaslap: %w", err)
+		return
+	}
+	r.Seconds = m.Wall.Seconds()
+	r.Capped = m.Capped
+	if m.Summary != nil {
+		r.Ops = m.Summary.Ops
+		r.MemaslapErrors = m.Summary.Errors
+	} else {
+		for _, p := range m.Periods {
+			r.Ops += p.Ops
+		}
+	}
+	if r.Part == PartStartup {
+		r.Bins = Bins(m.Periods, int(c.StartupTime/time.Second))
+		if len(m.Periods) == 0 {
+			r.Err = errors.New("memaslap printed no periodic statistics")
+		}
+	}
+	how := fmt.Sprintf("%d ops in %.1f s", r.Ops, r.Seconds)
+	if r.Capped {
+		how = fmt.Sprintf("CAPPED after %.0f s (%d ops seen)", r.Seconds, r.Ops)
+	}
+	c.progress("%s: %s; rx_faults %d, rx_backup_pkts %d, rx_fault_drops %d; TCP retransmits host %d guest %d",
+		label, how, r.Stats["rx_faults"], r.Stats["rx_backup_pkts"], r.Stats["rx_fault_drops"], r.HostRetrans, r.GuestRetrans)
+}
+
+func (c *Config) progress(format string, args ...any) {
+	if c.Progress != nil {
+		fmt.Fprintf(c.Progress, format+"\n", args...)
+	}
+}
+
+// hostLoad is the 1-minute load average (0 if unknown).
+func hostLoad() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
+
+// ParseSizes parses "16,32,64" into ring sizes.
+func ParseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("bad ring size %q", f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no ring sizes")
+	}
+	return out, nil
+}
+
+// ParsePolicies parses "pin,drop,backup".
+func ParsePolicies(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -1,0 +1,153 @@
+package coldring
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Period is one line of memaslap's periodic statistics (-S 1s): the
+// "Period" row of its "Total Statistics" block.
+type Period struct {
+	// Second is the end of the period in seconds since memaslap's clock
+	// started (the "Global" row's time).
+	Second int
+	// Ops and OpsPerSec are the gets and sets completed in the period.
+	Ops       int64
+	OpsPerSec float64
+}
+
+// PeriodParser reads memaslap's standard output line by line and picks out
+// the periodic totals as they come. memaslap prints, every stat period, a
+// "Get Statistics", a "Set Statistics" and a "Total Statistics" block, each
+// with a "Period" row (this period) and a "Global" row (since the start,
+// whose time column is the elapsed time); a period without operations still
+// prints, with zeros.
+type PeriodParser struct {
+	section string // "Get", "Set", "Total" or ""
+	pending *Period
+	periods []Period
+}
+
+var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
+
+// Line feeds one line of output; it returns the period completed by this
+// line, if any.
+func (p *PeriodParser) Line(line string) (Period, bool) {
+	line = strings.TrimSpace(ansiEscape.ReplaceAllString(line, ""))
+	switch {
+	case strings.HasSuffix(line, "Statistics") || strings.Contains(line, "Statistics ("):
+		// "Total Statistics", or the final "Total Statistics (N events)".
+		p.section = strings.Fields(line)[0]
+		if strings.Contains(line, "events") {
+			p.section = "" // the final summary, not a period block
+		}
+		p.pending = nil
+		return Period{}, false
+	case p.section != "Total":
+		return Period{}, false
+	}
+	f := strings.Fields(line)
+	if len(f) < 4 {
+		return Period{}, false
+	}
+	switch f[0] {
+	case "Period":
+		ops, err1 := strconv.ParseInt(f[2], 10, 64)
+		tps, err2 := strconv.ParseFloat(f[3], 64)
+		if err1 != nil || err2 != nil {
+			return Period{}, false
+		}
+		p.pending = &Period{Ops: ops, OpsPerSec: tps}
+	case "Global":
+		sec, err := strconv.Atoi(f[1])
+		if err != nil || p.pending == nil {
+			return Period{}, false
+		}
+		per := *p.pending
+		per.Second = sec
+		p.pending = nil
+		p.periods = append(p.periods, per)
+		return per, true
+	}
+	return Period{}, false
+}
+
+// Periods returns the periods seen so far, in order.
+func (p *PeriodParser) Periods() []Period { return p.periods }
+
+// ParsePeriods reads a whole memaslap output.
+func ParsePeriods(r io.Reader) ([]Period, error) {
+	var p PeriodParser
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		p.Line(sc.Text())
+	}
+	return p.Periods(), sc.Err()
+}
+
+// Bins turns periods into a throughput per second: bin i is second i+1 of
+// the run (ops/s), for n seconds. A second with no period line (memaslap
+// prints late when it is starved of CPU, then several periods carry the
+// same Global second) gets the operations of the period that ends there;
+// seconds never reported are zero.
+func Bins(periods []Period, n int) []float64 {
+	out := make([]float64, n)
+	for _, p := range periods {
+		i := p.Second - 1
+		if i < 0 || i >= n {
+			continue
+		}
+		out[i] += float64(p.Ops)
+	}
+	return out
+}
+
+// ParseEthtoolStats reads the output of ethtool -S: "name: value" lines
+// after the "NIC statistics:" header. Non-numeric values are skipped.
+func ParseEthtoolStats(out string) map[string]uint64 {
+	stats := map[string]uint64{}
+	for _, line := range strings.Split(out, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			continue
+		}
+		stats[strings.TrimSpace(k)] = n
+	}
+	return stats
+}
+
+// ParseSNMP reads /proc/net/snmp (or /proc/net/netstat): pairs of lines
+// "Proto: Name1 Name2 ..." / "Proto: v1 v2 ...", returned as
+// "Proto.Name" -> value (Tcp.RetransSegs, TcpExt.TCPTimeouts, ...).
+func ParseSNMP(data string) (map[string]int64, error) {
+	out := map[string]int64{}
+	lines := strings.Split(strings.TrimSpace(data), "\n")
+	for i := 0; i+1 < len(lines); i += 2 {
+		hp, hdr, ok1 := strings.Cut(lines[i], ":")
+		vp, vals, ok2 := strings.Cut(lines[i+1], ":")
+		if !ok1 || !ok2 || hp != vp {
+			return nil, fmt.Errorf("snmp: line %d and %d do not pair up: %q / %q", i+1, i+2, lines[i], lines[i+1])
+		}
+		names, values := strings.Fields(hdr), strings.Fields(vals)
+		if len(names) != len(values) {
+			return nil, fmt.Errorf("snmp: %s has %d names and %d values", hp, len(names), len(values))
+		}
+		for j, n := range names {
+			v, err := strconv.ParseInt(values[j], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("snmp: %s.%s: bad value %q", hp, n, values[j])
+			}
+			out[hp+"."+n] = v
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,154 @@
+package coldring
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParsePeriodsRealOutput(t *testing.T) {
+	f, err := os.Open("testdata/memaslap-S1.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, err := ParsePeriods(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Period{
+		{Second: 1, Ops: 100197, OpsPerSec: 100197},
+		{Second: 2, Ops: 44548, OpsPerSec: 44548},
+		{Second: 3, Ops: 0, OpsPerSec: 0},
+		{Second: 4, Ops: 51726, OpsPerSec: 51726},
+		{Second: 5, Ops: 108781, OpsPerSec: 108781},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("periods:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestPeriodParser(t *testing.T) {
+	const block = "\x1b[1;1H\x1b[2J\nGet Statistics\n" +
+		"Type     Time(s)  Ops          TPS(ops/s)   Net(M/s)   Get_miss   Min(us)  Max(us)    Avg(us)    Std_dev    Geo_dist\n" +
+		"Period   1        90           90           1.0        0          12       4091       31         34.82      29.26\n" +
+		"Global   %s        90           90           1.0        0          12       4091       31         34.82      29.26\n\n" +
+		"Set Statistics\n" +
+		"Type     Time(s)  Ops          TPS(ops/s)   Net(M/s)   Get_miss   Min(us)  Max(us)    Avg(us)    Std_dev    Geo_dist\n" +
+		"Period   1        10           10           1.0        0          12       4091       31         34.82      29.26\n" +
+		"Global   %s        10           10           1.0        0          12       4091       31         34.82      29.26\n\n" +
+		"Total Statistics\n" +
+		"Type     Time(s)  Ops          TPS(ops/s)   Net(M/s)   Get_miss   Min(us)  Max(us)    Avg(us)    Std_dev    Geo_dist\n" +
+		"Period   1        %s          %s          1.0        0          12       4091       31         34.82      29.26\n" +
+		"Global   %s        100          100          1.0        0          12       4091       31         34.82      29.26\n"
+	fill := func(sec, ops string) string {
+		return strings.NewReplacer().Replace(
+			strings.Replace(strings.Replace(strings.Replace(strings.Replace(strings.Replace(block,
+				"%s", sec, 1), "%s", sec, 1), "%s", ops, 1), "%s", ops, 1), "%s", sec, 1))
+	}
+	tests := []struct {
+		name string
+		out  string
+		want []Period
+	}{
+		{"one period", fill("1", "100"), []Period{{1, 100, 100}}},
+		{"two periods, a zero one", fill("1", "100") + fill("2", "0"), []Period{{1, 100, 100}, {2, 0, 0}}},
+		{"final summary is no period", fill("1", "7") +
+			"\nTotal Statistics (100 events)\n   Min:        12\nPeriod 1 5 5\nGlobal 9 9 9\n" +
+			"Run time: 1.0s Ops: 100 TPS: 100 Net_rate: 0.1M/s\n", []Period{{1, 7, 7}}},
+		{"truncated block", fill("1", "100") + "Total Statistics\nPeriod   1  55  55  1.0\n", []Period{{1, 100, 100}}},
+		{"garbage", "Period x y z\nGlobal 1 2 3\n", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParsePeriods(strings.NewReader(tc.out))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBins(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []Period
+		n    int
+		want []float64
+	}{
+		{"in order", []Period{{1, 5, 5}, {2, 6, 6}, {3, 7, 7}}, 3, []float64{5, 6, 7}},
+		{"missing second is zero", []Period{{1, 5, 5}, {3, 7, 7}}, 4, []float64{5, 0, 7, 0}},
+		{"late periods on the same second add up", []Period{{1, 5, 5}, {2, 1, 1}, {2, 2, 2}}, 2, []float64{5, 3}},
+		{"beyond n ignored", []Period{{1, 5, 5}, {9, 1, 1}, {0, 3, 3}}, 2, []float64{5, 0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Bins(tc.in, tc.n); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseEthtoolStats(t *testing.T) {
+	out := `NIC statistics:
+     q0_rx_packets: 1234
+     rx_faults: 64
+     rx_backup_pkts: 70
+     rx_fault_drops: 0
+     fault_lat_p50_ns: 215000
+     weird: n/a
+`
+	got := ParseEthtoolStats(out)
+	want := map[string]uint64{"q0_rx_packets": 1234, "rx_faults": 64, "rx_backup_pkts": 70, "rx_fault_drops": 0, "fault_lat_p50_ns": 215000}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+func TestParseSNMP(t *testing.T) {
+	good := `Ip: Forwarding DefaultTTL
+Ip: 1 64
+Tcp: RtoAlgorithm RtoMin RetransSegs InErrs
+Tcp: 1 200 17 0
+`
+	got, err := ParseSNMP(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["Tcp.RetransSegs"] != 17 || got["Ip.DefaultTTL"] != 64 || got["Tcp.RtoMin"] != 200 {
+		t.Fatalf("got %v", got)
+	}
+	for name, bad := range map[string]string{
+		"unpaired":       "Ip: A B\nTcp: 1 2\n",
+		"count mismatch": "Tcp: A B\nTcp: 1\n",
+		"not a number":   "Tcp: A\nTcp: x\n",
+	} {
+		if _, err := ParseSNMP(bad); err == nil {
+			t.Errorf("%s: no error for %q", name, bad)
+		}
+	}
+}
+
+func TestDriverParams(t *testing.T) {
+	tests := []struct {
+		policy string
+		ring   int
+		extra  string
+		want   string
+	}{
+		{"off", 64, "", "rx_ring_size=64"},
+		{"backup", 64, "", "rx_policy=backup rx_ring_size=64"},
+		{"drop", 0, " fault_delay_us=50 ", "rx_policy=drop fault_delay_us=50"},
+		{"", 0, "", ""},
+	}
+	for _, tc := range tests {
+		if got := DriverParams(tc.policy, tc.ring, tc.extra); got != tc.want {
+			t.Errorf("DriverParams(%q, %d, %q) = %q, want %q", tc.policy, tc.ring, tc.extra, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,258 @@
+package coldring
+
+import (
+	"errors"
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"path/filepath"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// Colours per policy, the same in both panels (internal/report's palette).
+var policyColor = map[string]color.Color{
+	"pin":    color.RGBA{0x1f, 0x77, 0xb4, 0xff},
+	"drop":   color.RGBA{0xd6, 0x27, 0x28, 0xff},
+	"backup": color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
+	"off":    color.RGBA{0x7f, 0x7f, 0x7f, 0xff},
+}
+
+var policyShape = map[string]draw.GlyphDrawer{
+	"pin": draw.CircleGlyph{}, "drop": draw.CrossGlyph{}, "backup": draw.SquareGlyph{}, "off": draw.RingGlyph{},
+}
+
+var policyLabel = map[string]string{
+	"pin": "pin (buffers pre-mapped)", "drop": "drop on rNPF", "backup": "backup ring", "off": "off (no translation)",
+}
+
+func styled(p string) (color.Color, draw.GlyphDrawer, string) {
+	c, ok := policyColor[p]
+	if !ok {
+		c = color.Black
+	}
+	g, ok := policyShape[p]
+	if !ok {
+		g = draw.TriangleGlyph{}
+	}
+	l, ok := policyLabel[p]
+	if !ok {
+		l = p
+	}
+	return c, g, l
+}
+
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.Title.TextStyle.Font.Size = vg.Points(13)
+	p.X.Label.Text, p.Y.Label.Text = x, y
+	p.X.Label.TextStyle.Font.Size = vg.Points(11)
+	p.Y.Label.TextStyle.Font.Size = vg.Points(11)
+	p.Legend.TextStyle.Font.Size = vg.Points(10)
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+// startupPlot is Figure 4(a): ops/s against time from the cold start.
+func startupPlot(c Config, st []StartupSummary) (*plot.Plot, error) {
+	runs := ""
+	if c.Rounds > 1 {
+		runs = fmt.Sprintf(", median of %d rounds", c.Rounds)
+	}
+	p := newPlot(fmt.Sprintf("(a) startup from a cold RX ring of %d entries (npfnic, TCG guest%s)", st[0].RingSize, runs),
+		"time since memaslap started (s)", "memcached operations/s")
+	p.Legend.Top, p.Legend.Left = true, false
+	for _, s := range st {
+		if len(s.Bins) == 0 {
+			continue
+		}
+		xys := make(plotter.XYs, len(s.Bins))
+		for i, v := range s.Bins {
+			xys[i] = plotter.XY{X: float64(i + 1), Y: v}
+		}
+		l, pts, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return nil, err
+		}
+		col, shape, label := styled(s.Policy)
+		l.Color, pts.Color, pts.Shape = col, col, shape
+		l.Width, pts.Radius = vg.Points(1.6), vg.Points(2.5)
+		p.Add(l, pts)
+		p.Legend.Add(label, l, pts)
+	}
+	p.X.Min, p.Y.Min = 0, 0
+	if p.Y.Max <= 0 {
+		p.Y.Max = 1
+	}
+	p.Y.Max *= 1.25 // room for the legend
+	p.X.Tick.Marker, p.Y.Tick.Marker = wholeTicks{}, wholeTicks{}
+	return p, nil
+}
+
+// sweepPlot is Figure 4(b): seconds for the operations against RX ring
+// size, both axes logarithmic; capped runs are drawn at the cap with an
+// upward triangle and the cap as a dashed line.
+func sweepPlot(c Config, cells []SweepCell) (*plot.Plot, error) {
+	p := newPlot(fmt.Sprintf("(b) time for %d memaslap operations from a cold RX ring", c.Ops),
+		"RX ring size (entries)", "seconds (log scale)")
+	p.Legend.Top, p.Legend.Left = true, true
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	policies, sizes := axes(cells)
+	var ticks []plot.Tick
+	for _, n := range sizes {
+		ticks = append(ticks, plot.Tick{Value: float64(n), Label: fmt.Sprint(n)})
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	ymin, ymax := math.Inf(1), 0.0
+	for _, pol := range policies {
+		var done, capped plotter.XYs
+		for _, s := range cells {
+			if s.Policy != pol || !s.Done() || s.Seconds <= 0 {
+				continue
+			}
+			done = append(done, plotter.XY{X: float64(s.RingSize), Y: s.Seconds})
+			if s.LowerBound {
+				capped = append(capped, plotter.XY{X: float64(s.RingSize), Y: s.Seconds})
+			}
+			ymin, ymax = math.Min(ymin, s.Seconds), math.Max(ymax, s.Seconds)
+		}
+		if len(done) == 0 {
+			continue
+		}
+		l, pts, err := plotter.NewLinePoints(done)
+		if err != nil {
+			return nil, err
+		}
+		col, shape, label := styled(pol)
+		l.Color, pts.Color, pts.Shape = col, col, shape
+		l.Width, pts.Radius = vg.Points(1.6), vg.Points(2.8)
+		p.Add(l, pts)
+		p.Legend.Add(label, l, pts)
+		if len(capped) > 0 {
+			cp, err := plotter.NewScatter(capped)
+			if err != nil {
+				return nil, err
+			}
+			cp.Color, cp.Shape, cp.Radius = col, draw.TriangleGlyph{}, vg.Points(5)
+			p.Add(cp)
+			p.Legend.Add(pol+": capped, did not finish", cp)
+		}
+	}
+	if ymax == 0 {
+		return p, nil
+	}
+	capS := c.Cap.Seconds()
+	line, err := plotter.NewLine(plotter.XYs{{X: float64(sizes[0]), Y: capS}, {X: float64(sizes[len(sizes)-1]), Y: capS}})
+	if err != nil {
+		return nil, err
+	}
+	line.Color = color.Gray{0x80}
+	line.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+	p.Add(line)
+	p.Legend.Add(fmt.Sprintf("cap (%.0f s)", capS), line)
+	p.X.Min, p.X.Max = float64(sizes[0])/1.3, float64(sizes[len(sizes)-1])*1.3
+	p.Y.Min = math.Min(ymin, capS) / 1.5
+	p.Y.Max = math.Max(ymax, capS) * 4 // room for the legend
+	p.Y.Tick.Marker = logTicks{}
+	return p, nil
+}
+
+// SavePNG draws the panels that have data, stacked, into path.
+func SavePNG(path string, c Config, results []Result) error {
+	c.setDefaults()
+	var plots []*plot.Plot
+	if st := Startup(results); len(st) > 0 {
+		p, err := startupPlot(c, st)
+		if err != nil {
+			return err
+		}
+		plots = append(plots, p)
+	}
+	if cells := Sweep(results); len(cells) > 0 {
+		p, err := sweepPlot(c, cells)
+		if err != nil {
+			return err
+		}
+		plots = append(plots, p)
+	}
+	if len(plots) == 0 {
+		return errors.New("coldring: nothing to plot")
+	}
+	return savePlots(path, 820, 400, plots)
+}
+
+func savePlots(path string, width, height int, plots []*plot.Plot) error {
+	const dpi = 96
+	w := vg.Length(width) * vg.Inch / dpi
+	h := vg.Length(height*len(plots)) * vg.Inch / dpi
+	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(dpi))
+	dc := draw.New(img)
+	grid := make([][]*plot.Plot, len(plots))
+	for i, p := range plots {
+		grid[i] = []*plot.Plot{p}
+	}
+	t := draw.Tiles{Rows: len(plots), Cols: 1, PadTop: vg.Points(6), PadBottom: vg.Points(6), PadLeft: vg.Points(6), PadRight: vg.Points(10), PadY: vg.Points(14)}
+	canv := plot.Align(grid, t, dc)
+	for i := range grid {
+		grid[i][0].Draw(canv[i][0])
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// wholeTicks are gonum's default ticks labelled without decimals when
+// they are whole numbers.
+type wholeTicks struct{}
+
+func (wholeTicks) Ticks(min, max float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ts {
+		if ts[i].Label != "" && ts[i].Value == math.Trunc(ts[i].Value) {
+			ts[i].Label = fmt.Sprintf("%.0f", ts[i].Value)
+		}
+	}
+	return ts
+}
+
+// logTicks label 1, 2 and 5 times each power of ten in range.
+type logTicks struct{}
+
+func (logTicks) Ticks(min, max float64) []plot.Tick {
+	var ts []plot.Tick
+	if min <= 0 || max <= min {
+		return ts
+	}
+	for e := math.Floor(math.Log10(min)); e <= math.Ceil(math.Log10(max)); e++ {
+		for _, m := range []float64{1, 2, 5} {
+			v := m * math.Pow(10, e)
+			if v < min || v > max {
+				continue
+			}
+			ts = append(ts, plot.Tick{Value: v, Label: strconvG(v)})
+		}
+	}
+	return ts
+}
+
+func strconvG(v float64) string {
+	if v >= 1 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%g", v)
+}
