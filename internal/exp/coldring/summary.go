@@ -165,7 +165,7 @@ type StartupSummary struct {
 	// TimeToHalf is the first second at which throughput reached half of
 	// the baseline's steady state (the median of the baseline's second
 	// half); -1 if never, 0 unknown.
-	TimeToHalf int
+	TimeToHalf                       int
 	RxFaults, BackupPkts, FaultDrops float64
 	HostRetrans, GuestRetrans        float64
 }
