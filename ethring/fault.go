@@ -72,34 +72,27 @@ func (in *instance) latchFaults(policy, pasid, bmSize uint32) {
 // translating reports whether buffer addresses are VAs to translate.
 func (d *Datapath) translating() bool { return d.xlat != nil && d.xlat.ATSEnabled() }
 
-// writeBuf copies p to the buffer at addr (a VA of the pair's PASID while
-// translating, an IOVA otherwise). A translation failure is an *ats.Fault;
-// any other error is a guest memory fault of the translated pages.
-func (in *instance) writeBuf(addr uint64, p []byte) error {
+// bufDMA copies p to (write) or from the buffer at addr: a VA of the
+// pair's PASID while translating, an IOVA otherwise. A translation failure
+// is an *ats.Fault; any other error is a guest memory fault of the
+// translated pages.
+func (in *instance) bufDMA(addr uint64, p []byte, write bool) error {
 	d := in.p.d
 	if !d.translating() {
-		return dmaWrite(d.mem, addr, p)
-	}
-	h, err := d.xlat.Access(in.pasid, addr, len(p), true)
-	if err != nil {
-		return err
-	}
-	err = h.Write(p)
-	h.Release()
-	return err
-}
-
-// readBuf fills p from the buffer at addr, as writeBuf.
-func (in *instance) readBuf(addr uint64, p []byte) error {
-	d := in.p.d
-	if !d.translating() {
+		if write {
+			return dmaWrite(d.mem, addr, p)
+		}
 		return dmaRead(d.mem, addr, p)
 	}
-	h, err := d.xlat.Access(in.pasid, addr, len(p), false)
+	h, err := d.xlat.Access(in.pasid, addr, len(p), write)
 	if err != nil {
 		return err
 	}
-	err = h.Read(p)
+	if write {
+		err = h.Write(p)
+	} else {
+		err = h.Read(p)
+	}
 	h.Release()
 	return err
 }

@@ -44,7 +44,7 @@ func (p *Pair) receive(frame []byte, hold bool) (in *instance, noBuf bool) {
 	if !ok {
 		return in, noBuf
 	}
-	if err := in.writeBuf(s.addr, frame); err != nil {
+	if err := in.bufDMA(s.addr, frame, true); err != nil {
 		if f := asFault(err); f != nil {
 			in.rxFault(s, frame, f, pri.Now())
 			return in, false

@@ -142,7 +142,7 @@ func (in *instance) txGather(head, tail uint32) (uint32, *ats.Fault, uint32) {
 			bad = true
 		}
 		if !bad && seg > 0 {
-			if err := in.readBuf(addr, buf[flen:flen+seg]); err != nil {
+			if err := in.bufDMA(addr, buf[flen:flen+seg], false); err != nil {
 				if f := asFault(err); f != nil {
 					return 0, f, c
 				}

@@ -425,20 +425,8 @@ func (n *NIC) readReg(reg uint32) uint32 {
 	if p, off := n.qpReg(reg); p != nil {
 		return p.ReadReg(off)
 	}
-	if x := n.xlat.Load(); x != nil {
-		if v, ok := x.RegRead(reg); ok {
-			return v
-		}
-	}
-	if e := n.pri.Load(); e != nil {
-		if v, ok := e.RegRead(reg); ok {
-			return v
-		}
-	}
-	if dp := n.dp.Load(); dp != nil {
-		if v, ok := dp.BackupReadReg(reg); ok {
-			return v
-		}
+	if v, ok := n.readFaultReg(reg); ok {
+		return v
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
