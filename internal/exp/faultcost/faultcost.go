@@ -1,0 +1,290 @@
+// Package faultcost is the fault-cost experiment (npfnic exp fault-cost),
+// in the style of seed 000 Figure 3(a) and Table 4: the breakdown of a
+// network page fault into its stages, as the device measures them, next to
+// the floor of the same path without any page to resolve.
+//
+// A TCG guest runs the npfnic driver with a faulting RX policy (backup by
+// default). The experiment repeatedly cools the RX ring (sysfs cool: every
+// RX buffer unmapped and freed, with invalidations) and drives TCP through
+// the NIC both ways (iperf3 with a fixed byte count), so that RX buffers
+// fault and are resolved (and TX buffers, when the driver maps them
+// lazily). The device model, served in this process, records every page
+// request group's timestamps (package pri: detected → queued → interrupt →
+// response → done). Then DIAG_ECHO runs N rounds: the device raises an
+// interrupt and times the driver's answer, written from process context
+// to a register — an interrupt plus a doorbell, nothing resolved: the
+// floor of a fault's round trip (detected → response). The driver's own
+// view (ethtool -S fault_lat_*, fault_sched_p50_ns, fault_map_p50_ns,
+// backup_lat_*) is recorded beside it.
+package faultcost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/exp/coldring"
+	"github.com/npfnic/npfnic/pri"
+	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/nic"
+)
+
+// Config is one run.
+type Config struct {
+	Images *images.Artifacts
+	// Policy is the driver's rx_policy: backup (default), drop or pin.
+	Policy string
+	// RingSize is rx_ring_size; default 256.
+	RingSize int
+	// Cycles is how many times the ring is cooled and traffic driven;
+	// default 20.
+	Cycles int
+	// Bytes is what iperf3 moves each way per cycle; default 1 MiB.
+	Bytes int
+	// EchoRounds is the number of DIAG_ECHO rounds; default 2000.
+	EchoRounds int
+	// DriverExtra is appended to insmod (e.g. "fault_delay_us=100" for
+	// emulated major faults).
+	DriverExtra string
+	// LogDir keeps the guest's logs; required.
+	LogDir string
+	// Progress receives one line per step; nil is quiet.
+	Progress io.Writer
+}
+
+// Defaults.
+const (
+	DefaultPolicy     = "backup"
+	DefaultRingSize   = 256
+	DefaultCycles     = 20
+	DefaultBytes      = 1 << 20
+	DefaultEchoRounds = 2000
+)
+
+func (c *Config) setDefaults() {
+	if c.Policy == "" {
+		c.Policy = DefaultPolicy
+	}
+	if c.RingSize == 0 {
+		c.RingSize = DefaultRingSize
+	}
+	if c.Cycles == 0 {
+		c.Cycles = DefaultCycles
+	}
+	if c.Bytes == 0 {
+		c.Bytes = DefaultBytes
+	}
+	if c.EchoRounds == 0 {
+		c.EchoRounds = DefaultEchoRounds
+	}
+}
+
+// Validate checks a configuration (after defaults).
+func (c *Config) Validate() error {
+	c.setDefaults()
+	if c.Images == nil || c.LogDir == "" {
+		return errors.New("faultcost: Config needs Images and LogDir")
+	}
+	switch c.Policy {
+	case "pin", "drop", "backup":
+	default:
+		return fmt.Errorf("faultcost: policy %q: want backup, drop or pin", c.Policy)
+	}
+	if c.RingSize < 8 || c.RingSize > 4096 || c.RingSize&(c.RingSize-1) != 0 {
+		return fmt.Errorf("faultcost: ring size %d: want a power of two from 8 to 4096", c.RingSize)
+	}
+	if c.Cycles < 1 || c.Cycles > 10000 || c.Bytes < 1024 || c.EchoRounds < 0 || c.EchoRounds > hw.DiagEchoMax {
+		return fmt.Errorf("faultcost: cycles %d, bytes %d, echo rounds %d out of range", c.Cycles, c.Bytes, c.EchoRounds)
+	}
+	return nil
+}
+
+// Result is what one run measured.
+type Result struct {
+	// Records are the device's fault records of this run.
+	Records []pri.Record
+	// RecorderDropped is how many records the device's recorder lost,
+	// Overwritten how many fell out of its ring before the snapshot.
+	RecorderDropped, Overwritten uint64
+	// Echo are the DIAG_ECHO round trips (device-measured).
+	Echo []time.Duration
+	// EchoUnmatched counts answers that matched no round.
+	EchoUnmatched uint64
+	// Driver is ethtool -S at the end.
+	Driver map[string]uint64
+	// Cycles is how many cool + traffic cycles ran; Cools the driver's
+	// count of cools.
+	Cycles int
+	// Params are the driver's module parameters.
+	Params string
+	// Errors met along the way that did not stop the run.
+	Warnings []string
+}
+
+// Run runs the experiment.
+func Run(ctx context.Context, c Config) (*Result, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if err := coldring.CheckHost(); err != nil {
+		return nil, fmt.Errorf("faultcost: %w", err)
+	}
+	if reaped := coldring.ReapStale(); len(reaped) > 0 {
+		c.progress("removed leftovers of an earlier run: %s", strings.Join(reaped, ", "))
+	}
+	tb, err := coldring.StartTestbed(ctx, coldring.TestbedConfig{
+		Images: c.Images, Name: "faultcost", LogDir: c.LogDir, Subnet: 2, Progress: c.progress,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer tb.Close()
+	dev, ok := tb.Device.(*nic.NIC)
+	if !ok {
+		return nil, fmt.Errorf("faultcost: the in-process device is a %T, not an npfnic NIC", tb.Device)
+	}
+	res := &Result{Params: coldring.DriverParams(c.Policy, c.RingSize, c.DriverExtra)}
+	c.progress("insmod npfnic.ko %s", res.Params)
+	if err := tb.LoadDriver(ctx, res.Params); err != nil {
+		return nil, err
+	}
+	if _, err := tb.Guest(ctx, "iperf3", "-s", "-D", "-p", strconv.Itoa(iperfPort)); err != nil {
+		return nil, fmt.Errorf("guest iperf3 server: %w", err)
+	}
+	engine := dev.PRI()
+	if engine == nil {
+		return nil, errors.New("faultcost: the device has no PRI engine (not attached?)")
+	}
+	rec := engine.Recorder()
+	since := pri.Now()
+	count0, dropped0 := rec.Count(), rec.Dropped()
+
+	c.progress("%d cycles: cool the RX ring, then iperf3 %d KiB host->guest and guest->host", c.Cycles, c.Bytes>>10)
+	for i := 1; i <= c.Cycles; i++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := tb.WriteSysfs(ctx, "cool", "1"); err != nil {
+			return nil, fmt.Errorf("cycle %d: cool: %w", i, err)
+		}
+		for _, rev := range []bool{false, true} {
+			if err := hostIperf(ctx, tb, c.Bytes, rev); err != nil {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("cycle %d: %v", i, err))
+				c.progress("cycle %d: %v", i, firstLine(err.Error()))
+			}
+		}
+		res.Cycles = i
+		if i%5 == 0 || i == c.Cycles {
+			c.progress("cycle %d/%d: %d fault records so far", i, c.Cycles, rec.Count()-count0)
+		}
+	}
+	for _, r := range rec.Snapshot() {
+		if r.Stamps[pri.StampDetected] >= since {
+			res.Records = append(res.Records, r)
+		}
+	}
+	res.RecorderDropped = rec.Dropped() - dropped0
+	if n := rec.Count() - count0; n > uint64(len(res.Records)) {
+		res.Overwritten = n - uint64(len(res.Records))
+	}
+
+	if c.EchoRounds > 0 {
+		c.progress("DIAG_ECHO: %d interrupt -> process context -> doorbell rounds", c.EchoRounds)
+		before, _ := dev.EchoRoundTrips()
+		samples := func() int { r, _ := dev.EchoRoundTrips(); return len(r) }
+		if err := echo(ctx, tb, c.EchoRounds, samples); err != nil {
+			res.Warnings = append(res.Warnings, "diag_echo: "+err.Error())
+			c.progress("diag_echo: %v", err)
+		}
+		all, unmatched := dev.EchoRoundTrips()
+		if len(all) >= len(before) {
+			res.Echo = all[len(before):]
+		}
+		res.EchoUnmatched = unmatched
+	}
+	if st, err := tb.Ethtool(ctx); err == nil {
+		res.Driver = st
+	} else {
+		res.Warnings = append(res.Warnings, "ethtool -S: "+err.Error())
+	}
+	if dumped, err := tb.Shell(ctx, "dmesg | tail -n 50"); err == nil {
+		tb.SaveLog("dmesg-tail.txt", dumped)
+	}
+	return res, nil
+}
+
+const iperfPort = 5201
+
+// hostIperf moves n bytes host -> guest (or guest -> host with reverse)
+// through iperf3 run in the host namespace against the guest's server.
+func hostIperf(ctx context.Context, tb *coldring.Testbed, n int, reverse bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	argv := []string{"iperf3", "-c", tb.GuestIP, "-p", strconv.Itoa(iperfPort), "-n", strconv.Itoa(n), "--connect-timeout", "10000"}
+	if reverse {
+		argv = append(argv, "-R")
+	}
+	var err error
+	for try := 0; try < 3; try++ {
+		// The guest's iperf3 server answers one client at a time and may
+		// still be finishing the previous test: retry shortly.
+		if _, err = tb.NS.Run(ctx, argv...); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	dir := "host->guest"
+	if reverse {
+		dir = "guest->host"
+	}
+	return fmt.Errorf("iperf3 %s: %w", dir, err)
+}
+
+// echo starts rounds DIAG_ECHO rounds through the driver's sysfs file and
+// waits until the device has timed them (samples counts the device's
+// round trips) or the device gave up (no progress for 5 s).
+func echo(ctx context.Context, tb *coldring.Testbed, rounds int, samples func() int) error {
+	n0 := samples()
+	if err := tb.WriteSysfs(ctx, "diag_echo", strconv.Itoa(rounds)); err != nil {
+		return err
+	}
+	last, lastMove := n0, time.Now()
+	for {
+		n := samples()
+		if n-n0 >= rounds {
+			return nil
+		}
+		if n != last {
+			last, lastMove = n, time.Now()
+		}
+		if time.Since(lastMove) > 5*time.Second {
+			answered, _ := tb.ReadSysfs(ctx, "diag_echo")
+			return fmt.Errorf("%d rounds asked, the device timed %d; no progress for 5 s (sysfs diag_echo reads %q)", rounds, n-n0, answered)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
+
+func (c *Config) progress(format string, args ...any) {
+	if c.Progress != nil {
+		fmt.Fprintf(c.Progress, format+"\n", args...)
+	}
+}

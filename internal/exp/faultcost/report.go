@@ -1,0 +1,286 @@
+package faultcost
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/npfnic/npfnic/internal/report"
+	"github.com/npfnic/npfnic/pri"
+	"github.com/npfnic/npfnic/vdevice/hw"
+)
+
+// DriverStats are the driver's fault counters and latency percentiles
+// (ethtool -S) the table shows.
+var DriverStats = []string{
+	"rx_faults", "tx_faults", "rx_backup_pkts", "rx_fault_drops", "page_requests", "page_groups",
+	"prsp_success", "prsp_invalid", "prsp_failure", "invalidations", "cools", "atc_hits", "atc_misses",
+	"fault_lat_p50_ns", "fault_lat_p99_ns", "fault_sched_p50_ns", "fault_map_p50_ns",
+	"backup_lat_p50_ns", "backup_lat_p99_ns",
+}
+
+func us(d time.Duration) string {
+	v := float64(d) / 1e3
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// Table formats the breakdowns next to the floor.
+func Table(c Config, r *Result) string {
+	c.setDefaults()
+	var b strings.Builder
+	fmt.Fprintf(&b, "fault cost (seed 000 Figure 3 / Table 4 style) on npfnic, TCG guest, insmod npfnic.ko %s\n", r.Params)
+	fmt.Fprintf(&b, "%d cycles of: cool the RX ring (sysfs cool), iperf3 %d KiB host->guest and guest->host\n", r.Cycles, c.Bytes>>10)
+	fmt.Fprintf(&b, "device-measured stages of each page request group; microseconds\n")
+	floor := NewDist(r.Echo)
+	for _, bd := range Breakdowns(r.Records) {
+		fmt.Fprintf(&b, "\n%s faults: %d groups, %d pages (success %d, invalid %d, abandoned %d)\n",
+			bd.Kind, bd.Faults, bd.Pages, bd.Success, bd.Invalid, bd.Abandoned)
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "stage\tspan\tn\tp50\tp90\tp99\tmax\tmean\t\n")
+		for i, row := range bd.Rows {
+			d := row
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", RowNames[i][0], RowNames[i][1], d.N, us(d.P50), us(d.P90), us(d.P99), us(d.Max), us(d.Mean))
+		}
+		if floor.N > 0 {
+			fmt.Fprintf(tw, "floor\tDIAG_ECHO irq -> doorbell\t%d\t%s\t%s\t%s\t%s\t%s\t\n", floor.N, us(floor.P50), us(floor.P90), us(floor.P99), us(floor.Max), us(floor.Mean))
+			rt := bd.Rows[RowRoundTrip]
+			if rt.N > 0 && floor.P50 > 0 && floor.P99 > 0 {
+				fmt.Fprintf(tw, "ratio\tround trip / floor\t\t%.2fx\t%.2fx\t%.2fx\t\t%.2fx\t\n",
+					float64(rt.P50)/float64(floor.P50), float64(rt.P90)/float64(floor.P90), float64(rt.P99)/float64(floor.P99), float64(rt.Mean)/float64(floor.Mean))
+			}
+		}
+		tw.Flush()
+	}
+	if len(r.Records) == 0 {
+		b.WriteString("\nno fault records: the device saw no page faults\n")
+		if floor.N > 0 {
+			fmt.Fprintf(&b, "floor (DIAG_ECHO irq -> doorbell, %d rounds): p50 %s us, p99 %s us\n", floor.N, us(floor.P50), us(floor.P99))
+		}
+	}
+	if floor.N == 0 {
+		b.WriteString("\nno DIAG_ECHO round trips: no floor\n")
+	}
+	if r.EchoUnmatched > 0 {
+		fmt.Fprintf(&b, "DIAG_ECHO answers matching no round: %d\n", r.EchoUnmatched)
+	}
+	if r.Overwritten > 0 || r.RecorderDropped > 0 {
+		fmt.Fprintf(&b, "device recorder: %d records fell out of its ring, %d lost to racing writers\n", r.Overwritten, r.RecorderDropped)
+	}
+	if len(r.Driver) > 0 {
+		b.WriteString("\ndriver (ethtool -S):\n")
+		var cells []string
+		for _, n := range DriverStats {
+			v, ok := r.Driver[n]
+			if !ok {
+				continue
+			}
+			if strings.HasSuffix(n, "_ns") {
+				cells = append(cells, fmt.Sprintf("%s %s us", strings.TrimSuffix(n, "_ns"), us(time.Duration(v))))
+			} else {
+				cells = append(cells, fmt.Sprintf("%s %d", n, v))
+			}
+		}
+		for i := 0; i < len(cells); i += 4 {
+			b.WriteString("  " + strings.Join(cells[i:min(i+4, len(cells))], ", ") + "\n")
+		}
+	}
+	if len(r.Warnings) > 0 {
+		b.WriteString("\nwarnings:\n  " + strings.Join(r.Warnings, "\n  ") + "\n")
+	}
+	return b.String()
+}
+
+// WriteOutputs writes fault-cost-records.csv (every fault: kind, pages,
+// outcome and stage durations), fault-cost-echo.csv (every DIAG_ECHO round
+// trip), fault-cost.csv (the breakdown with the floor), fault-cost.txt and
+// fault-cost.png into dir.
+func WriteOutputs(dir string, c Config, r *Result) ([]string, error) {
+	var files []string
+	var rows [][]string
+	for _, rec := range r.Records {
+		row := []any{KindName(rec.Kind), rec.Queue, rec.Pages, outcomeName(rec.Outcome)}
+		for s := 0; s < pri.NumStages; s++ {
+			if d, ok := rec.Interval(s); ok {
+				row = append(row, float64(d)/1e3)
+			} else {
+				row = append(row, "")
+			}
+		}
+		if d, ok := RoundTrip(rec); ok {
+			row = append(row, float64(d)/1e3)
+		} else {
+			row = append(row, "")
+		}
+		rows = append(rows, report.Row(row...))
+	}
+	hdr := []string{"kind", "queue", "pages", "outcome"}
+	for _, n := range pri.StageNames {
+		hdr = append(hdr, n+"_us")
+	}
+	hdr = append(hdr, "round_trip_us")
+	p := filepath.Join(dir, "fault-cost-records.csv")
+	if err := report.WriteCSV(p, hdr, rows); err != nil {
+		return nil, err
+	}
+	files = append(files, p)
+
+	rows = nil
+	for i, d := range r.Echo {
+		rows = append(rows, report.Row(i+1, float64(d)/1e3))
+	}
+	p = filepath.Join(dir, "fault-cost-echo.csv")
+	if err := report.WriteCSV(p, []string{"round", "round_trip_us"}, rows); err != nil {
+		return nil, err
+	}
+	files = append(files, p)
+
+	rows = nil
+	floor := NewDist(r.Echo)
+	add := func(kind, stage, span string, d Dist, ratio float64) {
+		rr := ""
+		if !math.IsNaN(ratio) {
+			rr = fmt.Sprintf("%.4g", ratio)
+		}
+		rows = append(rows, report.Row(kind, stage, span, d.N, us1(d.P50), us1(d.P90), us1(d.P99), us1(d.Max), us1(d.Mean), rr))
+	}
+	for _, bd := range Breakdowns(r.Records) {
+		for i, d := range bd.Rows {
+			ratio := math.NaN()
+			if floor.P50 > 0 && d.N > 0 {
+				ratio = float64(d.P50) / float64(floor.P50)
+			}
+			add(bd.Kind, RowNames[i][0], RowNames[i][1], d, ratio)
+		}
+	}
+	if floor.N > 0 {
+		add("floor", "diag_echo", "interrupt -> doorbell", floor, 1)
+	}
+	p = filepath.Join(dir, "fault-cost.csv")
+	if err := report.WriteCSV(p, []string{"kind", "stage", "span", "n", "p50_us", "p90_us", "p99_us", "max_us", "mean_us", "p50_over_floor_p50"}, rows); err != nil {
+		return nil, err
+	}
+	files = append(files, p)
+
+	p = filepath.Join(dir, "fault-cost.txt")
+	if err := os.WriteFile(p, []byte(Table(c, r)), 0o644); err != nil {
+		return nil, err
+	}
+	files = append(files, p)
+	if charts := Charts(r); len(charts) > 0 {
+		p = filepath.Join(dir, "fault-cost.png")
+		if err := report.SavePNG(p, 820, 380, charts...); err != nil {
+			return nil, err
+		}
+		files = append(files, p)
+	}
+	return files, nil
+}
+
+func us1(d time.Duration) float64 { return float64(d) / 1e3 }
+
+func outcomeName(o pri.Outcome) string {
+	switch o {
+	case pri.OutcomeSuccess:
+		return "success"
+	case pri.OutcomeInvalid:
+		return "invalid"
+	case pri.OutcomeAbandoned:
+		return "abandoned"
+	}
+	return fmt.Sprint(o)
+}
+
+// Charts: the breakdown of the most common fault kind (p50 and p99 per
+// stage, with the floor), and the CDFs of the fault round trips against
+// the DIAG_ECHO floor.
+func Charts(r *Result) []report.Chart {
+	var charts []report.Chart
+	floor := NewDist(r.Echo)
+	bds := Breakdowns(r.Records)
+	if len(bds) > 0 {
+		// The chart shows each kind's p50 (and the first kind's p99).
+		bar := report.BarChart{
+			Title:  "page fault stages, device-measured (TCG guest), with the interrupt+doorbell floor",
+			YLabel: "microseconds",
+		}
+		for i := range RowNames {
+			bar.Categories = append(bar.Categories, RowNames[i][0])
+		}
+		bar.Categories = append(bar.Categories, "floor", "")
+		for _, bd := range bds {
+			if bd.Kind == "all" {
+				continue
+			}
+			for _, q := range []struct {
+				name string
+				get  func(Dist) time.Duration
+			}{{"p50", func(d Dist) time.Duration { return d.P50 }}, {"p99", func(d Dist) time.Duration { return d.P99 }}} {
+				s := report.BarSeries{Name: bd.Kind + " " + q.name}
+				for _, d := range bd.Rows {
+					s.Values = append(s.Values, us1(q.get(d)))
+				}
+				s.Values = append(s.Values, us1(q.get(floor)), 0)
+				bar.Series = append(bar.Series, s)
+			}
+		}
+		charts = append(charts, bar)
+	}
+	cdf := report.LineChart{
+		Title:  "fault round trip (detected -> response) against the DIAG_ECHO floor",
+		XLabel: "microseconds (log scale)", YLabel: "fraction of events", LogX: true,
+		LegendBottom: true,
+	}
+	for _, k := range []uint16{hw.FaultKindRxBuf, hw.FaultKindTxBuf} {
+		if xs := RoundTrips(r.Records, k); len(xs) > 0 {
+			cdf.Series = append(cdf.Series, cdfSeries(KindName(k)+" fault round trip", xs, false))
+		}
+	}
+	if len(r.Echo) > 0 {
+		cdf.Series = append(cdf.Series, cdfSeries("DIAG_ECHO interrupt -> doorbell (floor)", r.Echo, true))
+	}
+	if len(cdf.Series) > 0 {
+		// A log scale only when the values span more than a decade or so
+		// (its ticks are at powers of ten).
+		lo, hi := math.Inf(1), 0.0
+		for _, s := range cdf.Series {
+			for _, x := range s.X {
+				lo, hi = math.Min(lo, x), math.Max(hi, x)
+			}
+		}
+		if hi < 20*lo {
+			cdf.LogX, cdf.XLabel = false, "microseconds"
+		}
+		zero := 0.0
+		cdf.YMin = &zero
+		charts = append(charts, cdf)
+	}
+	return charts
+}
+
+// cdfSeries draws the empirical CDF with at most 50 points.
+func cdfSeries(name string, xs []time.Duration, dashed bool) report.Series {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	step := max(1, len(s)/50)
+	out := report.Series{Name: name, Dashed: dashed}
+	for i := 0; i < len(s); i += step {
+		out.X = append(out.X, max(us1(s[i]), 0.01))
+		out.Y = append(out.Y, float64(i+1)/float64(len(s)))
+	}
+	if last := len(s) - 1; (len(s)-1)%step != 0 {
+		out.X = append(out.X, max(us1(s[last]), 0.01))
+		out.Y = append(out.Y, 1)
+	}
+	return out
+}
