@@ -285,6 +285,11 @@ func runOne(ctx context.Context, c *Config, tb *Testbed, r *Result, label string
 		return
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	if err := tb.CheckPolicy(sctx, r.Policy); err != nil {
+		cancel()
+		r.Err = err
+		return
+	}
 	host0, herr := tb.HostTCP(sctx)
 	guest0, gerr := tb.GuestTCP(sctx)
 	cancel()

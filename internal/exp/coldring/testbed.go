@@ -303,6 +303,24 @@ func (tb *Testbed) LoadDriver(ctx context.Context, params string) error {
 	}
 }
 
+// CheckPolicy verifies that the loaded driver runs the RX policy asked
+// for: the kernel ignores unknown module parameters, so a driver without
+// page-fault support would silently run without translation. "off" is
+// always fine.
+func (tb *Testbed) CheckPolicy(ctx context.Context, policy string) error {
+	if policy == "" || policy == "off" {
+		return nil
+	}
+	got, err := tb.ReadSysfs(ctx, "rx_policy")
+	if err != nil {
+		return fmt.Errorf("the driver has no rx_policy file (%s): no page-fault support in this build? %w", tb.SysfsPath("rx_policy"), err)
+	}
+	if !strings.Contains(got, policy) {
+		return fmt.Errorf("asked for rx_policy=%s, the driver reports %q", policy, got)
+	}
+	return nil
+}
+
 // Ethtool reads ethtool -S of the npfnic interface.
 func (tb *Testbed) Ethtool(ctx context.Context) (map[string]uint64, error) {
 	out, err := tb.Guest(ctx, "ethtool", "-S", tb.IfName)

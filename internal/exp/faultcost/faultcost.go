@@ -153,6 +153,9 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	if err := tb.LoadDriver(ctx, res.Params); err != nil {
 		return nil, err
 	}
+	if err := tb.CheckPolicy(ctx, c.Policy); err != nil {
+		return nil, err
+	}
 	if _, err := tb.Guest(ctx, "iperf3", "-s", "-D", "-p", strconv.Itoa(iperfPort)); err != nil {
 		return nil, fmt.Errorf("guest iperf3 server: %w", err)
 	}
