@@ -6,15 +6,63 @@
 #ifndef NPFNIC_H
 #define NPFNIC_H
 
+#include <linux/ethtool.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
 #include <linux/netdevice.h>
 #include <linux/pci.h>
 #include <linux/u64_stats_sync.h>
+#include <linux/wait.h>
 #include <linux/workqueue.h>
 
 #include "npfnic_hw.h"
 
 #define DRV_NAME		"npfnic"
 #define NPFNIC_RX_BUF_SIZE	2048	/* one frame per buffer: >= NPFNIC_MAX_FRAME */
+
+/*
+ * Network page faults (interface 2.2). With rx_policy other than off the
+ * device translates every buffer address through the I/O page tables of
+ * PASID 0. RX slot (q, i) lives at its own VA, one 4 KiB page per slot,
+ * backed by a page only once the device faulted on it; TX buffers use the
+ * identity VA (VA == DMA address), mapped lazily and never unmapped.
+ */
+#define NPFNIC_RX_VA_BASE	BIT_ULL(46)
+#define NPFNIC_RX_VA_QSHIFT	32
+#define NPFNIC_PAGE_SIZE	BIT(NPFNIC_XLAT_PAGE_SHIFT)
+
+static inline u64 npfnic_rx_va(int q, u32 i)
+{
+	return NPFNIC_RX_VA_BASE + ((u64)q << NPFNIC_RX_VA_QSHIFT) +
+	       ((u64)i << NPFNIC_XLAT_PAGE_SHIFT);
+}
+
+enum npfnic_policy {
+	NPFNIC_POLICY_OFF,	/* ATS disabled: buffers are IOVAs (interface 2.1 path) */
+	NPFNIC_POLICY_PIN,	/* everything mapped at open: no faults */
+	NPFNIC_POLICY_DROP,	/* a faulting RX frame is dropped, its page requested */
+	NPFNIC_POLICY_BACKUP,	/* a faulting RX frame goes to the backup ring */
+};
+
+/* MSI-X vectors of the fault machinery (the device defaults, written at open). */
+#define NPFNIC_PRQ_VECTOR	NPFNIC_PRQ_VECTOR_DEFAULT
+#define NPFNIC_INVQ_VECTOR	NPFNIC_INVQ_VECTOR_DEFAULT
+#define NPFNIC_BACKUP_VECTOR	NPFNIC_BACKUP_VECTOR_DEFAULT
+
+/* Log2 histogram with 8 linear sub-buckets per power of two (nanoseconds). */
+#define NPFNIC_HIST_BUCKETS	(8 + 61 * 8)
+
+struct npfnic_hist {
+	u32 n[NPFNIC_HIST_BUCKETS];
+};
+
+enum {
+	NPFNIC_HIST_FAULT_LAT,		/* PRQ interrupt -> response doorbell */
+	NPFNIC_HIST_FAULT_SCHED,	/* PRQ interrupt -> work starts */
+	NPFNIC_HIST_FAULT_MAP,		/* page allocation + DMA map + PTE */
+	NPFNIC_HIST_BACKUP_LAT,		/* backup interrupt -> RX_RESOLVE */
+	NPFNIC_NHIST,
+};
 
 struct npfnic;
 
@@ -26,7 +74,26 @@ struct npfnic_qp_stats {
 	u64 tx_ring_full;
 	u64 tx_linearized;
 	u64 irqs;
+	u64 rx_cooled_drops;	/* completed while its slot page was cooled away */
+	u64 rx_xlat_errors;	/* completed with NPFNIC_RXD_ERROR: no frame */
 	struct u64_stats_sync syncp;
+};
+
+/* An RX slot's page under a translating policy; NULL until it faulted. */
+struct npfnic_rx_slot {
+	struct page *page;
+	dma_addr_t dma;
+};
+
+/* A frame copied out of the backup ring, waiting for its RX descriptor. */
+struct npfnic_pending {
+	struct list_head list;
+	u32 desc;		/* free-running RX descriptor index */
+	u32 bm_index;		/* written back to QP_RX_RESOLVE */
+	u16 len;
+	u16 status;		/* NPFNIC_BKD_* */
+	u64 isr_ns;		/* backup interrupt that brought it */
+	u8 data[];
 };
 
 struct npfnic_tx_slot {
@@ -52,13 +119,104 @@ struct npfnic_qp {
 
 	struct npfnic_rx_desc *rx_ring;
 	dma_addr_t rx_ring_dma;
-	u8 *rx_bufs;		/* persistent buffers: slot i at i * NPFNIC_RX_BUF_SIZE */
+	u8 *rx_bufs;		/* policy off: persistent, slot i at i * NPFNIC_RX_BUF_SIZE */
 	dma_addr_t rx_bufs_dma;
+	struct npfnic_rx_slot *rx_slots;	/* other policies: lazily backed slots */
 	u32 rx_size;
-	u32 rx_tail;		/* buffers posted (free-running) */
+	u32 rx_tail;		/* buffers posted (free-running; release-stored) */
 	u32 rx_next;		/* next descriptor to receive (free-running) */
 
+	struct list_head bk_pending;	/* backup frames of this pair, in ring order */
+	u32 bk_npending;
+
 	struct npfnic_qp_stats stats;
+};
+
+/* One node of the I/O page tables: a 4 KiB table the device reads. */
+struct npfnic_pt {
+	__le64 *e;			/* 512 entries, DMA coherent */
+	dma_addr_t dma;
+	struct npfnic_pt **child;	/* levels 4..2: the tables the entries point to */
+};
+
+/* A page request group being answered. */
+struct npfnic_prg {
+	bool active;		/* requests seen, no response yet */
+	bool failed;		/* answer Invalid Request */
+	bool delayed;		/* fault_delay_us already spent on it */
+	bool queued;		/* its last request seen: answered at the end of the batch */
+	u32 flags;		/* NPFNIC_PRQ_* of its requests */
+	u32 pasid;
+};
+
+/* Translation, page requests and the backup ring: valid while npf.active. */
+struct npfnic_npf {
+	bool active;
+	struct mutex lock;		/* page tables, RX slot pages, backup placement */
+	struct mutex inv_lock;		/* invalidation queue */
+	struct mutex prsp_lock;		/* page response queue */
+	wait_queue_head_t inv_wait;	/* woken by the INVQ vector */
+
+	void *ctl;			/* one coherent page: status blocks, completion word */
+	dma_addr_t ctl_dma;
+	struct npfnic_ats_status *ats_st;
+	struct npfnic_pri_status *pri_st;
+	__le32 *inv_done;
+	dma_addr_t inv_done_dma;
+
+	struct npfnic_pasid_entry *pasid_tbl;
+	dma_addr_t pasid_dma;
+	struct npfnic_pt *root;
+
+	struct npfnic_inv_desc *invq;
+	dma_addr_t invq_dma;
+	u32 invq_tail;
+	u32 inv_seq;
+
+	struct npfnic_page_req *prq;
+	dma_addr_t prq_dma;
+	u32 prq_head;
+	struct npfnic_page_resp *prspq;
+	dma_addr_t prspq_dma;
+	u32 prspq_tail;
+	struct npfnic_prg prg[NPFNIC_PRGI_MAX];
+	u16 answer[NPFNIC_PRGI_MAX];	/* groups completed in one batch */
+	u32 pri_error_seen;
+
+	struct npfnic_backup_desc *bk;	/* backup ring */
+	dma_addr_t bk_dma;
+	u8 *bk_bufs;			/* its pinned buffers */
+	dma_addr_t bk_bufs_dma;
+	u32 bk_next;			/* entries consumed (free-running) */
+	u32 bk_tail;			/* buffers posted (free-running) */
+
+	atomic64_t prq_isr_ns;		/* first PRQ interrupt not yet served */
+	atomic64_t bk_isr_ns;		/* first backup interrupt not yet served */
+};
+
+/* Counters of the fault machinery (driver side). */
+struct npfnic_npf_stats {
+	atomic64_t page_requests;
+	atomic64_t page_groups;
+	atomic64_t prsp_success;
+	atomic64_t prsp_invalid;
+	atomic64_t prsp_failure;
+	atomic64_t bad_page_requests;
+	atomic64_t pri_errors;
+	atomic64_t invalidations;
+	atomic64_t inv_timeouts;
+	atomic64_t cools;
+	atomic64_t rx_resolved;
+	atomic64_t backup_errors;
+	atomic64_t tail_irqs;
+	atomic64_t slot_pages;		/* RX slot pages mapped now */
+	atomic64_t pt_pages;		/* page-table pages now */
+};
+
+/* The dev_id of one MSI-X vector. */
+struct npfnic_vec {
+	struct npfnic *nic;
+	int vec;
 };
 
 struct npfnic {
@@ -68,7 +226,7 @@ struct npfnic {
 	u32 features;			/* NPFNIC_FEAT_*, from the device */
 	int nvecs;
 	atomic_t irq_count[NPFNIC_MSIX_VECTORS];
-	struct npfnic_qp *misc_ctx;	/* context of the misc vector */
+	struct npfnic_vec vecs[NPFNIC_MSIX_VECTORS];
 
 	struct npfnic_status_block *sb;	/* written by the device */
 	dma_addr_t sb_dma;
@@ -83,6 +241,22 @@ struct npfnic {
 
 	struct mutex diag_lock;		/* one diagnostic DMA at a time */
 	char diag_result[64];
+
+	/* Network page faults (module parameters, fixed at probe). */
+	enum npfnic_policy policy;
+	u32 bm_size;
+	u32 backup_size;
+	u32 atc_entries;
+	int ats_pos;			/* ATS extended capability */
+	int pri_pos;			/* PRI extended capability */
+	struct workqueue_struct *wq;	/* fault, backup and echo work */
+	struct work_struct prq_work;
+	struct delayed_work backup_work;
+	struct work_struct echo_work;
+	atomic_t echo_round;		/* DIAG_ECHO rounds answered in this run */
+	struct npfnic_npf npf;
+	struct npfnic_npf_stats nstats;
+	struct npfnic_hist hist[NPFNIC_NHIST];
 };
 
 /* The netdev's private area holds a pointer to the PCI-level struct npfnic. */
@@ -96,10 +270,37 @@ static inline struct npfnic_qp_status *npfnic_qp_status(struct npfnic *nic, int 
 	return &nic->sb->qp[q];
 }
 
+static inline bool npfnic_translating(const struct npfnic *nic)
+{
+	return nic->policy != NPFNIC_POLICY_OFF;
+}
+
 int npfnic_eth_probe(struct npfnic *nic);
 void npfnic_eth_remove(struct npfnic *nic);
 irqreturn_t npfnic_misc_irq(int irq, void *data);
 irqreturn_t npfnic_qp_irq(int irq, void *data);
 int npfnic_inject(struct npfnic *nic, const char *what, unsigned int q);
+
+/* npfnic_npf.c: network page faults */
+#define NPFNIC_NPF_STATS	33
+extern const char npfnic_npf_stat_names[NPFNIC_NPF_STATS][ETH_GSTRING_LEN];
+
+int npfnic_npf_probe(struct npfnic *nic);
+void npfnic_npf_remove(struct npfnic *nic);
+const char *npfnic_policy_name(const struct npfnic *nic);
+int npfnic_npf_open(struct npfnic *nic);
+void npfnic_npf_quiesce(struct npfnic *nic);
+void npfnic_npf_stop_hw(struct npfnic *nic);
+void npfnic_npf_close(struct npfnic *nic);
+void npfnic_npf_start_qp(struct npfnic_qp *qp);
+void npfnic_free_rx_slots(struct npfnic_qp *qp);
+void npfnic_npf_get_stats(struct npfnic *nic, u64 *data);
+int npfnic_npf_inject(struct npfnic *nic, const char *what, unsigned int q);
+int npfnic_cool(struct npfnic *nic);
+int npfnic_diag_echo(struct npfnic *nic, unsigned int rounds);
+irqreturn_t npfnic_prq_irq(struct npfnic *nic);
+irqreturn_t npfnic_invq_irq(struct npfnic *nic);
+irqreturn_t npfnic_backup_irq(struct npfnic *nic);
+irqreturn_t npfnic_echo_irq(struct npfnic *nic);
 
 #endif /* NPFNIC_H */

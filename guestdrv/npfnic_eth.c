@@ -7,7 +7,9 @@
  *
  * RX copies each frame out of a persistent ring buffer into a fresh skb and
  * gives the same buffer back to the device, so a ring warms once and stays
- * warm; the page-fault support builds on exactly that property.
+ * warm; the page-fault support builds on exactly that property. With a
+ * translating rx_policy (npfnic_npf.c) the buffer of slot i is a page at a
+ * per-slot VA that exists only once the device faulted on it.
  */
 
 #include <linux/etherdevice.h>
@@ -60,6 +62,7 @@ static void npfnic_free_qp(struct npfnic_qp *qp)
 	if (qp->rx_bufs)
 		dma_free_coherent(dev, (size_t)qp->rx_size * NPFNIC_RX_BUF_SIZE, qp->rx_bufs,
 				  qp->rx_bufs_dma);
+	npfnic_free_rx_slots(qp);
 	kvfree(qp->tx_slots);
 	qp->tx_ring = NULL;
 	qp->rx_ring = NULL;
@@ -77,10 +80,13 @@ static int npfnic_alloc_qp(struct npfnic_qp *qp, u32 tx_size, u32 rx_size)
 					 GFP_KERNEL);
 	qp->rx_ring = dma_alloc_coherent(dev, rx_size * sizeof(*qp->rx_ring), &qp->rx_ring_dma,
 					 GFP_KERNEL);
-	qp->rx_bufs = dma_alloc_coherent(dev, (size_t)rx_size * NPFNIC_RX_BUF_SIZE,
-					 &qp->rx_bufs_dma, GFP_KERNEL);
+	if (npfnic_translating(qp->nic))
+		qp->rx_slots = kvcalloc(rx_size, sizeof(*qp->rx_slots), GFP_KERNEL);
+	else
+		qp->rx_bufs = dma_alloc_coherent(dev, (size_t)rx_size * NPFNIC_RX_BUF_SIZE,
+						 &qp->rx_bufs_dma, GFP_KERNEL);
 	qp->tx_slots = kvcalloc(tx_size, sizeof(*qp->tx_slots), GFP_KERNEL);
-	if (!qp->tx_ring || !qp->rx_ring || !qp->rx_bufs || !qp->tx_slots) {
+	if (!qp->tx_ring || !qp->rx_ring || !(qp->rx_bufs || qp->rx_slots) || !qp->tx_slots) {
 		npfnic_free_qp(qp);
 		return -ENOMEM;
 	}
@@ -282,26 +288,56 @@ drop:
 
 static void npfnic_post_rx(struct npfnic_qp *qp, u32 count)
 {
+	u32 tail = qp->rx_tail;
+
 	while (count--) {
-		u32 i = qp->rx_tail & (qp->rx_size - 1);
+		u32 i = tail & (qp->rx_size - 1);
 		struct npfnic_rx_desc *desc = &qp->rx_ring[i];
 
-		desc->addr = cpu_to_le64(qp->rx_bufs_dma + (u64)i * NPFNIC_RX_BUF_SIZE);
+		if (qp->rx_slots)
+			desc->addr = cpu_to_le64(npfnic_rx_va(qp->idx, i));
+		else
+			desc->addr = cpu_to_le64(qp->rx_bufs_dma + (u64)i * NPFNIC_RX_BUF_SIZE);
 		desc->buf_len = cpu_to_le16(NPFNIC_RX_BUF_SIZE);
 		desc->pkt_len = 0;
 		desc->status = 0;
 		desc->rsvd = 0;
-		qp->rx_tail++;
+		tail++;
 	}
+	/*
+	 * The backup work places frames in posted descriptors: it must see
+	 * these writes before the tail that covers them.
+	 */
+	smp_store_release(&qp->rx_tail, tail);
 	dma_wmb();
-	iowrite32(qp->rx_tail, qp->regs + NPFNIC_QP_RX_TAIL);
+	iowrite32(tail, qp->regs + NPFNIC_QP_RX_TAIL);
+}
+
+/*
+ * The buffer of a completed descriptor: the persistent ring buffer, or the
+ * slot's page (NULL when the ring was cooled since the device filled it).
+ */
+static u8 *npfnic_rx_buf(struct npfnic_qp *qp, u32 i, u16 len)
+{
+	struct npfnic_rx_slot *slot;
+	struct page *page;
+
+	if (!qp->rx_slots)
+		return qp->rx_bufs + (size_t)i * NPFNIC_RX_BUF_SIZE;
+	slot = &qp->rx_slots[i];
+	/* Pairs with the release in npfnic_map_rx_slot: slot->dma is valid. */
+	page = smp_load_acquire(&slot->page);
+	if (!page)
+		return NULL;
+	dma_sync_single_for_cpu(&qp->nic->pdev->dev, slot->dma, len, DMA_BIDIRECTIONAL);
+	return page_address(page);
 }
 
 static int npfnic_clean_rx(struct npfnic_qp *qp, int budget)
 {
 	struct net_device *netdev = qp->nic->netdev;
 	u32 head = le32_to_cpu(READ_ONCE(npfnic_qp_status(qp->nic, qp->idx)->rx_head));
-	unsigned int bytes = 0;
+	unsigned int bytes = 0, cooled = 0, xlat = 0;
 	int done = 0;
 
 	if (head - qp->rx_next > qp->rx_tail - qp->rx_next)
@@ -311,27 +347,38 @@ static int npfnic_clean_rx(struct npfnic_qp *qp, int budget)
 	while (qp->rx_next != head && done < budget) {
 		u32 i = qp->rx_next & (qp->rx_size - 1);
 		struct npfnic_rx_desc *desc = &qp->rx_ring[i];
+		u16 status = le16_to_cpu(desc->status);
 		u16 len = le16_to_cpu(desc->pkt_len);
-		u8 *buf = qp->rx_bufs + (size_t)i * NPFNIC_RX_BUF_SIZE;
 		struct sk_buff *skb;
+		u8 *buf = NULL;
 
-		if (!(le16_to_cpu(desc->status) & NPFNIC_RXD_DONE) || len < ETH_HLEN ||
-		    len > NPFNIC_RX_BUF_SIZE) {
+		if (status & NPFNIC_RXD_ERROR) {
+			xlat++;		/* no frame: its buffer could not be translated */
+		} else if (!(status & NPFNIC_RXD_DONE) || len < ETH_HLEN ||
+			   len > NPFNIC_RX_BUF_SIZE) {
 			netdev->stats.rx_errors++;
 		} else {
+			buf = npfnic_rx_buf(qp, i, len);
+			if (!buf)
+				cooled++;
+		}
+		if (buf) {
 			skb = napi_alloc_skb(&qp->napi, len);
 			if (!skb) {
 				netdev->stats.rx_dropped++;
 			} else {
 				skb_put_data(skb, buf, len);
 				skb->protocol = eth_type_trans(skb, netdev);
-				if ((le16_to_cpu(desc->status) & NPFNIC_RXD_CSUM_OK) &&
+				if ((status & NPFNIC_RXD_CSUM_OK) &&
 				    (netdev->features & NETIF_F_RXCSUM))
 					skb->ip_summed = CHECKSUM_UNNECESSARY;
 				skb_record_rx_queue(skb, qp->idx);
 				bytes += len;
 				napi_gro_receive(&qp->napi, skb);
 			}
+			if (qp->rx_slots)
+				dma_sync_single_for_device(&qp->nic->pdev->dev, qp->rx_slots[i].dma,
+							   len, DMA_BIDIRECTIONAL);
 		}
 		qp->rx_next++;
 		done++;
@@ -340,6 +387,8 @@ static int npfnic_clean_rx(struct npfnic_qp *qp, int budget)
 		u64_stats_update_begin(&qp->stats.syncp);
 		qp->stats.rx_packets += done;
 		qp->stats.rx_bytes += bytes;
+		qp->stats.rx_cooled_drops += cooled;
+		qp->stats.rx_xlat_errors += xlat;
 		u64_stats_update_end(&qp->stats.syncp);
 		/* The same buffers go straight back: the ring stays warm. */
 		npfnic_post_rx(qp, done);
@@ -450,6 +499,8 @@ static void npfnic_start_qp(struct npfnic_qp *qp)
 	iowrite32(upper_32_bits(qp->rx_ring_dma), qp->regs + NPFNIC_QP_RX_BASE_HI);
 	iowrite32(qp->rx_size, qp->regs + NPFNIC_QP_RX_SIZE);
 	iowrite32(qp->nic->itr_usecs, qp->regs + NPFNIC_QP_ITR);
+	if (npfnic_translating(qp->nic))
+		npfnic_npf_start_qp(qp);
 	iowrite32(NPFNIC_QP_CTRL_ENABLE, qp->regs + NPFNIC_QP_CTRL);
 	npfnic_post_rx(qp, qp->rx_size);
 	iowrite32(1, qp->regs + NPFNIC_QP_IRQ_ARM);
@@ -462,6 +513,8 @@ static void npfnic_stop_hw(struct npfnic *nic)
 	for (q = 0; q < nic->nqps; q++)
 		iowrite32(0, nic->qps[q].regs + NPFNIC_QP_CTRL);
 	iowrite32(0, nic->bar0 + NPFNIC_REG_CTRL);
+	if (npfnic_translating(nic))
+		npfnic_npf_stop_hw(nic);
 	/*
 	 * A read is non-posted: it returns after the device handled the
 	 * writes above, so it no longer touches the rings freed next.
@@ -488,6 +541,11 @@ static int npfnic_open(struct net_device *netdev)
 	if (err)
 		goto err_free;
 
+	if (npfnic_translating(nic)) {
+		err = npfnic_npf_open(nic);
+		if (err)
+			goto err_free;
+	}
 	npfnic_program_status_block(nic);
 	iowrite32(NPFNIC_CTRL_ENABLE, nic->bar0 + NPFNIC_REG_CTRL);
 	for (q = 0; q < nic->nqps; q++) {
@@ -516,7 +574,11 @@ static int npfnic_stop(struct net_device *netdev)
 
 	netif_tx_disable(netdev);
 	netif_carrier_off(netdev);
+	if (npfnic_translating(nic))
+		npfnic_npf_quiesce(nic);
 	npfnic_stop_hw(nic);
+	if (npfnic_translating(nic))
+		npfnic_npf_close(nic);
 	for (q = 0; q < nic->nqps; q++) {
 		struct npfnic_qp *qp = &nic->qps[q];
 
@@ -606,7 +668,7 @@ static int npfnic_get_sset_count(struct net_device *netdev, int sset)
 {
 	if (sset != ETH_SS_STATS)
 		return -EOPNOTSUPP;
-	return NPFNIC_QP_MAX * NPFNIC_QP_STATS + NPFNIC_DEV_STATS;
+	return NPFNIC_QP_MAX * NPFNIC_QP_STATS + NPFNIC_DEV_STATS + NPFNIC_NPF_STATS;
 }
 
 static void npfnic_get_strings(struct net_device *netdev, u32 sset, u8 *data)
@@ -620,6 +682,8 @@ static void npfnic_get_strings(struct net_device *netdev, u32 sset, u8 *data)
 			ethtool_sprintf(&data, "q%d_%s", q, npfnic_qp_stat_names[i]);
 	for (i = 0; i < NPFNIC_DEV_STATS; i++)
 		ethtool_sprintf(&data, "%s", npfnic_dev_stat_names[i]);
+	for (i = 0; i < NPFNIC_NPF_STATS; i++)
+		ethtool_sprintf(&data, "%s", npfnic_npf_stat_names[i]);
 }
 
 static void npfnic_get_ethtool_stats(struct net_device *netdev, struct ethtool_stats *stats,
@@ -661,6 +725,7 @@ static void npfnic_get_ethtool_stats(struct net_device *netdev, struct ethtool_s
 	data[3] = qerr;
 	data[4] = tso;
 	data[5] = stalls;
+	npfnic_npf_get_stats(nic, data + NPFNIC_DEV_STATS);
 }
 
 static void npfnic_get_ringparam(struct net_device *netdev, struct ethtool_ringparam *ring,
@@ -840,7 +905,7 @@ int npfnic_inject(struct npfnic *nic, const char *what, unsigned int q)
 		}
 		__netif_tx_unlock_bh(txq);
 	} else {
-		err = -EINVAL;
+		err = npfnic_npf_inject(nic, what, q);
 	}
 out:
 	rtnl_unlock();

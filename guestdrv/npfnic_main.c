@@ -15,17 +15,34 @@
 
 #include "npfnic.h"
 
-/* Every vector counts its interrupts for the diagnostics, then does its job. */
+/*
+ * Every vector counts its interrupts for the diagnostics, then does its job:
+ * 0 misc, 1..4 queue pairs, then page requests, invalidation completions,
+ * the backup ring and the DIAG_ECHO rounds.
+ */
 static irqreturn_t npfnic_irq(int irq, void *data)
 {
-	struct npfnic_qp *qp = data;
-	struct npfnic *nic = qp->nic;
-	int vec = qp->idx < 0 ? NPFNIC_MISC_VECTOR : NPFNIC_QP_VECTOR(qp->idx);
+	struct npfnic_vec *v = data;
+	struct npfnic *nic = v->nic;
+	int vec = v->vec;
 
 	atomic_inc(&nic->irq_count[vec]);
-	if (qp->idx < 0)
+	switch (vec) {
+	case NPFNIC_MISC_VECTOR:
 		return npfnic_misc_irq(irq, nic);
-	return npfnic_qp_irq(irq, qp);
+	case NPFNIC_PRQ_VECTOR:
+		return npfnic_prq_irq(nic);
+	case NPFNIC_INVQ_VECTOR:
+		return npfnic_invq_irq(nic);
+	case NPFNIC_BACKUP_VECTOR:
+		return npfnic_backup_irq(nic);
+	case NPFNIC_DIAG_ECHO_VECTOR:
+		return npfnic_echo_irq(nic);
+	default:
+		if (vec - 1 < NPFNIC_QP_MAX)
+			return npfnic_qp_irq(irq, &nic->qps[vec - 1]);
+		return IRQ_HANDLED;
+	}
 }
 
 /* Writing a vector number makes the device fire that MSI-X vector. */
@@ -109,60 +126,111 @@ static ssize_t diag_dma_show(struct device *dev, struct device_attribute *attr, 
 }
 static DEVICE_ATTR_RW(diag_dma);
 
-/* Writing "bad_desc Q", "bad_tail Q" or "bad_ring Q" feeds queue pair Q bad input. */
+/*
+ * Writing "WHAT Q" feeds the device bad input: bad_desc, bad_tail and
+ * bad_ring for queue pair Q; with a translating rx_policy also bad_pte
+ * (for pair Q), bad_pasid, bad_prgi, prsp_storm and inv_unmapped (Q may
+ * be left out for those).
+ */
 static ssize_t inject_store(struct device *dev, struct device_attribute *attr,
 			    const char *buf, size_t len)
 {
 	struct npfnic *nic = dev_get_drvdata(dev);
-	char what[16];
-	unsigned int q;
+	unsigned int q = 0;
+	char what[24];
 	int err;
 
-	if (sscanf(buf, "%15s %u", what, &q) != 2)
+	if (sscanf(buf, "%23s %u", what, &q) < 1)
 		return -EINVAL;
 	err = npfnic_inject(nic, what, q);
 	return err ? err : len;
 }
 static DEVICE_ATTR_WO(inject);
 
+/* Writing 1 unmaps and frees every RX buffer page (drop and backup policies). */
+static ssize_t cool_store(struct device *dev, struct device_attribute *attr,
+			  const char *buf, size_t len)
+{
+	struct npfnic *nic = dev_get_drvdata(dev);
+	unsigned int v;
+	int err;
+
+	err = kstrtouint(buf, 0, &v);
+	if (err)
+		return err;
+	if (v != 1)
+		return -EINVAL;
+	err = npfnic_cool(nic);
+	return err ? err : len;
+}
+static DEVICE_ATTR_WO(cool);
+
+static ssize_t rx_policy_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%s\n", npfnic_policy_name(dev_get_drvdata(dev)));
+}
+static DEVICE_ATTR_RO(rx_policy);
+
+/*
+ * Writing N runs N DIAG_ECHO rounds: interrupt, work item, doorbell (the
+ * floor of the fault path); reading shows the rounds answered in the run.
+ */
+static ssize_t diag_echo_store(struct device *dev, struct device_attribute *attr,
+			       const char *buf, size_t len)
+{
+	unsigned int n;
+	int err;
+
+	err = kstrtouint(buf, 0, &n);
+	if (err)
+		return err;
+	err = npfnic_diag_echo(dev_get_drvdata(dev), n);
+	return err ? err : len;
+}
+
+static ssize_t diag_echo_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	struct npfnic *nic = dev_get_drvdata(dev);
+
+	return sysfs_emit(buf, "%d\n", atomic_read(&nic->echo_round));
+}
+static DEVICE_ATTR_RW(diag_echo);
+
 static struct attribute *npfnic_attrs[] = {
 	&dev_attr_diag_irq.attr,
 	&dev_attr_diag_dma.attr,
 	&dev_attr_inject.attr,
+	&dev_attr_cool.attr,
+	&dev_attr_rx_policy.attr,
+	&dev_attr_diag_echo.attr,
 	NULL,
 };
 ATTRIBUTE_GROUPS(npfnic);
 
-/* The misc vector's context: a pseudo queue pair with index -1. */
-static struct npfnic_qp *npfnic_vector_ctx(struct npfnic *nic, struct npfnic_qp *misc, int vec)
-{
-	return vec == NPFNIC_MISC_VECTOR ? misc : &nic->qps[vec - 1];
-}
-
-static void npfnic_free_irqs(struct npfnic *nic, struct npfnic_qp *misc, int n)
+static void npfnic_free_irqs(struct npfnic *nic, int n)
 {
 	while (--n >= 0)
-		free_irq(pci_irq_vector(nic->pdev, n), npfnic_vector_ctx(nic, misc, n));
+		free_irq(pci_irq_vector(nic->pdev, n), &nic->vecs[n]);
 }
 
 static int npfnic_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
-	struct npfnic_qp *misc;
 	struct npfnic *nic;
 	u32 ident, version;
 	int err, i;
 
 	nic = devm_kzalloc(&pdev->dev, sizeof(*nic), GFP_KERNEL);
-	misc = devm_kzalloc(&pdev->dev, sizeof(*misc), GFP_KERNEL);
-	if (!nic || !misc)
+	if (!nic)
 		return -ENOMEM;
 	nic->pdev = pdev;
 	mutex_init(&nic->diag_lock);
-	misc->nic = nic;
-	misc->idx = -1;
 	for (i = 0; i < NPFNIC_QP_MAX; i++) {
 		nic->qps[i].nic = nic;
 		nic->qps[i].idx = i;
+	}
+	for (i = 0; i < NPFNIC_MSIX_VECTORS; i++) {
+		nic->vecs[i].nic = nic;
+		nic->vecs[i].vec = i;
 	}
 
 	err = pcim_enable_device(pdev);
@@ -192,39 +260,44 @@ static int npfnic_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		return dev_err_probe(&pdev->dev, nic->nvecs, "MSI-X vectors\n");
 	pci_set_drvdata(pdev, nic);
 
-	err = npfnic_eth_probe(nic);
+	err = npfnic_npf_probe(nic);
 	if (err)
 		goto err_vectors;
+	err = npfnic_eth_probe(nic);
+	if (err)
+		goto err_npf;
 
 	for (i = 0; i < nic->nvecs; i++) {
 		const char *name = devm_kasprintf(&pdev->dev, GFP_KERNEL, "npfnic-%s-%d",
 						  pci_name(pdev), i);
 
 		err = name ? request_irq(pci_irq_vector(pdev, i), npfnic_irq, 0, name,
-					 npfnic_vector_ctx(nic, misc, i)) : -ENOMEM;
+					 &nic->vecs[i]) : -ENOMEM;
 		if (err) {
 			dev_err(&pdev->dev, "request IRQ for vector %d: %d\n", i, err);
-			npfnic_free_irqs(nic, misc, i);
+			npfnic_free_irqs(nic, i);
 			goto err_eth;
 		}
 	}
-	nic->misc_ctx = misc;
 
 	err = register_netdev(nic->netdev);
 	if (err)
 		goto err_irqs;
 
-	dev_info(&pdev->dev, "npfnic bound: %s %pM, %d MSI-X vectors, ATS %s, PRI %s, PASID %s\n",
+	dev_info(&pdev->dev,
+		 "npfnic bound: %s %pM, %d MSI-X vectors, ATS %s, PRI %s, PASID %s, rx_policy %s\n",
 		 nic->netdev->name, nic->netdev->dev_addr, nic->nvecs,
-		 pci_find_ext_capability(pdev, PCI_EXT_CAP_ID_ATS) ? "yes" : "no",
-		 pci_find_ext_capability(pdev, PCI_EXT_CAP_ID_PRI) ? "yes" : "no",
-		 pci_find_ext_capability(pdev, PCI_EXT_CAP_ID_PASID) ? "yes" : "no");
+		 nic->ats_pos ? "yes" : "no", nic->pri_pos ? "yes" : "no",
+		 pci_find_ext_capability(pdev, PCI_EXT_CAP_ID_PASID) ? "yes" : "no",
+		 npfnic_policy_name(nic));
 	return 0;
 
 err_irqs:
-	npfnic_free_irqs(nic, misc, nic->nvecs);
+	npfnic_free_irqs(nic, nic->nvecs);
 err_eth:
 	npfnic_eth_remove(nic);
+err_npf:
+	npfnic_npf_remove(nic);
 err_vectors:
 	pci_free_irq_vectors(pdev);
 	return err;
@@ -235,8 +308,9 @@ static void npfnic_remove(struct pci_dev *pdev)
 	struct npfnic *nic = pci_get_drvdata(pdev);
 
 	unregister_netdev(nic->netdev);
-	npfnic_free_irqs(nic, nic->misc_ctx, nic->nvecs);
+	npfnic_free_irqs(nic, nic->nvecs);
 	npfnic_eth_remove(nic);
+	npfnic_npf_remove(nic);
 	pci_free_irq_vectors(pdev);
 }
 
