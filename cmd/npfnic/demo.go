@@ -24,7 +24,14 @@ func runDemo(ctx context.Context, args []string) error {
 	opt := addImageFlags(fs)
 	logDir := fs.String("logs", "out/demo", "keep the guest's console log and QMP transcript here")
 	traffic := fs.Duration("traffic", 3*time.Second, "length of each iperf3 direction and of the memaslap run (whole seconds)")
+	coldRing := fs.Bool("cold-ring", true, "end with a short cold-ring experiment (npfnic exp cold-ring: seed 000 Figure 4)")
+	coldOut := fs.String("cold-ring-out", "out/demo/cold-ring", "output directory of the short cold-ring experiment")
+	cf := addColdRingFlags(fs, 12*time.Second, "64,256", 20*time.Second)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cold, err := cf.config()
+	if err != nil {
 		return err
 	}
 	a, err := buildImages(ctx, opt)
@@ -116,6 +123,26 @@ func runDemo(ctx context.Context, args []string) error {
 	for _, r := range results {
 		if r.Err != nil {
 			return fmt.Errorf("traffic through npfnic: %w (logs in %s)", r.Err, c.LogDir)
+		}
+	}
+
+	if *coldRing {
+		// The cold-ring experiment, short: part (a) for a few seconds per
+		// policy, part (b) at two ring sizes (npfnic exp cold-ring runs
+		// the whole figure).
+		cold.Images = a
+		cold.LogDir = filepath.Join(*coldOut, "logs")
+		cold.Progress = &stampWriter{w: os.Stdout, start: start}
+		if err := cold.Validate(); err != nil {
+			return err
+		}
+		step("cold ring (seed 000 Figure 4), short: memaslap from a cold RX ring under %s; (a) %d s per policy at %d entries, (b) %d ops at rings %v (cap %.0f s)",
+			strings.Join(cold.Policies, ", "), int(cold.StartupTime/time.Second), cold.StartupRing, cold.Ops, cold.Sizes, cold.Cap.Seconds())
+		if err := os.RemoveAll(cold.LogDir); err != nil {
+			return err
+		}
+		if _, err := runColdRing(ctx, cold, *coldOut, start, "    "); err != nil {
+			return fmt.Errorf("cold ring: %w", err)
 		}
 	}
 	step("done in %.1fs; logs in %s", time.Since(start).Seconds(), *logDir)

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Period is one line of memaslap's periodic statistics (-S 1s): the
@@ -18,6 +20,11 @@ type Period struct {
 	// Ops and OpsPerSec are the gets and sets completed in the period.
 	Ops       int64
 	OpsPerSec float64
+	// Arrival is when the line was read, since memaslap was started (0:
+	// unknown). memaslap starts its clock only once its connections are
+	// up, which from a cold ring can take many seconds: Arrival places
+	// the periods in wall-clock time.
+	Arrival time.Duration
 }
 
 // PeriodParser reads memaslap's standard output line by line and picks out
@@ -37,6 +44,11 @@ var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
 // Line feeds one line of output; it returns the period completed by this
 // line, if any.
 func (p *PeriodParser) Line(line string) (Period, bool) {
+	return p.LineAt(line, 0)
+}
+
+// LineAt is Line for a line read at arrival (since memaslap started).
+func (p *PeriodParser) LineAt(line string, arrival time.Duration) (Period, bool) {
 	line = strings.TrimSpace(ansiEscape.ReplaceAllString(line, ""))
 	switch {
 	case strings.HasSuffix(line, "Statistics") || strings.Contains(line, "Statistics ("):
@@ -68,7 +80,7 @@ func (p *PeriodParser) Line(line string) (Period, bool) {
 			return Period{}, false
 		}
 		per := *p.pending
-		per.Second = sec
+		per.Second, per.Arrival = sec, arrival
 		p.pending = nil
 		p.periods = append(p.periods, per)
 		return per, true
@@ -90,15 +102,27 @@ func ParsePeriods(r io.Reader) ([]Period, error) {
 	return p.Periods(), sc.Err()
 }
 
-// Bins turns periods into a throughput per second: bin i is second i+1 of
-// the run (ops/s), for n seconds. A second with no period line (memaslap
-// prints late when it is starved of CPU, then several periods carry the
-// same Global second) gets the operations of the period that ends there;
-// seconds never reported are zero.
+// Bins turns periods into operations per wall-clock second since
+// memaslap was started: bin i is second i+1, for n seconds. memaslap's
+// periods are one second of its own clock apart (the Global column), and
+// its clock starts when its connections are up; with arrival times, the
+// offset of its clock is the smallest (arrival - Global second) over the
+// periods (the line printed with the least delay), and period k lands in
+// wall second round(offset + k). Without arrival times the offset is 0.
+// Periods landing on the same second add up; seconds without any are 0.
 func Bins(periods []Period, n int) []float64 {
 	out := make([]float64, n)
+	offset := math.Inf(1)
 	for _, p := range periods {
-		i := p.Second - 1
+		if p.Arrival > 0 {
+			offset = math.Min(offset, p.Arrival.Seconds()-float64(p.Second))
+		}
+	}
+	if math.IsInf(offset, 1) {
+		offset = 0
+	}
+	for _, p := range periods {
+		i := int(math.Round(offset+float64(p.Second))) - 1
 		if i < 0 || i >= n {
 			continue
 		}

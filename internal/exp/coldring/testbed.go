@@ -437,6 +437,9 @@ type MemaslapOptions struct {
 	StatEvery time.Duration
 	// Cap kills memaslap after this long; required.
 	Cap time.Duration
+	// CapIsEnd makes reaching the cap the normal end of the run (a
+	// wall-clock window), not a failure to finish.
+	CapIsEnd bool
 	// OnPeriod is called for each period as memaslap prints it.
 	OnPeriod func(Period)
 }
@@ -488,7 +491,7 @@ func (tb *Testbed) Memaslap(ctx context.Context, o MemaslapOptions) (*MemaslapRu
 	for sc.Scan() {
 		line := sc.Text()
 		stdout.WriteString(line + "\n")
-		if p, ok := parser.Line(line); ok && o.OnPeriod != nil {
+		if p, ok := parser.LineAt(line, time.Since(start)); ok && o.OnPeriod != nil {
 			o.OnPeriod(p)
 		}
 	}
@@ -499,7 +502,7 @@ func (tb *Testbed) Memaslap(ctx context.Context, o MemaslapOptions) (*MemaslapRu
 		return r, ctx.Err()
 	}
 	if cctx.Err() != nil {
-		r.Capped = true
+		r.Capped = !o.CapIsEnd
 		r.Wall = o.Cap
 		return r, nil
 	}
