@@ -26,6 +26,8 @@ func runExpFaultCost(ctx context.Context, args []string) error {
 	ring := fs.Int("ring", faultcost.DefaultRingSize, "the driver's rx_ring_size")
 	cycles := fs.Int("cycles", faultcost.DefaultCycles, "cool the RX ring and drive traffic this many times")
 	bytes := fs.Int("bytes", faultcost.DefaultBytes, "bytes iperf3 moves each way per cycle")
+	traffic := fs.String("traffic", "iperf", "traffic per cycle: iperf (TCP both ways: bursts of RX faults and TX faults) or ping (isolated RX faults)")
+	pings := fs.Int("pings", 10, "echo requests per cycle with -traffic ping")
 	echo := fs.Int("echo", faultcost.DefaultEchoRounds, "DIAG_ECHO rounds for the interrupt+doorbell floor (0: none)")
 	extra := fs.String("driver-params", "", "extra npfnic.ko parameters, e.g. fault_delay_us=100 (emulated major faults)")
 	quiet := fs.Bool("q", false, "no progress lines")
@@ -50,7 +52,7 @@ func runExpFaultCost(ctx context.Context, args []string) error {
 	}
 	start := time.Now()
 	c := faultcost.Config{
-		Policy: *policy, RingSize: *ring, Cycles: *cycles, Bytes: *bytes, EchoRounds: *echo, DriverExtra: *extra,
+		Policy: *policy, RingSize: *ring, Cycles: *cycles, Bytes: *bytes, Traffic: *traffic, Pings: *pings, EchoRounds: *echo, DriverExtra: *extra,
 		LogDir: filepath.Join(*out, "logs"), Progress: &stampWriter{w: progress, start: start},
 	}
 	var err error

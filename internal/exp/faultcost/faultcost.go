@@ -46,6 +46,11 @@ type Config struct {
 	Cycles int
 	// Bytes is what iperf3 moves each way per cycle; default 1 MiB.
 	Bytes int
+	// Traffic is "iperf" (default: TCP both ways, bursts of faults after
+	// each cool, RX and TX) or "ping" (Pings echo requests 100 ms apart
+	// per cycle: isolated RX faults, one at a time).
+	Traffic string
+	Pings   int
 	// EchoRounds is the number of DIAG_ECHO rounds; default 2000.
 	EchoRounds int
 	// DriverExtra is appended to insmod (e.g. "fault_delay_us=100" for
@@ -82,6 +87,12 @@ func (c *Config) setDefaults() {
 	if c.EchoRounds == 0 {
 		c.EchoRounds = DefaultEchoRounds
 	}
+	if c.Traffic == "" {
+		c.Traffic = "iperf"
+	}
+	if c.Pings == 0 {
+		c.Pings = 10
+	}
 }
 
 // Validate checks a configuration (after defaults).
@@ -97,6 +108,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RingSize < 8 || c.RingSize > 4096 || c.RingSize&(c.RingSize-1) != 0 {
 		return fmt.Errorf("faultcost: ring size %d: want a power of two from 8 to 4096", c.RingSize)
+	}
+	if c.Traffic != "iperf" && c.Traffic != "ping" {
+		return fmt.Errorf("faultcost: traffic %q: want iperf or ping", c.Traffic)
 	}
 	if c.Cycles < 1 || c.Cycles > 10000 || c.Bytes < 1024 || c.EchoRounds < 0 || c.EchoRounds > hw.DiagEchoMax {
 		return fmt.Errorf("faultcost: cycles %d, bytes %d, echo rounds %d out of range", c.Cycles, c.Bytes, c.EchoRounds)
@@ -115,6 +129,8 @@ type Result struct {
 	Echo []time.Duration
 	// EchoUnmatched counts answers that matched no round.
 	EchoUnmatched uint64
+	// PRI is the device's PRI counters over the run (differences).
+	PRI pri.Stats
 	// Driver is ethtool -S at the end.
 	Driver map[string]uint64
 	// Cycles is how many cool + traffic cycles ran; Cools the driver's
@@ -165,9 +181,20 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	}
 	rec := engine.Recorder()
 	since := pri.Now()
+	pri0 := engine.Stats()
 	count0, dropped0 := rec.Count(), rec.Dropped()
 
-	c.progress("%d cycles: cool the RX ring, then iperf3 %d KiB host->guest and guest->host", c.Cycles, c.Bytes>>10)
+	// The floor is measured in the middle of the cycles, so that faults
+	// and floor see the same (shared) host. One DIAG_ECHO run only: a
+	// second run of the same driver load is not answered (the driver
+	// numbers each run's rounds from 1, the device continues its count).
+	echoAfter := (c.Cycles + 1) / 2
+	echoBefore, _ := dev.EchoRoundTrips()
+	samples := func() int { r, _ := dev.EchoRoundTrips(); return len(r) }
+	c.progress("%d cycles: cool the RX ring, %s; after cycle %d, %d DIAG_ECHO rounds (interrupt -> process context -> doorbell)",
+		c.Cycles, c.trafficText(), echoAfter, c.EchoRounds)
+	var recs []pri.Record
+	seen := map[[pri.NumStamps]int64]bool{}
 	for i := 1; i <= c.Cycles; i++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -175,41 +202,63 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 		if err := tb.WriteSysfs(ctx, "cool", "1"); err != nil {
 			return nil, fmt.Errorf("cycle %d: cool: %w", i, err)
 		}
-		for _, rev := range []bool{false, true} {
-			if err := hostIperf(ctx, tb, c.Bytes, rev); err != nil {
-				res.Warnings = append(res.Warnings, fmt.Sprintf("cycle %d: %v", i, err))
-				c.progress("cycle %d: %v", i, firstLine(err.Error()))
+		if c.Traffic == "ping" {
+			pctx, cancel := context.WithTimeout(ctx, time.Minute)
+			pr, err := tb.NS.Ping(pctx, tb.GuestIP, c.Pings, 100*time.Millisecond, 2*time.Second)
+			cancel()
+			if err == nil && pr.Received < pr.Sent {
+				err = fmt.Errorf("%d of %d echo requests answered", pr.Received, pr.Sent)
+			}
+			if err != nil {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("cycle %d: ping: %v", i, err))
+			}
+		} else {
+			for _, rev := range []bool{false, true} {
+				if err := hostIperf(ctx, tb, c.Bytes, rev); err != nil {
+					res.Warnings = append(res.Warnings, fmt.Sprintf("cycle %d: %v", i, err))
+					c.progress("cycle %d: %v", i, firstLine(err.Error()))
+				}
+			}
+		}
+		// Take the records now: the recorder's ring holds the last
+		// pri.DefaultRecords only. A record enters the ring when its
+		// fault finishes, so a snapshot also holds older ones: keep each
+		// once, keyed by its stamps.
+		for _, r := range rec.Snapshot() {
+			if r.Stamps[pri.StampDetected] < since || seen[r.Stamps] {
+				continue
+			}
+			seen[r.Stamps] = true
+			recs = append(recs, r)
+		}
+		if i == echoAfter && c.EchoRounds > 0 {
+			if err := echo(ctx, tb, c.EchoRounds, samples); err != nil {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("cycle %d: diag_echo: %v", i, err))
+				c.progress("cycle %d: diag_echo: %v", i, err)
 			}
 		}
 		res.Cycles = i
 		if i%5 == 0 || i == c.Cycles {
-			c.progress("cycle %d/%d: %d fault records so far", i, c.Cycles, rec.Count()-count0)
+			c.progress("cycle %d/%d: %d fault records, %d echo rounds so far", i, c.Cycles, len(recs), samples()-len(echoBefore))
 		}
 	}
-	for _, r := range rec.Snapshot() {
-		if r.Stamps[pri.StampDetected] >= since {
-			res.Records = append(res.Records, r)
-		}
-	}
+	res.Records = recs
 	res.RecorderDropped = rec.Dropped() - dropped0
 	if n := rec.Count() - count0; n > uint64(len(res.Records)) {
 		res.Overwritten = n - uint64(len(res.Records))
 	}
-
-	if c.EchoRounds > 0 {
-		c.progress("DIAG_ECHO: %d interrupt -> process context -> doorbell rounds", c.EchoRounds)
-		before, _ := dev.EchoRoundTrips()
-		samples := func() int { r, _ := dev.EchoRoundTrips(); return len(r) }
-		if err := echo(ctx, tb, c.EchoRounds, samples); err != nil {
-			res.Warnings = append(res.Warnings, "diag_echo: "+err.Error())
-			c.progress("diag_echo: %v", err)
-		}
-		all, unmatched := dev.EchoRoundTrips()
-		if len(all) >= len(before) {
-			res.Echo = all[len(before):]
-		}
-		res.EchoUnmatched = unmatched
+	pri1 := engine.Stats()
+	res.PRI = pri.Stats{
+		Groups: pri1.Groups - pri0.Groups, Requests: pri1.Requests - pri0.Requests,
+		Success: pri1.Success - pri0.Success, Invalid: pri1.Invalid - pri0.Invalid,
+		Failures: pri1.Failures - pri0.Failures, Unexpected: pri1.Unexpected - pri0.Unexpected,
+		Abandoned: pri1.Abandoned - pri0.Abandoned, Waits: pri1.Waits - pri0.Waits,
 	}
+	all, unmatched := dev.EchoRoundTrips()
+	if len(all) >= len(echoBefore) {
+		res.Echo = all[len(echoBefore):]
+	}
+	res.EchoUnmatched = unmatched
 	if st, err := tb.Ethtool(ctx); err == nil {
 		res.Driver = st
 	} else {
@@ -222,6 +271,13 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 }
 
 const iperfPort = 5201
+
+func (c *Config) trafficText() string {
+	if c.Traffic == "ping" {
+		return fmt.Sprintf("%d pings 100 ms apart (isolated RX faults)", c.Pings)
+	}
+	return fmt.Sprintf("iperf3 %d KiB host->guest and guest->host", c.Bytes>>10)
+}
 
 // hostIperf moves n bytes host -> guest (or guest -> host with reverse)
 // through iperf3 run in the host namespace against the guest's server.

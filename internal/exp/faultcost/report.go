@@ -40,12 +40,12 @@ func Table(c Config, r *Result) string {
 	c.setDefaults()
 	var b strings.Builder
 	fmt.Fprintf(&b, "fault cost (seed 000 Figure 3 / Table 4 style) on npfnic, TCG guest, insmod npfnic.ko %s\n", r.Params)
-	fmt.Fprintf(&b, "%d cycles of: cool the RX ring (sysfs cool), iperf3 %d KiB host->guest and guest->host\n", r.Cycles, c.Bytes>>10)
+	fmt.Fprintf(&b, "%d cycles of: cool the RX ring (sysfs cool), %s; %d DIAG_ECHO rounds half-way\n", r.Cycles, c.trafficText(), c.EchoRounds)
 	fmt.Fprintf(&b, "device-measured stages of each page request group; microseconds\n")
 	floor := NewDist(r.Echo)
 	for _, bd := range Breakdowns(r.Records) {
-		fmt.Fprintf(&b, "\n%s faults: %d groups, %d pages (success %d, invalid %d, abandoned %d)\n",
-			bd.Kind, bd.Faults, bd.Pages, bd.Success, bd.Invalid, bd.Abandoned)
+		fmt.Fprintf(&b, "\n%s faults: %d groups, %d pages (ended after a Success response %d, Invalid %d; finished before any response %d)\n",
+			bd.Kind, bd.Faults, bd.Pages, bd.Success, bd.Invalid, bd.NoResponse)
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "stage\tspan\tn\tp50\tp90\tp99\tmax\tmean\t\n")
 		for i, row := range bd.Rows {
@@ -74,6 +74,8 @@ func Table(c Config, r *Result) string {
 	if r.EchoUnmatched > 0 {
 		fmt.Fprintf(&b, "DIAG_ECHO answers matching no round: %d\n", r.EchoUnmatched)
 	}
+	fmt.Fprintf(&b, "device PRI during the run: %d groups, %d page requests, %d Success, %d Invalid, %d abandoned (reset or Response Failure), %d unexpected responses\n",
+		r.PRI.Groups, r.PRI.Requests, r.PRI.Success, r.PRI.Invalid, r.PRI.Abandoned, r.PRI.Unexpected)
 	if r.Overwritten > 0 || r.RecorderDropped > 0 {
 		fmt.Fprintf(&b, "device recorder: %d records fell out of its ring, %d lost to racing writers\n", r.Overwritten, r.RecorderDropped)
 	}
@@ -196,45 +198,44 @@ func outcomeName(o pri.Outcome) string {
 	case pri.OutcomeInvalid:
 		return "invalid"
 	case pri.OutcomeAbandoned:
-		return "abandoned"
+		return "no_response"
 	}
 	return fmt.Sprint(o)
 }
 
-// Charts: the breakdown of the most common fault kind (p50 and p99 per
-// stage, with the floor), and the CDFs of the fault round trips against
-// the DIAG_ECHO floor.
+// Charts: p50 and p99 of every stage per fault kind, with the floor
+// (DIAG_ECHO), and the CDFs of the fault round trips against the floor.
 func Charts(r *Result) []report.Chart {
 	var charts []report.Chart
 	floor := NewDist(r.Echo)
 	bds := Breakdowns(r.Records)
 	if len(bds) > 0 {
-		// The chart shows each kind's p50 (and the first kind's p99).
-		bar := report.BarChart{
-			Title:  "page fault stages, device-measured (TCG guest), with the interrupt+doorbell floor",
-			YLabel: "microseconds",
-		}
-		for i := range RowNames {
-			bar.Categories = append(bar.Categories, RowNames[i][0])
-		}
-		bar.Categories = append(bar.Categories, "floor", "")
-		for _, bd := range bds {
-			if bd.Kind == "all" {
-				continue
+		// One chart per percentile: p99 dwarfs p50 on a shared axis.
+		for _, q := range []struct {
+			name string
+			get  func(Dist) time.Duration
+		}{{"p50", func(d Dist) time.Duration { return d.P50 }}, {"p99", func(d Dist) time.Duration { return d.P99 }}} {
+			bar := report.BarChart{
+				Title:  q.name + " of each page fault stage (device-measured, TCG guest) and of the interrupt+doorbell floor",
+				YLabel: q.name + " (microseconds)",
 			}
-			for _, q := range []struct {
-				name string
-				get  func(Dist) time.Duration
-			}{{"p50", func(d Dist) time.Duration { return d.P50 }}, {"p99", func(d Dist) time.Duration { return d.P99 }}} {
-				s := report.BarSeries{Name: bd.Kind + " " + q.name}
+			for i := range RowNames {
+				bar.Categories = append(bar.Categories, RowNames[i][0])
+			}
+			bar.Categories = append(bar.Categories, "floor", "")
+			for _, bd := range bds {
+				if bd.Kind == "all" {
+					continue
+				}
+				s := report.BarSeries{Name: bd.Kind + " faults"}
 				for _, d := range bd.Rows {
 					s.Values = append(s.Values, us1(q.get(d)))
 				}
 				s.Values = append(s.Values, us1(q.get(floor)), 0)
 				bar.Series = append(bar.Series, s)
 			}
+			charts = append(charts, bar)
 		}
-		charts = append(charts, bar)
 	}
 	cdf := report.LineChart{
 		Title:  "fault round trip (detected -> response) against the DIAG_ECHO floor",

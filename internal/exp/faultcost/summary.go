@@ -68,9 +68,13 @@ type Breakdown struct {
 	Kind   string // "RX", "TX", "all", ...
 	Faults int    // groups
 	Pages  int
-	// Outcomes counts groups by how they ended (pri.Outcome*).
-	Success, Invalid, Abandoned int
-	Rows                        [NumRows]Dist
+	// Outcomes: groups that ended after a Success or an Invalid Request
+	// response, and groups whose operation finished before any response
+	// was read (pri.OutcomeAbandoned: under the backup policy the driver
+	// places the frame and writes RX_RESOLVE, which may reach the device
+	// before the page response; or a reset or Response Failure).
+	Success, Invalid, NoResponse int
+	Rows                         [NumRows]Dist
 }
 
 // KindName names a hw.FaultKind*.
@@ -137,7 +141,7 @@ func breakdown(kind string, recs []pri.Record) Breakdown {
 		case pri.OutcomeInvalid:
 			b.Invalid++
 		default:
-			b.Abandoned++
+			b.NoResponse++
 		}
 		for s := 0; s < pri.NumStages; s++ {
 			if d, ok := r.Interval(s); ok {

@@ -62,7 +62,7 @@ func TestBreakdowns(t *testing.T) {
 		t.Errorf("rx resolve %+v", got)
 	}
 	tx := bds[1]
-	if tx.Invalid != 1 || tx.Abandoned != 1 {
+	if tx.Invalid != 1 || tx.NoResponse != 1 {
 		t.Errorf("tx outcomes %+v", tx)
 	}
 	if got := tx.Rows[RowTotal]; got.N != 1 {
