@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * npfnic: driver for the npfnic virtual PCIe NIC (served to QEMU over
- * vfio-user). This first version binds to the device, maps BAR0, enables
- * bus mastering and MSI-X with a counting handler per vector, and offers
- * the device's diagnostics through sysfs (diag_irq, diag_dma); the
- * datapath and the page-fault handling build on it.
+ * vfio-user). This part binds to the device, maps BAR0, enables bus
+ * mastering and MSI-X with a counting handler per vector that dispatches to
+ * the Ethernet datapath (npfnic_eth.c) or the page-fault machinery
+ * (npfnic_npf.c), and offers sysfs files: diag_irq, diag_dma, diag_echo,
+ * inject, cool and rx_policy.
  */
 
 #include <linux/module.h>
