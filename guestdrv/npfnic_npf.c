@@ -374,12 +374,15 @@ static int npfnic_pin_all(struct npfnic *nic)
 	return err;
 }
 
-/* An injected major fault: once per fault resolution that maps something new. */
-static void npfnic_fault_delay(bool *delayed)
+/*
+ * An injected major fault: once per fault resolution that maps something
+ * new (not while the interface goes down).
+ */
+static void npfnic_fault_delay(struct npfnic *nic, bool *delayed)
 {
 	unsigned int us = READ_ONCE(fault_delay_us);
 
-	if (!us || *delayed)
+	if (!us || *delayed || !READ_ONCE(nic->npf.active))
 		return;
 	*delayed = true;
 	fsleep(min_t(unsigned int, us, NPFNIC_MAX_DELAY_US));
@@ -520,7 +523,7 @@ static int npfnic_fault_page(struct npfnic *nic, struct npfnic_prg *g, const str
 			return -EINVAL;
 		if (READ_ONCE(qp->rx_slots[i].page))
 			return 0;
-		npfnic_fault_delay(&g->delayed);
+		npfnic_fault_delay(nic, &g->delayed);
 		mutex_lock(&npf->lock);
 		err = npfnic_map_rx_slot(nic, qp, i);
 		mutex_unlock(&npf->lock);
@@ -535,7 +538,7 @@ static int npfnic_fault_page(struct npfnic *nic, struct npfnic_prg *g, const str
 		mutex_unlock(&npf->lock);
 		if (present)
 			return 0;
-		npfnic_fault_delay(&g->delayed);
+		npfnic_fault_delay(nic, &g->delayed);
 		mutex_lock(&npf->lock);
 		err = npfnic_map_identity(nic, r->addr);
 		mutex_unlock(&npf->lock);
@@ -704,7 +707,7 @@ static void npfnic_prq_work(struct work_struct *work)
 	}
 	/* The producer index before the entries it covers. */
 	dma_rmb();
-	while (npf->prq_head != tail) {
+	while (npf->prq_head != tail && READ_ONCE(npf->active)) {
 		npfnic_prq_entry(nic, &npf->prq[npf->prq_head & (NPFNIC_PRQ_SIZE - 1)], &n);
 		npf->prq_head++;
 		count++;
@@ -824,7 +827,7 @@ static void npfnic_backup_resolve(struct npfnic *nic, struct npfnic_qp *qp,
 
 	if (len) {
 		if (!READ_ONCE(slot->page))
-			npfnic_fault_delay(&delayed);
+			npfnic_fault_delay(nic, &delayed);
 		mutex_lock(&nic->npf.lock);
 		err = npfnic_map_rx_slot(nic, qp, i);
 		if (!err) {
@@ -863,7 +866,8 @@ static void npfnic_backup_place(struct npfnic *nic, struct npfnic_qp *qp)
 	struct npfnic_pending *p;
 	bool armed = false;
 
-	while ((p = list_first_entry_or_null(&qp->bk_pending, struct npfnic_pending, list))) {
+	while (READ_ONCE(nic->npf.active) &&
+	       (p = list_first_entry_or_null(&qp->bk_pending, struct npfnic_pending, list))) {
 		/* Pairs with the release in npfnic_post_rx: the descriptors it covers. */
 		u32 tail = smp_load_acquire(&qp->rx_tail);
 		u32 next = READ_ONCE(qp->rx_next);
