@@ -44,7 +44,7 @@ type Config struct {
 	// datapath before page faults) is accepted too.
 	Policies []string
 	// StartupTime is the length of each part (a) run (whole seconds);
-	// default 30 s. StartupRing is its RX ring size; default 64.
+	// default 60 s. StartupRing is its RX ring size; default 64.
 	StartupTime time.Duration
 	StartupRing int
 	// Sizes are the RX ring sizes of part (b); default 16..512.
@@ -71,7 +71,7 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultStartupTime = 30 * time.Second
+	DefaultStartupTime = 60 * time.Second
 	DefaultStartupRing = 64
 	DefaultOps         = 10000
 	DefaultCap         = 60 * time.Second
