@@ -337,7 +337,7 @@ static int npfnic_clean_rx(struct npfnic_qp *qp, int budget)
 {
 	struct net_device *netdev = qp->nic->netdev;
 	u32 head = le32_to_cpu(READ_ONCE(npfnic_qp_status(qp->nic, qp->idx)->rx_head));
-	unsigned int bytes = 0, cooled = 0, xlat = 0;
+	unsigned int pkts = 0, bytes = 0, cooled = 0, xlat = 0;
 	int done = 0;
 
 	if (head - qp->rx_next > qp->rx_tail - qp->rx_next)
@@ -373,6 +373,7 @@ static int npfnic_clean_rx(struct npfnic_qp *qp, int budget)
 				    (netdev->features & NETIF_F_RXCSUM))
 					skb->ip_summed = CHECKSUM_UNNECESSARY;
 				skb_record_rx_queue(skb, qp->idx);
+				pkts++;
 				bytes += len;
 				napi_gro_receive(&qp->napi, skb);
 			}
@@ -385,7 +386,7 @@ static int npfnic_clean_rx(struct npfnic_qp *qp, int budget)
 	}
 	if (done) {
 		u64_stats_update_begin(&qp->stats.syncp);
-		qp->stats.rx_packets += done;
+		qp->stats.rx_packets += pkts;
 		qp->stats.rx_bytes += bytes;
 		qp->stats.rx_cooled_drops += cooled;
 		qp->stats.rx_xlat_errors += xlat;
@@ -603,11 +604,12 @@ static void npfnic_get_stats64(struct net_device *netdev, struct rtnl_link_stats
 {
 	struct npfnic *nic = npfnic_from_netdev(netdev);
 	unsigned int start;
+	u64 cooled = 0;
 	int q;
 
 	for (q = 0; q < NPFNIC_QP_MAX; q++) {
 		struct npfnic_qp_stats *st = &nic->qps[q].stats;
-		u64 rp, rb, tp, tb;
+		u64 rp, rb, tp, tb, cd;
 
 		do {
 			start = u64_stats_fetch_begin(&st->syncp);
@@ -615,11 +617,13 @@ static void npfnic_get_stats64(struct net_device *netdev, struct rtnl_link_stats
 			rb = st->rx_bytes;
 			tp = st->tx_packets;
 			tb = st->tx_bytes;
+			cd = st->rx_cooled_drops;
 		} while (u64_stats_fetch_retry(&st->syncp, start));
 		s->rx_packets += rp;
 		s->rx_bytes += rb;
 		s->tx_packets += tp;
 		s->tx_bytes += tb;
+		cooled += cd;
 	}
 	for (q = 0; q < nic->nqps; q++) {
 		struct npfnic_qp_status *st = npfnic_qp_status(nic, q);
@@ -628,7 +632,7 @@ static void npfnic_get_stats64(struct net_device *netdev, struct rtnl_link_stats
 		s->rx_length_errors += le32_to_cpu(READ_ONCE(st->rx_drops_too_big));
 		s->tx_errors += le32_to_cpu(READ_ONCE(st->tx_drops_bad_len));
 	}
-	s->rx_dropped = netdev->stats.rx_dropped + s->rx_missed_errors;
+	s->rx_dropped = netdev->stats.rx_dropped + s->rx_missed_errors + cooled;
 	s->rx_errors = netdev->stats.rx_errors + s->rx_length_errors;
 	s->tx_dropped = netdev->stats.tx_dropped;
 }
