@@ -49,7 +49,7 @@ func newTestNIC(t *testing.T) (*NIC, *fakeIRQ, *guestmem.Memory, []byte) {
 	return n, irq, mem, ram
 }
 
-func rd32(t *testing.T, n *NIC, region int, off uint64) uint32 {
+func rd32(t testing.TB, n *NIC, region int, off uint64) uint32 {
 	t.Helper()
 	var b [4]byte
 	if err := n.RegionRead(region, off, b[:]); err != nil {
@@ -58,7 +58,7 @@ func rd32(t *testing.T, n *NIC, region int, off uint64) uint32 {
 	return binary.LittleEndian.Uint32(b[:])
 }
 
-func wr32(t *testing.T, n *NIC, region int, off uint64, v uint32) {
+func wr32(t testing.TB, n *NIC, region int, off uint64, v uint32) {
 	t.Helper()
 	if err := n.RegionWrite(region, off, binary.LittleEndian.AppendUint32(nil, v)); err != nil {
 		t.Fatal(err)
