@@ -766,76 +766,9 @@ static void npfnic_backup_bad(struct npfnic *nic, const char *why, u32 a, u32 b)
 	dev_warn_ratelimited(&nic->pdev->dev, "backup entry dropped: %s (%u, %u)\n", why, a, b);
 }
 
-/*
- * Copies every new backup entry into its pair's pending queue and reposts
- * the buffer at once. Returns false when it ran out of memory and must be
- * retried.
- */
-static bool npfnic_backup_drain(struct npfnic *nic, u64 isr)
-{
-	struct npfnic_npf *npf = &nic->npf;
-	u32 mask = nic->backup_size - 1, head, posted = 0;
-	bool ok = true;
-
-	head = le32_to_cpu(READ_ONCE(nic->sb->backup_head));
-	if (head - npf->bk_next > nic->backup_size) {
-		npfnic_backup_bad(nic, "backup head beyond the posted buffers", head, npf->bk_next);
-		return true;
-	}
-	dma_rmb();
-	while (npf->bk_next != head) {
-		u32 j = npf->bk_next & mask;
-		struct npfnic_backup_desc *d = &npf->bk[j];
-		u16 status = le16_to_cpu(READ_ONCE(d->status));
-		u16 len = le16_to_cpu(READ_ONCE(d->pkt_len));
-		u16 queue = le16_to_cpu(READ_ONCE(d->queue));
-		struct npfnic_pending *p;
-		struct npfnic_qp *qp;
-
-		if (!(status & NPFNIC_BKD_DONE) || queue >= nic->nqps) {
-			npfnic_backup_bad(nic, "status/queue", status, queue);
-			goto repost;
-		}
-		qp = &nic->qps[queue];
-		if (qp->bk_npending >= nic->bm_size) {
-			npfnic_backup_bad(nic, "more pending than bm_size", queue, qp->bk_npending);
-			goto repost;
-		}
-		/* A frame that cannot be right still completes its descriptor, as an error. */
-		if (len < ETH_HLEN || len > NPFNIC_RX_BUF_SIZE) {
-			npfnic_backup_bad(nic, "frame length", queue, len);
-			len = 0;
-		}
-		p = kmalloc(struct_size(p, data, len), GFP_KERNEL);
-		if (!p) {
-			ok = false;
-			break;
-		}
-		p->desc = le32_to_cpu(READ_ONCE(d->desc));
-		p->bm_index = le32_to_cpu(READ_ONCE(d->bm_index));
-		p->len = len;
-		p->status = status;
-		p->isr_ns = isr;
-		memcpy(p->data, npf->bk_bufs + (size_t)j * NPFNIC_RX_BUF_SIZE, len);
-		list_add_tail(&p->list, &qp->bk_pending);
-		qp->bk_npending++;
-repost:
-		/* Index j is also where the buffer posted next goes: size ahead. */
-		npfnic_backup_post(nic, j);
-		npf->bk_next++;
-		npf->bk_tail++;
-		posted++;
-	}
-	if (posted) {
-		dma_wmb();
-		iowrite32(npf->bk_tail, nic->bar0 + NPFNIC_REG_BACKUP_TAIL);
-	}
-	return ok;
-}
-
 /* Puts a backed-up frame into its RX descriptor and resolves the rNPF. */
 static void npfnic_backup_resolve(struct npfnic *nic, struct npfnic_qp *qp,
-				  struct npfnic_pending *p)
+				  const struct npfnic_pending *p, const u8 *data)
 {
 	u32 i = p->desc & (qp->rx_size - 1);
 	struct npfnic_rx_desc *d = &qp->rx_ring[i];
@@ -852,7 +785,7 @@ static void npfnic_backup_resolve(struct npfnic *nic, struct npfnic_qp *qp,
 		err = npfnic_fault_rx_slot(nic, qp, i);
 		if (!err) {
 			dma_sync_single_for_cpu(dev, slot->dma, len, DMA_BIDIRECTIONAL);
-			memcpy(page_address(slot->page), p->data, len);
+			memcpy(page_address(slot->page), data, len);
 			dma_sync_single_for_device(dev, slot->dma, len, DMA_BIDIRECTIONAL);
 		}
 		mutex_unlock(&nic->npf.lock);
@@ -876,6 +809,115 @@ static void npfnic_backup_resolve(struct npfnic *nic, struct npfnic_qp *qp,
 	npfnic_since(nic, NPFNIC_HIST_BACKUP_LAT, p->isr_ns);
 }
 
+enum npfnic_where {
+	NPFNIC_POSTED,		/* the driver posted the descriptor: place the frame */
+	NPFNIC_NOT_YET,		/* beyond the driver's tail: wait for it to move */
+	NPFNIC_NOWHERE,		/* consumed already or far beyond: device garbage */
+};
+
+static enum npfnic_where npfnic_backup_where(struct npfnic *nic, struct npfnic_qp *qp, u32 desc)
+{
+	/* Pairs with the release in npfnic_post_rx: the descriptors it covers. */
+	u32 tail = smp_load_acquire(&qp->rx_tail);
+
+	if ((s32)(desc - tail) >= 0)
+		return desc - tail < qp->rx_size + nic->bm_size ? NPFNIC_NOT_YET : NPFNIC_NOWHERE;
+	if ((s32)(desc - READ_ONCE(qp->rx_next)) < 0)
+		return NPFNIC_NOWHERE;
+	return NPFNIC_POSTED;
+}
+
+/*
+ * Takes every new backup entry and reposts its buffer at once. A frame
+ * whose descriptor is posted and nothing of its pair waits before it is
+ * placed straight from the backup buffer; any other is copied to its
+ * pair's pending queue. Returns false when it ran out of memory and must
+ * be retried.
+ */
+static bool npfnic_backup_drain(struct npfnic *nic, u64 isr)
+{
+	struct npfnic_npf *npf = &nic->npf;
+	u32 mask = nic->backup_size - 1, head, posted = 0;
+	bool ok = true;
+
+	head = le32_to_cpu(READ_ONCE(nic->sb->backup_head));
+	if (head - npf->bk_next > nic->backup_size) {
+		npfnic_backup_bad(nic, "backup head beyond the posted buffers", head, npf->bk_next);
+		return true;
+	}
+	dma_rmb();
+	while (npf->bk_next != head && READ_ONCE(npf->active)) {
+		u32 j = npf->bk_next & mask;
+		struct npfnic_backup_desc *d = &npf->bk[j];
+		const u8 *data = npf->bk_bufs + (size_t)j * NPFNIC_RX_BUF_SIZE;
+		struct npfnic_pending e = {
+			.desc = le32_to_cpu(READ_ONCE(d->desc)),
+			.bm_index = le32_to_cpu(READ_ONCE(d->bm_index)),
+			.len = le16_to_cpu(READ_ONCE(d->pkt_len)),
+			.status = le16_to_cpu(READ_ONCE(d->status)),
+			.isr_ns = isr,
+		};
+		u16 queue = le16_to_cpu(READ_ONCE(d->queue));
+		struct npfnic_pending *p;
+		struct npfnic_qp *qp;
+
+		if (!(e.status & NPFNIC_BKD_DONE) || queue >= nic->nqps) {
+			npfnic_backup_bad(nic, "status/queue", e.status, queue);
+			goto repost;
+		}
+		qp = &nic->qps[queue];
+		if (qp->bk_npending >= nic->bm_size) {
+			npfnic_backup_bad(nic, "more pending than bm_size", queue, qp->bk_npending);
+			goto repost;
+		}
+		/* A frame that cannot be right still completes its descriptor, as an error. */
+		if (e.len < ETH_HLEN || e.len > NPFNIC_RX_BUF_SIZE) {
+			npfnic_backup_bad(nic, "frame length", queue, e.len);
+			e.len = 0;
+		}
+		/* No injected delay here: that would hold the backup buffers back. */
+		if (list_empty(&qp->bk_pending) &&
+		    (READ_ONCE(qp->rx_slots[e.desc & (qp->rx_size - 1)].page) ||
+		     !READ_ONCE(fault_delay_us))) {
+			switch (npfnic_backup_where(nic, qp, e.desc)) {
+			case NPFNIC_POSTED:
+				npfnic_backup_resolve(nic, qp, &e, data);
+				goto repost;
+			case NPFNIC_NOWHERE:
+				npfnic_backup_bad(nic, "descriptor outside the ring", e.desc,
+						  qp->rx_tail);
+				goto repost;
+			case NPFNIC_NOT_YET:
+				break;
+			}
+		}
+		p = kmalloc(struct_size(p, data, e.len), GFP_KERNEL);
+		if (!p) {
+			ok = false;
+			break;
+		}
+		*p = e;
+		memcpy(p->data, data, e.len);
+		list_add_tail(&p->list, &qp->bk_pending);
+		qp->bk_npending++;
+repost:
+		/* Index j is also where the buffer posted next goes: size ahead. */
+		npfnic_backup_post(nic, j);
+		npf->bk_next++;
+		npf->bk_tail++;
+		/* Buffers go back in small batches while the ring drains. */
+		if (++posted % 16 == 0) {
+			dma_wmb();
+			iowrite32(npf->bk_tail, nic->bar0 + NPFNIC_REG_BACKUP_TAIL);
+		}
+	}
+	if (posted % 16) {
+		dma_wmb();
+		iowrite32(npf->bk_tail, nic->bar0 + NPFNIC_REG_BACKUP_TAIL);
+	}
+	return ok;
+}
+
 /*
  * Resolves qp's pending frames in ring order. A descriptor the driver has
  * not posted yet (the ring was full while the device kept receiving) waits:
@@ -888,11 +930,8 @@ static void npfnic_backup_place(struct npfnic *nic, struct npfnic_qp *qp)
 
 	while (READ_ONCE(nic->npf.active) &&
 	       (p = list_first_entry_or_null(&qp->bk_pending, struct npfnic_pending, list))) {
-		/* Pairs with the release in npfnic_post_rx: the descriptors it covers. */
-		u32 tail = smp_load_acquire(&qp->rx_tail);
-		u32 next = READ_ONCE(qp->rx_next);
-
-		if ((s32)(p->desc - tail) >= 0 && p->desc - tail < qp->rx_size + nic->bm_size) {
+		switch (npfnic_backup_where(nic, qp, p->desc)) {
+		case NPFNIC_NOT_YET:
 			if (armed)
 				return;
 			iowrite32(1, qp->regs + NPFNIC_QP_RX_TAIL_IRQ);
@@ -901,11 +940,13 @@ static void npfnic_backup_place(struct npfnic *nic, struct npfnic_qp *qp)
 			/* The arm before a second look: a tail that moved meanwhile is seen. */
 			mb();
 			continue;
+		case NPFNIC_NOWHERE:
+			npfnic_backup_bad(nic, "descriptor outside the ring", p->desc, qp->rx_tail);
+			break;
+		case NPFNIC_POSTED:
+			npfnic_backup_resolve(nic, qp, p, p->data);
+			break;
 		}
-		if ((s32)(p->desc - tail) >= 0 || (s32)(p->desc - next) < 0)
-			npfnic_backup_bad(nic, "descriptor outside the ring", p->desc, tail);
-		else
-			npfnic_backup_resolve(nic, qp, p);
 		list_del(&p->list);
 		qp->bk_npending--;
 		kfree(p);
