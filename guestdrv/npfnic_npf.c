@@ -21,11 +21,26 @@
  * pages of every request it finds and answers each page request group with
  * one response, ringing each doorbell once per batch. In backup policy the
  * device stores a frame whose buffer faulted in the backup ring with its
- * queue, descriptor and bitmap index; the backup work copies it out at once
- * (the backup buffer is reposted), then, in ring order per queue, places it
- * in its own RX descriptor and tells the device with QP_RX_RESOLVE. A
- * descriptor beyond the driver's RX tail waits for the tail to move
- * (QP_RX_TAIL_IRQ).
+ * queue, descriptor and bitmap index. The backup work takes every entry at
+ * once and reposts the backup buffer; in ring order per queue it places
+ * the frame in its own RX descriptor (backing the slot with a page first)
+ * and tells the device with QP_RX_RESOLVE. A frame whose descriptor lies
+ * beyond the driver's RX tail is copied to a per-pair pending queue and
+ * waits for the tail to move (QP_RX_TAIL_IRQ), with the frames after it.
+ *
+ * Knobs: module parameters rx_policy, bm_size, backup_ring_size,
+ * atc_entries, fault_delay_us (writable at run time); sysfs files of the
+ * PCI function: cool (write 1), rx_policy (read), diag_echo (write N
+ * rounds, read rounds answered), inject (bad_pte Q, bad_pasid, bad_prgi,
+ * prsp_storm, inv_unmapped). ethtool -S adds the names in
+ * npfnic_npf_stat_names: the device's fault counters summed over the
+ * pairs, the driver's page request, response, invalidation, cool and
+ * backup counters, the ATC hit/miss registers, and p50/p99 latencies in ns
+ * from log2 histograms with 8 linear sub-buckets (fault_lat: PRQ interrupt
+ * to response doorbell; fault_sched: PRQ interrupt to work start;
+ * fault_map: page allocation, DMA map and PTE; backup_lat: backup
+ * interrupt to RX_RESOLVE). Counters and histograms live as long as the
+ * driver is bound; the device's per-pair counters restart at each open.
  *
  * Locking: rtnl serialises open/stop with cool and the injections;
  * npf.lock covers the page tables and the RX slot pages (fault work,
