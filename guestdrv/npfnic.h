@@ -283,7 +283,7 @@ int npfnic_inject(struct npfnic *nic, const char *what, unsigned int q);
 
 /* npfnic_npf.c: network page faults */
 #define NPFNIC_NPF_STATS	33
-extern const char npfnic_npf_stat_names[NPFNIC_NPF_STATS][ETH_GSTRING_LEN];
+extern const char npfnic_npf_stat_names[][ETH_GSTRING_LEN];
 
 int npfnic_npf_probe(struct npfnic *nic);
 void npfnic_npf_remove(struct npfnic *nic);

@@ -104,7 +104,7 @@ MODULE_PARM_DESC(fault_delay_us,
 static_assert(PAGE_SIZE == NPFNIC_PAGE_SIZE);
 static_assert(NPFNIC_RX_BUF_SIZE <= NPFNIC_PAGE_SIZE);
 
-const char npfnic_npf_stat_names[NPFNIC_NPF_STATS][ETH_GSTRING_LEN] = {
+const char npfnic_npf_stat_names[][ETH_GSTRING_LEN] = {
 	"rx_faults", "rx_backup_pkts", "rx_fault_drops", "tx_faults", "tx_fault_errors",
 	"backup_full", "page_requests", "page_groups", "prsp_success", "prsp_invalid",
 	"prsp_failure", "invalidations", "atc_hits", "atc_misses", "rx_cooled_drops", "cools",
@@ -114,6 +114,8 @@ const char npfnic_npf_stat_names[NPFNIC_NPF_STATS][ETH_GSTRING_LEN] = {
 	"pri_unexpected", "tail_irqs", "tail_events", "inv_timeouts", "rx_slot_pages",
 	"pt_pages",
 };
+
+static_assert(ARRAY_SIZE(npfnic_npf_stat_names) == NPFNIC_NPF_STATS);
 
 static const char * const npfnic_policy_names[] = {
 	[NPFNIC_POLICY_OFF] = "off",
