@@ -131,6 +131,12 @@ func StartTestbed(ctx context.Context, c TestbedConfig) (tb *Testbed, err error)
 	if c.Subnet == 0 {
 		c.Subnet = 1
 	}
+	if c.MemoryMiB == 0 {
+		c.MemoryMiB = 1024
+	}
+	if c.CPUs == 0 {
+		c.CPUs = 1
+	}
 	progress := c.Progress
 	if progress == nil {
 		progress = func(string, ...any) {}
@@ -157,7 +163,7 @@ func StartTestbed(ctx context.Context, c TestbedConfig) (tb *Testbed, err error)
 	if err := os.MkdirAll(c.LogDir, 0o755); err != nil {
 		return nil, err
 	}
-	progress("booting the guest (%d MiB, %d vCPU, TCG) with npfnic on tap %s; logs in %s", max(c.MemoryMiB, 1024), max(c.CPUs, 1), tapName, c.LogDir)
+	progress("booting the guest (%d MiB, %d vCPU, TCG) with npfnic on tap %s; logs in %s", c.MemoryMiB, c.CPUs, tapName, c.LogDir)
 	start := time.Now()
 	tb.VM, err = vm.Start(ctx, vm.Config{
 		Name: c.Name, Images: c.Images, MemoryMiB: c.MemoryMiB, CPUs: c.CPUs, LogDir: c.LogDir,
