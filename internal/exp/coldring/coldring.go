@@ -290,6 +290,10 @@ func runOne(ctx context.Context, c *Config, tb *Testbed, r *Result, label string
 		r.Err = err
 		return
 	}
+	// Leftovers of an earlier (capped) run would count in this one.
+	if err := tb.KillHostSockets(sctx); err != nil {
+		c.progress("%s: ss -K: %v", label, firstLine(err.Error()))
+	}
 	host0, herr := tb.HostTCP(sctx)
 	guest0, gerr := tb.GuestTCP(sctx)
 	cancel()

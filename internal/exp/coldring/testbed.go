@@ -375,6 +375,15 @@ func (tb *Testbed) HostTCP(ctx context.Context) (map[string]int64, error) {
 	return out, nil
 }
 
+// KillHostSockets destroys every TCP socket of the host namespace to the
+// guest (ss -K), orphans included: a memaslap killed at its cap leaves
+// sockets that keep retransmitting into the next run and would count in
+// its TCP counters.
+func (tb *Testbed) KillHostSockets(ctx context.Context) error {
+	_, err := tb.NS.Run(ctx, "ss", "-K", "-t", "dst", tb.GuestIP)
+	return err
+}
+
 // SysfsPath is a file of the npfnic PCI function in the guest's sysfs.
 func (tb *Testbed) SysfsPath(name string) string {
 	return "/sys/bus/pci/devices/" + tb.BDF + "/" + name
