@@ -448,9 +448,10 @@ func TestSetIRQs(t *testing.T) {
 	if a, _ := vdevice.DecodeRegionAccess(r.payload, true); a.Data[0] != 1<<3 {
 		t.Fatalf("PBA % x", a.Data)
 	}
-	// Eventfds in two chunks of four, as QEMU splits by max_msg_fds.
-	for chunk := 0; chunk < 2; chunk++ {
-		r := c.call(vdevice.CmdSetIRQs, 0, irqSet(vdevice.IRQMSIX, uint32(chunk*4), 4, efdTrig, nil), efds[chunk*4:chunk*4+4])
+	// Eventfds in chunks of at most four, as QEMU splits by max_msg_fds.
+	for start := 0; start < hw.MSIXVectors; start += 4 {
+		n := min(4, hw.MSIXVectors-start)
+		r := c.call(vdevice.CmdSetIRQs, 0, irqSet(vdevice.IRQMSIX, uint32(start), uint32(n), efdTrig, nil), efds[start:start+n])
 		if r.Flags&vdevice.FlagError != 0 {
 			t.Fatalf("SET_IRQS: errno %d", r.Error)
 		}
