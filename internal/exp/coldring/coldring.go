@@ -363,6 +363,15 @@ func runOne(ctx context.Context, c *Config, tb *Testbed, r *Result, label string
 	if m.Summary != nil {
 		r.Ops = m.Summary.Ops
 		r.MemaslapErrors = m.Summary.Errors
+	} else {
+		// Killed at the cap: count what it complained about (e.g.
+		// "Failed to write, and not due to blocking.": a connection
+		// that died).
+		for _, l := range strings.Split(m.Stderr, "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "WARNING: Could not set CPU Affinity") {
+				r.MemaslapErrors++
+			}
+		}
 	}
 	if r.Part == PartStartup {
 		// The operations within the window, from the launch.
@@ -372,6 +381,9 @@ func runOne(ctx context.Context, c *Config, tb *Testbed, r *Result, label string
 	how := fmt.Sprintf("%d ops in %.1f s", r.Ops, r.Seconds)
 	if r.Capped {
 		how = fmt.Sprintf("CAPPED after %.0f s (%d ops seen)", r.Seconds, r.Ops)
+	}
+	if r.MemaslapErrors > 0 {
+		how += fmt.Sprintf(", %d memaslap errors", r.MemaslapErrors)
 	}
 	c.progress("%s: %s; rx_faults %d, rx_backup_pkts %d, rx_fault_drops %d; TCP retransmits host %d guest %d",
 		label, how, r.Stats["rx_faults"], r.Stats["rx_backup_pkts"], r.Stats["rx_fault_drops"], r.HostRetrans, r.GuestRetrans)
