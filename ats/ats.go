@@ -142,8 +142,11 @@ type Context struct {
 	waiters  int
 
 	hits, misses, walks, retries, evictions, passthrough atomic.Uint64
-	faults                                               [numFaultKinds]atomic.Uint64
-	invalidations, dropped, invWaits, flushes            atomic.Uint64
+	// hitsBase and missesBase are hits and misses at the last reset: the
+	// ATC_HITS and ATC_MISSES registers count from there (Stats does not).
+	hitsBase, missesBase                      atomic.Uint64
+	faults                                    [numFaultKinds]atomic.Uint64
+	invalidations, dropped, invWaits, flushes atomic.Uint64
 
 	q invQueue
 
@@ -281,6 +284,7 @@ func (c *Context) Stats() Stats {
 // does not wait for in-flight DMA (a reset makes no completion promise).
 func (c *Context) Reset() {
 	c.q.reset()
+	c.resetRegCounters()
 	c.SetCapacity(0)
 	c.ClearPASIDTable()
 }
@@ -291,3 +295,9 @@ func (c *Context) Reset() {
 func (c *Context) Kick() { c.q.wake() }
 
 func (c *Context) busMaster() bool { return c.caps == nil || c.caps.BusMaster() }
+
+// resetRegCounters makes ATC_HITS and ATC_MISSES count from zero again.
+func (c *Context) resetRegCounters() {
+	c.hitsBase.Store(c.hits.Load())
+	c.missesBase.Store(c.misses.Load())
+}

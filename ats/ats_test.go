@@ -10,8 +10,8 @@ import (
 	"github.com/npfnic/npfnic/ats"
 	"github.com/npfnic/npfnic/ats/atstest"
 	"github.com/npfnic/npfnic/pcie"
-	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/guestmem"
+	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
 const (
@@ -514,6 +514,16 @@ func TestATCRegisters(t *testing.T) {
 	}
 	if h, m := reg(hw.RegATCHits), reg(hw.RegATCMisses); h != 8 || m != 8 {
 		t.Fatalf("hits %d misses %d, want 8 and 8", h, m)
+	}
+	e.c.Reset() // the registers count from a reset; Stats keeps counting
+	e.drv.Enable()
+	h := mustAccess(t, e.c, 0, 0, 8, false)
+	h.Release()
+	if h, m := reg(hw.RegATCHits), reg(hw.RegATCMisses); h != 0 || m != 1 {
+		t.Fatalf("after reset: hits %d misses %d, want 0 and 1", h, m)
+	}
+	if s := e.c.Stats(); s.Hits != 8 || s.Misses != 9 {
+		t.Fatalf("Stats after reset: hits %d misses %d, want 8 and 9", s.Hits, s.Misses)
 	}
 	steps := []struct {
 		write, capacity uint32

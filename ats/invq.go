@@ -94,9 +94,9 @@ func (c *Context) RegRead(off uint32) (v uint32, ok bool) {
 	}
 	switch off {
 	case hw.RegATCHits:
-		return uint32(c.hits.Load()), true
+		return uint32(c.hits.Load() - c.hitsBase.Load()), true
 	case hw.RegATCMisses:
-		return uint32(c.misses.Load()), true
+		return uint32(c.misses.Load() - c.missesBase.Load()), true
 	case hw.RegATCCapacity:
 		return uint32(c.Capacity()), true
 	}
@@ -143,6 +143,7 @@ func (c *Context) RegWrite(off, v uint32) (ok bool) {
 		if v&hw.ATSCtrlReset != 0 {
 			q.resetRegsLocked()
 			q.mu.Unlock()
+			c.resetRegCounters()
 			c.SetCapacity(0)
 			c.ClearPASIDTable()
 			return true

@@ -91,7 +91,7 @@
 #define NPFNIC_REG_DIAG_DMA_CTRL         0x0030 /* WO: write NPFNIC_DIAG_DMA_CTRL_START to start */
 #define NPFNIC_REG_DIAG_DMA_STATUS       0x0034 /* RO: NPFNIC_DIAG_DMA_STATUS_* */
 #define NPFNIC_REG_DIAG_ECHO_CTRL        0x0038 /* WO: write N (1..NPFNIC_DIAG_ECHO_MAX): N echo rounds, each firing NPFNIC_DIAG_ECHO_VECTOR */
-#define NPFNIC_REG_DIAG_ECHO             0x003c /* RW: write the round number (from 1) from process context after the interrupt; reads rounds completed */
+#define NPFNIC_REG_DIAG_ECHO             0x003c /* RW: write the round number (from 1 in each run) from process context after the interrupt; reads rounds completed in the last run */
 #define NPFNIC_REG_CTRL                  0x0040 /* RW: NPFNIC_CTRL_ENABLE; write NPFNIC_CTRL_RESET to reset the datapath (reads back 0) */
 #define NPFNIC_REG_STATUS_ADDR_LO        0x0044 /* RW: status block guest address, bits 31:0 (64-byte aligned) */
 #define NPFNIC_REG_STATUS_ADDR_HI        0x0048 /* RW: status block guest address, bits 63:32; writing it latches the address */

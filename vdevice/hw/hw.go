@@ -274,7 +274,7 @@ var Registers = []Register{
 	{"DIAG_DMA_CTRL", RegDiagDMACtrl, "WO", "write NPFNIC_DIAG_DMA_CTRL_START to start"},
 	{"DIAG_DMA_STATUS", RegDiagDMAStatus, "RO", "NPFNIC_DIAG_DMA_STATUS_*"},
 	{"DIAG_ECHO_CTRL", RegDiagEchoCtrl, "WO", "write N (1..NPFNIC_DIAG_ECHO_MAX): N echo rounds, each firing NPFNIC_DIAG_ECHO_VECTOR"},
-	{"DIAG_ECHO", RegDiagEcho, "RW", "write the round number (from 1) from process context after the interrupt; reads rounds completed"},
+	{"DIAG_ECHO", RegDiagEcho, "RW", "write the round number (from 1 in each run) from process context after the interrupt; reads rounds completed in the last run"},
 	{"CTRL", RegCtrl, "RW", "NPFNIC_CTRL_ENABLE; write NPFNIC_CTRL_RESET to reset the datapath (reads back 0)"},
 	{"STATUS_ADDR_LO", RegStatusAddrLo, "RW", "status block guest address, bits 31:0 (64-byte aligned)"},
 	{"STATUS_ADDR_HI", RegStatusAddrHi, "RW", "status block guest address, bits 63:32; writing it latches the address"},

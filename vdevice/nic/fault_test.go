@@ -544,6 +544,16 @@ func TestDiagEcho(t *testing.T) {
 	if _, late := r.n.EchoRoundTrips(); late != 1 {
 		t.Errorf("unmatched answers %d, want 1", late)
 	}
+	// A second run numbers its rounds from 1 again.
+	round = 0
+	r.wr(hw.RegDiagEchoCtrl, 3)
+	r.waitFor("second run", func() bool {
+		rtts, _ := r.n.EchoRoundTrips()
+		return len(rtts) == 8
+	})
+	if v := rd32(t, r.n, hw.RegBAR, hw.RegDiagEcho); v != 3 {
+		t.Errorf("DIAG_ECHO reads %d after a 3-round run", v)
+	}
 }
 
 // BenchmarkRxFrame measures one frame from the wire reader into a posted

@@ -103,8 +103,8 @@ type diagEcho struct {
 
 func (e *diagEcho) init(n *NIC) { e.n = n }
 
-// start runs rounds echo rounds on a goroutine; a start while a run is
-// going on is ignored.
+// start runs rounds echo rounds on a goroutine, numbered from 1 in each
+// run; a start while a run is going on is ignored.
 func (e *diagEcho) start(rounds uint32) {
 	if rounds == 0 || rounds > hw.DiagEchoMax {
 		e.n.log.Warn("DIAG_ECHO_CTRL: bad round count; ignored", "rounds", rounds)
@@ -130,13 +130,15 @@ func (e *diagEcho) run(gen uint64, rounds uint32) {
 		}
 		e.mu.Unlock()
 	}()
-	for i := uint32(1); i <= rounds; i++ {
+	e.mu.Lock()
+	e.done = 0
+	e.mu.Unlock()
+	for round := uint32(1); round <= rounds; round++ {
 		e.mu.Lock()
 		if e.gen != gen {
 			e.mu.Unlock()
 			return
 		}
-		round := e.done + 1
 		ch := make(chan struct{})
 		e.want, e.answered, e.sent = round, ch, time.Now()
 		e.mu.Unlock()
