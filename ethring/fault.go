@@ -163,9 +163,7 @@ func (in *instance) requestRxPage(s rxSlot, f *ats.Fault, detected int64) {
 		// Success (the driver says resident, yet it still faults) or
 		// abandoned: ask again.
 	}
-	if g := in.submitRx(f, s.c, detected); g != nil {
-		in.rxPending[s.c] = g
-	}
+	in.requestOnce(f, s.c, detected)
 }
 
 // submitRx raises an RX page request without waiting; nil when PRI can
@@ -190,12 +188,17 @@ func (in *instance) rxToBackup(frame []byte, c uint32, f *ats.Fault, detected in
 	p := in.p
 	if in.headOffset >= in.bmSize {
 		in.rxFaultDrop()
+		in.requestOnce(f, c, detected)
 		return
 	}
 	bit := in.bmIndex + in.headOffset
 	if detected == 0 {
 		detected = pri.Now()
 	}
+	// The page request goes first, so the driver starts mapping the page
+	// before it sees the backup entry that needs it. It is best effort: the
+	// backup entry is what the driver acts on.
+	in.requestOnce(f, c, detected)
 	status := uint16(0)
 	if rxCsumOK(frame) {
 		status |= hw.BkdCsumOK
@@ -208,11 +211,16 @@ func (in *instance) rxToBackup(frame []byte, c uint32, f *ats.Fault, detected in
 	in.setHeadOffset(in.headOffset + 1)
 	p.st.rxBackup.Add(1)
 	in.publish(hw.QPStatusRxBackup, in.rxBackupG.Add(1))
-	if f != nil && in.rxPending[c] == nil {
-		// Best effort: the backup entry is what the driver acts on.
-		if g := in.submitRx(f, c, detected); g != nil {
-			in.rxPending[c] = g
-		}
+}
+
+// requestOnce raises the page request of fault f (if any) for descriptor c
+// unless one is outstanding, without waiting. Caller holds rxMu.
+func (in *instance) requestOnce(f *ats.Fault, c uint32, detected int64) {
+	if f == nil || in.rxPending[c] != nil {
+		return
+	}
+	if g := in.submitRx(f, c, detected); g != nil {
+		in.rxPending[c] = g
 	}
 }
 
