@@ -46,7 +46,7 @@ func TestGuestSeesAndUsesTheDevice(t *testing.T) {
 	lspci := run(t, v, "lspci -vvv -s "+bdf)
 	for _, want := range []string{
 		"Express (v2) Endpoint",
-		"MSI-X: Enable- Count=8",
+		fmt.Sprintf("MSI-X: Enable- Count=%d", hw.MSIXVectors),
 		"Power Management version 3",
 		"Address Translation Service (ATS)",
 		"Invalidate Queue Depth: 05",
