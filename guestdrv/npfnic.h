@@ -297,7 +297,7 @@ void npfnic_free_rx_slots(struct npfnic_qp *qp);
 void npfnic_npf_get_stats(struct npfnic *nic, u64 *data);
 int npfnic_npf_inject(struct npfnic *nic, const char *what, unsigned int q);
 int npfnic_cool(struct npfnic *nic);
-int npfnic_diag_echo(struct npfnic *nic, unsigned int rounds);
+int npfnic_diag_echo(struct npfnic *nic, unsigned int rounds, unsigned int gap_us);
 irqreturn_t npfnic_prq_irq(struct npfnic *nic);
 irqreturn_t npfnic_invq_irq(struct npfnic *nic);
 irqreturn_t npfnic_backup_irq(struct npfnic *nic);

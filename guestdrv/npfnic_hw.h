@@ -29,6 +29,7 @@
 #define NPFNIC_MSIX_VECTORS              0x9
 #define NPFNIC_DIAG_ECHO_VECTOR          0x8 /* MSI-X vector of the DIAG_ECHO rounds */
 #define NPFNIC_DIAG_ECHO_MAX             0x10000 /* most rounds one DIAG_ECHO_CTRL write runs */
+#define NPFNIC_DIAG_ECHO_GAP_MAX         0xf4240 /* largest NPFNIC_REG_DIAG_ECHO_GAP (microseconds) */
 #define NPFNIC_MAGIC                     0x4e50464e /* value of NPFNIC_REG_ID */
 #define NPFNIC_INTERFACE_VERSION         0x20002 /* value of NPFNIC_REG_VERSION */
 #define NPFNIC_DIAG_DMA_CTRL_START       0x1
@@ -84,6 +85,7 @@
 #define NPFNIC_REG_VERSION               0x0004 /* RO: interface version, major << 16 | minor */
 #define NPFNIC_REG_SCRATCH               0x0008 /* RW: reads back the last value written */
 #define NPFNIC_REG_DIAG_IRQ              0x0010 /* WO: write a vector number: the device fires that MSI-X vector */
+#define NPFNIC_REG_DIAG_ECHO_GAP         0x0018 /* RW: microseconds the device waits before each DIAG_ECHO round, up to NPFNIC_DIAG_ECHO_GAP_MAX (0: back to back) */
 #define NPFNIC_REG_DIAG_DMA_ADDR_LO      0x0020 /* RW: diagnostic DMA target address, bits 31:0 */
 #define NPFNIC_REG_DIAG_DMA_ADDR_HI      0x0024 /* RW: diagnostic DMA target address, bits 63:32 */
 #define NPFNIC_REG_DIAG_DMA_LEN          0x0028 /* RW: diagnostic DMA length in bytes */

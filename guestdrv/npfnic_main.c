@@ -179,13 +179,13 @@ static DEVICE_ATTR_RO(rx_policy);
 static ssize_t diag_echo_store(struct device *dev, struct device_attribute *attr,
 			       const char *buf, size_t len)
 {
-	unsigned int n;
+	unsigned int n, gap_us = 0;
 	int err;
 
-	err = kstrtouint(buf, 0, &n);
-	if (err)
-		return err;
-	err = npfnic_diag_echo(dev_get_drvdata(dev), n);
+	/* "ROUNDS [GAP_US]": the device waits GAP_US before each round. */
+	if (sscanf(buf, "%u %u", &n, &gap_us) < 1)
+		return -EINVAL;
+	err = npfnic_diag_echo(dev_get_drvdata(dev), n, gap_us);
 	return err ? err : len;
 }
 

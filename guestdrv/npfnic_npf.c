@@ -988,13 +988,14 @@ static void npfnic_backup_work(struct work_struct *work)
 
 /* ---- DIAG_ECHO: the interrupt + work item + doorbell floor ---- */
 
-int npfnic_diag_echo(struct npfnic *nic, unsigned int rounds)
+int npfnic_diag_echo(struct npfnic *nic, unsigned int rounds, unsigned int gap_us)
 {
-	if (rounds < 1 || rounds > NPFNIC_DIAG_ECHO_MAX)
+	if (rounds < 1 || rounds > NPFNIC_DIAG_ECHO_MAX || gap_us > NPFNIC_DIAG_ECHO_GAP_MAX)
 		return -EINVAL;
 	if (nic->nvecs <= NPFNIC_DIAG_ECHO_VECTOR)
 		return -EOPNOTSUPP;
 	atomic_set(&nic->echo_round, 0);
+	iowrite32(gap_us, nic->bar0 + NPFNIC_REG_DIAG_ECHO_GAP);
 	iowrite32(rounds, nic->bar0 + NPFNIC_REG_DIAG_ECHO_CTRL);
 	return 0;
 }

@@ -28,7 +28,8 @@ func runExpFaultCost(ctx context.Context, args []string) error {
 	bytes := fs.Int("bytes", faultcost.DefaultBytes, "bytes iperf3 moves each way per cycle")
 	traffic := fs.String("traffic", "iperf", "traffic per cycle: iperf (TCP both ways: bursts of RX faults and TX faults) or ping (isolated RX faults)")
 	pings := fs.Int("pings", 10, "echo requests per cycle with -traffic ping")
-	echo := fs.Int("echo", faultcost.DefaultEchoRounds, "DIAG_ECHO rounds for the interrupt+doorbell floor (0: none)")
+	echo := fs.Int("echo", 0, fmt.Sprintf("DIAG_ECHO rounds for the interrupt+doorbell floor (default %d, %d with -traffic ping; -1: none)", faultcost.DefaultEchoRounds, faultcost.DefaultEchoRounds/10))
+	echoGap := fs.Duration("echo-gap", 0, fmt.Sprintf("pause before each DIAG_ECHO round (default 0, %v with -traffic ping: an idle guest, as isolated faults find it)", faultcost.DefaultPingEchoGap))
 	extra := fs.String("driver-params", "", "extra npfnic.ko parameters, e.g. fault_delay_us=100 (emulated major faults)")
 	quiet := fs.Bool("q", false, "no progress lines")
 	fs.Usage = func() {
@@ -52,7 +53,7 @@ func runExpFaultCost(ctx context.Context, args []string) error {
 	}
 	start := time.Now()
 	c := faultcost.Config{
-		Policy: *policy, RingSize: *ring, Cycles: *cycles, Bytes: *bytes, Traffic: *traffic, Pings: *pings, EchoRounds: *echo, DriverExtra: *extra,
+		Policy: *policy, RingSize: *ring, Cycles: *cycles, Bytes: *bytes, Traffic: *traffic, Pings: *pings, EchoRounds: *echo, EchoGap: *echoGap, DriverExtra: *extra,
 		LogDir: filepath.Join(*out, "logs"), Progress: &stampWriter{w: progress, start: start},
 	}
 	var err error

@@ -39,6 +39,8 @@ const (
 	DiagEchoVector = 8
 	// DiagEchoMax bounds one DIAG_ECHO_CTRL run.
 	DiagEchoMax = 1 << 16
+	// DiagEchoGapMax bounds DIAG_ECHO_GAP (one second).
+	DiagEchoGapMax = 1000000
 )
 
 // Identification values.
@@ -60,6 +62,7 @@ const (
 	RegVersion       = 0x0004 // RO: InterfaceVersion
 	RegScratch       = 0x0008 // RW: reads back the last value written
 	RegDiagIRQ       = 0x0010 // WO: writing N fires MSI-X vector N
+	RegDiagEchoGap   = 0x0018 // RW: microseconds the device waits before each DIAG_ECHO round (0: none)
 	RegDiagDMAAddrLo = 0x0020 // RW: DMA target IOVA, bits 31:0
 	RegDiagDMAAddrHi = 0x0024 // RW: DMA target IOVA, bits 63:32
 	RegDiagDMALen    = 0x0028 // RW: byte count (1..DiagDMAMaxLen)
@@ -267,6 +270,7 @@ var Registers = []Register{
 	{"VERSION", RegVersion, "RO", "interface version, major << 16 | minor"},
 	{"SCRATCH", RegScratch, "RW", "reads back the last value written"},
 	{"DIAG_IRQ", RegDiagIRQ, "WO", "write a vector number: the device fires that MSI-X vector"},
+	{"DIAG_ECHO_GAP", RegDiagEchoGap, "RW", "microseconds the device waits before each DIAG_ECHO round, up to NPFNIC_DIAG_ECHO_GAP_MAX (0: back to back)"},
 	{"DIAG_DMA_ADDR_LO", RegDiagDMAAddrLo, "RW", "diagnostic DMA target address, bits 31:0"},
 	{"DIAG_DMA_ADDR_HI", RegDiagDMAAddrHi, "RW", "diagnostic DMA target address, bits 63:32"},
 	{"DIAG_DMA_LEN", RegDiagDMALen, "RW", "diagnostic DMA length in bytes"},
@@ -348,6 +352,7 @@ var Values = []Value{
 	{"MSIX_VECTORS", MSIXVectors, ""},
 	{"DIAG_ECHO_VECTOR", DiagEchoVector, "MSI-X vector of the DIAG_ECHO rounds"},
 	{"DIAG_ECHO_MAX", DiagEchoMax, "most rounds one DIAG_ECHO_CTRL write runs"},
+	{"DIAG_ECHO_GAP_MAX", DiagEchoGapMax, "largest NPFNIC_REG_DIAG_ECHO_GAP (microseconds)"},
 	{"MAGIC", Magic, "value of NPFNIC_REG_ID"},
 	{"INTERFACE_VERSION", InterfaceVersion, "value of NPFNIC_REG_VERSION"},
 	{"DIAG_DMA_CTRL_START", DiagDMACtrlStart, ""},

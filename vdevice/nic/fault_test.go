@@ -544,8 +544,14 @@ func TestDiagEcho(t *testing.T) {
 	if _, late := r.n.EchoRoundTrips(); late != 1 {
 		t.Errorf("unmatched answers %d, want 1", late)
 	}
-	// A second run numbers its rounds from 1 again.
+	// A second run numbers its rounds from 1 again, and waits the gap
+	// before each.
 	round = 0
+	r.wr(hw.RegDiagEchoGap, 20000)
+	if g := rd32(t, r.n, hw.RegBAR, hw.RegDiagEchoGap); g != 20000 {
+		t.Fatalf("DIAG_ECHO_GAP reads %d", g)
+	}
+	start := time.Now()
 	r.wr(hw.RegDiagEchoCtrl, 3)
 	r.waitFor("second run", func() bool {
 		rtts, _ := r.n.EchoRoundTrips()
@@ -553,6 +559,9 @@ func TestDiagEcho(t *testing.T) {
 	})
 	if v := rd32(t, r.n, hw.RegBAR, hw.RegDiagEcho); v != 3 {
 		t.Errorf("DIAG_ECHO reads %d after a 3-round run", v)
+	}
+	if d := time.Since(start); d < 60*time.Millisecond {
+		t.Errorf("3 rounds with a 20 ms gap took %v", d)
 	}
 }
 

@@ -91,12 +91,13 @@ type diagEcho struct {
 	n *NIC
 
 	mu       sync.Mutex
-	gen      uint64 // bumped by reset: a running loop stops
+	gap      time.Duration // DIAG_ECHO_GAP: pause before each round
+	gen      uint64        // bumped by reset: a running loop stops
 	running  bool
 	want     uint32        // the round the loop waits for; 0: none
 	answered chan struct{} // closed by the matching answer
 	sent     time.Time
-	done     uint32 // rounds completed since reset (DIAG_ECHO reads it)
+	done     uint32 // rounds completed in the current or last run (DIAG_ECHO reads it)
 	samples  []time.Duration
 	late     uint64 // answers for no round being waited for
 }
@@ -134,6 +135,12 @@ func (e *diagEcho) run(gen uint64, rounds uint32) {
 	e.done = 0
 	e.mu.Unlock()
 	for round := uint32(1); round <= rounds; round++ {
+		e.mu.Lock()
+		gap := e.gap
+		e.mu.Unlock()
+		// The gap lets the guest go idle, as it is when an isolated
+		// fault arrives.
+		time.Sleep(gap)
 		e.mu.Lock()
 		if e.gen != gen {
 			e.mu.Unlock()
@@ -179,9 +186,22 @@ func (e *diagEcho) rounds() uint32 {
 	return e.done
 }
 
+func (e *diagEcho) setGap(us uint32) {
+	e.mu.Lock()
+	e.gap = time.Duration(min(us, hw.DiagEchoGapMax)) * time.Microsecond
+	e.mu.Unlock()
+}
+
+func (e *diagEcho) getGap() uint32 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return uint32(e.gap / time.Microsecond)
+}
+
 func (e *diagEcho) reset() {
 	e.mu.Lock()
 	e.gen++
+	e.gap = 0
 	if e.want != 0 {
 		close(e.answered) // the loop wakes, sees the new generation and ends
 	}

@@ -421,6 +421,8 @@ func (n *NIC) readReg(reg uint32) uint32 {
 		return 0
 	case hw.RegDiagEcho:
 		return n.echo.rounds()
+	case hw.RegDiagEchoGap:
+		return n.echo.getGap()
 	}
 	if p, off := n.qpReg(reg); p != nil {
 		return p.ReadReg(off)
@@ -527,6 +529,9 @@ func (n *NIC) writeReg(reg, v, mask uint32) {
 		if full {
 			n.echo.answer(v)
 		}
+		return
+	case hw.RegDiagEchoGap:
+		n.echo.setGap(merge(n.echo.getGap(), v, mask))
 		return
 	case hw.RegStatusAddrHi:
 		n.mu.Lock()

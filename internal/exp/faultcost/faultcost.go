@@ -51,8 +51,14 @@ type Config struct {
 	// per cycle: isolated RX faults, one at a time).
 	Traffic string
 	Pings   int
-	// EchoRounds is the number of DIAG_ECHO rounds; default 2000.
+	// EchoRounds is the number of DIAG_ECHO rounds; default 2000, 200
+	// with ping traffic; -1 measures no floor.
 	EchoRounds int
+	// EchoGap is the pause the device takes before each DIAG_ECHO round,
+	// so the floor is measured in the guest state the faults meet: back to
+	// back (0) under iperf's bursts, an idle guest (default 50 ms) between
+	// ping's isolated faults.
+	EchoGap time.Duration
 	// DriverExtra is appended to insmod (e.g. "fault_delay_us=100" for
 	// emulated major faults).
 	DriverExtra string
@@ -69,6 +75,8 @@ const (
 	DefaultCycles     = 20
 	DefaultBytes      = 1 << 20
 	DefaultEchoRounds = 2000
+	// DefaultPingEchoGap spaces DIAG_ECHO rounds under ping traffic.
+	DefaultPingEchoGap = 50 * time.Millisecond
 )
 
 func (c *Config) setDefaults() {
@@ -84,11 +92,17 @@ func (c *Config) setDefaults() {
 	if c.Bytes == 0 {
 		c.Bytes = DefaultBytes
 	}
-	if c.EchoRounds == 0 {
-		c.EchoRounds = DefaultEchoRounds
-	}
 	if c.Traffic == "" {
 		c.Traffic = "iperf"
+	}
+	if c.EchoRounds == 0 {
+		c.EchoRounds = DefaultEchoRounds
+		if c.Traffic == "ping" {
+			c.EchoRounds = DefaultEchoRounds / 10
+		}
+	}
+	if c.EchoGap == 0 && c.Traffic == "ping" {
+		c.EchoGap = DefaultPingEchoGap
 	}
 	if c.Pings == 0 {
 		c.Pings = 10
@@ -112,8 +126,9 @@ func (c *Config) Validate() error {
 	if c.Traffic != "iperf" && c.Traffic != "ping" {
 		return fmt.Errorf("faultcost: traffic %q: want iperf or ping", c.Traffic)
 	}
-	if c.Cycles < 1 || c.Cycles > 10000 || c.Bytes < 1024 || c.EchoRounds < 0 || c.EchoRounds > hw.DiagEchoMax {
-		return fmt.Errorf("faultcost: cycles %d, bytes %d, echo rounds %d out of range", c.Cycles, c.Bytes, c.EchoRounds)
+	if c.Cycles < 1 || c.Cycles > 10000 || c.Bytes < 1024 || c.EchoRounds < -1 || c.EchoRounds > hw.DiagEchoMax ||
+		c.EchoGap < 0 || c.EchoGap > hw.DiagEchoGapMax*time.Microsecond {
+		return fmt.Errorf("faultcost: cycles %d, bytes %d, echo rounds %d, echo gap %v out of range", c.Cycles, c.Bytes, c.EchoRounds, c.EchoGap)
 	}
 	return nil
 }
@@ -232,7 +247,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 			recs = append(recs, r)
 		}
 		if i == echoAfter && c.EchoRounds > 0 {
-			if err := echo(ctx, tb, c.EchoRounds, samples); err != nil {
+			if err := echo(ctx, tb, c.EchoRounds, c.EchoGap, samples); err != nil {
 				res.Warnings = append(res.Warnings, fmt.Sprintf("cycle %d: diag_echo: %v", i, err))
 				c.progress("cycle %d: diag_echo: %v", i, err)
 			}
@@ -311,9 +326,9 @@ func hostIperf(ctx context.Context, tb *coldring.Testbed, n int, reverse bool) e
 // echo starts rounds DIAG_ECHO rounds through the driver's sysfs file and
 // waits until the device has timed them (samples counts the device's
 // round trips) or the device gave up (no progress for 5 s).
-func echo(ctx context.Context, tb *coldring.Testbed, rounds int, samples func() int) error {
+func echo(ctx context.Context, tb *coldring.Testbed, rounds int, gap time.Duration, samples func() int) error {
 	n0 := samples()
-	if err := tb.WriteSysfs(ctx, "diag_echo", strconv.Itoa(rounds)); err != nil {
+	if err := tb.WriteSysfs(ctx, "diag_echo", fmt.Sprintf("%d %d", rounds, gap.Microseconds())); err != nil {
 		return err
 	}
 	last, lastMove := n0, time.Now()
@@ -325,7 +340,7 @@ func echo(ctx context.Context, tb *coldring.Testbed, rounds int, samples func() 
 		if n != last {
 			last, lastMove = n, time.Now()
 		}
-		if time.Since(lastMove) > 5*time.Second {
+		if time.Since(lastMove) > 5*time.Second+gap {
 			answered, _ := tb.ReadSysfs(ctx, "diag_echo")
 			return fmt.Errorf("%d rounds asked, the device timed %d; no progress for 5 s (sysfs diag_echo reads %q)", rounds, n-n0, answered)
 		}
