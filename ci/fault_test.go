@@ -99,6 +99,13 @@ func TestFaultColdStartPolicies(t *testing.T) {
 	if st["rx_faults"] != 0 || st["rx_fault_drops"] != 0 {
 		t.Errorf("pin: every buffer is mapped before use, yet rx_faults %d, rx_fault_drops %d", st["rx_faults"], st["rx_fault_drops"])
 	}
+	// Nothing to cool under pin: the driver refuses, and the refusal
+	// reaches the caller.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := tb.WriteSysfs(ctx, "cool", "1"); err == nil {
+		t.Errorf("cool under pin succeeded; want EINVAL")
+	}
 
 	loadPolicy(t, tb, "drop", 64)
 	m = memaslapOps(t, tb, 200, 15*time.Second)

@@ -391,7 +391,9 @@ func (tb *Testbed) SysfsPath(name string) string {
 
 // WriteSysfs writes value to one of the function's sysfs files.
 func (tb *Testbed) WriteSysfs(ctx context.Context, name, value string) error {
-	_, err := tb.Shell(ctx, fmt.Sprintf("echo %s > %s", value, tb.SysfsPath(name)))
+	// Through dd: the shell's echo > FILE reports success even when the
+	// kernel refuses the write; dd exits non-zero.
+	_, err := tb.Shell(ctx, fmt.Sprintf("echo '%s' | dd of=%s 2>&1", value, tb.SysfsPath(name)))
 	return err
 }
 
