@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -209,23 +210,36 @@ func SavePNG(path string, width, height int, charts ...Chart) error {
 	if len(charts) == 0 {
 		return errors.New("report: no chart")
 	}
-	plots := make([][]*plot.Plot, len(charts))
+	plots := make([]*plot.Plot, len(charts))
 	for i, c := range charts {
 		p, err := c.plot()
 		if err != nil {
 			return err
 		}
-		plots[i] = []*plot.Plot{p}
+		plots[i] = p
+	}
+	return SavePlots(path, width, height, plots)
+}
+
+// SavePlots draws gonum plots stacked vertically into one PNG of width by
+// height pixels per plot, for experiments that build their own plots.
+func SavePlots(path string, width, height int, plots []*plot.Plot) error {
+	if len(plots) == 0 {
+		return errors.New("report: no plot")
 	}
 	const dpi = 96
 	w := vg.Length(width) * vg.Inch / dpi
-	h := vg.Length(height*len(charts)) * vg.Inch / dpi
+	h := vg.Length(height*len(plots)) * vg.Inch / dpi
 	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(dpi))
 	dc := draw.New(img)
-	t := draw.Tiles{Rows: len(charts), Cols: 1, PadTop: vg.Points(6), PadBottom: vg.Points(6), PadLeft: vg.Points(6), PadRight: vg.Points(10), PadY: vg.Points(14)}
-	canv := plot.Align(plots, t, dc)
-	for i := range plots {
-		plots[i][0].Draw(canv[i][0])
+	grid := make([][]*plot.Plot, len(plots))
+	for i, p := range plots {
+		grid[i] = []*plot.Plot{p}
+	}
+	t := draw.Tiles{Rows: len(plots), Cols: 1, PadTop: vg.Points(6), PadBottom: vg.Points(6), PadLeft: vg.Points(6), PadRight: vg.Points(10), PadY: vg.Points(14)}
+	canv := plot.Align(grid, t, dc)
+	for i := range grid {
+		grid[i][0].Draw(canv[i][0])
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
@@ -239,4 +253,19 @@ func SavePNG(path string, width, height int, charts ...Chart) error {
 		return err
 	}
 	return f.Close()
+}
+
+// HostLoad is the host's 1-minute load average (0 if unknown): experiments
+// record it beside their measurements, since these machines are shared.
+func HostLoad() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }

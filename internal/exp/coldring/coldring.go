@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -31,6 +30,7 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/report"
 )
 
 // Policies are the RX policies in the order the experiment runs them.
@@ -260,7 +260,7 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 		}
 		r := Result{Part: j.part, Policy: j.policy, RingSize: j.ring, Round: j.round}
 		runOne(ctx, &c, tb, &r, label)
-		r.HostLoad = hostLoad()
+		r.HostLoad = report.HostLoad()
 		if r.Err != nil {
 			c.progress("%s: FAILED: %v", label, r.Err)
 		}
@@ -393,20 +393,6 @@ func (c *Config) progress(format string, args ...any) {
 	if c.Progress != nil {
 		fmt.Fprintf(c.Progress, format+"\n", args...)
 	}
-}
-
-// hostLoad is the 1-minute load average (0 if unknown).
-func hostLoad() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0
-	}
-	v, _ := strconv.ParseFloat(f[0], 64)
-	return v
 }
 
 // ParseSizes parses "16,32,64" into ring sizes.

@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"os"
-	"path/filepath"
 
+	"github.com/npfnic/npfnic/internal/report"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // Colours per policy, the same in both panels (internal/report's palette).
@@ -184,36 +182,7 @@ func SavePNG(path string, c Config, results []Result) error {
 	if len(plots) == 0 {
 		return errors.New("coldring: nothing to plot")
 	}
-	return savePlots(path, 820, 400, plots)
-}
-
-func savePlots(path string, width, height int, plots []*plot.Plot) error {
-	const dpi = 96
-	w := vg.Length(width) * vg.Inch / dpi
-	h := vg.Length(height*len(plots)) * vg.Inch / dpi
-	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(dpi))
-	dc := draw.New(img)
-	grid := make([][]*plot.Plot, len(plots))
-	for i, p := range plots {
-		grid[i] = []*plot.Plot{p}
-	}
-	t := draw.Tiles{Rows: len(plots), Cols: 1, PadTop: vg.Points(6), PadBottom: vg.Points(6), PadLeft: vg.Points(6), PadRight: vg.Points(10), PadY: vg.Points(14)}
-	canv := plot.Align(grid, t, dc)
-	for i := range grid {
-		grid[i][0].Draw(canv[i][0])
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return report.SavePlots(path, 820, 400, plots)
 }
 
 // wholeTicks are gonum's default ticks labelled without decimals when

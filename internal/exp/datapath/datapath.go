@@ -22,13 +22,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/npfnic/npfnic/ci/vm"
 	"github.com/npfnic/npfnic/ci/vm/hostnet"
 	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/report"
 )
 
 // NIC is one kind of NIC under test: how to attach it to a guest with its
@@ -273,7 +273,7 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 			c.progress("%s: [%d/%d] %s, round %d of %d", nic.Name, len(results)+1, total, nic.Label, round, c.Rounds)
 			r := runNIC(ctx, &c, i, nic, round)
 			r.Round, r.Rounds = round, c.Rounds
-			r.HostLoad = hostLoad()
+			r.HostLoad = report.HostLoad()
 			if r.Err != nil {
 				c.progress("%s: FAILED: %v", nic.Name, r.Err)
 			}
@@ -434,20 +434,6 @@ func runNIC(ctx context.Context, c *Config, idx int, nic NIC, round int) (r Resu
 		return fail("memaslap reported %d errors: %s", r.Memcached.Errors, strings.Join(r.Memcached.ErrorLines, "; "))
 	}
 	return r
-}
-
-// hostLoad is the 1-minute load average (0 if unknown).
-func hostLoad() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0
-	}
-	v, _ := strconv.ParseFloat(f[0], 64)
-	return v
 }
 
 // waitReachable pings the guest from the namespace until it answers (the
