@@ -104,7 +104,14 @@ func FuzzRxBackup(f *testing.F) {
 				mu.Unlock()
 			case 3:
 				if len(pending) == 0 {
-					r.wr(hw.QPBase(0)+hw.QPRxResolve, arg*977) // names nothing pending
+					// Half the index space away from bm_index: never a
+					// pending rNPF, now or after later frames. Resolves
+					// apply asynchronously, so wait until it was refused.
+					bad := r.n.Datapath().Stats().Pairs[0].RxBadResolves
+					r.wr(hw.QPBase(0)+hw.QPRxResolve, r.qp(hw.QPStatusRxBmIndex)+1<<31+arg)
+					r.waitFor("bad resolve refused", func() bool {
+						return r.n.Datapath().Stats().Pairs[0].RxBadResolves > bad
+					})
 					break
 				}
 				place(int(arg) % len(pending))
