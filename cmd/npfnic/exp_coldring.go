@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,24 +73,18 @@ func runExpColdRing(ctx context.Context, args []string) error {
 			"driver's fault counters and TCP retransmissions. Needs root, iperf3 and libmemcached-tools.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	start := time.Now()
+	progress, err := parseExpFlags(fs, args, quiet, start)
+	if err != nil {
 		return err
-	}
-	if fs.NArg() != 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c, err := f.config()
 	if err != nil {
 		return err
 	}
-	var progress io.Writer = io.Discard
-	if !*quiet {
-		progress = os.Stderr
-	}
-	start := time.Now()
 	c.MemoryMiB = *mem
 	c.LogDir = filepath.Join(*out, "logs")
-	c.Progress = &stampWriter{w: progress, start: start}
+	c.Progress = progress
 	if c.Images, err = buildImages(ctx, opt); err != nil {
 		return err
 	}

@@ -40,26 +40,20 @@ func runExpDatapath(ctx context.Context, args []string) error {
 			"for the run. Needs root, iperf3 and libmemcached-tools on the host.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	start := time.Now()
+	progress, err := parseExpFlags(fs, args, quiet, start)
+	if err != nil {
 		return err
-	}
-	if fs.NArg() != 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	list, err := datapath.LookupNICs(*nics)
 	if err != nil {
 		return fmt.Errorf("-nics: %w", err)
 	}
-	var progress io.Writer = io.Discard
-	if !*quiet {
-		progress = os.Stderr
-	}
-	start := time.Now()
 	c := datapath.Config{
 		NICs: list, MemoryMiB: *mem, CPUs: *cpus,
 		IperfTime: *iperfTime, MemaslapTime: *slapTime, MemaslapConcurrency: *conc, Rounds: *rounds,
 		LogDir:   filepath.Join(*out, "logs"),
-		Progress: &stampWriter{w: progress, start: start},
+		Progress: progress,
 	}
 	if c.Images, err = buildImages(ctx, opt); err != nil {
 		return err
@@ -92,6 +86,22 @@ func runExpDatapath(ctx context.Context, args []string) error {
 		return errors.New("failed NICs: " + strings.Join(failed, ", ") + " (see above and their logs)")
 	}
 	return nil
+}
+
+// parseExpFlags parses an experiment's flags, which take no positional
+// arguments, and returns its progress writer: stderr with each line stamped
+// with the time since start, or nothing with -q.
+func parseExpFlags(fs *flag.FlagSet, args []string, quiet *bool, start time.Time) (io.Writer, error) {
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() != 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *quiet {
+		return io.Discard, nil
+	}
+	return &stampWriter{w: os.Stderr, start: start}, nil
 }
 
 // stampWriter prefixes each progress line with the time since the start.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,22 +40,15 @@ func runExpFaultCost(ctx context.Context, args []string) error {
 			"fault's round trip. Prints p50/p99 per stage beside the floor; CSV + PNG. Needs root.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	start := time.Now()
+	progress, err := parseExpFlags(fs, args, quiet, start)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	var progress io.Writer = io.Discard
-	if !*quiet {
-		progress = os.Stderr
-	}
-	start := time.Now()
 	c := faultcost.Config{
 		Policy: *policy, RingSize: *ring, Cycles: *cycles, Bytes: *bytes, Traffic: *traffic, Pings: *pings, EchoRounds: *echo, EchoGap: *echoGap, DriverExtra: *extra,
-		LogDir: filepath.Join(*out, "logs"), Progress: &stampWriter{w: progress, start: start},
+		LogDir: filepath.Join(*out, "logs"), Progress: progress,
 	}
-	var err error
 	if c.Images, err = buildImages(ctx, opt); err != nil {
 		return err
 	}
