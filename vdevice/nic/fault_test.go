@@ -607,3 +607,28 @@ func BenchmarkRxFrame(b *testing.B) {
 		})
 	}
 }
+
+// TestBackupRingBadBuffers: a backup buffer smaller than the frame drops
+// the frame (counted) and the ring goes on; a backup buffer outside guest
+// RAM stops the backup ring with DEVERR_BAD_BACKUP_RING. Neither disturbs
+// the pair.
+func TestBackupRingBadBuffers(t *testing.T) {
+	r := newFaultRig(t, faultOpts{policy: hw.RxPolicyBackup, bmSize: 8, backupSize: 8})
+	small := r.g.Bytes(r.backup, hw.BackupDescSize)
+	hw.BackupDescBufLen.Put(small, 32)
+	outside := r.g.Bytes(r.backup+hw.BackupDescSize, hw.BackupDescSize)
+	hw.BackupDescAddr.Put(outside, 1<<45)
+	r.postRX(8)
+	r.send(testFrame(100, 1)) // entry 0: too small
+	r.waitFor("frame too big for the backup buffer dropped", func() bool {
+		return r.n.Datapath().Stats().BackupDropsLarge == 1 && r.qp(hw.QPStatusRxFaultDrops) == 1
+	})
+	hw.BackupDescBufLen.Put(small, 2048) // the driver fixes it; the device reads it again
+	r.send(testFrame(100, 2))
+	r.waitFor("stored in entry 0", func() bool { return r.header(hw.StatusBackupHead) == 1 })
+	r.send(testFrame(100, 3)) // entry 1: outside guest RAM
+	r.waitFor("device error", func() bool { return r.header(hw.StatusError) == hw.DevErrBadBackupRing })
+	if e := r.n.Datapath().Stats().Pairs[0].Error; e != 0 {
+		t.Fatalf("pair error %d after a bad backup buffer", e)
+	}
+}
