@@ -31,7 +31,7 @@
 #define NPFNIC_DIAG_ECHO_MAX             0x10000 /* most rounds one DIAG_ECHO_CTRL write runs */
 #define NPFNIC_DIAG_ECHO_GAP_MAX         0xf4240 /* largest NPFNIC_REG_DIAG_ECHO_GAP (microseconds) */
 #define NPFNIC_MAGIC                     0x4e50464e /* value of NPFNIC_REG_ID */
-#define NPFNIC_INTERFACE_VERSION         0x20002 /* value of NPFNIC_REG_VERSION */
+#define NPFNIC_INTERFACE_VERSION         0x20003 /* value of NPFNIC_REG_VERSION */
 #define NPFNIC_DIAG_DMA_CTRL_START       0x1
 #define NPFNIC_DIAG_DMA_STATUS_IDLE      0x0
 #define NPFNIC_DIAG_DMA_STATUS_BUSY      0x1
@@ -44,6 +44,10 @@
 #define NPFNIC_CTRL_ENABLE               0x1 /* NPFNIC_REG_CTRL: datapath on */
 #define NPFNIC_CTRL_RESET                0x2 /* NPFNIC_REG_CTRL: reset the datapath */
 #define NPFNIC_QP_CTRL_ENABLE            0x1 /* NPFNIC_QP_CTRL: pair enabled */
+#define NPFNIC_QP_CTRL_BUSY              0x80000000 /* NPFNIC_QP_CTRL (read only): the pair may still DMA */
+#define NPFNIC_CTRL_BUSY                 0x80000000 /* NPFNIC_REG_CTRL (read only): the datapath may still DMA */
+#define NPFNIC_BACKUP_CTRL_BUSY          0x80000000 /* NPFNIC_REG_BACKUP_CTRL (read only): the backup ring may still DMA */
+#define NPFNIC_QUIESCE_TIMEOUT_MS        0x7d0 /* how long a driver waits for a BUSY bit to clear before it gives the memory up for lost */
 #define NPFNIC_MISC_VECTOR               0x0 /* MSI-X vector for link changes and errors */
 #define NPFNIC_STATUS_BLOCK_ALIGN        0x40
 #define NPFNIC_STATUS_BLOCK_SIZE         0x140 /* header + NPFNIC_QP_MAX * struct npfnic_qp_status */
@@ -102,6 +106,7 @@
 #define NPFNIC_REG_QP_MAX                0x0054 /* RO: number of queue pairs (NPFNIC_QP_MAX) */
 #define NPFNIC_REG_MISC_IRQ_ARM          0x0058 /* WO: write 1: NPFNIC_MISC_VECTOR may fire once for the next misc event */
 #define NPFNIC_REG_FEATURES              0x005c /* RO: NPFNIC_FEAT_*: offloads the device implements (interface 2.1) */
+#define NPFNIC_REG_LATE_DMA              0x0060 /* RO: late DMA writes the device refused since reset (interface 2.3): nonzero means a device bug */
 #define NPFNIC_REG_BACKUP_BASE_LO        0x0900 /* RW: backup ring IOVA, bits 31:0 (32-byte aligned) */
 #define NPFNIC_REG_BACKUP_BASE_HI        0x0904 /* RW: backup ring IOVA, bits 63:32 */
 #define NPFNIC_REG_BACKUP_SIZE           0x0908 /* RW: backup ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX */
@@ -268,6 +273,8 @@ _Static_assert(NPFNIC_STATUS_BLOCK_SIZE == sizeof(struct npfnic_status_block) +
 #define NPFNIC_INVQ_VECTOR_DEFAULT       0x6 /* reset value of NPFNIC_REG_INVQ_VECTOR */
 #define NPFNIC_ATS_CTRL_ENABLE           0x1 /* NPFNIC_REG_ATS_CTRL: PASID table and invalidation queue on */
 #define NPFNIC_ATS_CTRL_RESET            0x2 /* NPFNIC_REG_ATS_CTRL: disable, drop every translation, clear errors */
+#define NPFNIC_ATS_CTRL_BUSY             0x80000000 /* NPFNIC_REG_ATS_CTRL (read only): ATS may still DMA */
+#define NPFNIC_PRI_CTRL_BUSY             0x80000000 /* NPFNIC_REG_PRI_CTRL (read only): PRI may still DMA */
 #define NPFNIC_PRI_CTRL_ENABLE           0x1 /* NPFNIC_REG_PRI_CTRL: page request and response queues on */
 #define NPFNIC_PRI_CTRL_RESET            0x2 /* NPFNIC_REG_PRI_CTRL: disable the queues, clear errors */
 #define NPFNIC_ATSERR_BAD_STATUS_ADDR    0x1 /* ATS status block outside guest memory or misaligned */

@@ -52,6 +52,7 @@ const (
 	FaultPermission                        // region lacks read or write permission
 	FaultRemote                            // the client failed a DMA_READ/DMA_WRITE
 	FaultOverflow                          // address + length wraps around 2^64
+	FaultLate                              // a write the quiesce contract forbids (see quiesce.go)
 )
 
 func (r FaultReason) String() string {
@@ -66,6 +67,8 @@ func (r FaultReason) String() string {
 		return "remote access failed"
 	case FaultOverflow:
 		return "address range overflows"
+	case FaultLate:
+		return "late: memory the driver took back"
 	}
 	return "unknown"
 }
@@ -134,6 +137,7 @@ type Memory struct {
 	remote   Remote
 	maxMaps  int
 	pageSize uint64
+	det      detector // the late-DMA detector (quiesce.go)
 }
 
 // New returns an empty region table.
@@ -363,6 +367,21 @@ func remoteAccess(remote Remote, iova uint64, p []byte, write bool) error {
 }
 
 func (m *Memory) access(iova uint64, p []byte, write bool) error {
+	if write && m.lateFenced("", iova, len(p)) {
+		return lateError(iova, len(p))
+	}
+	return m.copyAt(iova, p, write)
+}
+
+// writeAs is a write on behalf of the named stream.
+func (m *Memory) writeAs(stream string, iova uint64, p []byte) error {
+	if m.lateFenced(stream, iova, len(p)) {
+		return lateError(iova, len(p))
+	}
+	return m.copyAt(iova, p, true)
+}
+
+func (m *Memory) copyAt(iova uint64, p []byte, write bool) error {
 	remote, done, err := m.hostAccess(iova, p, write)
 	if done {
 		return err

@@ -52,8 +52,9 @@ const (
 	// additions an older driver can ignore (2.1: FEATURES, TX checksum and
 	// TSO, RX checksum status, tx_tso_frames and rx_wire_stalls; 2.2:
 	// network page faults: per-pair RX policy, PASID, rNPF bitmap, resolve
-	// and tail-interrupt doorbells, the backup ring, fault counters).
-	InterfaceVersion = 2<<16 | 2
+	// and tail-interrupt doorbells, the backup ring, fault counters; 2.3: the
+	// quiesce contract: BUSY bits in the control registers, LATE_DMA).
+	InterfaceVersion = 2<<16 | 3
 )
 
 // Register offsets in BAR0. All registers are 32 bits wide.
@@ -80,6 +81,7 @@ const (
 	RegQPMax        = 0x0054 // RO: QPMax
 	RegMiscIRQArm   = 0x0058 // WO: write 1 to arm the misc vector once
 	RegFeatures     = 0x005c // RO: Feat* offloads the device implements
+	RegLateDMA      = 0x0060 // RO: late DMA writes the device refused since reset (interface 2.3; always 0 unless the device is broken)
 
 	// Backup ring (interface 2.2): one per function, owned by the driver's
 	// fault handling (the IOprovider), addressed by IOVA (never translated,
@@ -136,8 +138,15 @@ const (
 
 	CtrlEnable = 1 << 0 // datapath on
 	CtrlReset  = 1 << 1 // write 1: disable every queue, forget the status block, clear errors
+	// CtrlBusy (read only) is set while the datapath may still DMA: the
+	// status block or any pair. After CTRL_RESET it clears once all of
+	// them quiesced (see Quiesce).
+	CtrlBusy = 1 << 31
 
 	QPCtrlEnable = 1 << 0 // set: latch bases/sizes, heads and tails to 0; clear: stop
+	// QPCtrlBusy (read only) is set from enable until the pair was disabled
+	// (or reset) and every DMA it started has ended (see Quiesce).
+	QPCtrlBusy = 1 << 31
 
 	MiscVector = 0 // link change, device or queue error
 
@@ -287,6 +296,7 @@ var Registers = []Register{
 	{"QP_MAX", RegQPMax, "RO", "number of queue pairs (NPFNIC_QP_MAX)"},
 	{"MISC_IRQ_ARM", RegMiscIRQArm, "WO", "write 1: NPFNIC_MISC_VECTOR may fire once for the next misc event"},
 	{"FEATURES", RegFeatures, "RO", "NPFNIC_FEAT_*: offloads the device implements (interface 2.1)"},
+	{"LATE_DMA", RegLateDMA, "RO", "late DMA writes the device refused since reset (interface 2.3): nonzero means a device bug"},
 	{"BACKUP_BASE_LO", RegBackupBaseLo, "RW", "backup ring IOVA, bits 31:0 (32-byte aligned)"},
 	{"BACKUP_BASE_HI", RegBackupBaseHi, "RW", "backup ring IOVA, bits 63:32"},
 	{"BACKUP_SIZE", RegBackupSize, "RW", "backup ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX"},
@@ -367,6 +377,10 @@ var Values = []Value{
 	{"CTRL_ENABLE", CtrlEnable, "NPFNIC_REG_CTRL: datapath on"},
 	{"CTRL_RESET", CtrlReset, "NPFNIC_REG_CTRL: reset the datapath"},
 	{"QP_CTRL_ENABLE", QPCtrlEnable, "NPFNIC_QP_CTRL: pair enabled"},
+	{"QP_CTRL_BUSY", QPCtrlBusy, "NPFNIC_QP_CTRL (read only): the pair may still DMA"},
+	{"CTRL_BUSY", CtrlBusy, "NPFNIC_REG_CTRL (read only): the datapath may still DMA"},
+	{"BACKUP_CTRL_BUSY", BackupCtrlBusy, "NPFNIC_REG_BACKUP_CTRL (read only): the backup ring may still DMA"},
+	{"QUIESCE_TIMEOUT_MS", QuiesceTimeoutMS, "how long a driver waits for a BUSY bit to clear before it gives the memory up for lost"},
 	{"MISC_VECTOR", MiscVector, "MSI-X vector for link changes and errors"},
 	{"STATUS_BLOCK_ALIGN", StatusBlockAlign, ""},
 	{"STATUS_BLOCK_SIZE", StatusBlockSize, "header + NPFNIC_QP_MAX * struct npfnic_qp_status"},
@@ -403,6 +417,30 @@ var Values = []Value{
 	{"BKD_CSUM_OK", BkdCsumOK, "npfnic_backup_desc.status: TCP/UDP checksum verified correct"},
 	{"DEVERR_BAD_BACKUP_RING", DevErrBadBackupRing, "backup ring base/size invalid, outside guest memory, or a bad BACKUP_TAIL"},
 }
+
+// Quiesce is the contract between the driver and the device for taking
+// memory back (interface 2.3). Every engine that DMAs has a control
+// register with a read-only BUSY bit (bit 31): NPFNIC_QP_CTRL,
+// NPFNIC_REG_CTRL, NPFNIC_REG_BACKUP_CTRL, NPFNIC_REG_ATS_CTRL and
+// NPFNIC_REG_PRI_CTRL; the diagnostic DMA reports the same through
+// NPFNIC_REG_DIAG_DMA_STATUS (BUSY until no byte will be written). To stop
+// an engine the driver writes its disable (or reset) and then reads the
+// control register until BUSY is clear. From the read that shows it clear
+// on, the device never reads or writes that engine's memory again (rings,
+// buffers, status block, queue entries, page tables), raises none of its
+// interrupts, and the driver may free it. The write that stops an engine
+// returns at once; the device clears BUSY when the work it had started
+// (one frame, one queue entry) has ended, so the handshake depends on no
+// timing. A BUSY bit that is still set after QuiesceTimeoutMS means the
+// device is wedged on guest memory (a vfio-user client that stopped
+// answering DMA): the driver then leaks that memory rather than free it.
+// A function reset (vfio-user DEVICE_RESET, PCIe FLR) and a client
+// disconnect stop every engine the same way before the device answers.
+//
+// LATE_DMA counts writes the device's late-DMA detector refused: writes by
+// an engine after it reported quiesced, or into memory a driver model
+// fenced in tests. It is always 0 on a correct device.
+const QuiesceTimeoutMS = 2000
 
 // Network page faults on the Ethernet queues (interface 2.2).
 //
@@ -459,6 +497,7 @@ const (
 	BmSizeMax = 4096
 
 	BackupCtrlEnable    = 1 << 0
+	BackupCtrlBusy      = 1 << 31 // read only: the backup ring may still DMA (see Quiesce)
 	BackupVectorDefault = 7
 
 	BkdDone   = 1 << 0 // backup descriptor filled by the device

@@ -113,8 +113,10 @@ const (
 	InvqVectorDefault   = 6 // reset value of INVQ_VECTOR
 	ATSCtrlEnable       = 1 << 0
 	ATSCtrlReset        = 1 << 1
+	ATSCtrlBusy         = 1 << 31 // read only: ATS may still DMA (status block, invalidation completions, walks; see Quiesce)
 	PRICtrlEnable       = 1 << 0
 	PRICtrlReset        = 1 << 1
+	PRICtrlBusy         = 1 << 31 // read only: PRI may still DMA (page request queue, response reads, status block; see Quiesce)
 	ATSErrBadStatusAddr = 1 // status block outside guest memory or misaligned
 	ATSErrBadPASIDTable = 2 // PASID table misaligned, bad size, or outside guest memory
 	ATSErrBadInvq       = 3 // invalidation queue base/size invalid or outside guest memory
@@ -309,6 +311,8 @@ var TranslationValues = []Value{
 	{"INVQ_VECTOR_DEFAULT", InvqVectorDefault, "reset value of NPFNIC_REG_INVQ_VECTOR"},
 	{"ATS_CTRL_ENABLE", ATSCtrlEnable, "NPFNIC_REG_ATS_CTRL: PASID table and invalidation queue on"},
 	{"ATS_CTRL_RESET", ATSCtrlReset, "NPFNIC_REG_ATS_CTRL: disable, drop every translation, clear errors"},
+	{"ATS_CTRL_BUSY", ATSCtrlBusy, "NPFNIC_REG_ATS_CTRL (read only): ATS may still DMA"},
+	{"PRI_CTRL_BUSY", PRICtrlBusy, "NPFNIC_REG_PRI_CTRL (read only): PRI may still DMA"},
 	{"PRI_CTRL_ENABLE", PRICtrlEnable, "NPFNIC_REG_PRI_CTRL: page request and response queues on"},
 	{"PRI_CTRL_RESET", PRICtrlReset, "NPFNIC_REG_PRI_CTRL: disable the queues, clear errors"},
 	{"ATSERR_BAD_STATUS_ADDR", ATSErrBadStatusAddr, "ATS status block outside guest memory or misaligned"},
