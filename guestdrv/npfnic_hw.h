@@ -32,13 +32,15 @@
 #define NPFNIC_DIAG_ECHO_GAP_MAX         0xf4240 /* largest NPFNIC_REG_DIAG_ECHO_GAP (microseconds) */
 #define NPFNIC_MAGIC                     0x4e50464e /* value of NPFNIC_REG_ID */
 #define NPFNIC_INTERFACE_VERSION         0x20003 /* value of NPFNIC_REG_VERSION */
-#define NPFNIC_DIAG_DMA_CTRL_START       0x1
+#define NPFNIC_DIAG_DMA_CTRL_START       0x1 /* start; ignored while NPFNIC_DIAG_DMA_STATUS_BUSY */
+#define NPFNIC_DIAG_DMA_CTRL_ABORT       0x2 /* stop a running DMA; BUSY until no byte will be written */
 #define NPFNIC_DIAG_DMA_STATUS_IDLE      0x0
 #define NPFNIC_DIAG_DMA_STATUS_BUSY      0x1
 #define NPFNIC_DIAG_DMA_STATUS_DONE      0x2
 #define NPFNIC_DIAG_DMA_STATUS_FAULT     0x3 /* target outside guest memory */
 #define NPFNIC_DIAG_DMA_STATUS_BAD_LEN   0x4
 #define NPFNIC_DIAG_DMA_STATUS_NO_MASTER 0x5 /* bus mastering disabled */
+#define NPFNIC_DIAG_DMA_STATUS_ABORTED   0x6 /* aborted; no byte will be written any more */
 #define NPFNIC_DIAG_DMA_MAX_LEN          0x100000
 #define NPFNIC_QP_MAX                    0x4 /* number of queue pairs */
 #define NPFNIC_CTRL_ENABLE               0x1 /* NPFNIC_REG_CTRL: datapath on */
@@ -94,7 +96,7 @@
 #define NPFNIC_REG_DIAG_DMA_ADDR_HI      0x0024 /* RW: diagnostic DMA target address, bits 63:32 */
 #define NPFNIC_REG_DIAG_DMA_LEN          0x0028 /* RW: diagnostic DMA length in bytes */
 #define NPFNIC_REG_DIAG_DMA_SEED         0x002c /* RW: diagnostic DMA pattern seed */
-#define NPFNIC_REG_DIAG_DMA_CTRL         0x0030 /* WO: write NPFNIC_DIAG_DMA_CTRL_START to start */
+#define NPFNIC_REG_DIAG_DMA_CTRL         0x0030 /* WO: write NPFNIC_DIAG_DMA_CTRL_START to start, NPFNIC_DIAG_DMA_CTRL_ABORT to stop */
 #define NPFNIC_REG_DIAG_DMA_STATUS       0x0034 /* RO: NPFNIC_DIAG_DMA_STATUS_* */
 #define NPFNIC_REG_DIAG_ECHO_CTRL        0x0038 /* WO: write N (1..NPFNIC_DIAG_ECHO_MAX): N echo rounds, each firing NPFNIC_DIAG_ECHO_VECTOR */
 #define NPFNIC_REG_DIAG_ECHO             0x003c /* RW: write the round number (from 1 in each run) from process context after the interrupt; reads rounds completed in the last run */

@@ -230,6 +230,10 @@ const (
 // Register values.
 const (
 	DiagDMACtrlStart = 1
+	// DiagDMACtrlAbort stops a running diagnostic DMA (interface 2.3):
+	// the status stays Busy until no further byte will be written, then
+	// reads Aborted.
+	DiagDMACtrlAbort = 2
 
 	DiagDMAStatusIdle     = 0 // never started since reset
 	DiagDMAStatusBusy     = 1 // running
@@ -237,6 +241,7 @@ const (
 	DiagDMAStatusFault    = 3 // target not inside guest memory (no byte outside it was written)
 	DiagDMAStatusBadLen   = 4 // LEN is 0 or above DiagDMAMaxLen
 	DiagDMAStatusNoMaster = 5 // bus mastering disabled in the Command register
+	DiagDMAStatusAborted  = 6 // stopped by DiagDMACtrlAbort or a reset; no byte will be written any more (interface 2.3)
 
 	// DiagDMAMaxLen bounds one diagnostic DMA.
 	DiagDMAMaxLen = 1 << 20
@@ -284,7 +289,7 @@ var Registers = []Register{
 	{"DIAG_DMA_ADDR_HI", RegDiagDMAAddrHi, "RW", "diagnostic DMA target address, bits 63:32"},
 	{"DIAG_DMA_LEN", RegDiagDMALen, "RW", "diagnostic DMA length in bytes"},
 	{"DIAG_DMA_SEED", RegDiagDMASeed, "RW", "diagnostic DMA pattern seed"},
-	{"DIAG_DMA_CTRL", RegDiagDMACtrl, "WO", "write NPFNIC_DIAG_DMA_CTRL_START to start"},
+	{"DIAG_DMA_CTRL", RegDiagDMACtrl, "WO", "write NPFNIC_DIAG_DMA_CTRL_START to start, NPFNIC_DIAG_DMA_CTRL_ABORT to stop"},
 	{"DIAG_DMA_STATUS", RegDiagDMAStatus, "RO", "NPFNIC_DIAG_DMA_STATUS_*"},
 	{"DIAG_ECHO_CTRL", RegDiagEchoCtrl, "WO", "write N (1..NPFNIC_DIAG_ECHO_MAX): N echo rounds, each firing NPFNIC_DIAG_ECHO_VECTOR"},
 	{"DIAG_ECHO", RegDiagEcho, "RW", "write the round number (from 1 in each run) from process context after the interrupt; reads rounds completed in the last run"},
@@ -365,13 +370,15 @@ var Values = []Value{
 	{"DIAG_ECHO_GAP_MAX", DiagEchoGapMax, "largest NPFNIC_REG_DIAG_ECHO_GAP (microseconds)"},
 	{"MAGIC", Magic, "value of NPFNIC_REG_ID"},
 	{"INTERFACE_VERSION", InterfaceVersion, "value of NPFNIC_REG_VERSION"},
-	{"DIAG_DMA_CTRL_START", DiagDMACtrlStart, ""},
+	{"DIAG_DMA_CTRL_START", DiagDMACtrlStart, "start; ignored while NPFNIC_DIAG_DMA_STATUS_BUSY"},
+	{"DIAG_DMA_CTRL_ABORT", DiagDMACtrlAbort, "stop a running DMA; BUSY until no byte will be written"},
 	{"DIAG_DMA_STATUS_IDLE", DiagDMAStatusIdle, ""},
 	{"DIAG_DMA_STATUS_BUSY", DiagDMAStatusBusy, ""},
 	{"DIAG_DMA_STATUS_DONE", DiagDMAStatusDone, ""},
 	{"DIAG_DMA_STATUS_FAULT", DiagDMAStatusFault, "target outside guest memory"},
 	{"DIAG_DMA_STATUS_BAD_LEN", DiagDMAStatusBadLen, ""},
 	{"DIAG_DMA_STATUS_NO_MASTER", DiagDMAStatusNoMaster, "bus mastering disabled"},
+	{"DIAG_DMA_STATUS_ABORTED", DiagDMAStatusAborted, "aborted; no byte will be written any more"},
 	{"DIAG_DMA_MAX_LEN", DiagDMAMaxLen, ""},
 	{"QP_MAX", QPMax, "number of queue pairs"},
 	{"CTRL_ENABLE", CtrlEnable, "NPFNIC_REG_CTRL: datapath on"},
