@@ -18,6 +18,11 @@
 //     goroutines are using it: they either complete against the old mapping
 //     or fault.
 //   - Accesses to host-backed regions do not allocate.
+//   - A host-backed region whose file shrinks under the mapping (the client
+//     may ftruncate its memfd at any time) makes the accesses past the new
+//     end of the file fail with FaultTruncated instead of killing the
+//     process with SIGBUS: host copies run with runtime/debug's
+//     SetPanicOnFault and recover the fault (see copyHost).
 //
 // Remote accesses do not hold the region table lock while waiting for the
 // client, so an Unmap arriving meanwhile is never blocked by them.
@@ -27,6 +32,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"sync"
 
@@ -53,6 +59,7 @@ const (
 	FaultRemote                            // the client failed a DMA_READ/DMA_WRITE
 	FaultOverflow                          // address + length wraps around 2^64
 	FaultLate                              // a write the quiesce contract forbids (see quiesce.go)
+	FaultTruncated                         // the file behind a host-backed region no longer covers the address (SIGBUS)
 )
 
 func (r FaultReason) String() string {
@@ -69,6 +76,8 @@ func (r FaultReason) String() string {
 		return "address range overflows"
 	case FaultLate:
 		return "late: memory the driver took back"
+	case FaultTruncated:
+		return "backing file truncated under the mapping"
 	}
 	return "unknown"
 }
@@ -112,6 +121,12 @@ var (
 	ErrNotMapped = errors.New("guestmem: no mapping matches exactly")
 	ErrInvalid   = errors.New("guestmem: invalid region")
 	ErrTooMany   = errors.New("guestmem: too many mappings")
+	// ErrNotFile is returned by MapFD for a descriptor that is not a
+	// regular file (a pipe, a socket, a directory, an eventfd...).
+	ErrNotFile = errors.New("guestmem: descriptor is not a regular file")
+	// ErrShortFile is returned by MapFD when the file ends before
+	// offset+size: touching the missing part would raise SIGBUS.
+	ErrShortFile = errors.New("guestmem: file is smaller than the mapping")
 	errNoRemote  = errors.New("no remote accessor")
 )
 
@@ -177,10 +192,23 @@ func (m *Memory) MapRemote(iova, size uint64, prot Prot) error {
 
 // MapFD mmaps size bytes of fd at offset and adds them at iova. The caller
 // keeps ownership of fd (it may close it right after: the mapping holds its
-// own reference to the file).
+// own reference to the file). fd must be a regular file (memfd, tmpfs,
+// hugetlbfs...) at least offset+size bytes long; mmap failing for lack of
+// address space or of mappings (vm.max_map_count) returns an error that
+// wraps unix.ENOMEM.
 func (m *Memory) MapFD(iova, size uint64, fd int, offset uint64, prot Prot) error {
 	if size == 0 || iova+size < iova || offset+size < offset {
 		return ErrInvalid
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("guestmem: fstat: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Errorf("%w (mode %#o)", ErrNotFile, st.Mode&unix.S_IFMT)
+	}
+	if st.Size < 0 || uint64(st.Size) < offset+size {
+		return fmt.Errorf("%w: %d bytes, mapping needs %d", ErrShortFile, st.Size, offset+size)
 	}
 	// mmap needs a page-aligned file offset; map from the page start and
 	// expose only the requested window.
@@ -330,12 +358,16 @@ func (m *Memory) hostAccess(iova uint64, p []byte, write bool) (remote Remote, d
 	}
 	if r.host != nil {
 		off := iova - r.start
+		var ok bool
 		if write {
-			copy(r.host[off:off+n], p)
+			ok = copyHost(r.host[off:off+n], p)
 		} else {
-			copy(p, r.host[off:off+n])
+			ok = copyHost(p, r.host[off:off+n])
 		}
 		m.mu.RUnlock()
+		if !ok {
+			return nil, true, &FaultError{IOVA: iova, Len: len(p), Write: write, Reason: FaultTruncated}
+		}
 		return nil, true, nil
 	}
 	remote = m.remote
@@ -344,6 +376,28 @@ func (m *Memory) hostAccess(iova uint64, p []byte, write bool) (remote Remote, d
 		return nil, true, &FaultError{IOVA: iova, Len: len(p), Write: write, Reason: FaultRemote, Err: errNoRemote}
 	}
 	return remote, false, nil
+}
+
+// copyHost copies src to dst, one of which is a host mapping of a client's
+// file, and reports false if the mapping faulted. The client can shrink the
+// file at any time; the next access past its end raises SIGBUS, which
+// SetPanicOnFault turns into a panic in this goroutine that the deferred
+// recover catches. The flag is per goroutine and restored on return, so
+// callers' own faults stay fatal. Cost: a few ns and no allocation
+// (BenchmarkReadWrite; the defer is open-coded).
+func copyHost(dst, src []byte) (ok bool) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if r := recover(); r != nil {
+			if _, fault := r.(interface{ Addr() uintptr }); !fault {
+				panic(r)
+			}
+			ok = false
+		}
+	}()
+	copy(dst, src)
+	return true
 }
 
 // remoteAccess runs a remote transfer through a private buffer, so the

@@ -3,6 +3,7 @@ package guestmem
 import (
 	"bytes"
 	"errors"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -342,4 +343,124 @@ func itoa(n int) string {
 		n /= 10
 	}
 	return string(b[i:])
+}
+
+// TestMapFDChecksTheFile: MapFD refuses descriptors that are not regular
+// files and files shorter than the mapping (touching the missing part
+// would raise SIGBUS), and reports mmap's ENOMEM as such.
+func TestMapFDChecksTheFile(t *testing.T) {
+	pipe := make([]int, 2)
+	if err := unix.Pipe2(pipe, unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pipe[0])
+	defer unix.Close(pipe[1])
+	sock, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(sock[0])
+	defer unix.Close(sock[1])
+	dir, err := unix.Open(t.TempDir(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dir)
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(efd)
+	small := memfd(t, 8192)
+	// A sparse file larger than the address space can hold: mmap fails
+	// with ENOMEM.
+	huge := memfd(t, 0)
+	if err := unix.Ftruncate(huge, 1<<48); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name         string
+		fd           int
+		size, offset uint64
+		want         error
+	}{
+		{"pipe", pipe[0], 4096, 0, ErrNotFile},
+		{"socket", sock[0], 4096, 0, ErrNotFile},
+		{"directory", dir, 4096, 0, ErrNotFile},
+		{"eventfd", efd, 4096, 0, ErrNotFile},
+		{"larger than file", small, 3 * 4096, 0, ErrShortFile},
+		{"offset past end", small, 4096, 8192, ErrShortFile},
+		{"window past end", small, 8192, 4096, ErrShortFile},
+		{"closed fd", 1 << 20, 4096, 0, unix.EBADF},
+		{"address space exhausted", huge, 1 << 48, 0, unix.ENOMEM},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := New()
+			err := m.MapFD(0, tc.size, tc.fd, tc.offset, ProtRead|ProtWrite)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("MapFD: %v, want %v", err, tc.want)
+			}
+			if len(m.Regions()) != 0 {
+				t.Fatal("a refused map left a region")
+			}
+		})
+	}
+	m := New()
+	if err := m.MapFD(0, 8192, small, 0, ProtRead|ProtWrite); err != nil {
+		t.Fatalf("exact-size map: %v", err)
+	}
+	m.UnmapAll()
+}
+
+// TestShrunkFileFaults: the client truncates its memfd after DMA_MAP; the
+// device's accesses past the new end fail with FaultTruncated (before the
+// fix: a fatal SIGBUS), the rest of the region still works, and the
+// goroutine's own fault handling is left as it was.
+func TestShrunkFileFaults(t *testing.T) {
+	const size = 4 * 4096
+	fd := memfd(t, size)
+	m := New()
+	if err := m.MapFD(0x10000, size, fd, 0, ProtRead|ProtWrite); err != nil {
+		t.Fatal(err)
+	}
+	defer m.UnmapAll()
+	if err := m.WriteU64(0x10000+3*4096, 42); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Ftruncate(fd, 4096); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	for _, tc := range []struct {
+		name  string
+		iova  uint64
+		write bool
+	}{
+		{"read past end", 0x10000 + 3*4096, false},
+		{"write past end", 0x10000 + 2*4096, true},
+		{"read straddling the end", 0x10000 + 4096 - 32, false},
+	} {
+		var err error
+		if tc.write {
+			err = m.WriteAt(tc.iova, buf)
+		} else {
+			err = m.ReadAt(tc.iova, buf)
+		}
+		if faultReason(err) != FaultTruncated {
+			t.Errorf("%s: %v, want FaultTruncated", tc.name, err)
+		}
+	}
+	if err := m.WriteU32(0x10000, 7); err != nil {
+		t.Fatalf("access inside the remaining file: %v", err)
+	}
+	if v, err := m.ReadU32(0x10000); err != nil || v != 7 {
+		t.Fatalf("read back %d, %v", v, err)
+	}
+	if debug.SetPanicOnFault(false) {
+		t.Fatal("copyHost left SetPanicOnFault on in the caller's goroutine")
+	}
+	allocs := testing.AllocsPerRun(100, func() { _ = m.ReadAt(0x10000, buf) })
+	if allocs != 0 {
+		t.Fatalf("%v allocations per access after a fault", allocs)
+	}
 }
