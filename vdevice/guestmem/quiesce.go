@@ -71,6 +71,9 @@ type detector struct {
 	fences  []fence // sorted by start, non-overlapping
 	late    atomic.Uint64
 	log     []LateWrite
+	// owners are the streams that Own ranges and have not quiesced: a
+	// stream that quiesces fences none of the memory a live one owns.
+	owners map[*Stream]struct{}
 }
 
 // Fence marks [iova, iova+size) as taken back by the driver: any device
@@ -214,6 +217,7 @@ type Stream struct {
 
 	ownMu sync.Mutex
 	owned []fence // ranges fenced when the stream quiesces
+	gone  bool    // fenceOwned ran: no longer among the owners (under det.mu)
 }
 
 // NewStream returns a running stream named for logs (e.g. "qp0").
@@ -266,14 +270,36 @@ func (s *Stream) Done() <-chan struct{} { return s.done }
 
 func (s *Stream) finish() {
 	s.once.Do(func() {
-		s.ownMu.Lock()
-		for _, f := range s.owned {
-			s.m.Fence(f.start, f.end-f.start)
-		}
-		s.ownMu.Unlock()
+		s.fenceOwned()
 		s.quiesced.Store(true)
 		close(s.done)
 	})
+}
+
+// fenceOwned fences the stream's ranges, except where a live stream owns
+// them: an engine instance that drains after the driver already handed the
+// same memory to its successor (a disable and enable without waiting for
+// BUSY) must not take it from the successor.
+func (s *Stream) fenceOwned() {
+	s.ownMu.Lock()
+	fs := append([]fence(nil), s.owned...)
+	s.ownMu.Unlock()
+	d := &s.m.det
+	d.mu.Lock()
+	s.gone = true
+	delete(d.owners, s)
+	for o := range d.owners {
+		o.ownMu.Lock() // lock order: det.mu, then a stream's ownMu
+		for _, f := range o.owned {
+			fs = cutRange(fs, f)
+		}
+		o.ownMu.Unlock()
+	}
+	for _, f := range fs {
+		d.fences = addRange(d.fences, f)
+	}
+	d.nFences.Store(int32(len(d.fences)))
+	d.mu.Unlock()
 }
 
 // Own declares [iova, iova+size) the stream's own (a ring, a queue, a
@@ -287,6 +313,15 @@ func (s *Stream) Own(iova, size uint64) {
 	s.ownMu.Lock()
 	s.owned = append(s.owned, fence{iova, iova + size})
 	s.ownMu.Unlock()
+	d := &s.m.det
+	d.mu.Lock()
+	if !s.gone {
+		if d.owners == nil {
+			d.owners = make(map[*Stream]struct{})
+		}
+		d.owners[s] = struct{}{}
+	}
+	d.mu.Unlock()
 }
 
 func (s *Stream) write(iova uint64, p []byte) error {
