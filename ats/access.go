@@ -3,6 +3,8 @@ package ats
 import (
 	"errors"
 	"runtime"
+
+	"github.com/npfnic/npfnic/vdevice/guestmem"
 )
 
 // Segment is a piece of a translated buffer: Len bytes at IOVA, never
@@ -104,7 +106,27 @@ func (h *Handle) Read(p []byte) error { return h.copyAt(p, 0, false) }
 // Write copies p to the start of the buffer.
 func (h *Handle) Write(p []byte) error { return h.copyAt(p, 0, true) }
 
-func (h *Handle) copyAt(p []byte, off int, write bool) error {
+// ReadVia and WriteVia are ReadAt and WriteAt through dma, the stream of
+// the engine doing the data DMA (a queue pair's instance, say): the copy is
+// then part of that engine's quiesce, and one after the engine quiesced is
+// refused as late. The caller makes the copy inside a unit of dma (Begin,
+// copy, End); a nil dma copies through guest memory directly.
+//
+// The quiesce of a translated data access is thus split at the Handle:
+// the walk that made it belongs to ATS (its instance's stream), the bytes
+// moved belong to the engine that asked for them.
+func (h *Handle) ReadVia(dma *guestmem.Stream, p []byte, off int) error {
+	return h.copyVia(dma, p, off, false)
+}
+
+// WriteVia copies p into the buffer at offset off through dma (see ReadVia).
+func (h *Handle) WriteVia(dma *guestmem.Stream, p []byte, off int) error {
+	return h.copyVia(dma, p, off, true)
+}
+
+func (h *Handle) copyAt(p []byte, off int, write bool) error { return h.copyVia(nil, p, off, write) }
+
+func (h *Handle) copyVia(dma *guestmem.Stream, p []byte, off int, write bool) error {
 	if h.c == nil || off < 0 || off > h.n || len(p) > h.n-off {
 		return ErrRange
 	}
@@ -118,9 +140,14 @@ func (h *Handle) copyAt(p []byte, off int, write bool) error {
 		}
 		n := min(s.Len-off, len(p))
 		var err error
-		if write {
+		switch {
+		case dma != nil && write:
+			err = dma.WriteAt(s.IOVA+uint64(off), p[:n])
+		case dma != nil:
+			err = dma.ReadAt(s.IOVA+uint64(off), p[:n])
+		case write:
 			err = h.c.mem.WriteAt(s.IOVA+uint64(off), p[:n])
-		} else {
+		default:
 			err = h.c.mem.ReadAt(s.IOVA+uint64(off), p[:n])
 		}
 		if err != nil {

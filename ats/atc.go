@@ -1,8 +1,10 @@
 package ats
 
 import (
+	"encoding/binary"
 	"fmt"
 
+	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
@@ -30,6 +32,28 @@ type entry struct {
 type pasidTable struct {
 	base, entries uint64
 	valid         bool
+	// dma is the ATS enable instance the table was latched by: walks read
+	// through it, inside one of its units, so ATS_CTRL reset or disable can
+	// tell when no walk reads the driver's tables any more. Nil for a table
+	// set through SetPASIDTable (no register block, nothing to quiesce).
+	dma *guestmem.Stream
+}
+
+// read reads the driver's translation structures for a walk. Concrete
+// types on both branches keep p from escaping (no allocation per walk).
+func (t *pasidTable) read(c *Context, iova uint64, p []byte) error {
+	if t.dma != nil {
+		return t.dma.ReadAt(iova, p)
+	}
+	return c.mem.ReadAt(iova, p)
+}
+
+func (t *pasidTable) readU64(c *Context, iova uint64) (uint64, error) {
+	var b [8]byte
+	if err := t.read(c, iova, b[:]); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
 }
 
 // Scope selects what an Invalidation drops.

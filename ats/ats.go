@@ -203,7 +203,8 @@ func New(cfg Config) (*Context, error) {
 	return c, nil
 }
 
-// Close stops the invalidation queue goroutine. Translation keeps working.
+// Close stops the invalidation queue goroutine and the ATS instance's DMA.
+// Translation keeps working for tables set through SetPASIDTable.
 func (c *Context) Close() {
 	c.q.stop()
 }
@@ -235,12 +236,18 @@ func (c *Context) ATSEnabled() bool { return c.atsOn.Load() }
 // empties the ATC. Entries are read when a translation misses, so a table
 // outside guest memory shows up as FaultTable on access.
 func (c *Context) SetPASIDTable(base uint64, entries uint32) error {
+	return c.setPASIDTable(base, entries, nil)
+}
+
+// setPASIDTable installs a table whose walks read through dma (nil: guest
+// memory directly).
+func (c *Context) setPASIDTable(base uint64, entries uint32, dma *guestmem.Stream) error {
 	if base%pageSize != 0 || entries == 0 || entries > hw.PASIDTableMax || entries&(entries-1) != 0 ||
 		base+uint64(entries)*hw.PASIDEntrySize < base {
 		return ErrBadPASIDTable
 	}
 	c.mu.Lock()
-	c.table = pasidTable{base: base, entries: uint64(entries), valid: true}
+	c.table = pasidTable{base: base, entries: uint64(entries), valid: true, dma: dma}
 	c.flushLocked()
 	c.mu.Unlock()
 	return nil
@@ -279,14 +286,29 @@ func (c *Context) Stats() Stats {
 	return s
 }
 
-// Reset returns the translation state to power-on: no PASID table, the
-// invalidation queue disabled and its registers cleared, the ATC empty. It
-// does not wait for in-flight DMA (a reset makes no completion promise).
+// Reset is a function reset of translation: no PASID table, the
+// invalidation queue disabled and its registers cleared, the ATC empty,
+// and the ATS and PASID enables taken again from the configuration space
+// (which the PCI function resets first, or keeps). It stops the ATS
+// instance's DMA and does not wait for it: Quiesced and WaitQuiesced tell
+// when no walk, completion or status write is left.
 func (c *Context) Reset() {
 	c.q.reset()
 	c.resetRegCounters()
 	c.SetCapacity(0)
 	c.ClearPASIDTable()
+	c.syncCaps()
+}
+
+// syncCaps applies the configuration space's ATS and PASID enables as the
+// capability hooks would: a reset that rewrote config space without its
+// hooks must not leave translation on behind an Enable bit that reads 0.
+func (c *Context) syncCaps() {
+	if c.caps == nil {
+		return
+	}
+	c.ATSControl(c.caps.ATSEnabled(), c.caps.ATSSTU())
+	c.PASIDControl(c.caps.PASIDEnabled())
 }
 
 // Kick makes the invalidation queue look at its doorbell again; the PCI

@@ -1,15 +1,24 @@
 package ats
 
 import (
+	"context"
 	"errors"
 	"sync"
 
+	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
 // invQueue is the ATS register block and the invalidation queue's state.
 // Register accesses (socket goroutine) only record values and wake the
 // queue goroutine, which does every guest-memory access.
+//
+// Quiesce: each ATS_CTRL enable starts an instance with its own
+// guestmem.Stream (dma); the queue goroutine's status, descriptor and
+// completion accesses and every page-table walk of that instance's PASID
+// table are units of it. Reset, disable and Close only Stop the stream
+// (never waiting on the socket goroutine), and ATS_CTRL reads BUSY until
+// every stopped instance has quiesced.
 type invQueue struct {
 	mu  sync.Mutex
 	reg [(hw.ATSRegEnd - hw.XlatRegBase) / 4]uint32 // shadow of the RW registers
@@ -28,6 +37,9 @@ type invQueue struct {
 	errCode, errInfo uint32
 	errDirty         bool // error not yet written to the status block
 
+	dma      *guestmem.Stream   // the enabled instance's DMA; nil while disabled
+	draining []*guestmem.Stream // stopped instances not known to have quiesced
+
 	kick chan struct{}
 	quit chan struct{}
 	wg   sync.WaitGroup
@@ -42,6 +54,7 @@ func (q *invQueue) init() {
 
 func (q *invQueue) stop() {
 	q.mu.Lock()
+	q.stopDMALocked()
 	select {
 	case <-q.quit:
 	default:
@@ -58,7 +71,33 @@ func (q *invQueue) wake() {
 	}
 }
 
+// stopDMALocked stops the enabled instance's DMA, if any, without waiting
+// for its unit in flight.
+func (q *invQueue) stopDMALocked() {
+	if q.dma == nil {
+		return
+	}
+	q.dma.Stop()
+	q.draining = append(q.draining, q.dma)
+	q.dma = nil
+}
+
+// busyLocked reports ATS_CTRL.BUSY: an instance is enabled, or a stopped
+// one may still have a unit in flight.
+func (q *invQueue) busyLocked() bool {
+	live := q.draining[:0]
+	for _, s := range q.draining {
+		if !s.Quiesced() {
+			live = append(live, s)
+		}
+	}
+	clear(q.draining[len(live):])
+	q.draining = live
+	return q.dma != nil || len(q.draining) > 0
+}
+
 func (q *invQueue) resetRegsLocked() {
+	q.stopDMALocked()
 	clear(q.reg[:])
 	q.reg[(hw.RegInvqVector-hw.XlatRegBase)/4] = hw.InvqVectorDefault
 	q.gen++
@@ -106,9 +145,12 @@ func (c *Context) RegRead(off uint32) (v uint32, ok bool) {
 	switch off {
 	case hw.RegATSCtrl:
 		if q.on {
-			return hw.ATSCtrlEnable, true
+			v = hw.ATSCtrlEnable
 		}
-		return 0, true
+		if q.busyLocked() {
+			v |= hw.ATSCtrlBusy
+		}
+		return v, true
 	case hw.RegInvqTail:
 		return 0, true
 	case hw.RegATSError:
@@ -156,6 +198,7 @@ func (c *Context) RegWrite(off, v uint32) (ok bool) {
 		if !en {
 			q.gen++
 			q.on, q.fresh = false, false
+			q.stopDMALocked()
 			q.mu.Unlock()
 			c.ClearPASIDTable()
 			return true
@@ -183,6 +226,8 @@ func (c *Context) RegWrite(off, v uint32) (ok bool) {
 // the memory.
 func (c *Context) enableLocked() {
 	q := &c.q
+	q.stopDMALocked()
+	q.dma = c.mem.NewStream("ats")
 	q.gen++
 	q.on, q.fresh, q.halted, q.errDirty = true, true, false, false
 	q.errCode, q.errInfo = 0, 0
@@ -193,10 +238,12 @@ func (c *Context) enableLocked() {
 	if q.status == 0 || q.status%hw.XlatStatusAlign != 0 {
 		q.status = 0
 		q.setErrorLocked(hw.ATSErrBadStatusAddr, 0, false)
+	} else {
+		q.dma.Own(q.status, hw.ATSStatusSize)
 	}
 	table := uint64(q.r(hw.RegPASIDTableHi))<<32 | uint64(q.r(hw.RegPASIDTableLo))
 	// c.mu is never held while waiting for q.mu, so taking it here is safe.
-	if err := c.SetPASIDTable(table, q.r(hw.RegPASIDTableSize)); err != nil {
+	if err := c.setPASIDTable(table, q.r(hw.RegPASIDTableSize), q.dma); err != nil {
 		c.ClearPASIDTable()
 		q.setErrorLocked(hw.ATSErrBadPASIDTable, 0, false)
 	}
@@ -206,6 +253,8 @@ func (c *Context) enableLocked() {
 		q.base+uint64(q.size)*hw.InvDescSize < q.base {
 		q.size = 0
 		q.setErrorLocked(hw.ATSErrBadInvq, 0, true)
+	} else {
+		q.dma.Own(q.base, uint64(q.size)*hw.InvDescSize)
 	}
 }
 
@@ -226,15 +275,15 @@ func (c *Context) runQueue() {
 func (c *Context) serviceQueue() {
 	q := &c.q
 	q.mu.Lock()
-	if !q.on {
+	if !q.on || q.dma == nil {
 		q.mu.Unlock()
 		return
 	}
-	gen, fresh := q.gen, q.fresh
+	gen, fresh, dma := q.gen, q.fresh, q.dma
 	q.fresh = false
 	q.mu.Unlock()
-	if fresh {
-		c.probe(gen)
+	if fresh && !c.probe(gen, dma) {
+		return
 	}
 	for {
 		q.mu.Lock()
@@ -247,14 +296,18 @@ func (c *Context) serviceQueue() {
 		q.errDirty = false
 		q.mu.Unlock()
 		if errDirty {
+			if !dma.Begin() {
+				return
+			}
 			if status != 0 {
 				var b [12]byte
 				hw.ATSStatusInvqHead.Put(b[:], head)
 				hw.ATSStatusError.Put(b[:], code)
 				hw.ATSStatusErrorInfo.Put(b[:], info)
-				_ = c.mem.WriteAt(status, b[:])
+				_ = dma.WriteAt(status, b[:])
 			}
 			c.irq(vector)
+			dma.End()
 		}
 		if halted || size == 0 || head == tail || !c.busMaster() {
 			return
@@ -264,7 +317,12 @@ func (c *Context) serviceQueue() {
 			continue
 		}
 		var b [hw.InvDescSize]byte
-		if err := c.mem.ReadAt(base+uint64(head&(size-1))*hw.InvDescSize, b[:]); err != nil {
+		if !dma.Begin() {
+			return
+		}
+		err := dma.ReadAt(base+uint64(head&(size-1))*hw.InvDescSize, b[:])
+		dma.End()
+		if err != nil {
 			c.queueError(gen, hw.ATSErrBadInvq, head)
 			continue
 		}
@@ -276,19 +334,30 @@ func (c *Context) serviceQueue() {
 			}
 			// Everything before this descriptor has completed (they ran in
 			// order and Invalidate returns only when drained): publish the
-			// head, then the completion word the driver waits on.
-			if !c.advance(gen, head, status) {
+			// head, then the completion word the driver waits on, then the
+			// interrupt, all in one unit so none of them follows a stop.
+			if !dma.Begin() {
 				return
 			}
-			if err := c.mem.WriteU32(d.addr, d.data); err != nil {
+			if !c.advance(gen, head) {
+				dma.End()
+				return
+			}
+			c.writeHead(dma, status, head+1)
+			if err := dma.WriteU32(d.addr, d.data); err != nil {
+				dma.End()
 				c.queueError(gen, hw.ATSErrBadWaitAddr, head)
 				continue
 			}
 			if d.flags&hw.InvFlagIRQ != 0 {
 				c.irq(vector)
 			}
+			dma.End()
 			continue
 		}
+		// The invalidation itself touches no guest memory (it may wait for
+		// data DMA to release its translations), so it runs outside any
+		// unit: a stop meanwhile quiesces at once.
 		inv, err := d.invalidation()
 		if err == nil {
 			_, err = c.Invalidate(inv)
@@ -297,35 +366,37 @@ func (c *Context) serviceQueue() {
 			c.queueError(gen, hw.ATSErrBadInvDesc, head)
 			continue
 		}
-		if !c.advance(gen, head, 0) {
+		if !dma.Begin() {
+			return
+		}
+		if !c.advance(gen, head) {
+			dma.End()
 			return
 		}
 		if head+1 == tail {
-			c.writeHead(status, head+1)
+			c.writeHead(dma, status, head+1)
 		}
+		dma.End()
 	}
 }
 
-// advance records that descriptor head ran; with status it also publishes
-// the new head. It reports false if the queue was disabled meanwhile.
-func (c *Context) advance(gen uint64, head uint32, status uint64) bool {
+// advance records that descriptor head ran. It reports false if the queue
+// was disabled meanwhile.
+func (c *Context) advance(gen uint64, head uint32) bool {
 	q := &c.q
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	if q.gen != gen {
-		q.mu.Unlock()
 		return false
 	}
 	q.head = head + 1
-	q.mu.Unlock()
-	if status != 0 {
-		c.writeHead(status, head+1)
-	}
 	return true
 }
 
-func (c *Context) writeHead(status uint64, head uint32) {
+// writeHead publishes the consumer index. Caller is inside a unit of dma.
+func (c *Context) writeHead(dma *guestmem.Stream, status uint64, head uint32) {
 	if status != 0 {
-		_ = c.mem.WriteU32(status+uint64(hw.ATSStatusInvqHead.Offset), head)
+		_ = dma.WriteU32(status+uint64(hw.ATSStatusInvqHead.Offset), head)
 	}
 }
 
@@ -341,8 +412,9 @@ func (c *Context) queueError(gen uint64, code, info uint32) {
 
 // probe checks, once per enable, the guest memory the registers named: it
 // clears the status block and reads the first and last entries of the
-// PASID table and of the queue.
-func (c *Context) probe(gen uint64) {
+// PASID table and of the queue. It reports false if the instance was
+// stopped before it could.
+func (c *Context) probe(gen uint64, dma *guestmem.Stream) bool {
 	q := &c.q
 	q.mu.Lock()
 	status, base, size := q.status, q.base, q.size
@@ -351,11 +423,14 @@ func (c *Context) probe(gen uint64) {
 	t := c.table
 	c.mu.Unlock()
 
+	if !dma.Begin() {
+		return false
+	}
 	var code uint32
 	halt := false
 	if status != 0 {
 		var zero [hw.ATSStatusSize]byte
-		if err := c.mem.WriteAt(status, zero[:]); err != nil {
+		if err := dma.WriteAt(status, zero[:]); err != nil {
 			q.mu.Lock()
 			if q.gen == gen {
 				q.status = 0
@@ -365,18 +440,19 @@ func (c *Context) probe(gen uint64) {
 		}
 	}
 	var b [hw.InvDescSize]byte
-	if code == 0 && t.valid {
+	if code == 0 && t.valid && t.dma == dma {
 		last := t.base + (t.entries-1)*hw.PASIDEntrySize
-		if c.mem.ReadAt(t.base, b[:hw.PASIDEntrySize]) != nil || c.mem.ReadAt(last, b[:hw.PASIDEntrySize]) != nil {
+		if dma.ReadAt(t.base, b[:hw.PASIDEntrySize]) != nil || dma.ReadAt(last, b[:hw.PASIDEntrySize]) != nil {
 			code = hw.ATSErrBadPASIDTable
 		}
 	}
 	if code == 0 && size != 0 {
 		last := base + uint64(size-1)*hw.InvDescSize
-		if c.mem.ReadAt(base, b[:]) != nil || c.mem.ReadAt(last, b[:]) != nil {
+		if dma.ReadAt(base, b[:]) != nil || dma.ReadAt(last, b[:]) != nil {
 			code, halt = hw.ATSErrBadInvq, true
 		}
 	}
+	dma.End()
 	if code != 0 {
 		q.mu.Lock()
 		if q.gen == gen {
@@ -384,6 +460,7 @@ func (c *Context) probe(gen uint64) {
 		}
 		q.mu.Unlock()
 	}
+	return true
 }
 
 // invDesc is a decoded struct npfnic_inv_desc.
@@ -430,4 +507,40 @@ func (d invDesc) checkWait() error {
 		return errBadDesc
 	}
 	return nil
+}
+
+// Quiesced reports whether ATS is neither enabled (ATS_CTRL.ENABLE) nor
+// has a stopped instance with a unit in flight: from then on it reads and
+// writes none of the driver's translation memory (status block,
+// invalidation queue, completion words, PASID and page tables). It is
+// ATS_CTRL.BUSY inverted.
+func (c *Context) Quiesced() bool {
+	c.q.mu.Lock()
+	defer c.q.mu.Unlock()
+	return !c.q.busyLocked()
+}
+
+// WaitQuiesced waits until every stopped ATS instance has quiesced (after
+// Reset, or ATS_CTRL reset or disable), or ctx ends. An instance still
+// enabled is not waited for. It must not run on a goroutine that a unit in
+// flight depends on (see hw.Quiesce): bound ctx.
+func (c *Context) WaitQuiesced(ctx context.Context) error {
+	q := &c.q
+	for {
+		q.mu.Lock()
+		q.busyLocked()
+		var done <-chan struct{}
+		if len(q.draining) > 0 {
+			done = q.draining[0].Done()
+		}
+		q.mu.Unlock()
+		if done == nil {
+			return nil
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }

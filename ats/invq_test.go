@@ -290,11 +290,12 @@ func TestATSRegisters(t *testing.T) {
 		}
 	}
 	c.RegWrite(hw.RegATSCtrl, hw.ATSCtrlEnable)
-	if v, _ := c.RegRead(hw.RegATSCtrl); v != hw.ATSCtrlEnable {
-		t.Fatalf("ATS_CTRL reads %#x after enable", v)
+	if v, _ := c.RegRead(hw.RegATSCtrl); v != hw.ATSCtrlEnable|hw.ATSCtrlBusy {
+		t.Fatalf("ATS_CTRL reads %#x after enable, want ENABLE|BUSY", v)
 	}
 	c.RegWrite(hw.RegATCCapacity, 3)
 	c.RegWrite(hw.RegATSCtrl, hw.ATSCtrlReset)
+	waitCtrlIdle(t, c, hw.RegATSCtrl, hw.ATSCtrlBusy)
 	if v, _ := c.RegRead(hw.RegATCCapacity); v != ats.DefaultCapacity {
 		t.Errorf("ATC_CAPACITY reads %d after reset, want the default %d", v, ats.DefaultCapacity)
 	}
@@ -314,4 +315,21 @@ func TestATSRegisters(t *testing.T) {
 
 func atcRegister(off uint32) bool {
 	return off == hw.RegATCHits || off == hw.RegATCMisses || off == hw.RegATCCapacity
+}
+
+// waitCtrlIdle polls a control register until its BUSY bit clears, as a
+// driver does after a disable or reset, for at most hw.QuiesceTimeoutMS.
+func waitCtrlIdle(t testing.TB, c atstest.Regs, reg, busy uint32) {
+	t.Helper()
+	deadline := time.Now().Add(hw.QuiesceTimeoutMS * time.Millisecond)
+	for {
+		v, _ := c.RegRead(reg)
+		if v&busy == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("register %#x still BUSY (%#x) after %d ms", reg, v, hw.QuiesceTimeoutMS)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
 }

@@ -93,15 +93,24 @@ type walkResult struct {
 }
 
 // walk translates the page at va for pasid through table t. It reads guest
-// memory only through guestmem, so any table address is safe: one outside
-// guest memory is FaultTable.
+// memory only through guestmem (through the table's ATS instance when it
+// has one), so any table address is safe: one outside guest memory is
+// FaultTable.
 func (c *Context) walk(t pasidTable, pasid uint32, va uint64) (walkResult, *Fault) {
 	c.walks.Add(1)
 	if !t.valid || uint64(pasid) >= t.entries {
 		return walkResult{}, &Fault{Kind: FaultPASID, PASID: pasid, VA: va, Level: -1}
 	}
+	if t.dma != nil {
+		if !t.dma.Begin() {
+			// ATS_CTRL was reset or disabled since the table was latched:
+			// the driver may already have freed it.
+			return walkResult{}, &Fault{Kind: FaultPASID, PASID: pasid, VA: va, Level: -1}
+		}
+		defer t.dma.End()
+	}
 	ea := t.base + uint64(pasid)*hw.PASIDEntrySize + uint64(hw.PASIDEntryRoot.Offset)
-	root, err := c.mem.ReadU64(ea)
+	root, err := t.readU64(c, ea)
 	if err != nil {
 		return walkResult{}, &Fault{Kind: FaultTable, PASID: pasid, VA: va, Level: 0, Entry: ea, Err: err}
 	}
@@ -117,7 +126,7 @@ func (c *Context) walk(t pasidTable, pasid uint32, va uint64) (walkResult, *Faul
 		shift := pageShift + uint(level-1)*hw.XlatLevelBits
 		idx := va >> shift & (hw.XlatPTEEntries - 1)
 		ea = table + idx*hw.PTESize
-		pte, err := c.mem.ReadU64(ea)
+		pte, err := t.readU64(c, ea)
 		if err != nil {
 			return walkResult{}, &Fault{Kind: FaultTable, PASID: pasid, VA: va, Level: level, Entry: ea, Err: err}
 		}
@@ -135,7 +144,7 @@ func (c *Context) walk(t pasidTable, pasid uint32, va uint64) (walkResult, *Faul
 	// defined translation fault rather than a failed copy later (and is
 	// never cached).
 	var probe [1]byte
-	if err := c.mem.ReadAt(table, probe[:]); err != nil {
+	if err := t.read(c, table, probe[:]); err != nil {
 		return walkResult{}, &Fault{Kind: FaultTable, PASID: pasid, VA: va, Level: -1, Entry: table, Err: err}
 	}
 	return walkResult{frame: table, write: write}, nil

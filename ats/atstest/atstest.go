@@ -302,15 +302,62 @@ func (d *Driver) Enable() {
 	d.w(hw.RegInvqBaseLo, uint32(d.Queue))
 	d.w(hw.RegInvqBaseHi, uint32(d.Queue>>32))
 	d.w(hw.RegInvqSize, d.Size)
+	// The completion word is the driver's own memory, handed over again.
+	d.g.Mem.Unfence(d.wait, 8)
 	d.w(hw.RegATSCtrl, hw.ATSCtrlEnable)
 	d.tail = 0
 }
 
 // Reset writes ATS_CTRL.RESET, which drops the device's translations and
-// clears its errors, then programs and enables the block again.
+// clears its errors, waits for the device to quiesce, then programs and
+// enables the block again.
 func (d *Driver) Reset() {
 	d.w(hw.RegATSCtrl, hw.ATSCtrlReset)
+	_ = d.WaitIdle()
 	d.Enable()
+}
+
+// ErrBusy is returned when ATS_CTRL.BUSY does not clear within
+// hw.QuiesceTimeoutMS.
+var ErrBusy = errors.New("atstest: ATS_CTRL stays BUSY")
+
+// WaitIdle polls ATS_CTRL until BUSY is clear (hw.Quiesce), for at most
+// hw.QuiesceTimeoutMS.
+func (d *Driver) WaitIdle() error {
+	deadline := time.Now().Add(hw.QuiesceTimeoutMS * time.Millisecond)
+	for {
+		v, _ := d.regs.RegRead(hw.RegATSCtrl)
+		if v&hw.ATSCtrlBusy == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return ErrBusy
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
+// Stop is the driver's teardown handshake: it writes ATS_CTRL (RESET when
+// reset, else 0), waits until BUSY is clear and then takes back the memory
+// it gave the device (status block, invalidation queue, completion word):
+// the model fences it, so any later device write there counts in
+// Mem.LateWrites. When BUSY does not clear it fences nothing (a real
+// driver leaks the memory) and returns ErrBusy.
+func (d *Driver) Stop(reset bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v := uint32(0)
+	if reset {
+		v = hw.ATSCtrlReset
+	}
+	d.w(hw.RegATSCtrl, v)
+	if err := d.WaitIdle(); err != nil {
+		return err
+	}
+	d.g.Mem.Fence(d.Status, hw.ATSStatusSize)
+	d.g.Mem.Fence(d.Queue, uint64(d.Size)*hw.InvDescSize)
+	d.g.Mem.Fence(d.wait, 8)
+	return nil
 }
 
 // Desc is an invalidation descriptor to post.
