@@ -2,10 +2,25 @@ package vdevice
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
+
+// Interrupt delivery never blocks. The eventfds belong to the client, which
+// may stop reading them (an eventfd at its maximum count blocks a writer) or
+// hand over something else entirely (a pipe nobody reads). A trigger runs
+// under st.mu on the connection goroutine or a device goroutine, so one
+// blocked write would wedge the whole server. Therefore:
+//   - SET_IRQS accepts eventfds only, and switches each to O_NONBLOCK
+//     (QEMU creates them non-blocking anyway, so it sees no change);
+//   - every write is preceded by a zero-timeout poll, so a client that
+//     clears O_NONBLOCK again cannot make it block either (short of racing
+//     its own writes between those two syscalls);
+//   - EAGAIN means the counter is at its maximum: the interrupt is already
+//     signalled, and the trigger is counted in saturated, not retried.
 
 // irqLine is the state of one interrupt (one sub-index of one IRQ index).
 type irqLine struct {
@@ -20,6 +35,9 @@ type irqState struct {
 	mu    sync.Mutex
 	info  []IRQ
 	lines [][]irqLine
+	// saturated counts triggers dropped because the eventfd was already at
+	// its maximum count (the client is not reading it).
+	saturated atomic.Uint64
 }
 
 var eventfdOne = [8]byte{1}
@@ -46,10 +64,62 @@ func (st *irqState) fire(index, sub int) error {
 	if st.info[index].Flags&IRQInfoAutomasked != 0 {
 		l.masked = true
 	}
-	// An eventfd only refuses a write when its counter would overflow, in
-	// which case the interrupt is already signalled.
-	if _, err := unix.Write(l.fd, eventfdOne[:]); err != nil && err != unix.EAGAIN {
+	if err := signalNonblocking(l.fd); err != nil {
+		if err == unix.EAGAIN {
+			st.saturated.Add(1)
+			return nil
+		}
 		return fmt.Errorf("vdevice: signal IRQ %d/%d: %w", index, sub, err)
+	}
+	return nil
+}
+
+// signalNonblocking adds 1 to an eventfd without ever waiting; EAGAIN means
+// the counter is at its maximum (already signalled).
+func signalNonblocking(fd int) error {
+	pfd := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+	for {
+		n, err := unix.Poll(pfd[:], 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 || pfd[0].Revents&unix.POLLOUT == 0 {
+			return unix.EAGAIN
+		}
+		break
+	}
+	for {
+		_, err := unix.Write(fd, eventfdOne[:])
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// adoptEventfd checks that fd is an eventfd and makes writes to it
+// non-blocking. Anything else (a pipe, a socket, a file) is refused: only
+// an eventfd's write is bounded by a counter the server can reason about.
+func adoptEventfd(fd int) error {
+	// eventfds live on the anonymous inode, whose link names the kind.
+	var buf [64]byte
+	n, err := unix.Readlink("/proc/self/fd/"+strconv.Itoa(fd), buf[:])
+	if err != nil {
+		return err
+	}
+	if string(buf[:n]) != "anon_inode:[eventfd]" {
+		return fmt.Errorf("vdevice: IRQ descriptor is %q, not an eventfd: %w", buf[:n], unix.EINVAL)
+	}
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return err
+	}
+	if flags&unix.O_NONBLOCK == 0 {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, flags|unix.O_NONBLOCK); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -129,6 +199,11 @@ func (st *irqState) set(m IRQSet, fds []int) error {
 	}
 	if m.Count == 0 && data != IRQSetDataNone {
 		return unix.EINVAL
+	}
+	for _, fd := range fds {
+		if err := adoptEventfd(fd); err != nil {
+			return err
+		}
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()

@@ -855,3 +855,65 @@ func TestPipelinedFDs(t *testing.T) {
 		t.Fatalf("regions %+v: descriptor not attached to DMA_MAP", regs)
 	}
 }
+
+// TestIRQFDsNeverBlock: an interrupt into an eventfd the client never reads
+// (a blocking one, at its maximum count) must neither wedge the connection
+// nor the next client; descriptors that are not eventfds are refused.
+func TestIRQFDsNeverBlock(t *testing.T) {
+	path, _, _, _ := listenServer(t)
+	c := dial(t, path)
+	c.negotiate()
+	irqSet := func(index, count uint32) []byte {
+		return vdevice.IRQSet{Argsz: 20, Flags: vdevice.IRQSetDataEventfd | vdevice.IRQSetActionTrigger, Index: index, Count: count}.Append(nil)
+	}
+	// A blocking eventfd filled to its maximum: one more write would block.
+	full, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(full)
+	if _, err := unix.Write(full, binary.LittleEndian.AppendUint64(nil, 1<<64-2)); err != nil {
+		t.Fatal(err)
+	}
+	pipe := make([]int, 2)
+	if err := unix.Pipe2(pipe, unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pipe[0])
+	defer unix.Close(pipe[1])
+	sock, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(sock[0])
+	defer unix.Close(sock[1])
+	for _, tc := range []struct {
+		name string
+		fd   int
+	}{{"pipe", pipe[1]}, {"socket", sock[0]}, {"memfd", memfd(t, 4096)}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c.callErr(vdevice.CmdSetIRQs, irqSet(vdevice.IRQMSIX, 1), []int{tc.fd}, unix.EINVAL)
+		})
+	}
+	// Vector 0 becomes pending first, so the assignment itself fires.
+	c.write32(hw.RegBAR, hw.RegDiagIRQ, 0)
+	r := c.call(vdevice.CmdSetIRQs, 0, irqSet(vdevice.IRQMSIX, 1), []int{full})
+	if r.Flags&vdevice.FlagError != 0 {
+		t.Fatalf("SET_IRQS: errno %d", r.Error)
+	}
+	for i := 0; i < 100; i++ {
+		c.write32(hw.RegBAR, hw.RegDiagIRQ, 0)
+	}
+	done := make(chan uint32, 1)
+	go func() { done <- c.read32(hw.RegBAR, hw.RegID) }()
+	select {
+	case id := <-done:
+		if id != hw.Magic {
+			t.Fatalf("ID %#x", id)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("server wedged on an eventfd at its maximum count")
+	}
+	c.uc.Close()
+	waitNextClient(t, path).read32(hw.RegBAR, hw.RegID)
+}
