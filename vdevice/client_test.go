@@ -360,6 +360,12 @@ func eventCount(fd int, d time.Duration) uint64 {
 // listenServer runs Serve on a socket in a temp dir.
 func listenServer(t testing.TB) (string, *nic.NIC, context.CancelFunc, <-chan error) {
 	t.Helper()
+	return listenServerOpts(t, vdevice.Options{})
+}
+
+// listenServerOpts is listenServer with server options.
+func listenServerOpts(t testing.TB, opts vdevice.Options) (string, *nic.NIC, context.CancelFunc, <-chan error) {
+	t.Helper()
 	n, err := nic.New(nic.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -370,7 +376,7 @@ func listenServer(t testing.TB) (string, *nic.NIC, context.CancelFunc, <-chan er
 	ready := make(chan struct{})
 	var once sync.Once
 	go func() {
-		srv, err := vdevice.NewServer(n, vdevice.Options{})
+		srv, err := vdevice.NewServer(n, opts)
 		if err != nil {
 			done <- err
 			return

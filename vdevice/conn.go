@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -17,12 +19,26 @@ import (
 //
 // Reading is buffered: one recvmsg may return several pipelined messages
 // (QEMU posts BAR writes back to back), which keeps the per-message cost at
-// a fraction of a syscall. Descriptors are attributed by stream position:
-// Linux returns SCM_RIGHTS with the read that consumes the first byte of the
-// sending sendmsg() and ends that read right after it, and a sender attaches
-// descriptors to the sendmsg() that starts the message. So the descriptors
-// of one recvmsg belong to the last message that starts before the end of
-// the bytes it returned.
+// a fraction of a syscall. Descriptors belong to the message whose bytes
+// they arrived with. Linux returns SCM_RIGHTS with the read that consumes
+// the first byte of the sending sendmsg() and ends that read right after
+// it (earlier sendmsg()s without descriptors may be glued in front), and a
+// sender attaches descriptors to the sendmsg() that starts the message, so:
+//   - a read that starts at a message boundary may cover several messages;
+//     its descriptors belong to the last message that starts in it;
+//   - a read that starts inside a message is bounded to the rest of that
+//     message, so it can never take in bytes of the next one, and its
+//     descriptors belong to that message (they came with its tail).
+//
+// The kernel does not report where a sendmsg() began, so a sender that
+// splits one message over sendmsg()s and puts descriptors on a later piece
+// is only caught when the server read the earlier piece first; then the
+// descriptors stay with the message they arrived with and never slide to
+// the next one.
+//
+// Stalls are bounded: a message whose first bytes arrived must be complete
+// within stall (once armed, after negotiation), and a reply the client does
+// not read must leave within stall.
 type conn struct {
 	uc *net.UnixConn
 	rc syscall.RawConn
@@ -36,9 +52,18 @@ type conn struct {
 	oob    []byte
 	rmsg   unix.Msghdr
 	riov   unix.Iovec
+	rlimit int // bytes the next recvmsg may take
 	rn     int
 	rerr   error
 	readFn func(fd uintptr) bool
+
+	// stall bounds a partly received message (when stallReads is set) and
+	// a blocked send. deadlineAt is the stream position of the message the
+	// read deadline was armed for.
+	stall      time.Duration
+	stallReads bool
+	deadlineOn bool
+	deadlineAt uint64
 
 	// Write side: serialized by wmu (replies and server-initiated requests).
 	wmu     sync.Mutex
@@ -49,6 +74,7 @@ type conn struct {
 	wfds    []int
 	wn      int
 	werr    error
+	wdead   bool // a write deadline is armed for the current send
 	writeFn func(fd uintptr) bool
 }
 
@@ -61,9 +87,10 @@ type fdBatch struct {
 var (
 	errTruncated = errors.New("vfio-user: connection closed inside a message")
 	errTooBig    = errors.New("vfio-user: message larger than max_data_xfer_size allows")
+	errStalled   = errors.New("vfio-user: client stalled inside a message")
 )
 
-func newConn(uc *net.UnixConn, maxMsg int) (*conn, error) {
+func newConn(uc *net.UnixConn, maxMsg int, stall time.Duration) (*conn, error) {
 	rc, err := uc.SyscallConn()
 	if err != nil {
 		return nil, err
@@ -74,6 +101,7 @@ func newConn(uc *net.UnixConn, maxMsg int) (*conn, error) {
 		buf:    make([]byte, 64<<10),
 		maxMsg: maxMsg,
 		oob:    make([]byte, unix.CmsgSpace(4*(MaxMsgFDs+4))),
+		stall:  stall,
 	}
 	c.readFn = c.doRecv
 	c.writeFn = c.doSend
@@ -96,7 +124,7 @@ func closeFDs(fds []int) {
 
 func (c *conn) doRecv(fd uintptr) bool {
 	c.riov.Base = &c.rbuf()[0]
-	c.riov.SetLen(len(c.buf) - c.w)
+	c.riov.SetLen(c.rlimit)
 	c.rmsg.Iov = &c.riov
 	c.rmsg.Iovlen = 1
 	c.rmsg.Control = &c.oob[0]
@@ -153,6 +181,9 @@ func (c *conn) recv() (int, []int, error) {
 // header it could parse, if any, so the caller can reply before closing.
 func (c *conn) readMsg() (Header, []byte, []int, error) {
 	for {
+		// need is how many bytes complete the message (or header) at c.r;
+		// 0 when nothing of the next message has arrived yet.
+		need := 0
 		if avail := c.w - c.r; avail >= HeaderSize {
 			h, err := DecodeHeader(c.buf[c.r:c.w])
 			if err != nil {
@@ -169,11 +200,25 @@ func (c *conn) readMsg() (Header, []byte, []int, error) {
 				return h, frame, fds, nil
 			}
 			c.makeRoom(size)
+			need = size - avail
 		} else {
 			c.makeRoom(HeaderSize)
+			if avail > 0 {
+				need = HeaderSize - avail
+			}
+		}
+		c.rlimit = len(c.buf) - c.w
+		if need > 0 {
+			c.rlimit = need
+		}
+		if err := c.armStall(need > 0); err != nil {
+			return Header{}, nil, nil, err
 		}
 		n, fds, err := c.recv()
 		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && need > 0 && c.stallReads {
+				err = errStalled
+			}
 			return Header{}, nil, nil, err
 		}
 		if n == 0 {
@@ -183,11 +228,35 @@ func (c *conn) readMsg() (Header, []byte, []int, error) {
 			}
 			return Header{}, nil, nil, io.EOF
 		}
+		owner := c.r // the partial message this bounded read completes
 		c.w += n
 		if len(fds) > 0 {
-			c.fdq = append(c.fdq, fdBatch{pos: c.base + uint64(c.lastStart()), fds: fds})
+			if need == 0 {
+				owner = c.lastStart()
+			}
+			c.fdq = append(c.fdq, fdBatch{pos: c.base + uint64(owner), fds: fds})
 		}
 	}
+}
+
+// armStall arms the read deadline while a message is partly received
+// (once per message, so a steady stream of pipelined messages is not cut
+// off) and disarms it when the stream is at a message boundary. Caller is
+// the read loop.
+func (c *conn) armStall(partial bool) error {
+	if !c.stallReads || c.stall <= 0 {
+		return nil
+	}
+	pos := c.base + uint64(c.r)
+	switch {
+	case partial && (!c.deadlineOn || c.deadlineAt != pos):
+		c.deadlineOn, c.deadlineAt = true, pos
+		return c.uc.SetReadDeadline(time.Now().Add(c.stall))
+	case !partial && c.deadlineOn:
+		c.deadlineOn = false
+		return c.uc.SetReadDeadline(time.Time{})
+	}
+	return nil
 }
 
 // lastStart returns the buffer index of the last message that starts before
@@ -269,6 +338,12 @@ func (c *conn) doSend(fd uintptr) bool {
 		case 0:
 			c.wn += int(n)
 		case unix.EAGAIN:
+			// The client is not reading: bound the wait (deadlines may be
+			// set while the poller holds the write lock).
+			if !c.wdead && c.stall > 0 {
+				c.wdead = true
+				_ = c.uc.SetWriteDeadline(time.Now().Add(c.stall))
+			}
 			return false
 		case unix.EINTR:
 			continue
@@ -288,6 +363,10 @@ func (c *conn) send(msg []byte, fds []int) error {
 	c.wbuf, c.wfds, c.wn, c.werr = msg, fds, 0, nil
 	err := c.rc.Write(c.writeFn)
 	c.wbuf, c.wfds = nil, nil
+	if c.wdead {
+		c.wdead = false
+		_ = c.uc.SetWriteDeadline(time.Time{})
+	}
 	if err != nil {
 		return err
 	}

@@ -653,15 +653,13 @@ func DecodeDMAReply(p []byte, l DMALayout, wantData bool) (addr uint64, count ui
 	return addr, count, data, nil
 }
 
-// errno returns the errno an error maps to in an error reply.
+// errno returns the errno an error maps to in an error reply: the errno it
+// wraps, if any (a device or mmap failure keeps its cause, e.g. ENOMEM),
+// else EINVAL (every decoder error here means a malformed request).
 func errno(err error) unix.Errno {
 	var e unix.Errno
-	if errors.As(err, &e) {
+	if errors.As(err, &e) && e != 0 {
 		return e
-	}
-	switch {
-	case errors.Is(err, ErrShortPayload), errors.Is(err, ErrBadSize), errors.Is(err, ErrShortHeader), errors.Is(err, ErrSizeMismatch):
-		return unix.EINVAL
 	}
 	return unix.EINVAL
 }

@@ -1,12 +1,17 @@
 package vdevice
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,7 +32,23 @@ type Options struct {
 	// DMATimeout bounds the wait for a DMA_READ/DMA_WRITE reply. Default 5 s,
 	// QEMU's own reply timeout.
 	DMATimeout time.Duration
+	// HandshakeTimeout bounds the time from connecting to a negotiated
+	// VERSION: a client that sends nothing, or stalls before negotiating,
+	// is dropped. Default 5 s.
+	HandshakeTimeout time.Duration
+	// StallTimeout bounds, after negotiation, a message whose first bytes
+	// arrived but not the rest, and a reply the client does not read.
+	// Default 5 s.
+	StallTimeout time.Duration
+	// HandoverTimeout is how long a new client waits for the device while
+	// another session is still connected or tearing down (see Serve).
+	// Default 10 s.
+	HandoverTimeout time.Duration
 }
+
+// maxWaitingClients bounds the connections queued for the device; more are
+// closed at once, so a connection flood cannot exhaust descriptors.
+const maxWaitingClients = 8
 
 // Server serves one Device to one client at a time.
 type Server struct {
@@ -38,8 +59,16 @@ type Server struct {
 	mem  *guestmem.Memory
 	irq  *irqState
 
-	active atomic.Bool
-	sess   atomic.Pointer[session]
+	// hmu guards the device's ownership: busy while a session (from its
+	// start to the end of its teardown) owns it, and the clients waiting
+	// for it in arrival order.
+	hmu     sync.Mutex
+	busy    bool
+	waiters []chan struct{}
+
+	sess atomic.Pointer[session]
+	// maxDMAMaps is what this process can map (see dmaMapLimit).
+	maxDMAMaps uint64
 }
 
 // NewServer checks the device's layout and attaches it.
@@ -52,6 +81,15 @@ func NewServer(dev Device, opts Options) (*Server, error) {
 	}
 	if opts.DMATimeout == 0 {
 		opts.DMATimeout = 5 * time.Second
+	}
+	if opts.HandshakeTimeout == 0 {
+		opts.HandshakeTimeout = 5 * time.Second
+	}
+	if opts.StallTimeout == 0 {
+		opts.StallTimeout = 5 * time.Second
+	}
+	if opts.HandoverTimeout == 0 {
+		opts.HandoverTimeout = 10 * time.Second
 	}
 	info := dev.Info()
 	if len(info.Regions) < NumPCIRegions {
@@ -70,6 +108,8 @@ func NewServer(dev Device, opts Options) (*Server, error) {
 		log:  opts.Logger,
 		mem:  guestmem.New(),
 		irq:  newIRQState(info.IRQs),
+
+		maxDMAMaps: dmaMapLimit(),
 	}
 	s.mem.SetRemote(remoteAccessor{s})
 	dev.Attach(Host{IRQ: s.irq, Mem: s.mem, Log: s.log})
@@ -87,8 +127,18 @@ func (s *Server) maxMsg() int {
 }
 
 // Serve accepts clients on l and serves them one after another until ctx is
-// cancelled (then it returns nil) or accepting fails. A client that connects
-// while another is being served is told so by an immediate close.
+// cancelled (then it returns nil) or accepting fails.
+//
+// One client owns the device at a time, from its connection to the end of
+// its teardown. A client that connects meanwhile waits for the device, up
+// to HandoverTimeout: a rebooting guest or a restarted QEMU reconnects
+// while the previous session is still tearing down and gets the device as
+// soon as that is done. If the session holding the device is still there
+// when the wait ends, the newcomer is closed: a connected client is never
+// preempted (QEMU only ever opens one connection; a second one is a
+// mistake or an attack, and must not take a running guest's device). A
+// stalled session does not hold the device for long either: see
+// HandshakeTimeout and StallTimeout.
 func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -102,16 +152,17 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 			}
 			return fmt.Errorf("vdevice: accept: %w", err)
 		}
-		if !s.active.CompareAndSwap(false, true) {
-			s.log.Warn("rejecting client: another client is connected")
+		// Queue in arrival order here, not in the goroutine, so clients
+		// get the device in the order they connected.
+		turn, err := s.enqueue()
+		if err != nil {
 			uc.Close()
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer s.active.Store(false)
-			if err := s.serveConn(ctx, uc); err != nil {
+			if err := s.serveTurn(ctx, uc, turn); err != nil {
 				s.log.Warn("client connection ended with error", "err", err)
 			}
 		}()
@@ -119,19 +170,103 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 }
 
 // ServeConn serves one already-connected client until it disconnects or ctx
-// is cancelled. It returns nil on an orderly disconnect.
+// is cancelled, waiting for the device as Serve describes. It returns nil on
+// an orderly disconnect.
 func (s *Server) ServeConn(ctx context.Context, uc *net.UnixConn) error {
-	if !s.active.CompareAndSwap(false, true) {
+	turn, err := s.enqueue()
+	if err != nil {
 		uc.Close()
-		return errors.New("vdevice: another client is connected")
+		return err
 	}
-	defer s.active.Store(false)
+	return s.serveTurn(ctx, uc, turn)
+}
+
+func (s *Server) serveTurn(ctx context.Context, uc *net.UnixConn, turn chan struct{}) error {
+	if err := s.await(ctx, turn); err != nil {
+		uc.Close()
+		return err
+	}
+	defer s.release()
 	return s.serveConn(ctx, uc)
 }
 
+var errDeviceBusy = errors.New("vdevice: another client holds the device")
+
+// enqueue registers a client for the device. The returned channel is
+// closed when it is the client's turn (at once if the device is free).
+func (s *Server) enqueue() (chan struct{}, error) {
+	turn := make(chan struct{})
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	if !s.busy {
+		s.busy = true
+		close(turn)
+		return turn, nil
+	}
+	if len(s.waiters) >= maxWaitingClients {
+		s.log.Warn("rejecting client: too many clients waiting for the device")
+		return nil, errDeviceBusy
+	}
+	s.waiters = append(s.waiters, turn)
+	return turn, nil
+}
+
+// await waits for turn, bounded by HandoverTimeout; on failure the client
+// leaves the queue.
+func (s *Server) await(ctx context.Context, turn chan struct{}) error {
+	select {
+	case <-turn:
+		return nil
+	default:
+	}
+	t := time.NewTimer(s.opts.HandoverTimeout)
+	defer t.Stop()
+	var err error
+	select {
+	case <-turn:
+		return nil
+	case <-t.C:
+		err = errDeviceBusy
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	for i, w := range s.waiters {
+		if w == turn {
+			s.waiters = append(s.waiters[:i], s.waiters[i+1:]...)
+			if err == errDeviceBusy {
+				s.log.Warn("rejecting client: another client is connected", "waited", s.opts.HandoverTimeout)
+			}
+			return err
+		}
+	}
+	// release handed the device over just as the wait ended: take it.
+	return nil
+}
+
+// release ends a session's ownership, handing the device to the next
+// waiting client.
+func (s *Server) release() {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	if len(s.waiters) == 0 {
+		s.busy = false
+		return
+	}
+	next := s.waiters[0]
+	s.waiters = s.waiters[1:]
+	close(next)
+}
+
 func (s *Server) serveConn(ctx context.Context, uc *net.UnixConn) error {
-	c, err := newConn(uc, s.maxMsg())
+	c, err := newConn(uc, s.maxMsg(), s.opts.StallTimeout)
 	if err != nil {
+		uc.Close()
+		return err
+	}
+	// The whole handshake must be done by then; handleVersion lifts it.
+	if err := uc.SetReadDeadline(time.Now().Add(s.opts.HandshakeTimeout)); err != nil {
 		uc.Close()
 		return err
 	}
@@ -155,6 +290,9 @@ func (s *Server) serveConn(ctx context.Context, uc *net.UnixConn) error {
 	case err == nil || errors.Is(err, io.EOF):
 		s.log.Info("client disconnected")
 		return nil
+	case !sess.negotiated && errors.Is(err, os.ErrDeadlineExceeded):
+		s.log.Warn("dropping client: no VERSION within the handshake timeout", "timeout", s.opts.HandshakeTimeout)
+		return err
 	case ctx.Err() != nil:
 		s.log.Info("client connection closed: server shutting down")
 		return nil
@@ -177,6 +315,7 @@ type session struct {
 	log *slog.Logger
 
 	negotiated    bool
+	writeMultiple bool // REGION_WRITE_MULTI negotiated
 	clientMaxXfer uint64
 	reply         []byte
 
@@ -235,13 +374,16 @@ func (ss *session) loop() error {
 func (ss *session) dispatch(h Header, p []byte, fds []int) error {
 	switch h.Flags & FlagTypeMask {
 	case FlagTypeReply:
+		// A reply acknowledges a command this server sent; one that matches
+		// none (or came late, after its call timed out) is dropped:
+		// answering a reply with a reply would be unsolicited in turn.
 		closeFDs(fds)
 		if h.Command == CmdDMARead || h.Command == CmdDMAWrite {
 			ss.complete(h, p)
 			return nil
 		}
-		ss.log.Warn("reply to a command the server never sent", "cmd", h.Command, "id", h.ID)
-		return ss.sendError(Header{ID: h.ID, Command: h.Command}, unix.EINVAL)
+		ss.log.Warn("dropping a reply to a command the server never sent", "cmd", h.Command, "id", h.ID)
+		return nil
 	case FlagTypeCmd:
 	default:
 		closeFDs(fds)
@@ -278,6 +420,9 @@ func (ss *session) dispatch(h Header, p []byte, fds []int) error {
 	case CmdRegionWrite:
 		return ss.handleRegionWrite(h, p)
 	case CmdRegionWriteMulti:
+		if !ss.writeMultiple {
+			return ss.replyErr(h, unix.ENOTSUP, "REGION_WRITE_MULTI without write_multiple negotiated")
+		}
 		return ss.handleWriteMulti(h, p)
 	case CmdDeviceReset:
 		if len(p) != 0 {
@@ -288,7 +433,7 @@ func (ss *session) dispatch(h Header, p []byte, fds []int) error {
 		}
 		ss.s.irq.reset()
 		ss.log.Info("device reset")
-		return ss.replyOK(h, ss.beginReply(h))
+		return ss.replyOK(h, ss.beginReply())
 	case CmdDMARead, CmdDMAWrite:
 		return ss.replyErr(h, unix.EINVAL, "server-to-client command sent by the client")
 	}
@@ -297,7 +442,9 @@ func (ss *session) dispatch(h Header, p []byte, fds []int) error {
 
 // ---- replies ----
 
-func (ss *session) beginReply(h Header) []byte {
+// beginReply returns the reply buffer with room for the header, which
+// replyOK fills in.
+func (ss *session) beginReply() []byte {
 	return ss.reply[:HeaderSize]
 }
 
@@ -380,20 +527,31 @@ func (ss *session) handleVersion(h Header, p []byte, fds []int) error {
 		n := uint64(4096)
 		out.PgSizes = &n
 	}
-	maxMaps := uint64(DefaultMaxDMAMaps)
+	// Grant only what the process can really map: the spec's 65535 exceeds
+	// what Linux allows by default. A client that proposed no max_dma_maps
+	// cannot be told (the reply's capabilities must be a subset of the
+	// offer); it learns the limit from ENOMEM replies.
+	maxMaps := ss.s.maxDMAMaps
 	if caps.MaxDMAMaps != nil {
-		maxMaps = min(*caps.MaxDMAMaps, DefaultMaxDMAMaps)
+		maxMaps = min(*caps.MaxDMAMaps, maxMaps)
 		out.MaxDMAMaps = &maxMaps
 	}
 	ss.s.mem.SetMaxMappings(int(maxMaps))
 	if caps.WriteMultiple != nil && *caps.WriteMultiple {
 		t := true
 		out.WriteMultiple = &t
+		ss.writeMultiple = true
 	}
 	ss.negotiated = true
+	// The handshake deadline is lifted; from now on only stalls inside a
+	// message are bounded.
+	if err := ss.c.uc.SetReadDeadline(time.Time{}); err != nil {
+		return err
+	}
+	ss.c.stallReads = true
 	ss.log.Info("version negotiated", "client_major", v.Major, "client_minor", v.Minor,
 		"client_max_data_xfer", ss.clientMaxXfer, "max_dma_maps", maxMaps)
-	b := Version{Major: 0, Minor: 0, JSON: MarshalCaps(out)}.Append(ss.beginReply(h))
+	b := Version{Major: 0, Minor: 0, JSON: MarshalCaps(out)}.Append(ss.beginReply())
 	return ss.replyOK(h, b)
 }
 
@@ -429,7 +587,7 @@ func (ss *session) handleDMAMap(h Header, p []byte, fds []int) error {
 		return ss.replyErr(h, mapErrno(err), err.Error())
 	}
 	ss.log.Debug("DMA map", "iova", m.IOVA, "size", m.Size, "flags", m.Flags, "fd", len(fds) == 1)
-	return ss.replyOK(h, ss.beginReply(h))
+	return ss.replyOK(h, ss.beginReply())
 }
 
 func mapErrno(err error) unix.Errno {
@@ -437,11 +595,42 @@ func mapErrno(err error) unix.Errno {
 	case errors.Is(err, guestmem.ErrOverlap):
 		return unix.EEXIST
 	case errors.Is(err, guestmem.ErrTooMany):
-		return unix.ENOSPC
+		// More maps than max_dma_maps granted: the kernel's answer when
+		// it runs out of mappings.
+		return unix.ENOMEM
 	case errors.Is(err, guestmem.ErrNotMapped):
 		return unix.ENOENT
+	case errors.Is(err, guestmem.ErrNotFile), errors.Is(err, guestmem.ErrShortFile):
+		return unix.EINVAL
 	}
 	return errno(err)
+}
+
+// dmaMapHeadroom is left of vm.max_map_count for the mappings the process
+// itself makes after negotiation (heap growth, thread stacks, the device).
+const dmaMapHeadroom = 1024
+
+// dmaMapLimit is how many fd-backed DMA maps this process can hold: each
+// is one mmap, and Linux allows vm.max_map_count mappings per process
+// (65530 by default, below the spec's 65535), some already in use.
+func dmaMapLimit() uint64 {
+	limit := uint64(DefaultMaxDMAMaps)
+	b, err := os.ReadFile("/proc/sys/vm/max_map_count")
+	if err != nil {
+		return limit
+	}
+	maxCount, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return limit
+	}
+	used := uint64(0)
+	if maps, err := os.ReadFile("/proc/self/maps"); err == nil {
+		used = uint64(bytes.Count(maps, []byte{'\n'}))
+	}
+	if maxCount <= used+dmaMapHeadroom {
+		return 1
+	}
+	return min(limit, maxCount-used-dmaMapHeadroom)
 }
 
 func (ss *session) handleDMAUnmap(h Header, p []byte) error {
@@ -465,7 +654,7 @@ func (ss *session) handleDMAUnmap(h Header, p []byte) error {
 		}
 	}
 	ss.log.Debug("DMA unmap", "iova", m.IOVA, "size", m.Size, "flags", m.Flags)
-	b := ss.beginReply(h)
+	b := ss.beginReply()
 	if m.Argsz >= DMAUnmapSize {
 		b = DMAUnmap{Argsz: DMAUnmapSize, Flags: m.Flags, IOVA: m.IOVA, Size: m.Size}.Append(b)
 	}
@@ -484,7 +673,7 @@ func (ss *session) handleGetInfo(h Header, p []byte) error {
 	b := DeviceInfoMsg{
 		Argsz: DeviceInfoSize, Flags: flags,
 		NumRegions: uint32(len(ss.s.info.Regions)), NumIRQs: uint32(len(ss.s.info.IRQs)),
-	}.Append(ss.beginReply(h))
+	}.Append(ss.beginReply())
 	return ss.replyOK(h, b)
 }
 
@@ -515,7 +704,7 @@ func (ss *session) handleRegionInfo(h Header, p []byte) error {
 		// with a bigger buffer.
 		capBytes = nil
 	}
-	b := out.Append(ss.beginReply(h))
+	b := out.Append(ss.beginReply())
 	b = append(b, capBytes...)
 	return ss.replyFDs(h, b, fds)
 }
@@ -529,7 +718,7 @@ func (ss *session) handleIRQInfo(h Header, p []byte) error {
 		return ss.replyErr(h, unix.EINVAL, "no such IRQ index")
 	}
 	irq := ss.s.info.IRQs[m.Index]
-	b := IRQInfoMsg{Argsz: IRQInfoSize, Flags: irq.Flags, Index: m.Index, Count: irq.Count}.Append(ss.beginReply(h))
+	b := IRQInfoMsg{Argsz: IRQInfoSize, Flags: irq.Flags, Index: m.Index, Count: irq.Count}.Append(ss.beginReply())
 	return ss.replyOK(h, b)
 }
 
@@ -548,7 +737,7 @@ func (ss *session) handleSetIRQs(h Header, p []byte, fds []int) error {
 		return ss.replyErr(h, errno(err), "SET_IRQS rejected")
 	}
 	ss.log.Debug("SET_IRQS", "index", m.Index, "start", m.Start, "count", m.Count, "flags", m.Flags, "fds", len(fds))
-	return ss.replyOK(h, ss.beginReply(h))
+	return ss.replyOK(h, ss.beginReply())
 }
 
 // checkAccess validates a region access and returns the errno to reply.
@@ -581,7 +770,7 @@ func (ss *session) handleRegionRead(h Header, p []byte) error {
 	if e, why := ss.checkAccess(a, false); e != 0 {
 		return ss.replyErr(h, e, why)
 	}
-	b := a.AppendHeader(ss.beginReply(h))
+	b := a.AppendHeader(ss.beginReply())
 	n := len(b)
 	b = growTo(b, n+int(a.Count))
 	if err := ss.s.dev.RegionRead(int(a.Region), a.Offset, b[n:]); err != nil {
@@ -614,7 +803,7 @@ func (ss *session) handleRegionWrite(h Header, p []byte) error {
 		return nil
 	}
 	a.Data = nil
-	return ss.replyOK(h, a.AppendHeader(ss.beginReply(h)))
+	return ss.replyOK(h, a.AppendHeader(ss.beginReply()))
 }
 
 func (ss *session) handleWriteMulti(h Header, p []byte) error {
@@ -637,13 +826,5 @@ func (ss *session) handleWriteMulti(h Header, p []byte) error {
 		}
 		return ss.replyErr(h, failed, fmt.Sprintf("%s (after %d writes)", why, n))
 	}
-	b := append(ss.beginReply(h), make([]byte, 8)...)
-	putU64(b[HeaderSize:], n)
-	return ss.replyOK(h, b)
-}
-
-func putU64(b []byte, v uint64) {
-	for i := 0; i < 8; i++ {
-		b[i] = byte(v >> (8 * i))
-	}
+	return ss.replyOK(h, binary.LittleEndian.AppendUint64(ss.beginReply(), n))
 }

@@ -11,6 +11,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +46,17 @@ func TestVersionNegotiation(t *testing.T) {
 				}
 				if caps["max_msg_fds"].(float64) > 16 || caps["pgsizes"].(float64) != 4096 {
 					t.Errorf("caps %v", caps)
+				}
+				// Each fd-backed map is one mmap: never grant more than
+				// vm.max_map_count leaves (65530 by default, below the
+				// 65535 QEMU proposes).
+				b, err := os.ReadFile("/proc/sys/vm/max_map_count")
+				if err != nil {
+					t.Fatal(err)
+				}
+				limit, _ := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+				if got := caps["max_dma_maps"].(float64); got < 1 || got >= limit {
+					t.Errorf("max_dma_maps %v, vm.max_map_count %v", got, limit)
 				}
 			}},
 		{name: "no json", payload: []byte{0, 0, 0, 0},
@@ -326,7 +339,9 @@ func TestDMAMapWithFD(t *testing.T) {
 		{"wraps", mapPayload(^uint64(0)-0xfff, 0x2000, 3), nil, unix.EINVAL},
 		{"short", mapPayload(0x900000, 0x1000, 3)[:24], nil, unix.EINVAL},
 		{"small argsz", vdevice.DMAMap{Argsz: 8, Flags: 3, IOVA: 0x900000, Size: 0x1000}.Append(nil), nil, unix.EINVAL},
-		{"mmap fails", mapPayload(0x900000, 0x1000, 3), []int{eventfd(t)}, unix.ENODEV},
+		{"eventfd", mapPayload(0x900000, 0x1000, 3), []int{eventfd(t)}, unix.EINVAL},
+		{"fd smaller than the map", mapPayload(0x900000, 0x2000, 3), []int{memfd(t, 0x1000)}, unix.EINVAL},
+		{"mmap out of address space", mapPayload(0x1000000000, 1<<48, 3), []int{memfd(t, 1<<48)}, unix.ENOMEM},
 	} {
 		t.Run(tc.name, func(t *testing.T) { c.callErr(vdevice.CmdDMAMap, tc.payload, tc.fds, tc.want) })
 	}
@@ -570,7 +585,10 @@ func TestMalformedFrames(t *testing.T) {
 		{name: "client sends DMA_READ", frame: withPayload(hdr(7, vdevice.CmdDMARead, 0, 0), make([]byte, 16)), want: unix.EINVAL},
 		{name: "fd on GET_INFO", frame: withPayload(hdr(7, vdevice.CmdDeviceGetInfo, 0, 0), vdevice.DeviceInfoMsg{Argsz: 16}.Append(nil)), fds: 1, want: unix.EINVAL},
 		{name: "too many fds", frame: withPayload(hdr(7, vdevice.CmdSetIRQs, 0, 0), vdevice.IRQSet{Argsz: 20, Flags: vdevice.IRQSetDataEventfd | vdevice.IRQSetActionTrigger, Index: 2, Count: 8}.Append(nil)), fds: 5, want: unix.EINVAL},
-		{name: "reply flag on command", frame: hdr(7, vdevice.CmdDeviceGetInfo, 16, vdevice.FlagTypeReply), want: unix.EINVAL},
+		// An unsolicited reply is dropped (read32 afterwards would see a
+		// stray error reply first).
+		{name: "unsolicited reply", frame: hdr(7, vdevice.CmdDeviceGetInfo, 16, vdevice.FlagTypeReply)},
+		{name: "unsolicited error reply", frame: hdr(7, vdevice.CmdRegionRead, 16, vdevice.FlagTypeReply|vdevice.FlagError)},
 		{name: "unknown type", frame: hdr(7, vdevice.CmdDeviceGetInfo, 16, 0x7), want: unix.EINVAL},
 		{name: "truncated DMA_MAP", frame: withPayload(hdr(7, vdevice.CmdDMAMap, 0, 0), make([]byte, 8)), want: unix.EINVAL},
 		{name: "truncated DMA_UNMAP", frame: withPayload(hdr(7, vdevice.CmdDMAUnmap, 0, 0), make([]byte, 20)), want: unix.EINVAL},
@@ -687,7 +705,7 @@ func TestReconnectKeepsDeviceState(t *testing.T) {
 }
 
 func TestSecondClientRejected(t *testing.T) {
-	path, _, _, _ := listenServer(t)
+	path, _, _, _ := listenServerOpts(t, vdevice.Options{HandoverTimeout: 200 * time.Millisecond})
 	c := dial(t, path)
 	c.negotiate()
 	c2 := dial(t, path)
@@ -916,4 +934,140 @@ func TestIRQFDsNeverBlock(t *testing.T) {
 	}
 	c.uc.Close()
 	waitNextClient(t, path).read32(hw.RegBAR, hw.RegID)
+}
+
+// TestWriteMultiNeedsNegotiation: REGION_WRITE_MULTI is refused unless
+// write_multiple was negotiated.
+func TestWriteMultiNeedsNegotiation(t *testing.T) {
+	f := newFixture(t, vdevice.Options{})
+	c := f.c
+	p := vdevice.Version{JSON: []byte(`{"capabilities":{"max_msg_fds":16}}`)}.Append(nil)
+	if r := c.call(vdevice.CmdVersion, 0, p, nil); r.Flags&vdevice.FlagError != 0 {
+		t.Fatalf("VERSION: errno %d", r.Error)
+	}
+	multi := binary.LittleEndian.AppendUint64(nil, 1)
+	multi = vdevice.RegionAccess{Offset: hw.RegScratch, Region: hw.RegBAR, Count: 4}.AppendHeader(multi)
+	multi = append(multi, 1, 2, 3, 4, 0, 0, 0, 0)
+	c.callErr(vdevice.CmdRegionWriteMulti, multi, nil, unix.ENOTSUP)
+	if got := c.read32(hw.RegBAR, hw.RegScratch); got == 0x04030201 {
+		t.Fatal("un-negotiated REGION_WRITE_MULTI was applied")
+	}
+}
+
+// TestHandshakeAndStallDeadlines: a client that sends nothing, or stops
+// inside a message, is dropped after the configured time and the next
+// client gets the device; an idle negotiated client is not dropped.
+func TestHandshakeAndStallDeadlines(t *testing.T) {
+	const limit = 300 * time.Millisecond
+	path, _, _, _ := listenServerOpts(t, vdevice.Options{HandshakeTimeout: limit, StallTimeout: limit})
+	getInfo := func() []byte {
+		m := make([]byte, vdevice.HeaderSize)
+		m = vdevice.DeviceInfoMsg{Argsz: 16}.Append(m)
+		vdevice.Header{ID: 1, Command: vdevice.CmdDeviceGetInfo, Size: uint32(len(m))}.Put(m)
+		return m
+	}
+	for _, tc := range []struct {
+		name      string
+		negotiate bool
+		send      []byte
+	}{
+		{"silent client", false, nil},
+		{"half a header before VERSION", false, make([]byte, 8)},
+		{"half a VERSION", false, func() []byte {
+			m := make([]byte, vdevice.HeaderSize+4)
+			vdevice.Header{ID: 1, Command: vdevice.CmdVersion, Size: 64}.Put(m)
+			return m
+		}()},
+		{"half a header after VERSION", true, getInfo()[:10]},
+		{"half a message after VERSION", true, getInfo()[:20]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dial(t, path)
+			start := time.Now()
+			if tc.negotiate {
+				c.negotiate()
+			}
+			if tc.send != nil {
+				c.sendRaw(tc.send, nil)
+			}
+			// The next client queues behind the stalled one and is served
+			// once it is dropped.
+			next := make(chan *testClient, 1)
+			go func() {
+				uc, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
+				if err != nil {
+					next <- nil
+					return
+				}
+				next <- &testClient{t: t, uc: uc}
+			}()
+			if _, err := c.recv(); !errors.Is(err, io.EOF) && !errors.Is(err, unix.ECONNRESET) {
+				t.Fatalf("stalled client not dropped: %v", err)
+			}
+			if d := time.Since(start); d < limit || d > 5*limit {
+				t.Errorf("dropped after %v, want about %v", d, limit)
+			}
+			c2 := <-next
+			if c2 == nil {
+				t.Fatal("dial")
+			}
+			defer c2.uc.Close()
+			c2.negotiate()
+			c2.read32(hw.RegBAR, hw.RegID)
+		})
+	}
+	// Idle between messages is not a stall.
+	c := dial(t, path)
+	c.negotiate()
+	time.Sleep(3 * limit)
+	if c.read32(hw.RegBAR, hw.RegID) != hw.Magic {
+		t.Fatal("idle client lost its connection")
+	}
+}
+
+// TestRapidReconnects: a client that reconnects right after closing (a
+// guest reboot, a restarted QEMU) gets the device on the first try, every
+// time.
+func TestRapidReconnects(t *testing.T) {
+	path, _, _, _ := listenServer(t)
+	fd := memfd(t, 1<<16)
+	for i := 0; i < 50; i++ {
+		c := dial(t, path)
+		c.negotiate()
+		c.dmaMap(0x10000, 1<<16, 3, fd, 0)
+		if c.read32(hw.RegBAR, hw.RegID) != hw.Magic {
+			t.Fatalf("round %d: bad ID", i)
+		}
+		c.uc.Close()
+	}
+}
+
+// TestFDWithTailOfMessage: descriptors sent with the tail of one message
+// and the whole next message belong to the first one (they arrived with
+// its bytes), never to the next.
+func TestFDWithTailOfMessage(t *testing.T) {
+	f := newFixture(t, vdevice.Options{})
+	c := f.c
+	c.negotiate()
+	fd := memfd(t, 4096)
+	var a, b []byte
+	a = vdevice.DeviceInfoMsg{Argsz: 16}.Append(make([]byte, vdevice.HeaderSize))
+	vdevice.Header{ID: 100, Command: vdevice.CmdDeviceGetInfo, Size: uint32(len(a))}.Put(a)
+	b = vdevice.DMAMap{Argsz: 32, Flags: 3, IOVA: 0x1000, Size: 4096}.Append(make([]byte, vdevice.HeaderSize))
+	vdevice.Header{ID: 101, Command: vdevice.CmdDMAMap, Size: uint32(len(b))}.Put(b)
+	c.sendRaw(a[:20], nil)
+	time.Sleep(50 * time.Millisecond) // the server reads the head alone
+	c.sendRaw(append(append([]byte(nil), a[20:]...), b...), []int{fd})
+	r, err := c.wait(100)
+	if err != nil || r.Flags&vdevice.FlagError == 0 || unix.Errno(r.Error) != unix.EINVAL {
+		t.Fatalf("GET_INFO carrying a descriptor: %v flags %#x errno %d", err, r.Flags, r.Error)
+	}
+	r, err = c.wait(101)
+	if err != nil || r.Flags&vdevice.FlagError != 0 {
+		t.Fatalf("DMA_MAP: %v errno %d", err, r.Error)
+	}
+	regs := f.srv.Memory().Regions()
+	if len(regs) != 1 || !regs[0].Remote {
+		t.Fatalf("regions %+v: the descriptor slid to the next message", regs)
+	}
 }
