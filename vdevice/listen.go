@@ -18,10 +18,16 @@ import (
 // answers on it, ListenAndServe fails instead of stealing its path. Any
 // other kind of file at socketPath is never deleted.
 func ListenAndServe(ctx context.Context, socketPath string, dev Device, logger *slog.Logger) error {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+	return ListenAndServeOptions(ctx, socketPath, dev, Options{Logger: logger})
+}
+
+// ListenAndServeOptions is ListenAndServe with server options.
+func ListenAndServeOptions(ctx context.Context, socketPath string, dev Device, opts Options) error {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	srv, err := NewServer(dev, Options{Logger: logger})
+	logger := opts.Logger
+	srv, err := NewServer(dev, opts)
 	if err != nil {
 		return err
 	}

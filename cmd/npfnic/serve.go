@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/npfnic/npfnic/ats"
 	"github.com/npfnic/npfnic/ethring/wire"
@@ -28,9 +29,12 @@ func runServe(ctx context.Context, args []string) error {
 	macFlag := fs.String("mac", "", "MAC address (default: 52:54:00:xx:xx:xx derived from the socket path)")
 	pcap := fs.String("pcap", "", "record every frame of the port, both directions, in this pcap file (needs --wire)")
 	queues := fs.Int("queues", hw.QPMax, fmt.Sprintf("number of queue pairs, 1..%d", hw.QPMax))
+	handshake := fs.Duration("handshake-timeout", 5*time.Second, "drop a client that has not negotiated VERSION by then")
+	stall := fs.Duration("stall-timeout", 5*time.Second, "drop a client that stops inside a message, or stops reading replies, for this long")
+	handover := fs.Duration("handover-timeout", 10*time.Second, "how long a new client waits for the device while another session holds it or tears down")
 	atc := fs.Int("atc-entries", 0, fmt.Sprintf("translation cache entries (4 KiB pages) the device starts with; the driver may change it (default %d)", ats.DefaultCapacity))
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: npfnic serve --socket PATH [--wire SPEC [--pcap FILE]] [--mac MAC] [--queues N] [--atc-entries N] [--log-level LEVEL]\n")
+		fmt.Fprintf(fs.Output(), "usage: npfnic serve --socket PATH [--wire SPEC [--pcap FILE]] [--mac MAC] [--queues N] [--atc-entries N] [--log-level LEVEL] [--handshake-timeout D] [--stall-timeout D] [--handover-timeout D]\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -54,6 +58,9 @@ func runServe(ctx context.Context, args []string) error {
 			return fmt.Errorf("serve: bad --mac %q: want a unicast Ethernet address", *macFlag)
 		}
 		mac = m
+	}
+	if *handshake <= 0 || *stall <= 0 || *handover <= 0 {
+		return errors.New("serve: --handshake-timeout, --stall-timeout and --handover-timeout must be positive")
 	}
 	if *queues < 1 || *queues > hw.QPMax {
 		return fmt.Errorf("serve: --queues %d: want 1..%d", *queues, hw.QPMax)
@@ -89,5 +96,6 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	// Close stops the datapath and closes the wire, completing a pcap.
 	defer dev.Close()
-	return vdevice.ListenAndServe(ctx, *socket, dev, logger)
+	return vdevice.ListenAndServeOptions(ctx, *socket, dev, vdevice.Options{Logger: logger,
+		HandshakeTimeout: *handshake, StallTimeout: *stall, HandoverTimeout: *handover})
 }
