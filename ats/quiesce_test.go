@@ -57,6 +57,7 @@ func TestATSQuiesce(t *testing.T) {
 			t.Run(h.name+"/"+st.name, func(t *testing.T) {
 				e := newEnv(t, envOpts{})
 				r := e.g.AddRemote(remoteBase, 2*hw.XlatPageSize)
+				t.Cleanup(r.Release)       // a failure must not leave the device hung on it
 				waitCtrlBusy(t, e.c, true) // enabled: BUSY
 				r.Hold()
 				done := h.start(t, e, r)

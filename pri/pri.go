@@ -109,6 +109,7 @@ var (
 	ErrInvalidRequest  = errors.New("pri: page response Invalid Request")
 	ErrResponseFailure = errors.New("pri: page request abandoned: Response Failure")
 	ErrReset           = errors.New("pri: page request abandoned: PRI or device reset")
+	ErrNoBusMaster     = errors.New("pri: bus mastering disabled")
 )
 
 // Request is one page request group: the pages one faulting operation
@@ -288,6 +289,7 @@ func (e *Engine) Close() {
 	}
 	e.closed = true
 	e.abandonAllLocked(ErrClosed)
+	e.q.stopDMA()
 	e.notifyLocked()
 	e.mu.Unlock()
 	close(e.quit)
@@ -332,12 +334,15 @@ func (e *Engine) notifyLocked() {
 // PRIControl applies a change of the PRI Enable bit (the
 // pcie.Hooks.PRIControl hook). Enabling latches the allocation and ends a
 // Response Failure stop; disabling refuses new requests and sets Stopped
-// once nothing is outstanding.
+// once nothing is outstanding. The hook runs only on a change of the bit,
+// so an enable latches even if the engine believes PRI is already on: its
+// configuration space was reset without hooks since (a function reset
+// that reset the engine first).
 func (e *Engine) PRIControl(enabled bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch {
-	case enabled && !e.enabled:
+	case enabled:
 		e.enabled = true
 		e.alloc = e.caps.PRIAllocation()
 		// A Response Failure still flagged keeps the function stopped.
@@ -374,12 +379,22 @@ func (e *Engine) PRIReset() {
 	e.mu.Unlock()
 }
 
-// Reset is a function reset: every group abandoned, PRI disabled, the
-// queues disabled and their registers cleared.
+// Reset is a function reset: every group abandoned, the queues disabled
+// and their registers cleared, and PRI Enable, the allocation and Stopped
+// taken again from the configuration space (which the PCI function resets
+// first, or keeps on a client disconnect), so engine and capability agree.
+// It stops the queues' DMA without waiting: Quiesced and WaitQuiesced tell
+// when none is left.
 func (e *Engine) Reset() {
 	e.mu.Lock()
 	e.abandonAllLocked(ErrReset)
 	e.enabled, e.failed, e.alloc, e.nextPRGI = false, false, 0, 0
+	if e.caps.PRIEnabled() {
+		e.enabled = true
+		e.alloc = e.caps.PRIAllocation()
+		e.failed = e.caps.PRIStatus()&pcie.PRIStatusRF != 0
+	}
+	e.caps.SetPRIStopped(!e.enabled || e.failed)
 	e.q.resetRegs()
 	e.notifyLocked()
 	e.mu.Unlock()
@@ -584,8 +599,25 @@ func (e *Engine) submit(ctx context.Context, r Request, wait bool) (*Group, erro
 			return nil, err
 		}
 	}
-	base, size, tail, status, vector := e.q.prqBase, e.q.prqSize, e.q.prqTail, e.q.status, e.q.prqVector
+	base, size, tail, status, vector, dma := e.q.prqBase, e.q.prqSize, e.q.prqTail, e.q.status, e.q.prqVector, e.q.dma
 	e.mu.Unlock()
+
+	// The entries, the producer index and the interrupt are one unit of
+	// the queues' instance: none of them follows a PRI_CTRL disable or
+	// reset that has reported quiesced.
+	if !dma.Begin() {
+		e.mu.Lock()
+		e.dropLocked(g, ErrNoQueue)
+		e.mu.Unlock()
+		return nil, ErrNoQueue
+	}
+	defer dma.End()
+	if !e.caps.BusMaster() {
+		e.mu.Lock()
+		e.dropLocked(g, ErrNoBusMaster)
+		e.mu.Unlock()
+		return nil, ErrNoBusMaster
+	}
 
 	var b [hw.PageReqSize]byte
 	flags := uint16(hw.PRQRead)
@@ -608,7 +640,7 @@ func (e *Engine) submit(ctx context.Context, r Request, wait bool) (*Group, erro
 		hw.PageReqKind.Put(b[:], r.Kind)
 		hw.PageReqDesc.Put(b[:], r.Desc)
 		hw.PageReqStamp.Put(b[:], uint64(detected))
-		if err := e.mem.WriteAt(base+uint64((tail+uint32(i))&(size-1))*hw.PageReqSize, b[:]); err != nil {
+		if err := dma.WriteAt(base+uint64((tail+uint32(i))&(size-1))*hw.PageReqSize, b[:]); err != nil {
 			return nil, e.queueFailed(g, gen, hw.PRIErrBadPRQ, tail+uint32(i))
 		}
 	}
@@ -620,7 +652,7 @@ func (e *Engine) submit(ctx context.Context, r Request, wait bool) (*Group, erro
 	}
 	e.mu.Unlock()
 	g.stamps[StampQueued].Store(e.now())
-	if err := e.mem.WriteU32(status+uint64(hw.PRIStatusPRQTail.Offset), tail+uint32(n)); err != nil {
+	if err := dma.WriteU32(status+uint64(hw.PRIStatusPRQTail.Offset), tail+uint32(n)); err != nil {
 		return nil, e.queueFailed(g, gen, hw.PRIErrBadStatusAddr, 0)
 	}
 	e.groupsN.Add(1)

@@ -1,12 +1,22 @@
 package pri
 
 import (
+	"context"
+
 	"github.com/npfnic/npfnic/pcie"
+	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
 // queues is the PRI register block and the state of the two queues. All
 // of it is guarded by Engine.mu.
+//
+// Quiesce: each PRI_CTRL enable starts an instance with its own
+// guestmem.Stream (dma). Page request writes with their status update and
+// interrupt, each page response read with its consumer-index update, the
+// probe and error reports are units of it; disable and reset only Stop it
+// (on whatever goroutine they arrive, without waiting), and PRI_CTRL reads
+// BUSY until every stopped instance has quiesced.
 type queues struct {
 	reg [(hw.PRIRegEnd - hw.ATSRegEnd) / 4]uint32 // shadow of the RW registers
 
@@ -32,12 +42,75 @@ type queues struct {
 	errDirty         bool
 	unexpected       uint32
 	unexpectedDirty  bool
+
+	dma      *guestmem.Stream   // the enabled instance's DMA; nil while disabled
+	draining []*guestmem.Stream // stopped instances not known to have quiesced
 }
 
 func (q *queues) resetRegs() {
-	gen := q.gen
-	*q = queues{gen: gen + 1}
+	q.stopDMA()
+	gen, draining := q.gen, q.draining
+	*q = queues{gen: gen + 1, draining: draining}
 	q.reg[(hw.RegPRQVector-hw.ATSRegEnd)/4] = hw.PRQVectorDefault
+}
+
+// stopDMA stops the enabled instance's DMA, if any, without waiting for
+// its unit in flight.
+func (q *queues) stopDMA() {
+	if q.dma == nil {
+		return
+	}
+	q.dma.Stop()
+	q.draining = append(q.draining, q.dma)
+	q.dma = nil
+}
+
+// busy reports PRI_CTRL.BUSY: an instance is enabled, or a stopped one may
+// still have a unit in flight.
+func (q *queues) busy() bool {
+	live := q.draining[:0]
+	for _, s := range q.draining {
+		if !s.Quiesced() {
+			live = append(live, s)
+		}
+	}
+	clear(q.draining[len(live):])
+	q.draining = live
+	return q.dma != nil || len(q.draining) > 0
+}
+
+// Quiesced reports whether the PRI queues are neither enabled
+// (PRI_CTRL.ENABLE) nor have a stopped instance with a unit in flight:
+// from then on PRI reads and writes none of the driver's queues or status
+// block and raises no interrupt. It is PRI_CTRL.BUSY inverted.
+func (e *Engine) Quiesced() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return !e.q.busy()
+}
+
+// WaitQuiesced waits until every stopped PRI instance has quiesced (after
+// Reset, or PRI_CTRL reset or disable), or ctx ends. An instance still
+// enabled is not waited for. Bound ctx: a unit in flight may wait on the
+// vfio-user client (see hw.Quiesce).
+func (e *Engine) WaitQuiesced(ctx context.Context) error {
+	for {
+		e.mu.Lock()
+		e.q.busy()
+		var done <-chan struct{}
+		if len(e.q.draining) > 0 {
+			done = e.q.draining[0].Done()
+		}
+		e.mu.Unlock()
+		if done == nil {
+			return nil
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 func (q *queues) r(off uint32) uint32 { return q.reg[(off-hw.ATSRegEnd)/4] }
@@ -71,9 +144,12 @@ func (e *Engine) RegRead(off uint32) (v uint32, ok bool) {
 	switch off {
 	case hw.RegPRICtrl:
 		if e.q.on {
-			return hw.PRICtrlEnable, true
+			v = hw.PRICtrlEnable
 		}
-		return 0, true
+		if e.q.busy() {
+			v |= hw.PRICtrlBusy
+		}
+		return v, true
 	case hw.RegPRQHead, hw.RegPRSPQTail:
 		return 0, true
 	case hw.RegPRIError:
@@ -103,6 +179,7 @@ func (e *Engine) RegWrite(off, v uint32) (ok bool) {
 			e.teardownLocked()
 			q.gen++
 			q.on, q.fresh = false, false
+			q.stopDMA()
 		}
 		e.notifyLocked()
 	case hw.RegPRQHead:
@@ -139,6 +216,8 @@ func (e *Engine) teardownLocked() {
 // happen here, the response goroutine probes the memory.
 func (e *Engine) latchLocked() {
 	q := &e.q
+	q.stopDMA()
+	q.dma = e.mem.NewStream("pri")
 	q.gen++
 	q.on, q.fresh = true, true
 	q.prqBad, q.prspHalted = false, false
@@ -152,6 +231,8 @@ func (e *Engine) latchLocked() {
 		q.status = 0
 		q.prqBad = true
 		q.setErrorLocked(hw.PRIErrBadStatusAddr, 0)
+	} else {
+		q.dma.Own(q.status, hw.PRIStatusSize)
 	}
 	okRing := func(base uint64, size uint32, entry uint64) bool {
 		return base%entry == 0 && size >= hw.XlatQueueSizeMin && size <= hw.XlatQueueSizeMax &&
@@ -163,6 +244,8 @@ func (e *Engine) latchLocked() {
 		q.prqBad = true
 		q.prqSize = 0
 		q.setErrorLocked(hw.PRIErrBadPRQ, 0)
+	} else {
+		q.dma.Own(q.prqBase, uint64(q.prqSize)*hw.PageReqSize)
 	}
 	q.prspBase = uint64(q.r(hw.RegPRSPQBaseHi))<<32 | uint64(q.r(hw.RegPRSPQBaseLo))
 	q.prspSize = q.r(hw.RegPRSPQSize)
@@ -170,6 +253,8 @@ func (e *Engine) latchLocked() {
 		q.prspHalted = true
 		q.prspSize = 0
 		q.setErrorLocked(hw.PRIErrBadPRSPQ, 0)
+	} else {
+		q.dma.Own(q.prspBase, uint64(q.prspSize)*hw.PageRespSize)
 	}
 }
 
@@ -193,15 +278,15 @@ const headBatch = 32
 // the posted page responses.
 func (e *Engine) service() {
 	e.mu.Lock()
-	if !e.q.on {
+	if !e.q.on || e.q.dma == nil {
 		e.mu.Unlock()
 		return
 	}
-	gen, fresh := e.q.gen, e.q.fresh
+	gen, fresh, dma := e.q.gen, e.q.fresh, e.q.dma
 	e.q.fresh = false
 	e.mu.Unlock()
-	if fresh {
-		e.probe(gen)
+	if fresh && !e.probe(gen, dma) {
+		return
 	}
 	for {
 		e.mu.Lock()
@@ -215,16 +300,22 @@ func (e *Engine) service() {
 		code, info, unexpected, vector := q.errCode, q.errInfo, q.unexpected, q.prqVector
 		q.errDirty, q.unexpectedDirty = false, false
 		e.mu.Unlock()
-		if status != 0 && (errDirty || uDirty) {
-			var b [hw.PRIStatusSize]byte
-			hw.PRIStatusError.Put(b[:], code)
-			hw.PRIStatusErrorInfo.Put(b[:], info)
-			hw.PRIStatusUnexpected.Put(b[:], unexpected)
-			from, to := hw.PRIStatusError.Offset, hw.PRIStatusUnexpected.Offset+4
-			_ = e.mem.WriteAt(status+uint64(from), b[from:to])
-		}
-		if errDirty {
-			e.trigger(vector)
+		if errDirty || uDirty {
+			if !dma.Begin() {
+				return
+			}
+			if status != 0 {
+				var b [hw.PRIStatusSize]byte
+				hw.PRIStatusError.Put(b[:], code)
+				hw.PRIStatusErrorInfo.Put(b[:], info)
+				hw.PRIStatusUnexpected.Put(b[:], unexpected)
+				from, to := hw.PRIStatusError.Offset, hw.PRIStatusUnexpected.Offset+4
+				_ = dma.WriteAt(status+uint64(from), b[from:to])
+			}
+			if errDirty {
+				e.trigger(vector)
+			}
+			dma.End()
 		}
 		if halted || head == tail || !e.caps.BusMaster() {
 			return
@@ -233,8 +324,12 @@ func (e *Engine) service() {
 			e.haltResponses(gen, hw.PRIErrBadTail, tail)
 			continue
 		}
+		if !dma.Begin() {
+			return
+		}
 		var b [hw.PageRespSize]byte
-		if err := e.mem.ReadAt(base+uint64(head&(size-1))*hw.PageRespSize, b[:]); err != nil {
+		if err := dma.ReadAt(base+uint64(head&(size-1))*hw.PageRespSize, b[:]); err != nil {
+			dma.End()
 			e.haltResponses(gen, hw.PRIErrBadPRSPQ, head)
 			continue
 		}
@@ -246,8 +341,9 @@ func (e *Engine) service() {
 		}
 		e.mu.Unlock()
 		if status != 0 && (head == tail || head%headBatch == 0) {
-			_ = e.mem.WriteU32(status+uint64(hw.PRIStatusPRSPQHead.Offset), head)
+			_ = dma.WriteU32(status+uint64(hw.PRIStatusPRSPQHead.Offset), head)
 		}
+		dma.End()
 	}
 }
 
@@ -261,39 +357,44 @@ func (e *Engine) haltResponses(gen uint64, code, info uint32) {
 	e.log.Warn("pri: page response queue halted", "error", code, "info", info)
 }
 
-// probe checks, once per enable, the guest memory the registers named.
+// probe checks, once per enable, the guest memory the registers named; it
+// reports false if the instance was stopped first.
 // The status block write also clears the fields the response goroutine
 // owns; prq_tail belongs to the submitters (and is zero: the driver
 // zeroes the block before enabling).
-func (e *Engine) probe(gen uint64) {
+func (e *Engine) probe(gen uint64, dma *guestmem.Stream) bool {
 	e.mu.Lock()
 	q := e.q
 	e.mu.Unlock()
+	if !dma.Begin() {
+		return false
+	}
 	var code uint32
 	prqBad, prspBad := false, false
 	if q.status != 0 {
 		var zero [16]byte
-		if e.mem.WriteAt(q.status+uint64(hw.PRIStatusPRSPQHead.Offset), zero[:]) != nil {
+		if dma.WriteAt(q.status+uint64(hw.PRIStatusPRSPQHead.Offset), zero[:]) != nil {
 			code, prqBad = hw.PRIErrBadStatusAddr, true
 		}
 	}
 	var b [hw.PageReqSize]byte
-	if q.prqSize != 0 && (e.mem.ReadAt(q.prqBase, b[:]) != nil ||
-		e.mem.ReadAt(q.prqBase+uint64(q.prqSize-1)*hw.PageReqSize, b[:]) != nil) {
+	if q.prqSize != 0 && (dma.ReadAt(q.prqBase, b[:]) != nil ||
+		dma.ReadAt(q.prqBase+uint64(q.prqSize-1)*hw.PageReqSize, b[:]) != nil) {
 		prqBad = true
 		if code == 0 {
 			code = hw.PRIErrBadPRQ
 		}
 	}
-	if q.prspSize != 0 && (e.mem.ReadAt(q.prspBase, b[:hw.PageRespSize]) != nil ||
-		e.mem.ReadAt(q.prspBase+uint64(q.prspSize-1)*hw.PageRespSize, b[:hw.PageRespSize]) != nil) {
+	if q.prspSize != 0 && (dma.ReadAt(q.prspBase, b[:hw.PageRespSize]) != nil ||
+		dma.ReadAt(q.prspBase+uint64(q.prspSize-1)*hw.PageRespSize, b[:hw.PageRespSize]) != nil) {
 		prspBad = true
 		if code == 0 {
 			code = hw.PRIErrBadPRSPQ
 		}
 	}
+	dma.End()
 	if code == 0 {
-		return
+		return true
 	}
 	e.mu.Lock()
 	if e.q.gen == gen {
@@ -306,6 +407,7 @@ func (e *Engine) probe(gen uint64) {
 		e.notifyLocked()
 	}
 	e.mu.Unlock()
+	return true
 }
 
 // respond applies one page response.

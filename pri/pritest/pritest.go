@@ -112,10 +112,54 @@ func (d *Driver) Enable() {
 	d.prqHead, d.rspTail, d.partial = 0, 0, nil
 }
 
-// Reset writes PRI_CTRL.RESET, then programs and enables the block again.
+// Reset writes PRI_CTRL.RESET, waits for the device to quiesce, then
+// programs and enables the block again.
 func (d *Driver) Reset() {
 	d.w(hw.RegPRICtrl, hw.PRICtrlReset)
+	_ = d.WaitIdle()
 	d.Enable()
+}
+
+// ErrBusy is returned when PRI_CTRL.BUSY does not clear within
+// hw.QuiesceTimeoutMS.
+var ErrBusy = errors.New("pritest: PRI_CTRL stays BUSY")
+
+// WaitIdle polls PRI_CTRL until BUSY is clear (hw.Quiesce), for at most
+// hw.QuiesceTimeoutMS.
+func (d *Driver) WaitIdle() error {
+	deadline := time.Now().Add(hw.QuiesceTimeoutMS * time.Millisecond)
+	for {
+		v, _ := d.regs.RegRead(hw.RegPRICtrl)
+		if v&hw.PRICtrlBusy == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return ErrBusy
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
+// Stop is the driver's teardown handshake: it writes PRI_CTRL (RESET when
+// reset, else 0), waits until BUSY is clear and then takes back the status
+// block and both queues: the model fences them, so any later device write
+// there counts in Mem.LateWrites. When BUSY does not clear it fences
+// nothing (a real driver leaks the memory) and returns ErrBusy.
+func (d *Driver) Stop(reset bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v := uint32(0)
+	if reset {
+		v = hw.PRICtrlReset
+	}
+	d.w(hw.RegPRICtrl, v)
+	if err := d.WaitIdle(); err != nil {
+		return err
+	}
+	d.g.Mem.Fence(d.Status, hw.PRIStatusSize)
+	d.g.Mem.Fence(d.PRQ, uint64(d.PRQSize)*hw.PageReqSize)
+	d.g.Mem.Fence(d.PRSPQ, uint64(d.RspSize)*hw.PageRespSize)
+	return nil
 }
 
 // HoldSlots stops (true) or resumes returning page request slots to the
