@@ -101,7 +101,7 @@ func TestDatapathRegisters(t *testing.T) {
 		write *uint32
 		want  uint32
 	}{
-		{"version", hw.RegVersion, nil, 2<<16 | 2},
+		{"version", hw.RegVersion, nil, 2<<16 | 3},
 		{"features", hw.RegFeatures, nil, hw.FeatTxCsum | hw.FeatTSO4 | hw.FeatTSO6 | hw.FeatRxCsum},
 		{"features read-only", hw.RegFeatures, ptr(0), 0xf},
 		{"mac lo", hw.RegMACLo, nil, 0x33221102},
@@ -193,7 +193,7 @@ func TestEthernetThroughBAR0(t *testing.T) {
 	r.wr(q+hw.QPRxSize, 8)
 	r.wr(q+hw.QPCtrl, hw.QPCtrlEnable)
 	r.wr(q+hw.QPIRQArm, 1)
-	if r.rd(q+hw.QPCtrl) != hw.QPCtrlEnable {
+	if r.rd(q+hw.QPCtrl) != hw.QPCtrlEnable|hw.QPCtrlBusy {
 		t.Fatal("pair not enabled")
 	}
 	// RX: one buffer, one frame from the wire.
