@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
@@ -27,6 +28,9 @@ type backupRing struct {
 
 	// run is the ring latched by the last enable; nil while disabled.
 	run atomic.Pointer[backupRun]
+	// draining are the streams of disabled runs that had not quiesced when
+	// last looked at (under regMu): BACKUP_CTRL reads BUSY meanwhile.
+	draining []*guestmem.Stream
 
 	// Guest-visible counters in the status block header; zeroed by reset.
 	full, tailEvents atomic.Uint32
@@ -44,6 +48,8 @@ type backupRun struct {
 	tail       atomic.Uint32 // buffers posted, free-running
 	failed     atomic.Bool   // stopped by DevErrBadBackupRing
 	desc       [hw.BackupDescSize]byte
+	// dma is this run's view of guest memory; it owns the ring.
+	dma *guestmem.Stream
 }
 
 func (b *backupRing) init(d *Datapath) {
@@ -56,7 +62,7 @@ func (b *backupRing) init(d *Datapath) {
 func (b *backupRing) reset() {
 	b.regMu.Lock()
 	b.regBase, b.regSize, b.enabled = 0, 0, false
-	b.run.Store(nil)
+	b.stopLocked()
 	b.regMu.Unlock()
 	b.vector.Store(hw.BackupVectorDefault)
 	b.full.Store(0)
@@ -91,7 +97,10 @@ func (d *Datapath) BackupReadReg(off uint32) (v uint32, ok bool) {
 		return 0, true
 	case hw.RegBackupCtrl:
 		if b.enabled {
-			return hw.BackupCtrlEnable, true
+			return hw.BackupCtrlEnable | hw.BackupCtrlBusy, true
+		}
+		if b.drainingLocked() {
+			return hw.BackupCtrlBusy, true
 		}
 		return 0, true
 	}
@@ -128,16 +137,46 @@ func (d *Datapath) BackupWriteReg(off, v uint32) (ok bool) {
 		switch {
 		case on && !b.enabled:
 			b.enabled = true
-			b.run.Store(&backupRun{base: b.regBase, size: b.regSize, mask: b.regSize - 1,
-				valid: ringOK(b.regBase, b.regSize, hw.BackupDescSize)})
+			r := &backupRun{base: b.regBase, size: b.regSize, mask: b.regSize - 1,
+				valid: ringOK(b.regBase, b.regSize, hw.BackupDescSize), dma: d.mem.NewStream("backup")}
+			if r.valid {
+				r.dma.Own(r.base, uint64(r.size)*hw.BackupDescSize)
+			}
+			b.run.Store(r)
 		case !on && b.enabled:
 			b.enabled = false
-			b.run.Store(nil)
+			b.stopLocked()
 		}
 	default:
 		return false
 	}
 	return true
+}
+
+// stopLocked retires the running backup ring: its stream stops at once and
+// is kept until it quiesced, for BACKUP_CTRL's and CTRL's BUSY bits.
+// Caller holds regMu.
+func (b *backupRing) stopLocked() {
+	r := b.run.Swap(nil)
+	if r == nil {
+		return
+	}
+	b.d.retire(r.dma)
+	b.draining = append(b.draining, r.dma)
+}
+
+// drainingLocked forgets the disabled runs that quiesced and reports
+// whether any is left. Caller holds regMu.
+func (b *backupRing) drainingLocked() bool {
+	live := b.draining[:0]
+	for _, s := range b.draining {
+		if !s.Quiesced() {
+			live = append(live, s)
+		}
+	}
+	clear(b.draining[len(live):])
+	b.draining = live
+	return len(live) > 0
 }
 
 // doorbell takes a new BACKUP_TAIL: it may neither move backwards nor post
@@ -162,6 +201,7 @@ func (b *backupRing) fail(r *backupRun, why error) {
 	}
 	d := b.d
 	d.log.Warn("backup ring stopped", "err", why)
+	d.noteLate(why)
 	d.ctlMu.Lock()
 	if d.devErr == 0 {
 		d.devErr = hw.DevErrBadBackupRing
@@ -191,6 +231,12 @@ func (b *backupRing) store(frame []byte, e backupEntry) bool {
 	}
 	d := b.d
 	r.mu.Lock()
+	// One unit for the entry: descriptor, buffer, write-back, interrupt.
+	if !r.dma.Begin() {
+		r.mu.Unlock()
+		return false
+	}
+	defer r.dma.End()
 	head := r.head.Load()
 	if head == r.tail.Load() {
 		r.mu.Unlock()
@@ -200,7 +246,7 @@ func (b *backupRing) store(frame []byte, e backupEntry) bool {
 	}
 	slot := head & r.mask
 	at := r.base + uint64(slot)*hw.BackupDescSize
-	if err := d.mem.ReadAt(at, r.desc[:]); err != nil {
+	if err := r.dma.ReadAt(at, r.desc[:]); err != nil {
 		r.mu.Unlock()
 		b.fail(r, fmt.Errorf("backup descriptor %d: %w", slot, err))
 		return false
@@ -211,7 +257,7 @@ func (b *backupRing) store(frame []byte, e backupEntry) bool {
 		b.drops.Add(1)
 		return false
 	}
-	if err := dmaWrite(d.mem, addr, frame); err != nil {
+	if err := dmaWrite(r.dma, addr, frame); err != nil {
 		r.mu.Unlock()
 		b.fail(r, fmt.Errorf("backup descriptor %d buffer %#x+%d: %w", slot, addr, len(frame), err))
 		return false
@@ -224,7 +270,7 @@ func (b *backupRing) store(frame []byte, e backupEntry) bool {
 	hw.BackupDescBmIndex.Put(r.desc[:], e.bmIndex)
 	hw.BackupDescStamp.Put(r.desc[:], uint64(e.stamp))
 	// The device fields only: addr and buf_len belong to the driver.
-	if err := d.mem.WriteAt(at+uint64(hw.BackupDescPktLen.Offset), wb); err != nil {
+	if err := r.dma.WriteAt(at+uint64(hw.BackupDescPktLen.Offset), wb); err != nil {
 		r.mu.Unlock()
 		b.fail(r, fmt.Errorf("backup descriptor %d write-back: %w", slot, err))
 		return false
@@ -233,7 +279,7 @@ func (b *backupRing) store(frame []byte, e backupEntry) bool {
 	r.mu.Unlock()
 	b.stored.Add(1)
 	d.publishHeader(hw.StatusBackupHead, b.head)
-	b.raise()
+	b.raiseInUnit()
 	return true
 }
 
@@ -249,9 +295,22 @@ func (b *backupRing) tailEvent() {
 	d.wakeControl()
 }
 
-// raise fires the backup vector. Every entry and tail event raises it, as
-// in Figure 6; the driver's handler only schedules work, which coalesces.
+// raise fires the backup vector inside a unit of the running backup ring
+// (none while it is disabled, so none after its quiesce). Every entry and
+// tail event raises it, as in Figure 6; the driver's handler only
+// schedules work, which coalesces.
 func (b *backupRing) raise() {
+	r := b.run.Load()
+	if r == nil || !r.dma.Begin() {
+		return
+	}
+	b.raiseInUnit()
+	r.dma.End()
+}
+
+// raiseInUnit fires the backup vector. Caller holds a unit of the running
+// backup ring's stream.
+func (b *backupRing) raiseInUnit() {
 	b.events.Add(1)
 	b.d.irq(int(b.vector.Load()))
 }

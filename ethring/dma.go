@@ -18,8 +18,9 @@ var _ [hw.RxDescSize - hw.TxDescSize]struct{}
 // translation granule (ats splits translated buffers the same way).
 const pageSize = 4096
 
-// dmaRead copies guest memory at iova into p, page by page.
-func dmaRead(m *guestmem.Memory, iova uint64, p []byte) error {
+// dmaRead copies guest memory at iova into p, page by page, through an
+// engine's stream (the caller holds a unit of it).
+func dmaRead(m *guestmem.Stream, iova uint64, p []byte) error {
 	for len(p) > 0 {
 		n := min(uint64(len(p)), pageSize-iova%pageSize)
 		if err := m.ReadAt(iova, p[:n]); err != nil {
@@ -32,7 +33,7 @@ func dmaRead(m *guestmem.Memory, iova uint64, p []byte) error {
 }
 
 // dmaWrite copies p into guest memory at iova, page by page.
-func dmaWrite(m *guestmem.Memory, iova uint64, p []byte) error {
+func dmaWrite(m *guestmem.Stream, iova uint64, p []byte) error {
 	for len(p) > 0 {
 		n := min(uint64(len(p)), pageSize-iova%pageSize)
 		if err := m.WriteAt(iova, p[:n]); err != nil {
@@ -61,7 +62,7 @@ type descCache struct {
 // get returns the descriptor at counter c (which must be below
 // tail), reading ahead up to the tail, the ring's end, a page boundary or
 // descCacheLen descriptors, whichever comes first.
-func (dc *descCache) get(m *guestmem.Memory, r *ring, c, tail uint32) ([]byte, error) {
+func (dc *descCache) get(m *guestmem.Stream, r *ring, c, tail uint32) ([]byte, error) {
 	if c-dc.start < dc.n {
 		off := (c - dc.start) * descSize
 		return dc.buf[off : off+descSize], nil

@@ -28,10 +28,26 @@
 // Enabling a pair creates a fresh instance of its rings; disabling or
 // resetting retires it. A retired instance's goroutine may finish the frame
 // it is moving, but never writes the status block again.
+//
+// Quiesce (vdevice/hw, Quiesce). Every engine that DMAs is a
+// guestmem.Stream: each pair instance ("qpN"), the status block ("status",
+// one per address the driver latched) and each enable of the backup ring
+// ("backup"). Every guest-memory access is made through the engine's
+// stream inside a Begin/End unit (one frame, one descriptor, one status
+// write), and no unit stays open while it waits for anything but that
+// access (a TX frame waiting for its page response ends its unit; frames
+// are sent on the wire outside it). Disabling or resetting stops the
+// streams and returns at once; the BUSY bits read set until the streams
+// they cover have quiesced. A stream Owns the memory the driver gave it
+// (rings, the status block, the backup ring), so the late-DMA detector
+// fences it when the stream quiesces. Interrupts of a pair fire only
+// inside a unit of its running instance, so none follows the quiesce.
 package ethring
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -84,9 +100,14 @@ type Datapath struct {
 	busMaster atomic.Bool // PCI Command.BME: no DMA without it
 	link      atomic.Bool
 
-	// status is the status block address with statusValid set, or 0 when
-	// the device has none (never set, reset, or bad).
-	status atomic.Uint64
+	// status is the status block, nil when the device has none (never
+	// set, reset, or bad).
+	status atomic.Pointer[statusBlock]
+	// draining holds the engines (status blocks, pair instances, backup
+	// rings) stopped by a disable or reset whose streams have not quiesced
+	// yet: CTRL reads BUSY while any of them has DMA in flight.
+	drainMu  sync.Mutex
+	draining []*guestmem.Stream
 
 	ctlMu       sync.Mutex // control requests, below
 	ctlGen      uint64     // bumped by Reset: a pending apply is void
@@ -119,7 +140,57 @@ type Datapath struct {
 	rxDisabled atomic.Uint64
 }
 
-const statusValid = 1 // low bit of Datapath.status; addresses are 64-byte aligned
+// statusBlock is the status block at one address the driver latched, and
+// the stream its writes go through.
+type statusBlock struct {
+	addr uint64
+	dma  *guestmem.Stream
+}
+
+// write writes p at off in the block inside one unit of its stream; it
+// does nothing (nil) once the block was replaced, reset or failed.
+func (sb *statusBlock) write(off uint64, p []byte) error {
+	if !sb.dma.Begin() {
+		return nil
+	}
+	err := sb.dma.WriteAt(sb.addr+off, p)
+	sb.dma.End()
+	return err
+}
+
+// retire stops the stream of an engine the driver disabled and keeps it
+// until it quiesced, for CTRL's BUSY bit. It never waits.
+func (d *Datapath) retire(s *guestmem.Stream) {
+	s.Stop()
+	d.drainMu.Lock()
+	d.draining = append(d.draining, s)
+	d.drainMu.Unlock()
+}
+
+// Busy reports whether the datapath may still DMA (CTRL_BUSY): a status
+// block is set, a pair is enabled or draining, the backup ring is enabled,
+// or an engine stopped by a disable or reset has not quiesced.
+func (d *Datapath) Busy() bool {
+	if d.status.Load() != nil || d.backup.run.Load() != nil {
+		return true
+	}
+	for _, p := range d.pairs {
+		if p.Busy() {
+			return true
+		}
+	}
+	d.drainMu.Lock()
+	defer d.drainMu.Unlock()
+	live := d.draining[:0]
+	for _, s := range d.draining {
+		if !s.Quiesced() {
+			live = append(live, s)
+		}
+	}
+	clear(d.draining[len(live):])
+	d.draining = live
+	return len(live) > 0
+}
 
 // New builds the datapath and starts its goroutines (the wire reader, if a
 // wire is attached, and the control goroutine). The link is up when a wire
@@ -242,7 +313,9 @@ func (d *Datapath) Reset() {
 	d.ctlGen++
 	d.statusDirty, d.headerDirty, d.tailRaise = false, false, false
 	d.devErr = 0
-	d.status.Store(0)
+	if sb := d.status.Swap(nil); sb != nil {
+		d.retire(sb.dma)
+	}
 	d.ctlMu.Unlock()
 	for _, p := range d.pairs {
 		p.reset()
@@ -306,20 +379,26 @@ func (d *Datapath) control() {
 // applyStatus makes addr the status block: it must be aligned and every
 // byte writable. The block is written in full (header and every pair's
 // current state), so the driver sees a consistent block from the start.
+// The block replaced, if any, is retired.
 func (d *Datapath) applyStatus(gen, addr uint64) {
+	sb := &statusBlock{addr: addr, dma: d.mem.NewStream("status")}
+	sb.dma.Own(addr, hw.StatusBlockSize)
 	fail := func(why error) {
 		d.log.Warn("bad status block address", "addr", addr, "err", why)
+		d.noteLate(why)
 		d.ctlMu.Lock()
-		if d.ctlGen == gen {
-			d.status.Store(0)
+		current := d.ctlGen == gen
+		if current {
+			d.status.CompareAndSwap(sb, nil)
 			d.devErr = hw.DevErrBadStatusAddr
 		}
 		d.ctlMu.Unlock()
 		// Tell the driver where it can still see it, if the header is
 		// writable.
-		if addr%hw.StatusBlockAlign == 0 {
-			d.writeHeaderAt(addr)
+		if current && addr%hw.StatusBlockAlign == 0 {
+			d.writeHeaderAt(sb)
 		}
+		d.retire(sb.dma)
 		d.misc.event()
 	}
 	if addr%hw.StatusBlockAlign != 0 {
@@ -329,14 +408,17 @@ func (d *Datapath) applyStatus(gen, addr uint64) {
 	d.ctlMu.Lock()
 	if d.ctlGen != gen {
 		d.ctlMu.Unlock()
+		sb.dma.Stop()
 		return // reset meanwhile
 	}
 	if d.devErr == hw.DevErrBadStatusAddr {
 		d.devErr = 0 // a good block now; other device errors stand
 	}
-	d.status.Store(addr | statusValid)
+	if old := d.status.Swap(sb); old != nil {
+		d.retire(old.dma)
+	}
 	d.ctlMu.Unlock()
-	if err := d.writeHeaderAt(addr); err != nil {
+	if err := d.writeHeaderAt(sb); err != nil {
 		fail(err)
 		return
 	}
@@ -349,7 +431,7 @@ func (d *Datapath) applyStatus(gen, addr uint64) {
 	// Pairs the function does not offer still have their part of the block.
 	var zero [hw.QPStatusSize]byte
 	for q := len(d.pairs); q < hw.QPMax; q++ {
-		if err := d.mem.WriteAt(addr+uint64(hw.StatusQPOffset(q)), zero[:]); err != nil {
+		if err := sb.write(uint64(hw.StatusQPOffset(q)), zero[:]); err != nil {
 			fail(err)
 			return
 		}
@@ -358,18 +440,18 @@ func (d *Datapath) applyStatus(gen, addr uint64) {
 
 // writeHeader rewrites the header at the current status block, if any.
 func (d *Datapath) writeHeader() bool {
-	st := d.status.Load()
-	if st == 0 {
+	sb := d.status.Load()
+	if sb == nil {
 		return true // nothing to write, but the event still happened
 	}
-	if err := d.writeHeaderAt(st &^ statusValid); err != nil {
-		d.statusFault(err)
+	if err := d.writeHeaderAt(sb); err != nil {
+		d.statusFault(sb, err)
 		return false
 	}
 	return true
 }
 
-func (d *Datapath) writeHeaderAt(addr uint64) error {
+func (d *Datapath) writeHeaderAt(sb *statusBlock) error {
 	var h [hw.StatusHeaderSize]byte
 	if d.link.Load() {
 		hw.StatusLink.Put(h[:], hw.LinkUp)
@@ -382,7 +464,7 @@ func (d *Datapath) writeHeaderAt(addr uint64) error {
 	hw.StatusBackupHead.Put(h[:], d.backup.head())
 	hw.StatusBackupFull.Put(h[:], d.backup.full.Load())
 	hw.StatusTailEvents.Put(h[:], d.backup.tailEvents.Load())
-	return d.mem.WriteAt(addr, h[:])
+	return sb.write(0, h[:])
 }
 
 // publishHeader writes one header field of the status block, if there is
@@ -390,37 +472,43 @@ func (d *Datapath) writeHeaderAt(addr uint64) error {
 // one field then write in the order they read, so the newest value lands
 // last.
 func (d *Datapath) publishHeader(f hw.Le32, get func() uint32) {
-	base, ok := d.statusBase()
-	if !ok {
+	sb := d.status.Load()
+	if sb == nil {
 		return
 	}
+	var b [4]byte
 	d.hdrMu.Lock()
-	err := d.mem.WriteU32(base+uint64(f.Offset), get())
+	binary.LittleEndian.PutUint32(b[:], get())
+	err := sb.write(uint64(f.Offset), b[:])
 	d.hdrMu.Unlock()
 	if err != nil {
-		d.statusFault(err)
+		d.statusFault(sb, err)
 	}
 }
 
 // statusFault handles a failed write to a status block that was good when
 // latched (the driver unmapped it): the device forgets it and reports
 // NPFNIC_DEVERR_BAD_STATUS_ADDR.
-func (d *Datapath) statusFault(err error) {
-	st := d.status.Load()
-	if st == 0 || !d.status.CompareAndSwap(st, 0) {
+func (d *Datapath) statusFault(sb *statusBlock, err error) {
+	if !d.status.CompareAndSwap(sb, nil) {
 		return
 	}
-	d.log.Warn("status block write failed", "addr", st&^statusValid, "err", err)
+	d.retire(sb.dma)
+	d.log.Warn("status block write failed", "addr", sb.addr, "err", err)
+	d.noteLate(err)
 	d.ctlMu.Lock()
 	d.devErr = hw.DevErrBadStatusAddr
 	d.ctlMu.Unlock()
 	d.misc.event()
 }
 
-// statusBase returns the status block address, or false without one.
-func (d *Datapath) statusBase() (uint64, bool) {
-	st := d.status.Load()
-	return st &^ statusValid, st != 0
+// noteLate logs a write the late-DMA detector refused, with the
+// detector's log: it is a device bug (hw.RegLateDMA counts them).
+func (d *Datapath) noteLate(err error) {
+	var fe *guestmem.FaultError
+	if errors.As(err, &fe) && fe.Reason == guestmem.FaultLate {
+		d.log.Warn("late DMA refused", "err", err, "late_writes", d.mem.LateWrites(), "log", fmt.Sprint(d.mem.LateLog()))
+	}
 }
 
 // readWire feeds received frames to Receive until the wire closes.

@@ -73,25 +73,27 @@ func (in *instance) latchFaults(policy, pasid, bmSize uint32) {
 func (d *Datapath) translating() bool { return d.xlat != nil && d.xlat.ATSEnabled() }
 
 // bufDMA copies p to (write) or from the buffer at addr: a VA of the
-// pair's PASID while translating, an IOVA otherwise. A translation failure
+// pair's PASID while translating, an IOVA otherwise. The caller holds a
+// unit of in.dma. A translation failure
 // is an *ats.Fault; any other error is a guest memory fault of the
 // translated pages.
 func (in *instance) bufDMA(addr uint64, p []byte, write bool) error {
 	d := in.p.d
 	if !d.translating() {
 		if write {
-			return dmaWrite(d.mem, addr, p)
+			return dmaWrite(in.dma, addr, p)
 		}
-		return dmaRead(d.mem, addr, p)
+		return dmaRead(in.dma, addr, p)
 	}
 	h, err := d.xlat.Access(in.pasid, addr, len(p), write)
 	if err != nil {
 		return err
 	}
+	// The walk belonged to ATS; the bytes moved are this instance's DMA.
 	if write {
-		err = h.Write(p)
+		err = h.WriteVia(in.dma, p, 0)
 	} else {
-		err = h.Read(p)
+		err = h.ReadVia(in.dma, p, 0)
 	}
 	h.Release()
 	return err

@@ -65,7 +65,7 @@ func FuzzTX(f *testing.F) {
 		defer d.Close()
 		d.wire = sink // TX only: no reader goroutine for the sink
 		d.enabled.Store(true)
-		d.status.Store(fuzzIOVA + statusOff | statusValid)
+		d.status.Store(&statusBlock{addr: fuzzIOVA + statusOff, dma: mem.NewStream("status")})
 
 		p := d.Pair(0)
 		size := uint32(1) << (sizeLog % 14) // 1..8192: valid and invalid sizes

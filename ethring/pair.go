@@ -2,11 +2,13 @@ package ethring
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
@@ -26,6 +28,9 @@ type Pair struct {
 
 	// inst is the running instance, nil while disabled.
 	inst atomic.Pointer[instance]
+	// draining are the streams of retired instances that had not quiesced
+	// when last looked at (under regMu): QP_CTRL reads BUSY meanwhile.
+	draining []*guestmem.Stream
 
 	statusMu sync.Mutex // orders this pair's status block writes
 	rxMu     sync.Mutex // one frame placed at a time
@@ -49,8 +54,43 @@ type pairCounters struct {
 
 func newPair(d *Datapath, q int) *Pair {
 	p := &Pair{d: d, q: q}
-	p.irq.init(d.clock, func() { d.irq(hw.QPVector(q)) })
+	p.irq.init(d.clock, p.fireIRQ)
 	return p
+}
+
+// fireIRQ raises the pair's vector inside a unit of its running instance:
+// a moderation timer that expires after the pair was disabled, or an
+// event of a retired instance, raises nothing, so no interrupt follows
+// the quiesce the driver waited for.
+func (p *Pair) fireIRQ() {
+	in := p.inst.Load()
+	if in == nil || !in.dma.Begin() {
+		return
+	}
+	p.d.irq(hw.QPVector(p.q))
+	in.dma.End()
+}
+
+// Busy reports whether the pair may still DMA (QP_CTRL_BUSY): it is
+// enabled, or an instance it retired has a unit in flight.
+func (p *Pair) Busy() bool {
+	p.regMu.Lock()
+	defer p.regMu.Unlock()
+	return p.enabled || p.drainingLocked()
+}
+
+// drainingLocked forgets the retired instances that quiesced and reports
+// whether any is left. Caller holds regMu.
+func (p *Pair) drainingLocked() bool {
+	live := p.draining[:0]
+	for _, s := range p.draining {
+		if !s.Quiesced() {
+			live = append(live, s)
+		}
+	}
+	clear(p.draining[len(live):])
+	p.draining = live
+	return len(live) > 0
 }
 
 // Index is the pair's number.
@@ -80,7 +120,10 @@ func (p *Pair) ReadReg(off uint32) uint32 {
 		return p.rxSize
 	case hw.QPCtrl:
 		if p.enabled {
-			return hw.QPCtrlEnable
+			return hw.QPCtrlEnable | hw.QPCtrlBusy
+		}
+		if p.drainingLocked() {
+			return hw.QPCtrlBusy
 		}
 	case hw.QPRxPolicy:
 		return p.rxPolicy
@@ -161,7 +204,7 @@ func (p *Pair) start() {
 	in := newInstance(p, p.txBase, p.txSize, p.rxBase, p.rxSize)
 	in.latchFaults(p.rxPolicy, p.pasid, p.bmSize)
 	if old := p.inst.Swap(in); old != nil {
-		old.retire()
+		p.retireLocked(old)
 	}
 	p.d.wg.Add(1)
 	go in.run()
@@ -175,8 +218,18 @@ func (p *Pair) start() {
 // stop retires the running instance. Caller holds regMu.
 func (p *Pair) stop() {
 	if old := p.inst.Swap(nil); old != nil {
-		old.retire()
+		p.retireLocked(old)
 	}
+}
+
+// retireLocked retires in and keeps its stream until it quiesced, for
+// QP_CTRL's and CTRL's BUSY bits. It never waits. Caller holds regMu.
+func (p *Pair) retireLocked(in *instance) {
+	in.retire()
+	p.draining = append(p.draining, in.dma)
+	p.d.drainMu.Lock()
+	p.d.draining = append(p.d.draining, in.dma)
+	p.d.drainMu.Unlock()
 }
 
 // getTxBuf returns the spare TX buffer, or a new one. A retiring
@@ -319,6 +372,9 @@ type ring struct {
 type instance struct {
 	p      *Pair
 	tx, rx ring
+	// dma is the instance's view of guest memory: every access of its
+	// engines goes through it, in units (see Quiesce in the package doc).
+	dma *guestmem.Stream
 
 	// err is NPFNIC_QERR_* << 32 | error_info; set once, by fail.
 	err     atomic.Uint64
@@ -345,10 +401,18 @@ type instance struct {
 }
 
 func newInstance(p *Pair, txBase uint64, txSize uint32, rxBase uint64, rxSize uint32) *instance {
-	in := &instance{p: p, stopCh: make(chan struct{}), kick: make(chan struct{}, 1), txb: p.getTxBuf()}
+	in := &instance{p: p, stopCh: make(chan struct{}), kick: make(chan struct{}, 1), txb: p.getTxBuf(),
+		dma: p.d.mem.NewStream(fmt.Sprintf("qp%d", p.q))}
 	in.ctx, in.cancel = context.WithCancel(context.Background())
 	in.tx = ring{base: txBase, size: txSize, mask: txSize - 1, valid: ringOK(txBase, txSize, hw.TxDescSize)}
 	in.rx = ring{base: rxBase, size: rxSize, mask: rxSize - 1, valid: ringOK(rxBase, rxSize, hw.RxDescSize)}
+	// The rings are the driver's memory handed to this instance: fenced
+	// when it quiesces. Buffers are the driver's to fence (in tests).
+	for _, r := range []*ring{&in.tx, &in.rx} {
+		if r.valid {
+			in.dma.Own(r.base, uint64(r.size)*descSize)
+		}
+	}
 	return in
 }
 
@@ -368,6 +432,7 @@ func (in *instance) wake() {
 
 func (in *instance) retire() {
 	if in.retired.CompareAndSwap(false, true) {
+		in.dma.Stop()
 		close(in.stopCh)
 		in.cancel()
 		in.p.d.rxWake() // a wire reader waiting for its buffers steers again
@@ -377,6 +442,7 @@ func (in *instance) retire() {
 // fail puts the pair into queue error code with info; the first error
 // wins. The worker reports it (status block, misc interrupt) and stops.
 func (in *instance) fail(code, info uint32, why error) {
+	in.p.d.noteLate(why)
 	in.errMu.Lock()
 	if in.err.Load() == 0 {
 		in.errWhy = why
@@ -404,18 +470,19 @@ func (in *instance) run() {
 		in.fail(hw.QErrBadRing, 0, fmt.Errorf("TX ring base %#x size %d invalid", in.tx.base, in.tx.size))
 	case !in.rx.valid:
 		in.fail(hw.QErrBadRing, 0, fmt.Errorf("RX ring base %#x size %d invalid", in.rx.base, in.rx.size))
+	case !in.dma.Begin():
+		return // retired before it started
 	default:
 		if err := in.checkRing(&in.tx, hw.TxDescSize); err != nil {
 			in.fail(hw.QErrBadRing, 0, fmt.Errorf("TX ring: %w", err))
 		} else if err := in.checkRing(&in.rx, hw.RxDescSize); err != nil {
 			in.fail(hw.QErrBadRing, 0, fmt.Errorf("RX ring: %w", err))
 		}
+		in.dma.End()
 	}
 	// Heads, counters and error start from zero in the status block.
 	if in.p.inst.Load() == in {
-		if err := in.p.publishAll(); err != nil {
-			d.statusFault(err)
-		}
+		in.p.publishAllReport()
 	}
 	for {
 		if in.err.Load() != 0 {
@@ -442,7 +509,7 @@ func (in *instance) checkRing(r *ring, desc int) error {
 	end := r.base + uint64(r.size)*uint64(desc)
 	for a := r.base; a < end; {
 		n := min(end-a, pageSize-a%pageSize)
-		if err := in.p.d.mem.ReadAt(a, in.scratch[:n]); err != nil {
+		if err := in.dma.ReadAt(a, in.scratch[:n]); err != nil {
 			return err
 		}
 		a += n
@@ -456,9 +523,7 @@ func (in *instance) report() {
 	if p.inst.Load() != in {
 		return // disabled meanwhile: the driver no longer cares
 	}
-	if err := p.publishAll(); err != nil {
-		p.d.statusFault(err)
-	}
+	p.publishAllReport()
 	e := in.err.Load()
 	in.errMu.Lock()
 	why := in.errWhy
@@ -472,15 +537,25 @@ func (in *instance) report() {
 func (in *instance) publish(f hw.Le32, v uint32) {
 	p := in.p
 	var err error
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], v)
 	p.statusMu.Lock()
-	if p.inst.Load() == in {
-		if base, ok := p.d.statusBase(); ok {
-			err = p.d.mem.WriteU32(base+uint64(hw.StatusQPOffset(p.q)+f.Offset), v)
-		}
+	sb := p.d.status.Load()
+	if p.inst.Load() == in && sb != nil {
+		err = sb.write(uint64(hw.StatusQPOffset(p.q)+f.Offset), b[:])
 	}
 	p.statusMu.Unlock()
 	if err != nil {
-		p.d.statusFault(err)
+		p.d.statusFault(sb, err)
+	}
+}
+
+// publishAllReport is publishAll, turning a failed write into the status
+// block's fault.
+func (p *Pair) publishAllReport() {
+	sb := p.d.status.Load()
+	if err := p.publishAll(); err != nil && sb != nil {
+		p.d.statusFault(sb, err)
 	}
 }
 
@@ -489,8 +564,8 @@ func (in *instance) publish(f hw.Le32, v uint32) {
 func (p *Pair) publishAll() error {
 	p.statusMu.Lock()
 	defer p.statusMu.Unlock()
-	base, ok := p.d.statusBase()
-	if !ok {
+	sb := p.d.status.Load()
+	if sb == nil {
 		return nil
 	}
 	var b [hw.QPStatusSize]byte
@@ -513,5 +588,5 @@ func (p *Pair) publishAll() error {
 		hw.QPStatusRxHeadOffset.Put(b[:], in.headOffsetA.Load())
 		hw.QPStatusRxBmIndex.Put(b[:], in.bmIndexA.Load())
 	}
-	return p.d.mem.WriteAt(base+uint64(hw.StatusQPOffset(p.q)), b[:])
+	return sb.write(uint64(hw.StatusQPOffset(p.q)), b[:])
 }

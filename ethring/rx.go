@@ -36,10 +36,13 @@ func (p *Pair) receive(frame []byte, hold bool) (in *instance, noBuf bool) {
 	p.rxMu.Lock()
 	defer p.rxMu.Unlock()
 	in = p.inst.Load()
-	if in == nil || !in.mayRun() {
+	if in == nil || !in.mayRun() || !in.dma.Begin() {
 		p.st.rxDropsStopped.Add(1)
 		return in, false
 	}
+	// One unit for the whole frame: descriptor fetch, buffer DMA (also
+	// translated), write-back, the backup store and the interrupt.
+	defer in.dma.End()
 	s, ok, noBuf := in.rxPick(frame, hold)
 	if !ok {
 		return in, noBuf
@@ -83,7 +86,7 @@ func (in *instance) rxPick(frame []byte, hold bool) (s rxSlot, ok, noBuf bool) {
 		}
 		return rxSlot{}, false, false
 	}
-	desc, err := r.dc.get(p.d.mem, r, c, tail)
+	desc, err := r.dc.get(in.dma, r, c, tail)
 	if err != nil {
 		in.fail(hw.QErrBadRing, c&r.mask, fmt.Errorf("RX descriptor %d: %w", c&r.mask, err))
 		return rxSlot{}, false, false
@@ -124,7 +127,7 @@ func (in *instance) rxComplete(s rxSlot, n int, status uint16) {
 	hw.RxDescStatus.Put(wb[:], status)
 	// Only pkt_len, status and rsvd: addr and buf_len belong to the driver.
 	off := hw.RxDescPktLen.Offset
-	if err := p.d.mem.WriteAt(s.desc+uint64(off), wb[off:]); err != nil {
+	if err := in.dma.WriteAt(s.desc+uint64(off), wb[off:]); err != nil {
 		slot := s.c & r.mask
 		in.fail(hw.QErrBadRing, slot, fmt.Errorf("RX descriptor %d write-back: %w", slot, err))
 		return

@@ -16,7 +16,8 @@ import (
 const txPublishEvery = 32
 
 // txRun sends every complete frame between head and tail, then publishes
-// tx_head and signals the completion. It runs on the instance's worker.
+// tx_head and signals the completion. It runs on the instance's worker;
+// each frame's guest-memory accesses are one unit of in.dma.
 func (in *instance) txRun() {
 	t := &in.tx
 	head := t.head.Load()
@@ -45,7 +46,8 @@ func (in *instance) txRun() {
 }
 
 // txComplete tells the driver the descriptors before head are done: status
-// block first, then the interrupt.
+// block first, then the interrupt (which fires only while the instance
+// runs: Pair.fireIRQ).
 func (in *instance) txComplete(head uint32) {
 	in.publish(hw.QPStatusTxHead, head)
 	in.p.irq.event()
@@ -70,7 +72,12 @@ type txOffload struct {
 // txFrame gathers the frame starting at descriptor counter head, sends or
 // drops it, and returns how many descriptors it consumed: 0 when the frame
 // is not completely posted yet (no EOP before tail), on a queue error, or
-// when the instance retired while the frame waited for a page response.
+// when the instance retired (its stream stopped) before or while the frame
+// waited for a page response.
+//
+// Only the gather is a unit of in.dma: the wait for a page response and
+// the send on the wire (which may block on the port) happen outside it,
+// so neither holds up the pair's quiesce.
 //
 // A frame with more than hw.TxMaxSegs segments, or a length outside
 // hw.MinFrame..hw.MaxFrame (hw.MaxTSOFrame for a TSO frame), is dropped
@@ -93,8 +100,18 @@ func (in *instance) txFrame(head, tail uint32) uint32 {
 		}
 	}()
 	for {
-		n, f, c := in.txGather(head, tail)
+		if !in.dma.Begin() {
+			return 0
+		}
+		n, f, c, out := in.txGather(head, tail)
+		in.dma.End()
 		if f == nil {
+			switch {
+			case out.drop:
+				in.txDrop()
+			case out.len > 0:
+				in.txOffloadSend(in.txb.frame[:out.len], out.off)
+			}
 			return n
 		}
 		detected := pri.Now()
@@ -105,6 +122,10 @@ func (in *instance) txFrame(head, tail uint32) uint32 {
 			continue // resident now: gather again
 		case errors.Is(err, errTxFault):
 			in.p.d.log.Warn("TX frame dropped", "pair", in.p.q, "desc", c, "err", err)
+			if !in.dma.Begin() {
+				return 0
+			}
+			defer in.dma.End()
 			return in.txSkip(head, tail)
 		default:
 			return 0 // retired
@@ -112,10 +133,19 @@ func (in *instance) txFrame(head, tail uint32) uint32 {
 	}
 }
 
-// txGather is one attempt of txFrame. It returns the descriptors consumed,
-// or the translation fault that stopped it and the descriptor it hit.
-func (in *instance) txGather(head, tail uint32) (uint32, *ats.Fault, uint32) {
-	d, t := in.p.d, &in.tx
+// txOut is what a gathered frame becomes: sent (len bytes of the gather
+// buffer, with off) or dropped; neither when nothing was consumed.
+type txOut struct {
+	len  int
+	off  txOffload
+	drop bool
+}
+
+// txGather is one attempt of txFrame, inside a unit of in.dma. It returns
+// the descriptors consumed and what to do with the frame, or the
+// translation fault that stopped it and the descriptor it hit.
+func (in *instance) txGather(head, tail uint32) (uint32, *ats.Fault, uint32, txOut) {
+	t := &in.tx
 	buf := in.txb.frame[:]
 	avail := tail - head
 	flen, bad := 0, false
@@ -123,10 +153,10 @@ func (in *instance) txGather(head, tail uint32) (uint32, *ats.Fault, uint32) {
 	var off txOffload
 	for i := uint32(0); i < avail; i++ {
 		c := head + i
-		desc, err := t.dc.get(d.mem, t, c, tail)
+		desc, err := t.dc.get(in.dma, t, c, tail)
 		if err != nil {
 			in.fail(hw.QErrBadRing, c&t.mask, fmt.Errorf("TX descriptor %d: %w", c&t.mask, err))
-			return 0, nil, 0
+			return 0, nil, 0, txOut{}
 		}
 		addr := hw.TxDescAddr.Get(desc)
 		seg := int(hw.TxDescLen.Get(desc))
@@ -144,36 +174,34 @@ func (in *instance) txGather(head, tail uint32) (uint32, *ats.Fault, uint32) {
 		if !bad && seg > 0 {
 			if err := in.bufDMA(addr, buf[flen:flen+seg], false); err != nil {
 				if f := asFault(err); f != nil {
-					return 0, f, c
+					return 0, f, c, txOut{}
 				}
 				in.fail(hw.QErrBadDesc, c&t.mask, fmt.Errorf("TX descriptor %d buffer %#x+%d: %w", c&t.mask, addr, seg, err))
-				return 0, nil, 0
+				return 0, nil, 0, txOut{}
 			}
 			flen += seg
 		}
 		if flags&hw.TxdEOP != 0 {
 			if bad || flen < hw.MinFrame {
-				in.txDrop()
-			} else {
-				in.txOffloadSend(buf[:flen], off)
+				return i + 1, nil, 0, txOut{drop: true}
 			}
-			return i + 1, nil, 0
+			return i + 1, nil, 0, txOut{len: flen, off: off}
 		}
 	}
 	if avail == t.size {
-		in.txDrop()
-		return avail, nil, 0
+		return avail, nil, 0, txOut{drop: true}
 	}
-	return 0, nil, 0
+	return 0, nil, 0, txOut{}
 }
 
 // txSkip drops the frame at head without reading its buffers, counted in
 // tx_fault_errors, and returns the descriptors it spans (0 when its EOP is
-// not posted yet: the frame is dropped once it is).
+// not posted yet: the frame is dropped once it is). Caller holds a unit of
+// in.dma.
 func (in *instance) txSkip(head, tail uint32) uint32 {
-	d, t := in.p.d, &in.tx
+	t := &in.tx
 	for i := uint32(0); i < tail-head; i++ {
-		desc, err := t.dc.get(d.mem, t, head+i, tail)
+		desc, err := t.dc.get(in.dma, t, head+i, tail)
 		if err != nil {
 			in.fail(hw.QErrBadRing, (head+i)&t.mask, fmt.Errorf("TX descriptor %d: %w", (head+i)&t.mask, err))
 			return 0

@@ -92,6 +92,7 @@ type NIC struct {
 	msixTable []byte
 
 	dmaStatus atomic.Uint32
+	lateSeen  atomic.Uint64 // LATE_DMA count last logged
 	dmaGen    atomic.Uint64 // bumped by reset: stale DMA runs stop reporting
 	dmaWG     sync.WaitGroup
 
@@ -415,10 +416,9 @@ func (n *NIC) readReg(reg uint32) uint32 {
 	case hw.RegFeatures:
 		return hw.Features
 	case hw.RegCtrl:
-		if dp := n.dp.Load(); dp != nil && dp.Enabled() {
-			return hw.CtrlEnable
-		}
-		return 0
+		return n.readCtrl()
+	case hw.RegLateDMA:
+		return n.lateDMA()
 	case hw.RegDiagEcho:
 		return n.echo.rounds()
 	case hw.RegDiagEchoGap:
@@ -579,6 +579,39 @@ func (n *NIC) writeReg(reg, v, mask uint32) {
 	}
 }
 
+// readCtrl reads CTRL: ENABLE as written, BUSY while the datapath may
+// still DMA (a status block, an enabled pair or backup ring, or one that
+// a disable or CTRL_RESET stopped and that has not quiesced yet).
+func (n *NIC) readCtrl() uint32 {
+	dp := n.dp.Load()
+	if dp == nil {
+		return 0
+	}
+	var v uint32
+	if dp.Enabled() {
+		v |= hw.CtrlEnable
+	}
+	if dp.Busy() {
+		v |= hw.CtrlBusy
+	}
+	return v
+}
+
+// lateDMA reads LATE_DMA: the late writes guest memory's detector refused
+// (low 32 bits). A count that grew since the last read is logged with the
+// detector's log: it means a device bug.
+func (n *NIC) lateDMA() uint32 {
+	if !n.attached.Load() {
+		return 0
+	}
+	m := n.host.Mem
+	late := m.LateWrites()
+	if seen := n.lateSeen.Swap(late); late > seen {
+		n.log.Warn("late DMA writes refused", "count", late, "log", fmt.Sprint(m.LateLog()))
+	}
+	return uint32(late)
+}
+
 // writeCtrl applies CTRL: RESET first (self-clearing), then ENABLE as
 // written, so writing ENABLE|RESET restarts the datapath from scratch.
 func (n *NIC) writeCtrl(v, mask uint32) {
@@ -590,7 +623,7 @@ func (n *NIC) writeCtrl(v, mask uint32) {
 	if dp.Enabled() {
 		cur = hw.CtrlEnable
 	}
-	v = merge(cur, v, mask)
+	v = merge(cur, v, mask) &^ hw.CtrlBusy // read only
 	if v&hw.CtrlReset != 0 {
 		n.log.Info("datapath reset by the driver")
 		dp.Reset()
