@@ -20,7 +20,6 @@ package nic
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -36,7 +35,6 @@ import (
 	"github.com/npfnic/npfnic/pcie"
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice"
-	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
@@ -92,8 +90,8 @@ type NIC struct {
 	msixTable []byte
 
 	dmaStatus atomic.Uint32
-	lateSeen  atomic.Uint64 // LATE_DMA count last logged
-	dmaGen    atomic.Uint64 // bumped by reset: stale DMA runs stop reporting
+	lateSeen  atomic.Uint64           // LATE_DMA count last logged
+	dmaRun    atomic.Pointer[diagRun] // the last diagnostic DMA started
 	dmaWG     sync.WaitGroup
 
 	mac         net.HardwareAddr
@@ -286,12 +284,14 @@ func (n *NIC) PRI() *pri.Engine { return n.pri.Load() }
 // MAC returns the station address.
 func (n *NIC) MAC() net.HardwareAddr { return append(net.HardwareAddr(nil), n.mac...) }
 
-// ClientDisconnected implements vdevice.Disconnecter: the queues stop (the
-// client's memory is already gone, so any DMA still in flight faults
-// harmlessly); the rest of the register file and config space are kept for
-// the next client, which resets the device anyway.
+// ClientDisconnected implements vdevice.Disconnecter: every engine stops
+// (the client's memory is already gone, so any DMA still in flight faults
+// harmlessly) and is waited for, bounded; config space is kept for the
+// next client, which resets the device anyway, and translation and PRI
+// follow its enables so the two agree.
 func (n *NIC) ClientDisconnected() {
 	n.log.Info("client gone; queues stopped, device state kept")
+	n.abortDMA()
 	n.resetFaults()
 	if dp := n.dp.Load(); dp != nil {
 		dp.Reset()
@@ -299,11 +299,13 @@ func (n *NIC) ClientDisconnected() {
 	n.mu.Lock()
 	n.statusAddr = 0
 	n.mu.Unlock()
+	n.waitQuiesced("client disconnect")
 }
 
 // resetFaults returns translation, PRI and the echo diagnostic to their
-// power-on state: outstanding page requests are abandoned, so a TX queue
-// stalled on one lets go.
+// reset state, with the ATS, PASID and PRI enables taken from config space:
+// outstanding page requests are abandoned, so a TX queue stalled on one
+// lets go. It stops their DMA without waiting (see waitQuiesced).
 func (n *NIC) resetFaults() {
 	n.echo.reset()
 	if e := n.pri.Load(); e != nil {
@@ -335,23 +337,31 @@ func (n *NIC) Close() error {
 	return err
 }
 
-// Reset implements vdevice.Device: config space and registers return to
-// their power-on values; a diagnostic DMA in flight stops at its next
-// chunk and no longer reports.
+// Reset implements vdevice.Device (DEVICE_RESET, a function reset): config
+// space and registers return to their power-on values; a diagnostic DMA in
+// flight is aborted (its status reads ABORTED once it stopped).
+//
+// Config space is reset first and every engine then takes its enables from
+// it (the reset runs no config hooks). Every engine's DMA is stopped, and
+// the reply waits until all have quiesced, for at most
+// hw.QuiesceTimeoutMS: a unit may be waiting for the client itself (remote
+// DMA over this very socket), so the wait is bounded and a timeout logged.
 func (n *NIC) Reset() error {
-	n.dmaGen.Add(1)
 	n.cfg.Reset()
 	n.mu.Lock()
 	n.scratch, n.dmaAddr, n.dmaLen, n.dmaSeed = 0, 0, 0, 0
 	n.statusAddr = 0
 	n.resetMSIXTable()
 	n.mu.Unlock()
-	n.dmaStatus.Store(hw.DiagDMAStatusIdle)
+	if !n.abortDMA() {
+		n.dmaStatus.Store(hw.DiagDMAStatusIdle)
+	}
 	n.resetFaults()
 	if dp := n.dp.Load(); dp != nil {
 		dp.Reset()
 		dp.SetBusMaster(n.cfg.BusMaster())
 	}
+	n.waitQuiesced("device reset")
 	return nil
 }
 
@@ -406,7 +416,7 @@ func (n *NIC) readReg(reg uint32) uint32 {
 	case hw.RegVersion:
 		return hw.InterfaceVersion
 	case hw.RegDiagDMAStatus:
-		return n.dmaStatus.Load()
+		return n.diagStatus()
 	case hw.RegMACLo:
 		return binary.LittleEndian.Uint32(n.mac[0:4])
 	case hw.RegMACHi:
@@ -508,8 +518,8 @@ func (n *NIC) writeReg(reg, v, mask uint32) {
 		}
 		return
 	case hw.RegDiagDMACtrl:
-		if full && v&hw.DiagDMACtrlStart != 0 {
-			n.startDMA()
+		if full {
+			n.diagCtrl(v)
 		}
 		return
 	case hw.RegCtrl:
@@ -641,69 +651,6 @@ func (n *NIC) diagIRQ(v uint32) {
 	}
 	if err := n.host.IRQ.Trigger(int(v)); err != nil {
 		n.log.Warn("DIAG_IRQ failed", "vector", v, "err", err)
-	}
-}
-
-// startDMA validates the diagnostic DMA and launches it on its own
-// goroutine: the write that started it is a (posted) request and must not
-// wait for guest memory.
-func (n *NIC) startDMA() {
-	if n.dmaStatus.Load() == hw.DiagDMAStatusBusy {
-		n.log.Warn("DIAG_DMA_CTRL: start while busy ignored")
-		return
-	}
-	n.mu.Lock()
-	addr, length, seed := n.dmaAddr, n.dmaLen, n.dmaSeed
-	n.mu.Unlock()
-	switch {
-	case !n.cfg.BusMaster():
-		n.dmaStatus.Store(hw.DiagDMAStatusNoMaster)
-	case length == 0 || length > hw.DiagDMAMaxLen:
-		n.dmaStatus.Store(hw.DiagDMAStatusBadLen)
-	case !n.attached.Load():
-		n.dmaStatus.Store(hw.DiagDMAStatusFault)
-	default:
-		n.dmaStatus.Store(hw.DiagDMAStatusBusy)
-		gen := n.dmaGen.Load()
-		n.dmaWG.Add(1)
-		go n.runDMA(gen, addr, length, seed)
-	}
-}
-
-// runDMA writes the pattern page by page: each piece then lies inside one
-// guest page, hence inside one DMA mapping, even when the target spans two
-// adjacent mappings.
-func (n *NIC) runDMA(gen, addr uint64, length, seed uint32) {
-	defer n.dmaWG.Done()
-	const page = 4096
-	var buf [page]byte
-	status := uint32(hw.DiagDMAStatusDone)
-	for done := uint32(0); done < length; {
-		if n.dmaGen.Load() != gen {
-			return
-		}
-		iova := addr + uint64(done)
-		chunk := min(uint64(page)-iova%page, uint64(length-done))
-		for i := uint64(0); i < chunk; i++ {
-			buf[i] = hw.DiagPattern(seed, done+uint32(i))
-		}
-		if err := n.host.Mem.WriteAt(iova, buf[:chunk]); err != nil {
-			var fe *guestmem.FaultError
-			if errors.As(err, &fe) {
-				n.log.Warn("diagnostic DMA fault", "iova", fe.IOVA, "len", fe.Len, "reason", fe.Reason.String())
-			} else {
-				n.log.Warn("diagnostic DMA failed", "err", err)
-			}
-			// A PCIe requester that gets Unsupported Request sets Received
-			// Master Abort.
-			n.cfg.RaiseStatus(pcie.StatusRecMasterAbort)
-			status = hw.DiagDMAStatusFault
-			break
-		}
-		done += uint32(chunk)
-	}
-	if n.dmaGen.Load() == gen {
-		n.dmaStatus.Store(status)
 	}
 }
 
