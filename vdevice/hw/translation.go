@@ -39,6 +39,18 @@ package hw
 // PASID 0 is used. An entry's root field has V (bit 0) and, in bits 51:12,
 // the IOVA of the PASID's level-4 table; bits 63:52 are reserved (zero).
 // Changing a valid entry requires an NPFNIC_INV_PASID invalidation.
+//
+// Teardown (interface 2.3, see Quiesce). ATS_CTRL and PRI_CTRL read BUSY
+// (bit 31) from ENABLE until, after a write of 0 or RESET, the block has
+// finished the unit it had started: for ATS a page-table walk, an
+// invalidation descriptor with its head update, or a WAIT completion and
+// its interrupt; for PRI a page request group's entries with prq_tail and
+// the interrupt, or one page response with prspq_head. From the read that
+// shows BUSY clear on, the device reads no PASID or page table, writes no
+// status block, completion word or queue entry and raises no translation
+// interrupt until ENABLE is written again, so the driver may free them.
+// A function reset also takes the ATS, PASID and PRI Enable bits again
+// from config space (off after DEVICE_RESET).
 
 // Translation page geometry.
 const (
