@@ -8,6 +8,7 @@ import "testing"
 // successor's writes there are not refused as late.
 func TestStreamQuiesceSparesSuccessor(t *testing.T) {
 	m := New()
+	m.FenceOnQuiesce(true)
 	buf := make([]byte, 0x3000)
 	if err := m.MapHost(0x1000, buf, ProtRead|ProtWrite, nil); err != nil {
 		t.Fatal(err)
@@ -36,5 +37,33 @@ func TestStreamQuiesceSparesSuccessor(t *testing.T) {
 	succ.Stop()
 	if err := m.WriteAt(0x1000, []byte{1}); err == nil {
 		t.Fatal("write into the successor's memory accepted after it quiesced")
+	}
+}
+
+// TestQuiesceFencesNothingByDefault: a device in a real guest must accept a
+// live engine's write into memory that was a quiesced engine's ring (the
+// guest freed the ring and posted the page as a buffer, which no stream
+// owns); only writes through the quiesced stream itself are late.
+func TestQuiesceFencesNothingByDefault(t *testing.T) {
+	m := New()
+	buf := make([]byte, 0x2000)
+	if err := m.MapHost(0x1000, buf, ProtRead|ProtWrite, nil); err != nil {
+		t.Fatal(err)
+	}
+	ring := m.NewStream("qp0")
+	ring.Own(0x1000, 0x1000)
+	ring.Stop()
+	if !ring.Quiesced() {
+		t.Fatal("idle stream not quiesced at Stop")
+	}
+	next := m.NewStream("qp0.next")
+	if err := next.WriteAt(0x1000, []byte{7}); err != nil {
+		t.Fatalf("a live stream's write into the old ring page refused: %v", err)
+	}
+	if err := ring.WriteAt(0x1000, []byte{9}); err == nil {
+		t.Fatal("a write through the quiesced stream was accepted")
+	}
+	if buf[0] != 7 || m.LateWrites() != 1 {
+		t.Fatalf("buf[0]=%d late=%d, want 7 and 1", buf[0], m.LateWrites())
 	}
 }
