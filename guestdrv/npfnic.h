@@ -129,6 +129,9 @@ struct npfnic_qp {
 	struct list_head bk_pending;	/* backup frames of this pair, in ring order */
 	u32 bk_npending;
 
+	/* Still BUSY after its disable: its rings and buffers are leaked. */
+	bool lost;
+
 	struct npfnic_qp_stats stats;
 };
 
@@ -192,6 +195,15 @@ struct npfnic_npf {
 
 	atomic64_t prq_isr_ns;		/* first PRQ interrupt not yet served */
 	atomic64_t bk_isr_ns;		/* first backup interrupt not yet served */
+
+	/* Engines still BUSY after their reset: their memory is leaked. */
+	bool ats_lost;
+	bool pri_lost;
+	bool bk_lost;
+	/* Refused backup entries: the pairs are restarted (reset_work). */
+	bool reset_pending;
+	/* inject bad_backup_*: the next backup entry is read corrupted. */
+	int inject_bad_backup;
 };
 
 /* Counters of the fault machinery (driver side). */
@@ -211,6 +223,7 @@ struct npfnic_npf_stats {
 	atomic64_t tail_irqs;
 	atomic64_t slot_pages;		/* RX slot pages mapped now */
 	atomic64_t pt_pages;		/* page-table pages now */
+	atomic64_t backup_resets;	/* restarts after a backup entry naming no descriptor */
 };
 
 /* The dev_id of one MSI-X vector. */
@@ -237,7 +250,10 @@ struct npfnic {
 	u32 tx_ring_size;
 	u32 itr_usecs;
 	struct work_struct misc_work;	/* link changes and queue errors */
+	struct work_struct reset_work;	/* restarts the pairs (npfnic_schedule_reset) */
 	u32 qp_errors_seen[NPFNIC_QP_MAX];
+	bool sb_lost;			/* the datapath stayed BUSY: the status block is leaked */
+	atomic64_t quiesce_timeouts;	/* BUSY bits that did not clear in time */
 
 	struct mutex diag_lock;		/* one diagnostic DMA at a time */
 	char diag_result[64];
@@ -275,6 +291,8 @@ static inline bool npfnic_translating(const struct npfnic *nic)
 	return nic->policy != NPFNIC_POLICY_OFF;
 }
 
+bool npfnic_wait_quiesced(struct npfnic *nic, void __iomem *ctrl, u32 busy, const char *what);
+void npfnic_schedule_reset(struct npfnic *nic);
 int npfnic_eth_probe(struct npfnic *nic);
 void npfnic_eth_remove(struct npfnic *nic);
 irqreturn_t npfnic_misc_irq(int irq, void *data);
@@ -282,7 +300,7 @@ irqreturn_t npfnic_qp_irq(int irq, void *data);
 int npfnic_inject(struct npfnic *nic, const char *what, unsigned int q);
 
 /* npfnic_npf.c: network page faults */
-#define NPFNIC_NPF_STATS	33
+#define NPFNIC_NPF_STATS	34
 extern const char npfnic_npf_stat_names[][ETH_GSTRING_LEN];
 
 int npfnic_npf_probe(struct npfnic *nic);

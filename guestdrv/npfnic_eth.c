@@ -49,10 +49,36 @@ static u32 npfnic_tx_free(const struct npfnic_qp *qp)
 
 /* ---- ring memory ---- */
 
+/*
+ * Forgets a pair the device did not let go of (still BUSY after its
+ * disable): its rings, RX buffers and slot pages, and the TX frames it may
+ * still read, stay allocated for good.
+ */
+static void npfnic_leak_qp(struct npfnic_qp *qp)
+{
+	struct npfnic_pending *p, *tmp;
+
+	list_for_each_entry_safe(p, tmp, &qp->bk_pending, list) {
+		list_del(&p->list);
+		kfree(p);
+	}
+	qp->bk_npending = 0;
+	qp->tx_ring = NULL;
+	qp->rx_ring = NULL;
+	qp->rx_bufs = NULL;
+	qp->rx_slots = NULL;
+	qp->tx_slots = NULL;
+	qp->lost = false;
+}
+
 static void npfnic_free_qp(struct npfnic_qp *qp)
 {
 	struct device *dev = &qp->nic->pdev->dev;
 
+	if (qp->lost) {
+		npfnic_leak_qp(qp);
+		return;
+	}
 	if (qp->tx_ring)
 		dma_free_coherent(dev, qp->tx_size * sizeof(*qp->tx_ring), qp->tx_ring,
 				  qp->tx_ring_dma);
@@ -507,20 +533,30 @@ static void npfnic_start_qp(struct npfnic_qp *qp)
 	iowrite32(1, qp->regs + NPFNIC_QP_IRQ_ARM);
 }
 
+/*
+ * Stops every engine and waits for each one's BUSY bit to clear (the
+ * quiesce handshake): the pairs first, whose DMA goes through translation
+ * and the backup ring, then the datapath, then the fault machinery. An
+ * engine that stays busy is marked lost and its memory is leaked instead
+ * of freed.
+ */
 static void npfnic_stop_hw(struct npfnic *nic)
 {
 	int q;
 
 	for (q = 0; q < nic->nqps; q++)
 		iowrite32(0, nic->qps[q].regs + NPFNIC_QP_CTRL);
+	for (q = 0; q < nic->nqps; q++) {
+		struct npfnic_qp *qp = &nic->qps[q];
+
+		qp->lost = !npfnic_wait_quiesced(nic, qp->regs + NPFNIC_QP_CTRL,
+						 NPFNIC_QP_CTRL_BUSY, "queue pair");
+	}
 	iowrite32(0, nic->bar0 + NPFNIC_REG_CTRL);
+	if (!npfnic_wait_quiesced(nic, nic->bar0 + NPFNIC_REG_CTRL, NPFNIC_CTRL_BUSY, "datapath"))
+		nic->sb_lost = true;
 	if (npfnic_translating(nic))
 		npfnic_npf_stop_hw(nic);
-	/*
-	 * A read is non-posted: it returns after the device handled the
-	 * writes above, so it no longer touches the rings freed next.
-	 */
-	ioread32(nic->bar0 + NPFNIC_REG_CTRL);
 }
 
 static int npfnic_open(struct net_device *netdev)
@@ -585,7 +621,7 @@ static int npfnic_stop(struct net_device *netdev)
 
 		napi_disable(&qp->napi);
 		/* Frames the device never sent are dropped and unmapped here. */
-		for (i = qp->tx_clean; i != qp->tx_tail; i++) {
+		for (i = qp->tx_clean; i != qp->tx_tail && !qp->lost; i++) {
 			struct npfnic_tx_slot *slot = &qp->tx_slots[i & (qp->tx_size - 1)];
 
 			npfnic_unmap_tx_slot(dev, slot);
@@ -598,6 +634,38 @@ static int npfnic_stop(struct net_device *netdev)
 	}
 	nic->nqps = 0;
 	return 0;
+}
+
+/*
+ * Restarts every pair: the recovery from a backup entry that names no
+ * descriptor the driver could complete (device garbage), on which the
+ * pair's rx_head would otherwise wait until the next ifdown.
+ */
+static void npfnic_reset_work(struct work_struct *work)
+{
+	struct npfnic *nic = container_of(work, struct npfnic, reset_work);
+	struct net_device *netdev = nic->netdev;
+	int err;
+
+	rtnl_lock();
+	if (netif_running(netdev) && READ_ONCE(nic->npf.reset_pending)) {
+		netdev_warn(netdev, "restarting the queue pairs after a bad backup entry\n");
+		npfnic_stop(netdev);
+		err = npfnic_open(netdev);
+		if (err)
+			netdev_err(netdev, "restart failed: %d\n", err);
+	}
+	WRITE_ONCE(nic->npf.reset_pending, false);
+	rtnl_unlock();
+}
+
+void npfnic_schedule_reset(struct npfnic *nic)
+{
+	if (!READ_ONCE(nic->npf.reset_pending)) {
+		WRITE_ONCE(nic->npf.reset_pending, true);
+		atomic64_inc(&nic->nstats.backup_resets);
+		schedule_work(&nic->reset_work);
+	}
 }
 
 static void npfnic_get_stats64(struct net_device *netdev, struct rtnl_link_stats64 *s)
@@ -654,7 +722,7 @@ static const char npfnic_qp_stat_names[][ETH_GSTRING_LEN] = {
 
 static const char npfnic_dev_stat_names[][ETH_GSTRING_LEN] = {
 	"rx_drops_no_buf", "rx_drops_too_big", "tx_drops_bad_len", "queue_errors",
-	"tx_tso_frames", "rx_wire_stalls",
+	"tx_tso_frames", "rx_wire_stalls", "late_dma", "quiesce_timeouts",
 };
 
 #define NPFNIC_QP_STATS		ARRAY_SIZE(npfnic_qp_stat_names)
@@ -729,6 +797,9 @@ static void npfnic_get_ethtool_stats(struct net_device *netdev, struct ethtool_s
 	data[3] = qerr;
 	data[4] = tso;
 	data[5] = stalls;
+	/* The device's late-DMA detector: nonzero only on a broken device. */
+	data[6] = ioread32(nic->bar0 + NPFNIC_REG_LATE_DMA);
+	data[7] = atomic64_read(&nic->quiesce_timeouts);
 	npfnic_npf_get_stats(nic, data + NPFNIC_DEV_STATS);
 }
 
@@ -809,6 +880,7 @@ int npfnic_eth_probe(struct npfnic *nic)
 	nic->tx_ring_size = tx_ring_size;
 	nic->itr_usecs = itr_usecs;
 	INIT_WORK(&nic->misc_work, npfnic_misc_work);
+	INIT_WORK(&nic->reset_work, npfnic_reset_work);
 	for (q = 0; q < NPFNIC_QP_MAX; q++) {
 		nic->qps[q].regs = nic->bar0 + NPFNIC_QP_BASE(q);
 		u64_stats_init(&nic->qps[q].stats.syncp);
@@ -855,11 +927,17 @@ void npfnic_eth_remove(struct npfnic *nic)
 	int q;
 
 	iowrite32(NPFNIC_CTRL_RESET, nic->bar0 + NPFNIC_REG_CTRL);
-	ioread32(nic->bar0 + NPFNIC_REG_CTRL);	/* the device forgot the status block */
+	/* The device forgot the status block once the reset quiesced. */
+	if (!npfnic_wait_quiesced(nic, nic->bar0 + NPFNIC_REG_CTRL, NPFNIC_CTRL_BUSY,
+				  "device reset"))
+		nic->sb_lost = true;
 	cancel_work_sync(&nic->misc_work);
+	cancel_work_sync(&nic->reset_work);
 	for (q = 0; q < NPFNIC_QP_MAX; q++)
 		netif_napi_del(&nic->qps[q].napi);
-	dma_free_coherent(&nic->pdev->dev, NPFNIC_STATUS_BLOCK_SIZE, nic->sb, nic->sb_dma);
+	if (!nic->sb_lost)
+		dma_free_coherent(&nic->pdev->dev, NPFNIC_STATUS_BLOCK_SIZE, nic->sb,
+				  nic->sb_dma);
 	free_netdev(nic->netdev);
 }
 

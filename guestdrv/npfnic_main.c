@@ -13,8 +13,34 @@
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/interrupt.h>
+#include <linux/iopoll.h>
 
 #include "npfnic.h"
+
+/*
+ * The quiesce handshake (interface 2.3): after an engine's disable or reset
+ * write, its control register reads BUSY until the device ended every DMA
+ * it had started; from the read that shows BUSY clear on, the device never
+ * touches the engine's memory again. Returns true then. A BUSY that stays
+ * set for NPFNIC_QUIESCE_TIMEOUT_MS (a device wedged on guest memory) or a
+ * device that is gone (reads all ones) returns false: the caller must leak
+ * that memory rather than free what the device may still write. A read
+ * costs ~220 us under TCG, so the poll sleeps between reads.
+ */
+bool npfnic_wait_quiesced(struct npfnic *nic, void __iomem *ctrl, u32 busy, const char *what)
+{
+	u32 v;
+	int err;
+
+	err = read_poll_timeout(ioread32, v, !(v & busy) || v == U32_MAX, 1000,
+				NPFNIC_QUIESCE_TIMEOUT_MS * USEC_PER_MSEC, false, ctrl);
+	if (!err && v != U32_MAX)
+		return true;
+	atomic64_inc(&nic->quiesce_timeouts);
+	dev_warn(&nic->pdev->dev, "%s still busy after %u ms (reads %#x): its memory is leaked\n",
+		 what, NPFNIC_QUIESCE_TIMEOUT_MS, v);
+	return false;
+}
 
 /*
  * Every vector counts its interrupts for the diagnostics, then does its job:
@@ -64,36 +90,67 @@ static ssize_t diag_irq_store(struct device *dev, struct device_attribute *attr,
 }
 static DEVICE_ATTR_WO(diag_irq);
 
+/* Polls DIAG_DMA_STATUS until it is not BUSY; returns the last status. */
+static u32 npfnic_diag_dma_wait(struct npfnic *nic, unsigned int timeout_ms)
+{
+	u32 v;
+
+	read_poll_timeout(ioread32, v, v != NPFNIC_DIAG_DMA_STATUS_BUSY, 10000,
+			  timeout_ms * USEC_PER_MSEC, false,
+			  nic->bar0 + NPFNIC_REG_DIAG_DMA_STATUS);
+	return v;
+}
+
 /*
  * Writing "LEN SEED" has the device write its diagnostic pattern into a
- * coherent buffer the driver allocated; reading shows the last verdict.
+ * coherent buffer the driver allocated; reading shows the last verdict. A
+ * DMA still running (one an earlier write gave up on) makes the write fail
+ * with EBUSY. A DMA that does not finish in time is aborted; the buffer is
+ * freed only once the device reports no byte will be written any more,
+ * else it is leaked.
  */
 static ssize_t diag_dma_store(struct device *dev, struct device_attribute *attr,
 			      const char *buf, size_t len)
 {
 	struct npfnic *nic = dev_get_drvdata(dev);
-	unsigned int n, seed, i, status = 0;
+	unsigned int n, seed, i, status;
 	dma_addr_t addr;
 	u8 *data;
-	int tries, err = 0;
+	int err = 0;
 
 	if (sscanf(buf, "%u %i", &n, &seed) != 2 || n == 0 || n > PAGE_SIZE * 4)
 		return -EINVAL;
-	data = dma_alloc_coherent(dev, n, &addr, GFP_KERNEL);
-	if (!data)
-		return -ENOMEM;
-	memset(data, 0, n);
 	mutex_lock(&nic->diag_lock);
+	/* The device ignores a start while busy: refuse it here instead. */
+	if (ioread32(nic->bar0 + NPFNIC_REG_DIAG_DMA_STATUS) == NPFNIC_DIAG_DMA_STATUS_BUSY) {
+		mutex_unlock(&nic->diag_lock);
+		return -EBUSY;
+	}
+	data = dma_alloc_coherent(dev, n, &addr, GFP_KERNEL);
+	if (!data) {
+		mutex_unlock(&nic->diag_lock);
+		return -ENOMEM;
+	}
+	memset(data, 0, n);
 	iowrite32(lower_32_bits(addr), nic->bar0 + NPFNIC_REG_DIAG_DMA_ADDR_LO);
 	iowrite32(upper_32_bits(addr), nic->bar0 + NPFNIC_REG_DIAG_DMA_ADDR_HI);
 	iowrite32(n, nic->bar0 + NPFNIC_REG_DIAG_DMA_LEN);
 	iowrite32(seed, nic->bar0 + NPFNIC_REG_DIAG_DMA_SEED);
 	iowrite32(NPFNIC_DIAG_DMA_CTRL_START, nic->bar0 + NPFNIC_REG_DIAG_DMA_CTRL);
-	for (tries = 0; tries < 200; tries++) {
-		status = ioread32(nic->bar0 + NPFNIC_REG_DIAG_DMA_STATUS);
-		if (status != NPFNIC_DIAG_DMA_STATUS_BUSY)
-			break;
-		usleep_range(10000, 20000);
+	status = npfnic_diag_dma_wait(nic, NPFNIC_QUIESCE_TIMEOUT_MS);
+	if (status == NPFNIC_DIAG_DMA_STATUS_BUSY) {
+		iowrite32(NPFNIC_DIAG_DMA_CTRL_ABORT, nic->bar0 + NPFNIC_REG_DIAG_DMA_CTRL);
+		status = npfnic_diag_dma_wait(nic, NPFNIC_QUIESCE_TIMEOUT_MS);
+		snprintf(nic->diag_result, sizeof(nic->diag_result), "timed out, status %u\n",
+			 status);
+		if (status == NPFNIC_DIAG_DMA_STATUS_BUSY || status == U32_MAX) {
+			atomic64_inc(&nic->quiesce_timeouts);
+			dev_warn(dev, "diagnostic DMA still busy after abort: its buffer is leaked\n");
+			mutex_unlock(&nic->diag_lock);
+			return -ETIMEDOUT;
+		}
+		err = -ETIMEDOUT;
+		goto out;
 	}
 	if (status != NPFNIC_DIAG_DMA_STATUS_DONE) {
 		snprintf(nic->diag_result, sizeof(nic->diag_result), "status %u\n", status);
@@ -110,8 +167,8 @@ static ssize_t diag_dma_store(struct device *dev, struct device_attribute *attr,
 	}
 	snprintf(nic->diag_result, sizeof(nic->diag_result), "ok %u %#x\n", n, seed);
 out:
-	mutex_unlock(&nic->diag_lock);
 	dma_free_coherent(dev, n, data, addr);
+	mutex_unlock(&nic->diag_lock);
 	return err ? err : len;
 }
 
@@ -131,7 +188,8 @@ static DEVICE_ATTR_RW(diag_dma);
  * Writing "WHAT Q" feeds the device bad input: bad_desc, bad_tail and
  * bad_ring for queue pair Q; with a translating rx_policy also bad_pte
  * (for pair Q), bad_pasid, bad_prgi, prsp_storm and inv_unmapped (Q may
- * be left out for those).
+ * be left out for those); with backup, bad_backup_status, bad_backup_queue
+ * and bad_backup_desc corrupt the next backup entry as the driver reads it.
  */
 static ssize_t inject_store(struct device *dev, struct device_attribute *attr,
 			    const char *buf, size_t len)

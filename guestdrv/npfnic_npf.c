@@ -32,7 +32,9 @@
  * atc_entries, fault_delay_us (writable at run time); sysfs files of the
  * PCI function: cool (write 1), rx_policy (read), diag_echo (write N
  * rounds, read rounds answered), inject (bad_pte Q, bad_pasid, bad_prgi,
- * prsp_storm, inv_unmapped). ethtool -S adds the names in
+ * prsp_storm, inv_unmapped; bad_backup_status, bad_backup_queue and
+ * bad_backup_desc make the driver read the next backup entry corrupted,
+ * as a broken device would write it). ethtool -S adds the names in
  * npfnic_npf_stat_names: the device's fault counters summed over the
  * pairs, the driver's page request, response, invalidation, cool and
  * backup counters, the ATC hit/miss registers, and p50/p99 latencies in ns
@@ -112,7 +114,7 @@ const char npfnic_npf_stat_names[][ETH_GSTRING_LEN] = {
 	"backup_lat_p50_ns", "backup_lat_p99_ns",
 	"rx_xlat_errors", "rx_resolved", "backup_errors", "bad_page_requests", "pri_errors",
 	"pri_unexpected", "tail_irqs", "tail_events", "inv_timeouts", "rx_slot_pages",
-	"pt_pages",
+	"pt_pages", "backup_resets",
 };
 
 static_assert(ARRAY_SIZE(npfnic_npf_stat_names) == NPFNIC_NPF_STATS);
@@ -844,6 +846,34 @@ static enum npfnic_where npfnic_backup_where(struct npfnic *nic, struct npfnic_q
 	return NPFNIC_POSTED;
 }
 
+/* What inject bad_backup_* does to the next backup entry the driver reads. */
+enum {
+	NPFNIC_BAD_BACKUP_NONE,
+	NPFNIC_BAD_BACKUP_STATUS,	/* BKD_DONE clear */
+	NPFNIC_BAD_BACKUP_QUEUE,	/* a queue pair that is not in use */
+	NPFNIC_BAD_BACKUP_DESC,		/* a descriptor long consumed */
+};
+
+static void npfnic_backup_corrupt(struct npfnic *nic, struct npfnic_pending *e, u16 *queue)
+{
+	int what = xchg(&nic->npf.inject_bad_backup, NPFNIC_BAD_BACKUP_NONE);
+
+	if (what != NPFNIC_BAD_BACKUP_NONE)
+		dev_info(&nic->pdev->dev, "inject bad_backup: entry of pair %u desc %u bm_index %u corrupted (%d)\n",
+			 *queue, e->desc, e->bm_index, what);
+	switch (what) {
+	case NPFNIC_BAD_BACKUP_STATUS:
+		e->status &= ~NPFNIC_BKD_DONE;
+		break;
+	case NPFNIC_BAD_BACKUP_QUEUE:
+		*queue = NPFNIC_QP_MAX;
+		break;
+	case NPFNIC_BAD_BACKUP_DESC:
+		e->desc -= 1U << 31;
+		break;
+	}
+}
+
 /*
  * Takes every new backup entry and reposts its buffer at once. A frame
  * whose descriptor is posted and nothing of its pair waits before it is
@@ -878,17 +908,30 @@ static bool npfnic_backup_drain(struct npfnic *nic, u64 isr)
 		struct npfnic_pending *p;
 		struct npfnic_qp *qp;
 
-		if (!(e.status & NPFNIC_BKD_DONE) || queue >= nic->nqps) {
-			npfnic_backup_bad(nic, "status/queue", e.status, queue);
+		if (unlikely(READ_ONCE(npf->inject_bad_backup)))
+			npfnic_backup_corrupt(nic, &e, &queue);
+		/*
+		 * Every refused entry is an rNPF the device waits for: rx_head
+		 * stays on it until it is resolved. An entry of a known pair is
+		 * resolved as an error completion, so the ring moves on; one
+		 * naming no pair or no descriptor the driver could complete
+		 * cannot be, and the pairs are restarted instead.
+		 */
+		if (queue >= nic->nqps) {
+			npfnic_backup_bad(nic, "queue", e.status, queue);
+			npfnic_schedule_reset(nic);
 			goto repost;
 		}
 		qp = &nic->qps[queue];
 		if (qp->bk_npending >= nic->bm_size) {
 			npfnic_backup_bad(nic, "more pending than bm_size", queue, qp->bk_npending);
+			npfnic_schedule_reset(nic);
 			goto repost;
 		}
-		/* A frame that cannot be right still completes its descriptor, as an error. */
-		if (e.len < ETH_HLEN || e.len > NPFNIC_RX_BUF_SIZE) {
+		if (!(e.status & NPFNIC_BKD_DONE)) {
+			npfnic_backup_bad(nic, "status", queue, e.status);
+			e.len = 0;
+		} else if (e.len < ETH_HLEN || e.len > NPFNIC_RX_BUF_SIZE) {
 			npfnic_backup_bad(nic, "frame length", queue, e.len);
 			e.len = 0;
 		}
@@ -903,6 +946,7 @@ static bool npfnic_backup_drain(struct npfnic *nic, u64 isr)
 			case NPFNIC_NOWHERE:
 				npfnic_backup_bad(nic, "descriptor outside the ring", e.desc,
 						  qp->rx_tail);
+				npfnic_schedule_reset(nic);
 				goto repost;
 			case NPFNIC_NOT_YET:
 				break;
@@ -959,6 +1003,7 @@ static void npfnic_backup_place(struct npfnic *nic, struct npfnic_qp *qp)
 			continue;
 		case NPFNIC_NOWHERE:
 			npfnic_backup_bad(nic, "descriptor outside the ring", p->desc, qp->rx_tail);
+			npfnic_schedule_reset(nic);
 			break;
 		case NPFNIC_POSTED:
 			npfnic_backup_resolve(nic, qp, p, p->data);
@@ -1074,11 +1119,36 @@ int npfnic_cool(struct npfnic *nic)
 
 /* ---- open / stop ---- */
 
+/*
+ * Frees what the device used, except the memory of an engine that stayed
+ * BUSY after its reset (npfnic_npf_stop_hw): that is forgotten, not freed.
+ * ATS reads the PASID table and page tables and writes its status and the
+ * invalidation completions; PRI writes page requests and its status and
+ * reads responses; the backup ring writes entries and frames.
+ */
 static void npfnic_npf_free(struct npfnic *nic)
 {
 	struct npfnic_npf *npf = &nic->npf;
 	struct device *dev = &nic->pdev->dev;
 
+	if (npf->ats_lost) {
+		npf->root = NULL;
+		npf->pasid_tbl = NULL;
+		npf->invq = NULL;
+	}
+	if (npf->ats_lost || npf->pri_lost)
+		npf->ctl = NULL;
+	if (npf->pri_lost) {
+		npf->prq = NULL;
+		npf->prspq = NULL;
+	}
+	if (npf->bk_lost) {
+		npf->bk = NULL;
+		npf->bk_bufs = NULL;
+	}
+	npf->ats_lost = false;
+	npf->pri_lost = false;
+	npf->bk_lost = false;
 	mutex_lock(&npf->lock);
 	npfnic_pt_free(nic, npf->root);
 	npf->root = NULL;
@@ -1175,6 +1245,7 @@ int npfnic_npf_open(struct npfnic *nic)
 	npf->pri_error_seen = 0;
 	npf->bk_next = 0;
 	npf->bk_tail = 0;
+	npf->inject_bad_backup = NPFNIC_BAD_BACKUP_NONE;
 	memset(npf->prg, 0, sizeof(npf->prg));
 	atomic64_set(&npf->prq_isr_ns, 0);
 	atomic64_set(&npf->bk_isr_ns, 0);
@@ -1261,11 +1332,21 @@ void npfnic_npf_quiesce(struct npfnic *nic)
 /* With the queue pairs stopped, before the read that flushes the writes. */
 void npfnic_npf_stop_hw(struct npfnic *nic)
 {
-	if (nic->policy == NPFNIC_POLICY_BACKUP)
-		iowrite32(0, nic->bar0 + NPFNIC_REG_BACKUP_CTRL);
+	struct npfnic_npf *npf = &nic->npf;
+	void __iomem *bar0 = nic->bar0;
+
+	if (nic->policy == NPFNIC_POLICY_BACKUP) {
+		iowrite32(0, bar0 + NPFNIC_REG_BACKUP_CTRL);
+		npf->bk_lost = !npfnic_wait_quiesced(nic, bar0 + NPFNIC_REG_BACKUP_CTRL,
+						     NPFNIC_BACKUP_CTRL_BUSY, "backup ring");
+	}
 	npfnic_caps(nic, false);
-	iowrite32(NPFNIC_PRI_CTRL_RESET, nic->bar0 + NPFNIC_REG_PRI_CTRL);
-	iowrite32(NPFNIC_ATS_CTRL_RESET, nic->bar0 + NPFNIC_REG_ATS_CTRL);
+	iowrite32(NPFNIC_PRI_CTRL_RESET, bar0 + NPFNIC_REG_PRI_CTRL);
+	iowrite32(NPFNIC_ATS_CTRL_RESET, bar0 + NPFNIC_REG_ATS_CTRL);
+	npf->pri_lost = !npfnic_wait_quiesced(nic, bar0 + NPFNIC_REG_PRI_CTRL,
+					      NPFNIC_PRI_CTRL_BUSY, "page request queue");
+	npf->ats_lost = !npfnic_wait_quiesced(nic, bar0 + NPFNIC_REG_ATS_CTRL,
+					      NPFNIC_ATS_CTRL_BUSY, "translation");
 }
 
 /* With the device stopped: no interrupt, no work, then free everything. */
@@ -1361,6 +1442,7 @@ void npfnic_npf_get_stats(struct npfnic *nic, u64 *data)
 	data[k++] = atomic64_read(&ns->inv_timeouts);
 	data[k++] = atomic64_read(&ns->slot_pages);
 	data[k++] = atomic64_read(&ns->pt_pages);
+	data[k++] = atomic64_read(&ns->backup_resets);
 	WARN_ON_ONCE(k != NPFNIC_NPF_STATS);
 }
 
@@ -1509,6 +1591,7 @@ int npfnic_npf_inject(struct npfnic *nic, const char *what, unsigned int q)
 {
 	static const char * const names[] = {
 		"bad_pte", "bad_pasid", "bad_prgi", "prsp_storm", "inv_unmapped",
+		"bad_backup_status", "bad_backup_queue", "bad_backup_desc",
 	};
 	int err, k;
 
@@ -1530,6 +1613,13 @@ int npfnic_npf_inject(struct npfnic *nic, const char *what, unsigned int q)
 		return npfnic_inject_bogus_responses(nic, what, 1);
 	case 3:
 		return npfnic_inject_bogus_responses(nic, what, 0);
+	case 5:
+	case 6:
+	case 7:
+		if (nic->policy != NPFNIC_POLICY_BACKUP)
+			return -EOPNOTSUPP;
+		WRITE_ONCE(nic->npf.inject_bad_backup, NPFNIC_BAD_BACKUP_STATUS + k - 5);
+		return 0;
 	default:
 		err = npfnic_invalidate(nic, NPFNIC_INV_OP_RANGE, NPFNIC_UNMAPPED_VA, 16);
 		dev_info(&nic->pdev->dev,
