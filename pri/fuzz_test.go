@@ -34,116 +34,125 @@ func FuzzPageResponses(f *testing.F) {
 	f.Add(cat(3, resp(1, 0, 15, 0), resp(0, 0, 0, 0), resp(2, 2, 0, 1)))
 	f.Add(cat(1, resp(0, 9, 0, 1), resp(600, 0, 0, 0), resp(0, 0, 3, 0), resp(0, 0, 0, 0), resp(0, 0, 0, 0)))
 	f.Add(cat(7))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) == 0 {
-			return
-		}
-		// A fresh start: function reset, PRI and bus mastering on.
-		ev.e.Reset()
-		ev.space.Reset()
-		ev.cfgWrite16(0x04, 0x6) // memory + bus master
-		ev.setAlloc(64)
-		ev.setPRI(true)
-		ev.drv.Enable()
-		before := ev.e.Stats()
+	f.Fuzz(ev.checkResponses)
+}
 
-		k := 1 + int(data[0]%8)
-		groups := make([]*pri.Group, k)
-		for i := range groups {
-			r := req(uint64(i) * 4096)
-			r.PASID = uint32(i)
-			groups[i] = mustSubmit(t, ev.e, r)
-		}
-		ev.groups(t, k)
-		var raws [][]byte
-		for b := data[1:]; len(b) > 0 && len(raws) < 64; {
-			n := min(len(b), hw.PageRespSize)
-			raws = append(raws, b[:n])
-			b = b[n:]
-		}
+// checkResponses is FuzzPageResponses' body: data[0] picks how many groups
+// are outstanding, the rest is page response entries.
+func (ev *env) checkResponses(t *testing.T, data []byte) {
+	if len(data) == 0 {
+		return
+	}
+	// A fresh start: function reset, PRI and bus mastering on.
+	ev.e.Reset()
+	ev.space.Reset()
+	ev.cfgWrite16(0x04, 0x6) // memory + bus master
+	ev.setAlloc(64)
+	ev.setPRI(true)
+	ev.drv.Enable()
+	before := ev.e.Stats()
 
-		// Reference model.
-		type state struct {
-			pasid uint32
-			out   bool
-			err   error
+	k := 1 + int(data[0]%8)
+	groups := make([]*pri.Group, k)
+	ctx := ctxT(t) // one for all: each costs a timer and a Cleanup
+	for i := range groups {
+		r := req(uint64(i) * 4096)
+		r.PASID = uint32(i)
+		g, err := ev.e.Submit(ctx, r)
+		if err != nil {
+			t.Fatalf("Submit: %v", err)
 		}
-		ref := map[uint16]*state{}
-		for _, g := range groups {
-			ref[g.PRGI()] = &state{pasid: uint32(len(ref)), out: true}
-		}
-		var success, invalid, failures, unexpected, malformed, ignored, abandoned uint64
-		failed := false
-		for _, raw := range raws {
-			b := make([]byte, hw.PageRespSize)
-			copy(b, raw)
-			pasid, prgi := binary.LittleEndian.Uint32(b[0:]), binary.LittleEndian.Uint16(b[4:])
-			code, flags := binary.LittleEndian.Uint16(b[6:]), binary.LittleEndian.Uint32(b[8:])
-			if failed {
-				ignored++
-				continue
-			}
-			s := ref[prgi]
-			if s == nil || !s.out || flags&hw.PRSPPASIDValid != 0 && pasid != s.pasid {
-				unexpected++
-				continue
-			}
-			switch code {
-			case hw.PRSPSuccess:
-				s.out, s.err = false, nil
-				success++
-			case hw.PRSPInvalidRequest:
-				s.out, s.err = false, pri.ErrInvalidRequest
-				invalid++
-			case hw.PRSPResponseFailure:
-				failures++
-				failed = true
-				s.out, s.err = false, pri.ErrResponseFailure
-				for _, o := range ref {
-					if o.out {
-						o.out, o.err = false, pri.ErrResponseFailure
-						abandoned++
-					}
-				}
-			default:
-				malformed++
-			}
-		}
+		groups[i] = g
+	}
+	ev.groups(t, k)
+	var raws [][]byte
+	for b := data[1:]; len(b) > 0 && len(raws) < 64; {
+		n := min(len(b), hw.PageRespSize)
+		raws = append(raws, b[:n])
+		b = b[n:]
+	}
 
-		if err := ev.drv.RespondRaw(raws); err != nil {
-			t.Fatal(err)
+	// Reference model.
+	type state struct {
+		pasid uint32
+		out   bool
+		err   error
+	}
+	ref := map[uint16]*state{}
+	for _, g := range groups {
+		ref[g.PRGI()] = &state{pasid: uint32(len(ref)), out: true}
+	}
+	var success, invalid, failures, unexpected, malformed, ignored, abandoned uint64
+	failed := false
+	for _, raw := range raws {
+		b := make([]byte, hw.PageRespSize)
+		copy(b, raw)
+		pasid, prgi := binary.LittleEndian.Uint32(b[0:]), binary.LittleEndian.Uint16(b[4:])
+		code, flags := binary.LittleEndian.Uint16(b[6:]), binary.LittleEndian.Uint32(b[8:])
+		if failed {
+			ignored++
+			continue
 		}
-		eventually(t, "responses consumed", func() bool { return ev.drv.RspHead() == uint32(len(raws)) })
-		s := ev.e.Stats()
-		got := [7]uint64{s.Success - before.Success, s.Invalid - before.Invalid, s.Failures - before.Failures,
-			s.Unexpected - before.Unexpected, s.Malformed - before.Malformed, s.Ignored - before.Ignored, s.Abandoned - before.Abandoned}
-		want := [7]uint64{success, invalid, failures, unexpected, malformed, ignored, abandoned}
-		if got != want {
-			t.Fatalf("counters (success invalid failures unexpected malformed ignored abandoned) %v, reference %v", got, want)
+		s := ref[prgi]
+		if s == nil || !s.out || flags&hw.PRSPPASIDValid != 0 && pasid != s.pasid {
+			unexpected++
+			continue
 		}
-		outstanding := 0
-		for _, g := range groups {
-			st := ref[g.PRGI()]
-			select {
-			case <-g.Done():
-				if st.out {
-					t.Fatalf("group %d completed, reference has it outstanding", g.PRGI())
+		switch code {
+		case hw.PRSPSuccess:
+			s.out, s.err = false, nil
+			success++
+		case hw.PRSPInvalidRequest:
+			s.out, s.err = false, pri.ErrInvalidRequest
+			invalid++
+		case hw.PRSPResponseFailure:
+			failures++
+			failed = true
+			s.out, s.err = false, pri.ErrResponseFailure
+			for _, o := range ref {
+				if o.out {
+					o.out, o.err = false, pri.ErrResponseFailure
+					abandoned++
 				}
-				if err := g.Wait(ctxT(t)); !errors.Is(err, st.err) || (err == nil) != (st.err == nil) {
-					t.Fatalf("group %d: %v, reference %v", g.PRGI(), err, st.err)
-				}
-			default:
-				if !st.out {
-					t.Fatalf("group %d outstanding, reference completed it", g.PRGI())
-				}
-				outstanding++
 			}
+		default:
+			malformed++
 		}
-		if s.Outstanding != outstanding || (s.Outstanding == 0) != (s.Credits == 0) {
-			t.Fatalf("%d outstanding (%d credits), reference %d", s.Outstanding, s.Credits, outstanding)
+	}
+
+	if err := ev.drv.RespondRaw(raws); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "responses consumed", func() bool { return ev.drv.RspHead() == uint32(len(raws)) })
+	s := ev.e.Stats()
+	got := [7]uint64{s.Success - before.Success, s.Invalid - before.Invalid, s.Failures - before.Failures,
+		s.Unexpected - before.Unexpected, s.Malformed - before.Malformed, s.Ignored - before.Ignored, s.Abandoned - before.Abandoned}
+	want := [7]uint64{success, invalid, failures, unexpected, malformed, ignored, abandoned}
+	if got != want {
+		t.Fatalf("counters (success invalid failures unexpected malformed ignored abandoned) %v, reference %v", got, want)
+	}
+	outstanding := 0
+	for _, g := range groups {
+		st := ref[g.PRGI()]
+		select {
+		case <-g.Done():
+			if st.out {
+				t.Fatalf("group %d completed, reference has it outstanding", g.PRGI())
+			}
+			if err := g.Wait(ctx); !errors.Is(err, st.err) || (err == nil) != (st.err == nil) {
+				t.Fatalf("group %d: %v, reference %v", g.PRGI(), err, st.err)
+			}
+		default:
+			if !st.out {
+				t.Fatalf("group %d outstanding, reference completed it", g.PRGI())
+			}
+			outstanding++
 		}
-		if failed && !ev.space.PRIStopped() {
-			t.Fatal("Response Failure without Stopped")
-		}
-	})
+	}
+	if s.Outstanding != outstanding || (s.Outstanding == 0) != (s.Credits == 0) {
+		t.Fatalf("%d outstanding (%d credits), reference %d", s.Outstanding, s.Credits, outstanding)
+	}
+	if failed && !ev.space.PRIStopped() {
+		t.Fatal("Response Failure without Stopped")
+	}
 }
