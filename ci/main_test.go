@@ -6,8 +6,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +27,18 @@ var (
 func required() bool { return os.Getenv("NPFNIC_REQUIRE_TOOLS") == "1" }
 
 func TestMain(m *testing.M) {
+	// Interrupted (Ctrl-C, or SIGTERM from a CI runner): the VMs and the
+	// device servers go at once, with their socket directories. A SIGKILL
+	// or a -timeout panic skips this; their parent-death signal still
+	// ends them (package child).
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		fmt.Fprintf(os.Stderr, "ci: %v: killing every VM\n", s)
+		vm.KillAll()
+		os.Exit(130)
+	}()
 	if os.Geteuid() != 0 && !required() {
 		buildErr = fmt.Errorf("VM tests need root (image build, tap devices)")
 	} else {

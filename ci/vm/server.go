@@ -3,6 +3,7 @@ package vm
 import (
 	"context"
 	"fmt"
+	"github.com/npfnic/npfnic/ci/vm/child"
 	"io"
 	"os"
 	"os/exec"
@@ -29,8 +30,8 @@ func (e ExternalServer) Start(ctx context.Context, socketPath string, log io.Wri
 	args := append([]string{"serve", "--socket", socketPath}, e.Args...)
 	cmd := exec.Command(e.Binary, args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
+	// SIGTERM when this process dies: the server removes its socket.
+	if err := child.Start(cmd, syscall.SIGTERM, true); err != nil {
 		return nil, fmt.Errorf("start %s: %w", e.Binary, err)
 	}
 	exited := make(chan error, 1)

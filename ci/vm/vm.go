@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/npfnic/npfnic/ci/vm/child"
 	"io"
 	"net"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/npfnic/npfnic/guestdrv/agent"
@@ -131,7 +133,8 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 	v := &VM{cfg: cfg, exited: make(chan struct{})}
 	var err error
 	// Unix socket paths are limited to 108 bytes: keep them short.
-	if v.sockDir, err = os.MkdirTemp("", "npfnic-vm-"); err != nil {
+	reapSockDirs()
+	if v.sockDir, err = os.MkdirTemp("", sockDirPrefix()); err != nil {
 		return nil, err
 	}
 	v.logDir = cfg.LogDir
@@ -143,6 +146,7 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 	if err := os.MkdirAll(v.logDir, 0o755); err != nil {
 		return nil, err
 	}
+	register(v)
 	if err := v.start(ctx); err != nil {
 		v.Kill()
 		return nil, err
@@ -234,7 +238,9 @@ func (v *VM) start(ctx context.Context) error {
 	if err := os.WriteFile(filepath.Join(v.logDir, "qemu-cmdline.txt"), []byte(strings.Join(v.cmd.Args, " \\\n  ")+"\n"), 0o644); err != nil {
 		return err
 	}
-	if err := v.cmd.Start(); err != nil {
+	// QEMU dies with this process (SIGKILL: its guest is disposable);
+	// an interactive QEMU stays in the terminal's foreground group.
+	if err := child.Start(v.cmd, syscall.SIGKILL, !v.cfg.Interactive); err != nil {
 		return fmt.Errorf("start QEMU: %w", err)
 	}
 	go func() {
@@ -552,5 +558,6 @@ func (v *VM) Kill() {
 			_ = stop()
 		}
 		_ = os.RemoveAll(v.sockDir)
+		unregister(v)
 	})
 }

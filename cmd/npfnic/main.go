@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/npfnic/npfnic/ci/vm"
 )
 
 type command struct {
@@ -50,8 +52,7 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx := interruptible()
 	if err := cmd.run(ctx, os.Args[2:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(2)
@@ -59,6 +60,26 @@ func main() {
 		fmt.Fprintf(os.Stderr, "npfnic %s: %v\n", os.Args[1], err)
 		os.Exit(1)
 	}
+}
+
+// interruptible returns a context cancelled by the first SIGINT or
+// SIGTERM: boot and the experiments then shut their guests down and remove
+// what they created. A second signal kills every VM at once and exits.
+// QEMU and the device servers die with this process in any case (package
+// ci/vm/child), even on SIGKILL.
+func interruptible() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		fmt.Fprintf(os.Stderr, "\r\nnpfnic: %v: stopping (again to kill at once)\r\n", s)
+		cancel()
+		<-sigs
+		vm.KillAll()
+		os.Exit(130)
+	}()
+	return ctx
 }
 
 // experiments are the "npfnic exp NAME" subcommands.

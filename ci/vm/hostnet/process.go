@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/npfnic/npfnic/ci/vm/child"
 	"os"
 	"os/exec"
 	"strconv"
@@ -44,9 +45,9 @@ func (ns *Namespace) Start(argv ...string) (*Process, error) {
 	}
 	// Not Command: the process must outlive the caller's context.
 	p.cmd = exec.Command("ip", append([]string{"netns", "exec", ns.name}, argv...)...)
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
-	if err := p.cmd.Start(); err != nil {
+	// Forked from a thread that never exits: see package child.
+	if err := child.Start(p.cmd, syscall.SIGKILL, true); err != nil {
 		close(p.done)
 		return nil, fmt.Errorf("hostnet: start %s in %s: %w", strings.Join(argv, " "), ns, err)
 	}
