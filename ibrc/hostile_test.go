@@ -3,8 +3,10 @@ package ibrc_test
 import (
 	"encoding/binary"
 	"testing"
+	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
+	"github.com/npfnic/npfnic/ibrc/clock"
 	"github.com/npfnic/npfnic/ibrc/memsim"
 	"github.com/npfnic/npfnic/ibrc/rocev2"
 )
@@ -20,15 +22,50 @@ type victim struct {
 	out  [][]byte
 	path rocev2.Path // from the peer to the victim
 	cq   *ibrc.CQ
+	clk  *clock.Virtual // nil: the engine runs on the real clock
+	dec  *rocev2.Decoder
 }
 
-func newVictim(t testing.TB) *victim {
-	v := &victim{}
-	v.e = ibrc.New(ibrc.Config{Port: ibrc.PortFunc(func(f []byte) error { v.out = append(v.out, f); return nil }),
-		MAC: macB, IPv4: ipB, Pager: ibrc.PageRequesterFunc(func(r ibrc.PageRequest, done func(bool)) {})})
+// victimOpts shape a victim; the zero value is what the hostile-packet
+// tests use: MTU 1024, a 1 MiB region, the real clock.
+type victimOpts struct {
+	mtu     ibrc.MTU
+	memSize int
+	// virtual runs the engine on a clock.Virtual that only the test
+	// advances (victim.clk): no timer goroutines, and retransmissions and
+	// RNR waits happen when the test steps the clock.
+	virtual bool
+	// retry and rnrRetry are the QP's retry counts (7: the hostile-packet
+	// tests' value, and for rnrRetry retry forever).
+	retry, rnrRetry uint8
+}
+
+func newVictim(t testing.TB) *victim { return newVictimWith(t, victimOpts{}) }
+
+func newVictimWith(t testing.TB, o victimOpts) *victim {
+	if o.mtu == 0 {
+		o.mtu = ibrc.MTU1024
+	}
+	if o.memSize == 0 {
+		o.memSize = 1 << 20
+	}
+	if o.retry == 0 {
+		o.retry = 7
+	}
+	if o.rnrRetry == 0 {
+		o.rnrRetry = 7
+	}
+	v := &victim{dec: rocev2.NewDecoder()}
+	cfg := ibrc.Config{Port: ibrc.PortFunc(func(f []byte) error { v.out = append(v.out, f); return nil }),
+		MAC: macB, IPv4: ipB, Pager: ibrc.PageRequesterFunc(func(r ibrc.PageRequest, done func(bool)) {})}
+	if o.virtual {
+		v.clk = clock.NewVirtual(time.Unix(1700000000, 0))
+		cfg.Clock = v.clk
+	}
+	v.e = ibrc.New(cfg)
 	pd := v.e.CreatePD()
-	mem := memsim.New(memBase, 1<<20, 4096)
-	v.mr, _ = pd.RegisterMR(mem, memBase, 1<<20, ibrc.AccessLocalWrite|ibrc.AccessRemoteWrite|ibrc.AccessRemoteRead)
+	mem := memsim.New(memBase, o.memSize, 4096)
+	v.mr, _ = pd.RegisterMR(mem, memBase, uint64(o.memSize), ibrc.AccessLocalWrite|ibrc.AccessRemoteWrite|ibrc.AccessRemoteRead)
 	v.cq, _ = v.e.CreateCQ(64)
 	v.qp, _ = pd.CreateQP(ibrc.QPInit{SendCQ: v.cq, RecvCQ: v.cq, Cap: ibrc.QPCap{MaxSendWR: 16, MaxRecvWR: 16}})
 	steps := []struct {
@@ -36,10 +73,10 @@ func newVictim(t testing.TB) *victim {
 		m ibrc.AttrMask
 	}{
 		{ibrc.QPAttr{State: ibrc.StateInit, PKey: 0xffff, AccessFlags: ibrc.AccessRemoteWrite | ibrc.AccessRemoteRead}, ibrc.AttrState | ibrc.AttrPKey | ibrc.AttrAccessFlags},
-		{ibrc.QPAttr{State: ibrc.StateRTR, PathMTU: ibrc.MTU1024, DestQPN: peerQPN, RQPSN: 1000, MaxDestRdAtomic: 4, MinRNRTimer: 7,
+		{ibrc.QPAttr{State: ibrc.StateRTR, PathMTU: o.mtu, DestQPN: peerQPN, RQPSN: 1000, MaxDestRdAtomic: 4, MinRNRTimer: 7,
 			AV: ibrc.AddressVector{DestMAC: macA, DGID: rocev2.GIDFromIPv4(ipA)}},
 			ibrc.AttrState | ibrc.AttrPathMTU | ibrc.AttrDestQPN | ibrc.AttrRQPSN | ibrc.AttrMaxDestRdAtomic | ibrc.AttrMinRNRTimer | ibrc.AttrAV},
-		{ibrc.QPAttr{State: ibrc.StateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4, SQPSN: 5},
+		{ibrc.QPAttr{State: ibrc.StateRTS, Timeout: 14, RetryCnt: o.retry, RNRRetry: o.rnrRetry, MaxRdAtomic: 4, SQPSN: 5},
 			ibrc.AttrState | ibrc.AttrSQPSN | ibrc.AttrTimeout | ibrc.AttrRetryCnt | ibrc.AttrRNRRetry | ibrc.AttrMaxRdAtomic},
 	}
 	for _, s := range steps {
@@ -66,9 +103,8 @@ func (v *victim) frame(op rocev2.Opcode, psn uint32, payload []byte, mod func(h 
 // responses decodes what the engine sent since the last call.
 func (v *victim) responses(t testing.TB) []rocev2.Packet {
 	var out []rocev2.Packet
-	d := rocev2.NewDecoder()
 	for _, f := range v.out {
-		p, err := d.Decode(f)
+		p, err := v.dec.Decode(f)
 		if err != nil {
 			t.Fatalf("engine sent an undecodable frame: %v", err)
 		}
@@ -245,20 +281,29 @@ func fixup(f []byte) []byte {
 }
 
 // FuzzHandleFrame feeds arbitrary frames (as they are and with lengths,
-// checksum and ICRC repaired) to a connected responder/requester. It must
-// never panic, every frame it sends must decode and go to its peer, and
-// the QP must stay in RTS or ERR.
+// checksum and ICRC repaired) to a connected responder/requester, then
+// lets the victim's timers run (retransmissions, RNR waits). It must never
+// panic, every frame it sends must decode and go to its peer, and the QP
+// must stay in RTS or ERR.
+//
+// Each input gets a fresh victim on a virtual clock, with a 256-byte MTU,
+// a 16 KiB region and two retries: on the real clock every input left retransmission
+// timers behind that fired into dead victims on other goroutines for
+// hundreds of milliseconds, and MTU-sized seeds four times as long made
+// the fuzzer's minimizer (quadratic in input length) slower still (1-3k
+// execs/s then).
 func FuzzHandleFrame(f *testing.F) {
-	v := newVictim(f)
-	mtu := make([]byte, 1024)
+	v := newFuzzVictim(f)
+	mtu := make([]byte, ibrc.MTU256.Bytes())
 	seeds := [][]byte{
 		v.frame(rocev2.OpSendOnly, 1000, []byte("hi"), nil),
 		v.frame(rocev2.OpSendFirst, 1000, mtu, nil),
 		v.frame(rocev2.OpSendLastImm, 1001, []byte("x"), nil),
-		v.frame(rocev2.OpWriteFirst, 1000, mtu, func(h *rocev2.Headers) { h.RETH.DMALength = 3000 }),
+		v.frame(rocev2.OpWriteFirst, 1000, mtu, func(h *rocev2.Headers) { h.RETH.DMALength = 750 }),
 		v.frame(rocev2.OpWriteOnlyImm, 1000, []byte("abcd"), nil),
-		v.frame(rocev2.OpReadRequest, 1000, nil, func(h *rocev2.Headers) { h.RETH.DMALength = 5000 }),
+		v.frame(rocev2.OpReadRequest, 1000, nil, func(h *rocev2.Headers) { h.RETH.DMALength = 1200 }),
 		v.frame(rocev2.OpAck, 4, nil, func(h *rocev2.Headers) { h.AETH.Syndrome = rocev2.RNRNAKSyndrome(3) }),
+		v.frame(rocev2.OpAck, 6, nil, func(h *rocev2.Headers) { h.AETH.Syndrome = rocev2.NAKSyndrome(rocev2.NAKPSNSeqError) }),
 		v.frame(rocev2.OpReadRespFirst, 5, mtu, nil),
 		v.frame(rocev2.OpCompareSwap, 1000, nil, nil),
 	}
@@ -266,11 +311,12 @@ func FuzzHandleFrame(f *testing.F) {
 		f.Add(s, uint8(0))
 	}
 	f.Fuzz(func(t *testing.T, frame []byte, mode uint8) {
-		v := newVictim(t)
-		// Give the requester something outstanding so responses matter.
-		v.qp.PostSend(ibrc.SendWR{ID: 1, Opcode: ibrc.WRRead, SGL: []ibrc.SGE{{Addr: memBase + 8192, Length: 3000, LKey: v.mr.LKey()}},
+		v := newFuzzVictim(t)
+		// Give the requester something outstanding so responses matter:
+		// a READ of three MTUs, then a SEND of three packets.
+		v.qp.PostSend(ibrc.SendWR{ID: 1, Opcode: ibrc.WRRead, SGL: []ibrc.SGE{{Addr: memBase + 8192, Length: 750, LKey: v.mr.LKey()}},
 			RemoteAddr: 0x1000, RKey: 1})
-		v.qp.PostSend(ibrc.SendWR{ID: 2, Opcode: ibrc.WRSend, SGL: []ibrc.SGE{{Addr: memBase, Length: 2500, LKey: v.mr.LKey()}}})
+		v.qp.PostSend(ibrc.SendWR{ID: 2, Opcode: ibrc.WRSend, SGL: []ibrc.SGE{{Addr: memBase, Length: 625, LKey: v.mr.LKey()}}})
 		v.out = nil
 		v.e.HandleFrame(frame)
 		if g := fixup(frame); g != nil {
@@ -292,5 +338,18 @@ func FuzzHandleFrame(f *testing.F) {
 		if st := v.qp.Query().State; st != ibrc.StateRTS && st != ibrc.StateErr {
 			t.Fatalf("QP in %v", st)
 		}
+		// Two retries end in ERR after three timeouts; the bound is for
+		// what else a frame may have scheduled.
+		for i := 0; i < 32 && v.clk.Step(); i++ {
+		}
+		v.responses(t)
+		if st := v.qp.Query().State; st != ibrc.StateRTS && st != ibrc.StateErr {
+			t.Fatalf("QP in %v after its timers ran", st)
+		}
 	})
+}
+
+// newFuzzVictim is FuzzHandleFrame's victim.
+func newFuzzVictim(t testing.TB) *victim {
+	return newVictimWith(t, victimOpts{mtu: ibrc.MTU256, memSize: 16 << 10, virtual: true, retry: 2, rnrRetry: 2})
 }
