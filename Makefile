@@ -6,9 +6,11 @@
 
 GO       ?= go
 FUZZTIME ?= 10s
+FUZZMINIMIZETIME ?= 5s
+FUZZ ?=
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: run test images unit vmtest fuzz vet checkpatch
+.PHONY: run test images unit vmtest fuzz vet checkpatch soak
 
 run: images
 	$(GO) run ./cmd/npfnic demo
@@ -34,6 +36,8 @@ unit:
 vmtest: images
 	NPFNIC_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 40m -v ./ci/...
 
-# Every Fuzz target of every package, FUZZTIME each.
+# Every Fuzz target of every package, FUZZTIME each, then a table of execs
+# and execs/s per target (ci/fuzz.sh; FUZZ=REGEX picks targets,
+# FUZZMINIMIZETIME bounds go's minimization of new inputs).
 fuzz:
-	FUZZTIME=$(FUZZTIME) bash ci/fuzz.sh
+	FUZZTIME=$(FUZZTIME) FUZZMINIMIZETIME=$(FUZZMINIMIZETIME) FUZZ='$(FUZZ)' bash ci/fuzz.sh

@@ -252,7 +252,6 @@ struct npfnic {
 	struct work_struct misc_work;	/* link changes and queue errors */
 	struct work_struct reset_work;	/* restarts the pairs (npfnic_schedule_reset) */
 	u32 qp_errors_seen[NPFNIC_QP_MAX];
-	bool sb_lost;			/* the datapath stayed BUSY: the status block is leaked */
 	atomic64_t quiesce_timeouts;	/* BUSY bits that did not clear in time */
 
 	struct mutex diag_lock;		/* one diagnostic DMA at a time */

@@ -536,7 +536,7 @@ static void npfnic_start_qp(struct npfnic_qp *qp)
 /*
  * Stops every engine and waits for each one's BUSY bit to clear (the
  * quiesce handshake): the pairs first, whose DMA goes through translation
- * and the backup ring, then the datapath, then the fault machinery. An
+ * and the backup ring, then the fault machinery. An
  * engine that stays busy is marked lost and its memory is leaked instead
  * of freed.
  */
@@ -552,9 +552,11 @@ static void npfnic_stop_hw(struct npfnic *nic)
 		qp->lost = !npfnic_wait_quiesced(nic, qp->regs + NPFNIC_QP_CTRL,
 						 NPFNIC_QP_CTRL_BUSY, "queue pair");
 	}
+	/*
+	 * CTRL stays BUSY while the status block is programmed: it lives
+	 * until remove, whose CTRL_RESET is the handshake that frees it.
+	 */
 	iowrite32(0, nic->bar0 + NPFNIC_REG_CTRL);
-	if (!npfnic_wait_quiesced(nic, nic->bar0 + NPFNIC_REG_CTRL, NPFNIC_CTRL_BUSY, "datapath"))
-		nic->sb_lost = true;
 	if (npfnic_translating(nic))
 		npfnic_npf_stop_hw(nic);
 }
@@ -924,18 +926,18 @@ int npfnic_eth_probe(struct npfnic *nic)
 
 void npfnic_eth_remove(struct npfnic *nic)
 {
+	bool quiesced;
 	int q;
 
 	iowrite32(NPFNIC_CTRL_RESET, nic->bar0 + NPFNIC_REG_CTRL);
 	/* The device forgot the status block once the reset quiesced. */
-	if (!npfnic_wait_quiesced(nic, nic->bar0 + NPFNIC_REG_CTRL, NPFNIC_CTRL_BUSY,
-				  "device reset"))
-		nic->sb_lost = true;
+	quiesced = npfnic_wait_quiesced(nic, nic->bar0 + NPFNIC_REG_CTRL, NPFNIC_CTRL_BUSY,
+					"device reset");
 	cancel_work_sync(&nic->misc_work);
 	cancel_work_sync(&nic->reset_work);
 	for (q = 0; q < NPFNIC_QP_MAX; q++)
 		netif_napi_del(&nic->qps[q].napi);
-	if (!nic->sb_lost)
+	if (quiesced)
 		dma_free_coherent(&nic->pdev->dev, NPFNIC_STATUS_BLOCK_SIZE, nic->sb,
 				  nic->sb_dma);
 	free_netdev(nic->netdev);

@@ -63,6 +63,9 @@ type TestbedConfig struct {
 	// lives in its own namespace, so any value works); default 1.
 	Subnet int
 	LogDir string // required
+	// AllowReboot lets the guest reboot (Testbed.Reboot) instead of
+	// QEMU exiting.
+	AllowReboot bool
 	// Progress receives a line per step; nil is quiet.
 	Progress func(format string, args ...any)
 }
@@ -167,6 +170,7 @@ func StartTestbed(ctx context.Context, c TestbedConfig) (tb *Testbed, err error)
 	start := time.Now()
 	tb.VM, err = vm.Start(ctx, vm.Config{
 		Name: c.Name, Images: c.Images, MemoryMiB: c.MemoryMiB, CPUs: c.CPUs, LogDir: c.LogDir,
+		AllowReboot: c.AllowReboot,
 		NPFNICs: []vm.NPFNIC{{Server: vm.InProcessServer{Wire: "tap:" + tapName, Device: tb.dev}}},
 	})
 	if err != nil {
@@ -210,6 +214,39 @@ func (tb *Testbed) Close() {
 			tb.tap.Delete()
 		}
 	})
+}
+
+// Reboot resets the guest at once (sysrq b: no driver unload, so the
+// device sees a function reset in the middle of whatever it was doing)
+// and waits for the new boot's agent. The driver is not loaded afterwards,
+// and memcached is not running. Needs TestbedConfig.AllowReboot.
+func (tb *Testbed) Reboot(ctx context.Context) error {
+	if _, err := tb.Shell(ctx, "touch /tmp/before-reboot"); err != nil {
+		return err
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+	_, _ = tb.VM.Run(rctx, "echo b > /proc/sysrq-trigger") // the guest dies mid-command
+	rcancel()
+	tb.loaded = false
+	for {
+		if err := tb.VM.WaitReady(ctx); err != nil {
+			return fmt.Errorf("after reboot: %w", err)
+		}
+		// An answer to a ping sent before the reset may come from the
+		// old boot: this is the new one once the marker is gone.
+		r, err := tb.VM.Run(ctx, "test -e /tmp/before-reboot")
+		if err != nil {
+			return fmt.Errorf("after reboot: %w", err)
+		}
+		if r.Exit != 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the guest did not reboot: %w", ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // Dead reports whether QEMU has exited.
