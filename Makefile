@@ -36,6 +36,13 @@ unit:
 vmtest: images
 	NPFNIC_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 40m -v ./ci/...
 
+# Teardown under traffic, long: SOAK_ROUNDS rounds of rmmod/insmod, ip link
+# down/up, ethtool -G and cool, with a guest reset every 10 rounds, under
+# iperf3 both ways, rotating the RX policies (make test runs 5 rounds).
+SOAK_ROUNDS ?= 500
+soak: images
+	NPFNIC_SOAK_ROUNDS=$(SOAK_ROUNDS) NPFNIC_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 6h -v -run '^TestTeardownUnderTraffic$$' ./ci/
+
 # Every Fuzz target of every package, FUZZTIME each, then a table of execs
 # and execs/s per target (ci/fuzz.sh; FUZZ=REGEX picks targets,
 # FUZZMINIMIZETIME bounds go's minimization of new inputs).
