@@ -6,7 +6,7 @@
 
 GO       ?= go
 FUZZTIME ?= 10s
-FUZZMINIMIZETIME ?= 5s
+FUZZMINIMIZETIME ?= 100x
 FUZZ ?=
 export PATH := $(PATH):/usr/local/go/bin
 
