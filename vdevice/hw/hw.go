@@ -4,9 +4,12 @@
 // includes (guestdrv/npfnic_hw.h) is generated from the tables in this
 // package by `go generate ./vdevice/hw`; a test fails when it is stale.
 //
-// To add a register: add its constant below and a row to Registers (or
-// QPRegisters for a per-queue-pair register; and, for named values, a row to
-// Values); then run go generate. Structures the device and the driver share
+// To add a register: add its constant below and a row to Registers in
+// register.go (or QPRegisters for a per-queue-pair register,
+// TranslationRegisters for ATS and PRI; and, for named values, a row to
+// Values); the row says what a write does, the partial-write rule, the reset
+// value and the owning block, and Lookup decodes BAR0 offsets through it.
+// Then run go generate. Structures the device and the driver share
 // in guest memory (descriptors, the status block) are Layout tables in
 // layout.go: the C structs are generated from them and the device encodes
 // and decodes guest memory through the same Field offsets.
@@ -269,67 +272,6 @@ const DiagPatternC = `static inline unsigned char npfnic_diag_pattern(unsigned i
 	x ^= x >> 13;
 	return (unsigned char)x;
 }`
-
-// Register describes one register for documentation and the C header.
-type Register struct {
-	Name   string // C name suffix: NPFNIC_REG_<Name>
-	Offset uint32
-	Access string // RO, RW, WO
-	Doc    string
-}
-
-// Registers lists BAR0's registers in offset order.
-var Registers = []Register{
-	{"ID", RegID, "RO", "magic NPFNIC_MAGIC"},
-	{"VERSION", RegVersion, "RO", "interface version, major << 16 | minor"},
-	{"SCRATCH", RegScratch, "RW", "reads back the last value written"},
-	{"DIAG_IRQ", RegDiagIRQ, "WO", "write a vector number: the device fires that MSI-X vector"},
-	{"DIAG_ECHO_GAP", RegDiagEchoGap, "RW", "microseconds the device waits before each DIAG_ECHO round, up to NPFNIC_DIAG_ECHO_GAP_MAX (0: back to back)"},
-	{"DIAG_DMA_ADDR_LO", RegDiagDMAAddrLo, "RW", "diagnostic DMA target address, bits 31:0"},
-	{"DIAG_DMA_ADDR_HI", RegDiagDMAAddrHi, "RW", "diagnostic DMA target address, bits 63:32"},
-	{"DIAG_DMA_LEN", RegDiagDMALen, "RW", "diagnostic DMA length in bytes"},
-	{"DIAG_DMA_SEED", RegDiagDMASeed, "RW", "diagnostic DMA pattern seed"},
-	{"DIAG_DMA_CTRL", RegDiagDMACtrl, "WO", "write NPFNIC_DIAG_DMA_CTRL_START to start, NPFNIC_DIAG_DMA_CTRL_ABORT to stop"},
-	{"DIAG_DMA_STATUS", RegDiagDMAStatus, "RO", "NPFNIC_DIAG_DMA_STATUS_*"},
-	{"DIAG_ECHO_CTRL", RegDiagEchoCtrl, "WO", "write N (1..NPFNIC_DIAG_ECHO_MAX): N echo rounds, each firing NPFNIC_DIAG_ECHO_VECTOR"},
-	{"DIAG_ECHO", RegDiagEcho, "RW", "write the round number (from 1 in each run) from process context after the interrupt; reads rounds completed in the last run"},
-	{"CTRL", RegCtrl, "RW", "NPFNIC_CTRL_ENABLE; write NPFNIC_CTRL_RESET to reset the datapath (reads back 0)"},
-	{"STATUS_ADDR_LO", RegStatusAddrLo, "RW", "status block guest address, bits 31:0 (64-byte aligned)"},
-	{"STATUS_ADDR_HI", RegStatusAddrHi, "RW", "status block guest address, bits 63:32; writing it latches the address"},
-	{"MAC_LO", RegMACLo, "RO", "MAC bytes 0..3, byte 0 in bits 7:0"},
-	{"MAC_HI", RegMACHi, "RO", "MAC bytes 4..5 in bits 15:0"},
-	{"QP_MAX", RegQPMax, "RO", "number of queue pairs (NPFNIC_QP_MAX)"},
-	{"MISC_IRQ_ARM", RegMiscIRQArm, "WO", "write 1: NPFNIC_MISC_VECTOR may fire once for the next misc event"},
-	{"FEATURES", RegFeatures, "RO", "NPFNIC_FEAT_*: offloads the device implements (interface 2.1)"},
-	{"LATE_DMA", RegLateDMA, "RO", "late DMA writes the device refused since reset (interface 2.3): nonzero means a device bug"},
-	{"BACKUP_BASE_LO", RegBackupBaseLo, "RW", "backup ring IOVA, bits 31:0 (32-byte aligned)"},
-	{"BACKUP_BASE_HI", RegBackupBaseHi, "RW", "backup ring IOVA, bits 63:32"},
-	{"BACKUP_SIZE", RegBackupSize, "RW", "backup ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX"},
-	{"BACKUP_TAIL", RegBackupTail, "WO", "backup doorbell: free-running count of backup buffers posted"},
-	{"BACKUP_CTRL", RegBackupCtrl, "RW", "NPFNIC_BACKUP_CTRL_ENABLE: set latches base/size and zeroes head/tail; clear stops"},
-	{"BACKUP_VECTOR", RegBackupVector, "RW", "MSI-X vector of backup-ring entries and RX_TAIL_IRQ events"},
-}
-
-// QPRegisters lists the registers of one queue pair, as offsets from
-// QPBase(q) (C: NPFNIC_QP_<Name>).
-var QPRegisters = []Register{
-	{"TX_BASE_LO", QPTxBaseLo, "RW", "TX ring guest address, bits 31:0 (16-byte aligned)"},
-	{"TX_BASE_HI", QPTxBaseHi, "RW", "TX ring guest address, bits 63:32"},
-	{"TX_SIZE", QPTxSize, "RW", "TX ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX"},
-	{"TX_TAIL", QPTxTail, "WO", "TX doorbell: free-running count of TX descriptors posted"},
-	{"RX_BASE_LO", QPRxBaseLo, "RW", "RX ring guest address, bits 31:0 (16-byte aligned)"},
-	{"RX_BASE_HI", QPRxBaseHi, "RW", "RX ring guest address, bits 63:32"},
-	{"RX_SIZE", QPRxSize, "RW", "RX ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX"},
-	{"RX_TAIL", QPRxTail, "WO", "RX doorbell: free-running count of RX buffers posted"},
-	{"CTRL", QPCtrl, "RW", "NPFNIC_QP_CTRL_ENABLE: set latches bases/sizes and zeroes heads/tails; clear stops the pair"},
-	{"IRQ_ARM", QPIRQArm, "WO", "write 1: the pair's vector may fire once for the next completion"},
-	{"ITR", QPITR, "RW", "minimum microseconds between two interrupts of the pair (0 = none)"},
-	{"RX_POLICY", QPRxPolicy, "RW", "NPFNIC_RX_POLICY_*: what an RX buffer fault does (latched at enable)"},
-	{"PASID", QPPASID, "RW", "PASID whose I/O page tables translate the pair's buffer addresses (latched at enable)"},
-	{"BM_SIZE", QPBmSize, "RW", "rNPF bitmap size for NPFNIC_RX_POLICY_BACKUP: power of two, 1..NPFNIC_BM_SIZE_MAX (latched at enable)"},
-	{"RX_RESOLVE", QPRxResolve, "WO", "resolve_rNPFs: free-running bitmap index of an rNPF whose frame the driver placed"},
-	{"RX_TAIL_IRQ", QPRxTailIRQ, "WO", "write 1: NPFNIC_REG_BACKUP_VECTOR fires once when RX_TAIL next moves"},
-}
 
 // Macro is a function-like C macro with its Go counterpart named in Doc.
 type Macro struct {

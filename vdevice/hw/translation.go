@@ -129,17 +129,17 @@ const (
 	PRICtrlEnable       = 1 << 0
 	PRICtrlReset        = 1 << 1
 	PRICtrlBusy         = 1 << 31 // read only: PRI may still DMA (page request queue, response reads, status block; see Quiesce)
-	ATSErrBadStatusAddr = 1 // status block outside guest memory or misaligned
-	ATSErrBadPASIDTable = 2 // PASID table misaligned, bad size, or outside guest memory
-	ATSErrBadInvq       = 3 // invalidation queue base/size invalid or outside guest memory
-	ATSErrBadInvDesc    = 4 // unknown op, bad alignment, empty or overflowing range; queue halted
-	ATSErrBadWaitAddr   = 5 // a completion word could not be written; queue halted
-	ATSErrBadTail       = 6 // INVQ_TAIL moved backwards or more than SIZE ahead
-	PRIErrBadStatusAddr = 1 // status block outside guest memory or misaligned
-	PRIErrBadPRQ        = 2 // page request queue base/size invalid or outside guest memory
-	PRIErrBadPRSPQ      = 3 // page response queue base/size invalid or outside guest memory
-	PRIErrBadHead       = 4 // PRQ_HEAD moved backwards or past the produced entries
-	PRIErrBadTail       = 5 // PRSPQ_TAIL moved backwards or more than SIZE ahead
+	ATSErrBadStatusAddr = 1       // status block outside guest memory or misaligned
+	ATSErrBadPASIDTable = 2       // PASID table misaligned, bad size, or outside guest memory
+	ATSErrBadInvq       = 3       // invalidation queue base/size invalid or outside guest memory
+	ATSErrBadInvDesc    = 4       // unknown op, bad alignment, empty or overflowing range; queue halted
+	ATSErrBadWaitAddr   = 5       // a completion word could not be written; queue halted
+	ATSErrBadTail       = 6       // INVQ_TAIL moved backwards or more than SIZE ahead
+	PRIErrBadStatusAddr = 1       // status block outside guest memory or misaligned
+	PRIErrBadPRQ        = 2       // page request queue base/size invalid or outside guest memory
+	PRIErrBadPRSPQ      = 3       // page response queue base/size invalid or outside guest memory
+	PRIErrBadHead       = 4       // PRQ_HEAD moved backwards or past the produced entries
+	PRIErrBadTail       = 5       // PRSPQ_TAIL moved backwards or more than SIZE ahead
 )
 
 // Invalidation descriptor ops and flags (struct npfnic_inv_desc).
@@ -272,34 +272,34 @@ var TranslationLayouts = []*Layout{&PASIDEntry, &InvDesc, &PageReq, &PageResp, &
 
 // TranslationRegisters lists the ATS and PRI registers in offset order.
 var TranslationRegisters = []Register{
-	{"ATS_CTRL", RegATSCtrl, "RW", "NPFNIC_ATS_CTRL_ENABLE latches the ATS registers; write NPFNIC_ATS_CTRL_RESET to reset (reads back 0)"},
-	{"ATS_STATUS_LO", RegATSStatusLo, "RW", "ATS status block IOVA, bits 31:0 (64-byte aligned)"},
-	{"ATS_STATUS_HI", RegATSStatusHi, "RW", "ATS status block IOVA, bits 63:32"},
-	{"PASID_TABLE_LO", RegPASIDTableLo, "RW", "PASID table IOVA, bits 31:0 (4 KiB aligned)"},
-	{"PASID_TABLE_HI", RegPASIDTableHi, "RW", "PASID table IOVA, bits 63:32"},
-	{"PASID_TABLE_SIZE", RegPASIDTableSize, "RW", "PASID table entries: power of two, 1..NPFNIC_PASID_TABLE_MAX"},
-	{"INVQ_BASE_LO", RegInvqBaseLo, "RW", "invalidation queue IOVA, bits 31:0 (32-byte aligned)"},
-	{"INVQ_BASE_HI", RegInvqBaseHi, "RW", "invalidation queue IOVA, bits 63:32"},
-	{"INVQ_SIZE", RegInvqSize, "RW", "invalidation queue entries: power of two, NPFNIC_XLAT_QUEUE_SIZE_MIN..MAX"},
-	{"INVQ_TAIL", RegInvqTail, "WO", "invalidation doorbell: free-running count of descriptors posted"},
-	{"INVQ_VECTOR", RegInvqVector, "RW", "MSI-X vector for NPFNIC_INV_FLAG_IRQ"},
-	{"ATS_ERROR", RegATSError, "RO", "NPFNIC_ATSERR_*"},
-	{"ATC_HITS", RegATCHits, "RO", "ATC lookups that hit, in pages (low 32 bits)"},
-	{"ATC_MISSES", RegATCMisses, "RO", "ATC lookups that missed, in pages (low 32 bits)"},
-	{"ATC_CAPACITY", RegATCCapacity, "RW", "ATC entries, 1..NPFNIC_ATC_CAPACITY_MAX; write 0 for the device default; reads the capacity in force"},
-	{"PRI_CTRL", RegPRICtrl, "RW", "NPFNIC_PRI_CTRL_ENABLE latches the PRI registers; write NPFNIC_PRI_CTRL_RESET to reset (reads back 0)"},
-	{"PRI_STATUS_LO", RegPRIStatusLo, "RW", "PRI status block IOVA, bits 31:0 (64-byte aligned)"},
-	{"PRI_STATUS_HI", RegPRIStatusHi, "RW", "PRI status block IOVA, bits 63:32"},
-	{"PRQ_BASE_LO", RegPRQBaseLo, "RW", "page request queue IOVA, bits 31:0 (32-byte aligned)"},
-	{"PRQ_BASE_HI", RegPRQBaseHi, "RW", "page request queue IOVA, bits 63:32"},
-	{"PRQ_SIZE", RegPRQSize, "RW", "page request queue entries: power of two, NPFNIC_XLAT_QUEUE_SIZE_MIN..MAX"},
-	{"PRQ_HEAD", RegPRQHead, "WO", "page request consumer doorbell: free-running count of entries consumed"},
-	{"PRQ_VECTOR", RegPRQVector, "RW", "MSI-X vector raised when page requests are queued"},
-	{"PRSPQ_BASE_LO", RegPRSPQBaseLo, "RW", "page response queue IOVA, bits 31:0 (16-byte aligned)"},
-	{"PRSPQ_BASE_HI", RegPRSPQBaseHi, "RW", "page response queue IOVA, bits 63:32"},
-	{"PRSPQ_SIZE", RegPRSPQSize, "RW", "page response queue entries: power of two, NPFNIC_XLAT_QUEUE_SIZE_MIN..MAX"},
-	{"PRSPQ_TAIL", RegPRSPQTail, "WO", "page response doorbell: free-running count of responses posted"},
-	{"PRI_ERROR", RegPRIError, "RO", "NPFNIC_PRIERR_*"},
+	command("ATS_CTRL", RegATSCtrl, BlockATS, AccessRW, "NPFNIC_ATS_CTRL_ENABLE latches the ATS registers; write NPFNIC_ATS_CTRL_RESET to reset (reads back 0)"),
+	storage("ATS_STATUS_LO", RegATSStatusLo, BlockATS, 0, "ATS status block IOVA, bits 31:0 (64-byte aligned)"),
+	storage("ATS_STATUS_HI", RegATSStatusHi, BlockATS, 0, "ATS status block IOVA, bits 63:32"),
+	storage("PASID_TABLE_LO", RegPASIDTableLo, BlockATS, 0, "PASID table IOVA, bits 31:0 (4 KiB aligned)"),
+	storage("PASID_TABLE_HI", RegPASIDTableHi, BlockATS, 0, "PASID table IOVA, bits 63:32"),
+	storage("PASID_TABLE_SIZE", RegPASIDTableSize, BlockATS, 0, "PASID table entries: power of two, 1..NPFNIC_PASID_TABLE_MAX"),
+	storage("INVQ_BASE_LO", RegInvqBaseLo, BlockATS, 0, "invalidation queue IOVA, bits 31:0 (32-byte aligned)"),
+	storage("INVQ_BASE_HI", RegInvqBaseHi, BlockATS, 0, "invalidation queue IOVA, bits 63:32"),
+	storage("INVQ_SIZE", RegInvqSize, BlockATS, 0, "invalidation queue entries: power of two, NPFNIC_XLAT_QUEUE_SIZE_MIN..MAX"),
+	doorbell("INVQ_TAIL", RegInvqTail, BlockATS, "invalidation doorbell: free-running count of descriptors posted"),
+	storage("INVQ_VECTOR", RegInvqVector, BlockATS, InvqVectorDefault, "MSI-X vector for NPFNIC_INV_FLAG_IRQ"),
+	status("ATS_ERROR", RegATSError, BlockATS, 0, "NPFNIC_ATSERR_*"),
+	status("ATC_HITS", RegATCHits, BlockATS, 0, "ATC lookups that hit, in pages (low 32 bits)"),
+	status("ATC_MISSES", RegATCMisses, BlockATS, 0, "ATC lookups that missed, in pages (low 32 bits)"),
+	storage("ATC_CAPACITY", RegATCCapacity, BlockATS, 0, "ATC entries, 1..NPFNIC_ATC_CAPACITY_MAX; write 0 for the device default; reads the capacity in force").resetVaries("the device's default (npfnic serve --atc-entries)"),
+	command("PRI_CTRL", RegPRICtrl, BlockPRI, AccessRW, "NPFNIC_PRI_CTRL_ENABLE latches the PRI registers; write NPFNIC_PRI_CTRL_RESET to reset (reads back 0)"),
+	storage("PRI_STATUS_LO", RegPRIStatusLo, BlockPRI, 0, "PRI status block IOVA, bits 31:0 (64-byte aligned)"),
+	storage("PRI_STATUS_HI", RegPRIStatusHi, BlockPRI, 0, "PRI status block IOVA, bits 63:32"),
+	storage("PRQ_BASE_LO", RegPRQBaseLo, BlockPRI, 0, "page request queue IOVA, bits 31:0 (32-byte aligned)"),
+	storage("PRQ_BASE_HI", RegPRQBaseHi, BlockPRI, 0, "page request queue IOVA, bits 63:32"),
+	storage("PRQ_SIZE", RegPRQSize, BlockPRI, 0, "page request queue entries: power of two, NPFNIC_XLAT_QUEUE_SIZE_MIN..MAX"),
+	doorbell("PRQ_HEAD", RegPRQHead, BlockPRI, "page request consumer doorbell: free-running count of entries consumed"),
+	storage("PRQ_VECTOR", RegPRQVector, BlockPRI, PRQVectorDefault, "MSI-X vector raised when page requests are queued"),
+	storage("PRSPQ_BASE_LO", RegPRSPQBaseLo, BlockPRI, 0, "page response queue IOVA, bits 31:0 (16-byte aligned)"),
+	storage("PRSPQ_BASE_HI", RegPRSPQBaseHi, BlockPRI, 0, "page response queue IOVA, bits 63:32"),
+	storage("PRSPQ_SIZE", RegPRSPQSize, BlockPRI, 0, "page response queue entries: power of two, NPFNIC_XLAT_QUEUE_SIZE_MIN..MAX"),
+	doorbell("PRSPQ_TAIL", RegPRSPQTail, BlockPRI, "page response doorbell: free-running count of responses posted"),
+	status("PRI_ERROR", RegPRIError, BlockPRI, 0, "NPFNIC_PRIERR_*"),
 }
 
 // TranslationValues lists the constants of the translation interface
