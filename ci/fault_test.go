@@ -343,3 +343,58 @@ func TestFaultBadTranslationInput(t *testing.T) {
 		t.Errorf("after the injections no fault was resolved: %v", st)
 	}
 }
+
+// TestFaultRefusedBackupEntry (finding 6 of issue 10): a backup entry the
+// driver refuses is still an rNPF the device waits for, and rx_head stays
+// on it until it is resolved. The driver's inject bad_backup_* reads the
+// next backup entry corrupted, as a broken device would write it (the
+// in-process device writes only correct ones). Afterwards RX must work
+// again without an ifdown: an entry of a known pair with a bad status is
+// resolved as an error completion; one naming no pair in use, or a
+// descriptor long consumed, restarts the pairs (backup_resets).
+func TestFaultRefusedBackupEntry(t *testing.T) {
+	tb := faultTestbed(t, "refused")
+	for _, tc := range []struct {
+		what   string
+		resets uint64 // backup_resets expected
+	}{
+		{"bad_backup_status", 0},
+		{"bad_backup_queue", 1},
+		{"bad_backup_desc", 1},
+	} {
+		// A fresh load: the ring is cold, so the next frames fault.
+		loadPolicy(t, tb, "backup", 64)
+		before := faultStats(t, tb)
+		run(t, tb.VM, fmt.Sprintf("echo '%s 0' > %s", tc.what, tb.SysfsPath("inject")))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		// The first echo requests fault into the backup ring, one of them
+		// is refused; replies must come back within 10 s.
+		res, err := tb.NS.Ping(ctx, tb.GuestIP, 20, 500*time.Millisecond, 10*time.Second)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: ping: %v (RX wedged on the refused entry?)", tc.what, err)
+		}
+		after := faultStats(t, tb)
+		dmesg := run(t, tb.VM, "dmesg")
+		t.Logf("%s: %d/%d echo replies; backup_errors +%d, backup_resets +%d, rx_xlat_errors +%d, rx_backup_pkts +%d",
+			tc.what, res.Received, res.Sent, after["backup_errors"]-before["backup_errors"],
+			after["backup_resets"]-before["backup_resets"], after["rx_xlat_errors"]-before["rx_xlat_errors"],
+			after["rx_backup_pkts"]-before["rx_backup_pkts"])
+		if !strings.Contains(dmesg, "inject bad_backup: entry") {
+			t.Fatalf("%s: no backup entry was corrupted (no frame reached the backup ring?)", tc.what)
+		}
+		if after["backup_errors"] <= before["backup_errors"] {
+			t.Errorf("%s: the driver did not count the refused entry (backup_errors %d -> %d)", tc.what, before["backup_errors"], after["backup_errors"])
+		}
+		if got := after["backup_resets"] - before["backup_resets"]; got != tc.resets {
+			t.Errorf("%s: backup_resets +%d, want +%d", tc.what, got, tc.resets)
+		}
+		// The wedge: nothing received after the refused entry. Replies
+		// to the last pings show the ring moved on.
+		if res.Received < res.Sent/2 {
+			t.Errorf("%s: RX is wedged after the refused entry: %d of %d echo replies", tc.what, res.Received, res.Sent)
+		}
+		link := &hostLink{ns: tb.NS, hostIP: tb.HostIP, guestIP: tb.GuestIP}
+		link.ping(t, tb.GuestIP)
+	}
+}
