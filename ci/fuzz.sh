@@ -19,10 +19,11 @@
 #                     extended regular expression (default: all)
 #
 # A failing input is always written to the package's testdata/fuzz/TARGET/
-# directory, and that is what fails this script. Go 1.26's fuzz coordinator
-# can also end a healthy run with "context deadline exceeded" when -fuzztime
-# expires while a worker is busy (golang/go#75804, fixed in Go 1.27); such a
-# run leaves no input behind and is reported, not failed.
+# directory, and that fails this script, as does a target that fails to
+# build or set up. Go 1.26's fuzz coordinator can also end a healthy run
+# with "context deadline exceeded" when -fuzztime expires while a worker is
+# busy (golang/go#75804, fixed in Go 1.27); such a run leaves no input
+# behind and is reported, not failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fuzztime="${FUZZTIME:-10s}"
@@ -67,9 +68,13 @@ for pkg in $(go list ./...); do
 				echo "fuzz: $f found a failing input, kept in $corpus"
 				result=FAIL
 				status=1
-			else
+			elif grep -q 'context deadline exceeded' "$log"; then
 				echo "fuzz: $f stopped at the -fuzztime deadline with no failing input (golang/go#75804); not a failure"
 				result=deadline
+			else
+				echo "fuzz: $f failed without a failing input (build or setup error)"
+				result=FAIL
+				status=1
 			fi
 		fi
 		# The last progress line has the totals:
