@@ -171,7 +171,7 @@ func StartTestbed(ctx context.Context, c TestbedConfig) (tb *Testbed, err error)
 	tb.VM, err = vm.Start(ctx, vm.Config{
 		Name: c.Name, Images: c.Images, MemoryMiB: c.MemoryMiB, CPUs: c.CPUs, LogDir: c.LogDir,
 		AllowReboot: c.AllowReboot,
-		NPFNICs: []vm.NPFNIC{{Server: vm.InProcessServer{Wire: "tap:" + tapName, Device: tb.dev}}},
+		NPFNICs:     []vm.NPFNIC{{Server: vm.InProcessServer{Wire: "tap:" + tapName, Device: tb.dev}}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("boot: %w", err)
