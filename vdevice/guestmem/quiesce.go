@@ -220,8 +220,13 @@ type Stream struct {
 	m    *Memory
 	name string
 
-	active   atomic.Int64 // admitted units not yet ended
-	stopped  atomic.Bool
+	// state is the units in flight (admitted, or being refused) plus
+	// stoppedBit. One word, so "the last unit ended and the stream is
+	// stopped" is a single observation: with a separate flag and count, an
+	// End that saw the count reach 0 could read the flag only after a
+	// new unit was admitted and Stop ran, and declare the stream quiesced
+	// with that unit still writing.
+	state    atomic.Int64
 	quiesced atomic.Bool
 	done     chan struct{}
 	once     sync.Once
@@ -245,8 +250,7 @@ func (s *Stream) Memory() *Memory { return s.m }
 // Begin admits one unit of work; false means the stream is stopped and the
 // unit must not touch guest memory. Every true Begin needs one End.
 func (s *Stream) Begin() bool {
-	s.active.Add(1)
-	if s.stopped.Load() {
+	if s.state.Add(1)&stoppedBit != 0 {
 		s.End()
 		return false
 	}
@@ -255,22 +259,24 @@ func (s *Stream) Begin() bool {
 
 // End ends a unit admitted by Begin.
 func (s *Stream) End() {
-	if s.active.Add(-1) == 0 && s.stopped.Load() {
+	if s.state.Add(-1) == stoppedBit {
 		s.finish()
 	}
 }
 
+// stoppedBit in Stream.state: Stop was called.
+const stoppedBit = 1 << 62
+
 // Stop admits no further unit. It does not wait: Done is closed once the
 // units already admitted have ended.
 func (s *Stream) Stop() {
-	s.stopped.Store(true)
-	if s.active.Load() == 0 {
+	if s.state.Or(stoppedBit) == 0 {
 		s.finish()
 	}
 }
 
 // Stopped reports whether Stop was called.
-func (s *Stream) Stopped() bool { return s.stopped.Load() }
+func (s *Stream) Stopped() bool { return s.state.Load()&stoppedBit != 0 }
 
 // Quiesced reports whether the stream is stopped with no unit in flight:
 // from then on it never touches guest memory.
