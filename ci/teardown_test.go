@@ -158,8 +158,14 @@ func TestTeardownUnderTraffic(t *testing.T) {
 	pause := func(d time.Duration) { time.Sleep(d) }
 	start := time.Now()
 	reboots := 0
-	for round := 0; round < rounds; round++ {
-		policy := teardownPolicies[round%len(teardownPolicies)]
+	round, policy := 0, ""
+	defer func() {
+		if t.Failed() && round < rounds {
+			t.Logf("failed in round %d (rx_policy %s) after %.0fs", round, policy, time.Since(start).Seconds())
+		}
+	}()
+	for ; round < rounds; round++ {
+		policy = teardownPolicies[round%len(teardownPolicies)]
 		lctx, lcancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		err := tb.LoadDriver(lctx, coldring.DriverParams(policy, 256, ""))
 		lcancel()

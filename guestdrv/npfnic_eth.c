@@ -613,6 +613,13 @@ static int npfnic_stop(struct net_device *netdev)
 
 	netif_tx_disable(netdev);
 	netif_carrier_off(netdev);
+	/*
+	 * NAPI goes first: its TX clean would wake the queues stopped above
+	 * while the device quiesces, and xmit would post into rings freed
+	 * below. Interrupts raised meanwhile find NAPI disabled.
+	 */
+	for (q = 0; q < nic->nqps; q++)
+		napi_disable(&nic->qps[q].napi);
 	if (npfnic_translating(nic))
 		npfnic_npf_quiesce(nic);
 	npfnic_stop_hw(nic);
@@ -621,7 +628,6 @@ static int npfnic_stop(struct net_device *netdev)
 	for (q = 0; q < nic->nqps; q++) {
 		struct npfnic_qp *qp = &nic->qps[q];
 
-		napi_disable(&qp->napi);
 		/* Frames the device never sent are dropped and unmapped here. */
 		for (i = qp->tx_clean; i != qp->tx_tail && !qp->lost; i++) {
 			struct npfnic_tx_slot *slot = &qp->tx_slots[i & (qp->tx_size - 1)];
