@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * npfnic Ethernet datapath: a net_device with one NAPI context per queue
- * pair. The driver never reads the BAR here: the device reports progress
+ * pair. The datapath never reads the BAR: the device reports progress
  * (TX/RX heads, link, errors) in a status block in guest memory, and the
- * driver talks to it only with posted doorbell writes.
+ * driver talks to it only with posted doorbell writes. Only ifdown (the
+ * quiesce handshake: each disable, then its BUSY bit polled until clear
+ * before any memory is freed) and ethtool -S (late_dma) read registers.
  *
  * RX copies each frame out of a persistent ring buffer into a fresh skb and
  * gives the same buffer back to the device, so a ring warms once and stays
