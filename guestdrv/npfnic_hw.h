@@ -78,7 +78,7 @@
 #define NPFNIC_RXD_ERROR                 0x4 /* npfnic_rx_desc.status: no frame; the buffer could not be translated (pkt_len 0) */
 #define NPFNIC_RX_POLICY_PIN             0x0 /* NPFNIC_QP_RX_POLICY: buffers pre-mapped; a fault drops the frame */
 #define NPFNIC_RX_POLICY_DROP            0x1 /* NPFNIC_QP_RX_POLICY: a faulting frame is dropped, its page requested */
-#define NPFNIC_RX_POLICY_BACKUP          0x2 /* NPFNIC_QP_RX_POLICY: a faulting frame goes to the backup ring (seed 000 Figure 6) */
+#define NPFNIC_RX_POLICY_BACKUP          0x2 /* NPFNIC_QP_RX_POLICY: a faulting frame goes to the backup ring (Lesokhin et al., ASPLOS'17, Figure 6) */
 #define NPFNIC_BM_SIZE_MAX               0x1000 /* largest rNPF bitmap */
 #define NPFNIC_BACKUP_CTRL_ENABLE        0x1 /* NPFNIC_REG_BACKUP_CTRL: backup ring on */
 #define NPFNIC_BACKUP_VECTOR_DEFAULT     0x7 /* reset value of NPFNIC_REG_BACKUP_VECTOR */
@@ -86,53 +86,56 @@
 #define NPFNIC_BKD_CSUM_OK               0x2 /* npfnic_backup_desc.status: TCP/UDP checksum verified correct */
 #define NPFNIC_DEVERR_BAD_BACKUP_RING    0x2 /* backup ring base/size invalid, outside guest memory, or a bad BACKUP_TAIL */
 
-/* BAR0 registers (32-bit) */
+/*
+ * BAR0 registers (32-bit). Doorbells and commands act on full 32-bit
+ * writes only and ignore narrower ones; other registers merge them.
+ */
 #define NPFNIC_REG_ID                    0x0000 /* RO: magic NPFNIC_MAGIC */
 #define NPFNIC_REG_VERSION               0x0004 /* RO: interface version, major << 16 | minor */
 #define NPFNIC_REG_SCRATCH               0x0008 /* RW: reads back the last value written */
-#define NPFNIC_REG_DIAG_IRQ              0x0010 /* WO: write a vector number: the device fires that MSI-X vector */
+#define NPFNIC_REG_DIAG_IRQ              0x0010 /* WO command: write a vector number: the device fires that MSI-X vector */
 #define NPFNIC_REG_DIAG_ECHO_GAP         0x0018 /* RW: microseconds the device waits before each DIAG_ECHO round, up to NPFNIC_DIAG_ECHO_GAP_MAX (0: back to back) */
 #define NPFNIC_REG_DIAG_DMA_ADDR_LO      0x0020 /* RW: diagnostic DMA target address, bits 31:0 */
 #define NPFNIC_REG_DIAG_DMA_ADDR_HI      0x0024 /* RW: diagnostic DMA target address, bits 63:32 */
 #define NPFNIC_REG_DIAG_DMA_LEN          0x0028 /* RW: diagnostic DMA length in bytes */
 #define NPFNIC_REG_DIAG_DMA_SEED         0x002c /* RW: diagnostic DMA pattern seed */
-#define NPFNIC_REG_DIAG_DMA_CTRL         0x0030 /* WO: write NPFNIC_DIAG_DMA_CTRL_START to start, NPFNIC_DIAG_DMA_CTRL_ABORT to stop */
+#define NPFNIC_REG_DIAG_DMA_CTRL         0x0030 /* WO command: write NPFNIC_DIAG_DMA_CTRL_START to start, NPFNIC_DIAG_DMA_CTRL_ABORT to stop */
 #define NPFNIC_REG_DIAG_DMA_STATUS       0x0034 /* RO: NPFNIC_DIAG_DMA_STATUS_* */
-#define NPFNIC_REG_DIAG_ECHO_CTRL        0x0038 /* WO: write N (1..NPFNIC_DIAG_ECHO_MAX): N echo rounds, each firing NPFNIC_DIAG_ECHO_VECTOR */
-#define NPFNIC_REG_DIAG_ECHO             0x003c /* RW: write the round number (from 1 in each run) from process context after the interrupt; reads rounds completed in the last run */
-#define NPFNIC_REG_CTRL                  0x0040 /* RW: NPFNIC_CTRL_ENABLE; write NPFNIC_CTRL_RESET to reset the datapath (reads back 0) */
+#define NPFNIC_REG_DIAG_ECHO_CTRL        0x0038 /* WO command: write N (1..NPFNIC_DIAG_ECHO_MAX): N echo rounds, each firing NPFNIC_DIAG_ECHO_VECTOR */
+#define NPFNIC_REG_DIAG_ECHO             0x003c /* RW command: write the round number (from 1 in each run) from process context after the interrupt; reads rounds completed in the last run */
+#define NPFNIC_REG_CTRL                  0x0040 /* RW command: NPFNIC_CTRL_ENABLE; write NPFNIC_CTRL_RESET to reset the datapath (reads back 0) */
 #define NPFNIC_REG_STATUS_ADDR_LO        0x0044 /* RW: status block guest address, bits 31:0 (64-byte aligned) */
 #define NPFNIC_REG_STATUS_ADDR_HI        0x0048 /* RW: status block guest address, bits 63:32; writing it latches the address */
 #define NPFNIC_REG_MAC_LO                0x004c /* RO: MAC bytes 0..3, byte 0 in bits 7:0 */
 #define NPFNIC_REG_MAC_HI                0x0050 /* RO: MAC bytes 4..5 in bits 15:0 */
 #define NPFNIC_REG_QP_MAX                0x0054 /* RO: number of queue pairs (NPFNIC_QP_MAX) */
-#define NPFNIC_REG_MISC_IRQ_ARM          0x0058 /* WO: write 1: NPFNIC_MISC_VECTOR may fire once for the next misc event */
+#define NPFNIC_REG_MISC_IRQ_ARM          0x0058 /* WO command: write 1: NPFNIC_MISC_VECTOR may fire once for the next misc event */
 #define NPFNIC_REG_FEATURES              0x005c /* RO: NPFNIC_FEAT_*: offloads the device implements (interface 2.1) */
 #define NPFNIC_REG_LATE_DMA              0x0060 /* RO: late DMA writes the device refused since reset (interface 2.3): nonzero means a device bug */
 #define NPFNIC_REG_BACKUP_BASE_LO        0x0900 /* RW: backup ring IOVA, bits 31:0 (32-byte aligned) */
 #define NPFNIC_REG_BACKUP_BASE_HI        0x0904 /* RW: backup ring IOVA, bits 63:32 */
 #define NPFNIC_REG_BACKUP_SIZE           0x0908 /* RW: backup ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX */
-#define NPFNIC_REG_BACKUP_TAIL           0x090c /* WO: backup doorbell: free-running count of backup buffers posted */
-#define NPFNIC_REG_BACKUP_CTRL           0x0910 /* RW: NPFNIC_BACKUP_CTRL_ENABLE: set latches base/size and zeroes head/tail; clear stops */
+#define NPFNIC_REG_BACKUP_TAIL           0x090c /* WO doorbell: backup doorbell: free-running count of backup buffers posted */
+#define NPFNIC_REG_BACKUP_CTRL           0x0910 /* RW command: NPFNIC_BACKUP_CTRL_ENABLE: set latches base/size and zeroes head/tail; clear stops */
 #define NPFNIC_REG_BACKUP_VECTOR         0x0914 /* RW: MSI-X vector of backup-ring entries and RX_TAIL_IRQ events */
 
 /* Queue pair registers, offsets from NPFNIC_QP_BASE(q) (32-bit) */
 #define NPFNIC_QP_TX_BASE_LO             0x00 /* RW: TX ring guest address, bits 31:0 (16-byte aligned) */
 #define NPFNIC_QP_TX_BASE_HI             0x04 /* RW: TX ring guest address, bits 63:32 */
 #define NPFNIC_QP_TX_SIZE                0x08 /* RW: TX ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX */
-#define NPFNIC_QP_TX_TAIL                0x0c /* WO: TX doorbell: free-running count of TX descriptors posted */
+#define NPFNIC_QP_TX_TAIL                0x0c /* WO doorbell: TX doorbell: free-running count of TX descriptors posted */
 #define NPFNIC_QP_RX_BASE_LO             0x10 /* RW: RX ring guest address, bits 31:0 (16-byte aligned) */
 #define NPFNIC_QP_RX_BASE_HI             0x14 /* RW: RX ring guest address, bits 63:32 */
 #define NPFNIC_QP_RX_SIZE                0x18 /* RW: RX ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX */
-#define NPFNIC_QP_RX_TAIL                0x1c /* WO: RX doorbell: free-running count of RX buffers posted */
-#define NPFNIC_QP_CTRL                   0x20 /* RW: NPFNIC_QP_CTRL_ENABLE: set latches bases/sizes and zeroes heads/tails; clear stops the pair */
-#define NPFNIC_QP_IRQ_ARM                0x24 /* WO: write 1: the pair's vector may fire once for the next completion */
+#define NPFNIC_QP_RX_TAIL                0x1c /* WO doorbell: RX doorbell: free-running count of RX buffers posted */
+#define NPFNIC_QP_CTRL                   0x20 /* RW command: NPFNIC_QP_CTRL_ENABLE: set latches bases/sizes and zeroes heads/tails; clear stops the pair */
+#define NPFNIC_QP_IRQ_ARM                0x24 /* WO command: write 1: the pair's vector may fire once for the next completion */
 #define NPFNIC_QP_ITR                    0x28 /* RW: minimum microseconds between two interrupts of the pair (0 = none) */
 #define NPFNIC_QP_RX_POLICY              0x2c /* RW: NPFNIC_RX_POLICY_*: what an RX buffer fault does (latched at enable) */
 #define NPFNIC_QP_PASID                  0x30 /* RW: PASID whose I/O page tables translate the pair's buffer addresses (latched at enable) */
 #define NPFNIC_QP_BM_SIZE                0x34 /* RW: rNPF bitmap size for NPFNIC_RX_POLICY_BACKUP: power of two, 1..NPFNIC_BM_SIZE_MAX (latched at enable) */
-#define NPFNIC_QP_RX_RESOLVE             0x38 /* WO: resolve_rNPFs: free-running bitmap index of an rNPF whose frame the driver placed */
-#define NPFNIC_QP_RX_TAIL_IRQ            0x3c /* WO: write 1: NPFNIC_REG_BACKUP_VECTOR fires once when RX_TAIL next moves */
+#define NPFNIC_QP_RX_RESOLVE             0x38 /* WO doorbell: resolve_rNPFs: free-running bitmap index of an rNPF whose frame the driver placed */
+#define NPFNIC_QP_RX_TAIL_IRQ            0x3c /* WO command: write 1: NPFNIC_REG_BACKUP_VECTOR fires once when RX_TAIL next moves */
 
 /* BAR0 offset of queue pair q's registers (hw.QPBase) */
 #define NPFNIC_QP_BASE(q)                (0x1000 + (q) * 0x100)
@@ -312,7 +315,7 @@ _Static_assert(NPFNIC_STATUS_BLOCK_SIZE == sizeof(struct npfnic_status_block) +
 #define NPFNIC_PRGI_MAX                  0x200 /* number of page request group indexes */
 
 /* ATS and PRI registers in BAR0 (32-bit) */
-#define NPFNIC_REG_ATS_CTRL              0x0800 /* RW: NPFNIC_ATS_CTRL_ENABLE latches the ATS registers; write NPFNIC_ATS_CTRL_RESET to reset (reads back 0) */
+#define NPFNIC_REG_ATS_CTRL              0x0800 /* RW command: NPFNIC_ATS_CTRL_ENABLE latches the ATS registers; write NPFNIC_ATS_CTRL_RESET to reset (reads back 0) */
 #define NPFNIC_REG_ATS_STATUS_LO         0x0804 /* RW: ATS status block IOVA, bits 31:0 (64-byte aligned) */
 #define NPFNIC_REG_ATS_STATUS_HI         0x0808 /* RW: ATS status block IOVA, bits 63:32 */
 #define NPFNIC_REG_PASID_TABLE_LO        0x080c /* RW: PASID table IOVA, bits 31:0 (4 KiB aligned) */
@@ -321,24 +324,24 @@ _Static_assert(NPFNIC_STATUS_BLOCK_SIZE == sizeof(struct npfnic_status_block) +
 #define NPFNIC_REG_INVQ_BASE_LO          0x0818 /* RW: invalidation queue IOVA, bits 31:0 (32-byte aligned) */
 #define NPFNIC_REG_INVQ_BASE_HI          0x081c /* RW: invalidation queue IOVA, bits 63:32 */
 #define NPFNIC_REG_INVQ_SIZE             0x0820 /* RW: invalidation queue entries: power of two, NPFNIC_XLAT_QUEUE_SIZE_MIN..MAX */
-#define NPFNIC_REG_INVQ_TAIL             0x0824 /* WO: invalidation doorbell: free-running count of descriptors posted */
+#define NPFNIC_REG_INVQ_TAIL             0x0824 /* WO doorbell: invalidation doorbell: free-running count of descriptors posted */
 #define NPFNIC_REG_INVQ_VECTOR           0x0828 /* RW: MSI-X vector for NPFNIC_INV_FLAG_IRQ */
 #define NPFNIC_REG_ATS_ERROR             0x082c /* RO: NPFNIC_ATSERR_* */
 #define NPFNIC_REG_ATC_HITS              0x0830 /* RO: ATC lookups that hit, in pages (low 32 bits) */
 #define NPFNIC_REG_ATC_MISSES            0x0834 /* RO: ATC lookups that missed, in pages (low 32 bits) */
 #define NPFNIC_REG_ATC_CAPACITY          0x0838 /* RW: ATC entries, 1..NPFNIC_ATC_CAPACITY_MAX; write 0 for the device default; reads the capacity in force */
-#define NPFNIC_REG_PRI_CTRL              0x0840 /* RW: NPFNIC_PRI_CTRL_ENABLE latches the PRI registers; write NPFNIC_PRI_CTRL_RESET to reset (reads back 0) */
+#define NPFNIC_REG_PRI_CTRL              0x0840 /* RW command: NPFNIC_PRI_CTRL_ENABLE latches the PRI registers; write NPFNIC_PRI_CTRL_RESET to reset (reads back 0) */
 #define NPFNIC_REG_PRI_STATUS_LO         0x0844 /* RW: PRI status block IOVA, bits 31:0 (64-byte aligned) */
 #define NPFNIC_REG_PRI_STATUS_HI         0x0848 /* RW: PRI status block IOVA, bits 63:32 */
 #define NPFNIC_REG_PRQ_BASE_LO           0x084c /* RW: page request queue IOVA, bits 31:0 (32-byte aligned) */
 #define NPFNIC_REG_PRQ_BASE_HI           0x0850 /* RW: page request queue IOVA, bits 63:32 */
 #define NPFNIC_REG_PRQ_SIZE              0x0854 /* RW: page request queue entries: power of two, NPFNIC_XLAT_QUEUE_SIZE_MIN..MAX */
-#define NPFNIC_REG_PRQ_HEAD              0x0858 /* WO: page request consumer doorbell: free-running count of entries consumed */
+#define NPFNIC_REG_PRQ_HEAD              0x0858 /* WO doorbell: page request consumer doorbell: free-running count of entries consumed */
 #define NPFNIC_REG_PRQ_VECTOR            0x085c /* RW: MSI-X vector raised when page requests are queued */
 #define NPFNIC_REG_PRSPQ_BASE_LO         0x0860 /* RW: page response queue IOVA, bits 31:0 (16-byte aligned) */
 #define NPFNIC_REG_PRSPQ_BASE_HI         0x0864 /* RW: page response queue IOVA, bits 63:32 */
 #define NPFNIC_REG_PRSPQ_SIZE            0x0868 /* RW: page response queue entries: power of two, NPFNIC_XLAT_QUEUE_SIZE_MIN..MAX */
-#define NPFNIC_REG_PRSPQ_TAIL            0x086c /* WO: page response doorbell: free-running count of responses posted */
+#define NPFNIC_REG_PRSPQ_TAIL            0x086c /* WO doorbell: page response doorbell: free-running count of responses posted */
 #define NPFNIC_REG_PRI_ERROR             0x0870 /* RO: NPFNIC_PRIERR_* */
 
 /* PASID table entry (driver-owned, read by the device). */

@@ -189,37 +189,41 @@ const (
 	TSOMaxMSS = 9000
 )
 
-// Offloads (interface 2.1). REG_FEATURES reports the ones the device
-// implements; a driver uses a TX offload by setting its flag in the first
-// descriptor of a frame, and reads RxdCsumOK in RX descriptors. A driver
-// written for 2.0 leaves the new descriptor fields zero and ignores the new
-// status bits, so it keeps working unchanged.
-//
-// TxdCsum has Linux CHECKSUM_PARTIAL semantics: the device computes the
-// 16-bit ones' complement sum of the frame from byte csum_start to its end
-// (the driver's stack seeded the pseudo-header sum into the checksum field)
-// and stores it, folded and complemented, at csum_start+csum_offset; a zero
-// result is stored as 0xffff for UDP, as is otherwise. A frame whose
-// checksum field does not lie inside it is dropped (tx_drops_bad_len).
-//
-// TxdTSO4 and TxdTSO6 mark the gathered frame (up to MaxTSOFrame bytes) as
-// one TCP super-packet over Ethernet (with at most one VLAN tag) and IPv4
-// or IPv6 (no extension headers other than hop-by-hop and destination
-// options); csum_start is the offset of the TCP header. The device cuts the
-// TCP payload into segments of at most mss bytes and sends each as a frame
-// with the headers copied, the IPv4 total length or IPv6 payload length
-// set, the IPv4 ID incremented per segment and the IPv4 header checksum
-// recomputed, the sequence number advanced, FIN and PSH on the last segment
-// only, CWR on the first only, and the whole TCP checksum computed (TSO
-// implies TxdCsum). A TSO frame with mss 0 or above TSOMaxMSS, headers
-// that do not parse as such, csum_start not at the TCP header, both TSO
-// flags, or a length above MaxTSOFrame is dropped and counted in
-// tx_drops_bad_len; it is not a queue error.
-//
-// RxdCsumOK: the frame is IPv4 or IPv6 (not a fragment) carrying TCP or
-// UDP, and the device verified that its checksum is correct. Frames the
-// device cannot verify, and frames whose checksum is wrong, come without
-// the bit: the device never drops a frame for its checksum.
+// OffloadsDoc is the contract of the offloads (interface 2.1).
+const OffloadsDoc = `FEATURES reports the offloads the device implements. A driver uses a TX
+offload by setting its flag in the first descriptor of a frame, and reads
+NPFNIC_RXD_CSUM_OK in RX descriptors. A driver written for 2.0 leaves the
+new descriptor fields zero and ignores the new status bits, so it keeps
+working unchanged.
+
+TX checksum (NPFNIC_TXD_CSUM) has Linux CHECKSUM_PARTIAL semantics: the
+device computes the 16-bit ones' complement sum of the frame from byte
+csum_start to its end (the driver's stack seeded the pseudo-header sum into
+the checksum field) and stores it, folded and complemented, at csum_start +
+csum_offset; a zero result is stored as 0xffff for UDP, as is otherwise. A
+frame whose checksum field does not lie inside it is dropped
+(tx_drops_bad_len).
+
+TSO (NPFNIC_TXD_TSO4, NPFNIC_TXD_TSO6) marks the gathered frame (up to
+NPFNIC_MAX_TSO_FRAME bytes) as one TCP super-packet over Ethernet (with at
+most one VLAN tag) and IPv4 or IPv6 (no extension headers other than
+hop-by-hop and destination options); csum_start is the offset of the TCP
+header. The device cuts the TCP payload into segments of at most mss bytes
+and sends each as a frame with the headers copied, the IPv4 total length or
+IPv6 payload length set, the IPv4 ID incremented per segment and the IPv4
+header checksum recomputed, the sequence number advanced, FIN and PSH on the
+last segment only, CWR on the first only, and the whole TCP checksum
+computed (TSO implies NPFNIC_TXD_CSUM). A TSO frame with mss 0 or above
+NPFNIC_TSO_MAX_MSS, headers that do not parse as such, csum_start not at the
+TCP header, both TSO flags, or a length above NPFNIC_MAX_TSO_FRAME is
+dropped and counted in tx_drops_bad_len; it is not a queue error.
+
+RX checksum (NPFNIC_RXD_CSUM_OK): the frame is IPv4 or IPv6 (not a fragment)
+carrying TCP or UDP, and the device verified that its checksum is correct.
+Frames the device cannot verify, and frames whose checksum is wrong, come
+without the bit: the device never drops a frame for its checksum.`
+
+// Offloads (interface 2.1): the FEATURES bits; see OffloadsDoc.
 const (
 	FeatTxCsum = 1 << 0 // TxdCsum
 	FeatTSO4   = 1 << 1 // TxdTSO4
@@ -358,7 +362,7 @@ var Values = []Value{
 	{"RXD_ERROR", RxdError, "npfnic_rx_desc.status: no frame; the buffer could not be translated (pkt_len 0)"},
 	{"RX_POLICY_PIN", RxPolicyPin, "NPFNIC_QP_RX_POLICY: buffers pre-mapped; a fault drops the frame"},
 	{"RX_POLICY_DROP", RxPolicyDrop, "NPFNIC_QP_RX_POLICY: a faulting frame is dropped, its page requested"},
-	{"RX_POLICY_BACKUP", RxPolicyBackup, "NPFNIC_QP_RX_POLICY: a faulting frame goes to the backup ring (seed 000 Figure 6)"},
+	{"RX_POLICY_BACKUP", RxPolicyBackup, "NPFNIC_QP_RX_POLICY: a faulting frame goes to the backup ring (Lesokhin et al., ASPLOS'17, Figure 6)"},
 	{"BM_SIZE_MAX", BmSizeMax, "largest rNPF bitmap"},
 	{"BACKUP_CTRL_ENABLE", BackupCtrlEnable, "NPFNIC_REG_BACKUP_CTRL: backup ring on"},
 	{"BACKUP_VECTOR_DEFAULT", BackupVectorDefault, "reset value of NPFNIC_REG_BACKUP_VECTOR"},
@@ -367,76 +371,93 @@ var Values = []Value{
 	{"DEVERR_BAD_BACKUP_RING", DevErrBadBackupRing, "backup ring base/size invalid, outside guest memory, or a bad BACKUP_TAIL"},
 }
 
-// Quiesce is the contract between the driver and the device for taking
-// memory back (interface 2.3). Every engine that DMAs has a control
-// register with a read-only BUSY bit (bit 31): NPFNIC_QP_CTRL,
-// NPFNIC_REG_CTRL, NPFNIC_REG_BACKUP_CTRL, NPFNIC_REG_ATS_CTRL and
-// NPFNIC_REG_PRI_CTRL; the diagnostic DMA reports the same through
-// NPFNIC_REG_DIAG_DMA_STATUS (BUSY until no byte will be written). To stop
-// an engine the driver writes its disable (or reset) and then reads the
-// control register until BUSY is clear. From the read that shows it clear
-// on, the device never reads or writes that engine's memory again (rings,
-// buffers, status block, queue entries, page tables), raises none of its
-// interrupts, and the driver may free it. The write that stops an engine
-// returns at once; the device clears BUSY when the work it had started
-// (one frame, one queue entry) has ended, so the handshake depends on no
-// timing. A BUSY bit that is still set after QuiesceTimeoutMS means the
-// device is wedged on guest memory (a vfio-user client that stopped
-// answering DMA): the driver then leaks that memory rather than free it.
-// A function reset (vfio-user DEVICE_RESET, PCIe FLR) and a client
-// disconnect stop every engine the same way before the device answers.
-//
-// LATE_DMA counts writes the device's late-DMA detector refused: writes by
-// an engine after it reported quiesced, or into memory a driver model
-// fenced in tests. It is always 0 on a correct device.
+// QuiesceDoc is the contract between the driver and the device for
+// taking memory back (interface 2.3).
+const QuiesceDoc = `Every engine that DMAs has a control register with a read-only BUSY bit (bit
+31): a queue pair's CTRL, CTRL, BACKUP_CTRL, ATS_CTRL and PRI_CTRL; the
+diagnostic DMA reports the same through DIAG_DMA_STATUS (BUSY until no byte
+will be written). To stop an engine the driver writes its disable (or reset)
+and then reads the control register until BUSY is clear. From the read that
+shows it clear on, the device never reads or writes that engine's memory
+again (rings, buffers, status block, queue entries, page tables), raises
+none of its interrupts, and the driver may free it.
+
+The write that stops an engine returns at once; the device clears BUSY when
+the work it had started (one frame, one queue entry) has ended, so the
+handshake depends on no timing. A BUSY bit that is still set after
+NPFNIC_QUIESCE_TIMEOUT_MS milliseconds means the device is wedged on guest
+memory (a vfio-user client that stopped answering DMA): the driver then
+leaks that memory rather than free it. A function reset (vfio-user
+DEVICE_RESET, PCIe FLR) and a client disconnect stop every engine the same
+way before the device answers.
+
+LATE_DMA counts writes the device's late-DMA detector refused: writes by an
+engine after it reported quiesced, or into memory a driver model fenced in
+tests. It is always 0 on a correct device.`
+
+// QuiesceTimeoutMS is how long a driver waits for a BUSY bit to clear
+// before it gives the memory up for lost (see QuiesceDoc).
 const QuiesceTimeoutMS = 2000
 
-// Network page faults on the Ethernet queues (interface 2.2).
-//
-// With the PCIe ATS capability enabled, every TX and RX buffer address in a
-// pair's descriptors is a VA in the address space of the pair's PASID
-// (QP_PASID; 0 without the PASID capability), translated through the I/O
-// page tables described in translation.go. The descriptor rings, the status
-// blocks and the backup ring stay IOVAs: they are the driver's own pinned
-// memory. With ATS disabled, buffer addresses are IOVAs as before.
-//
-// A TX buffer that faults stalls its pair on that descriptor (the data is
-// local): the device sends a page request (FaultKindTxBuf) and resumes the
-// same frame after a Success response; after Invalid Request, or a fault no
-// page request can resolve, it drops the frame (tx_fault_errors).
-//
-// An RX buffer that faults is handled by the pair's RX policy:
-//   - RxPolicyPin: the driver mapped every buffer beforehand; a fault drops
-//     the frame (rx_fault_drops) and requests the page, as drop does.
-//   - RxPolicyDrop: the frame is dropped (rx_fault_drops), the descriptor
-//     stays where it is and a page request (FaultKindRxBuf, desc = the
-//     descriptor's free-running index) asks for the page; later frames
-//     that fault on the same descriptor before the response do not repeat
-//     the request.
-//   - RxPolicyBackup: seed 000 Figure 6. The device keeps head (rx_head,
-//     what the driver may consume), head_offset and bm_index, and a bitmap
-//     of QP_BM_SIZE bits. A frame goes to descriptor head+head_offset when
-//     that descriptor is posted and its buffer translates; then head moves
-//     only if head_offset is 0, else head_offset grows. Otherwise, if
-//     head_offset < BM_SIZE and the backup ring has a buffer, the frame goes
-//     to the backup ring with {queue, desc = head+head_offset, bm_index =
-//     bm_index+head_offset}, that bit is set, head_offset grows, a page
-//     request is sent when the buffer faulted (best effort: none when PRI
-//     has no room; the backup entry is the notification that counts) and
-//     the backup vector fires. Otherwise the frame is dropped
-//     (rx_fault_drops). The driver, having placed the frame in its original
-//     buffer and written that descriptor's pkt_len and status, writes the
-//     entry's bm_index to QP_RX_RESOLVE: the device clears the bit and moves
-//     head (and bm_index) past every leading resolved entry, publishes
-//     rx_head and raises the pair's vector. A frame with no descriptor
-//     posted while head_offset is 0 is held or dropped as without faults.
-//     An rNPF's descriptor may lie beyond RX_TAIL (the ring was full while
-//     the driver saw nothing): the driver waits for its tail to pass it,
-//     using QP_RX_TAIL_IRQ to learn when the tail moves.
-//
-// A descriptor whose buffer can never translate (Invalid Request, bad
-// PASID, a table outside guest memory) completes with RxdError and
-// pkt_len 0 in place of a frame.
+// NetworkFaultsDoc is how the Ethernet queues take network page faults
+// (interface 2.2): translated buffers, TX stalls, the RX policies and the
+// backup ring.
+const NetworkFaultsDoc = `With the PCIe ATS capability enabled, every TX and RX buffer address in a
+pair's descriptors is a VA in the address space of the pair's PASID (its
+PASID register; 0 without the PASID capability), translated through the I/O
+page tables (see Address translation). The descriptor rings, the status
+blocks and the backup ring stay IOVAs: they are the driver's own pinned
+memory. With ATS disabled, buffer addresses are IOVAs as before.
+
+A TX buffer that faults stalls its pair on that descriptor (the data is
+local): the device sends a page request (NPFNIC_FAULT_KIND_TX_BUF) and
+resumes the same frame after a Success response; after Invalid Request, or a
+fault no page request can resolve, it drops the frame (tx_fault_errors).
+
+An RX buffer that faults is handled by the pair's RX policy (RX_POLICY):
+
+- NPFNIC_RX_POLICY_PIN: the driver mapped every buffer beforehand; a fault
+  drops the frame (rx_fault_drops) and requests the page, as drop does.
+- NPFNIC_RX_POLICY_DROP: the frame is dropped (rx_fault_drops), the
+  descriptor stays where it is and a page request (NPFNIC_FAULT_KIND_RX_BUF,
+  desc = the descriptor's free-running index) asks for the page; later
+  frames that fault on the same descriptor before the response do not repeat
+  the request.
+- NPFNIC_RX_POLICY_BACKUP: the backup ring of Lesokhin et al., ASPLOS'17,
+  section 5 and Figure 6. The device keeps head (rx_head, what the driver
+  may consume), head_offset and bm_index, and a bitmap of BM_SIZE bits. A
+  frame goes to descriptor head + head_offset when that descriptor is posted
+  and its buffer translates; then head moves only if head_offset is 0, else
+  head_offset grows. Otherwise, if head_offset < BM_SIZE and the backup ring
+  has a buffer, the frame goes to the backup ring with {queue, desc = head +
+  head_offset, bm_index = bm_index + head_offset}, that bit is set,
+  head_offset grows, a page request is sent when the buffer faulted (best
+  effort: none when PRI has no room; the backup entry is the notification
+  that counts) and the backup vector fires. Otherwise the frame is dropped
+  (rx_fault_drops). The driver, having placed the frame in its original
+  buffer and written that descriptor's pkt_len and status, writes the
+  entry's bm_index to the pair's RX_RESOLVE: the device clears the bit and
+  moves head (and bm_index) past every leading resolved entry, publishes
+  rx_head and raises the pair's vector. A frame with no descriptor posted
+  while head_offset is 0 is held or dropped as without faults. An rNPF's
+  descriptor may lie beyond RX_TAIL (the ring was full while the driver saw
+  nothing): the driver waits for its tail to pass it, using the pair's
+  RX_TAIL_IRQ to learn when the tail moves.
+
+The backup ring is one ring of struct npfnic_backup_desc per function,
+addressed by IOVA (never translated, never faulting). The driver posts
+buffers (addr, buf_len) and moves BACKUP_TAIL; BACKUP_CTRL enable latches
+BACKUP_BASE and BACKUP_SIZE and zeroes head and tail; the device fills
+entries in order, publishes backup_head in the status block and raises
+BACKUP_VECTOR. Frames lost because the ring had no buffer are counted in
+backup_full.
+
+A descriptor whose buffer can never translate (Invalid Request, bad PASID, a
+table outside guest memory) completes with NPFNIC_RXD_ERROR and pkt_len 0 in
+place of a frame.`
+
+// Network page faults on the Ethernet queues (interface 2.2): the RX
+// policies, the rNPF bitmap and the backup ring; see NetworkFaultsDoc.
 const (
 	RxPolicyPin    = 0
 	RxPolicyDrop   = 1
@@ -473,4 +494,4 @@ var (
 var BackupDesc = Layout{"backup_desc", BackupDescSize,
 	"Backup ring entry: a frame whose RX buffer faulted, with where it belongs.",
 	[]Field{BackupDescAddr.Field, BackupDescBufLen.Field, BackupDescPktLen.Field, BackupDescStatus.Field,
-		BackupDescQueue.Field, BackupDescDesc.Field, BackupDescBmIndex.Field, BackupDescStamp.Field}}
+		BackupDescQueue.Field, BackupDescDesc.Field, BackupDescBmIndex.Field, BackupDescStamp.Field}, WrittenPerField}

@@ -3,17 +3,25 @@ package hw_test
 import (
 	"bytes"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/hw/internal/cheader"
+	"github.com/npfnic/npfnic/vdevice/hw/internal/datasheet"
 )
 
-const headerPath = "../../guestdrv/npfnic_hw.h"
+const (
+	headerPath    = "../../guestdrv/npfnic_hw.h"
+	datasheetPath = "../../docs/device.md"
+)
 
 func TestHeaderUpToDate(t *testing.T) {
 	got, err := os.ReadFile(headerPath)
@@ -22,6 +30,55 @@ func TestHeaderUpToDate(t *testing.T) {
 	}
 	if !bytes.Equal(got, cheader.Render()) {
 		t.Fatalf("%s is stale: the Go definitions in vdevice/hw changed.\nrun: go generate ./vdevice/hw", headerPath)
+	}
+}
+
+func TestDatasheetUpToDate(t *testing.T) {
+	got, err := os.ReadFile(datasheetPath)
+	if err != nil {
+		t.Fatalf("%v\nrun: go generate ./vdevice/hw", err)
+	}
+	if !bytes.Equal(got, datasheet.Render()) {
+		t.Fatalf("%s is stale: the tables or protocol texts in vdevice/hw changed.\nrun: go generate ./vdevice/hw", datasheetPath)
+	}
+}
+
+// TestDatasheetSpeaksC: the datasheet is for driver developers, so it names
+// things as the C header does; no Go identifier of package hw (RxPolicyPin,
+// QuiesceTimeoutMS) may leak into it from a table or a protocol text.
+func TestDatasheetSpeaksC(t *testing.T) {
+	fset := token.NewFileSet()
+	camel := regexp.MustCompile(`^[A-Z][A-Za-z0-9]*[a-z][A-Z]`)
+	names := map[string]bool{}
+	files, _ := filepath.Glob("*.go")
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if id, ok := n.(*ast.Ident); ok && ast.IsExported(id.Name) && camel.MatchString(id.Name) {
+				names[id.Name] = true
+			}
+			return true
+		})
+	}
+	if len(names) < 100 {
+		t.Fatalf("found only %d Go identifiers in package hw; the scan is broken", len(names))
+	}
+	word := regexp.MustCompile(`[A-Za-z][A-Za-z0-9]*`)
+	text := string(datasheet.Render())
+	for _, w := range word.FindAllString(text, -1) {
+		if names[w] {
+			t.Errorf("datasheet names the Go identifier %s", w)
+			names[w] = false
+		}
+	}
+	if m := regexp.MustCompile(`\bhw\.[A-Z]\w*|seed 000`).FindString(text); m != "" {
+		t.Errorf("datasheet says %q", m)
 	}
 }
 

@@ -67,7 +67,19 @@ type Layout struct {
 	Size   int // sizeof; a flexible array member adds nothing
 	Doc    string
 	Fields []Field
+	Writer Side
 }
+
+// Side is who writes a shared structure.
+type Side uint8
+
+const (
+	WrittenByDriver Side = iota + 1 // the device only reads it
+	WrittenByDevice                 // the driver only reads it
+	// WrittenPerField: each field's Doc starts with "driver: " or
+	// "device: ", its writer (reserved fields: "reserved").
+	WrittenPerField
+)
 
 // Structure sizes in bytes.
 const (
@@ -93,7 +105,7 @@ var (
 // TxDesc is struct npfnic_tx_desc.
 var TxDesc = Layout{"tx_desc", TxDescSize,
 	"TX descriptor: one segment of a frame; NPFNIC_TXD_EOP marks the last. Offload flags and fields count in the first one.",
-	[]Field{TxDescAddr.Field, TxDescLen.Field, TxDescFlags.Field, TxDescMSS.Field, TxDescCsumStart.Field, TxDescCsumOffset.Field}}
+	[]Field{TxDescAddr.Field, TxDescLen.Field, TxDescFlags.Field, TxDescMSS.Field, TxDescCsumStart.Field, TxDescCsumOffset.Field}, WrittenByDriver}
 
 // RX descriptor fields.
 var (
@@ -107,7 +119,7 @@ var (
 // RxDesc is struct npfnic_rx_desc.
 var RxDesc = Layout{"rx_desc", RxDescSize,
 	"RX descriptor: one buffer, one frame. The device writes pkt_len and status, then advances rx_head.",
-	[]Field{RxDescAddr.Field, RxDescBufLen.Field, RxDescPktLen.Field, RxDescStatus.Field, rxDescRsvd.Field}}
+	[]Field{RxDescAddr.Field, RxDescBufLen.Field, RxDescPktLen.Field, RxDescStatus.Field, rxDescRsvd.Field}, WrittenPerField}
 
 // Per-pair status fields (device to driver).
 var (
@@ -137,7 +149,7 @@ var QPStatus = Layout{"qp_status", QPStatusSize,
 		QPStatusRxDropsNoBuf.Field, QPStatusRxDropsTooBig.Field, QPStatusTxDropsBadLen.Field,
 		QPStatusTxTSOFrames.Field, QPStatusRxWireStalls.Field, QPStatusRxFaults.Field, QPStatusRxBackup.Field,
 		QPStatusRxFaultDrops.Field, QPStatusTxFaults.Field, QPStatusTxFaultErrors.Field,
-		QPStatusRxHeadOffset.Field, QPStatusRxBmIndex.Field}}
+		QPStatusRxHeadOffset.Field, QPStatusRxBmIndex.Field}, WrittenByDevice}
 
 // Status block header fields.
 var (
@@ -156,7 +168,7 @@ var StatusBlock = Layout{"status_block", StatusHeaderSize,
 	"Status block (device to driver), at NPFNIC_REG_STATUS_ADDR; NPFNIC_STATUS_BLOCK_SIZE bytes in all.",
 	[]Field{StatusLink.Field, StatusError.Field, StatusBackupHead.Field, StatusBackupFull.Field,
 		StatusTailEvents.Field, rsvd32(20, 11),
-		{"qp", StatusHeaderSize, QPStatusSize, -1, &QPStatus, "NPFNIC_QP_MAX entries"}}}
+		{"qp", StatusHeaderSize, QPStatusSize, -1, &QPStatus, "NPFNIC_QP_MAX entries"}}, WrittenByDevice}
 
 // Layouts lists the shared structures, each after the ones it contains.
 var Layouts = []*Layout{&TxDesc, &RxDesc, &QPStatus, &StatusBlock, &BackupDesc}

@@ -58,6 +58,24 @@ const (
 // whose meaning needs the whole 32-bit value.
 func (k Kind) Action() bool { return k == KindDoorbell || k == KindCommand || k == KindRW1C }
 
+// Describe says what a write to a register of this kind does, for the
+// datasheet.
+func (k Kind) Describe() string {
+	switch k {
+	case KindStatus:
+		return "read only: the device's state or a constant; writes are ignored"
+	case KindStorage:
+		return "holds the value written and reads it back; it takes effect at once or when the block's enable latches it"
+	case KindDoorbell:
+		return "write only: a free-running 32-bit index (a tail, a head, a bitmap index) the device acts on; reads 0"
+	case KindCommand:
+		return "each write is an action (enable, disable, reset, start, arm, fire, answer); reads report state, and self-clearing bits such as RESET read 0"
+	case KindRW1C:
+		return "bits the device sets; writing 1 to a bit clears it, writing 0 leaves it"
+	}
+	return ""
+}
+
 func (k Kind) String() string {
 	switch k {
 	case KindStatus:
@@ -90,13 +108,35 @@ const (
 
 // PartialWriteRule is the one rule for writes narrower than a register,
 // and why (the datasheet prints it).
-const PartialWriteRule = `Every register is 32 bits wide and little-endian. Reads may have any width and alignment: the device returns the bytes asked for, composed from the registers they touch, and no read changes the device's state. A write covering a whole register acts on it; a write covering only some of its bytes (a 1- or 2-byte write, or part of an unaligned one) depends on the register:
+const PartialWriteRule = `Every register is 32 bits wide and little-endian. Reads may have any width
+and alignment: the device returns the bytes asked for, composed from the
+registers they touch, and no read changes the device's state. A write
+covering a whole register acts on it; a write covering only some of its
+bytes (a 1- or 2-byte write, or part of an unaligned one) depends on the
+register:
 
-- Storage registers (bases, sizes, vectors, the scratch register) merge it: the bytes written replace those bytes of the current value, the others keep theirs.
-- Doorbells, commands and RW1C registers ignore it, and the device logs a "partial write". Their value is an event, not a state: a doorbell carries a free-running index whose meaning needs all 32 bits (merged with a register that reads 0, or zero-extended, a low byte would move the index backwards and stop the queue with a bad-tail error), and a command merged with what the register reads back would repeat or invent actions (BUSY, ENABLE). Real NICs leave narrower accesses to their registers unsupported (Intel's e1000-family datasheets define 32-bit register access only), and QEMU's e1000e, whose register file takes 4-byte accesses only, zero-extends a byte written to a register into a full write; npfnic makes the unsupported case harmless and visible instead.
+- Storage registers (bases, sizes, vectors, the scratch register) merge it:
+  the bytes written replace those bytes of the current value, the others
+  keep theirs.
+- Doorbells, commands and RW1C registers ignore it, and the device logs a
+  "partial write". Their value is an event, not a state: a doorbell carries
+  a free-running index whose meaning needs all 32 bits (merged with a
+  register that reads 0, or zero-extended, a low byte would move the index
+  backwards and stop the queue with a bad-tail error), and a command merged
+  with what the register reads back would repeat or invent actions (BUSY,
+  ENABLE). Real NICs leave narrower accesses to their registers unsupported
+  (Intel's e1000-family datasheets define 32-bit register access only), and
+  QEMU's e1000e, whose register file takes 4-byte accesses only,
+  zero-extends a byte written to a register into a full write; npfnic makes
+  the unsupported case harmless and visible instead.
 - Read-only registers ignore every write.
 
-Writes to offsets that hold no register are ignored and such offsets read 0. Drivers write every register with one aligned 32-bit write (iowrite32/writel).`
+Writes to offsets that hold no register are ignored and such offsets read 0.
+Drivers write every register with one aligned 32-bit write
+(iowrite32/writel).`
+
+// BARType is how both BARs decode (RegBAR and MSIXBAR).
+const BARType = "64-bit memory, non-prefetchable"
 
 // Block is the part of the device that owns a register: the router hands
 // the register's reads and writes to that block.

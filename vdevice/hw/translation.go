@@ -5,52 +5,142 @@ package hw
 // request interface (PRI, package pri). Everything the driver and the
 // device share for network page faults is defined here once; the C header
 // carries it (NPFNIC_ATS_*, NPFNIC_PRI_*, struct npfnic_pasid_entry, ...).
-//
-// Address spaces. "IOVA" is the address space of guestmem, i.e. what QEMU
-// mapped with DMA_MAP (guest physical addresses on q35). "VA" is an address
-// inside one PASID's I/O address space, translated by the page tables below
-// when the PCIe ATS capability is enabled; with ATS disabled, descriptors
-// carry IOVAs and nothing is translated. Every structure in this file (the
-// PASID table, the page tables, the three queues, the status blocks and
-// invalidation completion words) is addressed by IOVA: the translation
-// machinery itself never takes a page fault.
-//
-// I/O page tables (one per PASID), x86-64 style: 4 levels of 512 64-bit
-// entries, each table one 4 KiB page (4 KiB aligned), 48-bit VAs, 4 KiB
-// pages only. VA bits 47:39 index level 4 (the root), 38:30 level 3, 29:21
-// level 2, 20:12 level 1 (the leaf table); bits 11:0 are the offset in the
-// page. VA bits 63:48 must be zero. An entry is:
-//
-//	bit 0      P: present; when clear the device ignores every other bit
-//	bit 1      W: writable; a page is writable only if W is set at all four levels
-//	bits 11:2  ignored (free for the driver)
-//	bits 51:12 IOVA of the next table, or of the page at level 1
-//	bits 63:52 reserved: must be zero in a present entry
-//
-// The device only reads page tables (it keeps no accessed/dirty bits). A
-// driver that clears P or W, or changes an address, must invalidate the VA
-// range through the invalidation queue and wait for the completion before it
-// reuses the old page; a driver that sets P or W needs no invalidation (the
-// device does not cache non-present translations, and re-walks before
-// reporting a write fault on a cached read-only translation).
-//
-// PASID table: PASID_TABLE_SIZE entries of struct npfnic_pasid_entry, 4 KiB
-// aligned, indexed by PASID. Without the PCIe PASID capability enabled only
-// PASID 0 is used. An entry's root field has V (bit 0) and, in bits 51:12,
-// the IOVA of the PASID's level-4 table; bits 63:52 are reserved (zero).
-// Changing a valid entry requires an NPFNIC_INV_PASID invalidation.
-//
-// Teardown (interface 2.3, see Quiesce). ATS_CTRL and PRI_CTRL read BUSY
-// (bit 31) from ENABLE until, after a write of 0 or RESET, the block has
-// finished the unit it had started: for ATS a page-table walk, an
-// invalidation descriptor with its head update, or a WAIT completion and
-// its interrupt; for PRI a page request group's entries with prq_tail and
-// the interrupt, or one page response with prspq_head. From the read that
-// shows BUSY clear on, the device reads no PASID or page table, writes no
-// status block, completion word or queue entry and raises no translation
-// interrupt until ENABLE is written again, so the driver may free them.
-// A function reset also takes the ATS, PASID and PRI Enable bits again
-// from config space (off after DEVICE_RESET).
+// TranslationDoc, FaultHandshakeDoc and InvalidationDoc say how the driver
+// uses them.
+
+// TranslationDoc describes the address spaces, the I/O page tables, the
+// PASID table and the teardown of translation.
+const TranslationDoc = `Address spaces. "IOVA" is the address space the device's DMA uses without
+translation: what QEMU mapped for the device (guest physical addresses on
+q35). "VA" is an address inside one PASID's I/O address space, translated by
+the page tables below when the PCIe ATS capability is enabled; with ATS
+disabled, descriptors carry IOVAs and nothing is translated. Every structure
+of translation and page requests (the PASID table, the page tables, the
+three queues, the status blocks and invalidation completion words) is
+addressed by IOVA: the translation machinery itself never takes a page
+fault.
+
+I/O page tables (one per PASID), x86-64 style: 4 levels of 512 64-bit
+entries, each table one 4 KiB page (4 KiB aligned), 48-bit VAs, 4 KiB pages
+only. VA bits 47:39 index level 4 (the root), 38:30 level 3, 29:21 level 2,
+20:12 level 1 (the leaf table); bits 11:0 are the offset in the page. VA
+bits 63:48 must be zero. An entry is:
+
+	bit 0      P: present; when clear the device ignores every other bit
+	bit 1      W: writable; a page is writable only if W is set at all four levels
+	bits 11:2  ignored (free for the driver)
+	bits 51:12 IOVA of the next table, or of the page at level 1
+	bits 63:52 reserved: must be zero in a present entry
+
+The device only reads page tables (it keeps no accessed or dirty bits). A
+driver that clears P or W, or changes an address, must invalidate the VA
+range through the invalidation queue and wait for the completion before it
+reuses the old page; a driver that sets P or W needs no invalidation (the
+device does not cache non-present translations, and re-walks before
+reporting a write fault on a cached read-only translation).
+
+PASID table: PASID_TABLE_SIZE entries of struct npfnic_pasid_entry, 4 KiB
+aligned, indexed by PASID. Without the PCIe PASID capability enabled only
+PASID 0 is used. An entry's root field has V (bit 0) and, in bits 51:12, the
+IOVA of the PASID's level-4 table; bits 63:52 are reserved (zero). Changing
+a valid entry requires an NPFNIC_INV_OP_PASID invalidation.
+
+The ATS and PRI registers (base, size, vector) take effect when the block's
+CTRL enable is written 1: they are latched then. Doorbells are posted
+writes, so the driver never needs to read a register on the fault path: the
+device reports its indexes and errors in the block's status block (struct
+npfnic_ats_status, struct npfnic_pri_status: 64 bytes, 64-byte aligned,
+zeroed by the driver before it enables the block).
+
+Teardown (interface 2.3, see Quiesce). ATS_CTRL and PRI_CTRL read BUSY (bit
+31) from ENABLE until, after a write of 0 or RESET, the block has finished
+the unit it had started: for ATS a page-table walk, an invalidation
+descriptor with its head update, or a WAIT completion and its interrupt; for
+PRI a page request group's entries with prq_tail and the interrupt, or one
+page response with prspq_head. From the read that shows BUSY clear on, the
+device reads no PASID or page table, writes no status block, completion word
+or queue entry and raises no translation interrupt until ENABLE is written
+again, so the driver may free them. A function reset also takes the ATS,
+PASID and PRI Enable bits again from config space (off after DEVICE_RESET).`
+
+// FaultHandshakeDoc is the page request and page response protocol.
+const FaultHandshakeDoc = `Setup. The driver allocates the page request queue (PRQ: PRQ_SIZE entries of
+struct npfnic_page_req, 32-byte aligned), the page response queue (PRSPQ:
+PRSPQ_SIZE entries of struct npfnic_page_resp, 16-byte aligned; both sizes a
+power of two, NPFNIC_XLAT_QUEUE_SIZE_MIN to NPFNIC_XLAT_QUEUE_SIZE_MAX) and
+the PRI status block, writes their addresses, sizes and PRQ_VECTOR, enables
+PRI in config space (Enable, and the Outstanding Page Request Allocation)
+and writes NPFNIC_PRI_CTRL_ENABLE to PRI_CTRL.
+
+Request. A translation that a page request can resolve (page not present,
+write to a read-only page) becomes a page request group: one PRQ entry per
+page, each with the page's VA, the PASID (with NPFNIC_PRQ_PASID_VALID), the
+group's index prgi, the access (NPFNIC_PRQ_READ, NPFNIC_PRQ_WRITE) and
+NPFNIC_PRQ_LAST on the group's last entry, and the NIC context the driver
+may batch by: the queue, the descriptor's free-running index, the kind
+(NPFNIC_FAULT_KIND_*) and the device's clock when it detected the fault. The
+device writes the entries, then prq_tail in the PRI status block, then
+raises PRQ_VECTOR. A group of n pages takes n credits of the Outstanding
+Page Request Allocation and one of NPFNIC_PRGI_MAX group indexes until its
+response arrives; a TX fault that finds none waits for them, an RX fault
+never waits: when PRI has no room, no request is sent for that frame.
+
+Response. The driver reads entries from its head up to prq_tail, returns the
+slots with PRQ_HEAD (the free-running count of entries consumed), makes the
+pages resident and maps them in the I/O page tables, and then answers each
+group once with a struct npfnic_page_resp (pasid, prgi, code) in the PRSPQ,
+moving PRSPQ_TAIL. The device consumes responses in order (prspq_head in the
+status block). The code says what the device does:
+
+- NPFNIC_PRSP_SUCCESS: the pages are resident; the device walks the page
+  tables again and retries (a stalled TX frame resumes).
+- NPFNIC_PRSP_INVALID_REQUEST: the operation completes with an error (a TX
+  frame is dropped and counted in tx_fault_errors, an RX descriptor
+  completes with NPFNIC_RXD_ERROR).
+- NPFNIC_PRSP_RESPONSE_FAILURE: catastrophic. PRI sets Response Failure in
+  its capability, abandons every outstanding group and stops (Stopped) until
+  software disables and re-enables it.
+
+A response that matches no outstanding group is counted in the status
+block's unexpected field, sets UPRGI in the PRI capability and is otherwise
+ignored. A PRQ_HEAD that moves backwards or past the entries produced stops
+the queue with NPFNIC_PRIERR_BAD_HEAD, a PRSPQ_TAIL that moves backwards or
+more than SIZE ahead with NPFNIC_PRIERR_BAD_TAIL; error and error_info are
+in the status block and PRI_ERROR.`
+
+// InvalidationDoc is the invalidation protocol with its completion.
+const InvalidationDoc = `Setup. The driver allocates the ATS status block, the PASID table and the
+invalidation queue (INVQ_SIZE entries of struct npfnic_inv_desc, 32-byte
+aligned, a power of two between NPFNIC_XLAT_QUEUE_SIZE_MIN and
+NPFNIC_XLAT_QUEUE_SIZE_MAX), writes their addresses and sizes and
+INVQ_VECTOR, enables ATS (and PASID) in config space and writes
+NPFNIC_ATS_CTRL_ENABLE to ATS_CTRL.
+
+Posting. The driver writes descriptors and moves INVQ_TAIL; the device runs
+them in order and publishes invq_head in the ATS status block:
+
+- NPFNIC_INV_OP_RANGE drops the translations of pasid for the pages addr (4
+  KiB aligned) to addr + pages * 4096;
+- NPFNIC_INV_OP_PASID drops every translation of pasid (also needed after
+  changing its PASID table entry);
+- NPFNIC_INV_OP_ALL drops every translation;
+- NPFNIC_INV_OP_WAIT writes data to the 32-bit completion word at IOVA addr
+  (4-byte aligned) once every descriptor before it has completed, and with
+  NPFNIC_INV_FLAG_IRQ then raises INVQ_VECTOR.
+
+Completion. An invalidation completes only when no DMA uses a translation it
+dropped: the device removes the translations first, so no new access can
+find them, and then waits for the accesses already holding them. So once the
+driver sees a WAIT's completion word, the device is not using, and will
+never use, any translation dropped before it, and the driver may reuse the
+old pages. The guarantee is structural, not timed.
+
+Errors. An unknown op, a misaligned address, an empty or overflowing range
+halts the queue with NPFNIC_ATSERR_BAD_INV_DESC (error_info: the
+descriptor's index); a completion word that cannot be written halts it with
+NPFNIC_ATSERR_BAD_WAIT_ADDR; an INVQ_TAIL that moves backwards or more than
+SIZE ahead sets NPFNIC_ATSERR_BAD_TAIL. The error is in the status block and
+ATS_ERROR; a halted queue runs again after ATS_CTRL is disabled and enabled.`
 
 // Translation page geometry.
 const (
@@ -191,7 +281,7 @@ var PASIDEntryRoot = le64("root", 0, "NPFNIC_PASID_ENTRY_VALID | IOVA of the lev
 // PASIDEntry is struct npfnic_pasid_entry.
 var PASIDEntry = Layout{"pasid_entry", PASIDEntrySize,
 	"PASID table entry (driver-owned, read by the device).",
-	[]Field{PASIDEntryRoot.Field, {"rsvd", 8, 8, 0, nil, "reserved, zero"}}}
+	[]Field{PASIDEntryRoot.Field, {"rsvd", 8, 8, 0, nil, "reserved, zero"}}, WrittenByDriver}
 
 // Invalidation descriptor fields (driver to device).
 var (
@@ -207,7 +297,7 @@ var (
 // InvDesc is struct npfnic_inv_desc.
 var InvDesc = Layout{"inv_desc", InvDescSize,
 	"Invalidation queue entry. Entries run in order; a WAIT entry completes only after every translation dropped before it is no longer used by any DMA.",
-	[]Field{InvDescOp.Field, InvDescFlags.Field, InvDescPASID.Field, InvDescAddr.Field, InvDescPages.Field, InvDescData.Field, invDescRsvd.Field}}
+	[]Field{InvDescOp.Field, InvDescFlags.Field, InvDescPASID.Field, InvDescAddr.Field, InvDescPages.Field, InvDescData.Field, invDescRsvd.Field}, WrittenByDriver}
 
 // Page request fields (device to driver).
 var (
@@ -224,7 +314,7 @@ var (
 // PageReq is struct npfnic_page_req.
 var PageReq = Layout{"page_req", PageReqSize,
 	"Page request queue entry: one page of a page request group; the group's last entry has NPFNIC_PRQ_LAST.",
-	[]Field{PageReqAddr.Field, PageReqPASID.Field, PageReqPRGI.Field, PageReqFlags.Field, PageReqQueue.Field, PageReqKind.Field, PageReqDesc.Field, PageReqStamp.Field}}
+	[]Field{PageReqAddr.Field, PageReqPASID.Field, PageReqPRGI.Field, PageReqFlags.Field, PageReqQueue.Field, PageReqKind.Field, PageReqDesc.Field, PageReqStamp.Field}, WrittenByDevice}
 
 // Page response fields (driver to device).
 var (
@@ -238,7 +328,7 @@ var (
 // PageResp is struct npfnic_page_resp.
 var PageResp = Layout{"page_resp", PageRespSize,
 	"Page response queue entry: answers a whole page request group.",
-	[]Field{PageRespPASID.Field, PageRespPRGI.Field, PageRespCode.Field, PageRespFlags.Field, pageRespRsvd.Field}}
+	[]Field{PageRespPASID.Field, PageRespPRGI.Field, PageRespCode.Field, PageRespFlags.Field, pageRespRsvd.Field}, WrittenByDriver}
 
 // ATS status block fields (device to driver).
 var (
@@ -250,7 +340,7 @@ var (
 // ATSStatus is struct npfnic_ats_status.
 var ATSStatus = Layout{"ats_status", ATSStatusSize,
 	"ATS status block (device to driver), at NPFNIC_REG_ATS_STATUS.",
-	[]Field{ATSStatusInvqHead.Field, ATSStatusError.Field, ATSStatusErrorInfo.Field, rsvd32(12, 13)}}
+	[]Field{ATSStatusInvqHead.Field, ATSStatusError.Field, ATSStatusErrorInfo.Field, rsvd32(12, 13)}, WrittenByDevice}
 
 // PRI status block fields (device to driver).
 var (
@@ -265,7 +355,7 @@ var (
 var PRIStatus = Layout{"pri_status", PRIStatusSize,
 	"PRI status block (device to driver), at NPFNIC_REG_PRI_STATUS.",
 	[]Field{PRIStatusPRQTail.Field, PRIStatusPRSPQHead.Field, PRIStatusError.Field, PRIStatusErrorInfo.Field,
-		PRIStatusUnexpected.Field, rsvd32(20, 11)}}
+		PRIStatusUnexpected.Field, rsvd32(20, 11)}, WrittenByDevice}
 
 // TranslationLayouts lists the structures of the translation interface.
 var TranslationLayouts = []*Layout{&PASIDEntry, &InvDesc, &PageReq, &PageResp, &ATSStatus, &PRIStatus}

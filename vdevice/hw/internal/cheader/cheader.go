@@ -25,12 +25,13 @@ func Render() []byte {
 
 	b.WriteString("/* Identity, layout and values */\n")
 	renderValues(&b, hw.Values)
-	b.WriteString("\n/* BAR0 registers (32-bit) */\n")
+	b.WriteString("\n/*\n * BAR0 registers (32-bit). Doorbells and commands act on full 32-bit\n")
+	b.WriteString(" * writes only and ignore narrower ones; other registers merge them.\n */\n")
 	renderRegisters(&b, hw.Registers)
 	b.WriteString("\n/* Queue pair registers, offsets from NPFNIC_QP_BASE(q) (32-bit) */\n")
 	for _, r := range hw.QPRegisters {
 		line := fmt.Sprintf("#define NPFNIC_QP_%s", r.Name)
-		fmt.Fprintf(&b, "%-40s 0x%02x /* %s: %s */\n", line, r.Offset, r.Access, r.Doc)
+		fmt.Fprintf(&b, "%-40s 0x%02x /* %s: %s */\n", line, r.Offset, access(r), r.Doc)
 	}
 	b.WriteString("\n")
 	for _, m := range hw.Macros {
@@ -76,8 +77,16 @@ func renderValues(b *bytes.Buffer, vs []hw.Value) {
 func renderRegisters(b *bytes.Buffer, rs []hw.Register) {
 	for _, r := range rs {
 		line := fmt.Sprintf("#define NPFNIC_REG_%s", r.Name)
-		fmt.Fprintf(b, "%-40s 0x%04x /* %s: %s */\n", line, r.Offset, r.Access, r.Doc)
+		fmt.Fprintf(b, "%-40s 0x%04x /* %s: %s */\n", line, r.Offset, access(r), r.Doc)
 	}
+}
+
+// access is a register's access, with its kind when writes are actions.
+func access(r hw.Register) string {
+	if r.Kind.Action() {
+		return r.Access.String() + " " + r.Kind.String()
+	}
+	return r.Access.String()
 }
 
 // renderLayout emits one struct and the assertions that pin its layout to
