@@ -2,6 +2,7 @@ package hw_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/npfnic/npfnic/vdevice/hw"
@@ -253,6 +254,24 @@ func TestVectors(t *testing.T) {
 		hw.InvqVectorDefault: "invalidation", hw.BackupVectorDefault: "backup ring", hw.DiagEchoVector: "echo"} {
 		if hw.Vectors[v].Name != name {
 			t.Errorf("vector %d is %q, want %q", v, hw.Vectors[v].Name, name)
+		}
+	}
+}
+
+// TestLayoutWriters: every shared structure says who writes it, and in a
+// structure both sides write, every field does.
+func TestLayoutWriters(t *testing.T) {
+	for _, l := range append(append([]*hw.Layout{}, hw.Layouts...), hw.TranslationLayouts...) {
+		switch l.Writer {
+		case hw.WrittenByDriver, hw.WrittenByDevice:
+		case hw.WrittenPerField:
+			for _, f := range l.Fields {
+				if !strings.HasPrefix(f.Doc, "driver: ") && !strings.HasPrefix(f.Doc, "device: ") && f.Name != "rsvd" {
+					t.Errorf("%s.%s: doc %q does not say who writes it", l.Name, f.Name, f.Doc)
+				}
+			}
+		default:
+			t.Errorf("%s: no writer", l.Name)
 		}
 	}
 }
