@@ -162,6 +162,11 @@ func (sb *statusBlock) write(off uint64, p []byte) error {
 // until it quiesced, for CTRL's BUSY bit. It never waits.
 func (d *Datapath) retire(s *guestmem.Stream) {
 	s.Stop()
+	d.track(s)
+}
+
+// track keeps s for CTRL's BUSY bit until it quiesced.
+func (d *Datapath) track(s *guestmem.Stream) {
 	d.drainMu.Lock()
 	d.draining = append(d.draining, s)
 	d.drainMu.Unlock()
@@ -393,10 +398,8 @@ func (d *Datapath) applyStatus(gen, addr uint64) {
 			d.devErr = hw.DevErrBadStatusAddr
 		}
 		d.ctlMu.Unlock()
-		// Tell the driver where it can still see it, if the header is
-		// writable.
 		if current && addr%hw.StatusBlockAlign == 0 {
-			d.writeHeaderAt(sb)
+			d.headerError(addr)
 		}
 		d.retire(sb.dma)
 		d.misc.event()
@@ -436,6 +439,19 @@ func (d *Datapath) applyStatus(gen, addr uint64) {
 			return
 		}
 	}
+}
+
+// headerError writes the header of a status block that went bad, so the
+// driver sees the device error where it can still see it (the header may
+// be writable where the rest is not). The block's own stream may be
+// stopped already (the first failed write retires it), so the header goes
+// through a stream of its own, which CTRL's BUSY covers until it
+// quiesced.
+func (d *Datapath) headerError(addr uint64) {
+	eb := &statusBlock{addr: addr, dma: d.mem.NewStream("status")}
+	d.track(eb.dma)
+	d.writeHeaderAt(eb)
+	eb.dma.Stop()
 }
 
 // writeHeader rewrites the header at the current status block, if any.
@@ -499,6 +515,7 @@ func (d *Datapath) statusFault(sb *statusBlock, err error) {
 	d.ctlMu.Lock()
 	d.devErr = hw.DevErrBadStatusAddr
 	d.ctlMu.Unlock()
+	d.headerError(sb.addr)
 	d.misc.event()
 }
 

@@ -227,9 +227,7 @@ func (p *Pair) stop() {
 func (p *Pair) retireLocked(in *instance) {
 	in.retire()
 	p.draining = append(p.draining, in.dma)
-	p.d.drainMu.Lock()
-	p.d.draining = append(p.d.draining, in.dma)
-	p.d.drainMu.Unlock()
+	p.d.track(in.dma)
 }
 
 // getTxBuf returns the spare TX buffer, or a new one. A retiring
