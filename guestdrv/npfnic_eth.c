@@ -613,15 +613,16 @@ static int npfnic_stop(struct net_device *netdev)
 	int q;
 	u32 i;
 
-	netif_tx_disable(netdev);
-	netif_carrier_off(netdev);
 	/*
-	 * NAPI goes first: its TX clean would wake the queues stopped above
-	 * while the device quiesces, and xmit would post into rings freed
-	 * below. Interrupts raised meanwhile find NAPI disabled.
+	 * NAPI goes before the TX queues: its TX clean wakes a stopped queue,
+	 * and the last poll (napi_disable waits for it) would undo
+	 * netif_tx_disable, letting xmit post into rings freed below.
+	 * Interrupts raised from here on find NAPI disabled.
 	 */
 	for (q = 0; q < nic->nqps; q++)
 		napi_disable(&nic->qps[q].napi);
+	netif_tx_disable(netdev);
+	netif_carrier_off(netdev);
 	if (npfnic_translating(nic))
 		npfnic_npf_quiesce(nic);
 	npfnic_stop_hw(nic);
