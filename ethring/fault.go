@@ -294,13 +294,28 @@ func (in *instance) resolveLoop() {
 
 // resolve is Figure 6's resolve_rNPFs(): clear bit, then move head past
 // every leading resolved entry and tell the driver. Caller holds rxMu.
+//
+// It refuses (the caller counts rx_bad_resolves; nothing changes) an index
+// that names no pending rNPF, and one whose descriptor the driver has not
+// posted yet (see NetworkFaultsDoc in vdevice/hw):
+//   - rNPFs only exist at offsets below BM_SIZE (rxToBackup), while
+//     head_offset also counts frames completed in place past them: an
+//     offset at or beyond BM_SIZE would alias, modulo BM_SIZE, onto the
+//     bit of a pending rNPF and let head pass its unfilled descriptor;
+//   - an rNPF's descriptor may lie at or beyond RX_TAIL. The driver can
+//     not have placed its frame in a buffer it has not posted, and head
+//     moved past the tail would make the next good RX_TAIL look like a
+//     tail moving backwards. The driver resolves it again once posted.
 func (in *instance) resolve(bit uint32) error {
 	off := bit - in.bmIndex
-	if in.bmSize == 0 || off >= in.headOffset || !in.bitmap[bit%in.bmSize] {
-		return fmt.Errorf("bitmap index %d names no pending rNPF (bm_index %d, head_offset %d)", bit, in.bmIndex, in.headOffset)
+	if in.bmSize == 0 || off >= in.headOffset || off >= in.bmSize || !in.bitmap[bit%in.bmSize] {
+		return fmt.Errorf("bitmap index %d names no pending rNPF (bm_index %d, head_offset %d, bm_size %d)", bit, in.bmIndex, in.headOffset, in.bmSize)
+	}
+	head := in.rx.head.Load()
+	if tail := in.rx.tail.Load(); int32(tail-(head+off)) <= 0 {
+		return fmt.Errorf("bitmap index %d: descriptor %d not posted (rx_tail %d)", bit, head+off, tail)
 	}
 	in.bitmap[bit%in.bmSize] = false
-	head := in.rx.head.Load()
 	in.finishRx(head + off)
 	advanced := uint32(0)
 	for in.headOffset-advanced > 0 && !in.bitmap[(in.bmIndex+advanced)%in.bmSize] {

@@ -117,7 +117,7 @@ const (
 	QPRxPolicy  = 0x2c // RW: RxPolicy*, latched at enable (interface 2.2)
 	QPPASID     = 0x30 // RW: PASID of the pair's buffers, latched at enable
 	QPBmSize    = 0x34 // RW: rNPF bitmap size (power of two, 1..BmSizeMax), latched at enable
-	QPRxResolve = 0x38 // WO: resolve_rNPFs: the bitmap index (free-running) of a resolved rNPF
+	QPRxResolve = 0x38 // WO: resolve_rNPFs: the bitmap index (free-running) of a resolved rNPF; ignored unless it names a pending rNPF whose descriptor is posted (NetworkFaultsDoc)
 	QPRxTailIRQ = 0x3c // WO: write 1: raise the backup vector once when RX_TAIL next moves
 )
 
@@ -438,7 +438,17 @@ An RX buffer that faults is handled by the pair's RX policy (RX_POLICY):
   buffer and written that descriptor's pkt_len and status, writes the
   entry's bm_index to the pair's RX_RESOLVE: the device clears the bit and
   moves head (and bm_index) past every leading resolved entry, publishes
-  rx_head and raises the pair's vector. A frame with no descriptor posted
+  rx_head and raises the pair's vector. The device ignores an RX_RESOLVE
+  that names no pending rNPF, and counts it (rx_bad_resolves in the
+  device's statistics): an index whose offset from bm_index is not below
+  both head_offset and BM_SIZE (head_offset also counts frames placed
+  directly past the oldest rNPF, and such an offset would alias onto a
+  pending rNPF's bit), one whose bit is already clear, and one whose
+  descriptor (head + offset) is not posted yet, at or beyond RX_TAIL: the
+  driver can not have placed that frame, and head moved past the tail would
+  make the next RX_TAIL fail the queue. Such a write changes nothing, and is
+  not deferred: the driver writes it again once RX_TAIL passed the
+  descriptor. A frame with no descriptor posted
   while head_offset is 0 is held or dropped as without faults. An rNPF's
   descriptor may lie beyond RX_TAIL (the ring was full while the driver saw
   nothing): the driver waits for its tail to pass it, using the pair's
