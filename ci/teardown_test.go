@@ -160,8 +160,16 @@ func TestTeardownUnderTraffic(t *testing.T) {
 	reboots := 0
 	round, policy := 0, ""
 	defer func() {
-		if t.Failed() && round < rounds {
-			t.Logf("failed in round %d (rx_policy %s) after %.0fs", round, policy, time.Since(start).Seconds())
+		if !t.Failed() || round >= rounds {
+			return
+		}
+		t.Logf("failed in round %d (rx_policy %s) after %.0fs", round, policy, time.Since(start).Seconds())
+		// The console shows warnings only: keep the whole kernel log.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if r, err := tb.VM.Run(ctx, "dmesg"); err == nil {
+			tb.SaveLog("dmesg.txt", r.Stdout)
+			t.Logf("guest kernel log in %s/dmesg.txt; its tail:\n%s", tb.LogDir, tailLines(r.Stdout, 15))
 		}
 	}()
 	for ; round < rounds; round++ {

@@ -429,8 +429,15 @@ func (tb *Testbed) SysfsPath(name string) string {
 // WriteSysfs writes value to one of the function's sysfs files.
 func (tb *Testbed) WriteSysfs(ctx context.Context, name, value string) error {
 	// Through dd: the shell's echo > FILE reports success even when the
-	// kernel refuses the write; dd exits non-zero.
-	_, err := tb.Shell(ctx, fmt.Sprintf("echo '%s' | dd of=%s 2>&1", value, tb.SysfsPath(name)))
+	// kernel refuses the write; dd exits non-zero. dd reads the value
+	// from a file, in one read, so it reaches the kernel in one write:
+	// from a pipe, gosh's echo writes "1" and "\n" separately, and a
+	// second write of "\n" alone failed with EINVAL under load.
+	const tmp = "/tmp/npfnic-sysfs-value"
+	if err := tb.VM.Put(ctx, tmp, []byte(value+"\n"), 0o644); err != nil {
+		return err
+	}
+	_, err := tb.Shell(ctx, fmt.Sprintf("dd if=%s of=%s 2>&1", tmp, tb.SysfsPath(name)))
 	return err
 }
 
