@@ -19,9 +19,9 @@ func TestReapSockDirs(t *testing.T) {
 	}
 	names := map[string]bool{ // name -> must survive
 		"npfnic-vm-" + strconv.Itoa(dead.Process.Pid) + "-123": false,
-		sockDirPrefix() + "456":                                 true,
-		"npfnic-vm-notapid-789":                                 true,
-		"other-1-2":                                             true,
+		sockDirPrefix() + "456":                                true,
+		"npfnic-vm-notapid-789":                                true,
+		"other-1-2":                                            true,
 	}
 	for n := range names {
 		if err := os.Mkdir(filepath.Join(tmp, n), 0o755); err != nil {
