@@ -271,7 +271,7 @@ func TestATSRegisters(t *testing.T) {
 		v, ok := c.RegRead(r.Offset)
 		want := uint32(0x1234_5000)
 		switch r.Access {
-		case "WO", "RO":
+		case hw.AccessWO, hw.AccessRO:
 			want = 0
 		}
 		if r.Offset == hw.RegATSCtrl {

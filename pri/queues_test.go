@@ -216,7 +216,7 @@ func TestPRIRegisters(t *testing.T) {
 			t.Fatalf("%s not claimed", r.Name)
 		}
 		want := uint32(0x1234_5000)
-		if r.Access != "RW" || r.Offset == hw.RegPRICtrl {
+		if r.Access != hw.AccessRW || r.Offset == hw.RegPRICtrl {
 			want = 0
 		}
 		if v, ok := e.RegRead(r.Offset); !ok || v != want {
