@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npfnic/npfnic/ci/vm"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
 )
 
 // TestGuestBootsWithExpectedKernel boots the plain guest: the kernel release

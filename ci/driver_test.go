@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npfnic/npfnic/ci/vm"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
 

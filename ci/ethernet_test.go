@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npfnic/npfnic/ci/vm"
-	"github.com/npfnic/npfnic/ci/vm/hostnet"
 	"github.com/npfnic/npfnic/internal/exp/datapath"
+	"github.com/npfnic/npfnic/internal/testbed/hostnet"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
 )
 
 // hostLink is a guest NIC's host end: a tap in a network namespace of its

@@ -1,5 +1,5 @@
 // Package ci holds the VM integration tests: each boots real guests in QEMU
-// (TCG) through the harness in ci/vm with images from images/.
+// (TCG) through the testbed harness (internal/testbed/vm) with images from images/.
 package ci
 
 import (
@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npfnic/npfnic/ci/vm"
 	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
 )
 
 var (

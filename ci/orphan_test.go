@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npfnic/npfnic/ci/vm"
-	"github.com/npfnic/npfnic/ci/vm/child"
+	"github.com/npfnic/npfnic/internal/testbed/child"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
 )
 
 // Finding 8 of issue 10: a test binary that hit -timeout left its QEMU

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npfnic/npfnic/ci/vm"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
 	"github.com/npfnic/npfnic/vdevice"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/nic"

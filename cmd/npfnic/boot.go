@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/npfnic/npfnic/ci/vm"
 	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
 )
 
 // listFlag collects a repeatable string flag.

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/npfnic/npfnic/ci/vm"
 	"github.com/npfnic/npfnic/internal/exp/datapath"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
 )
 
 func init() {

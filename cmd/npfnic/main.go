@@ -13,7 +13,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/npfnic/npfnic/ci/vm"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
 )
 
 type command struct {
@@ -66,7 +66,7 @@ func main() {
 // SIGTERM: boot and the experiments then shut their guests down and remove
 // what they created. A second signal kills every VM at once and exits.
 // QEMU and the device servers die with this process in any case (package
-// ci/vm/child), even on SIGKILL.
+// internal/testbed/child), even on SIGKILL.
 func interruptible() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)

@@ -15,17 +15,17 @@ import (
 	"sync"
 	"time"
 
-	"github.com/npfnic/npfnic/ci/vm"
-	"github.com/npfnic/npfnic/ci/vm/hostnet"
 	"github.com/npfnic/npfnic/guestdrv/agent"
 	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/exp/datapath"
+	"github.com/npfnic/npfnic/internal/testbed/hostnet"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
 	"github.com/npfnic/npfnic/vdevice"
 )
 
 // Testbed is one TCG guest with one npfnic device served in this process,
 // its Ethernet port on a tap whose host end lives in a network namespace of
-// its own (package ci/vm/hostnet), memcached running in the guest. The
+// its own (package internal/testbed/hostnet), memcached running in the guest. The
 // driver is loaded (and reloaded: a fresh load is a cold RX ring) with
 // LoadDriver. The experiments of this package and of package faultcost,
 // and the VM tests of page faults, build on it.

@@ -6,13 +6,13 @@
 // second under memaslap, with ratios between the NICs.
 //
 // The host end of every guest link is a tap that lives in a network
-// namespace this package creates (package ci/vm/hostnet): QEMU (or the
-// npfnic device's wire) opens the tap in the root namespace, then the tap
-// moves into the namespace, where the host tools (iperf3, memaslap) run.
-// No test traffic leaves that namespace.
+// namespace this package creates (package internal/testbed/hostnet): QEMU
+// (or the npfnic device's wire) opens the tap in the root namespace, then
+// the tap moves into the namespace, where the host tools (iperf3, memaslap)
+// run. No test traffic leaves that namespace.
 //
 // It lives in internal/ because only the npfnic command runs it; the
-// harness it drives is ci/vm.
+// harness it drives is internal/testbed/vm.
 package datapath
 
 import (
@@ -25,10 +25,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/npfnic/npfnic/ci/vm"
-	"github.com/npfnic/npfnic/ci/vm/hostnet"
 	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/report"
+	"github.com/npfnic/npfnic/internal/testbed/hostnet"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
 )
 
 // NIC is one kind of NIC under test: how to attach it to a guest with its

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/npfnic/npfnic/ci/vm"
-	"github.com/npfnic/npfnic/ci/vm/hostnet"
+	"github.com/npfnic/npfnic/internal/testbed/hostnet"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
 )
 
 // guestIP is iproute2's ip in the guest image (u-root's own ip is at /bbin/ip).

@@ -1,7 +1,7 @@
 package datapath
 
 import (
-	"github.com/npfnic/npfnic/ci/vm"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
 )
 
 // InProcessNPFNIC serves the npfnic device inside this process over

@@ -12,7 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/npfnic/npfnic/ci/vm/child"
+	"github.com/npfnic/npfnic/internal/testbed/child"
 	"io"
 	"net"
 	"os"

@@ -3,7 +3,7 @@ package vm
 import (
 	"context"
 	"fmt"
-	"github.com/npfnic/npfnic/ci/vm/child"
+	"github.com/npfnic/npfnic/internal/testbed/child"
 	"io"
 	"os"
 	"os/exec"

@@ -6,7 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/npfnic/npfnic/ci/vm/child"
+	"github.com/npfnic/npfnic/internal/testbed/child"
 	"os"
 	"os/exec"
 	"strconv"
