@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npfnic/npfnic/internal/exp/datapath"
 	"github.com/npfnic/npfnic/internal/testbed/hostnet"
 	"github.com/npfnic/npfnic/internal/testbed/vm"
+	"github.com/npfnic/npfnic/internal/testbed/workload"
 )
 
 // hostLink is a guest NIC's host end: a tap in a network namespace of its
@@ -296,7 +296,7 @@ func TestEthernetIntegrity64MiB(t *testing.T) {
 // receiver received.
 func iperf3Bytes(t *testing.T, jsonOut string) (sent, received float64) {
 	t.Helper()
-	r, err := datapath.ParseIperf3([]byte(jsonOut))
+	r, err := workload.ParseIperf3([]byte(jsonOut))
 	if err != nil {
 		t.Fatalf("iperf3: %v\n%s", err, jsonOut)
 	}
@@ -338,7 +338,7 @@ func TestEthernetMemcached(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("memaslap: %v\n%s%s", err, stdout.String(), stderr.String())
 	}
-	m, err := datapath.ParseMemaslap(stdout.String(), stderr.String())
+	m, err := workload.ParseMemaslap(stdout.String(), stderr.String())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npfnic/npfnic/internal/exp/coldring"
+	"github.com/npfnic/npfnic/internal/testbed"
+	"github.com/npfnic/npfnic/internal/testbed/workload"
 	"github.com/npfnic/npfnic/vdevice/nic"
 )
 
@@ -19,12 +20,12 @@ import (
 // faultTestbed boots a guest whose npfnic (served in this process) is
 // cabled to a tap in a namespace of its own, with memcached running; the
 // driver is not loaded yet.
-func faultTestbed(t *testing.T, name string) *coldring.Testbed {
+func faultTestbed(t *testing.T, name string) *testbed.Testbed {
 	t.Helper()
 	a := needImages(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	tb, err := coldring.StartTestbed(ctx, coldring.TestbedConfig{Images: a, Name: name, LogDir: logDir(t, name)})
+	tb, err := testbed.Start(ctx, testbed.Config{Images: a, Name: name, LogDir: logDir(t, name)})
 	if err != nil {
 		t.Fatalf("testbed: %v", err)
 	}
@@ -35,11 +36,11 @@ func faultTestbed(t *testing.T, name string) *coldring.Testbed {
 
 // loadPolicy (re)loads the driver with a policy and RX ring size and checks
 // the driver runs that policy.
-func loadPolicy(t *testing.T, tb *coldring.Testbed, policy string, ring int) {
+func loadPolicy(t *testing.T, tb *testbed.Testbed, policy string, ring int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	params := coldring.DriverParams(policy, ring, "")
+	params := testbed.DriverParams(policy, ring, "")
 	if err := tb.LoadDriver(ctx, params); err != nil {
 		t.Fatalf("load npfnic.ko %s: %v", params, err)
 	}
@@ -48,7 +49,7 @@ func loadPolicy(t *testing.T, tb *coldring.Testbed, policy string, ring int) {
 	}
 }
 
-func faultStats(t *testing.T, tb *coldring.Testbed) map[string]uint64 {
+func faultStats(t *testing.T, tb *testbed.Testbed) map[string]uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -61,9 +62,9 @@ func faultStats(t *testing.T, tb *coldring.Testbed) map[string]uint64 {
 
 // memaslapOps runs memaslap for ops operations (4 connections) against the
 // guest's memcached, killed after limit.
-func memaslapOps(t *testing.T, tb *coldring.Testbed, ops int, limit time.Duration) *coldring.MemaslapRun {
+func memaslapOps(t *testing.T, tb *testbed.Testbed, ops int, limit time.Duration) *workload.MemaslapRun {
 	t.Helper()
-	m, err := tb.Memaslap(context.Background(), coldring.MemaslapOptions{Ops: ops, Conns: 4, Cap: limit})
+	m, err := tb.Memaslap(context.Background(), workload.MemaslapOptions{Ops: ops, Conns: 4, Cap: limit})
 	if err != nil {
 		t.Fatalf("memaslap: %v", err)
 	}
@@ -116,7 +117,7 @@ func TestFaultColdStartPolicies(t *testing.T) {
 	}
 }
 
-func opsOf(m *coldring.MemaslapRun) int64 {
+func opsOf(m *workload.MemaslapRun) int64 {
 	if m.Summary == nil {
 		return 0
 	}
@@ -189,7 +190,7 @@ func tailLines(s string, n int) string {
 }
 
 // deviceOf is the in-process npfnic of a testbed.
-func deviceOf(t *testing.T, tb *coldring.Testbed) *nic.NIC {
+func deviceOf(t *testing.T, tb *testbed.Testbed) *nic.NIC {
 	t.Helper()
 	n, ok := tb.Device.(*nic.NIC)
 	if !ok {
@@ -205,7 +206,7 @@ type deviceCounters struct {
 	invalidations                uint64
 }
 
-func devCounters(t *testing.T, tb *coldring.Testbed) deviceCounters {
+func devCounters(t *testing.T, tb *testbed.Testbed) deviceCounters {
 	t.Helper()
 	n := deviceOf(t, tb)
 	var c deviceCounters

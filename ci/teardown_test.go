@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npfnic/npfnic/internal/exp/coldring"
+	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
@@ -38,7 +38,7 @@ var badKernelLog = regexp.MustCompile(`(?i)WARNING:|BUG:|BUG |Oops|general prote
 // deviceLateDMA reads LATE_DMA straight from the in-process device model
 // (not through the guest): the late writes its detector refused since the
 // client connected.
-func deviceLateDMA(t *testing.T, tb *coldring.Testbed) uint32 {
+func deviceLateDMA(t *testing.T, tb *testbed.Testbed) uint32 {
 	t.Helper()
 	var b [4]byte
 	if err := deviceOf(t, tb).RegionRead(hw.RegBAR, hw.RegLateDMA, b[:]); err != nil {
@@ -57,7 +57,7 @@ type iperfLoad struct {
 	done       sync.WaitGroup
 }
 
-func startIperfLoad(tb *coldring.Testbed, port int) *iperfLoad {
+func startIperfLoad(tb *testbed.Testbed, port int) *iperfLoad {
 	l := &iperfLoad{stop: make(chan struct{})}
 	l.done.Add(1)
 	go func() {
@@ -121,7 +121,7 @@ func TestTeardownUnderTraffic(t *testing.T) {
 	}
 	a := needImages(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	tb, err := coldring.StartTestbed(ctx, coldring.TestbedConfig{Images: a, Name: "teardown",
+	tb, err := testbed.Start(ctx, testbed.Config{Images: a, Name: "teardown",
 		LogDir: logDir(t, "teardown"), AllowReboot: true})
 	cancel()
 	if err != nil {
@@ -175,7 +175,7 @@ func TestTeardownUnderTraffic(t *testing.T) {
 	for ; round < rounds; round++ {
 		policy = teardownPolicies[round%len(teardownPolicies)]
 		lctx, lcancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		err := tb.LoadDriver(lctx, coldring.DriverParams(policy, 256, ""))
+		err := tb.LoadDriver(lctx, testbed.DriverParams(policy, 256, ""))
 		lcancel()
 		if err != nil {
 			t.Fatalf("round %d: load npfnic.ko rx_policy=%s: %v", round, policy, err)
@@ -228,7 +228,7 @@ func TestTeardownUnderTraffic(t *testing.T) {
 
 	// The last load, and a checked transfer through it.
 	lctx, lcancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	err = tb.LoadDriver(lctx, coldring.DriverParams("backup", 256, ""))
+	err = tb.LoadDriver(lctx, testbed.DriverParams("backup", 256, ""))
 	lcancel()
 	if err != nil {
 		t.Fatal(err)

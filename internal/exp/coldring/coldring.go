@@ -31,6 +31,8 @@ import (
 
 	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/report"
+	"github.com/npfnic/npfnic/internal/testbed"
+	"github.com/npfnic/npfnic/internal/testbed/workload"
 )
 
 // Policies are the RX policies in the order the experiment runs them.
@@ -199,10 +201,10 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if err := CheckHost(); err != nil {
+	if err := testbed.CheckHost(); err != nil {
 		return nil, fmt.Errorf("coldring: %w", err)
 	}
-	if reaped := ReapStale(); len(reaped) > 0 {
+	if reaped := testbed.ReapStale(); len(reaped) > 0 {
 		c.progress("removed leftovers of an earlier run: %s", strings.Join(reaped, ", "))
 	}
 	type job struct {
@@ -226,7 +228,7 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 			}
 		}
 	}
-	var tb *Testbed
+	var tb *testbed.Testbed
 	defer func() {
 		if tb != nil {
 			tb.Close()
@@ -246,7 +248,7 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 		if tb == nil {
 			boots++
 			var err error
-			tb, err = StartTestbed(ctx, TestbedConfig{
+			tb, err = testbed.Start(ctx, testbed.Config{
 				Images: c.Images, Name: "coldring", MemoryMiB: c.MemoryMiB, CPUs: c.CPUs,
 				LogDir: filepath.Join(c.LogDir, fmt.Sprintf("guest-%d", boots)), Progress: c.progress,
 			})
@@ -278,8 +280,8 @@ func partLetter(part string) string {
 
 // runOne does one cold start: reload the driver, run memaslap, read the
 // counters.
-func runOne(ctx context.Context, c *Config, tb *Testbed, r *Result, label string) {
-	params := DriverParams(r.Policy, r.RingSize, c.DriverExtra)
+func runOne(ctx context.Context, c *Config, tb *testbed.Testbed, r *Result, label string) {
+	params := testbed.DriverParams(r.Policy, r.RingSize, c.DriverExtra)
 	if err := tb.LoadDriver(ctx, params); err != nil {
 		r.Err = err
 		return
@@ -297,7 +299,7 @@ func runOne(ctx context.Context, c *Config, tb *Testbed, r *Result, label string
 	host0, herr := tb.HostTCP(sctx)
 	guest0, gerr := tb.GuestTCP(sctx)
 	cancel()
-	o := MemaslapOptions{Conns: c.Conns}
+	o := workload.MemaslapOptions{Conns: c.Conns}
 	var line []string
 	if r.Part == PartStartup {
 		// A wall-clock window from the launch: memaslap's own clock
@@ -305,7 +307,7 @@ func runOne(ctx context.Context, c *Config, tb *Testbed, r *Result, label string
 		// cold ring may take long; it is stopped at the window's end.
 		o.Time, o.StatEvery = c.StartupTime, time.Second
 		o.Cap, o.CapIsEnd = c.StartupTime+1500*time.Millisecond, true
-		o.OnPeriod = func(p Period) {
+		o.OnPeriod = func(p workload.Period) {
 			line = append(line, strconv.FormatInt(p.Ops, 10))
 			if len(line) == 5 {
 				c.progress("%s: t=%4.1fs (memaslap's clock %ds) ops/s %s", label, p.Arrival.Seconds(), p.Second, strings.Join(line, " "))
@@ -375,7 +377,7 @@ func runOne(ctx context.Context, c *Config, tb *Testbed, r *Result, label string
 	}
 	if r.Part == PartStartup {
 		// The operations within the window, from the launch.
-		r.Bins = Bins(m.Periods, int(c.StartupTime/time.Second))
+		r.Bins = workload.Bins(m.Periods, int(c.StartupTime/time.Second))
 		r.Ops = int64(sum(r.Bins))
 	}
 	how := fmt.Sprintf("%d ops in %.1f s", r.Ops, r.Seconds)

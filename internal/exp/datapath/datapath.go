@@ -27,8 +27,10 @@ import (
 
 	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/report"
+	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/hostnet"
 	"github.com/npfnic/npfnic/internal/testbed/vm"
+	"github.com/npfnic/npfnic/internal/testbed/workload"
 )
 
 // NIC is one kind of NIC under test: how to attach it to a guest with its
@@ -228,9 +230,9 @@ type Result struct {
 	GuestIf string
 	// GuestToHost and HostToGuest are the iperf3 TCP runs; the receiver's
 	// count of bytes over the run's duration.
-	GuestToHost, HostToGuest *Iperf
+	GuestToHost, HostToGuest *workload.Iperf
 	// Memcached is the memaslap run against memcached in the guest.
-	Memcached *Memaslap
+	Memcached *workload.Memaslap
 	// HostLoad is the host's 1-minute load average when the measurements
 	// ended: a loaded (shared) host makes the numbers noisy.
 	HostLoad float64
@@ -246,8 +248,8 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if err := checkHost(); err != nil {
-		return nil, err
+	if err := testbed.CheckHost(); err != nil {
+		return nil, fmt.Errorf("datapath: %w", err)
 	}
 	for _, p := range []string{nsPrefix, tapPrefix} {
 		if reaped, err := hostnet.ReapStale(p); err != nil {
@@ -293,33 +295,6 @@ const (
 // Each link lives in its own namespace, so runs never collide.
 func linkAddrs(i int) (host, guest string) {
 	return fmt.Sprintf("10.77.%d.1", i+1), fmt.Sprintf("10.77.%d.2", i+1)
-}
-
-// Ports of the servers.
-const (
-	iperfPort     = 5201
-	memcachedPort = 11211
-)
-
-// checkHost fails early, with the fix, when a host tool is missing.
-func checkHost() error {
-	if os.Geteuid() != 0 {
-		return errors.New("datapath: needs root (tap devices, network namespaces)")
-	}
-	var missing []string
-	if _, err := lookPath("ip"); err != nil {
-		missing = append(missing, "iproute2")
-	}
-	if _, err := lookPath("iperf3"); err != nil {
-		missing = append(missing, "iperf3")
-	}
-	if _, err := memaslapBinary(); err != nil {
-		missing = append(missing, "libmemcached-tools")
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("datapath: missing host tools; install them with: apt-get install -y -t bookworm %s", strings.Join(missing, " "))
-	}
-	return nil
 }
 
 func (c *Config) progress(format string, args ...any) {
@@ -409,24 +384,24 @@ func runNIC(ctx context.Context, c *Config, idx int, nic NIC, round int) (r Resu
 	if err := g.startServers(sctx); err != nil {
 		return fail("%w", err)
 	}
-	if _, err := ns.StartIperf3Server(sctx, iperfPort); err != nil {
+	if _, err := ns.StartIperf3Server(sctx, workload.IperfPort); err != nil {
 		return fail("host iperf3 server: %w", err)
 	}
 	cancel()
 
 	secs := fmt.Sprint(int(c.IperfTime / time.Second))
 	step("iperf3 guest -> host, %s s ...", secs)
-	if r.GuestToHost, err = g.iperfClient(ctx, hostIP, c.IperfTime); err != nil {
+	if r.GuestToHost, err = workload.GuestIperf3(ctx, v, hostIP, c.IperfTime); err != nil {
 		return fail("iperf3 guest -> host: %w", err)
 	}
 	step("iperf3 guest -> host: %s", r.GuestToHost)
 	step("iperf3 host -> guest, %s s ...", secs)
-	if r.HostToGuest, err = hostIperfClient(ctx, ns, guestIP, c.IperfTime); err != nil {
+	if r.HostToGuest, err = workload.HostIperf3(ctx, ns, guestIP, c.IperfTime); err != nil {
 		return fail("iperf3 host -> guest: %w", err)
 	}
 	step("iperf3 host -> guest: %s", r.HostToGuest)
 	step("memaslap -> memcached in the guest, %d connections, %d s ...", c.MemaslapConcurrency, int(c.MemaslapTime/time.Second))
-	if r.Memcached, err = runMemaslap(ctx, ns, guestIP, c.MemaslapTime, c.MemaslapConcurrency); err != nil {
+	if r.Memcached, err = workload.RunMemaslap(ctx, ns, guestIP, c.MemaslapTime, c.MemaslapConcurrency); err != nil {
 		return fail("memaslap: %w", err)
 	}
 	step("memaslap: %s", r.Memcached)

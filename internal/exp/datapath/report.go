@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/npfnic/npfnic/internal/report"
+	"github.com/npfnic/npfnic/internal/testbed/workload"
 )
 
 // metric is one measured quantity of a Result.
@@ -234,7 +235,7 @@ func CSVRows(results []Result) [][]string {
 		} else {
 			row = append(row, "")
 		}
-		for _, it := range []*Iperf{r.GuestToHost, r.HostToGuest} {
+		for _, it := range []*workload.Iperf{r.GuestToHost, r.HostToGuest} {
 			if it != nil {
 				row = append(row, it.Bytes, it.Seconds, it.Retransmits)
 			} else {

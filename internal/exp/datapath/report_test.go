@@ -9,18 +9,19 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/testbed/workload"
 )
 
 func fakeResults() []Result {
 	return []Result{
 		{NIC: "e1000e", Label: "QEMU e1000e", Round: 1, Rounds: 1, HostLoad: 1.5, Boot: 3 * time.Second, GuestIf: "eth0",
-			GuestToHost: &Iperf{Mbps: 100, Bytes: 125e6, Seconds: 10}, HostToGuest: &Iperf{Mbps: 200, Bytes: 250e6, Seconds: 10},
-			Memcached: &Memaslap{OpsPerSec: 4000, Ops: 40000, RunTime: 10}},
+			GuestToHost: &workload.Iperf{Mbps: 100, Bytes: 125e6, Seconds: 10}, HostToGuest: &workload.Iperf{Mbps: 200, Bytes: 250e6, Seconds: 10},
+			Memcached: &workload.Memaslap{OpsPerSec: 4000, Ops: 40000, RunTime: 10}},
 		{NIC: "virtio", Label: "QEMU virtio-net", Round: 1, Rounds: 1, Boot: 3 * time.Second, GuestIf: "eth0",
-			GuestToHost: &Iperf{Mbps: 150, Bytes: 187e6, Seconds: 10}, HostToGuest: &Iperf{Mbps: 400, Bytes: 500e6, Seconds: 10},
-			Memcached: &Memaslap{OpsPerSec: 6000, Ops: 60000, RunTime: 10}},
+			GuestToHost: &workload.Iperf{Mbps: 150, Bytes: 187e6, Seconds: 10}, HostToGuest: &workload.Iperf{Mbps: 400, Bytes: 500e6, Seconds: 10},
+			Memcached: &workload.Memaslap{OpsPerSec: 6000, Ops: 60000, RunTime: 10}},
 		{NIC: "npfnic", Label: "npfnic", Round: 1, Rounds: 1, Boot: 4 * time.Second, GuestIf: "eth0",
-			GuestToHost: &Iperf{Mbps: 300, Bytes: 375e6, Seconds: 10},
+			GuestToHost: &workload.Iperf{Mbps: 300, Bytes: 375e6, Seconds: 10},
 			Err:         errors.New("iperf3 host -> guest: connection reset")},
 	}
 }
@@ -155,8 +156,8 @@ func TestSummarizeRounds(t *testing.T) {
 	for round, v := range []float64{100, 300, 200} {
 		for _, nic := range []string{"e1000e", "npfnic"} {
 			r := Result{NIC: nic, Label: nic, Round: round + 1, Rounds: 3, Boot: time.Duration(v) * time.Millisecond, HostLoad: v / 100,
-				GuestToHost: &Iperf{Mbps: v, Bytes: int64(v)}, HostToGuest: &Iperf{Mbps: 2 * v},
-				Memcached: &Memaslap{OpsPerSec: 10 * v, Errors: round, GetMisses: 1}}
+				GuestToHost: &workload.Iperf{Mbps: v, Bytes: int64(v)}, HostToGuest: &workload.Iperf{Mbps: 2 * v},
+				Memcached: &workload.Memaslap{OpsPerSec: 10 * v, Errors: round, GetMisses: 1}}
 			if nic == "npfnic" {
 				r.GuestToHost.Mbps *= 2
 				if round == 2 {

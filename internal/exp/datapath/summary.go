@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/npfnic/npfnic/internal/testbed/workload"
 )
 
 // Summarize reduces Run's per-round results to one Result per NIC, in the
@@ -35,8 +37,8 @@ func Summarize(results []Result) []Result {
 func summarize(rs []Result) Result {
 	s := Result{NIC: rs[0].NIC, Label: rs[0].Label, Rounds: len(rs)}
 	var boots []float64
-	var g2h, h2g []*Iperf
-	var mcs []*Memaslap
+	var g2h, h2g []*workload.Iperf
+	var mcs []*workload.Memaslap
 	var failed []Result
 	for _, r := range rs {
 		if r.Boot > 0 {
@@ -64,7 +66,7 @@ func summarize(rs []Result) Result {
 	}
 	s.GuestToHost, s.HostToGuest = medianIperf(g2h), medianIperf(h2g)
 	if len(mcs) > 0 {
-		m := &Memaslap{}
+		m := &workload.Memaslap{}
 		var ops, secs, tps, net []float64
 		for _, x := range mcs {
 			ops, secs, tps, net = append(ops, float64(x.Ops)), append(secs, x.RunTime), append(tps, x.OpsPerSec), append(net, x.NetMBps)
@@ -75,7 +77,7 @@ func summarize(rs []Result) Result {
 			m.VerifyFail += x.VerifyFail
 			m.Errors += x.Errors
 			for _, l := range x.ErrorLines {
-				if len(m.ErrorLines) < maxErrorLines {
+				if len(m.ErrorLines) < workload.MaxErrorLines {
 					m.ErrorLines = append(m.ErrorLines, l)
 				}
 			}
@@ -93,7 +95,7 @@ func summarize(rs []Result) Result {
 	return s
 }
 
-func medianIperf(xs []*Iperf) *Iperf {
+func medianIperf(xs []*workload.Iperf) *workload.Iperf {
 	if len(xs) == 0 {
 		return nil
 	}
@@ -105,7 +107,7 @@ func medianIperf(xs []*Iperf) *Iperf {
 		mbps, bytes, secs = append(mbps, x.Mbps), append(bytes, float64(x.Bytes)), append(secs, x.Seconds)
 		sent, retr = append(sent, float64(x.SentBytes)), append(retr, float64(x.Retransmits))
 	}
-	return &Iperf{Mbps: median(mbps), Bytes: int64(median(bytes)), Seconds: median(secs), SentBytes: int64(median(sent)), Retransmits: int(median(retr))}
+	return &workload.Iperf{Mbps: median(mbps), Bytes: int64(median(bytes)), Seconds: median(secs), SentBytes: int64(median(sent)), Retransmits: int(median(retr))}
 }
 
 // median of a non-empty list: the middle value, or the mean of the two.

@@ -28,7 +28,8 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/images"
-	"github.com/npfnic/npfnic/internal/exp/coldring"
+	"github.com/npfnic/npfnic/internal/testbed"
+	"github.com/npfnic/npfnic/internal/testbed/workload"
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/nic"
@@ -162,13 +163,13 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if err := coldring.CheckHost(); err != nil {
+	if err := testbed.CheckHost(); err != nil {
 		return nil, fmt.Errorf("faultcost: %w", err)
 	}
-	if reaped := coldring.ReapStale(); len(reaped) > 0 {
+	if reaped := testbed.ReapStale(); len(reaped) > 0 {
 		c.progress("removed leftovers of an earlier run: %s", strings.Join(reaped, ", "))
 	}
-	tb, err := coldring.StartTestbed(ctx, coldring.TestbedConfig{
+	tb, err := testbed.Start(ctx, testbed.Config{
 		Images: c.Images, Name: "faultcost", LogDir: c.LogDir, Subnet: 2, Progress: c.progress,
 	})
 	if err != nil {
@@ -179,7 +180,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	if !ok {
 		return nil, fmt.Errorf("faultcost: the in-process device is a %T, not an npfnic NIC", tb.Device)
 	}
-	res := &Result{Params: coldring.DriverParams(c.Policy, c.RingSize, c.DriverExtra)}
+	res := &Result{Params: testbed.DriverParams(c.Policy, c.RingSize, c.DriverExtra)}
 	c.progress("insmod npfnic.ko %s", res.Params)
 	if err := tb.LoadDriver(ctx, res.Params); err != nil {
 		return nil, err
@@ -187,7 +188,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	if err := tb.CheckPolicy(ctx, c.Policy); err != nil {
 		return nil, err
 	}
-	if _, err := tb.Guest(ctx, "iperf3", "-s", "-D", "-p", strconv.Itoa(iperfPort)); err != nil {
+	if _, err := tb.Guest(ctx, "iperf3", "-s", "-D", "-p", strconv.Itoa(workload.IperfPort)); err != nil {
 		return nil, fmt.Errorf("guest iperf3 server: %w", err)
 	}
 	engine := dev.PRI()
@@ -285,8 +286,6 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	return res, nil
 }
 
-const iperfPort = 5201
-
 func (c *Config) trafficText() string {
 	if c.Traffic == "ping" {
 		return fmt.Sprintf("%d pings 100 ms apart (isolated RX faults)", c.Pings)
@@ -296,10 +295,10 @@ func (c *Config) trafficText() string {
 
 // hostIperf moves n bytes host -> guest (or guest -> host with reverse)
 // through iperf3 run in the host namespace against the guest's server.
-func hostIperf(ctx context.Context, tb *coldring.Testbed, n int, reverse bool) error {
+func hostIperf(ctx context.Context, tb *testbed.Testbed, n int, reverse bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	argv := []string{"iperf3", "-c", tb.GuestIP, "-p", strconv.Itoa(iperfPort), "-n", strconv.Itoa(n), "--connect-timeout", "10000"}
+	argv := []string{"iperf3", "-c", tb.GuestIP, "-p", strconv.Itoa(workload.IperfPort), "-n", strconv.Itoa(n), "--connect-timeout", "10000"}
 	if reverse {
 		argv = append(argv, "-R")
 	}
@@ -326,7 +325,7 @@ func hostIperf(ctx context.Context, tb *coldring.Testbed, n int, reverse bool) e
 // echo starts rounds DIAG_ECHO rounds through the driver's sysfs file and
 // waits until the device has timed them (samples counts the device's
 // round trips) or the device gave up (no progress for 5 s).
-func echo(ctx context.Context, tb *coldring.Testbed, rounds int, gap time.Duration, samples func() int) error {
+func echo(ctx context.Context, tb *testbed.Testbed, rounds int, gap time.Duration, samples func() int) error {
 	n0 := samples()
 	if err := tb.WriteSysfs(ctx, "diag_echo", fmt.Sprintf("%d %d", rounds, gap.Microseconds())); err != nil {
 		return err

@@ -477,6 +477,20 @@ func (v *VM) Exec(ctx context.Context, argv ...string) (Result, error) {
 	return Result{Exit: resp.Exit, Stdout: string(resp.Stdout), Stderr: string(resp.Stderr), TimedOut: resp.TimedOut}, nil
 }
 
+// Output runs a program in the guest that must succeed and returns its
+// standard output; a non-zero exit or a timeout is an error that carries
+// what the program printed.
+func (v *VM) Output(ctx context.Context, argv ...string) (string, error) {
+	r, err := v.Exec(ctx, argv...)
+	if err != nil {
+		return "", err
+	}
+	if r.Exit != 0 || r.TimedOut {
+		return r.Stdout, fmt.Errorf("guest %s: exit %d (timed out: %v): %s%s", strings.Join(argv, " "), r.Exit, r.TimedOut, r.Stdout, r.Stderr)
+	}
+	return r.Stdout, nil
+}
+
 // Run runs a shell script (u-root's gosh) in the guest.
 func (v *VM) Run(ctx context.Context, script string) (Result, error) {
 	return v.Exec(ctx, "/bin/sh", "-c", script)

@@ -1,4 +1,4 @@
-package datapath
+package workload
 
 import (
 	"encoding/json"
@@ -87,8 +87,8 @@ func (m *Memaslap) String() string {
 
 var memaslapSummary = regexp.MustCompile(`(?m)^Run time: ([0-9.]+)s Ops: ([0-9]+) TPS: ([0-9.]+) Net_rate: ([0-9.]+)M/s`)
 
-// maxErrorLines bounds Memaslap.ErrorLines.
-const maxErrorLines = 5
+// MaxErrorLines bounds Memaslap.ErrorLines.
+const MaxErrorLines = 5
 
 // benignStderr are memaslap's messages that are no failure.
 var benignStderr = []string{"WARNING: Could not set CPU Affinity"}
@@ -120,7 +120,7 @@ func ParseMemaslap(stdout, stderr string) (*Memaslap, error) {
 	}
 	addError := func(line string, n int) {
 		m.Errors += n
-		if len(m.ErrorLines) < maxErrorLines {
+		if len(m.ErrorLines) < MaxErrorLines {
 			m.ErrorLines = append(m.ErrorLines, line)
 		}
 	}

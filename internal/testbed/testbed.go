@@ -1,8 +1,18 @@
-package coldring
+// Package testbed is the bench the npfnic command, the experiments and the
+// VM tests run on: a TCG guest with an npfnic device served in this
+// process, its Ethernet port on a tap whose host end lives in a network
+// namespace of its own, memcached in the guest and the npfnic driver loaded
+// with the parameters asked for.
+//
+// Its parts are packages of their own: vm boots and drives QEMU guests
+// (any NICs, any device servers), hostnet owns the host ends of guest
+// links (namespaces, taps, ping, host-side processes), child starts every
+// helper process so that it dies with this one, and workload runs iperf3,
+// memcached and memaslap across a link and parses what they print. Nothing
+// here is a test: ci/ holds the tests, internal/exp the experiments.
+package testbed
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,18 +27,18 @@ import (
 
 	"github.com/npfnic/npfnic/guestdrv/agent"
 	"github.com/npfnic/npfnic/images"
-	"github.com/npfnic/npfnic/internal/exp/datapath"
 	"github.com/npfnic/npfnic/internal/testbed/hostnet"
 	"github.com/npfnic/npfnic/internal/testbed/vm"
+	"github.com/npfnic/npfnic/internal/testbed/workload"
 	"github.com/npfnic/npfnic/vdevice"
 )
 
 // Testbed is one TCG guest with one npfnic device served in this process,
 // its Ethernet port on a tap whose host end lives in a network namespace of
-// its own (package internal/testbed/hostnet), memcached running in the guest. The
-// driver is loaded (and reloaded: a fresh load is a cold RX ring) with
-// LoadDriver. The experiments of this package and of package faultcost,
-// and the VM tests of page faults, build on it.
+// its own (package hostnet), memcached running in the guest. The driver is
+// loaded (and reloaded: a fresh load is a cold RX ring) with LoadDriver.
+// The cold-ring and fault-cost experiments and the VM tests of page faults
+// build on it.
 type Testbed struct {
 	VM *vm.VM
 	NS *hostnet.Namespace
@@ -53,8 +63,8 @@ type Testbed struct {
 	closed sync.Once
 }
 
-// TestbedConfig configures StartTestbed.
-type TestbedConfig struct {
+// Config configures Start.
+type Config struct {
 	Images    *images.Artifacts
 	Name      string // guest name, default "coldring"
 	MemoryMiB int    // default 1024
@@ -75,9 +85,6 @@ const (
 	nsPrefix  = "crn"
 	tapPrefix = "crt"
 )
-
-// MemcachedPort is where memcached listens in the guest.
-const MemcachedPort = 11211
 
 // ReapStale removes namespaces and taps left behind by a killed run.
 func ReapStale() []string {
@@ -102,7 +109,7 @@ func CheckHost() error {
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		missing = append(missing, "iperf3")
 	}
-	if _, err := MemaslapBinary(); err != nil {
+	if _, err := workload.MemaslapBinary(); err != nil {
 		missing = append(missing, "libmemcached-tools")
 	}
 	if len(missing) > 0 {
@@ -111,22 +118,11 @@ func CheckHost() error {
 	return nil
 }
 
-// MemaslapBinary finds memaslap; Debian's libmemcached-tools installs it as
-// memcaslap.
-func MemaslapBinary() (string, error) {
-	for _, n := range []string{"memaslap", "memcaslap"} {
-		if p, err := exec.LookPath(n); err == nil {
-			return p, nil
-		}
-	}
-	return "", errors.New("neither memaslap nor memcaslap is installed (Debian package libmemcached-tools)")
-}
-
-// StartTestbed boots the guest, moves the tap into its namespace and
-// starts memcached in the guest. The driver is not loaded yet.
-func StartTestbed(ctx context.Context, c TestbedConfig) (tb *Testbed, err error) {
+// Start boots the guest, moves the tap into its namespace and starts
+// memcached in the guest. The driver is not loaded yet.
+func Start(ctx context.Context, c Config) (tb *Testbed, err error) {
 	if c.Images == nil || c.LogDir == "" {
-		return nil, errors.New("coldring: TestbedConfig needs Images and LogDir")
+		return nil, errors.New("testbed: Config needs Images and LogDir")
 	}
 	if c.Name == "" {
 		c.Name = "coldring"
@@ -187,13 +183,10 @@ func StartTestbed(ctx context.Context, c TestbedConfig) (tb *Testbed, err error)
 	if err := tb.tap.Configure(sctx, tb.HostIP+"/24"); err != nil {
 		return nil, fmt.Errorf("host end: %w", err)
 	}
-	// 256 MiB of cache holds every object memaslap creates: no misses
-	// from eviction. It listens on every address, so it outlives the
-	// interface across driver reloads.
-	if _, err := tb.Guest(sctx, "memcached", "-u", "root", "-d", "-p", strconv.Itoa(MemcachedPort), "-U", "0", "-m", "256", "-t", "1"); err != nil {
-		return nil, fmt.Errorf("guest memcached: %w", err)
+	if err := workload.StartGuestMemcached(sctx, tb.VM); err != nil {
+		return nil, err
 	}
-	if err := tb.waitListening(sctx, MemcachedPort); err != nil {
+	if err := workload.WaitListening(sctx, tb.VM, workload.MemcachedPort); err != nil {
 		return nil, err
 	}
 	return tb, nil
@@ -219,7 +212,7 @@ func (tb *Testbed) Close() {
 // Reboot resets the guest at once (sysrq b: no driver unload, so the
 // device sees a function reset in the middle of whatever it was doing)
 // and waits for the new boot's agent. The driver is not loaded afterwards,
-// and memcached is not running. Needs TestbedConfig.AllowReboot.
+// and memcached is not running. Needs Config.AllowReboot.
 func (tb *Testbed) Reboot(ctx context.Context) error {
 	if _, err := tb.Shell(ctx, "touch /tmp/before-reboot"); err != nil {
 		return err
@@ -261,14 +254,7 @@ func (tb *Testbed) Dead() bool {
 
 // Guest runs argv in the guest; a non-zero exit is an error with the output.
 func (tb *Testbed) Guest(ctx context.Context, argv ...string) (string, error) {
-	r, err := tb.VM.Exec(ctx, argv...)
-	if err != nil {
-		return "", err
-	}
-	if r.Exit != 0 || r.TimedOut {
-		return r.Stdout, fmt.Errorf("guest %s: exit %d (timed out: %v): %s%s", strings.Join(argv, " "), r.Exit, r.TimedOut, r.Stdout, r.Stderr)
-	}
-	return r.Stdout, nil
+	return tb.VM.Output(ctx, argv...)
 }
 
 // Shell runs a guest shell script that must succeed.
@@ -447,132 +433,10 @@ func (tb *Testbed) ReadSysfs(ctx context.Context, name string) (string, error) {
 	return strings.TrimSpace(string(b)), err
 }
 
-// waitListening polls the guest's /proc/net/tcp{,6} until port listens.
-func (tb *Testbed) waitListening(ctx context.Context, port int) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-			data, err := tb.VM.Get(ctx, f)
-			if err != nil {
-				continue
-			}
-			if p, err := hostnet.ListeningPorts(data); err == nil && p[port] {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("nothing listens on guest port %d after 30 s", port)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// MemaslapRun is one memaslap run against memcached in the guest.
-type MemaslapRun struct {
-	// Wall is the time from starting memaslap to its exit (or to the cap).
-	Wall time.Duration
-	// Capped is set when memaslap did not finish within the cap and was
-	// killed.
-	Capped bool
-	// Periods are its periodic statistics (-S), in order.
-	Periods []Period
-	// Summary is its final summary; nil when it printed none (capped).
-	Summary *datapath.Memaslap
-	// ExitErr is memaslap's exit error (nil: exit 0).
-	ExitErr        error
-	Stdout, Stderr string
-}
-
-// MemaslapOptions is one memaslap invocation.
-type MemaslapOptions struct {
-	// Time runs memaslap for this long (-t, whole seconds); else Ops
-	// operations (-x).
-	Time time.Duration
-	Ops  int
-	// Conns is the number of connections (-c), on one thread; default 16.
-	Conns int
-	// StatEvery is the period of its statistics (-S, whole seconds); 0
-	// prints none.
-	StatEvery time.Duration
-	// Cap kills memaslap after this long; required.
-	Cap time.Duration
-	// CapIsEnd makes reaching the cap the normal end of the run (a
-	// wall-clock window), not a failure to finish.
-	CapIsEnd bool
-	// OnPeriod is called for each period as memaslap prints it.
-	OnPeriod func(Period)
-}
-
-// Memaslap runs memaslap in the host namespace against the guest's
-// memcached: gets and sets 9:1 (memaslap's default), a 1k window per
-// connection, 10% of gets verified. Its output goes through stdbuf -oL
-// (when the host has it) so periods arrive as they are printed.
-func (tb *Testbed) Memaslap(ctx context.Context, o MemaslapOptions) (*MemaslapRun, error) {
-	bin, err := MemaslapBinary()
-	if err != nil {
-		return nil, err
-	}
-	if o.Conns == 0 {
-		o.Conns = 16
-	}
-	if o.Cap <= 0 {
-		return nil, errors.New("memaslap: no cap")
-	}
-	args := []string{"-s", fmt.Sprintf("%s:%d", tb.GuestIP, MemcachedPort), "-T", "1", "-c", strconv.Itoa(o.Conns), "-w", "1k", "-v", "0.1"}
-	if o.Time > 0 {
-		args = append(args, "-t", fmt.Sprintf("%ds", int(o.Time/time.Second)))
-	} else {
-		args = append(args, "-x", strconv.Itoa(o.Ops))
-	}
-	if o.StatEvery > 0 {
-		args = append(args, "-S", fmt.Sprintf("%ds", int(o.StatEvery/time.Second)))
-	}
-	argv := append([]string{bin}, args...)
-	if sb, err := exec.LookPath("stdbuf"); err == nil {
-		argv = append([]string{sb, "-oL"}, argv...)
-	}
-	cctx, cancel := context.WithTimeout(ctx, o.Cap)
-	defer cancel()
-	cmd := tb.NS.Command(cctx, argv...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	pipe, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	var parser PeriodParser
-	sc := bufio.NewScanner(pipe)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		stdout.WriteString(line + "\n")
-		if p, ok := parser.LineAt(line, time.Since(start)); ok && o.OnPeriod != nil {
-			o.OnPeriod(p)
-		}
-	}
-	runErr := cmd.Wait()
-	r := &MemaslapRun{Wall: time.Since(start), Periods: parser.Periods(), ExitErr: runErr,
-		Stdout: stdout.String(), Stderr: stderr.String()}
-	if ctx.Err() != nil {
-		return r, ctx.Err()
-	}
-	if cctx.Err() != nil {
-		r.Capped = !o.CapIsEnd
-		r.Wall = o.Cap
-		return r, nil
-	}
-	if s, err := datapath.ParseMemaslap(r.Stdout, r.Stderr); err == nil {
-		r.Summary = s
-	} else {
-		return r, fmt.Errorf("%w (exit: %v)\nstdout: %s\nstderr: %s", err, runErr, tail(r.Stdout, 1500), tail(r.Stderr, 1500))
-	}
-	return r, nil
+// Memaslap runs memaslap from the host namespace against the guest's
+// memcached (workload.StreamMemaslap).
+func (tb *Testbed) Memaslap(ctx context.Context, o workload.MemaslapOptions) (*workload.MemaslapRun, error) {
+	return workload.StreamMemaslap(ctx, tb.NS, tb.GuestIP, o)
 }
 
 // SaveLog appends text to a file in the log directory.
@@ -583,11 +447,4 @@ func (tb *Testbed) SaveLog(name, text string) {
 	}
 	defer f.Close()
 	f.WriteString(text)
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "..." + s[len(s)-n:]
 }
