@@ -251,7 +251,7 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	if err := testbed.CheckHost(); err != nil {
 		return nil, fmt.Errorf("datapath: %w", err)
 	}
-	for _, p := range []string{nsPrefix, tapPrefix} {
+	for _, p := range HostNamePrefixes {
 		if reaped, err := hostnet.ReapStale(p); err != nil {
 			c.progress("cleaning up after an earlier run: %v", err)
 		} else if len(reaped) > 0 {
@@ -290,6 +290,10 @@ const (
 	nsPrefix  = "dpn"
 	tapPrefix = "dpt"
 )
+
+// HostNamePrefixes are the prefixes of every name a run gives its
+// namespaces and taps: what a leak check looks for.
+var HostNamePrefixes = []string{nsPrefix, tapPrefix}
 
 // The guest's and the host's addresses on link i: 10.77.(i+1).{2,1}/24.
 // Each link lives in its own namespace, so runs never collide.

@@ -1,4 +1,4 @@
-package datapath
+package ci
 
 import (
 	"context"
@@ -8,55 +8,30 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/exp/datapath"
 )
 
-// TestE1000eEndToEnd runs the experiment for QEMU's e1000e only, 2 s per
-// measurement: a real guest, real iperf3 and memaslap through a tap in a
-// namespace. It asserts that numbers came out, never how large they are.
-// It runs as root, or fails without root when NPFNIC_REQUIRE_TOOLS=1.
+// TestE1000eEndToEnd runs the datapath experiment for QEMU's e1000e only,
+// 2 s per measurement: a real guest, real iperf3 and memaslap through a tap
+// in a namespace. It asserts that numbers came out, never how large they
+// are.
 func TestE1000eEndToEnd(t *testing.T) {
-	required := os.Getenv("NPFNIC_REQUIRE_TOOLS") == "1"
-	if os.Geteuid() != 0 && !required {
-		t.Skip("needs root (guest images, tap devices, network namespaces); NPFNIC_REQUIRE_TOOLS=1 makes this a failure")
-	}
-	if testing.Short() {
-		t.Skip("boots a guest: not in -short")
-	}
+	a := needImages(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	b, err := images.New(images.Options{})
+	nics, err := datapath.LookupNICs("e1000e")
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := b.Build(ctx)
-	if err != nil {
-		t.Fatalf("guest images: %v", err)
-	}
-	nics, err := LookupNICs("e1000e")
-	if err != nil {
-		t.Fatal(err)
-	}
-	logDir, err := os.MkdirTemp("", "npfnic-datapath-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("guest logs kept in %s", logDir)
-		} else {
-			os.RemoveAll(logDir)
-		}
-	})
-	c := Config{
+	c := datapath.Config{
 		Images: a, NICs: nics, IperfTime: 2 * time.Second, MemaslapTime: 2 * time.Second,
-		LogDir: logDir, Progress: testWriter{t},
+		LogDir: logDir(t, "datapath"), Progress: testWriter{t},
 	}
-	results, err := Run(ctx, c)
+	results, err := datapath.Run(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("\n%s", Table(c, results))
+	t.Logf("\n%s", datapath.Table(c, results))
 	if len(results) != 1 {
 		t.Fatalf("%d results for one NIC", len(results))
 	}
@@ -81,7 +56,7 @@ func TestE1000eEndToEnd(t *testing.T) {
 	for _, dir := range []string{"/run/netns", "/sys/class/net"} {
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
-			for _, p := range []string{nsPrefix, tapPrefix} {
+			for _, p := range datapath.HostNamePrefixes {
 				if strings.HasPrefix(e.Name(), p+mine) {
 					t.Errorf("%s/%s left behind", dir, e.Name())
 				}
