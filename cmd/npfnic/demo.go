@@ -13,10 +13,6 @@ import (
 	"github.com/npfnic/npfnic/internal/testbed/vm"
 )
 
-func init() {
-	commands["demo"] = command{runDemo, "boot a guest with an npfnic device, bind the driver and exercise the device (the README's main job)"}
-}
-
 // runDemo is the main job for a new user: everything from images to a guest
 // whose driver bound to the NIC, with each step's result on the terminal.
 func runDemo(ctx context.Context, args []string) error {

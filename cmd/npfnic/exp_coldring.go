@@ -13,10 +13,6 @@ import (
 	"github.com/npfnic/npfnic/internal/exp/coldring"
 )
 
-func init() {
-	experiments["cold-ring"] = command{runExpColdRing, "seed 000 Figure 4: memcached from a cold RX ring under pin, drop and backup; time for 10,000 ops vs ring size"}
-}
-
 // coldRingFlags are the experiment's flags, shared with npfnic demo.
 type coldRingFlags struct {
 	policies, sizes *string
@@ -63,7 +59,7 @@ func runExpColdRing(ctx context.Context, args []string) error {
 	out := fs.String("out", "out/exp/cold-ring", "output directory: CSV, PNG, the table and the guests' logs")
 	f := addColdRingFlags(fs, coldring.DefaultStartupTime, "16,32,64,128,256,512", coldring.DefaultCap)
 	mem := fs.Int("m", 1024, "guest memory in MiB")
-	quiet := fs.Bool("q", false, "no progress lines")
+	quiet := addQuietFlag(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: npfnic exp cold-ring [flags]\n\n"+
 			"Seed 000 Figure 4 on npfnic: memcached in a TCG guest, memaslap on the host through a\n"+

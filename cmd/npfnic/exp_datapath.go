@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,10 +12,6 @@ import (
 
 	"github.com/npfnic/npfnic/internal/exp/datapath"
 )
-
-func init() {
-	experiments["datapath"] = command{runExpDatapath, "the same TCG guest through QEMU's e1000e, QEMU's virtio-net and npfnic: iperf3 both ways, memcached/memaslap"}
-}
 
 // runExpDatapath runs `npfnic exp datapath`: see package
 // internal/exp/datapath for what it measures and how.
@@ -31,7 +26,7 @@ func runExpDatapath(ctx context.Context, args []string) error {
 	mem := fs.Int("m", datapath.DefaultMemoryMiB, "guest memory in MiB (the same for every NIC)")
 	cpus := fs.Int("smp", datapath.DefaultCPUs, "guest vCPUs (the same for every NIC)")
 	rounds := fs.Int("rounds", datapath.DefaultRounds, "repeat the NICs this many times, interleaved, and report medians (a shared host is noisy)")
-	quiet := fs.Bool("q", false, "no progress lines")
+	quiet := addQuietFlag(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: npfnic exp datapath [flags]\n\n"+
 			"Boots the same TCG guest once per NIC and measures, through each, iperf3 TCP\n"+
@@ -86,38 +81,4 @@ func runExpDatapath(ctx context.Context, args []string) error {
 		return errors.New("failed NICs: " + strings.Join(failed, ", ") + " (see above and their logs)")
 	}
 	return nil
-}
-
-// parseExpFlags parses an experiment's flags, which take no positional
-// arguments, and returns its progress writer: stderr with each line stamped
-// with the time since start, or nothing with -q.
-func parseExpFlags(fs *flag.FlagSet, args []string, quiet *bool, start time.Time) (io.Writer, error) {
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() != 0 {
-		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if *quiet {
-		return io.Discard, nil
-	}
-	return &stampWriter{w: os.Stderr, start: start}, nil
-}
-
-// stampWriter prefixes each progress line with the time since the start.
-type stampWriter struct {
-	w     io.Writer
-	start time.Time
-}
-
-func (s *stampWriter) Write(p []byte) (int, error) {
-	for _, line := range strings.SplitAfter(string(p), "\n") {
-		if line == "" {
-			continue
-		}
-		if _, err := fmt.Fprintf(s.w, "[%6.1fs] %s", time.Since(s.start).Seconds(), line); err != nil {
-			return 0, err
-		}
-	}
-	return len(p), nil
 }

@@ -12,10 +12,6 @@ import (
 	"github.com/npfnic/npfnic/internal/exp/faultcost"
 )
 
-func init() {
-	experiments["fault-cost"] = command{runExpFaultCost, "seed 000 Figure 3/Table 4: per-stage cost of a network page fault (p50/p99) against an interrupt+doorbell floor"}
-}
-
 // runExpFaultCost runs `npfnic exp fault-cost`: see internal/exp/faultcost.
 func runExpFaultCost(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("npfnic exp fault-cost", flag.ContinueOnError)
@@ -30,7 +26,7 @@ func runExpFaultCost(ctx context.Context, args []string) error {
 	echo := fs.Int("echo", 0, fmt.Sprintf("DIAG_ECHO rounds for the interrupt+doorbell floor (default %d, %d with -traffic ping; -1: none)", faultcost.DefaultEchoRounds, faultcost.DefaultEchoRounds/10))
 	echoGap := fs.Duration("echo-gap", 0, fmt.Sprintf("pause before each DIAG_ECHO round (default 0, %v with -traffic ping: an idle guest, as isolated faults find it)", faultcost.DefaultPingEchoGap))
 	extra := fs.String("driver-params", "", "extra npfnic.ko parameters, e.g. fault_delay_us=100 (emulated major faults)")
-	quiet := fs.Bool("q", false, "no progress lines")
+	quiet := addQuietFlag(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: npfnic exp fault-cost [flags]\n\n"+
 			"The cost of a network page fault, stage by stage (seed 000 Figure 3 / Table 4): a TCG guest\n"+

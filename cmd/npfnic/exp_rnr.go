@@ -13,10 +13,6 @@ import (
 	"github.com/npfnic/npfnic/ibrc/rnrsweep"
 )
 
-func init() {
-	experiments["rnr"] = command{runExpRNR, "RC throughput vs receive-fault rate: RNR NAK vs drop-and-timeout (seed 000 Fig. 10 right)"}
-}
-
 // runExpRNR runs `npfnic exp rnr`: the receive-fault frequency sweep of the
 // RC transport on a simulated link (see package ibrc/rnrsweep for the model).
 func runExpRNR(ctx context.Context, args []string) error {
@@ -36,7 +32,7 @@ func runExpRNR(ctx context.Context, args []string) error {
 	minMiB := fs.Int64("min-mib", c.MinBytes>>20, "least MiB sent per point")
 	fs.IntVar(&c.Window, "window", c.Window, "PSNs in flight per QP")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "fault injection seed")
-	quiet := fs.Bool("q", false, "no progress lines")
+	quiet := addQuietFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
