@@ -13,6 +13,7 @@ import (
 
 	"github.com/npfnic/npfnic/ethring/wire"
 	"github.com/npfnic/npfnic/ibrc/clock"
+	"github.com/npfnic/npfnic/internal/testutil"
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
@@ -281,13 +282,7 @@ func (g *guest) rxFrame(q int, c uint32) []byte {
 
 func (g *guest) waitFor(what string, cond func() bool) {
 	g.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			g.t.Fatalf("timed out waiting for %s; stats %+v", what, g.d.Stats())
-		}
-		time.Sleep(200 * time.Microsecond)
-	}
+	testutil.WaitFor(g.t, what, cond, func() any { return g.d.Stats() })
 }
 
 // recvPeer receives one frame at the far end of the cable.

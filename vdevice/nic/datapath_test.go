@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"net"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/npfnic/npfnic/ethring/wire"
+	"github.com/npfnic/npfnic/internal/testutil"
 	"github.com/npfnic/npfnic/pcie"
 	"github.com/npfnic/npfnic/vdevice"
 	"github.com/npfnic/npfnic/vdevice/guestmem"
@@ -71,13 +71,7 @@ func (r *ethRig) at(iova uint64, n int) []byte { return r.ram[iova-ramIOVA : iov
 
 func (r *ethRig) waitFor(what string, cond func() bool) {
 	r.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("timed out waiting for %s; stats %+v", what, r.n.Datapath().Stats())
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
+	testutil.WaitFor(r.t, what, cond, func() any { return r.n.Datapath().Stats() })
 }
 
 func (r *ethRig) fired(v int) int {

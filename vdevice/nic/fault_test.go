@@ -9,6 +9,7 @@ import (
 
 	"github.com/npfnic/npfnic/ats/atstest"
 	"github.com/npfnic/npfnic/ethring/wire"
+	"github.com/npfnic/npfnic/internal/testutil"
 	"github.com/npfnic/npfnic/pcie"
 	"github.com/npfnic/npfnic/pri/pritest"
 	"github.com/npfnic/npfnic/vdevice"
@@ -237,13 +238,7 @@ func (r *faultRig) readVA(va uint64, n int) []byte {
 
 func (r *faultRig) waitFor(what string, cond func() bool) {
 	r.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("timed out waiting for %s; stats %+v", what, r.n.Datapath().Stats())
-		}
-		time.Sleep(200 * time.Microsecond)
-	}
+	testutil.WaitFor(r.t, what, cond, func() any { return r.n.Datapath().Stats() })
 }
 
 func testFrame(n int, seed byte) []byte {
