@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/npfnic/npfnic/internal/testbed/child"
 	"os"
 	"os/exec"
 	"strconv"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/npfnic/npfnic/internal/testbed/child"
 )
 
 // stopGrace is how long Stop waits after SIGTERM before SIGKILL.

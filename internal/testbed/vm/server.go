@@ -3,12 +3,13 @@ package vm
 import (
 	"context"
 	"fmt"
-	"github.com/npfnic/npfnic/internal/testbed/child"
 	"io"
 	"os"
 	"os/exec"
 	"syscall"
 	"time"
+
+	"github.com/npfnic/npfnic/internal/testbed/child"
 )
 
 // DeviceServer serves one npfnic device's vfio-user socket.

@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/npfnic/npfnic/internal/testbed/child"
 	"io"
 	"net"
 	"os"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/npfnic/npfnic/guestdrv/agent"
 	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/testbed/child"
 )
 
 // NPFNIC is one npfnic device on its own PCIe root port.
