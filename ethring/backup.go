@@ -143,6 +143,11 @@ func (d *Datapath) BackupWriteReg(off, v uint32) (ok bool) {
 				r.dma.Own(r.base, uint64(r.size)*hw.BackupDescSize)
 			}
 			b.run.Store(r)
+			// The status block still shows the last run's backup_head.
+			d.ctlMu.Lock()
+			d.headerQuiet = true
+			d.ctlMu.Unlock()
+			d.wakeControl()
 		case !on && b.enabled:
 			b.enabled = false
 			b.stopLocked()

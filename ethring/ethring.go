@@ -114,6 +114,9 @@ type Datapath struct {
 	statusReq   uint64     // address latched by STATUS_ADDR_HI
 	statusDirty bool
 	headerDirty bool   // link or device error changed
+	// headerQuiet asks for a header rewrite that is no misc event (the
+	// backup ring enabled: backup_head starts again from 0).
+	headerQuiet bool
 	devErr      uint32 // NPFNIC_DEVERR_*
 
 	tailRaise bool // raise the backup vector after the next header write
@@ -316,7 +319,7 @@ func (d *Datapath) Reset() {
 	d.enabled.Store(false)
 	d.ctlMu.Lock()
 	d.ctlGen++
-	d.statusDirty, d.headerDirty, d.tailRaise = false, false, false
+	d.statusDirty, d.headerDirty, d.tailRaise, d.headerQuiet = false, false, false, false
 	d.devErr = 0
 	if sb := d.status.Swap(nil); sb != nil {
 		d.retire(sb.dma)
@@ -365,15 +368,18 @@ func (d *Datapath) control() {
 		d.ctlMu.Lock()
 		gen := d.ctlGen
 		addr, applyStatus := d.statusReq, d.statusDirty
-		header, tailRaise := d.headerDirty, d.tailRaise
-		d.statusDirty, d.headerDirty, d.tailRaise = false, false, false
+		header, tailRaise, quiet := d.headerDirty, d.tailRaise, d.headerQuiet
+		d.statusDirty, d.headerDirty, d.tailRaise, d.headerQuiet = false, false, false, false
 		d.ctlMu.Unlock()
-		if applyStatus {
+		switch {
+		case applyStatus:
 			d.applyStatus(gen, addr)
-		} else if header {
+		case header:
 			if d.writeHeader() && !tailRaise {
 				d.misc.event()
 			}
+		case quiet:
+			d.writeHeader()
 		}
 		if tailRaise {
 			d.backup.raise()

@@ -246,6 +246,7 @@ func (in *instance) finishRx(c uint32) {
 func (in *instance) queueResolve(bit uint32) {
 	if in.resolveKick == nil {
 		in.p.st.rxBadResolves.Add(1)
+		in.p.st.rxResolves.Add(1)
 		in.p.d.log.Warn("RX_RESOLVE on a pair without the backup policy; ignored", "pair", in.p.q, "bm_index", bit)
 		return
 	}
@@ -289,6 +290,7 @@ func (in *instance) resolveLoop() {
 		if moved {
 			d.rxWake()
 		}
+		p.st.rxResolves.Add(uint64(len(batch)))
 	}
 }
 

@@ -50,6 +50,7 @@ type pairCounters struct {
 	rxDropsStopped, rxWireStalls, rxCsumOK          atomic.Uint64
 	rxFaults, rxBackup, rxFaultDrops, rxFaultErrors atomic.Uint64
 	txFaults, txFaultErrors, rxBadResolves          atomic.Uint64
+	rxResolves                                      atomic.Uint64
 }
 
 func newPair(d *Datapath, q int) *Pair {
@@ -314,7 +315,7 @@ func (p *Pair) Stats() PairStats {
 		RxFaults:   p.st.rxFaults.Load(), RxBackup: p.st.rxBackup.Load(),
 		RxFaultDrops: p.st.rxFaultDrops.Load(), RxFaultErrors: p.st.rxFaultErrors.Load(),
 		TxFaults: p.st.txFaults.Load(), TxFaultErrors: p.st.txFaultErrors.Load(),
-		RxBadResolves: p.st.rxBadResolves.Load(),
+		RxBadResolves: p.st.rxBadResolves.Load(), RxResolves: p.st.rxResolves.Load(),
 	}
 	if in := p.inst.Load(); in != nil {
 		s.Enabled = true
@@ -351,6 +352,9 @@ type PairStats struct {
 	TxFaults      uint64 // TX stalls for a page request
 	TxFaultErrors uint64 // TX frames dropped: untranslatable buffer
 	RxBadResolves uint64 // RX_RESOLVE writes naming no pending rNPF (ignored)
+	// RxResolves counts RX_RESOLVE writes handled (applied or ignored);
+	// it moves after their effects are published.
+	RxResolves uint64
 }
 
 // ring is one descriptor ring of an instance.
