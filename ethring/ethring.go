@@ -113,7 +113,7 @@ type Datapath struct {
 	ctlGen      uint64     // bumped by Reset: a pending apply is void
 	statusReq   uint64     // address latched by STATUS_ADDR_HI
 	statusDirty bool
-	headerDirty bool   // link or device error changed
+	headerDirty bool // link or device error changed
 	// headerQuiet asks for a header rewrite that is no misc event (the
 	// backup ring enabled: backup_head starts again from 0).
 	headerQuiet bool
