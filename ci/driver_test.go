@@ -3,6 +3,7 @@ package ci
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +13,9 @@ import (
 )
 
 // TestDriverBindsToNPFNIC boots a guest with one npfnic device served in this
-// process over vfio-user, loads the driver and checks that it bound.
+// process over vfio-user, loads the driver and checks that it bound, that
+// its knobs are where kernel convention puts them (user knobs in sysfs, test
+// knobs in debugfs) and that rmmod leaves nothing behind in debugfs.
 func TestDriverBindsToNPFNIC(t *testing.T) {
 	v := startVM(t, vm.Config{Name: "npfnic", NPFNICs: []vm.NPFNIC{{}}, DefaultServer: vm.InProcessServer{}})
 	ids := run(t, v, "cat /sys/bus/pci/devices/*/vendor /sys/bus/pci/devices/*/device")
@@ -34,9 +37,35 @@ func TestDriverBindsToNPFNIC(t *testing.T) {
 	if dmesg := run(t, v, "dmesg"); !strings.Contains(dmesg, "npfnic bound") {
 		t.Fatalf("driver did not report binding:\n%s", lastLines(dmesg, 20))
 	}
+	// User knobs in sysfs, test knobs in debugfs (one directory per function).
+	testKnobs := []string{"diag_dma", "diag_echo", "diag_irq", "inject"}
+	for _, dev := range strings.Fields(bound) {
+		if !strings.HasPrefix(dev, "0000:") {
+			continue
+		}
+		sysfs := strings.Fields(run(t, v, "ls /sys/bus/pci/devices/"+dev+"/"))
+		for _, f := range []string{"cool", "rx_policy"} {
+			if !slices.Contains(sysfs, f) {
+				t.Errorf("sysfs of %s lacks %s", dev, f)
+			}
+		}
+		for _, f := range testKnobs {
+			if slices.Contains(sysfs, f) {
+				t.Errorf("sysfs of %s still has the test knob %s", dev, f)
+			}
+		}
+		debugfs := strings.Fields(run(t, v, "ls /sys/kernel/debug/npfnic/"+dev))
+		slices.Sort(debugfs)
+		if !slices.Equal(debugfs, testKnobs) {
+			t.Errorf("debugfs npfnic/%s holds %v, want %v", dev, debugfs, testKnobs)
+		}
+	}
 	run(t, v, "rmmod npfnic")
 	if out := run(t, v, "ls /sys/bus/pci/drivers/ | grep -c npfnic || true"); strings.TrimSpace(out) != "0" {
 		t.Fatalf("npfnic driver still registered after rmmod")
+	}
+	if slices.Contains(strings.Fields(run(t, v, "ls /sys/kernel/debug")), "npfnic") {
+		t.Errorf("debugfs npfnic/ outlived rmmod")
 	}
 }
 

@@ -429,7 +429,7 @@ func TestBadGuestInputStopsOnlyThatQueue(t *testing.T) {
 		{"bad_desc", "error 2"}, {"bad_ring", "error 1"}, {"bad_tail", "error 3"},
 	} {
 		run(t, v, "ip link set "+badIf+" up")
-		run(t, v, fmt.Sprintf("printf '%s 0\\n' > %s/inject", tc.inject, badDev))
+		run(t, v, fmt.Sprintf("printf '%s 0\\n' > /sys/kernel/debug/npfnic/%s/inject", tc.inject, filepath.Base(badDev)))
 		want := "queue pair 0 stopped by the device: " + tc.code
 		deadline := time.Now().Add(15 * time.Second)
 		for {

@@ -226,7 +226,7 @@ func devCounters(t *testing.T, tb *testbed.Testbed) deviceCounters {
 }
 
 // TestFaultBadTranslationInput: the driver feeds the translation path bad
-// input through sysfs inject; each case has its defined outcome, in the
+// input through debugfs inject; each case has its defined outcome, in the
 // driver's counters and the device's, and afterwards the server still
 // serves and traffic still flows:
 //   - bad_pte: an RX slot's PTE points outside guest RAM until a frame hits
@@ -260,7 +260,7 @@ func TestFaultBadTranslationInput(t *testing.T) {
 		} else {
 			close(done)
 		}
-		run(t, tb.VM, fmt.Sprintf("echo '%s 0' > %s", what, tb.SysfsPath("inject")))
+		run(t, tb.VM, fmt.Sprintf("echo '%s 0' > %s", what, tb.DebugfsPath("inject")))
 		<-done
 	}
 	afterwards := func(what string) {
@@ -366,7 +366,7 @@ func TestFaultRefusedBackupEntry(t *testing.T) {
 		// A fresh load: the ring is cold, so the next frames fault.
 		loadPolicy(t, tb, "backup", 64)
 		before := faultStats(t, tb)
-		run(t, tb.VM, fmt.Sprintf("echo '%s 0' > %s", tc.what, tb.SysfsPath("inject")))
+		run(t, tb.VM, fmt.Sprintf("echo '%s 0' > %s", tc.what, tb.DebugfsPath("inject")))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		// The first echo requests fault into the backup ring, one of them
 		// is refused; replies must come back within 10 s.

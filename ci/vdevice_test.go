@@ -77,11 +77,11 @@ func TestGuestSeesAndUsesTheDevice(t *testing.T) {
 	if err := v.LoadDriver(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
-	sys := "/sys/bus/pci/devices/" + bdf
+	dbg := "/sys/kernel/debug/npfnic/" + bdf
 	// printf writes the line at once; gosh's echo writes word by word, and
-	// a sysfs store sees each write on its own.
-	run(t, v, "printf '4096 0xabc\\n' > "+sys+"/diag_dma")
-	if got := strings.TrimSpace(run(t, v, "cat "+sys+"/diag_dma")); got != "ok 4096 0xabc" {
+	// the driver parses each write on its own.
+	run(t, v, "printf '4096 0xabc\\n' > "+dbg+"/diag_dma")
+	if got := strings.TrimSpace(run(t, v, "cat "+dbg+"/diag_dma")); got != "ok 4096 0xabc" {
 		t.Errorf("driver-allocated DMA: %q", got)
 	}
 
@@ -103,7 +103,7 @@ func TestGuestSeesAndUsesTheDevice(t *testing.T) {
 	}
 	before := irqs()
 	for i := 0; i < 3; i++ {
-		run(t, v, fmt.Sprintf("printf '%d\\n' > %s/diag_irq", vec, sys))
+		run(t, v, fmt.Sprintf("printf '%d\\n' > %s/diag_irq", vec, dbg))
 	}
 	// Interrupts are asynchronous: give them a moment, not a deadline race.
 	deadline := time.Now().Add(10 * time.Second)

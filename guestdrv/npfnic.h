@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * npfnic driver internals shared by the PCI core (npfnic_main.c) and the
- * Ethernet datapath (npfnic_eth.c).
+ * npfnic driver internals shared by the PCI core (npfnic_main.c), the
+ * Ethernet datapath (npfnic_eth.c), the network page fault machinery
+ * (npfnic_npf.c with npfnic_iopt.c, npfnic_fault.c and npfnic_backup.c)
+ * and the diagnostics (npfnic_diag.c).
  */
 #ifndef NPFNIC_H
 #define NPFNIC_H
@@ -44,6 +46,12 @@ enum npfnic_policy {
 	NPFNIC_POLICY_BACKUP,	/* a faulting RX frame goes to the backup ring */
 };
 
+/* Queues of the fault machinery, in entries. */
+#define NPFNIC_INVQ_SIZE	64
+#define NPFNIC_PRQ_SIZE		512
+#define NPFNIC_PRSPQ_SIZE	512
+#define NPFNIC_WAIT_MS		2000	/* bound on waiting for device queue space */
+
 /* MSI-X vectors of the fault machinery (the device defaults, written at open). */
 #define NPFNIC_PRQ_VECTOR	NPFNIC_PRQ_VECTOR_DEFAULT
 #define NPFNIC_INVQ_VECTOR	NPFNIC_INVQ_VECTOR_DEFAULT
@@ -64,6 +72,7 @@ enum {
 	NPFNIC_NHIST,
 };
 
+struct dentry;
 struct npfnic;
 
 struct npfnic_qp_stats {
@@ -150,6 +159,14 @@ struct npfnic_prg {
 	bool queued;		/* its last request seen: answered at the end of the batch */
 	u32 flags;		/* NPFNIC_PRQ_* of its requests */
 	u32 pasid;
+};
+
+/* What inject bad_backup_* does to the next backup entry the driver reads. */
+enum {
+	NPFNIC_BAD_BACKUP_NONE,
+	NPFNIC_BAD_BACKUP_STATUS,	/* BKD_DONE clear */
+	NPFNIC_BAD_BACKUP_QUEUE,	/* a queue pair that is not in use */
+	NPFNIC_BAD_BACKUP_DESC,		/* a descriptor long consumed */
 };
 
 /* Translation, page requests and the backup ring: valid while npf.active. */
@@ -256,6 +273,7 @@ struct npfnic {
 
 	struct mutex diag_lock;		/* one diagnostic DMA at a time */
 	char diag_result[64];
+	struct dentry *debugfs;		/* npfnic/<BDF>/ (npfnic_diag.c) */
 
 	/* Network page faults (module parameters, fixed at probe). */
 	enum npfnic_policy policy;
@@ -298,7 +316,7 @@ irqreturn_t npfnic_misc_irq(int irq, void *data);
 irqreturn_t npfnic_qp_irq(int irq, void *data);
 int npfnic_inject(struct npfnic *nic, const char *what, unsigned int q);
 
-/* npfnic_npf.c: network page faults */
+/* npfnic_npf.c: network page faults, set up, taken down and counted */
 #define NPFNIC_NPF_STATS	34
 extern const char npfnic_npf_stat_names[][ETH_GSTRING_LEN];
 
@@ -310,14 +328,45 @@ void npfnic_npf_quiesce(struct npfnic *nic);
 void npfnic_npf_stop_hw(struct npfnic *nic);
 void npfnic_npf_close(struct npfnic *nic);
 void npfnic_npf_start_qp(struct npfnic_qp *qp);
-void npfnic_free_rx_slots(struct npfnic_qp *qp);
 void npfnic_npf_get_stats(struct npfnic *nic, u64 *data);
-int npfnic_npf_inject(struct npfnic *nic, const char *what, unsigned int q);
+void npfnic_qp_npf_stats(struct npfnic_qp *qp, u64 *cooled, u64 *xlat);
+void npfnic_since(struct npfnic *nic, int h, u64 from);
+
+/* npfnic_iopt.c: I/O page tables and invalidation (the table walkers assert npf.lock) */
+struct npfnic_pt *npfnic_pt_alloc(struct npfnic *nic, bool children);
+void npfnic_pt_free(struct npfnic *nic, struct npfnic_pt *pt);
+__le64 *npfnic_pte(struct npfnic *nic, u64 va, bool alloc);
+bool npfnic_pte_present(__le64 *pte);
+int npfnic_fault_rx_slot(struct npfnic *nic, struct npfnic_qp *qp, u32 i);
+void npfnic_free_rx_slots(struct npfnic_qp *qp);
+bool npfnic_is_ram(u64 addr, u64 len);
+int npfnic_map_identity(struct npfnic *nic, u64 addr);
+int npfnic_pin_all(struct npfnic *nic);
+int npfnic_invalidate(struct npfnic *nic, u16 op, u64 addr, u64 pages);
 int npfnic_cool(struct npfnic *nic);
-int npfnic_diag_echo(struct npfnic *nic, unsigned int rounds, unsigned int gap_us);
-irqreturn_t npfnic_prq_irq(struct npfnic *nic);
 irqreturn_t npfnic_invq_irq(struct npfnic *nic);
+
+/* npfnic_fault.c: page requests and responses */
+void npfnic_fault_delay(struct npfnic *nic, bool *delayed);
+bool npfnic_fault_delaying(void);
+void npfnic_pri_check(struct npfnic *nic);
+int npfnic_prsp_put(struct npfnic *nic, u16 prgi, u32 pasid, bool pasid_valid, u16 code);
+void npfnic_prsp_ring(struct npfnic *nic);
+void npfnic_prq_work(struct work_struct *work);
+irqreturn_t npfnic_prq_irq(struct npfnic *nic);
+
+/* npfnic_backup.c: the backup ring */
+void npfnic_backup_post(struct npfnic *nic, u32 j);
+void npfnic_backup_work(struct work_struct *work);
 irqreturn_t npfnic_backup_irq(struct npfnic *nic);
+
+/* npfnic_diag.c: diagnostics and fault injection in debugfs */
+void npfnic_diag_init(void);
+void npfnic_diag_exit(void);
+void npfnic_diag_probe(struct npfnic *nic);
+void npfnic_diag_remove(struct npfnic *nic);
+int npfnic_npf_inject(struct npfnic *nic, const char *what, unsigned int q);
+void npfnic_echo_work(struct work_struct *work);
 irqreturn_t npfnic_echo_irq(struct npfnic *nic);
 
 #endif /* NPFNIC_H */

@@ -3,9 +3,19 @@
  * npfnic: driver for the npfnic virtual PCIe NIC (served to QEMU over
  * vfio-user). This part binds to the device, maps BAR0, enables bus
  * mastering and MSI-X with a counting handler per vector that dispatches to
- * the Ethernet datapath (npfnic_eth.c) or the page-fault machinery
- * (npfnic_npf.c), and offers sysfs files: diag_irq, diag_dma, diag_echo,
- * inject, cool and rx_policy.
+ * the Ethernet datapath (npfnic_eth.c), the page-fault machinery
+ * (npfnic_npf.c and the files it names) or the diagnostics (npfnic_diag.c).
+ *
+ * The PCI function has two sysfs files, both user knobs in the way ethtool
+ * settings are: rx_policy (read) says which RX fault policy the bound
+ * driver runs, since the kernel ignores an unknown module parameter and a
+ * user must be able to tell; cool (write 1) takes every RX buffer page
+ * away, so the next frames fault as on a cold start: the cold-ring and
+ * fault-cost experiments are built on it, and a user measuring their own
+ * workload flips it the same way. Knobs for tests and driver development
+ * (diag_irq, diag_dma, diag_echo, inject) are in debugfs instead, under
+ * npfnic/<BDF>/, which the diagnostics create at probe and remove at
+ * remove, and the module creates and removes npfnic/ itself.
  */
 
 #include <linux/module.h>
@@ -72,140 +82,6 @@ static irqreturn_t npfnic_irq(int irq, void *data)
 	}
 }
 
-/* Writing a vector number makes the device fire that MSI-X vector. */
-static ssize_t diag_irq_store(struct device *dev, struct device_attribute *attr,
-			      const char *buf, size_t len)
-{
-	struct npfnic *nic = dev_get_drvdata(dev);
-	unsigned int vec;
-	int err;
-
-	err = kstrtouint(buf, 0, &vec);
-	if (err)
-		return err;
-	if (vec >= nic->nvecs)
-		return -EINVAL;
-	iowrite32(vec, nic->bar0 + NPFNIC_REG_DIAG_IRQ);
-	return len;
-}
-static DEVICE_ATTR_WO(diag_irq);
-
-/* Polls DIAG_DMA_STATUS until it is not BUSY; returns the last status. */
-static u32 npfnic_diag_dma_wait(struct npfnic *nic, unsigned int timeout_ms)
-{
-	u32 v;
-
-	read_poll_timeout(ioread32, v, v != NPFNIC_DIAG_DMA_STATUS_BUSY, 10000,
-			  timeout_ms * USEC_PER_MSEC, false,
-			  nic->bar0 + NPFNIC_REG_DIAG_DMA_STATUS);
-	return v;
-}
-
-/*
- * Writing "LEN SEED" has the device write its diagnostic pattern into a
- * coherent buffer the driver allocated; reading shows the last verdict. A
- * DMA still running (one an earlier write gave up on) makes the write fail
- * with EBUSY. A DMA that does not finish in time is aborted; the buffer is
- * freed only once the device reports no byte will be written any more,
- * else it is leaked.
- */
-static ssize_t diag_dma_store(struct device *dev, struct device_attribute *attr,
-			      const char *buf, size_t len)
-{
-	struct npfnic *nic = dev_get_drvdata(dev);
-	unsigned int n, seed, i, status;
-	dma_addr_t addr;
-	u8 *data;
-	int err = 0;
-
-	if (sscanf(buf, "%u %i", &n, &seed) != 2 || n == 0 || n > PAGE_SIZE * 4)
-		return -EINVAL;
-	mutex_lock(&nic->diag_lock);
-	/* The device ignores a start while busy: refuse it here instead. */
-	if (ioread32(nic->bar0 + NPFNIC_REG_DIAG_DMA_STATUS) == NPFNIC_DIAG_DMA_STATUS_BUSY) {
-		mutex_unlock(&nic->diag_lock);
-		return -EBUSY;
-	}
-	data = dma_alloc_coherent(dev, n, &addr, GFP_KERNEL);
-	if (!data) {
-		mutex_unlock(&nic->diag_lock);
-		return -ENOMEM;
-	}
-	memset(data, 0, n);
-	iowrite32(lower_32_bits(addr), nic->bar0 + NPFNIC_REG_DIAG_DMA_ADDR_LO);
-	iowrite32(upper_32_bits(addr), nic->bar0 + NPFNIC_REG_DIAG_DMA_ADDR_HI);
-	iowrite32(n, nic->bar0 + NPFNIC_REG_DIAG_DMA_LEN);
-	iowrite32(seed, nic->bar0 + NPFNIC_REG_DIAG_DMA_SEED);
-	iowrite32(NPFNIC_DIAG_DMA_CTRL_START, nic->bar0 + NPFNIC_REG_DIAG_DMA_CTRL);
-	status = npfnic_diag_dma_wait(nic, NPFNIC_QUIESCE_TIMEOUT_MS);
-	if (status == NPFNIC_DIAG_DMA_STATUS_BUSY) {
-		iowrite32(NPFNIC_DIAG_DMA_CTRL_ABORT, nic->bar0 + NPFNIC_REG_DIAG_DMA_CTRL);
-		status = npfnic_diag_dma_wait(nic, NPFNIC_QUIESCE_TIMEOUT_MS);
-		snprintf(nic->diag_result, sizeof(nic->diag_result), "timed out, status %u\n",
-			 status);
-		if (status == NPFNIC_DIAG_DMA_STATUS_BUSY || status == U32_MAX) {
-			atomic64_inc(&nic->quiesce_timeouts);
-			dev_warn(dev, "diagnostic DMA still busy after abort: its buffer is leaked\n");
-			mutex_unlock(&nic->diag_lock);
-			return -ETIMEDOUT;
-		}
-		err = -ETIMEDOUT;
-		goto out;
-	}
-	if (status != NPFNIC_DIAG_DMA_STATUS_DONE) {
-		snprintf(nic->diag_result, sizeof(nic->diag_result), "status %u\n", status);
-		err = -EIO;
-		goto out;
-	}
-	for (i = 0; i < n; i++) {
-		if (data[i] != npfnic_diag_pattern(seed, i)) {
-			snprintf(nic->diag_result, sizeof(nic->diag_result),
-				 "mismatch at %u\n", i);
-			err = -EIO;
-			goto out;
-		}
-	}
-	snprintf(nic->diag_result, sizeof(nic->diag_result), "ok %u %#x\n", n, seed);
-out:
-	dma_free_coherent(dev, n, data, addr);
-	mutex_unlock(&nic->diag_lock);
-	return err ? err : len;
-}
-
-static ssize_t diag_dma_show(struct device *dev, struct device_attribute *attr, char *buf)
-{
-	struct npfnic *nic = dev_get_drvdata(dev);
-	ssize_t ret;
-
-	mutex_lock(&nic->diag_lock);
-	ret = sysfs_emit(buf, "%s", nic->diag_result[0] ? nic->diag_result : "none\n");
-	mutex_unlock(&nic->diag_lock);
-	return ret;
-}
-static DEVICE_ATTR_RW(diag_dma);
-
-/*
- * Writing "WHAT Q" feeds the device bad input: bad_desc, bad_tail and
- * bad_ring for queue pair Q; with a translating rx_policy also bad_pte
- * (for pair Q), bad_pasid, bad_prgi, prsp_storm and inv_unmapped (Q may
- * be left out for those); with backup, bad_backup_status, bad_backup_queue
- * and bad_backup_desc corrupt the next backup entry as the driver reads it.
- */
-static ssize_t inject_store(struct device *dev, struct device_attribute *attr,
-			    const char *buf, size_t len)
-{
-	struct npfnic *nic = dev_get_drvdata(dev);
-	unsigned int q = 0;
-	char what[24];
-	int err;
-
-	if (sscanf(buf, "%23s %u", what, &q) < 1)
-		return -EINVAL;
-	err = npfnic_inject(nic, what, q);
-	return err ? err : len;
-}
-static DEVICE_ATTR_WO(inject);
-
 /* Writing 1 unmaps and frees every RX buffer page (drop and backup policies). */
 static ssize_t cool_store(struct device *dev, struct device_attribute *attr,
 			  const char *buf, size_t len)
@@ -230,38 +106,9 @@ static ssize_t rx_policy_show(struct device *dev, struct device_attribute *attr,
 }
 static DEVICE_ATTR_RO(rx_policy);
 
-/*
- * Writing N runs N DIAG_ECHO rounds: interrupt, work item, doorbell (the
- * floor of the fault path); reading shows the rounds answered in the run.
- */
-static ssize_t diag_echo_store(struct device *dev, struct device_attribute *attr,
-			       const char *buf, size_t len)
-{
-	unsigned int n, gap_us = 0;
-	int err;
-
-	/* "ROUNDS [GAP_US]": the device waits GAP_US before each round. */
-	if (sscanf(buf, "%u %u", &n, &gap_us) < 1)
-		return -EINVAL;
-	err = npfnic_diag_echo(dev_get_drvdata(dev), n, gap_us);
-	return err ? err : len;
-}
-
-static ssize_t diag_echo_show(struct device *dev, struct device_attribute *attr, char *buf)
-{
-	struct npfnic *nic = dev_get_drvdata(dev);
-
-	return sysfs_emit(buf, "%d\n", atomic_read(&nic->echo_round));
-}
-static DEVICE_ATTR_RW(diag_echo);
-
 static struct attribute *npfnic_attrs[] = {
-	&dev_attr_diag_irq.attr,
-	&dev_attr_diag_dma.attr,
-	&dev_attr_inject.attr,
 	&dev_attr_cool.attr,
 	&dev_attr_rx_policy.attr,
-	&dev_attr_diag_echo.attr,
 	NULL,
 };
 ATTRIBUTE_GROUPS(npfnic);
@@ -343,6 +190,7 @@ static int npfnic_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (err)
 		goto err_irqs;
 
+	npfnic_diag_probe(nic);
 	dev_info(&pdev->dev,
 		 "npfnic bound: %s %pM, %d MSI-X vectors, ATS %s, PRI %s, PASID %s, rx_policy %s\n",
 		 nic->netdev->name, nic->netdev->dev_addr, nic->nvecs,
@@ -366,6 +214,8 @@ static void npfnic_remove(struct pci_dev *pdev)
 {
 	struct npfnic *nic = pci_get_drvdata(pdev);
 
+	/* No test knob may reach a device going away: writes in progress end first. */
+	npfnic_diag_remove(nic);
 	unregister_netdev(nic->netdev);
 	npfnic_free_irqs(nic, nic->nvecs);
 	npfnic_eth_remove(nic);
@@ -386,7 +236,25 @@ static struct pci_driver npfnic_driver = {
 	.remove = npfnic_remove,
 	.dev_groups = npfnic_groups,
 };
-module_pci_driver(npfnic_driver);
+
+static int __init npfnic_init(void)
+{
+	int err;
+
+	npfnic_diag_init();
+	err = pci_register_driver(&npfnic_driver);
+	if (err)
+		npfnic_diag_exit();
+	return err;
+}
+module_init(npfnic_init);
+
+static void __exit npfnic_exit(void)
+{
+	pci_unregister_driver(&npfnic_driver);
+	npfnic_diag_exit();
+}
+module_exit(npfnic_exit);
 
 MODULE_DESCRIPTION("npfnic virtual NIC with network page faults");
 MODULE_LICENSE("GPL");

@@ -407,29 +407,52 @@ func (tb *Testbed) KillHostSockets(ctx context.Context) error {
 	return err
 }
 
-// SysfsPath is a file of the npfnic PCI function in the guest's sysfs.
+// SysfsPath is a file of the npfnic PCI function in the guest's sysfs:
+// the driver's user knobs, cool and rx_policy.
 func (tb *Testbed) SysfsPath(name string) string {
 	return "/sys/bus/pci/devices/" + tb.BDF + "/" + name
 }
 
+// DebugfsPath is one of the driver's test knobs for the function in the
+// guest's debugfs: diag_irq, diag_dma, diag_echo, inject.
+func (tb *Testbed) DebugfsPath(name string) string {
+	return "/sys/kernel/debug/npfnic/" + tb.BDF + "/" + name
+}
+
 // WriteSysfs writes value to one of the function's sysfs files.
 func (tb *Testbed) WriteSysfs(ctx context.Context, name, value string) error {
+	return tb.writeKnob(ctx, tb.SysfsPath(name), value)
+}
+
+// WriteDebugfs writes value to one of the function's debugfs files.
+func (tb *Testbed) WriteDebugfs(ctx context.Context, name, value string) error {
+	return tb.writeKnob(ctx, tb.DebugfsPath(name), value)
+}
+
+// writeKnob writes value and a newline to a driver file in one write.
+func (tb *Testbed) writeKnob(ctx context.Context, file, value string) error {
 	// Through dd: the shell's echo > FILE reports success even when the
 	// kernel refuses the write; dd exits non-zero. dd reads the value
 	// from a file, in one read, so it reaches the kernel in one write:
 	// from a pipe, gosh's echo writes "1" and "\n" separately, and a
 	// second write of "\n" alone failed with EINVAL under load.
-	const tmp = "/tmp/npfnic-sysfs-value"
+	const tmp = "/tmp/npfnic-knob-value"
 	if err := tb.VM.Put(ctx, tmp, []byte(value+"\n"), 0o644); err != nil {
 		return err
 	}
-	_, err := tb.Shell(ctx, fmt.Sprintf("dd if=%s of=%s 2>&1", tmp, tb.SysfsPath(name)))
+	_, err := tb.Shell(ctx, fmt.Sprintf("dd if=%s of=%s 2>&1", tmp, file))
 	return err
 }
 
 // ReadSysfs reads one of the function's sysfs files.
 func (tb *Testbed) ReadSysfs(ctx context.Context, name string) (string, error) {
 	b, err := tb.VM.Get(ctx, tb.SysfsPath(name))
+	return strings.TrimSpace(string(b)), err
+}
+
+// ReadDebugfs reads one of the function's debugfs files.
+func (tb *Testbed) ReadDebugfs(ctx context.Context, name string) (string, error) {
+	b, err := tb.VM.Get(ctx, tb.DebugfsPath(name))
 	return strings.TrimSpace(string(b)), err
 }
 

@@ -322,12 +322,12 @@ func hostIperf(ctx context.Context, tb *testbed.Testbed, n int, reverse bool) er
 	return fmt.Errorf("iperf3 %s: %w", dir, err)
 }
 
-// echo starts rounds DIAG_ECHO rounds through the driver's sysfs file and
+// echo starts rounds DIAG_ECHO rounds through the driver's debugfs file and
 // waits until the device has timed them (samples counts the device's
 // round trips) or the device gave up (no progress for 5 s).
 func echo(ctx context.Context, tb *testbed.Testbed, rounds int, gap time.Duration, samples func() int) error {
 	n0 := samples()
-	if err := tb.WriteSysfs(ctx, "diag_echo", fmt.Sprintf("%d %d", rounds, gap.Microseconds())); err != nil {
+	if err := tb.WriteDebugfs(ctx, "diag_echo", fmt.Sprintf("%d %d", rounds, gap.Microseconds())); err != nil {
 		return err
 	}
 	last, lastMove := n0, time.Now()
@@ -340,8 +340,8 @@ func echo(ctx context.Context, tb *testbed.Testbed, rounds int, gap time.Duratio
 			last, lastMove = n, time.Now()
 		}
 		if time.Since(lastMove) > 5*time.Second+gap {
-			answered, _ := tb.ReadSysfs(ctx, "diag_echo")
-			return fmt.Errorf("%d rounds asked, the device timed %d; no progress for 5 s (sysfs diag_echo reads %q)", rounds, n-n0, answered)
+			answered, _ := tb.ReadDebugfs(ctx, "diag_echo")
+			return fmt.Errorf("%d rounds asked, the device timed %d; no progress for 5 s (debugfs diag_echo reads %q)", rounds, n-n0, answered)
 		}
 		select {
 		case <-ctx.Done():

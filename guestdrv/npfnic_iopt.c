@@ -1,0 +1,393 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * npfnic I/O page tables and invalidation: the translation the device walks
+ * for PASID 0 (x86-64 style, four levels of 4 KiB tables in coherent
+ * memory), built on demand, and the synchronous path that takes
+ * translations away again.
+ *
+ * What is mapped where (see npfnic_npf.c for the policies):
+ *  - RX slot (q, i) is one page at npfnic_rx_va(q, i), allocated, DMA
+ *    mapped and entered writable only when it is needed: by a page request
+ *    (npfnic_fault.c) or a backup frame (npfnic_backup.c).
+ *  - A TX buffer page is entered read-only at its identity VA on its first
+ *    fault and stays, so the identity stays correct.
+ *  - pin enters every RX slot and all of RAM at open.
+ *
+ * Invalidation is a separate, synchronous path, like mlx5's
+ * invalidate_range: clear the PTEs, post RANGE (or PASID) followed by a
+ * WAIT on the invalidation queue, sleep until the device writes the
+ * completion word (INVQ vector). Once that returns 0 no DMA uses, or will
+ * use, a dropped translation, and the pages may go. It never waits for a
+ * page response. cool (sysfs, npfnic_main.c) is its user: it takes every
+ * RX slot page away so the next frames fault again.
+ *
+ * Locking: npf.lock covers the page tables and the RX slot pages (every
+ * function that walks or changes them asserts it); npf.inv_lock the
+ * invalidation queue, nested inside npf.lock where both are held. rtnl
+ * serialises cool with open and stop. NAPI takes no lock: it reads a slot's page with acquire
+ * semantics, and cool disables it while pages go away.
+ */
+
+#include <linux/delay.h>
+#include <linux/dma-mapping.h>
+#include <linux/interrupt.h>
+#include <linux/ioport.h>
+#include <linux/mm.h>
+#include <linux/rtnetlink.h>
+#include <linux/slab.h>
+#include <linux/timekeeping.h>
+
+#include "npfnic.h"
+
+#define NPFNIC_PT_ENTRIES	BIT(NPFNIC_XLAT_LEVEL_BITS)
+#define NPFNIC_INV_TIMEOUT	(5 * HZ)
+
+/* ---- I/O page tables ---- */
+
+static unsigned int npfnic_pt_index(u64 va, int level)
+{
+	return (va >> (NPFNIC_XLAT_PAGE_SHIFT + NPFNIC_XLAT_LEVEL_BITS * (level - 1))) &
+	       (NPFNIC_PT_ENTRIES - 1);
+}
+
+struct npfnic_pt *npfnic_pt_alloc(struct npfnic *nic, bool children)
+{
+	struct device *dev = &nic->pdev->dev;
+	struct npfnic_pt *pt;
+
+	pt = kzalloc(sizeof(*pt), GFP_KERNEL);
+	if (!pt)
+		return NULL;
+	/* Coherent memory comes zeroed: every entry starts not present. */
+	pt->e = dma_alloc_coherent(dev, NPFNIC_PAGE_SIZE, &pt->dma, GFP_KERNEL);
+	if (children)
+		pt->child = kcalloc(NPFNIC_PT_ENTRIES, sizeof(*pt->child), GFP_KERNEL);
+	if (!pt->e || (children && !pt->child)) {
+		if (pt->e)
+			dma_free_coherent(dev, NPFNIC_PAGE_SIZE, pt->e, pt->dma);
+		kfree(pt->child);
+		kfree(pt);
+		return NULL;
+	}
+	atomic64_inc(&nic->nstats.pt_pages);
+	return pt;
+}
+
+void npfnic_pt_free(struct npfnic *nic, struct npfnic_pt *pt)
+{
+	unsigned int i;
+
+	if (!pt)
+		return;
+	if (pt->child) {
+		for (i = 0; i < NPFNIC_PT_ENTRIES; i++)
+			npfnic_pt_free(nic, pt->child[i]);
+		kfree(pt->child);
+	}
+	dma_free_coherent(&nic->pdev->dev, NPFNIC_PAGE_SIZE, pt->e, pt->dma);
+	atomic64_dec(&nic->nstats.pt_pages);
+	kfree(pt);
+}
+
+/*
+ * The leaf entry of va, creating the tables on the way when alloc is set
+ * (NULL when one is missing, or out of memory). Intermediate entries are
+ * present and writable: whether a page is writable is the leaf's call.
+ */
+__le64 *npfnic_pte(struct npfnic *nic, u64 va, bool alloc)
+{
+	struct npfnic_pt *pt = nic->npf.root;
+	int level;
+
+	lockdep_assert_held(&nic->npf.lock);
+	if (!pt)
+		return NULL;
+	for (level = NPFNIC_XLAT_LEVELS; level > 1; level--) {
+		unsigned int idx = npfnic_pt_index(va, level);
+		struct npfnic_pt *next = pt->child[idx];
+
+		if (!next) {
+			if (!alloc)
+				return NULL;
+			next = npfnic_pt_alloc(nic, level - 1 > 1);
+			if (!next)
+				return NULL;
+			pt->child[idx] = next;
+			/* The zeroed table before the entry that lets the device walk it. */
+			dma_wmb();
+			WRITE_ONCE(pt->e[idx], cpu_to_le64((next->dma & NPFNIC_PTE_ADDR_MASK) |
+							   NPFNIC_PTE_PRESENT | NPFNIC_PTE_WRITE));
+		}
+		pt = next;
+	}
+	return &pt->e[npfnic_pt_index(va, 1)];
+}
+
+bool npfnic_pte_present(__le64 *pte)
+{
+	return pte && (le64_to_cpu(READ_ONCE(*pte)) & NPFNIC_PTE_PRESENT);
+}
+
+/* Backs RX slot i of qp with a page, DMA mapped, entered writable. */
+static int npfnic_map_rx_slot(struct npfnic *nic, struct npfnic_qp *qp, u32 i)
+{
+	struct npfnic_rx_slot *slot = &qp->rx_slots[i];
+	struct device *dev = &nic->pdev->dev;
+	struct page *page;
+	dma_addr_t dma;
+	__le64 *pte;
+
+	lockdep_assert_held(&nic->npf.lock);
+	if (slot->page)
+		return 0;
+	pte = npfnic_pte(nic, npfnic_rx_va(qp->idx, i), true);
+	if (!pte)
+		return -ENOMEM;
+	page = alloc_page(GFP_KERNEL);
+	if (!page)
+		return -ENOMEM;
+	dma = dma_map_page(dev, page, 0, PAGE_SIZE, DMA_BIDIRECTIONAL);
+	if (dma_mapping_error(dev, dma)) {
+		__free_page(page);
+		return -ENOMEM;
+	}
+	slot->dma = dma;
+	dma_wmb();
+	WRITE_ONCE(*pte, cpu_to_le64((dma & NPFNIC_PTE_ADDR_MASK) | NPFNIC_PTE_PRESENT |
+				     NPFNIC_PTE_WRITE));
+	/* Pairs with the acquire in NAPI: dma is set before the page shows. */
+	smp_store_release(&slot->page, page);
+	atomic64_inc(&nic->nstats.slot_pages);
+	return 0;
+}
+
+/* Fault resolution: slot i backed, timed as fault_map (alloc + map + PTE). */
+int npfnic_fault_rx_slot(struct npfnic *nic, struct npfnic_qp *qp, u32 i)
+{
+	u64 start = ktime_get_ns();
+	int err;
+
+	lockdep_assert_held(&nic->npf.lock);
+	if (qp->rx_slots[i].page)
+		return 0;
+	err = npfnic_map_rx_slot(nic, qp, i);
+	if (!err)
+		npfnic_since(nic, NPFNIC_HIST_FAULT_MAP, start);
+	return err;
+}
+
+/* Takes slot i's page away (its PTE must be cleared and invalidated). */
+static void npfnic_unmap_rx_slot(struct npfnic *nic, struct npfnic_rx_slot *slot)
+{
+	struct page *page = slot->page;
+
+	if (!page)
+		return;
+	WRITE_ONCE(slot->page, NULL);
+	dma_unmap_page(&nic->pdev->dev, slot->dma, PAGE_SIZE, DMA_BIDIRECTIONAL);
+	__free_page(page);
+	atomic64_dec(&nic->nstats.slot_pages);
+}
+
+void npfnic_free_rx_slots(struct npfnic_qp *qp)
+{
+	struct npfnic_pending *p, *tmp;
+	u32 i;
+
+	list_for_each_entry_safe(p, tmp, &qp->bk_pending, list) {
+		list_del(&p->list);
+		kfree(p);
+	}
+	qp->bk_npending = 0;
+	if (!qp->rx_slots)
+		return;
+	for (i = 0; i < qp->rx_size; i++)
+		npfnic_unmap_rx_slot(qp->nic, &qp->rx_slots[i]);
+	kvfree(qp->rx_slots);
+	qp->rx_slots = NULL;
+}
+
+bool npfnic_is_ram(u64 addr, u64 len)
+{
+	return region_intersects(addr, len, IORESOURCE_SYSTEM_RAM, IORES_DESC_NONE) ==
+	       REGION_INTERSECTS;
+}
+
+/* Enters the RAM page at addr read-only at its identity VA (TX buffers). */
+int npfnic_map_identity(struct npfnic *nic, u64 addr)
+{
+	__le64 *pte;
+
+	lockdep_assert_held(&nic->npf.lock);
+	pte = npfnic_pte(nic, addr, true);
+	if (!pte)
+		return -ENOMEM;
+	if (!npfnic_pte_present(pte))
+		WRITE_ONCE(*pte, cpu_to_le64((addr & NPFNIC_PTE_ADDR_MASK) | NPFNIC_PTE_PRESENT));
+	return 0;
+}
+
+/* pin: every RX slot and all of RAM mapped up front, so nothing faults. */
+int npfnic_pin_all(struct npfnic *nic)
+{
+	unsigned long max_pfn = PHYS_PFN(__pa(high_memory - 1)) + 1;
+	unsigned long pfn, k;
+	int q, err = 0;
+	u32 i;
+
+	mutex_lock(&nic->npf.lock);
+	for (q = 0; q < nic->nqps && !err; q++)
+		for (i = 0; i < nic->qps[q].rx_size && !err; i++)
+			err = npfnic_map_rx_slot(nic, &nic->qps[q], i);
+	for (pfn = 0; pfn < max_pfn && !err; pfn += NPFNIC_PT_ENTRIES) {
+		u64 base = PFN_PHYS(pfn);
+		int r = region_intersects(base, (u64)NPFNIC_PT_ENTRIES << PAGE_SHIFT,
+					  IORESOURCE_SYSTEM_RAM, IORES_DESC_NONE);
+
+		if (r == REGION_DISJOINT)
+			continue;
+		for (k = 0; k < NPFNIC_PT_ENTRIES && !err; k++) {
+			u64 addr = base + ((u64)k << PAGE_SHIFT);
+
+			if (r == REGION_INTERSECTS || npfnic_is_ram(addr, PAGE_SIZE))
+				err = npfnic_map_identity(nic, addr);
+		}
+		cond_resched();
+	}
+	mutex_unlock(&nic->npf.lock);
+	return err;
+}
+
+/* ---- invalidation queue ---- */
+
+static bool npfnic_inv_done(struct npfnic_npf *npf, u32 seq)
+{
+	return (s32)(le32_to_cpu(READ_ONCE(*npf->inv_done)) - seq) >= 0 ||
+	       READ_ONCE(npf->ats_st->error);
+}
+
+/*
+ * Posts an invalidation (RANGE: the given number of pages from addr; PASID) of
+ * PASID 0 followed by a WAIT, and waits for the completion word: on
+ * success no DMA uses, or will use, a dropped translation.
+ */
+int npfnic_invalidate(struct npfnic *nic, u16 op, u64 addr, u64 pages)
+{
+	struct npfnic_npf *npf = &nic->npf;
+	unsigned int waited = 0;
+	u32 seq, head, k;
+	int err = 0;
+
+	mutex_lock(&npf->inv_lock);
+	/* Every earlier invalidation was waited for; space is a formality. */
+	for (;;) {
+		head = le32_to_cpu(READ_ONCE(npf->ats_st->invq_head));
+		if (npf->invq_tail + 2 - head <= NPFNIC_INVQ_SIZE)
+			break;
+		if (waited++ >= NPFNIC_WAIT_MS || READ_ONCE(npf->ats_st->error)) {
+			err = -EBUSY;
+			goto out;
+		}
+		usleep_range(1000, 2000);
+	}
+	seq = ++npf->inv_seq;
+	for (k = 0; k < 2; k++) {
+		struct npfnic_inv_desc *d = &npf->invq[npf->invq_tail++ & (NPFNIC_INVQ_SIZE - 1)];
+
+		memset(d, 0, sizeof(*d));
+		if (k == 0) {
+			d->op = cpu_to_le16(op);
+			d->pasid = 0;
+			d->addr = cpu_to_le64(addr);
+			d->pages = cpu_to_le64(pages);
+		} else {
+			d->op = cpu_to_le16(NPFNIC_INV_OP_WAIT);
+			d->flags = cpu_to_le16(NPFNIC_INV_FLAG_IRQ);
+			d->addr = cpu_to_le64(npf->inv_done_dma);
+			d->data = cpu_to_le32(seq);
+		}
+	}
+	dma_wmb();
+	iowrite32(npf->invq_tail, nic->bar0 + NPFNIC_REG_INVQ_TAIL);
+	atomic64_inc(&nic->nstats.invalidations);
+	if (!wait_event_timeout(npf->inv_wait, npfnic_inv_done(npf, seq), NPFNIC_INV_TIMEOUT)) {
+		atomic64_inc(&nic->nstats.inv_timeouts);
+		dev_err(&nic->pdev->dev, "invalidation %u (op %u at %#llx) timed out\n",
+			seq, op, addr);
+		err = -ETIMEDOUT;
+	}
+out:
+	if (READ_ONCE(npf->ats_st->error)) {
+		dev_err_ratelimited(&nic->pdev->dev, "invalidation queue halted: ATS error %u at %u\n",
+				    le32_to_cpu(READ_ONCE(npf->ats_st->error)),
+				    le32_to_cpu(READ_ONCE(npf->ats_st->error_info)));
+		err = -EIO;
+	}
+	mutex_unlock(&npf->inv_lock);
+	return err;
+}
+
+irqreturn_t npfnic_invq_irq(struct npfnic *nic)
+{
+	wake_up(&nic->npf.inv_wait);
+	return IRQ_HANDLED;
+}
+
+/* ---- cooling the ring ---- */
+
+static int npfnic_cool_qp(struct npfnic *nic, struct npfnic_qp *qp)
+{
+	struct npfnic_npf *npf = &nic->npf;
+	u32 i;
+	int err;
+
+	napi_disable(&qp->napi);
+	mutex_lock(&npf->lock);
+	for (i = 0; i < qp->rx_size; i++) {
+		__le64 *pte = npfnic_pte(nic, npfnic_rx_va(qp->idx, i), false);
+
+		if (pte)
+			WRITE_ONCE(*pte, 0);
+	}
+	err = npfnic_invalidate(nic, NPFNIC_INV_OP_RANGE, npfnic_rx_va(qp->idx, 0), qp->rx_size);
+	for (i = 0; i < qp->rx_size; i++) {
+		struct npfnic_rx_slot *slot = &qp->rx_slots[i];
+		__le64 *pte;
+
+		if (!slot->page)
+			continue;
+		if (!err) {
+			npfnic_unmap_rx_slot(nic, slot);
+			continue;
+		}
+		/* The device may still use the pages: keep them, mapped as before. */
+		pte = npfnic_pte(nic, npfnic_rx_va(qp->idx, i), false);
+		if (pte)
+			WRITE_ONCE(*pte, cpu_to_le64((slot->dma & NPFNIC_PTE_ADDR_MASK) |
+						     NPFNIC_PTE_PRESENT | NPFNIC_PTE_WRITE));
+	}
+	mutex_unlock(&npf->lock);
+	napi_enable(&qp->napi);
+	/* Completions that came while NAPI was off raised no poll. */
+	local_bh_disable();
+	napi_schedule(&qp->napi);
+	local_bh_enable();
+	return err;
+}
+
+int npfnic_cool(struct npfnic *nic)
+{
+	int q, err = 0;
+
+	if (nic->policy != NPFNIC_POLICY_DROP && nic->policy != NPFNIC_POLICY_BACKUP)
+		return -EINVAL;
+	rtnl_lock();
+	if (!netif_running(nic->netdev) || !nic->npf.active)
+		err = -ENETDOWN;
+	for (q = 0; q < nic->nqps && !err; q++)
+		err = npfnic_cool_qp(nic, &nic->qps[q]);
+	if (!err)
+		atomic64_inc(&nic->nstats.cools);
+	rtnl_unlock();
+	return err;
+}
