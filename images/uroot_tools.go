@@ -7,6 +7,6 @@ package images
 // this file, never compiled, keeps the requirement where go mod tidy sees
 // it and pins the version the image cache key is made from.
 import (
-	_ "github.com/u-root/u-root/cmds/core/init"
 	_ "github.com/u-root/u-root/cmds/core/gosh"
+	_ "github.com/u-root/u-root/cmds/core/init"
 )
