@@ -321,15 +321,8 @@ func atcRegister(off uint32) bool {
 // driver does after a disable or reset, for at most hw.QuiesceTimeoutMS.
 func waitCtrlIdle(t testing.TB, c atstest.Regs, reg, busy uint32) {
 	t.Helper()
-	deadline := time.Now().Add(hw.QuiesceTimeoutMS * time.Millisecond)
-	for {
-		v, _ := c.RegRead(reg)
-		if v&busy == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("register %#x still BUSY (%#x) after %d ms", reg, v, hw.QuiesceTimeoutMS)
-		}
-		time.Sleep(50 * time.Microsecond)
+	read := func() uint32 { v, _ := c.RegRead(reg); return v }
+	if v, ok := hw.AwaitQuiesced(read, busy); !ok {
+		t.Fatalf("register %#x still BUSY (%#x) after %d ms", reg, v, hw.QuiesceTimeoutMS)
 	}
 }

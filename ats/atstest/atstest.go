@@ -324,17 +324,11 @@ var ErrBusy = errors.New("atstest: ATS_CTRL stays BUSY")
 // WaitIdle polls ATS_CTRL until BUSY is clear (hw.Quiesce), for at most
 // hw.QuiesceTimeoutMS.
 func (d *Driver) WaitIdle() error {
-	deadline := time.Now().Add(hw.QuiesceTimeoutMS * time.Millisecond)
-	for {
-		v, _ := d.regs.RegRead(hw.RegATSCtrl)
-		if v&hw.ATSCtrlBusy == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return ErrBusy
-		}
-		time.Sleep(20 * time.Microsecond)
+	read := func() uint32 { v, _ := d.regs.RegRead(hw.RegATSCtrl); return v }
+	if _, ok := hw.AwaitQuiesced(read, hw.ATSCtrlBusy); !ok {
+		return ErrBusy
 	}
+	return nil
 }
 
 // Stop is the driver's teardown handshake: it writes ATS_CTRL (RESET when

@@ -127,17 +127,11 @@ var ErrBusy = errors.New("pritest: PRI_CTRL stays BUSY")
 // WaitIdle polls PRI_CTRL until BUSY is clear (hw.Quiesce), for at most
 // hw.QuiesceTimeoutMS.
 func (d *Driver) WaitIdle() error {
-	deadline := time.Now().Add(hw.QuiesceTimeoutMS * time.Millisecond)
-	for {
-		v, _ := d.regs.RegRead(hw.RegPRICtrl)
-		if v&hw.PRICtrlBusy == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return ErrBusy
-		}
-		time.Sleep(20 * time.Microsecond)
+	read := func() uint32 { v, _ := d.regs.RegRead(hw.RegPRICtrl); return v }
+	if _, ok := hw.AwaitQuiesced(read, hw.PRICtrlBusy); !ok {
+		return ErrBusy
 	}
+	return nil
 }
 
 // Stop is the driver's teardown handshake: it writes PRI_CTRL (RESET when

@@ -33,12 +33,8 @@ func (r *faultRig) wrNow(off, v uint32) {
 // most hw.QuiesceTimeoutMS.
 func (r *faultRig) waitClear(off, bit uint32) {
 	r.t.Helper()
-	deadline := time.Now().Add(hw.QuiesceTimeoutMS * time.Millisecond)
-	for r.rd(off)&bit != 0 {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("register %#x: BUSY still set after %d ms", off, hw.QuiesceTimeoutMS)
-		}
-		time.Sleep(50 * time.Microsecond)
+	if _, ok := hw.AwaitQuiesced(func() uint32 { return r.rd(off) }, bit); !ok {
+		r.t.Fatalf("register %#x: BUSY still set after %d ms", off, hw.QuiesceTimeoutMS)
 	}
 }
 

@@ -275,12 +275,11 @@ func (r *faultRig) restart(bmSize uint32) {
 	q := hw.QPBase(0)
 	r.wr(q+hw.QPCtrl, 0)
 	r.wr(hw.RegBackupCtrl, 0)
-	deadline := time.Now().Add(hw.QuiesceTimeoutMS * time.Millisecond)
-	for r.rd(q+hw.QPCtrl)&hw.QPCtrlBusy != 0 || r.rd(hw.RegBackupCtrl)&hw.BackupCtrlBusy != 0 {
-		if time.Now().After(deadline) {
-			r.t.Fatal("pair or backup ring never quiesced")
-		}
-		runtime.Gosched()
+	if _, ok := hw.AwaitQuiesced(func() uint32 { return r.rd(q + hw.QPCtrl) }, hw.QPCtrlBusy); !ok {
+		r.t.Fatal("pair never quiesced")
+	}
+	if _, ok := hw.AwaitQuiesced(func() uint32 { return r.rd(hw.RegBackupCtrl) }, hw.BackupCtrlBusy); !ok {
+		r.t.Fatal("backup ring never quiesced")
 	}
 	for slot := range r.rxSize {
 		if old := r.as.Unmap(rxVA(slot)); old&hw.PTEPresent != 0 {
@@ -312,6 +311,7 @@ func (r *faultRig) restart(bmSize uint32) {
 	}
 	r.wr(q+hw.QPCtrl, hw.QPCtrlEnable)
 	r.rxTail, r.txTail = 0, 0
+	deadline := time.Now().Add(hw.QuiesceTimeoutMS * time.Millisecond)
 	for r.qp(hw.QPStatusRxHead) != 0 || r.header(hw.StatusBackupHead) != 0 {
 		if time.Now().After(deadline) {
 			r.t.Fatal("the new instance never published its status")
