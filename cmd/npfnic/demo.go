@@ -20,7 +20,7 @@ func runDemo(ctx context.Context, args []string) error {
 	opt := addImageFlags(fs)
 	logDir := fs.String("logs", "out/demo", "keep the guest's console log and QMP transcript here")
 	traffic := fs.Duration("traffic", 3*time.Second, "length of each iperf3 direction and of the memaslap run (whole seconds)")
-	coldRing := fs.Bool("cold-ring", true, "end with a short cold-ring experiment (npfnic exp cold-ring: seed 000 Figure 4)")
+	coldRing := fs.Bool("cold-ring", true, "end with a short cold-ring experiment (npfnic exp cold-ring: Lesokhin et al., ASPLOS'17, Figure 4)")
 	coldOut := fs.String("cold-ring-out", "out/demo/cold-ring", "output directory of the short cold-ring experiment")
 	cf := addColdRingFlags(fs, 12*time.Second, "64,256", 20*time.Second)
 	if err := fs.Parse(args); err != nil {
@@ -132,7 +132,7 @@ func runDemo(ctx context.Context, args []string) error {
 		if err := cold.Validate(); err != nil {
 			return err
 		}
-		step("cold ring (seed 000 Figure 4), short: memaslap from a cold RX ring under %s; (a) %d s per policy at %d entries, (b) %d ops at rings %v (cap %.0f s)",
+		step("cold ring (Lesokhin et al., ASPLOS'17, Figure 4), short: memaslap from a cold RX ring under %s; (a) %d s per policy at %d entries, (b) %d ops at rings %v (cap %.0f s)",
 			strings.Join(cold.Policies, ", "), int(cold.StartupTime/time.Second), cold.StartupRing, cold.Ops, cold.Sizes, cold.Cap.Seconds())
 		if err := os.RemoveAll(cold.LogDir); err != nil {
 			return err

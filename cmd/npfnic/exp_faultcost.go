@@ -29,7 +29,7 @@ func runExpFaultCost(ctx context.Context, args []string) error {
 	quiet := addQuietFlag(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: npfnic exp fault-cost [flags]\n\n"+
-			"The cost of a network page fault, stage by stage (seed 000 Figure 3 / Table 4): a TCG guest\n"+
+			"The cost of a network page fault, stage by stage (Lesokhin et al., ASPLOS'17, Figure 3 / Table 4): a TCG guest\n"+
 			"cools its RX ring again and again while TCP runs both ways; the device (served in this\n"+
 			"process) timestamps every page request group: detected, queued, interrupt, response, done.\n"+
 			"DIAG_ECHO then measures an interrupt plus a doorbell from process context, the floor of a\n"+

@@ -39,7 +39,7 @@ func us(d time.Duration) string {
 func Table(c Config, r *Result) string {
 	c.setDefaults()
 	var b strings.Builder
-	fmt.Fprintf(&b, "fault cost (seed 000 Figure 3 / Table 4 style) on npfnic, TCG guest, insmod npfnic.ko %s\n", r.Params)
+	fmt.Fprintf(&b, "fault cost (Lesokhin et al., ASPLOS'17, Figure 3 / Table 4 style) on npfnic, TCG guest, insmod npfnic.ko %s\n", r.Params)
 	fmt.Fprintf(&b, "%d cycles of: cool the RX ring (sysfs cool), %s; %d DIAG_ECHO rounds half-way, %v before each\n", r.Cycles, c.trafficText(), c.EchoRounds, c.EchoGap)
 	fmt.Fprintf(&b, "device-measured stages of each page request group; microseconds\n")
 	floor := NewDist(r.Echo)
