@@ -37,8 +37,8 @@ type invQueue struct {
 	errCode, errInfo uint32
 	errDirty         bool // error not yet written to the status block
 
-	dma      *guestmem.Stream   // the enabled instance's DMA; nil while disabled
-	draining []*guestmem.Stream // stopped instances not known to have quiesced
+	dma      *guestmem.Stream  // the enabled instance's DMA; nil while disabled
+	draining guestmem.Draining // stopped instances not known to have quiesced
 
 	kick chan struct{}
 	quit chan struct{}
@@ -78,22 +78,14 @@ func (q *invQueue) stopDMALocked() {
 		return
 	}
 	q.dma.Stop()
-	q.draining = append(q.draining, q.dma)
+	q.draining.Add(q.dma)
 	q.dma = nil
 }
 
 // busyLocked reports ATS_CTRL.BUSY: an instance is enabled, or a stopped
 // one may still have a unit in flight.
 func (q *invQueue) busyLocked() bool {
-	live := q.draining[:0]
-	for _, s := range q.draining {
-		if !s.Quiesced() {
-			live = append(live, s)
-		}
-	}
-	clear(q.draining[len(live):])
-	q.draining = live
-	return q.dma != nil || len(q.draining) > 0
+	return q.draining.Busy() || q.dma != nil
 }
 
 func (q *invQueue) resetRegsLocked() {
@@ -528,11 +520,7 @@ func (c *Context) WaitQuiesced(ctx context.Context) error {
 	q := &c.q
 	for {
 		q.mu.Lock()
-		q.busyLocked()
-		var done <-chan struct{}
-		if len(q.draining) > 0 {
-			done = q.draining[0].Done()
-		}
+		done := q.draining.Next()
 		q.mu.Unlock()
 		if done == nil {
 			return nil

@@ -30,7 +30,7 @@ type backupRing struct {
 	run atomic.Pointer[backupRun]
 	// draining are the streams of disabled runs that had not quiesced when
 	// last looked at (under regMu): BACKUP_CTRL reads BUSY meanwhile.
-	draining []*guestmem.Stream
+	draining guestmem.Draining
 
 	// Guest-visible counters in the status block header; zeroed by reset.
 	full, tailEvents atomic.Uint32
@@ -99,7 +99,7 @@ func (d *Datapath) BackupReadReg(off uint32) (v uint32, ok bool) {
 		if b.enabled {
 			return hw.BackupCtrlEnable | hw.BackupCtrlBusy, true
 		}
-		if b.drainingLocked() {
+		if b.draining.Busy() {
 			return hw.BackupCtrlBusy, true
 		}
 		return 0, true
@@ -167,21 +167,7 @@ func (b *backupRing) stopLocked() {
 		return
 	}
 	b.d.retire(r.dma)
-	b.draining = append(b.draining, r.dma)
-}
-
-// drainingLocked forgets the disabled runs that quiesced and reports
-// whether any is left. Caller holds regMu.
-func (b *backupRing) drainingLocked() bool {
-	live := b.draining[:0]
-	for _, s := range b.draining {
-		if !s.Quiesced() {
-			live = append(live, s)
-		}
-	}
-	clear(b.draining[len(live):])
-	b.draining = live
-	return len(live) > 0
+	b.draining.Add(r.dma)
 }
 
 // doorbell takes a new BACKUP_TAIL: it may neither move backwards nor post

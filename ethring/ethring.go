@@ -107,7 +107,7 @@ type Datapath struct {
 	// rings) stopped by a disable or reset whose streams have not quiesced
 	// yet: CTRL reads BUSY while any of them has DMA in flight.
 	drainMu  sync.Mutex
-	draining []*guestmem.Stream
+	draining guestmem.Draining
 
 	ctlMu       sync.Mutex // control requests, below
 	ctlGen      uint64     // bumped by Reset: a pending apply is void
@@ -171,7 +171,7 @@ func (d *Datapath) retire(s *guestmem.Stream) {
 // track keeps s for CTRL's BUSY bit until it quiesced.
 func (d *Datapath) track(s *guestmem.Stream) {
 	d.drainMu.Lock()
-	d.draining = append(d.draining, s)
+	d.draining.Add(s)
 	d.drainMu.Unlock()
 }
 
@@ -189,15 +189,7 @@ func (d *Datapath) Busy() bool {
 	}
 	d.drainMu.Lock()
 	defer d.drainMu.Unlock()
-	live := d.draining[:0]
-	for _, s := range d.draining {
-		if !s.Quiesced() {
-			live = append(live, s)
-		}
-	}
-	clear(d.draining[len(live):])
-	d.draining = live
-	return len(live) > 0
+	return d.draining.Busy()
 }
 
 // New builds the datapath and starts its goroutines (the wire reader, if a

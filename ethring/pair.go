@@ -30,7 +30,7 @@ type Pair struct {
 	inst atomic.Pointer[instance]
 	// draining are the streams of retired instances that had not quiesced
 	// when last looked at (under regMu): QP_CTRL reads BUSY meanwhile.
-	draining []*guestmem.Stream
+	draining guestmem.Draining
 
 	statusMu sync.Mutex // orders this pair's status block writes
 	rxMu     sync.Mutex // one frame placed at a time
@@ -77,21 +77,7 @@ func (p *Pair) fireIRQ() {
 func (p *Pair) Busy() bool {
 	p.regMu.Lock()
 	defer p.regMu.Unlock()
-	return p.enabled || p.drainingLocked()
-}
-
-// drainingLocked forgets the retired instances that quiesced and reports
-// whether any is left. Caller holds regMu.
-func (p *Pair) drainingLocked() bool {
-	live := p.draining[:0]
-	for _, s := range p.draining {
-		if !s.Quiesced() {
-			live = append(live, s)
-		}
-	}
-	clear(p.draining[len(live):])
-	p.draining = live
-	return len(live) > 0
+	return p.enabled || p.draining.Busy()
 }
 
 // Index is the pair's number.
@@ -123,7 +109,7 @@ func (p *Pair) ReadReg(off uint32) uint32 {
 		if p.enabled {
 			return hw.QPCtrlEnable | hw.QPCtrlBusy
 		}
-		if p.drainingLocked() {
+		if p.draining.Busy() {
 			return hw.QPCtrlBusy
 		}
 	case hw.QPRxPolicy:
@@ -227,7 +213,7 @@ func (p *Pair) stop() {
 // QP_CTRL's and CTRL's BUSY bits. It never waits. Caller holds regMu.
 func (p *Pair) retireLocked(in *instance) {
 	in.retire()
-	p.draining = append(p.draining, in.dma)
+	p.draining.Add(in.dma)
 	p.d.track(in.dma)
 }
 

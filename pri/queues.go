@@ -43,8 +43,8 @@ type queues struct {
 	unexpected       uint32
 	unexpectedDirty  bool
 
-	dma      *guestmem.Stream   // the enabled instance's DMA; nil while disabled
-	draining []*guestmem.Stream // stopped instances not known to have quiesced
+	dma      *guestmem.Stream  // the enabled instance's DMA; nil while disabled
+	draining guestmem.Draining // stopped instances not known to have quiesced
 }
 
 func (q *queues) resetRegs() {
@@ -61,22 +61,14 @@ func (q *queues) stopDMA() {
 		return
 	}
 	q.dma.Stop()
-	q.draining = append(q.draining, q.dma)
+	q.draining.Add(q.dma)
 	q.dma = nil
 }
 
 // busy reports PRI_CTRL.BUSY: an instance is enabled, or a stopped one may
 // still have a unit in flight.
 func (q *queues) busy() bool {
-	live := q.draining[:0]
-	for _, s := range q.draining {
-		if !s.Quiesced() {
-			live = append(live, s)
-		}
-	}
-	clear(q.draining[len(live):])
-	q.draining = live
-	return q.dma != nil || len(q.draining) > 0
+	return q.draining.Busy() || q.dma != nil
 }
 
 // Quiesced reports whether the PRI queues are neither enabled
@@ -96,11 +88,7 @@ func (e *Engine) Quiesced() bool {
 func (e *Engine) WaitQuiesced(ctx context.Context) error {
 	for {
 		e.mu.Lock()
-		e.q.busy()
-		var done <-chan struct{}
-		if len(e.q.draining) > 0 {
-			done = e.q.draining[0].Done()
-		}
+		done := e.q.draining.Next()
 		e.mu.Unlock()
 		if done == nil {
 			return nil

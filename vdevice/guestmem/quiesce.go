@@ -379,3 +379,34 @@ func (s *Stream) WriteU64(iova uint64, v uint64) error {
 	binary.LittleEndian.PutUint64(b[:], v)
 	return s.write(iova, b[:])
 }
+
+// Draining keeps an engine's stopped streams until they quiesce, for the
+// engine's BUSY bit. The zero value is empty. It is not safe for concurrent
+// use: the engine's register lock guards it.
+type Draining struct{ streams []*Stream }
+
+// Add keeps s (already stopped, or about to be) until it quiesces.
+func (d *Draining) Add(s *Stream) { d.streams = append(d.streams, s) }
+
+// Busy forgets the streams that quiesced and reports whether any is left.
+func (d *Draining) Busy() bool {
+	live := d.streams[:0]
+	for _, s := range d.streams {
+		if !s.Quiesced() {
+			live = append(live, s)
+		}
+	}
+	clear(d.streams[len(live):])
+	d.streams = live
+	return len(live) > 0
+}
+
+// Next returns the Done channel of a stream still draining, or nil when
+// none is (after forgetting those that quiesced): a waiter waits on it and
+// asks again.
+func (d *Draining) Next() <-chan struct{} {
+	if !d.Busy() {
+		return nil
+	}
+	return d.streams[0].Done()
+}

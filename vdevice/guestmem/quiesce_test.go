@@ -290,3 +290,31 @@ func TestStreamStopRace(t *testing.T) {
 		}
 	}
 }
+
+func TestDraining(t *testing.T) {
+	m := New()
+	var d Draining
+	if d.Busy() || d.Next() != nil {
+		t.Fatal("empty Draining is busy")
+	}
+	idle, held := m.NewStream("idle"), m.NewStream("held")
+	if !held.Begin() {
+		t.Fatal("Begin on a running stream")
+	}
+	idle.Stop()
+	held.Stop()
+	d.Add(idle)
+	d.Add(held)
+	if !d.Busy() {
+		t.Fatal("a stream with a unit in flight does not count as draining")
+	}
+	done := d.Next()
+	if done != held.Done() {
+		t.Fatal("Next is not the stream still draining")
+	}
+	held.End()
+	<-done
+	if d.Busy() || d.Next() != nil {
+		t.Fatal("Draining busy after every stream quiesced")
+	}
+}
