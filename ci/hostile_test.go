@@ -26,6 +26,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/npfnic/npfnic/internal/testbed/child"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
@@ -397,8 +398,7 @@ func startNpfnicServe(t *testing.T) *npfnicServer {
 		"--handover-timeout", hostileHandover.String())
 	s.cmd.Stdout = &s.log
 	s.cmd.Stderr = &s.log
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := s.cmd.Start(); err != nil {
+	if err := child.Start(s.cmd, syscall.SIGKILL, true); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
