@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/npfnic/npfnic"
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
-	"github.com/npfnic/npfnic/vdevice/nic"
 )
 
 // VM tests of network page faults: the driver translates RX buffers
@@ -190,9 +190,9 @@ func tailLines(s string, n int) string {
 }
 
 // deviceOf is the in-process npfnic of a testbed.
-func deviceOf(t *testing.T, tb *testbed.Testbed) *nic.NIC {
+func deviceOf(t *testing.T, tb *testbed.Testbed) *npfnic.NIC {
 	t.Helper()
-	n, ok := tb.Device.(*nic.NIC)
+	n, ok := tb.Device.(*npfnic.NIC)
 	if !ok {
 		t.Fatalf("the testbed's device is a %T", tb.Device)
 	}

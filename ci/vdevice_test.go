@@ -12,17 +12,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/npfnic/npfnic"
 	"github.com/npfnic/npfnic/internal/testbed/vm"
-	"github.com/npfnic/npfnic/vdevice"
 	"github.com/npfnic/npfnic/vdevice/hw"
-	"github.com/npfnic/npfnic/vdevice/nic"
+	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
 // configuredNIC serves an npfnic whose capability fields differ from the
 // defaults, so the guest's view can be compared field by field.
 func configuredNIC() vm.InProcessServer {
-	return vm.InProcessServer{New: func(l *slog.Logger) (vdevice.Device, error) {
-		return nic.New(nic.Options{ATSInvalidateQueueDepth: 5, PRIOutstandingCapacity: 64, PASIDWidth: 16, Logger: l})
+	return vm.InProcessServer{New: func(l *slog.Logger) (vfiouser.Device, error) {
+		return npfnic.New(npfnic.Options{ATSInvalidateQueueDepth: 5, PRIOutstandingCapacity: 64, PASIDWidth: 16, Logger: l})
 	}}
 }
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npfnic/npfnic/ethring/wire"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/port"
 )
 
 var benchSizes = []struct {
@@ -67,7 +67,7 @@ func BenchmarkDatapath(b *testing.B) {
 			got := make(chan int, 1)
 			go func() { // and receives them back
 				defer wg.Done()
-				buf := make([]byte, wire.MaxFrameLen)
+				buf := make([]byte, port.MaxFrameLen)
 				n := 0
 				for n < b.N {
 					if _, err := g.peer.Recv(buf); err != nil {
@@ -108,7 +108,7 @@ func benchInline(b *testing.B, size int) {
 	gp := &g.pairs[0]
 	mask := gp.txSize - 1
 	f := frame(size, 1)
-	out := make([]byte, wire.MaxFrameLen)
+	out := make([]byte, port.MaxFrameLen)
 	var c uint32 // frames forwarded
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -210,7 +210,7 @@ func benchTSOInline(b *testing.B) {
 	g.setupPair(0, 256, 8)
 	in := g.inlinePair(0)
 	t := g.setupTSO(b)
-	out := make([]byte, wire.MaxFrameLen)
+	out := make([]byte, port.MaxFrameLen)
 	b.ReportAllocs()
 	b.SetBytes(int64(t.payload))
 	b.ResetTimer()
@@ -243,7 +243,7 @@ func benchTSOThreaded(b *testing.B) {
 	t := g.setupTSO(b)
 	got := make(chan int, 1)
 	go func() {
-		buf := make([]byte, wire.MaxFrameLen)
+		buf := make([]byte, port.MaxFrameLen)
 		n := 0
 		for n < b.N*t.segs {
 			if _, err := g.peer.Recv(buf); err != nil {
@@ -334,7 +334,7 @@ func BenchmarkCopyFloor(b *testing.B) {
 			g := newGuest(b, guestOpts{pairs: 1})
 			g.setupPair(0, 256, 256)
 			in := frame(sz.n, 1)
-			out := make([]byte, wire.MaxFrameLen)
+			out := make([]byte, port.MaxFrameLen)
 			b.ReportAllocs()
 			b.ResetTimer()
 			start := time.Now()
@@ -368,14 +368,14 @@ func TestHotPathAllocations(t *testing.T) {
 	// TX, run synchronously: post without the doorbell (the worker stays
 	// asleep) and drive the engine from here.
 	gp := &g.pairs[0]
-	buf := make([]byte, wire.MaxFrameLen)
+	buf := make([]byte, port.MaxFrameLen)
 	tx := func() {
 		slot := gp.txTail & (gp.txSize - 1)
 		g.writeTxDesc(0, slot, gp.txBufs[slot], 1500, hw.TxdEOP)
 		gp.txTail++
 		in.tx.tail.Store(gp.txTail)
 		in.txRun()
-		if _, err := g.peer.Recv(buf); errors.Is(err, wire.ErrClosed) {
+		if _, err := g.peer.Recv(buf); errors.Is(err, port.ErrClosed) {
 			t.Fatal(err)
 		}
 	}
@@ -412,7 +412,7 @@ func TestHotPathAllocations(t *testing.T) {
 		gp.txTail++
 		in.tx.tail.Store(gp.txTail)
 		in.txRun()
-		if _, err := g.peer.Recv(buf); errors.Is(err, wire.ErrClosed) {
+		if _, err := g.peer.Recv(buf); errors.Is(err, port.ErrClosed) {
 			t.Fatal(err)
 		}
 	}); n != 0 {
@@ -426,7 +426,7 @@ func TestHotPathAllocations(t *testing.T) {
 		in.tx.tail.Store(gp.txTail)
 		in.txRun()
 		for j := 0; j < tso.segs; j++ {
-			if _, err := g.peer.Recv(buf); errors.Is(err, wire.ErrClosed) {
+			if _, err := g.peer.Recv(buf); errors.Is(err, port.ErrClosed) {
 				t.Fatal(err)
 			}
 		}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npfnic/npfnic/ethring/wire"
+	"github.com/npfnic/npfnic/vdevice/port"
 
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
@@ -339,15 +339,15 @@ func (p *flakyPort) Recv(buf []byte) (int, error) {
 		p.sent = true
 		return copy(buf, p.frame), nil
 	}
-	return 0, wire.ErrClosed
+	return 0, port.ErrClosed
 }
 func (p *flakyPort) Close() error { return nil }
 
 // TestWireReaderSurvivesErrors: receive errors are retried; a port that
 // closes takes the link down.
 func TestWireReaderSurvivesErrors(t *testing.T) {
-	port := &flakyPort{fails: 3, frame: frame(60, 1)}
-	d := New(Config{Wire: port, QueuePairs: 1})
+	flaky := &flakyPort{fails: 3, frame: frame(60, 1)}
+	d := New(Config{Wire: flaky, QueuePairs: 1})
 	defer d.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for d.Link() || d.Stats().RxDropsDisabled != 1 {

@@ -4,7 +4,7 @@
 // arming and moderation, and the steering of received frames to a pair. It
 // reads and writes guest memory only through guestmem, using the layouts
 // defined in vdevice/hw, and talks to the outside world only through a
-// wire.Port. The PCI function (vdevice/nic) maps its registers onto the
+// port.Port. The PCI function (package npfnic, the module root) maps its registers onto the
 // methods here. While the PCIe ATS capability is enabled, buffer DMA is
 // translated (package ats) and translation faults become page requests
 // (package pri) handled by each pair's RX policy or by stalling TX; see
@@ -54,11 +54,11 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/ats"
-	"github.com/npfnic/npfnic/ethring/wire"
-	"github.com/npfnic/npfnic/ibrc/clock"
+	"github.com/npfnic/npfnic/internal/clock"
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/port"
 )
 
 // Config sets up a Datapath.
@@ -66,7 +66,7 @@ type Config struct {
 	Mem *guestmem.Memory // guest memory; required
 	// Wire is the Ethernet port; nil leaves the link down. The Datapath
 	// owns it: Close closes it.
-	Wire wire.Port
+	Wire port.Port
 	// QueuePairs is the number of usable pairs, 1..hw.QPMax (0: hw.QPMax).
 	QueuePairs int
 	// Interrupt fires an MSI-X vector (hw.MiscVector, hw.QPVector(q)). It
@@ -90,7 +90,7 @@ type Config struct {
 // Datapath is the Ethernet function's datapath. Create it with New.
 type Datapath struct {
 	mem   *guestmem.Memory
-	wire  wire.Port
+	wire  port.Port
 	log   *slog.Logger
 	clock clock.Clock
 	irq   func(int)
@@ -529,7 +529,7 @@ func (d *Datapath) noteLate(err error) {
 // readWire feeds received frames to Receive until the wire closes.
 func (d *Datapath) readWire() {
 	defer d.wg.Done()
-	buf := make([]byte, wire.MaxFrameLen)
+	buf := make([]byte, port.MaxFrameLen)
 	var backoff time.Duration // while Recv keeps failing
 	for {
 		n, err := d.wire.Recv(buf)
@@ -539,7 +539,7 @@ func (d *Datapath) readWire() {
 				return
 			default:
 			}
-			if errors.Is(err, wire.ErrClosed) {
+			if errors.Is(err, port.ErrClosed) {
 				d.log.Warn("wire closed", "err", err)
 				d.SetLink(false)
 				return

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npfnic/npfnic/ethring/wire"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/port"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,33 +20,33 @@ import (
 type gsoPort struct {
 	mu     sync.Mutex
 	frames [][]byte
-	infos  []*wire.GSOInfo // nil for a plain Send
+	infos  []*port.GSOInfo // nil for a plain Send
 	closed chan struct{}
 	once   sync.Once
 }
 
 func newGSOPort() *gsoPort { return &gsoPort{closed: make(chan struct{})} }
 
-func (p *gsoPort) Send(f []byte) error { return p.SendGSO(f, wire.GSOInfo{}) }
+func (p *gsoPort) Send(f []byte) error { return p.SendGSO(f, port.GSOInfo{}) }
 func (p *gsoPort) CanGSO() bool        { return true }
-func (p *gsoPort) SendGSO(f []byte, gso wire.GSOInfo) error {
+func (p *gsoPort) SendGSO(f []byte, gso port.GSOInfo) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.frames = append(p.frames, append([]byte(nil), f...))
-	var info *wire.GSOInfo
-	if gso != (wire.GSOInfo{}) {
+	var info *port.GSOInfo
+	if gso != (port.GSOInfo{}) {
 		info = &gso
 	}
 	p.infos = append(p.infos, info)
 	return nil
 }
-func (p *gsoPort) Recv([]byte) (int, error) { <-p.closed; return 0, wire.ErrClosed }
+func (p *gsoPort) Recv([]byte) (int, error) { <-p.closed; return 0, port.ErrClosed }
 func (p *gsoPort) Close() error             { p.once.Do(func() { close(p.closed) }); return nil }
 
-func (p *gsoPort) sent() ([][]byte, []*wire.GSOInfo) {
+func (p *gsoPort) sent() ([][]byte, []*port.GSOInfo) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([][]byte(nil), p.frames...), append([]*wire.GSOInfo(nil), p.infos...)
+	return append([][]byte(nil), p.frames...), append([]*port.GSOInfo(nil), p.infos...)
 }
 
 // guestSuperPacket is superPacket as a Linux guest driver hands it over
@@ -104,9 +104,9 @@ func postSuperPacket(g *guest, p pkt, mss, nsegs int, sp []byte) {
 func TestTSOGSO(t *testing.T) {
 	for _, tc := range gsoCases {
 		t.Run(tc.name, func(t *testing.T) {
-			port := newGSOPort()
+			gp := newGSOPort()
 			var capture bytes.Buffer
-			rec, err := wire.NewPcap(port, &capture)
+			rec, err := port.NewPcap(gp, &capture)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +115,7 @@ func TestTSOGSO(t *testing.T) {
 			p := tc.p
 			postSuperPacket(g, p, tc.mss, tc.nsegs, guestSuperPacket(t, p))
 			g.waitFor("tx_tso_frames", func() bool { return g.qstatus(0).TxTSOFrames == 1 })
-			frames, infos := port.sent()
+			frames, infos := gp.sent()
 			if len(frames) != 1 || infos[0] == nil {
 				t.Fatalf("%d frames sent, infos %v", len(frames), infos)
 			}
@@ -124,18 +124,18 @@ func TestTSOGSO(t *testing.T) {
 			// TCP length in the checksum field.
 			want := p.partial(p.build(t))
 			mustEqual(t, "super-packet", frames[0], want)
-			typ := wire.GSOTCPv4
+			typ := port.GSOTCPv4
 			if p.v6 {
-				typ = wire.GSOTCPv6
+				typ = port.GSOTCPv6
 			}
 			if p.cwr {
-				typ |= wire.GSOECN
+				typ |= port.GSOECN
 			}
 			hlen := p.l4Off() + 20
 			if p.tsOpt {
 				hlen += 12
 			}
-			wantInfo := wire.GSOInfo{Type: typ, HdrLen: hlen, GSOSize: tc.mss, CsumStart: p.l4Off(), CsumOffset: 16, NeedsCsum: true}
+			wantInfo := port.GSOInfo{Type: typ, HdrLen: hlen, GSOSize: tc.mss, CsumStart: p.l4Off(), CsumOffset: 16, NeedsCsum: true}
 			if *infos[0] != wantInfo {
 				t.Fatalf("GSO info %+v, want %+v", *infos[0], wantInfo)
 			}
@@ -150,8 +150,8 @@ func TestTSOGSO(t *testing.T) {
 			// Ordinary frames still go with Send.
 			f := frame(100, 3)
 			g.postTX(0, f)
-			g.waitFor("plain frame", func() bool { fs, _ := port.sent(); return len(fs) == 2 })
-			frames, infos = port.sent()
+			g.waitFor("plain frame", func() bool { fs, _ := gp.sent(); return len(fs) == 2 })
+			frames, infos = gp.sent()
 			mustEqual(t, "plain frame", frames[1], f)
 			if infos[1] != nil {
 				t.Fatalf("plain frame sent with %+v", *infos[1])
@@ -167,8 +167,8 @@ func TestTSOGSO(t *testing.T) {
 // TestTSOGSORejected: the rejection rules hold with a GSO wire too.
 func TestTSOGSORejected(t *testing.T) {
 	v4 := pkt{payload: pattern(3000, 1)}
-	port := newGSOPort()
-	g := newGuest(t, guestOpts{pairs: 1, wire: port})
+	gp := newGSOPort()
+	g := newGuest(t, guestOpts{pairs: 1, wire: gp})
 	g.setupPair(0, 32, 32)
 	g.postTXOff(0, txOff{flags: hw.TxdTSO4, mss: 0, start: 34}, superPacket(t, v4))
 	g.postTXOff(0, txOff{flags: hw.TxdTSO6, mss: 1448, start: 34}, superPacket(t, v4))
@@ -177,7 +177,7 @@ func TestTSOGSORejected(t *testing.T) {
 	if st := g.qstatus(0); st.TxDropsBadLen != 3 || st.TxTSOFrames != 0 {
 		t.Fatalf("status %v", st)
 	}
-	if fs, _ := port.sent(); len(fs) != 0 {
+	if fs, _ := gp.sent(); len(fs) != 0 {
 		t.Fatalf("%d frames sent", len(fs))
 	}
 }
@@ -185,17 +185,17 @@ func TestTSOGSORejected(t *testing.T) {
 // TestTSOGSOPcapOverPlainPort: a recorder over a port without GSO does not
 // offer it, so the device segments itself.
 func TestTSOGSOPcapOverPlainPort(t *testing.T) {
-	a, b := wire.Pipe(4)
+	a, b := port.Pipe(4)
 	defer b.Close()
-	rec, err := wire.NewPcap(a, &bytes.Buffer{})
+	rec, err := port.NewPcap(a, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rec.Close()
-	if _, ok := wire.AsGSO(rec); ok {
+	if _, ok := port.AsGSO(rec); ok {
 		t.Fatal("pcap over a pipe offers GSO")
 	}
-	if err := rec.SendGSO(frame(100, 1), wire.GSOInfo{}); err != wire.ErrNoGSO {
+	if err := rec.SendGSO(frame(100, 1), port.GSOInfo{}); err != port.ErrNoGSO {
 		t.Fatalf("SendGSO: %v", err)
 	}
 }
@@ -271,13 +271,13 @@ func ipCmd(t *testing.T, ns string, args ...string) {
 // numbers and flags.
 func TestTSOGSOTAP(t *testing.T) {
 	ns, inNS := netnsTAP(t)
-	var devTAP, sink *wire.TAP
+	var devTAP, sink *port.TAP
 	var err error
 	inNS(func() {
-		if devTAP, err = wire.OpenTAP("gsodev"); err != nil {
+		if devTAP, err = port.OpenTAP("gsodev"); err != nil {
 			return
 		}
-		sink, err = wire.OpenTAP("gsosink")
+		sink, err = port.OpenTAP("gsosink")
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -304,7 +304,7 @@ func TestTSOGSOTAP(t *testing.T) {
 	// discovery, MLD) ignored.
 	got := make(chan []byte, 256)
 	go func() {
-		buf := make([]byte, wire.MaxFrameLen)
+		buf := make([]byte, port.MaxFrameLen)
 		for {
 			n, err := sink.Recv(buf)
 			if err != nil {

@@ -11,11 +11,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/npfnic/npfnic/ethring/wire"
-	"github.com/npfnic/npfnic/ibrc/clock"
+	"github.com/npfnic/npfnic/internal/clock"
 	"github.com/npfnic/npfnic/internal/testutil"
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/port"
 )
 
 // guest is a test driver: guest memory in a memfd (mapped into the device's
@@ -29,7 +29,7 @@ type guest struct {
 	iova uint64 // IOVA of ram[0]
 	next uint64 // bump allocator, offset into ram
 	d    *Datapath
-	peer *wire.PipePort
+	peer *port.PipePort
 	irq  *irqCounter
 	clk  *clock.Virtual // nil: real clock
 	fd   int            // the memfd, to map it again after an unmap
@@ -58,7 +58,7 @@ type guestOpts struct {
 	virtual   bool      // a virtual clock for interrupt moderation
 	depth     int       // pipe depth
 	dropNoBuf bool      // Config.RxDropNoBuf
-	wire      wire.Port // the device's wire instead of the in-memory cable (peer is then nil)
+	wire      port.Port // the device's wire instead of the in-memory cable (peer is then nil)
 }
 
 func newGuest(t testing.TB, o guestOpts) *guest {
@@ -81,12 +81,12 @@ func newGuest(t testing.TB, o guestOpts) *guest {
 	if o.depth == 0 {
 		o.depth = 64
 	}
-	var devEnd wire.Port
-	var peer *wire.PipePort
+	var devEnd port.Port
+	var peer *port.PipePort
 	if o.wire != nil {
 		devEnd = o.wire
 	} else {
-		devEnd, peer = wire.Pipe(o.depth)
+		devEnd, peer = port.Pipe(o.depth)
 	}
 	g := &guest{t: t, mem: mem, ram: ram, iova: guestIOVA, peer: peer, irq: &irqCounter{}, fd: fd}
 	cfg := Config{Mem: mem, Wire: devEnd, QueuePairs: o.pairs, Interrupt: g.irq.fire, RxDropNoBuf: o.dropNoBuf}
@@ -288,7 +288,7 @@ func (g *guest) waitFor(what string, cond func() bool) {
 // recvPeer receives one frame at the far end of the cable.
 func (g *guest) recvPeer() []byte {
 	g.t.Helper()
-	buf := make([]byte, wire.MaxFrameLen)
+	buf := make([]byte, port.MaxFrameLen)
 	type res struct {
 		n   int
 		err error

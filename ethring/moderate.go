@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/npfnic/npfnic/ibrc/clock"
+	"github.com/npfnic/npfnic/internal/clock"
 )
 
 // moderator decides when one MSI-X vector fires. The driver arms it (NAPI

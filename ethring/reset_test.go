@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npfnic/npfnic/ethring/wire"
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/port"
 )
 
 // TestResetWhileTrafficFlows resets the datapath (and, in one variant,
@@ -39,9 +39,9 @@ func TestResetWhileTrafficFlows(t *testing.T) {
 			}()
 			go func() { // and drains
 				defer wg.Done()
-				buf := make([]byte, wire.MaxFrameLen)
+				buf := make([]byte, port.MaxFrameLen)
 				for {
-					if _, err := g.peer.Recv(buf); errors.Is(err, wire.ErrClosed) {
+					if _, err := g.peer.Recv(buf); errors.Is(err, port.ErrClosed) {
 						return
 					}
 				}

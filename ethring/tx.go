@@ -5,9 +5,9 @@ import (
 	"fmt"
 
 	"github.com/npfnic/npfnic/ats"
-	"github.com/npfnic/npfnic/ethring/wire"
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/port"
 )
 
 // txPublishEvery bounds how many frames the TX engine sends before it
@@ -221,7 +221,7 @@ func (in *instance) txSkip(head, tail uint32) uint32 {
 // or above hw.TSOMaxMSS, or headers that are not Ethernet (one optional VLAN
 // tag), IPv4 or IPv6 as flagged, then TCP at csum_start.
 //
-// A valid TSO frame goes whole to a wire that can segment it (wire.AsGSO:
+// A valid TSO frame goes whole to a wire that can segment it (port.AsGSO:
 // a TAP, also behind the pcap recorder, which then records the
 // super-packet), with its IP length, IPv4 header checksum and TCP
 // pseudo-header seed fixed up (tsoGSOPrepare), as QEMU's e1000e does; the
@@ -242,16 +242,16 @@ func (in *instance) txOffloadSend(f []byte, off txOffload) {
 			return
 		}
 		var n int
-		if g, ok := wire.AsGSO(in.p.d.wire); ok && tsoGSOFits(f, t) {
+		if g, ok := port.AsGSO(in.p.d.wire); ok && tsoGSOFits(f, t) {
 			n = tsoGSOPrepare(f, t, off.mss)
-			typ := wire.GSOTCPv4
+			typ := port.GSOTCPv4
 			if t.v6 {
-				typ = wire.GSOTCPv6
+				typ = port.GSOTCPv6
 			}
 			if f[t.l4+13]&tcpFlagCWR != 0 {
-				typ |= wire.GSOECN
+				typ |= port.GSOECN
 			}
-			in.txSendGSO(g, f, wire.GSOInfo{Type: typ, HdrLen: t.hlen, GSOSize: off.mss,
+			in.txSendGSO(g, f, port.GSOInfo{Type: typ, HdrLen: t.hlen, GSOSize: off.mss,
 				CsumStart: t.l4, CsumOffset: 16, NeedsCsum: true})
 		} else {
 			n = tsoSegments(f, t, off.mss, in.txb.hdr[:], in.txSend)
@@ -295,7 +295,7 @@ func (in *instance) txSend(frame []byte) {
 // it. It counts as one frame of len(frame) bytes in tx_frames/tx_bytes
 // (what the device handed the wire); tx_tso_segments counts the segments
 // the host will cut.
-func (in *instance) txSendGSO(g wire.GSOPort, frame []byte, gso wire.GSOInfo) {
+func (in *instance) txSendGSO(g port.GSOPort, frame []byte, gso port.GSOInfo) {
 	p := in.p
 	if err := g.SendGSO(frame, gso); err != nil {
 		p.st.txSendErrors.Add(1)

@@ -38,8 +38,8 @@ package ibrc
 import (
 	"sync"
 
-	"github.com/npfnic/npfnic/ibrc/clock"
 	"github.com/npfnic/npfnic/ibrc/rocev2"
+	"github.com/npfnic/npfnic/internal/clock"
 )
 
 // FaultPolicy is how the responder recovers from a receive fault.

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
-	"github.com/npfnic/npfnic/ibrc/clock"
 	"github.com/npfnic/npfnic/ibrc/memsim"
 	"github.com/npfnic/npfnic/ibrc/rocev2"
+	"github.com/npfnic/npfnic/internal/clock"
 )
 
 const peerQPN = 0x99

@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
-	"github.com/npfnic/npfnic/ibrc/clock"
 	"github.com/npfnic/npfnic/ibrc/memsim"
 	"github.com/npfnic/npfnic/ibrc/rocev2"
 	"github.com/npfnic/npfnic/ibrc/simlink"
+	"github.com/npfnic/npfnic/internal/clock"
 )
 
 // TestRealClockConcurrent runs the engines as live use does: the real

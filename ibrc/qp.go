@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/npfnic/npfnic/ibrc/clock"
 	"github.com/npfnic/npfnic/ibrc/rocev2"
+	"github.com/npfnic/npfnic/internal/clock"
 )
 
 // QPInit are the creation parameters of a QP.

@@ -11,11 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/npfnic/npfnic"
 	"github.com/npfnic/npfnic/ats"
-	"github.com/npfnic/npfnic/ethring/wire"
-	"github.com/npfnic/npfnic/vdevice"
 	"github.com/npfnic/npfnic/vdevice/hw"
-	"github.com/npfnic/npfnic/vdevice/nic"
+	"github.com/npfnic/npfnic/vdevice/port"
+	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
 // runServe implements `npfnic serve --socket PATH`: it serves one npfnic
@@ -25,7 +25,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	socket := fs.String("socket", "", "path of the vfio-user UNIX socket to create (required)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	wireSpec := fs.String("wire", "", "Ethernet port: "+wire.SpecHelp+" (none: link down)")
+	wireSpec := fs.String("wire", "", "Ethernet port: "+port.SpecHelp+" (none: link down)")
 	macFlag := fs.String("mac", "", "MAC address (default: 52:54:00:xx:xx:xx derived from the socket path)")
 	pcap := fs.String("pcap", "", "record every frame of the port, both directions, in this pcap file (needs --wire)")
 	queues := fs.Int("queues", hw.QPMax, fmt.Sprintf("number of queue pairs, 1..%d", hw.QPMax))
@@ -70,32 +70,32 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	if *wireSpec != "" {
 		// Reject a bad spec before touching the network or the socket.
-		if _, err := wire.ParseSpec(*wireSpec); err != nil {
+		if _, err := port.ParseSpec(*wireSpec); err != nil {
 			return fmt.Errorf("serve: --wire: %w", err)
 		}
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
-	var port wire.Port
+	var wirePort port.Port
 	if *wireSpec != "" {
-		p, err := wire.OpenRecorded(*wireSpec, *pcap, logger.With("part", "wire"))
+		p, err := port.OpenRecorded(*wireSpec, *pcap, logger.With("part", "wire"))
 		if err != nil {
 			return fmt.Errorf("serve: --wire: %w", err)
 		}
-		port = p
+		wirePort = p
 	}
 	if *atc < 0 || *atc > hw.ATCCapacityMax {
 		return fmt.Errorf("serve: --atc-entries %d: want 0..%d", *atc, hw.ATCCapacityMax)
 	}
-	dev, err := nic.New(nic.Options{Logger: logger, Wire: port, MAC: mac, MACSeed: *socket, QueuePairs: *queues,
+	dev, err := npfnic.New(npfnic.Options{Logger: logger, Wire: wirePort, MAC: mac, MACSeed: *socket, QueuePairs: *queues,
 		ATCCapacity: *atc})
 	if err != nil {
-		if port != nil {
-			port.Close()
+		if wirePort != nil {
+			wirePort.Close()
 		}
 		return err
 	}
 	// Close stops the datapath and closes the wire, completing a pcap.
 	defer dev.Close()
-	return vdevice.ListenAndServeOptions(ctx, *socket, dev, vdevice.Options{Logger: logger,
+	return vfiouser.ListenAndServeOptions(ctx, *socket, dev, vfiouser.Options{Logger: logger,
 		HandshakeTimeout: *handshake, StallTimeout: *stall, HandoverTimeout: *handover})
 }

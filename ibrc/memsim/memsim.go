@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
-	"github.com/npfnic/npfnic/ibrc/clock"
+	"github.com/npfnic/npfnic/internal/clock"
 )
 
 // ErrOutOfRange is returned for an access outside the memory (an access

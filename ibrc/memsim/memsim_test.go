@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
-	"github.com/npfnic/npfnic/ibrc/clock"
+	"github.com/npfnic/npfnic/internal/clock"
 )
 
 func TestFaultsAndPager(t *testing.T) {

@@ -28,10 +28,10 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
-	"github.com/npfnic/npfnic/ibrc/clock"
 	"github.com/npfnic/npfnic/ibrc/memsim"
 	"github.com/npfnic/npfnic/ibrc/rocev2"
 	"github.com/npfnic/npfnic/ibrc/simlink"
+	"github.com/npfnic/npfnic/internal/clock"
 )
 
 // Config parameterizes the sweep.

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
-	"github.com/npfnic/npfnic/ibrc/clock"
+	"github.com/npfnic/npfnic/internal/clock"
 )
 
 // Action is what the link does with one frame.

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npfnic/npfnic/ibrc/clock"
+	"github.com/npfnic/npfnic/internal/clock"
 )
 
 func TestTimingAndOrder(t *testing.T) {

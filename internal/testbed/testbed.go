@@ -30,7 +30,7 @@ import (
 	"github.com/npfnic/npfnic/internal/testbed/hostnet"
 	"github.com/npfnic/npfnic/internal/testbed/vm"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
-	"github.com/npfnic/npfnic/vdevice"
+	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
 // Testbed is one TCG guest with one npfnic device served in this process,
@@ -49,8 +49,8 @@ type Testbed struct {
 	IfName, BDF string
 	// Params are the driver's current module parameters.
 	Params string
-	// Device is the in-process device model (a *nic.NIC).
-	Device vdevice.Device
+	// Device is the in-process device model (a *npfnic.NIC).
+	Device vfiouser.Device
 	// LogDir holds the guest's console log, QMP transcript and the device
 	// server's log.
 	LogDir string
@@ -58,7 +58,7 @@ type Testbed struct {
 	Boot time.Duration
 
 	tap    *hostnet.Link
-	dev    *vdevice.Device
+	dev    *vfiouser.Device
 	loaded bool
 	closed sync.Once
 }
@@ -142,7 +142,7 @@ func Start(ctx context.Context, c Config) (tb *Testbed, err error) {
 	}
 	tb = &Testbed{
 		HostIP: fmt.Sprintf("10.79.%d.1", c.Subnet), GuestIP: fmt.Sprintf("10.79.%d.2", c.Subnet),
-		LogDir: c.LogDir, dev: new(vdevice.Device),
+		LogDir: c.LogDir, dev: new(vfiouser.Device),
 	}
 	defer func() {
 		if err != nil {

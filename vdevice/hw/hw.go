@@ -136,7 +136,7 @@ const QPVectorC = "(1 + (q))"
 // Datapath values.
 const (
 	// QPMax is the number of queue pairs (REG_QP_MAX). Registers for all of
-	// them exist; a device may be built with fewer enabled (nic.Options).
+	// them exist; a device may be built with fewer enabled (npfnic.Options).
 	QPMax = 4
 
 	CtrlEnable = 1 << 0 // datapath on

@@ -150,7 +150,7 @@ type Config struct {
 	LogDir string
 	// NPFNICServer makes the device server for the npfnic NIC, its
 	// Ethernet port on the given wire spec ("tap:IFNAME", see package
-	// ethring/wire); default InProcessNPFNIC.
+	// vdevice/port); default InProcessNPFNIC.
 	NPFNICServer func(wire string) (vm.DeviceServer, error)
 	// Progress receives one line per step; nil is quiet.
 	Progress io.Writer

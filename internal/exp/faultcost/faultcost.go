@@ -27,12 +27,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/npfnic/npfnic"
 	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/hw"
-	"github.com/npfnic/npfnic/vdevice/nic"
 )
 
 // Config is one run.
@@ -176,7 +176,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 		return nil, err
 	}
 	defer tb.Close()
-	dev, ok := tb.Device.(*nic.NIC)
+	dev, ok := tb.Device.(*npfnic.NIC)
 	if !ok {
 		return nil, fmt.Errorf("faultcost: the in-process device is a %T, not an npfnic NIC", tb.Device)
 	}

@@ -6,19 +6,19 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/npfnic/npfnic/ethring/wire"
-	"github.com/npfnic/npfnic/vdevice"
-	"github.com/npfnic/npfnic/vdevice/nic"
+	"github.com/npfnic/npfnic"
+	"github.com/npfnic/npfnic/vdevice/port"
+	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
 // InProcessServer serves a device from a vfio-user server inside the test
 // (or npfnic) process, so a test can look at the device model directly.
 type InProcessServer struct {
 	// New creates the device; nil creates an npfnic NIC with defaults.
-	New func(log *slog.Logger) (vdevice.Device, error)
+	New func(log *slog.Logger) (vfiouser.Device, error)
 	// Device, if set, receives the device New created.
-	Device *vdevice.Device
-	// Wire attaches the default NIC's Ethernet port (wire.ParseSpec syntax,
+	Device *vfiouser.Device
+	// Wire attaches the default NIC's Ethernet port (port.ParseSpec syntax,
 	// as `npfnic serve --wire`); empty leaves the link down. Pcap, if set,
 	// records the port's frames in that file. Both are ignored when New is
 	// set.
@@ -31,18 +31,18 @@ func (s InProcessServer) Start(ctx context.Context, socketPath string, log io.Wr
 	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	newDev := s.New
 	if newDev == nil {
-		newDev = func(l *slog.Logger) (vdevice.Device, error) {
-			var port wire.Port
+		newDev = func(l *slog.Logger) (vfiouser.Device, error) {
+			var wirePort port.Port
 			if s.Wire != "" {
-				p, err := wire.OpenRecorded(s.Wire, s.Pcap, l)
+				p, err := port.OpenRecorded(s.Wire, s.Pcap, l)
 				if err != nil {
 					return nil, err
 				}
-				port = p
+				wirePort = p
 			}
-			n, err := nic.New(nic.Options{Logger: l, Wire: port, MACSeed: socketPath})
-			if err != nil && port != nil {
-				port.Close()
+			n, err := npfnic.New(npfnic.Options{Logger: l, Wire: wirePort, MACSeed: socketPath})
+			if err != nil && wirePort != nil {
+				wirePort.Close()
 			}
 			return n, err
 		}
@@ -61,12 +61,12 @@ func (s InProcessServer) Start(ctx context.Context, socketPath string, log io.Wr
 	if s.Device != nil {
 		*s.Device = dev
 	}
-	srv, err := vdevice.NewServer(dev, vdevice.Options{Logger: logger})
+	srv, err := vfiouser.NewServer(dev, vfiouser.Options{Logger: logger})
 	if err != nil {
 		closeDev()
 		return nil, err
 	}
-	l, err := vdevice.Listen(socketPath)
+	l, err := vfiouser.Listen(socketPath)
 	if err != nil {
 		closeDev()
 		return nil, err

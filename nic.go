@@ -1,6 +1,6 @@
-// Package nic is the npfnic PCI function: it assembles the configuration
+// Package npfnic is the npfnic PCI function: it assembles the configuration
 // space (with ATS, PRI and PASID), the BAR0 register file defined in
-// package hw and the MSI-X BAR, and implements vdevice.Device on top of
+// package hw and the MSI-X BAR, and implements vfiouser.Device on top of
 // them. Besides identification, scratch and diagnostic registers, BAR0
 // carries the Ethernet datapath's registers, which this package decodes
 // and hands to ethring (the rings, status block and interrupts live
@@ -16,7 +16,7 @@
 // goroutine through the guest-memory layer, never inside a request handler,
 // so a fault or a slow DMA_WRITE round trip can not stall the vfio-user
 // socket.
-package nic
+package npfnic
 
 import (
 	"encoding/binary"
@@ -31,11 +31,11 @@ import (
 
 	"github.com/npfnic/npfnic/ats"
 	"github.com/npfnic/npfnic/ethring"
-	"github.com/npfnic/npfnic/ethring/wire"
 	"github.com/npfnic/npfnic/pcie"
 	"github.com/npfnic/npfnic/pri"
-	"github.com/npfnic/npfnic/vdevice"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/port"
+	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
 // Options configure the function. Zero values take the defaults.
@@ -47,7 +47,7 @@ type Options struct {
 
 	// Wire is the Ethernet port; nil leaves the link down. The NIC owns it
 	// and closes it in Close.
-	Wire wire.Port
+	Wire port.Port
 	// MAC is the station address; default DefaultMAC(MACSeed).
 	MAC     net.HardwareAddr
 	MACSeed string
@@ -79,7 +79,7 @@ type NIC struct {
 	cfg *pcie.Space
 	log *slog.Logger
 
-	host     vdevice.Host
+	host     vfiouser.Host
 	attached atomic.Bool
 
 	mu        sync.Mutex // register file and MSI-X table
@@ -95,7 +95,7 @@ type NIC struct {
 	dmaWG     sync.WaitGroup
 
 	mac         net.HardwareAddr
-	wire        wire.Port
+	wire        port.Port
 	queuePairs  int
 	rxDropNoBuf bool
 	statusAddr  uint64 // STATUS_ADDR_LO/HI as written (under mu)
@@ -210,25 +210,25 @@ func New(o Options) (*NIC, error) {
 // Config exposes the configuration space to the device model's parts.
 func (n *NIC) Config() *pcie.Space { return n.cfg }
 
-// Info implements vdevice.Device.
-func (n *NIC) Info() vdevice.Info {
-	regions := make([]vdevice.Region, vdevice.NumPCIRegions)
-	rw := uint32(vdevice.RegionFlagRead | vdevice.RegionFlagWrite)
-	regions[hw.RegBAR] = vdevice.Region{Size: hw.RegBARSize, Flags: rw}
-	regions[hw.MSIXBAR] = vdevice.Region{Size: hw.MSIXBARSize, Flags: rw}
-	regions[vdevice.RegionConfig] = vdevice.Region{Size: pcie.Size, Flags: rw}
-	irqs := make([]vdevice.IRQ, vdevice.NumPCIIRQs)
-	irqs[vdevice.IRQIntx] = vdevice.IRQ{Count: 1, Flags: vdevice.IRQInfoEventfd | vdevice.IRQInfoMaskable | vdevice.IRQInfoAutomasked}
-	irqs[vdevice.IRQMSI] = vdevice.IRQ{Count: 0, Flags: vdevice.IRQInfoEventfd} // no MSI capability
-	irqs[vdevice.IRQMSIX] = vdevice.IRQ{Count: hw.MSIXVectors, Flags: vdevice.IRQInfoEventfd}
-	irqs[vdevice.IRQErr] = vdevice.IRQ{Count: 1, Flags: vdevice.IRQInfoEventfd}
-	irqs[vdevice.IRQReq] = vdevice.IRQ{Count: 1, Flags: vdevice.IRQInfoEventfd}
-	return vdevice.Info{Regions: regions, IRQs: irqs, Reset: true}
+// Info implements vfiouser.Device.
+func (n *NIC) Info() vfiouser.Info {
+	regions := make([]vfiouser.Region, vfiouser.NumPCIRegions)
+	rw := uint32(vfiouser.RegionFlagRead | vfiouser.RegionFlagWrite)
+	regions[hw.RegBAR] = vfiouser.Region{Size: hw.RegBARSize, Flags: rw}
+	regions[hw.MSIXBAR] = vfiouser.Region{Size: hw.MSIXBARSize, Flags: rw}
+	regions[vfiouser.RegionConfig] = vfiouser.Region{Size: pcie.Size, Flags: rw}
+	irqs := make([]vfiouser.IRQ, vfiouser.NumPCIIRQs)
+	irqs[vfiouser.IRQIntx] = vfiouser.IRQ{Count: 1, Flags: vfiouser.IRQInfoEventfd | vfiouser.IRQInfoMaskable | vfiouser.IRQInfoAutomasked}
+	irqs[vfiouser.IRQMSI] = vfiouser.IRQ{Count: 0, Flags: vfiouser.IRQInfoEventfd} // no MSI capability
+	irqs[vfiouser.IRQMSIX] = vfiouser.IRQ{Count: hw.MSIXVectors, Flags: vfiouser.IRQInfoEventfd}
+	irqs[vfiouser.IRQErr] = vfiouser.IRQ{Count: 1, Flags: vfiouser.IRQInfoEventfd}
+	irqs[vfiouser.IRQReq] = vfiouser.IRQ{Count: 1, Flags: vfiouser.IRQInfoEventfd}
+	return vfiouser.Info{Regions: regions, IRQs: irqs, Reset: true}
 }
 
-// Attach implements vdevice.Device. It starts the datapath: from here on
+// Attach implements vfiouser.Device. It starts the datapath: from here on
 // the wire is read (frames are dropped until the driver enables a queue).
-func (n *NIC) Attach(h vdevice.Host) {
+func (n *NIC) Attach(h vfiouser.Host) {
 	n.host = h
 	if h.Log != nil {
 		n.log = h.Log
@@ -284,7 +284,7 @@ func (n *NIC) PRI() *pri.Engine { return n.pri.Load() }
 // MAC returns the station address.
 func (n *NIC) MAC() net.HardwareAddr { return append(net.HardwareAddr(nil), n.mac...) }
 
-// ClientDisconnected implements vdevice.Disconnecter: every engine stops
+// ClientDisconnected implements vfiouser.Disconnecter: every engine stops
 // (the client's memory is already gone, so any DMA still in flight faults
 // harmlessly) and is waited for, bounded; config space is kept for the
 // next client, which resets the device anyway, and translation and PRI
@@ -337,7 +337,7 @@ func (n *NIC) Close() error {
 	return err
 }
 
-// Reset implements vdevice.Device (DEVICE_RESET, a function reset): config
+// Reset implements vfiouser.Device (DEVICE_RESET, a function reset): config
 // space and registers return to their power-on values; a diagnostic DMA in
 // flight is aborted (its status reads ABORTED once it stopped).
 //
@@ -379,10 +379,10 @@ func (n *NIC) resetMSIXTable() {
 // WaitDMA blocks until no diagnostic DMA goroutine runs (tests, shutdown).
 func (n *NIC) WaitDMA() { n.dmaWG.Wait() }
 
-// RegionRead implements vdevice.Device.
+// RegionRead implements vfiouser.Device.
 func (n *NIC) RegionRead(index int, off uint64, p []byte) error {
 	switch index {
-	case vdevice.RegionConfig:
+	case vfiouser.RegionConfig:
 		return n.cfg.Read(int(off), p)
 	case hw.RegBAR:
 		n.readRegs(off, p)
@@ -394,10 +394,10 @@ func (n *NIC) RegionRead(index int, off uint64, p []byte) error {
 	return unix.EINVAL
 }
 
-// RegionWrite implements vdevice.Device.
+// RegionWrite implements vfiouser.Device.
 func (n *NIC) RegionWrite(index int, off uint64, p []byte) error {
 	switch index {
-	case vdevice.RegionConfig:
+	case vfiouser.RegionConfig:
 		return n.cfg.Write(int(off), p)
 	case hw.RegBAR:
 		n.writeRegs(off, p)
@@ -666,7 +666,7 @@ func (n *NIC) readMSIX(off uint64, p []byte) {
 			bit := (a - hw.MSIXPBAOffset) * 8
 			var v byte
 			for j := uint64(0); j < 8 && bit+j < hw.MSIXVectors; j++ {
-				if n.attached.Load() && n.host.IRQ.Pending(vdevice.IRQMSIX, int(bit+j)) {
+				if n.attached.Load() && n.host.IRQ.Pending(vfiouser.IRQMSIX, int(bit+j)) {
 					v |= 1 << j
 				}
 			}

@@ -1,4 +1,4 @@
-package vdevice
+package vfiouser
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-// Package vdevice serves one virtual PCI function to a vfio-user client
+// Package vfiouser serves one virtual PCI function to a vfio-user client
 // (QEMU's vfio-user-pci) over a UNIX socket. It owns the protocol: message
 // codec, the socket loop, the DMA region table handed to the device as its
 // guest memory, interrupt eventfds, reset, and disconnect/reconnect. The
@@ -11,7 +11,7 @@
 // only reachable through DMA_READ/DMA_WRITE, because the reply to those
 // arrives on that same socket. Device work that touches guest memory runs
 // on the device's own goroutines.
-package vdevice
+package vfiouser
 
 import (
 	"log/slog"

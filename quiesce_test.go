@@ -1,4 +1,4 @@
-package nic
+package npfnic
 
 import (
 	"encoding/binary"
@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/ats/atstest"
-	"github.com/npfnic/npfnic/ethring/wire"
 	"github.com/npfnic/npfnic/pcie"
 	"github.com/npfnic/npfnic/pri"
-	"github.com/npfnic/npfnic/vdevice"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/port"
+	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
 // TestDeviceResetTurnsTranslationOff is finding 2: after DEVICE_RESET
@@ -112,14 +112,14 @@ func diagRig(t *testing.T) (*NIC, *atstest.Guest, *atstest.Remote) {
 	g := atstest.NewGuest(t, 1<<20)
 	rem := g.AddRemote(remoteBase, 4*4096)
 	t.Cleanup(rem.Release)
-	dev, _ := wire.Pipe(4)
+	dev, _ := port.Pipe(4)
 	n, err := New(Options{Wire: dev, QueuePairs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.Attach(vdevice.Host{IRQ: &vecIRQ{count: map[int]int{}, wake: map[int]chan struct{}{}}, Mem: g.Mem})
+	n.Attach(vfiouser.Host{IRQ: &vecIRQ{count: map[int]int{}, wake: map[int]chan struct{}{}}, Mem: g.Mem})
 	t.Cleanup(func() { n.Close() })
-	if err := n.RegionWrite(vdevice.RegionConfig, pcie.OffCommand, []byte{0x06, 0}); err != nil {
+	if err := n.RegionWrite(vfiouser.RegionConfig, pcie.OffCommand, []byte{0x06, 0}); err != nil {
 		t.Fatal(err)
 	}
 	return n, g, rem

@@ -1,4 +1,4 @@
-package vdevice_test
+package vfiouser_test
 
 import (
 	"bytes"
@@ -19,10 +19,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/npfnic/npfnic"
 	"github.com/npfnic/npfnic/pcie"
-	"github.com/npfnic/npfnic/vdevice"
 	"github.com/npfnic/npfnic/vdevice/hw"
-	"github.com/npfnic/npfnic/vdevice/nic"
+	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
 func TestVersionNegotiation(t *testing.T) {
@@ -34,7 +34,7 @@ func TestVersionNegotiation(t *testing.T) {
 		closes    bool
 		check     func(t *testing.T, caps map[string]any)
 	}{
-		{name: "qemu caps", payload: vdevice.Version{JSON: qemuCapsJSON()}.Append(nil),
+		{name: "qemu caps", payload: vfiouser.Version{JSON: qemuCapsJSON()}.Append(nil),
 			check: func(t *testing.T, caps map[string]any) {
 				for _, k := range []string{"max_msg_fds", "max_data_xfer_size", "pgsizes", "max_dma_maps", "write_multiple"} {
 					if _, ok := caps[k]; !ok {
@@ -75,18 +75,18 @@ func TestVersionNegotiation(t *testing.T) {
 		{name: "with fd", payload: []byte{0, 0, 0, 0}, fds: true, wantErrno: unix.EINVAL},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, vdevice.Options{})
+			f := newFixture(t, vfiouser.Options{})
 			var fds []int
 			if tc.fds {
 				fds = []int{eventfd(t)}
 			}
-			r := f.c.call(vdevice.CmdVersion, 0, tc.payload, fds)
+			r := f.c.call(vfiouser.CmdVersion, 0, tc.payload, fds)
 			if tc.wantErrno != 0 {
-				if r.Flags&vdevice.FlagError == 0 || unix.Errno(r.Error) != tc.wantErrno {
+				if r.Flags&vfiouser.FlagError == 0 || unix.Errno(r.Error) != tc.wantErrno {
 					t.Fatalf("flags %#x errno %v want %v", r.Flags, unix.Errno(r.Error), tc.wantErrno)
 				}
 			} else {
-				v, err := vdevice.DecodeVersion(r.payload)
+				v, err := vfiouser.DecodeVersion(r.payload)
 				if err != nil || v.Major != 0 || v.Minor != 0 {
 					t.Fatalf("version reply %+v %v", v, err)
 				}
@@ -113,61 +113,61 @@ func TestVersionNegotiation(t *testing.T) {
 }
 
 func TestVersionOrdering(t *testing.T) {
-	f := newFixture(t, vdevice.Options{})
-	f.c.callErr(vdevice.CmdDeviceGetInfo, make([]byte, 16), nil, unix.EINVAL)
+	f := newFixture(t, vfiouser.Options{})
+	f.c.callErr(vfiouser.CmdDeviceGetInfo, make([]byte, 16), nil, unix.EINVAL)
 	f.c.negotiate()
-	f.c.callErr(vdevice.CmdVersion, []byte{0, 0, 0, 0}, nil, unix.EINVAL)
+	f.c.callErr(vfiouser.CmdVersion, []byte{0, 0, 0, 0}, nil, unix.EINVAL)
 }
 
 func TestDeviceInfoAndRegions(t *testing.T) {
-	f := newFixture(t, vdevice.Options{})
+	f := newFixture(t, vfiouser.Options{})
 	c := f.c
 	c.negotiate()
 
-	r := c.call(vdevice.CmdDeviceGetInfo, 0, vdevice.DeviceInfoMsg{Argsz: 16}.Append(nil), nil)
-	info, err := vdevice.DecodeDeviceInfo(r.payload)
-	if err != nil || info.Flags != vdevice.DeviceFlagPCI|vdevice.DeviceFlagReset || info.NumRegions != 9 || info.NumIRQs != 5 {
+	r := c.call(vfiouser.CmdDeviceGetInfo, 0, vfiouser.DeviceInfoMsg{Argsz: 16}.Append(nil), nil)
+	info, err := vfiouser.DecodeDeviceInfo(r.payload)
+	if err != nil || info.Flags != vfiouser.DeviceFlagPCI|vfiouser.DeviceFlagReset || info.NumRegions != 9 || info.NumIRQs != 5 {
 		t.Fatalf("device info %+v %v", info, err)
 	}
-	c.callErr(vdevice.CmdDeviceGetInfo, vdevice.DeviceInfoMsg{Argsz: 8}.Append(nil), nil, unix.EINVAL)
+	c.callErr(vfiouser.CmdDeviceGetInfo, vfiouser.DeviceInfoMsg{Argsz: 8}.Append(nil), nil, unix.EINVAL)
 
 	wantSize := map[uint32]uint64{0: hw.RegBARSize, 2: hw.MSIXBARSize, 7: pcie.Size}
 	for idx := uint32(0); idx < 9; idx++ {
-		r := c.call(vdevice.CmdGetRegionInfo, 0, vdevice.RegionInfoMsg{Argsz: 32, Index: idx}.Append(nil), nil)
-		ri, err := vdevice.DecodeRegionInfo(r.payload)
+		r := c.call(vfiouser.CmdGetRegionInfo, 0, vfiouser.RegionInfoMsg{Argsz: 32, Index: idx}.Append(nil), nil)
+		ri, err := vfiouser.DecodeRegionInfo(r.payload)
 		if err != nil || ri.Index != idx || ri.Size != wantSize[idx] || ri.Argsz != 32 {
 			t.Fatalf("region %d: %+v %v", idx, ri, err)
 		}
-		if ri.Size != 0 && ri.Flags != vdevice.RegionFlagRead|vdevice.RegionFlagWrite {
+		if ri.Size != 0 && ri.Flags != vfiouser.RegionFlagRead|vfiouser.RegionFlagWrite {
 			t.Fatalf("region %d flags %#x", idx, ri.Flags)
 		}
 		if len(r.fds) != 0 {
 			t.Fatalf("region %d passed fds", idx)
 		}
 	}
-	c.callErr(vdevice.CmdGetRegionInfo, vdevice.RegionInfoMsg{Argsz: 32, Index: 9}.Append(nil), nil, unix.EINVAL)
-	c.callErr(vdevice.CmdGetRegionInfo, vdevice.RegionInfoMsg{Argsz: 16, Index: 0}.Append(nil), nil, unix.EINVAL)
+	c.callErr(vfiouser.CmdGetRegionInfo, vfiouser.RegionInfoMsg{Argsz: 32, Index: 9}.Append(nil), nil, unix.EINVAL)
+	c.callErr(vfiouser.CmdGetRegionInfo, vfiouser.RegionInfoMsg{Argsz: 16, Index: 0}.Append(nil), nil, unix.EINVAL)
 
-	wantIRQ := []vdevice.IRQInfoMsg{
-		{Index: 0, Count: 1, Flags: vdevice.IRQInfoEventfd | vdevice.IRQInfoMaskable | vdevice.IRQInfoAutomasked},
-		{Index: 1, Count: 0, Flags: vdevice.IRQInfoEventfd},
-		{Index: 2, Count: hw.MSIXVectors, Flags: vdevice.IRQInfoEventfd},
-		{Index: 3, Count: 1, Flags: vdevice.IRQInfoEventfd},
-		{Index: 4, Count: 1, Flags: vdevice.IRQInfoEventfd},
+	wantIRQ := []vfiouser.IRQInfoMsg{
+		{Index: 0, Count: 1, Flags: vfiouser.IRQInfoEventfd | vfiouser.IRQInfoMaskable | vfiouser.IRQInfoAutomasked},
+		{Index: 1, Count: 0, Flags: vfiouser.IRQInfoEventfd},
+		{Index: 2, Count: hw.MSIXVectors, Flags: vfiouser.IRQInfoEventfd},
+		{Index: 3, Count: 1, Flags: vfiouser.IRQInfoEventfd},
+		{Index: 4, Count: 1, Flags: vfiouser.IRQInfoEventfd},
 	}
 	for _, w := range wantIRQ {
-		r := c.call(vdevice.CmdGetIRQInfo, 0, vdevice.IRQInfoMsg{Argsz: 16, Index: w.Index}.Append(nil), nil)
-		got, err := vdevice.DecodeIRQInfo(r.payload)
+		r := c.call(vfiouser.CmdGetIRQInfo, 0, vfiouser.IRQInfoMsg{Argsz: 16, Index: w.Index}.Append(nil), nil)
+		got, err := vfiouser.DecodeIRQInfo(r.payload)
 		w.Argsz = 16
 		if err != nil || got != w {
 			t.Fatalf("irq info %+v, want %+v (%v)", got, w, err)
 		}
 	}
-	c.callErr(vdevice.CmdGetIRQInfo, vdevice.IRQInfoMsg{Argsz: 16, Index: 5}.Append(nil), nil, unix.EINVAL)
+	c.callErr(vfiouser.CmdGetIRQInfo, vfiouser.IRQInfoMsg{Argsz: 16, Index: 5}.Append(nil), nil, unix.EINVAL)
 
 	// The whole config space in one read, as QEMU does at realize.
-	r = c.call(vdevice.CmdRegionRead, 0, regionAccess(vdevice.RegionConfig, 0, pcie.Size, nil), nil)
-	a, err := vdevice.DecodeRegionAccess(r.payload, true)
+	r = c.call(vfiouser.CmdRegionRead, 0, regionAccess(vfiouser.RegionConfig, 0, pcie.Size, nil), nil)
+	a, err := vfiouser.DecodeRegionAccess(r.payload, true)
 	if err != nil || a.Count != pcie.Size || binary.LittleEndian.Uint16(a.Data) != hw.VendorID ||
 		binary.LittleEndian.Uint16(a.Data[2:]) != hw.DeviceID {
 		t.Fatalf("config read: %v count %d", err, a.Count)
@@ -175,7 +175,7 @@ func TestDeviceInfoAndRegions(t *testing.T) {
 }
 
 func TestRegionAccess(t *testing.T) {
-	f := newFixture(t, vdevice.Options{})
+	f := newFixture(t, vfiouser.Options{})
 	c := f.c
 	c.negotiate()
 	if got := c.read32(hw.RegBAR, hw.RegID); got != hw.Magic {
@@ -189,30 +189,30 @@ func TestRegionAccess(t *testing.T) {
 		t.Fatalf("SCRATCH %#x", got)
 	}
 	// Non-posted write: the reply echoes offset/region/count.
-	r := c.call(vdevice.CmdRegionWrite, 0, regionAccess(hw.RegBAR, hw.RegScratch, 4, le32(1)), nil)
-	a, err := vdevice.DecodeRegionAccess(r.payload, false)
+	r := c.call(vfiouser.CmdRegionWrite, 0, regionAccess(hw.RegBAR, hw.RegScratch, 4, le32(1)), nil)
+	a, err := vfiouser.DecodeRegionAccess(r.payload, false)
 	if err != nil || len(r.payload) != 16 || a.Offset != hw.RegScratch || a.Count != 4 {
 		t.Fatalf("write reply %+v %v", a, err)
 	}
 	// Narrow accesses merge into the register.
-	c.call(vdevice.CmdRegionWrite, 0, regionAccess(hw.RegBAR, hw.RegScratch+2, 2, []byte{0xaa, 0xbb}), nil)
+	c.call(vfiouser.CmdRegionWrite, 0, regionAccess(hw.RegBAR, hw.RegScratch+2, 2, []byte{0xaa, 0xbb}), nil)
 	if got := c.read32(hw.RegBAR, hw.RegScratch); got != 0xbbaa0001 {
 		t.Fatalf("SCRATCH after 16-bit write %#x", got)
 	}
-	r = c.call(vdevice.CmdRegionRead, 0, regionAccess(hw.RegBAR, hw.RegScratch+1, 2, nil), nil)
-	if a, _ := vdevice.DecodeRegionAccess(r.payload, true); !bytes.Equal(a.Data, []byte{0x00, 0xaa}) {
+	r = c.call(vfiouser.CmdRegionRead, 0, regionAccess(hw.RegBAR, hw.RegScratch+1, 2, nil), nil)
+	if a, _ := vfiouser.DecodeRegionAccess(r.payload, true); !bytes.Equal(a.Data, []byte{0x00, 0xaa}) {
 		t.Fatalf("unaligned read % x", a.Data)
 	}
 	// REGION_WRITE_MULTI, as QEMU coalesces posted writes.
 	multi := binary.LittleEndian.AppendUint64(nil, 2)
 	for _, v := range []uint32{5, 6} {
-		e := vdevice.RegionAccess{Offset: hw.RegDiagDMASeed, Region: hw.RegBAR, Count: 4}.AppendHeader(nil)
+		e := vfiouser.RegionAccess{Offset: hw.RegDiagDMASeed, Region: hw.RegBAR, Count: 4}.AppendHeader(nil)
 		e = append(e, le32(v)...)
 		e = append(e, 0, 0, 0, 0)
 		multi = append(multi, e...)
 	}
-	r = c.call(vdevice.CmdRegionWriteMulti, 0, multi, nil)
-	if r.Flags&vdevice.FlagError != 0 || binary.LittleEndian.Uint64(r.payload) != 2 {
+	r = c.call(vfiouser.CmdRegionWriteMulti, 0, multi, nil)
+	if r.Flags&vfiouser.FlagError != 0 || binary.LittleEndian.Uint64(r.payload) != 2 {
 		t.Fatalf("WRITE_MULTI reply %+v", r)
 	}
 	if got := c.read32(hw.RegBAR, hw.RegDiagDMASeed); got != 6 {
@@ -221,33 +221,33 @@ func TestRegionAccess(t *testing.T) {
 
 	for _, tc := range []struct {
 		name    string
-		cmd     vdevice.Command
+		cmd     vfiouser.Command
 		payload []byte
 		want    unix.Errno
 	}{
-		{"read past end", vdevice.CmdRegionRead, regionAccess(hw.RegBAR, hw.RegBARSize-2, 4, nil), unix.EINVAL},
-		{"read offset overflow", vdevice.CmdRegionRead, regionAccess(hw.RegBAR, ^uint64(0)-1, 4, nil), unix.EINVAL},
-		{"read empty region", vdevice.CmdRegionRead, regionAccess(vdevice.RegionBAR4, 0, 4, nil), unix.EINVAL},
-		{"read no such region", vdevice.CmdRegionRead, regionAccess(9, 0, 4, nil), unix.EINVAL},
-		{"read too big", vdevice.CmdRegionRead, regionAccess(hw.RegBAR, 0, 2<<20, nil), unix.E2BIG},
-		{"read payload long", vdevice.CmdRegionRead, append(regionAccess(hw.RegBAR, 0, 4, nil), 1), unix.EINVAL},
-		{"write count mismatch", vdevice.CmdRegionWrite, regionAccess(hw.RegBAR, 0, 8, le32(1)), unix.EINVAL},
-		{"write past end", vdevice.CmdRegionWrite, regionAccess(vdevice.RegionConfig, pcie.Size-2, 4, le32(1)), unix.EINVAL},
-		{"multi bad count", vdevice.CmdRegionWriteMulti, binary.LittleEndian.AppendUint64(nil, 3), unix.EINVAL},
-		{"multi element too long", vdevice.CmdRegionWriteMulti, append(binary.LittleEndian.AppendUint64(nil, 1),
-			append(vdevice.RegionAccess{Region: hw.RegBAR, Count: 9}.AppendHeader(nil), make([]byte, 8)...)...), unix.EINVAL},
+		{"read past end", vfiouser.CmdRegionRead, regionAccess(hw.RegBAR, hw.RegBARSize-2, 4, nil), unix.EINVAL},
+		{"read offset overflow", vfiouser.CmdRegionRead, regionAccess(hw.RegBAR, ^uint64(0)-1, 4, nil), unix.EINVAL},
+		{"read empty region", vfiouser.CmdRegionRead, regionAccess(vfiouser.RegionBAR4, 0, 4, nil), unix.EINVAL},
+		{"read no such region", vfiouser.CmdRegionRead, regionAccess(9, 0, 4, nil), unix.EINVAL},
+		{"read too big", vfiouser.CmdRegionRead, regionAccess(hw.RegBAR, 0, 2<<20, nil), unix.E2BIG},
+		{"read payload long", vfiouser.CmdRegionRead, append(regionAccess(hw.RegBAR, 0, 4, nil), 1), unix.EINVAL},
+		{"write count mismatch", vfiouser.CmdRegionWrite, regionAccess(hw.RegBAR, 0, 8, le32(1)), unix.EINVAL},
+		{"write past end", vfiouser.CmdRegionWrite, regionAccess(vfiouser.RegionConfig, pcie.Size-2, 4, le32(1)), unix.EINVAL},
+		{"multi bad count", vfiouser.CmdRegionWriteMulti, binary.LittleEndian.AppendUint64(nil, 3), unix.EINVAL},
+		{"multi element too long", vfiouser.CmdRegionWriteMulti, append(binary.LittleEndian.AppendUint64(nil, 1),
+			append(vfiouser.RegionAccess{Region: hw.RegBAR, Count: 9}.AppendHeader(nil), make([]byte, 8)...)...), unix.EINVAL},
 	} {
 		t.Run(tc.name, func(t *testing.T) { c.callErr(tc.cmd, tc.payload, nil, tc.want) })
 	}
 	// A failing posted write is not answered; the next request still is.
-	c.send(vdevice.CmdRegionWrite, vdevice.FlagNoReply, regionAccess(hw.RegBAR, hw.RegBARSize, 4, le32(1)), nil)
+	c.send(vfiouser.CmdRegionWrite, vfiouser.FlagNoReply, regionAccess(hw.RegBAR, hw.RegBARSize, 4, le32(1)), nil)
 	if got := c.read32(hw.RegBAR, hw.RegID); got != hw.Magic {
 		t.Fatal("server lost sync after a failed posted write")
 	}
 }
 
 func TestConfigWritesReachDevice(t *testing.T) {
-	f := newFixture(t, vdevice.Options{})
+	f := newFixture(t, vfiouser.Options{})
 	c := f.c
 	c.negotiate()
 	l := f.nic.Config().Layout()
@@ -265,13 +265,13 @@ func TestConfigWritesReachDevice(t *testing.T) {
 }
 
 func TestDeviceReset(t *testing.T) {
-	f := newFixture(t, vdevice.Options{})
+	f := newFixture(t, vfiouser.Options{})
 	c := f.c
 	c.negotiate()
 	c.write32(hw.RegBAR, hw.RegScratch, 42)
 	c.enableBusMaster()
-	r := c.call(vdevice.CmdDeviceReset, 0, nil, nil)
-	if r.Flags&vdevice.FlagError != 0 || len(r.payload) != 0 {
+	r := c.call(vfiouser.CmdDeviceReset, 0, nil, nil)
+	if r.Flags&vfiouser.FlagError != 0 || len(r.payload) != 0 {
 		t.Fatalf("reset reply %+v", r)
 	}
 	if got := c.read32(hw.RegBAR, hw.RegScratch); got != 0 {
@@ -280,18 +280,18 @@ func TestDeviceReset(t *testing.T) {
 	if f.nic.Config().BusMaster() {
 		t.Fatal("config space not reset")
 	}
-	c.callErr(vdevice.CmdDeviceReset, []byte{1}, nil, unix.EINVAL)
+	c.callErr(vfiouser.CmdDeviceReset, []byte{1}, nil, unix.EINVAL)
 }
 
 func TestDMAMapWithFD(t *testing.T) {
-	f := newFixture(t, vdevice.Options{})
+	f := newFixture(t, vfiouser.Options{})
 	c := f.c
 	c.negotiate()
 	c.enableBusMaster()
 	const ram = 1 << 20
 	fd := memfd(t, 2*ram)
 	// Guest RAM at IOVA 0x100000 backed by the second MiB of the memfd.
-	if r := c.dmaMap(0x100000, ram, vdevice.DMAFlagRead|vdevice.DMAFlagWrite, fd, ram); r.Flags&vdevice.FlagError != 0 {
+	if r := c.dmaMap(0x100000, ram, vfiouser.DMAFlagRead|vfiouser.DMAFlagWrite, fd, ram); r.Flags&vfiouser.FlagError != 0 {
 		t.Fatalf("DMA_MAP: errno %d", r.Error)
 	}
 	const addr, length, seed = 0x100000 + 0x1234, 3 * 4096, 0xabcdef
@@ -323,7 +323,7 @@ func TestDMAMapWithFD(t *testing.T) {
 	}
 
 	mapPayload := func(iova, size uint64, flags uint32) []byte {
-		return vdevice.DMAMap{Argsz: 32, Flags: flags, IOVA: iova, Size: size}.Append(nil)
+		return vfiouser.DMAMap{Argsz: 32, Flags: flags, IOVA: iova, Size: size}.Append(nil)
 	}
 	for _, tc := range []struct {
 		name    string
@@ -338,16 +338,16 @@ func TestDMAMapWithFD(t *testing.T) {
 		{"zero size", mapPayload(0x900000, 0, 3), nil, unix.EINVAL},
 		{"wraps", mapPayload(^uint64(0)-0xfff, 0x2000, 3), nil, unix.EINVAL},
 		{"short", mapPayload(0x900000, 0x1000, 3)[:24], nil, unix.EINVAL},
-		{"small argsz", vdevice.DMAMap{Argsz: 8, Flags: 3, IOVA: 0x900000, Size: 0x1000}.Append(nil), nil, unix.EINVAL},
+		{"small argsz", vfiouser.DMAMap{Argsz: 8, Flags: 3, IOVA: 0x900000, Size: 0x1000}.Append(nil), nil, unix.EINVAL},
 		{"eventfd", mapPayload(0x900000, 0x1000, 3), []int{eventfd(t)}, unix.EINVAL},
 		{"fd smaller than the map", mapPayload(0x900000, 0x2000, 3), []int{memfd(t, 0x1000)}, unix.EINVAL},
 		{"mmap out of address space", mapPayload(0x1000000000, 1<<48, 3), []int{memfd(t, 1<<48)}, unix.ENOMEM},
 	} {
-		t.Run(tc.name, func(t *testing.T) { c.callErr(vdevice.CmdDMAMap, tc.payload, tc.fds, tc.want) })
+		t.Run(tc.name, func(t *testing.T) { c.callErr(vfiouser.CmdDMAMap, tc.payload, tc.fds, tc.want) })
 	}
 
 	unmapPayload := func(iova, size uint64, flags uint32) []byte {
-		return vdevice.DMAUnmap{Argsz: 24, Flags: flags, IOVA: iova, Size: size}.Append(nil)
+		return vfiouser.DMAUnmap{Argsz: 24, Flags: flags, IOVA: iova, Size: size}.Append(nil)
 	}
 	for _, tc := range []struct {
 		name    string
@@ -356,18 +356,18 @@ func TestDMAMapWithFD(t *testing.T) {
 	}{
 		{"partial", unmapPayload(0x100000, 0x1000, 0), unix.ENOENT},
 		{"unknown", unmapPayload(0x500000, ram, 0), unix.ENOENT},
-		{"dirty bitmap", unmapPayload(0x100000, ram, vdevice.DMAUnmapFlagGetDirtyBitmap), unix.ENOTSUP},
-		{"all with range", unmapPayload(0x100000, ram, vdevice.DMAUnmapFlagAll), unix.EINVAL},
+		{"dirty bitmap", unmapPayload(0x100000, ram, vfiouser.DMAUnmapFlagGetDirtyBitmap), unix.ENOTSUP},
+		{"all with range", unmapPayload(0x100000, ram, vfiouser.DMAUnmapFlagAll), unix.EINVAL},
 		{"bad flags", unmapPayload(0x100000, ram, 0x8), unix.EINVAL},
 		{"short", unmapPayload(0x100000, ram, 0)[:16], unix.EINVAL},
 	} {
-		t.Run("unmap "+tc.name, func(t *testing.T) { c.callErr(vdevice.CmdDMAUnmap, tc.payload, nil, tc.want) })
+		t.Run("unmap "+tc.name, func(t *testing.T) { c.callErr(vfiouser.CmdDMAUnmap, tc.payload, nil, tc.want) })
 	}
 	r := c.dmaUnmap(0x100000, ram, 0)
-	if r.Flags&vdevice.FlagError != 0 {
+	if r.Flags&vfiouser.FlagError != 0 {
 		t.Fatalf("unmap: errno %d", r.Error)
 	}
-	u, err := vdevice.DecodeDMAUnmap(r.payload)
+	u, err := vfiouser.DecodeDMAUnmap(r.payload)
 	if err != nil || u.IOVA != 0x100000 || u.Size != ram {
 		t.Fatalf("unmap reply %+v %v", u, err)
 	}
@@ -377,7 +377,7 @@ func TestDMAMapWithFD(t *testing.T) {
 	// Unmap-all.
 	c.dmaMap(0x200000, 0x1000, 3, fd, 0)
 	c.dmaMap(0x300000, 0x1000, 3, -1, 0)
-	if r := c.dmaUnmap(0, 0, vdevice.DMAUnmapFlagAll); r.Flags&vdevice.FlagError != 0 {
+	if r := c.dmaUnmap(0, 0, vfiouser.DMAUnmapFlagAll); r.Flags&vfiouser.FlagError != 0 {
 		t.Fatalf("unmap all: errno %d", r.Error)
 	}
 	if n := len(f.srv.Memory().Regions()); n != 0 {
@@ -386,15 +386,15 @@ func TestDMAMapWithFD(t *testing.T) {
 }
 
 func TestDMAWithoutFD(t *testing.T) {
-	for _, layout := range []vdevice.DMALayout{vdevice.DMALayoutQEMU, vdevice.DMALayoutSpec} {
+	for _, layout := range []vfiouser.DMALayout{vfiouser.DMALayoutQEMU, vfiouser.DMALayoutSpec} {
 		t.Run([]string{"qemu", "spec"}[layout], func(t *testing.T) {
-			f := newFixture(t, vdevice.Options{DMALayout: layout})
+			f := newFixture(t, vfiouser.Options{DMALayout: layout})
 			c := f.c
 			c.negotiate()
 			c.enableBusMaster()
 			c.remoteBase = 0xc0000
 			c.remote = make([]byte, 0x20000)
-			if r := c.dmaMap(0xc0000, 0x20000, 3, -1, 0); r.Flags&vdevice.FlagError != 0 {
+			if r := c.dmaMap(0xc0000, 0x20000, 3, -1, 0); r.Flags&vfiouser.FlagError != 0 {
 				t.Fatalf("DMA_MAP: errno %d", r.Error)
 			}
 			const length, seed = 9000, 77
@@ -439,13 +439,13 @@ func TestDMAWithoutFD(t *testing.T) {
 }
 
 func TestSetIRQs(t *testing.T) {
-	f := newFixture(t, vdevice.Options{})
+	f := newFixture(t, vfiouser.Options{})
 	c := f.c
 	c.negotiate()
 	irqSet := func(index, start, count, flags uint32, data []byte) []byte {
-		return vdevice.IRQSet{Argsz: uint32(20 + len(data)), Flags: flags, Index: index, Start: start, Count: count, Data: data}.Append(nil)
+		return vfiouser.IRQSet{Argsz: uint32(20 + len(data)), Flags: flags, Index: index, Start: start, Count: count, Data: data}.Append(nil)
 	}
-	efdTrig := uint32(vdevice.IRQSetDataEventfd | vdevice.IRQSetActionTrigger)
+	efdTrig := uint32(vfiouser.IRQSetDataEventfd | vfiouser.IRQSetActionTrigger)
 	var efds [hw.MSIXVectors]int
 	for i := range efds {
 		efds[i] = eventfd(t)
@@ -453,25 +453,25 @@ func TestSetIRQs(t *testing.T) {
 	// Vector 3 fires before any eventfd exists: it must become pending and
 	// fire once its eventfd arrives.
 	c.write32(hw.RegBAR, hw.RegDiagIRQ, 3)
-	if !f.srv.Interrupts().Pending(vdevice.IRQMSIX, 3) {
+	if !f.srv.Interrupts().Pending(vfiouser.IRQMSIX, 3) {
 		c.read32(hw.RegBAR, hw.RegID) // flush the posted write
 	}
-	if !f.srv.Interrupts().Pending(vdevice.IRQMSIX, 3) {
+	if !f.srv.Interrupts().Pending(vfiouser.IRQMSIX, 3) {
 		t.Fatal("vector 3 not pending")
 	}
-	r := c.call(vdevice.CmdRegionRead, 0, regionAccess(hw.MSIXBAR, hw.MSIXPBAOffset, 8, nil), nil)
-	if a, _ := vdevice.DecodeRegionAccess(r.payload, true); a.Data[0] != 1<<3 {
+	r := c.call(vfiouser.CmdRegionRead, 0, regionAccess(hw.MSIXBAR, hw.MSIXPBAOffset, 8, nil), nil)
+	if a, _ := vfiouser.DecodeRegionAccess(r.payload, true); a.Data[0] != 1<<3 {
 		t.Fatalf("PBA % x", a.Data)
 	}
 	// Eventfds in chunks of at most four, as QEMU splits by max_msg_fds.
 	for start := 0; start < hw.MSIXVectors; start += 4 {
 		n := min(4, hw.MSIXVectors-start)
-		r := c.call(vdevice.CmdSetIRQs, 0, irqSet(vdevice.IRQMSIX, uint32(start), uint32(n), efdTrig, nil), efds[start:start+n])
-		if r.Flags&vdevice.FlagError != 0 {
+		r := c.call(vfiouser.CmdSetIRQs, 0, irqSet(vfiouser.IRQMSIX, uint32(start), uint32(n), efdTrig, nil), efds[start:start+n])
+		if r.Flags&vfiouser.FlagError != 0 {
 			t.Fatalf("SET_IRQS: errno %d", r.Error)
 		}
 	}
-	if eventCount(efds[3], time.Second) != 1 || f.srv.Interrupts().Pending(vdevice.IRQMSIX, 3) {
+	if eventCount(efds[3], time.Second) != 1 || f.srv.Interrupts().Pending(vfiouser.IRQMSIX, 3) {
 		t.Fatal("pending vector not delivered on assignment")
 	}
 	for v := 0; v < hw.MSIXVectors; v++ {
@@ -486,19 +486,19 @@ func TestSetIRQs(t *testing.T) {
 		}
 	}
 	// Loopback trigger with DATA_BOOL selects vectors 1 and 2 only.
-	c.call(vdevice.CmdSetIRQs, 0, irqSet(vdevice.IRQMSIX, 0, 3, vdevice.IRQSetDataBool|vdevice.IRQSetActionTrigger, []byte{0, 1, 1}), nil)
+	c.call(vfiouser.CmdSetIRQs, 0, irqSet(vfiouser.IRQMSIX, 0, 3, vfiouser.IRQSetDataBool|vfiouser.IRQSetActionTrigger, []byte{0, 1, 1}), nil)
 	if eventCount(efds[0], 0) != 0 || eventCount(efds[1], time.Second) != 1 || eventCount(efds[2], time.Second) != 1 {
 		t.Fatal("DATA_BOOL trigger")
 	}
 	// De-assign vector 5 with DATA_EVENTFD and no descriptors.
-	c.call(vdevice.CmdSetIRQs, 0, irqSet(vdevice.IRQMSIX, 5, 1, efdTrig, nil), nil)
+	c.call(vfiouser.CmdSetIRQs, 0, irqSet(vfiouser.IRQMSIX, 5, 1, efdTrig, nil), nil)
 	c.write32(hw.RegBAR, hw.RegDiagIRQ, 5)
 	c.read32(hw.RegBAR, hw.RegID)
-	if eventCount(efds[5], 50*time.Millisecond) != 0 || !f.srv.Interrupts().Pending(vdevice.IRQMSIX, 5) {
+	if eventCount(efds[5], 50*time.Millisecond) != 0 || !f.srv.Interrupts().Pending(vfiouser.IRQMSIX, 5) {
 		t.Fatal("de-assigned vector still fired")
 	}
 	// Count 0 with DATA_NONE disables the whole index.
-	c.call(vdevice.CmdSetIRQs, 0, irqSet(vdevice.IRQMSIX, 0, 0, vdevice.IRQSetDataNone|vdevice.IRQSetActionTrigger, nil), nil)
+	c.call(vfiouser.CmdSetIRQs, 0, irqSet(vfiouser.IRQMSIX, 0, 0, vfiouser.IRQSetDataNone|vfiouser.IRQSetActionTrigger, nil), nil)
 	c.write32(hw.RegBAR, hw.RegDiagIRQ, 0)
 	c.read32(hw.RegBAR, hw.RegID)
 	if eventCount(efds[0], 50*time.Millisecond) != 0 {
@@ -508,7 +508,7 @@ func TestSetIRQs(t *testing.T) {
 	// INTx: automasked after a trigger, pending while masked, redelivered on
 	// unmask.
 	intx := eventfd(t)
-	c.call(vdevice.CmdSetIRQs, 0, irqSet(vdevice.IRQIntx, 0, 1, efdTrig, nil), []int{intx})
+	c.call(vfiouser.CmdSetIRQs, 0, irqSet(vfiouser.IRQIntx, 0, 1, efdTrig, nil), []int{intx})
 	c.write32(hw.RegBAR, hw.RegDiagIRQ, 0)
 	if eventCount(intx, time.Second) != 1 {
 		t.Fatal("INTx not delivered")
@@ -518,7 +518,7 @@ func TestSetIRQs(t *testing.T) {
 	if eventCount(intx, 50*time.Millisecond) != 0 {
 		t.Fatal("INTx fired while automasked")
 	}
-	c.call(vdevice.CmdSetIRQs, 0, irqSet(vdevice.IRQIntx, 0, 1, vdevice.IRQSetDataNone|vdevice.IRQSetActionUnmask, nil), nil)
+	c.call(vfiouser.CmdSetIRQs, 0, irqSet(vfiouser.IRQIntx, 0, 1, vfiouser.IRQSetDataNone|vfiouser.IRQSetActionUnmask, nil), nil)
 	if eventCount(intx, time.Second) != 1 {
 		t.Fatal("pending INTx not delivered on unmask")
 	}
@@ -529,17 +529,17 @@ func TestSetIRQs(t *testing.T) {
 		fds     int
 		want    unix.Errno
 	}{
-		{"two data flags", irqSet(2, 0, 1, vdevice.IRQSetDataNone|vdevice.IRQSetDataBool|vdevice.IRQSetActionTrigger, []byte{1}), 0, unix.EINVAL},
-		{"no action", irqSet(2, 0, 1, vdevice.IRQSetDataNone, nil), 0, unix.EINVAL},
-		{"unknown flag", irqSet(2, 0, 1, vdevice.IRQSetDataNone|vdevice.IRQSetActionTrigger|1<<9, nil), 0, unix.EINVAL},
-		{"bad index", irqSet(9, 0, 1, vdevice.IRQSetDataNone|vdevice.IRQSetActionTrigger, nil), 0, unix.EINVAL},
+		{"two data flags", irqSet(2, 0, 1, vfiouser.IRQSetDataNone|vfiouser.IRQSetDataBool|vfiouser.IRQSetActionTrigger, []byte{1}), 0, unix.EINVAL},
+		{"no action", irqSet(2, 0, 1, vfiouser.IRQSetDataNone, nil), 0, unix.EINVAL},
+		{"unknown flag", irqSet(2, 0, 1, vfiouser.IRQSetDataNone|vfiouser.IRQSetActionTrigger|1<<9, nil), 0, unix.EINVAL},
+		{"bad index", irqSet(9, 0, 1, vfiouser.IRQSetDataNone|vfiouser.IRQSetActionTrigger, nil), 0, unix.EINVAL},
 		{"range", irqSet(2, hw.MSIXVectors-2, 3, efdTrig, nil), 3, unix.EINVAL},
-		{"range overflow", irqSet(2, 0xffffffff, 2, vdevice.IRQSetDataNone|vdevice.IRQSetActionTrigger, nil), 0, unix.EINVAL},
+		{"range overflow", irqSet(2, 0xffffffff, 2, vfiouser.IRQSetDataNone|vfiouser.IRQSetActionTrigger, nil), 0, unix.EINVAL},
 		{"fd count mismatch", irqSet(2, 0, 2, efdTrig, nil), 1, unix.EINVAL},
-		{"fds without eventfd flag", irqSet(2, 0, 1, vdevice.IRQSetDataNone|vdevice.IRQSetActionTrigger, nil), 1, unix.EINVAL},
-		{"bool data short", irqSet(2, 0, 4, vdevice.IRQSetDataBool|vdevice.IRQSetActionTrigger, []byte{1}), 0, unix.EINVAL},
-		{"mask msix", irqSet(2, 0, 1, vdevice.IRQSetDataNone|vdevice.IRQSetActionMask, nil), 0, unix.EINVAL},
-		{"mask eventfd", irqSet(0, 0, 1, vdevice.IRQSetDataEventfd|vdevice.IRQSetActionMask, nil), 1, unix.ENOTSUP},
+		{"fds without eventfd flag", irqSet(2, 0, 1, vfiouser.IRQSetDataNone|vfiouser.IRQSetActionTrigger, nil), 1, unix.EINVAL},
+		{"bool data short", irqSet(2, 0, 4, vfiouser.IRQSetDataBool|vfiouser.IRQSetActionTrigger, []byte{1}), 0, unix.EINVAL},
+		{"mask msix", irqSet(2, 0, 1, vfiouser.IRQSetDataNone|vfiouser.IRQSetActionMask, nil), 0, unix.EINVAL},
+		{"mask eventfd", irqSet(0, 0, 1, vfiouser.IRQSetDataEventfd|vfiouser.IRQSetActionMask, nil), 1, unix.ENOTSUP},
 		{"count 0 with eventfd", irqSet(2, 0, 0, efdTrig, nil), 0, unix.EINVAL},
 		{"short", irqSet(2, 0, 1, efdTrig, nil)[:12], 0, unix.EINVAL},
 	} {
@@ -548,7 +548,7 @@ func TestSetIRQs(t *testing.T) {
 			for i := 0; i < tc.fds; i++ {
 				fds = append(fds, eventfd(t))
 			}
-			c.callErr(vdevice.CmdSetIRQs, tc.payload, fds, tc.want)
+			c.callErr(vfiouser.CmdSetIRQs, tc.payload, fds, tc.want)
 		})
 	}
 }
@@ -558,9 +558,9 @@ func TestSetIRQs(t *testing.T) {
 // client afterwards.
 func TestMalformedFrames(t *testing.T) {
 	path, _, _, _ := listenServer(t)
-	hdr := func(id uint16, cmd vdevice.Command, size, flags uint32) []byte {
-		b := make([]byte, vdevice.HeaderSize)
-		vdevice.Header{ID: id, Command: cmd, Size: size, Flags: flags}.Put(b)
+	hdr := func(id uint16, cmd vfiouser.Command, size, flags uint32) []byte {
+		b := make([]byte, vfiouser.HeaderSize)
+		vfiouser.Header{ID: id, Command: cmd, Size: size, Flags: flags}.Put(b)
 		return b
 	}
 	withPayload := func(h []byte, p []byte) []byte {
@@ -576,27 +576,27 @@ func TestMalformedFrames(t *testing.T) {
 		want      unix.Errno // 0: expect the connection to close
 		closes    bool
 	}{
-		{name: "short header", frame: hdr(1, vdevice.CmdDeviceGetInfo, 32, 0)[:10], halfClose: true, closes: true},
-		{name: "truncated body", frame: hdr(1, vdevice.CmdDeviceGetInfo, 32, 0), halfClose: true, closes: true},
-		{name: "size below header", frame: hdr(7, vdevice.CmdDeviceGetInfo, 8, 0), want: unix.EINVAL, closes: true},
-		{name: "size above max", frame: hdr(7, vdevice.CmdRegionWrite, 64<<20, 0), want: unix.E2BIG, closes: true},
+		{name: "short header", frame: hdr(1, vfiouser.CmdDeviceGetInfo, 32, 0)[:10], halfClose: true, closes: true},
+		{name: "truncated body", frame: hdr(1, vfiouser.CmdDeviceGetInfo, 32, 0), halfClose: true, closes: true},
+		{name: "size below header", frame: hdr(7, vfiouser.CmdDeviceGetInfo, 8, 0), want: unix.EINVAL, closes: true},
+		{name: "size above max", frame: hdr(7, vfiouser.CmdRegionWrite, 64<<20, 0), want: unix.E2BIG, closes: true},
 		{name: "unknown command", frame: hdr(7, 99, 16, 0), want: unix.ENOTSUP},
-		{name: "dirty pages command", frame: hdr(7, vdevice.CmdDirtyPages, 16, 0), want: unix.ENOTSUP},
-		{name: "client sends DMA_READ", frame: withPayload(hdr(7, vdevice.CmdDMARead, 0, 0), make([]byte, 16)), want: unix.EINVAL},
-		{name: "fd on GET_INFO", frame: withPayload(hdr(7, vdevice.CmdDeviceGetInfo, 0, 0), vdevice.DeviceInfoMsg{Argsz: 16}.Append(nil)), fds: 1, want: unix.EINVAL},
-		{name: "too many fds", frame: withPayload(hdr(7, vdevice.CmdSetIRQs, 0, 0), vdevice.IRQSet{Argsz: 20, Flags: vdevice.IRQSetDataEventfd | vdevice.IRQSetActionTrigger, Index: 2, Count: 8}.Append(nil)), fds: 5, want: unix.EINVAL},
+		{name: "dirty pages command", frame: hdr(7, vfiouser.CmdDirtyPages, 16, 0), want: unix.ENOTSUP},
+		{name: "client sends DMA_READ", frame: withPayload(hdr(7, vfiouser.CmdDMARead, 0, 0), make([]byte, 16)), want: unix.EINVAL},
+		{name: "fd on GET_INFO", frame: withPayload(hdr(7, vfiouser.CmdDeviceGetInfo, 0, 0), vfiouser.DeviceInfoMsg{Argsz: 16}.Append(nil)), fds: 1, want: unix.EINVAL},
+		{name: "too many fds", frame: withPayload(hdr(7, vfiouser.CmdSetIRQs, 0, 0), vfiouser.IRQSet{Argsz: 20, Flags: vfiouser.IRQSetDataEventfd | vfiouser.IRQSetActionTrigger, Index: 2, Count: 8}.Append(nil)), fds: 5, want: unix.EINVAL},
 		// An unsolicited reply is dropped (read32 afterwards would see a
 		// stray error reply first).
-		{name: "unsolicited reply", frame: hdr(7, vdevice.CmdDeviceGetInfo, 16, vdevice.FlagTypeReply)},
-		{name: "unsolicited error reply", frame: hdr(7, vdevice.CmdRegionRead, 16, vdevice.FlagTypeReply|vdevice.FlagError)},
-		{name: "unknown type", frame: hdr(7, vdevice.CmdDeviceGetInfo, 16, 0x7), want: unix.EINVAL},
-		{name: "truncated DMA_MAP", frame: withPayload(hdr(7, vdevice.CmdDMAMap, 0, 0), make([]byte, 8)), want: unix.EINVAL},
-		{name: "truncated DMA_UNMAP", frame: withPayload(hdr(7, vdevice.CmdDMAUnmap, 0, 0), make([]byte, 20)), want: unix.EINVAL},
-		{name: "truncated GET_REGION_INFO", frame: withPayload(hdr(7, vdevice.CmdGetRegionInfo, 0, 0), make([]byte, 4)), want: unix.EINVAL},
-		{name: "truncated GET_IRQ_INFO", frame: withPayload(hdr(7, vdevice.CmdGetIRQInfo, 0, 0), make([]byte, 4)), want: unix.EINVAL},
-		{name: "truncated REGION_READ", frame: withPayload(hdr(7, vdevice.CmdRegionRead, 0, 0), make([]byte, 12)), want: unix.EINVAL},
-		{name: "truncated REGION_WRITE", frame: withPayload(hdr(7, vdevice.CmdRegionWrite, 0, 0), regionAccess(0, 8, 4, []byte{1, 2})), want: unix.EINVAL},
-		{name: "truncated SET_IRQS", frame: withPayload(hdr(7, vdevice.CmdSetIRQs, 0, 0), make([]byte, 19)), want: unix.EINVAL},
+		{name: "unsolicited reply", frame: hdr(7, vfiouser.CmdDeviceGetInfo, 16, vfiouser.FlagTypeReply)},
+		{name: "unsolicited error reply", frame: hdr(7, vfiouser.CmdRegionRead, 16, vfiouser.FlagTypeReply|vfiouser.FlagError)},
+		{name: "unknown type", frame: hdr(7, vfiouser.CmdDeviceGetInfo, 16, 0x7), want: unix.EINVAL},
+		{name: "truncated DMA_MAP", frame: withPayload(hdr(7, vfiouser.CmdDMAMap, 0, 0), make([]byte, 8)), want: unix.EINVAL},
+		{name: "truncated DMA_UNMAP", frame: withPayload(hdr(7, vfiouser.CmdDMAUnmap, 0, 0), make([]byte, 20)), want: unix.EINVAL},
+		{name: "truncated GET_REGION_INFO", frame: withPayload(hdr(7, vfiouser.CmdGetRegionInfo, 0, 0), make([]byte, 4)), want: unix.EINVAL},
+		{name: "truncated GET_IRQ_INFO", frame: withPayload(hdr(7, vfiouser.CmdGetIRQInfo, 0, 0), make([]byte, 4)), want: unix.EINVAL},
+		{name: "truncated REGION_READ", frame: withPayload(hdr(7, vfiouser.CmdRegionRead, 0, 0), make([]byte, 12)), want: unix.EINVAL},
+		{name: "truncated REGION_WRITE", frame: withPayload(hdr(7, vfiouser.CmdRegionWrite, 0, 0), regionAccess(0, 8, 4, []byte{1, 2})), want: unix.EINVAL},
+		{name: "truncated SET_IRQS", frame: withPayload(hdr(7, vfiouser.CmdSetIRQs, 0, 0), make([]byte, 19)), want: unix.EINVAL},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := waitNextClient(t, path)
@@ -613,7 +613,7 @@ func TestMalformedFrames(t *testing.T) {
 				if err != nil {
 					t.Fatalf("no error reply: %v", err)
 				}
-				if r.ID != 7 || !r.IsReply() || r.Flags&vdevice.FlagError == 0 || unix.Errno(r.Error) != tc.want {
+				if r.ID != 7 || !r.IsReply() || r.Flags&vfiouser.FlagError == 0 || unix.Errno(r.Error) != tc.want {
 					t.Fatalf("reply id %d flags %#x errno %v, want %v", r.ID, r.Flags, unix.Errno(r.Error), tc.want)
 				}
 			}
@@ -644,9 +644,9 @@ func waitNextClient(t *testing.T, path string) *testClient {
 		c := &testClient{t: t, uc: uc}
 		// A server still tearing down the previous session turns us away,
 		// possibly before our VERSION is even written (EPIPE): try again.
-		msg := make([]byte, vdevice.HeaderSize)
-		msg = append(msg, vdevice.Version{JSON: qemuCapsJSON()}.Append(nil)...)
-		vdevice.Header{ID: c.nextID, Command: vdevice.CmdVersion, Size: uint32(len(msg))}.Put(msg)
+		msg := make([]byte, vfiouser.HeaderSize)
+		msg = append(msg, vfiouser.Version{JSON: qemuCapsJSON()}.Append(nil)...)
+		vfiouser.Header{ID: c.nextID, Command: vfiouser.CmdVersion, Size: uint32(len(msg))}.Put(msg)
 		id := c.nextID
 		c.nextID++
 		_, werr := uc.Write(msg)
@@ -655,7 +655,7 @@ func waitNextClient(t *testing.T, path string) *testClient {
 		if err == nil {
 			r, err = c.wait(id)
 		}
-		if err == nil && r.Flags&vdevice.FlagError == 0 {
+		if err == nil && r.Flags&vfiouser.FlagError == 0 {
 			t.Cleanup(func() { uc.Close() })
 			return c
 		}
@@ -675,7 +675,7 @@ func TestReconnectKeepsDeviceState(t *testing.T) {
 	fd := memfd(t, 1<<16)
 	c.dmaMap(0x10000, 1<<16, 3, fd, 0)
 	efd := eventfd(t)
-	c.call(vdevice.CmdSetIRQs, 0, vdevice.IRQSet{Argsz: 20, Flags: vdevice.IRQSetDataEventfd | vdevice.IRQSetActionTrigger, Index: vdevice.IRQMSIX, Count: 1}.Append(nil), []int{efd})
+	c.call(vfiouser.CmdSetIRQs, 0, vfiouser.IRQSet{Argsz: 20, Flags: vfiouser.IRQSetDataEventfd | vfiouser.IRQSetActionTrigger, Index: vfiouser.IRQMSIX, Count: 1}.Append(nil), []int{efd})
 	c.write32(hw.RegBAR, hw.RegScratch, 0x5a5a1234)
 	if st := c.diagDMA(0x10000, 64, 9); st != hw.DiagDMAStatusDone {
 		t.Fatalf("status %d", st)
@@ -705,14 +705,14 @@ func TestReconnectKeepsDeviceState(t *testing.T) {
 }
 
 func TestSecondClientRejected(t *testing.T) {
-	path, _, _, _ := listenServerOpts(t, vdevice.Options{HandoverTimeout: 200 * time.Millisecond})
+	path, _, _, _ := listenServerOpts(t, vfiouser.Options{HandoverTimeout: 200 * time.Millisecond})
 	c := dial(t, path)
 	c.negotiate()
 	c2 := dial(t, path)
 	// The server may close the second connection before the request is
 	// even written (EPIPE): that is a rejection too.
-	msg := make([]byte, vdevice.HeaderSize+4)
-	vdevice.Header{ID: 1, Command: vdevice.CmdVersion, Size: uint32(len(msg))}.Put(msg)
+	msg := make([]byte, vfiouser.HeaderSize+4)
+	vfiouser.Header{ID: 1, Command: vfiouser.CmdVersion, Size: uint32(len(msg))}.Put(msg)
 	if _, _, err := c2.uc.WriteMsgUnix(msg, nil, nil); err == nil {
 		if _, err := c2.recv(); err == nil {
 			t.Fatal("second client served concurrently")
@@ -726,7 +726,7 @@ func TestSecondClientRejected(t *testing.T) {
 // TestUnmapWhileDeviceDMA unmaps and remaps guest memory while diagnostic
 // DMAs run on the device goroutine. Run with -race.
 func TestUnmapWhileDeviceDMA(t *testing.T) {
-	f := newFixture(t, vdevice.Options{})
+	f := newFixture(t, vfiouser.Options{})
 	c := f.c
 	c.negotiate()
 	c.enableBusMaster()
@@ -739,7 +739,7 @@ func TestUnmapWhileDeviceDMA(t *testing.T) {
 		c.write32(hw.RegBAR, hw.RegDiagDMALen, size)
 		c.write32(hw.RegBAR, hw.RegDiagDMASeed, uint32(i))
 		c.write32(hw.RegBAR, hw.RegDiagDMACtrl, hw.DiagDMACtrlStart)
-		if r := c.dmaUnmap(0, size, 0); r.Flags&vdevice.FlagError != 0 {
+		if r := c.dmaUnmap(0, size, 0); r.Flags&vfiouser.FlagError != 0 {
 			t.Fatalf("unmap: errno %d", r.Error)
 		}
 		c.dmaMap(0, size, 3, fd, 0)
@@ -777,13 +777,13 @@ func TestListenAndServe(t *testing.T) {
 		t.Fatalf("stale socket not left behind: %v", err)
 	}
 
-	n, _ := nic.New(nic.Options{})
+	n, _ := npfnic.New(npfnic.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	var logs bytes.Buffer
 	var mu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
-	go func() { done <- vdevice.ListenAndServe(ctx, path, n, logger) }()
+	go func() { done <- vfiouser.ListenAndServe(ctx, path, n, logger) }()
 
 	var c *testClient
 	for deadline := time.Now().Add(5 * time.Second); ; {
@@ -800,14 +800,14 @@ func TestListenAndServe(t *testing.T) {
 	c.negotiate()
 
 	// A live server owns the path: a second ListenAndServe refuses it.
-	n2, _ := nic.New(nic.Options{})
-	if err := vdevice.ListenAndServe(context.Background(), path, n2, nil); err == nil {
+	n2, _ := npfnic.New(npfnic.Options{})
+	if err := vfiouser.ListenAndServe(context.Background(), path, n2, nil); err == nil {
 		t.Fatal("second server took over a live socket")
 	}
 	// A regular file is never deleted.
 	file := filepath.Join(dir, "file")
 	os.WriteFile(file, []byte("x"), 0o644)
-	if err := vdevice.ListenAndServe(context.Background(), file, n2, nil); err == nil {
+	if err := vfiouser.ListenAndServe(context.Background(), file, n2, nil); err == nil {
 		t.Fatal("regular file replaced")
 	}
 
@@ -846,25 +846,25 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // TestPipelinedFDs sends several messages in one write, one of them with a
 // descriptor, to check that descriptors reach the right message.
 func TestPipelinedFDs(t *testing.T) {
-	f := newFixture(t, vdevice.Options{})
+	f := newFixture(t, vfiouser.Options{})
 	c := f.c
 	c.negotiate()
 	fd := memfd(t, 4096)
 	var batch []byte
-	add := func(id uint16, cmd vdevice.Command, p []byte) {
-		m := make([]byte, vdevice.HeaderSize)
-		vdevice.Header{ID: id, Command: cmd, Size: uint32(16 + len(p))}.Put(m)
+	add := func(id uint16, cmd vfiouser.Command, p []byte) {
+		m := make([]byte, vfiouser.HeaderSize)
+		vfiouser.Header{ID: id, Command: cmd, Size: uint32(16 + len(p))}.Put(m)
 		batch = append(batch, append(m, p...)...)
 	}
-	add(100, vdevice.CmdDeviceGetInfo, vdevice.DeviceInfoMsg{Argsz: 16}.Append(nil))
-	add(101, vdevice.CmdDMAMap, vdevice.DMAMap{Argsz: 32, Flags: 3, IOVA: 0x1000, Size: 4096}.Append(nil))
+	add(100, vfiouser.CmdDeviceGetInfo, vfiouser.DeviceInfoMsg{Argsz: 16}.Append(nil))
+	add(101, vfiouser.CmdDMAMap, vfiouser.DMAMap{Argsz: 32, Flags: 3, IOVA: 0x1000, Size: 4096}.Append(nil))
 	// The fd travels with the sendmsg that starts message 101, as a client
 	// attaches descriptors to the message they belong to.
 	c.sendRaw(batch[:40], nil)
 	c.sendRaw(batch[40:], []int{fd})
 	for _, id := range []uint16{100, 101} {
 		r, err := c.wait(id)
-		if err != nil || r.Flags&vdevice.FlagError != 0 {
+		if err != nil || r.Flags&vfiouser.FlagError != 0 {
 			t.Fatalf("id %d: %v errno %d", id, err, r.Error)
 		}
 	}
@@ -882,7 +882,7 @@ func TestIRQFDsNeverBlock(t *testing.T) {
 	c := dial(t, path)
 	c.negotiate()
 	irqSet := func(index, count uint32) []byte {
-		return vdevice.IRQSet{Argsz: 20, Flags: vdevice.IRQSetDataEventfd | vdevice.IRQSetActionTrigger, Index: index, Count: count}.Append(nil)
+		return vfiouser.IRQSet{Argsz: 20, Flags: vfiouser.IRQSetDataEventfd | vfiouser.IRQSetActionTrigger, Index: index, Count: count}.Append(nil)
 	}
 	// A blocking eventfd filled to its maximum: one more write would block.
 	full, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
@@ -910,13 +910,13 @@ func TestIRQFDsNeverBlock(t *testing.T) {
 		fd   int
 	}{{"pipe", pipe[1]}, {"socket", sock[0]}, {"memfd", memfd(t, 4096)}} {
 		t.Run(tc.name, func(t *testing.T) {
-			c.callErr(vdevice.CmdSetIRQs, irqSet(vdevice.IRQMSIX, 1), []int{tc.fd}, unix.EINVAL)
+			c.callErr(vfiouser.CmdSetIRQs, irqSet(vfiouser.IRQMSIX, 1), []int{tc.fd}, unix.EINVAL)
 		})
 	}
 	// Vector 0 becomes pending first, so the assignment itself fires.
 	c.write32(hw.RegBAR, hw.RegDiagIRQ, 0)
-	r := c.call(vdevice.CmdSetIRQs, 0, irqSet(vdevice.IRQMSIX, 1), []int{full})
-	if r.Flags&vdevice.FlagError != 0 {
+	r := c.call(vfiouser.CmdSetIRQs, 0, irqSet(vfiouser.IRQMSIX, 1), []int{full})
+	if r.Flags&vfiouser.FlagError != 0 {
 		t.Fatalf("SET_IRQS: errno %d", r.Error)
 	}
 	for i := 0; i < 100; i++ {
@@ -939,16 +939,16 @@ func TestIRQFDsNeverBlock(t *testing.T) {
 // TestWriteMultiNeedsNegotiation: REGION_WRITE_MULTI is refused unless
 // write_multiple was negotiated.
 func TestWriteMultiNeedsNegotiation(t *testing.T) {
-	f := newFixture(t, vdevice.Options{})
+	f := newFixture(t, vfiouser.Options{})
 	c := f.c
-	p := vdevice.Version{JSON: []byte(`{"capabilities":{"max_msg_fds":16}}`)}.Append(nil)
-	if r := c.call(vdevice.CmdVersion, 0, p, nil); r.Flags&vdevice.FlagError != 0 {
+	p := vfiouser.Version{JSON: []byte(`{"capabilities":{"max_msg_fds":16}}`)}.Append(nil)
+	if r := c.call(vfiouser.CmdVersion, 0, p, nil); r.Flags&vfiouser.FlagError != 0 {
 		t.Fatalf("VERSION: errno %d", r.Error)
 	}
 	multi := binary.LittleEndian.AppendUint64(nil, 1)
-	multi = vdevice.RegionAccess{Offset: hw.RegScratch, Region: hw.RegBAR, Count: 4}.AppendHeader(multi)
+	multi = vfiouser.RegionAccess{Offset: hw.RegScratch, Region: hw.RegBAR, Count: 4}.AppendHeader(multi)
 	multi = append(multi, 1, 2, 3, 4, 0, 0, 0, 0)
-	c.callErr(vdevice.CmdRegionWriteMulti, multi, nil, unix.ENOTSUP)
+	c.callErr(vfiouser.CmdRegionWriteMulti, multi, nil, unix.ENOTSUP)
 	if got := c.read32(hw.RegBAR, hw.RegScratch); got == 0x04030201 {
 		t.Fatal("un-negotiated REGION_WRITE_MULTI was applied")
 	}
@@ -959,11 +959,11 @@ func TestWriteMultiNeedsNegotiation(t *testing.T) {
 // client gets the device; an idle negotiated client is not dropped.
 func TestHandshakeAndStallDeadlines(t *testing.T) {
 	const limit = 300 * time.Millisecond
-	path, _, _, _ := listenServerOpts(t, vdevice.Options{HandshakeTimeout: limit, StallTimeout: limit})
+	path, _, _, _ := listenServerOpts(t, vfiouser.Options{HandshakeTimeout: limit, StallTimeout: limit})
 	getInfo := func() []byte {
-		m := make([]byte, vdevice.HeaderSize)
-		m = vdevice.DeviceInfoMsg{Argsz: 16}.Append(m)
-		vdevice.Header{ID: 1, Command: vdevice.CmdDeviceGetInfo, Size: uint32(len(m))}.Put(m)
+		m := make([]byte, vfiouser.HeaderSize)
+		m = vfiouser.DeviceInfoMsg{Argsz: 16}.Append(m)
+		vfiouser.Header{ID: 1, Command: vfiouser.CmdDeviceGetInfo, Size: uint32(len(m))}.Put(m)
 		return m
 	}
 	for _, tc := range []struct {
@@ -974,8 +974,8 @@ func TestHandshakeAndStallDeadlines(t *testing.T) {
 		{"silent client", false, nil},
 		{"half a header before VERSION", false, make([]byte, 8)},
 		{"half a VERSION", false, func() []byte {
-			m := make([]byte, vdevice.HeaderSize+4)
-			vdevice.Header{ID: 1, Command: vdevice.CmdVersion, Size: 64}.Put(m)
+			m := make([]byte, vfiouser.HeaderSize+4)
+			vfiouser.Header{ID: 1, Command: vfiouser.CmdVersion, Size: 64}.Put(m)
 			return m
 		}()},
 		{"half a header after VERSION", true, getInfo()[:10]},
@@ -1046,24 +1046,24 @@ func TestRapidReconnects(t *testing.T) {
 // and the whole next message belong to the first one (they arrived with
 // its bytes), never to the next.
 func TestFDWithTailOfMessage(t *testing.T) {
-	f := newFixture(t, vdevice.Options{})
+	f := newFixture(t, vfiouser.Options{})
 	c := f.c
 	c.negotiate()
 	fd := memfd(t, 4096)
 	var a, b []byte
-	a = vdevice.DeviceInfoMsg{Argsz: 16}.Append(make([]byte, vdevice.HeaderSize))
-	vdevice.Header{ID: 100, Command: vdevice.CmdDeviceGetInfo, Size: uint32(len(a))}.Put(a)
-	b = vdevice.DMAMap{Argsz: 32, Flags: 3, IOVA: 0x1000, Size: 4096}.Append(make([]byte, vdevice.HeaderSize))
-	vdevice.Header{ID: 101, Command: vdevice.CmdDMAMap, Size: uint32(len(b))}.Put(b)
+	a = vfiouser.DeviceInfoMsg{Argsz: 16}.Append(make([]byte, vfiouser.HeaderSize))
+	vfiouser.Header{ID: 100, Command: vfiouser.CmdDeviceGetInfo, Size: uint32(len(a))}.Put(a)
+	b = vfiouser.DMAMap{Argsz: 32, Flags: 3, IOVA: 0x1000, Size: 4096}.Append(make([]byte, vfiouser.HeaderSize))
+	vfiouser.Header{ID: 101, Command: vfiouser.CmdDMAMap, Size: uint32(len(b))}.Put(b)
 	c.sendRaw(a[:20], nil)
 	time.Sleep(50 * time.Millisecond) // the server reads the head alone
 	c.sendRaw(append(append([]byte(nil), a[20:]...), b...), []int{fd})
 	r, err := c.wait(100)
-	if err != nil || r.Flags&vdevice.FlagError == 0 || unix.Errno(r.Error) != unix.EINVAL {
+	if err != nil || r.Flags&vfiouser.FlagError == 0 || unix.Errno(r.Error) != unix.EINVAL {
 		t.Fatalf("GET_INFO carrying a descriptor: %v flags %#x errno %d", err, r.Flags, r.Error)
 	}
 	r, err = c.wait(101)
-	if err != nil || r.Flags&vdevice.FlagError != 0 {
+	if err != nil || r.Flags&vfiouser.FlagError != 0 {
 		t.Fatalf("DMA_MAP: %v errno %d", err, r.Error)
 	}
 	regs := f.srv.Memory().Regions()

@@ -1,4 +1,4 @@
-package nic
+package npfnic
 
 import (
 	"bytes"
@@ -7,12 +7,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/npfnic/npfnic/ethring/wire"
 	"github.com/npfnic/npfnic/internal/testutil"
 	"github.com/npfnic/npfnic/pcie"
-	"github.com/npfnic/npfnic/vdevice"
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/port"
+	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
 // ethRig is a NIC with a wire, memfd-backed guest RAM at ramIOVA (with the
@@ -24,7 +24,7 @@ type ethRig struct {
 	irq  *fakeIRQ
 	mem  *guestmem.Memory
 	ram  []byte
-	peer *wire.PipePort
+	peer *port.PipePort
 }
 
 const ramIOVA = 0x20_0000
@@ -46,20 +46,20 @@ func newEthRig(t *testing.T, o Options) *ethRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, peer := wire.Pipe(64)
+	dev, peer := port.Pipe(64)
 	o.Wire = dev
 	n, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	irq := &fakeIRQ{pending: map[int]bool{}}
-	n.Attach(vdevice.Host{IRQ: irq, Mem: mem})
+	n.Attach(vfiouser.Host{IRQ: irq, Mem: mem})
 	t.Cleanup(func() {
 		n.Close()
 		mem.UnmapAll()
 		unix.Munmap(ram)
 	})
-	n.RegionWrite(vdevice.RegionConfig, pcie.OffCommand, []byte{0x06, 0})
+	n.RegionWrite(vfiouser.RegionConfig, pcie.OffCommand, []byte{0x06, 0})
 	return &ethRig{t: t, n: n, irq: irq, mem: mem, ram: ram, peer: peer}
 }
 
@@ -255,10 +255,10 @@ func TestDatapathResets(t *testing.T) {
 	rxHead := func() uint32 { return hw.QPStatusRxHead.Get(r.at(ramIOVA+uint64(hw.StatusQPOffset(0)), 64)) }
 
 	setup()
-	r.n.RegionWrite(vdevice.RegionConfig, pcie.OffCommand, []byte{0x02, 0}) // bus master off
+	r.n.RegionWrite(vfiouser.RegionConfig, pcie.OffCommand, []byte{0x02, 0}) // bus master off
 	r.peer.Send(make([]byte, 60))
 	r.waitFor("drop without bus mastering", func() bool { return r.n.Datapath().Stats().RxDropsDisabled == 1 })
-	r.n.RegionWrite(vdevice.RegionConfig, pcie.OffCommand, []byte{0x06, 0})
+	r.n.RegionWrite(vfiouser.RegionConfig, pcie.OffCommand, []byte{0x06, 0})
 	r.peer.Send(make([]byte, 60))
 	r.waitFor("rx with bus mastering", func() bool { return rxHead() == 1 })
 
@@ -271,7 +271,7 @@ func TestDatapathResets(t *testing.T) {
 	if r.n.Datapath().Stats().Pairs[0].Enabled {
 		t.Fatal("pair still running after DEVICE_RESET")
 	}
-	r.n.RegionWrite(vdevice.RegionConfig, pcie.OffCommand, []byte{0x06, 0})
+	r.n.RegionWrite(vfiouser.RegionConfig, pcie.OffCommand, []byte{0x06, 0})
 	setup()
 	r.mem.UnmapAll()
 	r.n.ClientDisconnected()

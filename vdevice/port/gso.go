@@ -1,4 +1,4 @@
-package wire
+package port
 
 // GSOType is the kind of segmentation a GSO send asks the port to do.
 type GSOType uint8

@@ -1,4 +1,4 @@
-package vdevice_test
+package vfiouser_test
 
 import (
 	"context"
@@ -14,9 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/npfnic/npfnic/vdevice"
+	"github.com/npfnic/npfnic"
 	"github.com/npfnic/npfnic/vdevice/hw"
-	"github.com/npfnic/npfnic/vdevice/nic"
+	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
 // testClient is a minimal vfio-user client. It also answers the server's
@@ -26,7 +26,7 @@ type testClient struct {
 	t      testing.TB
 	uc     *net.UnixConn
 	nextID uint16
-	layout vdevice.DMALayout
+	layout vfiouser.DMALayout
 
 	remoteBase uint64
 	remote     []byte
@@ -34,7 +34,7 @@ type testClient struct {
 }
 
 type reply struct {
-	vdevice.Header
+	vfiouser.Header
 	payload []byte
 	fds     []int
 }
@@ -48,7 +48,7 @@ func newTestClient(t testing.TB, uc *net.UnixConn) *testClient {
 
 // socketpairServer starts a server for dev over a socketpair and returns the
 // client end. The server goroutine's result arrives on the channel.
-func socketpairServer(t testing.TB, srv *vdevice.Server) (*net.UnixConn, <-chan error) {
+func socketpairServer(t testing.TB, srv *vfiouser.Server) (*net.UnixConn, <-chan error) {
 	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -70,19 +70,19 @@ func socketpairServer(t testing.TB, srv *vdevice.Server) (*net.UnixConn, <-chan 
 }
 
 type fixture struct {
-	nic  *nic.NIC
-	srv  *vdevice.Server
+	nic  *npfnic.NIC
+	srv  *vfiouser.Server
 	c    *testClient
 	done <-chan error
 }
 
-func newFixture(t testing.TB, opts vdevice.Options) *fixture {
+func newFixture(t testing.TB, opts vfiouser.Options) *fixture {
 	t.Helper()
-	n, err := nic.New(nic.Options{})
+	n, err := npfnic.New(npfnic.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := vdevice.NewServer(n, opts)
+	srv, err := vfiouser.NewServer(n, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,20 +107,20 @@ func qemuCapsJSON() []byte {
 
 func (c *testClient) negotiate() {
 	c.t.Helper()
-	p := vdevice.Version{Major: 0, Minor: 0, JSON: qemuCapsJSON()}.Append(nil)
-	r := c.call(vdevice.CmdVersion, 0, p, nil)
-	if r.Flags&vdevice.FlagError != 0 {
+	p := vfiouser.Version{Major: 0, Minor: 0, JSON: qemuCapsJSON()}.Append(nil)
+	r := c.call(vfiouser.CmdVersion, 0, p, nil)
+	if r.Flags&vfiouser.FlagError != 0 {
 		c.t.Fatalf("VERSION failed: errno %d", r.Error)
 	}
 }
 
-func (c *testClient) send(cmd vdevice.Command, flags uint32, payload []byte, fds []int) uint16 {
+func (c *testClient) send(cmd vfiouser.Command, flags uint32, payload []byte, fds []int) uint16 {
 	c.t.Helper()
 	id := c.nextID
 	c.nextID++
-	msg := make([]byte, vdevice.HeaderSize, vdevice.HeaderSize+len(payload))
+	msg := make([]byte, vfiouser.HeaderSize, vfiouser.HeaderSize+len(payload))
 	msg = append(msg, payload...)
-	vdevice.Header{ID: id, Command: cmd, Size: uint32(len(msg)), Flags: flags}.Put(msg)
+	vfiouser.Header{ID: id, Command: cmd, Size: uint32(len(msg)), Flags: flags}.Put(msg)
 	c.sendRaw(msg, fds)
 	return id
 }
@@ -138,7 +138,7 @@ func (c *testClient) sendRaw(msg []byte, fds []int) {
 
 // recv reads one message; io.EOF means the server closed the connection.
 func (c *testClient) recv() (reply, error) {
-	hdr := make([]byte, vdevice.HeaderSize)
+	hdr := make([]byte, vfiouser.HeaderSize)
 	oob := make([]byte, unix.CmsgSpace(4*16))
 	c.uc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	n, oobn, _, _, err := c.uc.ReadMsgUnix(hdr, oob)
@@ -161,11 +161,11 @@ func (c *testClient) recv() (reply, error) {
 			fds = append(fds, f...)
 		}
 	}
-	h, err := vdevice.DecodeHeader(hdr)
+	h, err := vfiouser.DecodeHeader(hdr)
 	if err != nil {
 		return reply{}, err
 	}
-	body := make([]byte, h.Size-vdevice.HeaderSize)
+	body := make([]byte, h.Size-vfiouser.HeaderSize)
 	if _, err := io.ReadFull(c.uc, body); err != nil {
 		return reply{}, err
 	}
@@ -190,7 +190,7 @@ func (c *testClient) wait(id uint16) (reply, error) {
 	}
 }
 
-func (c *testClient) call(cmd vdevice.Command, flags uint32, payload []byte, fds []int) reply {
+func (c *testClient) call(cmd vfiouser.Command, flags uint32, payload []byte, fds []int) reply {
 	c.t.Helper()
 	id := c.send(cmd, flags, payload, fds)
 	r, err := c.wait(id)
@@ -204,10 +204,10 @@ func (c *testClient) call(cmd vdevice.Command, flags uint32, payload []byte, fds
 }
 
 // callErr performs a call expected to fail with want.
-func (c *testClient) callErr(cmd vdevice.Command, payload []byte, fds []int, want unix.Errno) {
+func (c *testClient) callErr(cmd vfiouser.Command, payload []byte, fds []int, want unix.Errno) {
 	c.t.Helper()
 	r := c.call(cmd, 0, payload, fds)
-	if r.Flags&vdevice.FlagError == 0 || unix.Errno(r.Error) != want {
+	if r.Flags&vfiouser.FlagError == 0 || unix.Errno(r.Error) != want {
 		c.t.Fatalf("%v: flags %#x errno %v, want %v", cmd, r.Flags, unix.Errno(r.Error), want)
 	}
 	if len(r.payload) != 0 {
@@ -219,44 +219,44 @@ func (c *testClient) serveDMA(r reply) {
 	addr := binary.LittleEndian.Uint64(r.payload)
 	var count uint64
 	dataOff := c.layout.DataOffset()
-	if c.layout == vdevice.DMALayoutSpec {
+	if c.layout == vfiouser.DMALayoutSpec {
 		count = binary.LittleEndian.Uint64(r.payload[8:])
 	} else {
 		count = uint64(binary.LittleEndian.Uint32(r.payload[8:]))
 	}
 	c.remoteOps++
-	out := make([]byte, vdevice.HeaderSize)
-	flags := uint32(vdevice.FlagTypeReply)
+	out := make([]byte, vfiouser.HeaderSize)
+	flags := uint32(vfiouser.FlagTypeReply)
 	var errno uint32
 	inWindow := addr >= c.remoteBase && addr+count <= c.remoteBase+uint64(len(c.remote))
 	switch {
 	case !inWindow:
-		flags |= vdevice.FlagError
+		flags |= vfiouser.FlagError
 		errno = uint32(unix.EFAULT)
-	case r.Command == vdevice.CmdDMAWrite:
+	case r.Command == vfiouser.CmdDMAWrite:
 		copy(c.remote[addr-c.remoteBase:], r.payload[dataOff:dataOff+int(count)])
 		// QEMU answers DMA_WRITE with a bare header.
-	case r.Command == vdevice.CmdDMARead:
-		out = vdevice.AppendDMAAccess(out, c.layout, addr, uint32(count), c.remote[addr-c.remoteBase:addr-c.remoteBase+count])
+	case r.Command == vfiouser.CmdDMARead:
+		out = vfiouser.AppendDMAAccess(out, c.layout, addr, uint32(count), c.remote[addr-c.remoteBase:addr-c.remoteBase+count])
 	}
-	vdevice.Header{ID: r.ID, Command: r.Command, Size: uint32(len(out)), Flags: flags, Error: errno}.Put(out)
+	vfiouser.Header{ID: r.ID, Command: r.Command, Size: uint32(len(out)), Flags: flags, Error: errno}.Put(out)
 	c.sendRaw(out, nil)
 }
 
 // ---- helpers for common requests ----
 
 func regionAccess(region uint32, off uint64, count uint32, data []byte) []byte {
-	b := vdevice.RegionAccess{Offset: off, Region: region, Count: count}.AppendHeader(nil)
+	b := vfiouser.RegionAccess{Offset: off, Region: region, Count: count}.AppendHeader(nil)
 	return append(b, data...)
 }
 
 func (c *testClient) read32(region uint32, off uint64) uint32 {
 	c.t.Helper()
-	r := c.call(vdevice.CmdRegionRead, 0, regionAccess(region, off, 4, nil), nil)
-	if r.Flags&vdevice.FlagError != 0 {
+	r := c.call(vfiouser.CmdRegionRead, 0, regionAccess(region, off, 4, nil), nil)
+	if r.Flags&vfiouser.FlagError != 0 {
 		c.t.Fatalf("REGION_READ %d/%#x: errno %d", region, off, r.Error)
 	}
-	a, err := vdevice.DecodeRegionAccess(r.payload, true)
+	a, err := vfiouser.DecodeRegionAccess(r.payload, true)
 	if err != nil || a.Offset != off || a.Region != region || a.Count != 4 {
 		c.t.Fatalf("REGION_READ reply %+v %v", a, err)
 	}
@@ -268,13 +268,13 @@ func le32(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
 // write32 sends a posted write, as QEMU does for BARs.
 func (c *testClient) write32(region uint32, off uint64, v uint32) {
 	c.t.Helper()
-	c.send(vdevice.CmdRegionWrite, vdevice.FlagNoReply, regionAccess(region, off, 4, le32(v)), nil)
+	c.send(vfiouser.CmdRegionWrite, vfiouser.FlagNoReply, regionAccess(region, off, 4, le32(v)), nil)
 }
 
 func (c *testClient) configWrite16(off uint64, v uint16) {
 	c.t.Helper()
-	r := c.call(vdevice.CmdRegionWrite, 0, regionAccess(vdevice.RegionConfig, off, 2, binary.LittleEndian.AppendUint16(nil, v)), nil)
-	if r.Flags&vdevice.FlagError != 0 {
+	r := c.call(vfiouser.CmdRegionWrite, 0, regionAccess(vfiouser.RegionConfig, off, 2, binary.LittleEndian.AppendUint16(nil, v)), nil)
+	if r.Flags&vfiouser.FlagError != 0 {
 		c.t.Fatalf("config write: errno %d", r.Error)
 	}
 }
@@ -287,14 +287,14 @@ func (c *testClient) dmaMap(iova, size uint64, flags uint32, fd int, offset uint
 	if fd >= 0 {
 		fds = []int{fd}
 	}
-	p := vdevice.DMAMap{Argsz: vdevice.DMAMapSize, Flags: flags, Offset: offset, IOVA: iova, Size: size}.Append(nil)
-	return c.call(vdevice.CmdDMAMap, 0, p, fds)
+	p := vfiouser.DMAMap{Argsz: vfiouser.DMAMapSize, Flags: flags, Offset: offset, IOVA: iova, Size: size}.Append(nil)
+	return c.call(vfiouser.CmdDMAMap, 0, p, fds)
 }
 
 func (c *testClient) dmaUnmap(iova, size uint64, flags uint32) reply {
 	c.t.Helper()
-	p := vdevice.DMAUnmap{Argsz: vdevice.DMAUnmapSize, Flags: flags, IOVA: iova, Size: size}.Append(nil)
-	return c.call(vdevice.CmdDMAUnmap, 0, p, nil)
+	p := vfiouser.DMAUnmap{Argsz: vfiouser.DMAUnmapSize, Flags: flags, IOVA: iova, Size: size}.Append(nil)
+	return c.call(vfiouser.CmdDMAUnmap, 0, p, nil)
 }
 
 // diagDMA programs and starts a diagnostic DMA and polls until it finishes.
@@ -358,15 +358,15 @@ func eventCount(fd int, d time.Duration) uint64 {
 }
 
 // listenServer runs Serve on a socket in a temp dir.
-func listenServer(t testing.TB) (string, *nic.NIC, context.CancelFunc, <-chan error) {
+func listenServer(t testing.TB) (string, *npfnic.NIC, context.CancelFunc, <-chan error) {
 	t.Helper()
-	return listenServerOpts(t, vdevice.Options{})
+	return listenServerOpts(t, vfiouser.Options{})
 }
 
 // listenServerOpts is listenServer with server options.
-func listenServerOpts(t testing.TB, opts vdevice.Options) (string, *nic.NIC, context.CancelFunc, <-chan error) {
+func listenServerOpts(t testing.TB, opts vfiouser.Options) (string, *npfnic.NIC, context.CancelFunc, <-chan error) {
 	t.Helper()
-	n, err := nic.New(nic.Options{})
+	n, err := npfnic.New(npfnic.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,12 +376,12 @@ func listenServerOpts(t testing.TB, opts vdevice.Options) (string, *nic.NIC, con
 	ready := make(chan struct{})
 	var once sync.Once
 	go func() {
-		srv, err := vdevice.NewServer(n, opts)
+		srv, err := vfiouser.NewServer(n, opts)
 		if err != nil {
 			done <- err
 			return
 		}
-		l, err := vdevice.Listen(path)
+		l, err := vfiouser.Listen(path)
 		once.Do(func() { close(ready) })
 		if err != nil {
 			done <- err

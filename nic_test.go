@@ -1,4 +1,4 @@
-package nic
+package npfnic
 
 import (
 	"encoding/binary"
@@ -8,9 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/npfnic/npfnic/pcie"
-	"github.com/npfnic/npfnic/vdevice"
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
 type fakeIRQ struct {
@@ -29,7 +29,7 @@ func (f *fakeIRQ) TriggerIndex(i, s int) error { return nil }
 func (f *fakeIRQ) Pending(i, s int) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return i == vdevice.IRQMSIX && f.pending[s]
+	return i == vfiouser.IRQMSIX && f.pending[s]
 }
 
 func newTestNIC(t *testing.T) (*NIC, *fakeIRQ, *guestmem.Memory, []byte) {
@@ -44,7 +44,7 @@ func newTestNIC(t *testing.T) (*NIC, *fakeIRQ, *guestmem.Memory, []byte) {
 	if err := mem.MapHost(0x10000, ram, guestmem.ProtRead|guestmem.ProtWrite, nil); err != nil {
 		t.Fatal(err)
 	}
-	n.Attach(vdevice.Host{IRQ: irq, Mem: mem})
+	n.Attach(vfiouser.Host{IRQ: irq, Mem: mem})
 	t.Cleanup(func() { n.Close() })
 	return n, irq, mem, ram
 }
@@ -131,7 +131,7 @@ func TestDiagDMA(t *testing.T) {
 	if st := waitStatus(t, n); st != hw.DiagDMAStatusNoMaster {
 		t.Fatalf("without bus master: %d", st)
 	}
-	n.RegionWrite(vdevice.RegionConfig, pcie.OffCommand, []byte{0x06, 0})
+	n.RegionWrite(vfiouser.RegionConfig, pcie.OffCommand, []byte{0x06, 0})
 
 	for _, tc := range []struct {
 		name   string
@@ -184,7 +184,7 @@ func TestMSIXBARAndReset(t *testing.T) {
 	}
 
 	wr32(t, n, hw.RegBAR, hw.RegScratch, 77)
-	n.RegionWrite(vdevice.RegionConfig, pcie.OffCommand, []byte{0x06, 0})
+	n.RegionWrite(vfiouser.RegionConfig, pcie.OffCommand, []byte{0x06, 0})
 	if err := n.Reset(); err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestMSIXBARAndReset(t *testing.T) {
 		rd32(t, n, hw.MSIXBAR, hw.MSIXTableOffset+16) != 0 || rd32(t, n, hw.MSIXBAR, hw.MSIXTableOffset+28) != 1 {
 		t.Fatal("reset incomplete")
 	}
-	if err := n.RegionRead(vdevice.RegionVGA, 0, make([]byte, 4)); err != unix.EINVAL {
+	if err := n.RegionRead(vfiouser.RegionVGA, 0, make([]byte, 4)); err != unix.EINVAL {
 		t.Fatalf("unknown region: %v", err)
 	}
 }
@@ -200,10 +200,10 @@ func TestMSIXBARAndReset(t *testing.T) {
 func TestInfoShape(t *testing.T) {
 	n, _, _, _ := newTestNIC(t)
 	info := n.Info()
-	if len(info.Regions) != vdevice.NumPCIRegions || len(info.IRQs) != vdevice.NumPCIIRQs || !info.Reset {
+	if len(info.Regions) != vfiouser.NumPCIRegions || len(info.IRQs) != vfiouser.NumPCIIRQs || !info.Reset {
 		t.Fatalf("info %+v", info)
 	}
-	if info.Regions[vdevice.RegionConfig].Size != pcie.Size || info.IRQs[vdevice.IRQMSIX].Count != hw.MSIXVectors {
+	if info.Regions[vfiouser.RegionConfig].Size != pcie.Size || info.IRQs[vfiouser.IRQMSIX].Count != hw.MSIXVectors {
 		t.Fatal("config size or MSI-X count")
 	}
 	cfg := n.Config()

@@ -10,7 +10,7 @@
 // with several -count runs, benchstat shows the same ns/op side by side.
 // allocs/op is process-wide, so it includes the server goroutine: the goal
 // is 0 on the posted-write path.
-package vdevice_test
+package vfiouser_test
 
 import (
 	"context"
@@ -21,9 +21,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/npfnic/npfnic/vdevice"
+	"github.com/npfnic/npfnic"
 	"github.com/npfnic/npfnic/vdevice/hw"
-	"github.com/npfnic/npfnic/vdevice/nic"
+	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
 // benchPair returns a raw blocking client fd connected to a server-side
@@ -64,11 +64,11 @@ func readFull(b *testing.B, fd int, p []byte) {
 }
 
 func benchServer(b *testing.B) int {
-	n, err := nic.New(nic.Options{})
+	n, err := npfnic.New(npfnic.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := vdevice.NewServer(n, vdevice.Options{})
+	srv, err := vfiouser.NewServer(n, vfiouser.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -81,27 +81,27 @@ func benchServer(b *testing.B) int {
 	b.Cleanup(func() { sc.Close(); <-done })
 
 	// Negotiate.
-	p := vdevice.Version{JSON: []byte(`{"capabilities":{"max_data_xfer_size":1048576}}`)}.Append(nil)
-	msg := make([]byte, vdevice.HeaderSize)
+	p := vfiouser.Version{JSON: []byte(`{"capabilities":{"max_data_xfer_size":1048576}}`)}.Append(nil)
+	msg := make([]byte, vfiouser.HeaderSize)
 	msg = append(msg, p...)
-	vdevice.Header{ID: 1, Command: vdevice.CmdVersion, Size: uint32(len(msg))}.Put(msg)
+	vfiouser.Header{ID: 1, Command: vfiouser.CmdVersion, Size: uint32(len(msg))}.Put(msg)
 	writeAll(b, fd, msg)
-	hdr := make([]byte, vdevice.HeaderSize)
+	hdr := make([]byte, vfiouser.HeaderSize)
 	readFull(b, fd, hdr)
-	h, _ := vdevice.DecodeHeader(hdr)
-	rest := make([]byte, h.Size-vdevice.HeaderSize)
+	h, _ := vfiouser.DecodeHeader(hdr)
+	rest := make([]byte, h.Size-vfiouser.HeaderSize)
 	readFull(b, fd, rest)
-	if h.Flags&vdevice.FlagError != 0 {
+	if h.Flags&vfiouser.FlagError != 0 {
 		b.Fatal("VERSION failed")
 	}
 	return fd
 }
 
-func regionMsg(cmd vdevice.Command, flags uint32, off uint64, data []byte, count uint32) []byte {
-	msg := make([]byte, vdevice.HeaderSize)
-	msg = vdevice.RegionAccess{Offset: off, Region: hw.RegBAR, Count: count}.AppendHeader(msg)
+func regionMsg(cmd vfiouser.Command, flags uint32, off uint64, data []byte, count uint32) []byte {
+	msg := make([]byte, vfiouser.HeaderSize)
+	msg = vfiouser.RegionAccess{Offset: off, Region: hw.RegBAR, Count: count}.AppendHeader(msg)
 	msg = append(msg, data...)
-	vdevice.Header{ID: 2, Command: cmd, Size: uint32(len(msg)), Flags: flags}.Put(msg)
+	vfiouser.Header{ID: 2, Command: cmd, Size: uint32(len(msg)), Flags: flags}.Put(msg)
 	return msg
 }
 
@@ -110,9 +110,9 @@ func regionMsg(cmd vdevice.Command, flags uint32, off uint64, data []byte, count
 // server's processing (a final non-posted read drains the pipeline).
 func BenchmarkRegionWritePosted(b *testing.B) {
 	fd := benchServer(b)
-	msg := regionMsg(vdevice.CmdRegionWrite, vdevice.FlagNoReply, hw.RegScratch, []byte{1, 2, 3, 4}, 4)
-	sync := regionMsg(vdevice.CmdRegionRead, 0, hw.RegScratch, nil, 4)
-	reply := make([]byte, vdevice.HeaderSize+vdevice.RegionAccessSize+4)
+	msg := regionMsg(vfiouser.CmdRegionWrite, vfiouser.FlagNoReply, hw.RegScratch, []byte{1, 2, 3, 4}, 4)
+	sync := regionMsg(vfiouser.CmdRegionRead, 0, hw.RegScratch, nil, 4)
+	reply := make([]byte, vfiouser.HeaderSize+vfiouser.RegionAccessSize+4)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -130,8 +130,8 @@ func BenchmarkRegionWritePosted(b *testing.B) {
 // dispatch, device handler, reply.
 func BenchmarkRegionReadRoundTrip(b *testing.B) {
 	fd := benchServer(b)
-	msg := regionMsg(vdevice.CmdRegionRead, 0, hw.RegID, nil, 4)
-	reply := make([]byte, vdevice.HeaderSize+vdevice.RegionAccessSize+4)
+	msg := regionMsg(vfiouser.CmdRegionRead, 0, hw.RegID, nil, 4)
+	reply := make([]byte, vfiouser.HeaderSize+vfiouser.RegionAccessSize+4)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -151,8 +151,8 @@ func BenchmarkUnixEchoFloor(b *testing.B) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		in := make([]byte, vdevice.HeaderSize+vdevice.RegionAccessSize)
-		out := make([]byte, vdevice.HeaderSize+vdevice.RegionAccessSize+4)
+		in := make([]byte, vfiouser.HeaderSize+vfiouser.RegionAccessSize)
+		out := make([]byte, vfiouser.HeaderSize+vfiouser.RegionAccessSize+4)
 		for {
 			got := 0
 			for got < len(in) {
@@ -168,8 +168,8 @@ func BenchmarkUnixEchoFloor(b *testing.B) {
 		}
 	}()
 	b.Cleanup(func() { sc.Close(); <-done })
-	msg := regionMsg(vdevice.CmdRegionRead, 0, hw.RegID, nil, 4)
-	reply := make([]byte, vdevice.HeaderSize+vdevice.RegionAccessSize+4)
+	msg := regionMsg(vfiouser.CmdRegionRead, 0, hw.RegID, nil, 4)
+	reply := make([]byte, vfiouser.HeaderSize+vfiouser.RegionAccessSize+4)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -1,4 +1,4 @@
-package nic
+package npfnic
 
 import (
 	"context"
@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/ats/atstest"
-	"github.com/npfnic/npfnic/ethring/wire"
 	"github.com/npfnic/npfnic/internal/testutil"
 	"github.com/npfnic/npfnic/pcie"
 	"github.com/npfnic/npfnic/pri/pritest"
-	"github.com/npfnic/npfnic/vdevice"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/port"
+	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
 // faultRig is a NIC whose driver model translates: guest RAM with I/O page
@@ -27,7 +27,7 @@ type faultRig struct {
 	as   *atstest.AddressSpace
 	ats  *atstest.Driver
 	pri  *pritest.Driver
-	peer *wire.PipePort
+	peer *port.PipePort
 	irq  *vecIRQ
 
 	status         uint64
@@ -99,7 +99,7 @@ func (b bar) RegWrite(off, v uint32) bool {
 func (b bar) RegRead(off uint32) (uint32, bool) { return rd32(b.t, b.n, hw.RegBAR, uint64(off)), true }
 
 func (r *faultRig) cfgWrite(off int, p []byte) {
-	if err := r.n.RegionWrite(vdevice.RegionConfig, uint64(off), p); err != nil {
+	if err := r.n.RegionWrite(vfiouser.RegionConfig, uint64(off), p); err != nil {
 		r.t.Fatal(err)
 	}
 }
@@ -118,13 +118,13 @@ func newFaultRig(t testing.TB, o faultOpts) *faultRig {
 		o.ringSize = 8
 	}
 	g := atstest.NewGuest(t, 8<<20)
-	dev, peer := wire.Pipe(64)
+	dev, peer := port.Pipe(64)
 	n, err := New(Options{Wire: dev, QueuePairs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	irq := &vecIRQ{count: map[int]int{}, wake: map[int]chan struct{}{}}
-	n.Attach(vdevice.Host{IRQ: irq, Mem: g.Mem})
+	n.Attach(vfiouser.Host{IRQ: irq, Mem: g.Mem})
 	t.Cleanup(func() { n.Close() })
 	r := &faultRig{t: t, n: n, g: g, peer: peer, irq: irq}
 	r.cfgWrite(pcie.OffCommand, []byte{0x06, 0})
@@ -443,7 +443,7 @@ func TestTxFaultStalls(t *testing.T) {
 		r.wr(hw.QPBase(0)+hw.QPTxTail, r.txTail)
 	}
 	post(txVA(0), len(want))
-	buf := make([]byte, wire.MaxFrameLen)
+	buf := make([]byte, port.MaxFrameLen)
 	n, err := r.peer.Recv(buf)
 	if err != nil || string(buf[:n]) != string(want) {
 		t.Fatalf("frame after the TX fault: %d bytes, err %v", n, err)

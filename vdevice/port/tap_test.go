@@ -1,4 +1,4 @@
-package wire
+package port
 
 import (
 	"bytes"

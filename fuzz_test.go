@@ -1,4 +1,4 @@
-package nic
+package npfnic
 
 import (
 	"encoding/binary"
@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/ats/atstest"
-	"github.com/npfnic/npfnic/ethring/wire"
 	"github.com/npfnic/npfnic/pcie"
-	"github.com/npfnic/npfnic/vdevice"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/port"
+	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
 // FuzzRxBackup drives the backup policy with an arbitrary mix of frames,
@@ -221,13 +221,13 @@ func (r *faultRig) warm(slot uint32) {
 // buffer is posted (Receive returns at once), no wire, a backup ring of 8.
 func newBackupFuzzRig(tb testing.TB) *faultRig {
 	g := atstest.NewGuest(tb, 8<<20)
-	dev, peer := wire.Pipe(1)
+	dev, peer := port.Pipe(1)
 	n, err := New(Options{Wire: dev, QueuePairs: 1, RxDropNoBuf: true})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	irq := &vecIRQ{count: map[int]int{}, wake: map[int]chan struct{}{}}
-	n.Attach(vdevice.Host{IRQ: irq, Mem: g.Mem})
+	n.Attach(vfiouser.Host{IRQ: irq, Mem: g.Mem})
 	tb.Cleanup(func() { n.Close(); peer.Close() })
 	r := &faultRig{t: tb, n: n, g: g, peer: peer, irq: irq}
 	r.cfgWrite(pcie.OffCommand, []byte{0x06, 0})

@@ -1,4 +1,4 @@
-// Package wire owns the far side of the NIC's Ethernet port: the Port
+// Package port owns the far side of the NIC's Ethernet port: the Port
 // interface the ring engines send frames to and receive frames from, and
 // its backends: a Linux TAP interface, QEMU's stream netdev protocol (as
 // client or server, surviving reconnects), a pcap recorder that wraps any
@@ -6,7 +6,7 @@
 // super-packets whole for the host kernel to segment (GSOPort: the TAP,
 // through its virtio-net header). It knows nothing about rings or guest
 // memory.
-package wire
+package port
 
 import (
 	"errors"
