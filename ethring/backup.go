@@ -207,7 +207,7 @@ type backupEntry struct {
 	queue   uint16
 	desc    uint32 // free-running index of the RX descriptor
 	bmIndex uint32 // free-running bitmap index
-	stamp   int64  // fault detection time (pri.Now)
+	stamp   int64  // fault detection time (clock.Nanotime)
 	status  uint16 // hw.Bkd*
 }
 

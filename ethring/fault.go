@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/npfnic/npfnic/ats"
+	"github.com/npfnic/npfnic/internal/clock"
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
@@ -195,7 +196,7 @@ func (in *instance) rxToBackup(frame []byte, c uint32, f *ats.Fault, detected in
 	}
 	bit := in.bmIndex + in.headOffset
 	if detected == 0 {
-		detected = pri.Now()
+		detected = clock.Nanotime()
 	}
 	// The page request goes first, so the driver starts mapping the page
 	// before it sees the backup entry that needs it. It is best effort: the

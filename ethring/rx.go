@@ -3,7 +3,7 @@ package ethring
 import (
 	"fmt"
 
-	"github.com/npfnic/npfnic/pri"
+	"github.com/npfnic/npfnic/internal/clock"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
@@ -49,7 +49,7 @@ func (p *Pair) receive(frame []byte, hold bool) (in *instance, noBuf bool) {
 	}
 	if err := in.bufDMA(s.addr, frame, true); err != nil {
 		if f := asFault(err); f != nil {
-			in.rxFault(s, frame, f, pri.Now())
+			in.rxFault(s, frame, f, clock.Nanotime())
 			return in, false
 		}
 		slot := s.c & in.rx.mask

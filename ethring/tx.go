@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/npfnic/npfnic/ats"
+	"github.com/npfnic/npfnic/internal/clock"
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/port"
@@ -114,7 +115,7 @@ func (in *instance) txFrame(head, tail uint32) uint32 {
 			}
 			return n
 		}
-		detected := pri.Now()
+		detected := clock.Nanotime()
 		groups, err := in.txResolve(c, f, detected)
 		pending = append(pending, groups...)
 		switch {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/npfnic/npfnic/ats"
 	"github.com/npfnic/npfnic/ats/atstest"
+	"github.com/npfnic/npfnic/internal/clock"
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/pri/pritest"
 	"github.com/npfnic/npfnic/vdevice/hw"
@@ -104,7 +105,7 @@ func (f *flow) write(ctx context.Context, va uint64, data []byte, queue uint16, 
 		if g != nil {
 			g.Finish()
 		}
-		detected := pri.Now()
+		detected := clock.Nanotime()
 		g, err = f.e.Submit(ctx, pri.Request{PASID: f.pasid, PASIDValid: true, Pages: fault.Pages, Write: fault.Write,
 			Queue: queue, Desc: desc, Kind: hw.FaultKindRxBuf, Detected: detected})
 		if err != nil {

@@ -53,6 +53,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/npfnic/npfnic/internal/clock"
 	"github.com/npfnic/npfnic/pcie"
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
@@ -83,7 +84,6 @@ type Config struct {
 	// Recorder receives the timing of every finished group; nil: a new
 	// Recorder of DefaultRecords.
 	Recorder *Recorder
-	Now      func() int64 // timestamps; nil: Now
 	Log      *slog.Logger
 }
 
@@ -122,7 +122,7 @@ type Request struct {
 	Queue      uint16   // NIC queue that faulted
 	Desc       uint32   // its descriptor index
 	Kind       uint16   // hw.FaultKind*
-	Detected   int64    // Now() at detection; 0: stamped by Submit
+	Detected   int64    // clock.Nanotime at detection; 0: stamped by Submit
 }
 
 // Group is a page request group in flight.
@@ -177,7 +177,7 @@ func (g *Group) Finish() {
 	if !g.finished.CompareAndSwap(false, true) {
 		return
 	}
-	g.stamps[StampDone].Store(g.e.now())
+	g.stamps[StampDone].Store(clock.Nanotime())
 	r := Record{Pages: g.pages, Kind: g.kind, Queue: g.queue, Outcome: OutcomeAbandoned}
 	select {
 	case <-g.done:
@@ -219,7 +219,6 @@ type Engine struct {
 	caps Caps
 	irq  Interrupts
 	rec  *Recorder
-	now  func() int64
 	log  *slog.Logger
 
 	mu       sync.Mutex
@@ -256,14 +255,11 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Recorder == nil {
 		cfg.Recorder = NewRecorder(DefaultRecords)
 	}
-	if cfg.Now == nil {
-		cfg.Now = Now
-	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{
-		mem: cfg.Mem, caps: cfg.Caps, irq: cfg.IRQ, rec: cfg.Recorder, now: cfg.Now, log: cfg.Log,
+		mem: cfg.Mem, caps: cfg.Caps, irq: cfg.IRQ, rec: cfg.Recorder, log: cfg.Log,
 		changed:  make(chan struct{}),
 		writeSem: make(chan struct{}, 1),
 		kick:     make(chan struct{}, 1),
@@ -417,7 +413,7 @@ func (e *Engine) abandonAllLocked(err error) {
 func (e *Engine) complete(g *Group, code Code, err error) {
 	g.code, g.err = code, err
 	if g.stamps[StampResponse].Load() == 0 {
-		g.stamps[StampResponse].Store(e.now())
+		g.stamps[StampResponse].Store(clock.Nanotime())
 	}
 	close(g.done)
 }
@@ -502,7 +498,7 @@ func (e *Engine) waitLocked(ctx context.Context) error {
 func (e *Engine) submit(ctx context.Context, r Request, wait bool) (*Group, error) {
 	detected := r.Detected
 	if detected == 0 {
-		detected = e.now()
+		detected = clock.Nanotime()
 	}
 	n := len(r.Pages)
 	if n == 0 {
@@ -651,13 +647,13 @@ func (e *Engine) submit(ctx context.Context, r Request, wait bool) (*Group, erro
 		e.q.prqTail = tail + uint32(n)
 	}
 	e.mu.Unlock()
-	g.stamps[StampQueued].Store(e.now())
+	g.stamps[StampQueued].Store(clock.Nanotime())
 	if err := dma.WriteU32(status+uint64(hw.PRIStatusPRQTail.Offset), tail+uint32(n)); err != nil {
 		return nil, e.queueFailed(g, gen, hw.PRIErrBadStatusAddr, 0)
 	}
 	e.groupsN.Add(1)
 	e.requestsN.Add(uint64(n))
-	g.stamps[StampInterrupt].Store(e.now())
+	g.stamps[StampInterrupt].Store(clock.Nanotime())
 	e.trigger(vector)
 	return g, nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/npfnic/npfnic/internal/clock"
 	"github.com/npfnic/npfnic/pcie"
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/pri/pritest"
@@ -18,7 +19,7 @@ import (
 func TestRoundTrip(t *testing.T) {
 	ev := newEnv(t, envOpts{})
 	r := req(0x7000_1000, 0x7000_2fff, 0x7000_9000)
-	r.Detected = pri.Now()
+	r.Detected = clock.Nanotime()
 	g := mustSubmit(t, ev.e, r)
 	if tail := ev.drv.PRQTail(); tail != 3 {
 		t.Fatalf("prq_tail %d, want 3", tail)

@@ -3,6 +3,7 @@ package pri
 import (
 	"context"
 
+	"github.com/npfnic/npfnic/internal/clock"
 	"github.com/npfnic/npfnic/pcie"
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
@@ -400,7 +401,7 @@ func (e *Engine) probe(gen uint64, dma *guestmem.Stream) bool {
 
 // respond applies one page response.
 func (e *Engine) respond(pasid uint32, prgi, code uint16, flags uint32) {
-	now := e.now()
+	now := clock.Nanotime()
 	e.mu.Lock()
 	if e.failed {
 		// After a Response Failure the function expects no responses.

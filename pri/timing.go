@@ -38,12 +38,6 @@ const (
 // StageNames names the stages for reports.
 var StageNames = [NumStages]string{"queue", "interrupt", "resolve", "resume", "total"}
 
-var epoch = time.Now()
-
-// Now is the clock of fault timestamps: monotonic nanoseconds since the
-// process started. The datapath stamps StampDetected with it.
-func Now() int64 { return int64(time.Since(epoch)) }
-
 // Outcome is how a fault ended.
 type Outcome uint8
 
@@ -56,7 +50,7 @@ const (
 
 // Record is the timing of one page request group.
 type Record struct {
-	Stamps  [NumStamps]int64 // Now() values; 0 for a stage never reached
+	Stamps  [NumStamps]int64 // clock.Nanotime values; 0 for a stage never reached
 	Pages   int
 	Kind    uint16 // hw.FaultKind*
 	Queue   uint16

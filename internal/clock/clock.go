@@ -1,7 +1,9 @@
-// Package clock owns time for the transport engines: the Clock interface
-// they take timers from, the real clock for live use, and Virtual, a
-// deterministic discrete-event clock for tests and simulations, where a
-// 655 ms RNR timer costs no wall time.
+// Package clock owns time for every engine of the device: the Clock
+// interface the transport and moderation timers come from, the real clock
+// for live use, Virtual, a deterministic discrete-event clock for tests and
+// simulations (where a 655 ms RNR timer costs no wall time), and Nanotime,
+// the one timestamp that fault records, page requests and the datapath
+// share.
 package clock
 
 import (
@@ -22,6 +24,13 @@ type Clock interface {
 	Now() time.Time
 	AfterFunc(d time.Duration, f func()) Timer
 }
+
+var epoch = time.Now()
+
+// Nanotime is the device's timestamp: monotonic nanoseconds since the
+// process started. Fault detection in the datapath and every stage stamp of
+// a page request group use it, so their differences are stage latencies.
+func Nanotime() int64 { return int64(time.Since(epoch)) }
 
 // Real is the wall clock.
 type Real struct{}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/npfnic/npfnic"
 	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/clock"
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 	"github.com/npfnic/npfnic/pri"
@@ -196,7 +197,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 		return nil, errors.New("faultcost: the device has no PRI engine (not attached?)")
 	}
 	rec := engine.Recorder()
-	since := pri.Now()
+	since := clock.Nanotime()
 	pri0 := engine.Stats()
 	count0, dropped0 := rec.Count(), rec.Dropped()
 
