@@ -95,7 +95,8 @@ type NIC struct {
 	dmaWG     sync.WaitGroup
 
 	mac         net.HardwareAddr
-	wire        port.Port
+	wire        port.Port // the backend, read through mux once attached
+	mux         *port.Mux
 	queuePairs  int
 	rxDropNoBuf bool
 	statusAddr  uint64 // STATUS_ADDR_LO/HI as written (under mu)
@@ -249,8 +250,8 @@ func (n *NIC) Attach(h vfiouser.Host) {
 	if e != nil {
 		n.pri.Store(e)
 	}
-	dp := ethring.New(ethring.Config{
-		Mem: h.Mem, Wire: n.wire, QueuePairs: n.queuePairs, RxDropNoBuf: n.rxDropNoBuf,
+	dp := n.plugEthernet(ethring.Config{
+		Mem: h.Mem, QueuePairs: n.queuePairs, RxDropNoBuf: n.rxDropNoBuf,
 		Interrupt: n.interrupt, Log: n.log.With("part", "ethring"), Xlat: x, PRI: e,
 	})
 	dp.SetBusMaster(n.cfg.BusMaster())
@@ -316,7 +317,7 @@ func (n *NIC) resetFaults() {
 	}
 }
 
-// Close stops the datapath and closes the wire. The NIC is unusable
+// Close stops the engines and closes the port. The NIC is unusable
 // afterwards.
 func (n *NIC) Close() error {
 	var err error
@@ -326,10 +327,9 @@ func (n *NIC) Close() error {
 			e.Close()
 		}
 		if dp := n.dp.Load(); dp != nil {
-			err = dp.Close()
-		} else if n.wire != nil {
-			err = n.wire.Close()
+			dp.Close() // first: a Receive waiting for RX buffers holds the port's reader
 		}
+		err = n.closePort()
 		if x := n.xlat.Load(); x != nil {
 			x.Close()
 		}

@@ -343,11 +343,12 @@ func (p *flakyPort) Recv(buf []byte) (int, error) {
 }
 func (p *flakyPort) Close() error { return nil }
 
-// TestWireReaderSurvivesErrors: receive errors are retried; a port that
-// closes takes the link down.
+// TestWireReaderSurvivesErrors: receive errors are retried by the port's
+// reader; a port that closes takes the datapath's link down.
 func TestWireReaderSurvivesErrors(t *testing.T) {
 	flaky := &flakyPort{fails: 3, frame: frame(60, 1)}
-	d := New(Config{Wire: flaky, QueuePairs: 1})
+	d, mux := plugIn(t, flaky, Config{QueuePairs: 1})
+	defer mux.Close()
 	defer d.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for d.Link() || d.Stats().RxDropsDisabled != 1 {

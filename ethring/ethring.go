@@ -17,9 +17,10 @@
 //   - each enabled queue pair has a worker goroutine that checks the rings,
 //     runs the TX engine and reports the pair's errors;
 //   - received frames are placed by the goroutine that calls Receive (the
-//     wire reader); when the pair a frame is steered to has no RX buffer,
-//     that goroutine waits for one (see Receive), so the wire's own queue
-//     absorbs bursts the way QEMU's NICs let the tap queue absorb them;
+//     reader of the port's Mux); when the pair a frame is steered to has
+//     no RX buffer, that goroutine waits for one (see Receive), so the
+//     backend's own queue absorbs bursts the way QEMU's NICs let the tap
+//     queue absorb them;
 //   - a control goroutine applies the status block address and link
 //     changes;
 //   - a pair under the backup policy has a resolve goroutine that applies
@@ -51,7 +52,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/npfnic/npfnic/ats"
 	"github.com/npfnic/npfnic/internal/clock"
@@ -64,9 +64,10 @@ import (
 // Config sets up a Datapath.
 type Config struct {
 	Mem *guestmem.Memory // guest memory; required
-	// Wire is the Ethernet port; nil leaves the link down. The Datapath
-	// owns it: Close closes it.
-	Wire port.Port
+	// Port is the Ethernet engine's transmit side of the NIC's port (a
+	// port.Mux Endpoint); nil leaves the link down. The port's Mux hands
+	// received frames to Receive and a closed backend to PortDown.
+	Port port.Sender
 	// QueuePairs is the number of usable pairs, 1..hw.QPMax (0: hw.QPMax).
 	QueuePairs int
 	// Interrupt fires an MSI-X vector (hw.MiscVector, hw.QPVector(q)). It
@@ -90,7 +91,7 @@ type Config struct {
 // Datapath is the Ethernet function's datapath. Create it with New.
 type Datapath struct {
 	mem   *guestmem.Memory
-	wire  port.Port
+	wire  port.Sender
 	log   *slog.Logger
 	clock clock.Clock
 	irq   func(int)
@@ -192,9 +193,8 @@ func (d *Datapath) Busy() bool {
 	return d.draining.Busy()
 }
 
-// New builds the datapath and starts its goroutines (the wire reader, if a
-// wire is attached, and the control goroutine). The link is up when a wire
-// is attached.
+// New builds the datapath and starts its control goroutine. The link is up
+// when a port is attached.
 func New(c Config) *Datapath {
 	if c.QueuePairs <= 0 || c.QueuePairs > hw.QPMax {
 		c.QueuePairs = hw.QPMax
@@ -208,22 +208,18 @@ func New(c Config) *Datapath {
 	if c.Interrupt == nil {
 		c.Interrupt = func(int) {}
 	}
-	d := &Datapath{mem: c.Mem, wire: c.Wire, log: c.Log, clock: c.Clock, irq: c.Interrupt,
+	d := &Datapath{mem: c.Mem, wire: c.Port, log: c.Log, clock: c.Clock, irq: c.Interrupt,
 		kick: make(chan struct{}, 1), done: make(chan struct{}), rxDropNoBuf: c.RxDropNoBuf,
 		xlat: c.Xlat, pri: c.PRI}
 	d.backup.init(d)
 	d.busMaster.Store(true)
-	d.link.Store(c.Wire != nil)
+	d.link.Store(c.Port != nil)
 	d.misc.init(c.Clock, func() { d.irq(hw.MiscVector) })
 	for q := 0; q < c.QueuePairs; q++ {
 		d.pairs = append(d.pairs, newPair(d, q))
 	}
 	d.wg.Add(1)
 	go d.control()
-	if c.Wire != nil {
-		d.wg.Add(1)
-		go d.readWire()
-	}
 	return d
 }
 
@@ -325,19 +321,16 @@ func (d *Datapath) Reset() {
 	d.rxWake()
 }
 
-// Close stops every goroutine, closes the wire and waits for them. Guest
-// memory is not touched afterwards.
+// Close stops every goroutine and waits for them; a Receive waiting for RX
+// buffers returns. Guest memory is not touched afterwards. The port is the
+// NIC's, not the datapath's: it stays open.
 func (d *Datapath) Close() error {
-	var err error
 	d.closeOnce.Do(func() {
 		d.Reset()
 		close(d.done)
-		if d.wire != nil {
-			err = d.wire.Close()
-		}
 		d.wg.Wait()
 	})
-	return err
+	return nil
 }
 
 func (d *Datapath) wakeControl() {
@@ -526,50 +519,12 @@ func (d *Datapath) noteLate(err error) {
 	}
 }
 
-// readWire feeds received frames to Receive until the wire closes.
-func (d *Datapath) readWire() {
-	defer d.wg.Done()
-	buf := make([]byte, port.MaxFrameLen)
-	var backoff time.Duration // while Recv keeps failing
-	for {
-		n, err := d.wire.Recv(buf)
-		if err != nil {
-			select {
-			case <-d.done:
-				return
-			default:
-			}
-			if errors.Is(err, port.ErrClosed) {
-				d.log.Warn("wire closed", "err", err)
-				d.SetLink(false)
-				return
-			}
-			// A port that keeps failing (a deleted TAP) is retried with
-			// backoff and logged once per streak, not spun on.
-			if backoff == 0 {
-				d.log.Warn("wire receive failed; retrying", "err", err)
-				backoff = 10 * time.Millisecond
-			} else {
-				backoff = min(2*backoff, time.Second)
-			}
-			select {
-			case <-d.done:
-				return
-			case <-time.After(backoff):
-			}
-			continue
-		}
-		if backoff != 0 {
-			d.log.Info("wire receiving again")
-			backoff = 0
-		}
-		d.Receive(buf[:n])
-	}
-}
+// PortDown implements port.Receiver: the backend closed, the link is down.
+func (d *Datapath) PortDown() { d.SetLink(false) }
 
-// Receive delivers one frame from the wire to the pair steer picks among
-// the enabled ones. It is what the wire reader calls; tests and benchmarks
-// may call it directly. Safe for concurrent use; it does not keep frame.
+// Receive implements port.Receiver: it delivers one frame from the port to
+// the pair steer picks among the enabled ones. Tests and benchmarks may
+// call it directly. Safe for concurrent use; it does not keep frame.
 //
 // When that pair has no RX buffer posted, Receive waits, as QEMU stops
 // reading its tap while a NIC's can_receive is false: the frame stays with

@@ -61,7 +61,7 @@ func FuzzTX(f *testing.F) {
 			t.Fatal(err)
 		}
 		sink := &sinkPort{t: t}
-		d := New(Config{Mem: mem, Wire: nil, QueuePairs: 1})
+		d := New(Config{Mem: mem, QueuePairs: 1})
 		defer d.Close()
 		d.wire = sink // TX only: no reader goroutine for the sink
 		d.enabled.Store(true)

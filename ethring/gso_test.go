@@ -157,6 +157,7 @@ func TestTSOGSO(t *testing.T) {
 				t.Fatalf("plain frame sent with %+v", *infos[1])
 			}
 			g.d.Close()
+			g.mux.Close() // flushes the recorder
 			if !bytes.Contains(capture.Bytes(), want) || !bytes.Contains(capture.Bytes(), f) {
 				t.Fatal("pcap misses the super-packet or the plain frame")
 			}

@@ -29,6 +29,7 @@ type guest struct {
 	iova uint64 // IOVA of ram[0]
 	next uint64 // bump allocator, offset into ram
 	d    *Datapath
+	mux  *port.Mux // the port the datapath is plugged into
 	peer *port.PipePort
 	irq  *irqCounter
 	clk  *clock.Virtual // nil: real clock
@@ -89,14 +90,15 @@ func newGuest(t testing.TB, o guestOpts) *guest {
 		devEnd, peer = port.Pipe(o.depth)
 	}
 	g := &guest{t: t, mem: mem, ram: ram, iova: guestIOVA, peer: peer, irq: &irqCounter{}, fd: fd}
-	cfg := Config{Mem: mem, Wire: devEnd, QueuePairs: o.pairs, Interrupt: g.irq.fire, RxDropNoBuf: o.dropNoBuf}
+	cfg := Config{Mem: mem, QueuePairs: o.pairs, Interrupt: g.irq.fire, RxDropNoBuf: o.dropNoBuf}
 	if o.virtual {
 		g.clk = clock.NewVirtual(time.Unix(1000, 0))
 		cfg.Clock = g.clk
 	}
-	g.d = New(cfg)
+	g.d, g.mux = plugIn(t, devEnd, cfg)
 	t.Cleanup(func() {
 		g.d.Close()
+		g.mux.Close()
 		if peer != nil {
 			peer.Close()
 		}
@@ -343,4 +345,22 @@ func (s qpStatus) String() string {
 	return fmt.Sprintf("tx_head=%d rx_head=%d error=%d/%d drops nobuf=%d toobig=%d badlen=%d tso=%d stalls=%d",
 		s.TxHead, s.RxHead, s.Error, s.ErrorInfo, s.RxDropsNoBuf, s.RxDropsTooBig, s.TxDropsBadLen,
 		s.TxTSOFrames, s.RxWireStalls)
+}
+
+// plugIn builds a datapath as the NIC does: the default engine of a Mux
+// over backend, which reads it from here on.
+func plugIn(t testing.TB, backend port.Port, cfg Config) (*Datapath, *port.Mux) {
+	t.Helper()
+	mux := port.NewMux(backend, nil)
+	ep, err := mux.Attach("ethernet", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Port = ep
+	d := New(cfg)
+	ep.Deliver(d)
+	if err := mux.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return d, mux
 }

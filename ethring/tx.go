@@ -296,7 +296,7 @@ func (in *instance) txSend(frame []byte) {
 // it. It counts as one frame of len(frame) bytes in tx_frames/tx_bytes
 // (what the device handed the wire); tx_tso_segments counts the segments
 // the host will cut.
-func (in *instance) txSendGSO(g port.GSOPort, frame []byte, gso port.GSOInfo) {
+func (in *instance) txSendGSO(g port.GSOSender, frame []byte, gso port.GSOInfo) {
 	p := in.p
 	if err := g.SendGSO(frame, gso); err != nil {
 		p.st.txSendErrors.Add(1)

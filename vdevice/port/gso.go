@@ -25,23 +25,29 @@ type GSOInfo struct {
 	NeedsCsum  bool // the checksum field holds the pseudo-header sum; fold in the rest
 }
 
-// GSOPort is a Port that can also take a TCP super-packet (or a frame
+// GSOSender is a Sender that can also take a TCP super-packet (or a frame
 // whose checksum is still partial) whole and have the host kernel segment
 // and checksum it, as QEMU does with a TAP opened with IFF_VNET_HDR.
 //
-// CanGSO reports whether SendGSO works on this port right now (a wrapper
-// such as Pcap implements the method set whatever it wraps and answers
-// for its inner port). SendGSO is safe for concurrent use, like Send, and
-// does not keep frame.
-type GSOPort interface {
-	Port
+// CanGSO reports whether SendGSO works right now (a wrapper such as Pcap
+// or a Mux Endpoint implements the method set whatever it wraps and
+// answers for its inner port). SendGSO is safe for concurrent use, like
+// Send, and does not keep frame.
+type GSOSender interface {
+	Sender
 	CanGSO() bool
 	SendGSO(frame []byte, gso GSOInfo) error
 }
 
-// AsGSO returns p as a GSOPort if it can take GSO sends.
-func AsGSO(p Port) (GSOPort, bool) {
-	g, ok := p.(GSOPort)
+// GSOPort is a Port that takes GSO sends (the TAP, Pcap).
+type GSOPort interface {
+	Port
+	GSOSender
+}
+
+// AsGSO returns s as a GSOSender if it can take GSO sends now.
+func AsGSO(s Sender) (GSOSender, bool) {
+	g, ok := s.(GSOSender)
 	if !ok || !g.CanGSO() {
 		return nil, false
 	}

@@ -1,11 +1,13 @@
-// Package port owns the far side of the NIC's Ethernet port: the Port
-// interface the ring engines send frames to and receive frames from, and
-// its backends: a Linux TAP interface, QEMU's stream netdev protocol (as
-// client or server, surviving reconnects), a pcap recorder that wraps any
-// port, and an in-memory cable for tests. A port may also take TCP
-// super-packets whole for the host kernel to segment (GSOPort: the TAP,
-// through its virtio-net header). It knows nothing about rings or guest
-// memory.
+// Package port owns the NIC's network port, which every engine of the
+// device shares and none owns: the Port interface of a backend (a Linux TAP
+// interface, QEMU's stream netdev protocol as client or server surviving
+// reconnects, an in-memory cable for tests), a pcap recorder that wraps any
+// backend, and the Mux that sits on one backend, hands each received frame
+// to the engine that claims it (RoCEv2 to the RC engine, everything else
+// to Ethernet) and gives each engine its transmit Endpoint. A backend may
+// also take TCP super-packets whole for the host kernel to segment
+// (GSOSender: the TAP, through its virtio-net header). It knows nothing
+// about rings or guest memory.
 package port
 
 import (
@@ -20,13 +22,18 @@ import (
 // stream netdev, whose own receive buffer is 4096 + 65536 bytes.
 const MaxFrameLen = 4096 + 65536
 
-// Port is one end of an Ethernet link.
-type Port interface {
+// Sender is the transmit side of a port, all an engine transmits with.
+type Sender interface {
 	// Send transmits one frame (without FCS). The port does not keep frame
 	// after Send returns. Safe for concurrent use. Send may block while the
 	// peer does not take frames (flow control); a port without a peer (a
 	// stream that is not connected) drops the frame and returns ErrNoPeer.
 	Send(frame []byte) error
+}
+
+// Port is one end of an Ethernet link.
+type Port interface {
+	Sender
 	// Recv waits for the next frame, copies it into buf and returns its
 	// length. A frame longer than buf is dropped (pass MaxFrameLen bytes to
 	// receive everything). One goroutine at a time may call Recv. After

@@ -1,0 +1,320 @@
+package port
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+)
+
+// engineRecorder is an engine's receive side that keeps what it got.
+type engineRecorder struct {
+	mu     sync.Mutex
+	frames [][]byte
+	down   int
+	block  chan struct{} // non-nil: Receive waits on it (back-pressure)
+}
+
+func (r *engineRecorder) Receive(f []byte) {
+	if r.block != nil {
+		<-r.block
+	}
+	r.mu.Lock()
+	r.frames = append(r.frames, bytes.Clone(f))
+	r.mu.Unlock()
+}
+
+func (r *engineRecorder) PortDown() {
+	r.mu.Lock()
+	r.down++
+	r.mu.Unlock()
+}
+
+func (r *engineRecorder) got() ([][]byte, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][]byte(nil), r.frames...), r.down
+}
+
+// udpFrame is an IPv4/UDP frame to dport, serialized by gopacket.
+func udpFrame(t testing.TB, dport uint16, payload []byte) []byte {
+	t.Helper()
+	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, EthernetType: layers.EthernetTypeIPv4}
+	ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP, SrcIP: net.IP{10, 0, 0, 1}, DstIP: net.IP{10, 0, 0, 2}}
+	udp := &layers.UDP{SrcPort: 49152, DstPort: layers.UDPPort(dport)}
+	if err := udp.SetNetworkLayerForChecksum(ip); err != nil {
+		t.Fatal(err)
+	}
+	buf := gopacket.NewSerializeBuffer()
+	opts := gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}
+	if err := gopacket.SerializeLayers(buf, opts, eth, ip, udp, gopacket.Payload(payload)); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// claimUDPPort claims untagged IPv4/UDP frames to port (the test's stand-in
+// for the RC engine's RoCEv2 claim).
+func claimUDPPort(port uint16) func([]byte) bool {
+	return func(f []byte) bool {
+		if len(f) < 14+20+8 || binary.BigEndian.Uint16(f[12:]) != 0x0800 || f[14+9] != 17 {
+			return false
+		}
+		l4 := 14 + int(f[14]&0x0f)*4
+		return len(f) >= l4+8 && binary.BigEndian.Uint16(f[l4+2:]) == port
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestMuxDemux: each received frame goes to the first engine that claims
+// it, the rest to the default engine, or is counted unclaimed when there is
+// none; every engine's transmissions reach the backend whole and are
+// counted per engine.
+func TestMuxDemux(t *testing.T) {
+	const rocev2 = 4791
+	roce := udpFrame(t, rocev2, []byte("bth+payload"))
+	dns := udpFrame(t, 53, []byte("query"))
+	arp := ethFrame(60, 7)
+	for _, tc := range []struct {
+		name        string
+		withDefault bool
+		in          [][]byte
+		wantRC      [][]byte
+		wantEth     [][]byte
+		unclaimed   uint64
+	}{
+		{"mixed", true, [][]byte{arp, roce, dns, roce}, [][]byte{roce, roce}, [][]byte{arp, dns}, 0},
+		{"only Ethernet", true, [][]byte{arp, dns}, nil, [][]byte{arp, dns}, 0},
+		{"no default engine", false, [][]byte{arp, roce, dns}, [][]byte{roce}, nil, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev, peer := Pipe(16)
+			defer peer.Close()
+			m := NewMux(dev, nil)
+			defer m.Close()
+			rcEP, err := m.Attach("rc", claimUDPPort(rocev2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc := &engineRecorder{}
+			rcEP.Deliver(rc)
+			eth := &engineRecorder{}
+			var ethEP *Endpoint
+			if tc.withDefault {
+				if ethEP, err = m.Attach("ethernet", nil); err != nil {
+					t.Fatal(err)
+				}
+				ethEP.Deliver(eth)
+			}
+			if err := m.Start(); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range tc.in {
+				if err := peer.Send(f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			total := len(tc.wantRC) + len(tc.wantEth)
+			waitUntil(t, "every frame routed", func() bool {
+				r, _ := rc.got()
+				e, _ := eth.got()
+				return len(r)+len(e) == total && m.Unclaimed() == tc.unclaimed
+			})
+			if r, _ := rc.got(); !equalFrames(r, tc.wantRC) {
+				t.Errorf("RC engine got %d frames, want %d", len(r), len(tc.wantRC))
+			}
+			if e, _ := eth.got(); !equalFrames(e, tc.wantEth) {
+				t.Errorf("Ethernet engine got %d frames, want %d", len(e), len(tc.wantEth))
+			}
+			if s := rcEP.Stats(); s.RxFrames != uint64(len(tc.wantRC)) {
+				t.Errorf("RC endpoint stats %+v", s)
+			}
+
+			// Both engines transmit onto the one backend.
+			senders := []*Endpoint{rcEP}
+			if ethEP != nil {
+				senders = append(senders, ethEP)
+			}
+			var wg sync.WaitGroup
+			const each = 50
+			for i, ep := range senders {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for j := range each {
+						if err := ep.Send(ethFrame(100+i, byte(j))); err != nil {
+							t.Error(err)
+						}
+					}
+				}()
+			}
+			buf := make([]byte, MaxFrameLen)
+			byLen := map[int]int{}
+			for range each * len(senders) {
+				byLen[len(recvTimeout(t, peer, buf))]++
+			}
+			wg.Wait()
+			for i, ep := range senders {
+				if byLen[100+i] != each || ep.Stats().TxFrames != each {
+					t.Errorf("engine %d: %d frames on the wire, stats %+v, want %d", i, byLen[100+i], ep.Stats(), each)
+				}
+			}
+		})
+	}
+}
+
+func equalFrames(a, b [][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !bytes.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestMuxAttachRules: one default engine, every endpoint bound before the
+// reader starts, nothing attaches to a running port.
+func TestMuxAttachRules(t *testing.T) {
+	dev, peer := Pipe(4)
+	defer peer.Close()
+	m := NewMux(dev, nil)
+	defer m.Close()
+	eth, err := m.Attach("ethernet", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Attach("second default", nil); err == nil {
+		t.Error("a second default engine attached")
+	}
+	if err := m.Start(); err == nil {
+		t.Error("started with an endpoint that has no receiver")
+	}
+	eth.Deliver(&engineRecorder{})
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Attach("late", func([]byte) bool { return true }); err == nil {
+		t.Error("attached to a running port")
+	}
+	if err := m.Start(); err == nil {
+		t.Error("started twice")
+	}
+}
+
+// TestMuxPortDown: a backend that closes under the Mux takes every
+// engine's link down once; a receive error is retried, not fatal.
+func TestMuxPortDown(t *testing.T) {
+	b := &scriptedPort{script: []error{errors.New("transient"), nil, ErrClosed}, frame: ethFrame(60, 1)}
+	m := NewMux(b, nil)
+	defer m.Close()
+	rc, eth := &engineRecorder{}, &engineRecorder{}
+	rcEP, _ := m.Attach("rc", func([]byte) bool { return false })
+	rcEP.Deliver(rc)
+	ethEP, _ := m.Attach("ethernet", nil)
+	ethEP.Deliver(eth)
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "both engines told the port is down", func() bool {
+		_, d1 := rc.got()
+		_, d2 := eth.got()
+		return d1 == 1 && d2 == 1
+	})
+	if f, _ := eth.got(); len(f) != 1 {
+		t.Errorf("Ethernet got %d frames around the error, want 1", len(f))
+	}
+}
+
+// TestMuxCloseWaitsForBlockedEngine: an engine holding the reader (no
+// buffers) keeps Close waiting until the engine lets go, as the NIC's
+// close order (engines first) relies on; nothing is delivered afterwards.
+func TestMuxCloseWaitsForBlockedEngine(t *testing.T) {
+	dev, peer := Pipe(4)
+	defer peer.Close()
+	m := NewMux(dev, nil)
+	eth := &engineRecorder{block: make(chan struct{})}
+	ep, _ := m.Attach("ethernet", nil)
+	ep.Deliver(eth)
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	peer.Send(ethFrame(60, 1))
+	waitUntil(t, "the reader to deliver", func() bool { return ep.Stats().RxFrames == 1 })
+	closed := make(chan struct{})
+	go func() { m.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while the engine held the reader")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(eth.block)
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return after the engine let go")
+	}
+	if f, down := eth.got(); len(f) != 1 || down != 0 {
+		t.Errorf("after Close: %d frames, %d port-down calls; want 1, 0", len(f), down)
+	}
+}
+
+// TestMuxGSO: an endpoint takes GSO sends exactly when its backend does.
+func TestMuxGSO(t *testing.T) {
+	dev, peer := Pipe(4)
+	defer peer.Close()
+	m := NewMux(dev, nil)
+	defer m.Close()
+	ep, _ := m.Attach("ethernet", nil)
+	if _, ok := AsGSO(ep); ok {
+		t.Error("endpoint over a pipe claims GSO")
+	}
+	if err := ep.SendGSO(ethFrame(60, 1), GSOInfo{Type: GSOTCPv4}); !errors.Is(err, ErrNoGSO) {
+		t.Errorf("SendGSO over a pipe: %v, want ErrNoGSO", err)
+	}
+	if s := ep.Stats(); s.TxErrors != 1 || s.TxFrames != 0 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+// scriptedPort's Recv returns the script's errors in order, a frame for
+// each nil.
+type scriptedPort struct {
+	mu     sync.Mutex
+	script []error
+	frame  []byte
+}
+
+func (p *scriptedPort) Send([]byte) error { return nil }
+func (p *scriptedPort) Recv(buf []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.script) == 0 {
+		return 0, ErrClosed
+	}
+	err := p.script[0]
+	p.script = p.script[1:]
+	if err != nil {
+		return 0, err
+	}
+	return copy(buf, p.frame), nil
+}
+func (p *scriptedPort) Close() error { return nil }
