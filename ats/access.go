@@ -8,11 +8,16 @@ import (
 )
 
 // Segment is a piece of a translated buffer: Len bytes at IOVA, never
-// crossing a 4 KiB page, so one guestmem access covers it.
+// crossing a page, so one guestmem access covers it.
 type Segment struct {
 	IOVA uint64
 	Len  int
 }
+
+// Access cuts buffers with guestmem.SplitPages, so a translated page must
+// be exactly a guestmem page: these fail to compile if the two differ.
+var _ [pageSize - guestmem.PageSize]struct{}
+var _ [guestmem.PageSize - pageSize]struct{}
 
 // inlineSegs is how many pages a Handle holds without allocating: a
 // 2 KiB RX buffer or an Ethernet frame spans at most two.
@@ -171,24 +176,19 @@ func (c *Context) Access(pasid uint32, va uint64, n int, write bool) (Handle, er
 		return Handle{}, c.fault(&Fault{Kind: FaultAddress, PASID: pasid, VA: va, Write: write, Level: -1})
 	}
 	pages := int((end-1)>>pageShift - va>>pageShift + 1)
-	h := Handle{c: c}
-	if !c.atsOn.Load() {
-		for a := va; a < end; {
-			l := min(end-a, pageSize-a%pageSize)
-			h.add(Segment{IOVA: a, Len: int(l)}, nil, pages)
-			a += l
-		}
-		c.passthrough.Add(uint64(pages))
-		return h, nil
-	}
-	if end > vaLimit {
+	translating := c.atsOn.Load()
+	if translating && end > vaLimit {
 		return Handle{}, c.fault(&Fault{Kind: FaultAddress, PASID: pasid, VA: va, Write: write, Level: -1})
 	}
-	if pasid != 0 && !c.pasidOn.Load() {
+	if translating && pasid != 0 && !c.pasidOn.Load() {
 		return Handle{}, c.fault(&Fault{Kind: FaultPASID, PASID: pasid, VA: va, Write: write, Level: -1})
 	}
-	for a := va; a < end; {
-		l := min(end-a, pageSize-a%pageSize)
+	h := Handle{c: c}
+	err := guestmem.SplitPages(va, n, func(a uint64, _, l int) error {
+		if !translating {
+			h.add(Segment{IOVA: a, Len: l}, nil, pages)
+			return nil
+		}
 		e, f := c.translate(pasid, a, write)
 		if f != nil {
 			h.Release()
@@ -196,10 +196,16 @@ func (c *Context) Access(pasid uint32, va uint64, n int, write bool) (Handle, er
 			if f.Kind.Resolvable() {
 				f = c.collect(f, pasid, a, end, write)
 			}
-			return Handle{}, c.fault(f)
+			return c.fault(f)
 		}
-		h.add(Segment{IOVA: e.frame + a%pageSize, Len: int(l)}, e, pages)
-		a += l
+		h.add(Segment{IOVA: e.frame + a%pageSize, Len: l}, e, pages)
+		return nil
+	})
+	if err != nil {
+		return Handle{}, err
+	}
+	if !translating {
+		c.passthrough.Add(uint64(pages))
 	}
 	return h, nil
 }

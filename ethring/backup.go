@@ -248,7 +248,7 @@ func (b *backupRing) store(frame []byte, e backupEntry) bool {
 		b.drops.Add(1)
 		return false
 	}
-	if err := dmaWrite(r.dma, addr, frame); err != nil {
+	if err := r.dma.WritePages(addr, frame); err != nil {
 		r.mu.Unlock()
 		b.fail(r, fmt.Errorf("backup descriptor %d buffer %#x+%d: %w", slot, addr, len(frame), err))
 		return false

@@ -12,39 +12,6 @@ const descSize = hw.TxDescSize
 var _ [hw.TxDescSize - hw.RxDescSize]struct{}
 var _ [hw.RxDescSize - hw.TxDescSize]struct{}
 
-// pageSize is the granule of guest memory accesses: guestmem regions are
-// whole pages, so an access split at page boundaries never crosses a region
-// even when a buffer spans two adjacent mappings. It is also the
-// translation granule (ats splits translated buffers the same way).
-const pageSize = 4096
-
-// dmaRead copies guest memory at iova into p, page by page, through an
-// engine's stream (the caller holds a unit of it).
-func dmaRead(m *guestmem.Stream, iova uint64, p []byte) error {
-	for len(p) > 0 {
-		n := min(uint64(len(p)), pageSize-iova%pageSize)
-		if err := m.ReadAt(iova, p[:n]); err != nil {
-			return err
-		}
-		iova += n
-		p = p[n:]
-	}
-	return nil
-}
-
-// dmaWrite copies p into guest memory at iova, page by page.
-func dmaWrite(m *guestmem.Stream, iova uint64, p []byte) error {
-	for len(p) > 0 {
-		n := min(uint64(len(p)), pageSize-iova%pageSize)
-		if err := m.WriteAt(iova, p[:n]); err != nil {
-			return err
-		}
-		iova += n
-		p = p[n:]
-	}
-	return nil
-}
-
 // descCacheLen is how many descriptors one ring read fetches at most.
 const descCacheLen = 32
 
@@ -69,7 +36,7 @@ func (dc *descCache) get(m *guestmem.Stream, r *ring, c, tail uint32) ([]byte, e
 	}
 	slot := c & r.mask
 	addr := r.base + uint64(slot)*descSize
-	n := min(uint64(tail-c), uint64(r.size-slot), (pageSize-addr%pageSize)/descSize, descCacheLen)
+	n := min(uint64(tail-c), uint64(r.size-slot), (guestmem.PageSize-addr%guestmem.PageSize)/descSize, descCacheLen)
 	dc.n = 0
 	if err := m.ReadAt(addr, dc.buf[:n*descSize]); err != nil {
 		return nil, err

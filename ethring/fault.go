@@ -82,9 +82,9 @@ func (in *instance) bufDMA(addr uint64, p []byte, write bool) error {
 	d := in.p.d
 	if !d.translating() {
 		if write {
-			return dmaWrite(in.dma, addr, p)
+			return in.dma.WritePages(addr, p)
 		}
-		return dmaRead(in.dma, addr, p)
+		return in.dma.ReadPages(addr, p)
 	}
 	h, err := d.xlat.Access(in.pasid, addr, len(p), write)
 	if err != nil {

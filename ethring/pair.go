@@ -384,8 +384,8 @@ type instance struct {
 	rxFaultsG, rxBackupG, rxFaultDropsG        atomic.Uint32
 	txFaultsG, txFaultErrorsG                  atomic.Uint32
 
-	txb     *txBuf         // TX gather buffer, reused for every frame
-	scratch [pageSize]byte // ring check reads
+	txb     *txBuf                  // TX gather buffer, reused for every frame
+	scratch [guestmem.PageSize]byte // ring check reads
 }
 
 func newInstance(p *Pair, txBase uint64, txSize uint32, rxBase uint64, rxSize uint32) *instance {
@@ -494,15 +494,9 @@ func (in *instance) run() {
 // not entirely in guest memory fails at enable rather than at some later
 // doorbell.
 func (in *instance) checkRing(r *ring, desc int) error {
-	end := r.base + uint64(r.size)*uint64(desc)
-	for a := r.base; a < end; {
-		n := min(end-a, pageSize-a%pageSize)
-		if err := in.dma.ReadAt(a, in.scratch[:n]); err != nil {
-			return err
-		}
-		a += n
-	}
-	return nil
+	return guestmem.SplitPages(r.base, int(r.size)*desc, func(a uint64, _, n int) error {
+		return in.dma.ReadAt(a, in.scratch[:n])
+	})
 }
 
 // report publishes the queue error and raises the misc event.
