@@ -11,13 +11,15 @@ import (
 // the DMA path through the translation layer (ats), which may fault. va is
 // the address as the verbs consumer sees it (the guest virtual or I/O
 // virtual address). An access may fail part way; the engine only retries
-// whole accesses.
+// whole accesses. The arguments come in guestmem's order (address, then
+// buffer), so a Memory over guestmem (the NIC's DMA path) passes them
+// straight through.
 //
 // A translation fault is reported by an error that errors.As turns into a
 // Faulter (FaultError is one); any other error is an access violation.
 type Memory interface {
-	ReadAt(p []byte, va uint64) error
-	WriteAt(p []byte, va uint64) error
+	ReadAt(va uint64, p []byte) error
+	WriteAt(va uint64, p []byte) error
 }
 
 // Faulter is implemented by translation-fault errors: the first faulting

@@ -152,14 +152,14 @@ func (q *QP) memOf(sgl []SGE, off uint64) Memory {
 // gather reads len(p) bytes at message offset off of an SGL.
 func (q *QP) gather(sgl []SGE, off uint64, p []byte) error {
 	return q.walkSGL(sgl, off, len(p), 0, func(m *MR, va uint64, lo, hi int) error {
-		return m.mem.ReadAt(p[lo:hi], va)
+		return m.mem.ReadAt(va, p[lo:hi])
 	})
 }
 
 // scatter writes p at message offset off of an SGL.
 func (q *QP) scatter(sgl []SGE, off uint64, p []byte) error {
 	return q.walkSGL(sgl, off, len(p), AccessLocalWrite, func(m *MR, va uint64, lo, hi int) error {
-		return m.mem.WriteAt(p[lo:hi], va)
+		return m.mem.WriteAt(va, p[lo:hi])
 	})
 }
 

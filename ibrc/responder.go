@@ -226,7 +226,7 @@ func (q *QP) execWrite(p *rocev2.Packet) {
 		return
 	}
 	if n > 0 {
-		if err := mr.mem.WriteAt(p.Payload, va); err != nil {
+		if err := mr.mem.WriteAt(va, p.Payload); err != nil {
 			if fva, _, ok := AsFault(err); ok {
 				q.recvFault(p, mr.mem, fva)
 				return
@@ -286,7 +286,7 @@ func (q *QP) readResponses(res readRes, from uint32) {
 			if len(b) == 0 {
 				return nil
 			}
-			return res.mr.mem.ReadAt(b, res.va+off)
+			return res.mr.mem.ReadAt(res.va+off, b)
 		})
 		if err != nil {
 			if va, _, ok := AsFault(err); ok {

@@ -101,7 +101,7 @@ func (m *Mem) Counts() (accesses, faults uint64) {
 	return m.accesses, m.faults
 }
 
-func (m *Mem) access(p []byte, va uint64, write bool) error {
+func (m *Mem) access(va uint64, p []byte, write bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.accesses++
@@ -134,11 +134,13 @@ func (m *Mem) access(p []byte, va uint64, write bool) error {
 	return nil
 }
 
+var _ ibrc.Memory = (*Mem)(nil)
+
 // ReadAt implements ibrc.Memory.
-func (m *Mem) ReadAt(p []byte, va uint64) error { return m.access(p, va, false) }
+func (m *Mem) ReadAt(va uint64, p []byte) error { return m.access(va, p, false) }
 
 // WriteAt implements ibrc.Memory.
-func (m *Mem) WriteAt(p []byte, va uint64) error { return m.access(p, va, true) }
+func (m *Mem) WriteAt(va uint64, p []byte) error { return m.access(va, p, true) }
 
 // Bytes returns the backing bytes (for tests to fill and inspect).
 func (m *Mem) Bytes() []byte { return m.data }

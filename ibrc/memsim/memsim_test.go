@@ -11,22 +11,22 @@ import (
 
 func TestFaultsAndPager(t *testing.T) {
 	m := New(0x1000, 3*4096, 4096)
-	if err := m.WriteAt([]byte("abc"), 0x1000+4095); err != nil {
+	if err := m.WriteAt(0x1000+4095, []byte("abc")); err != nil {
 		t.Fatal(err)
 	}
 	m.Evict(0x1000+4096, 1)
-	err := m.ReadAt(make([]byte, 3), 0x1000+4095)
+	err := m.ReadAt(0x1000+4095, make([]byte, 3))
 	va, write, ok := ibrc.AsFault(err)
 	if !ok || write || va != 0x1000+4096 {
 		t.Fatalf("fault %v: va %#x write %v", err, va, write)
 	}
-	if err := m.WriteAt([]byte("x"), 0x1000+8192); err != nil {
+	if err := m.WriteAt(0x1000+8192, []byte("x")); err != nil {
 		t.Fatalf("other pages must stay present: %v", err)
 	}
-	if err := m.ReadAt(make([]byte, 1), 0x1000+3*4096); !errors.Is(err, ErrOutOfRange) {
+	if err := m.ReadAt(0x1000+3*4096, make([]byte, 1)); !errors.Is(err, ErrOutOfRange) {
 		t.Fatalf("out of range: %v", err)
 	}
-	if _, _, ok := ibrc.AsFault(m.ReadAt(make([]byte, 2), 0xfff)); ok {
+	if _, _, ok := ibrc.AsFault(m.ReadAt(0xfff, make([]byte, 2))); ok {
 		t.Fatal("out-of-range access reported as a fault")
 	}
 	clk := clock.NewVirtual(time.Unix(0, 0))
@@ -43,7 +43,7 @@ func TestFaultsAndPager(t *testing.T) {
 		t.Fatalf("pager results %v present %v", got, m.Present(0x1000+4096))
 	}
 	b := make([]byte, 3)
-	if err := m.ReadAt(b, 0x1000+4095); err != nil || string(b) != "abc" {
+	if err := m.ReadAt(0x1000+4095, b); err != nil || string(b) != "abc" {
 		t.Fatalf("after resolution: %q %v", b, err)
 	}
 	if acc, f := m.Counts(); f != 1 || acc != 6 {
@@ -57,11 +57,11 @@ func TestFaultRate(t *testing.T) {
 	faults := 0
 	for i := 0; i < 10000; i++ {
 		va := uint64(i%256) * 4096
-		if err := m.WriteAt([]byte{1}, va); err != nil {
+		if err := m.WriteAt(va, []byte{1}); err != nil {
 			faults++
 			m.MakePresent(va, 1)
 		}
-		if err := m.ReadAt(make([]byte, 1), va); err != nil {
+		if err := m.ReadAt(va, make([]byte, 1)); err != nil {
 			t.Fatal("writesOnly injection hit a read")
 		}
 	}
