@@ -95,35 +95,33 @@ func (n *NIC) startDMA() {
 // takes effect at the next page.
 func (n *NIC) runDMA(r *diagRun, addr uint64, length, seed uint32) {
 	defer n.dmaWG.Done()
-	const page = 4096
-	var buf [page]byte
+	var buf [guestmem.PageSize]byte
 	status := uint32(hw.DiagDMAStatusDone)
-	for done := uint32(0); done < length; {
-		iova := addr + uint64(done)
-		chunk := min(uint64(page)-iova%page, uint64(length-done))
-		for i := uint64(0); i < chunk; i++ {
-			buf[i] = hw.DiagPattern(seed, done+uint32(i))
+	err := guestmem.SplitPages(addr, int(length), func(iova uint64, done, chunk int) error {
+		for i := range chunk {
+			buf[i] = hw.DiagPattern(seed, uint32(done+i))
 		}
 		if !r.dma.Begin() {
-			status = hw.DiagDMAStatusAborted
-			break
+			return guestmem.ErrStopped
 		}
-		err := r.dma.WriteAt(iova, buf[:chunk])
-		r.dma.End()
-		if err != nil {
-			var fe *guestmem.FaultError
-			if errors.As(err, &fe) {
-				n.log.Warn("diagnostic DMA fault", "iova", fe.IOVA, "len", fe.Len, "reason", fe.Reason.String())
-			} else {
-				n.log.Warn("diagnostic DMA failed", "err", err)
-			}
-			// A PCIe requester that gets Unsupported Request sets Received
-			// Master Abort.
-			n.cfg.RaiseStatus(pcie.StatusRecMasterAbort)
-			status = hw.DiagDMAStatusFault
-			break
+		defer r.dma.End()
+		return r.dma.WriteAt(iova, buf[:chunk])
+	})
+	switch {
+	case err == nil:
+	case errors.Is(err, guestmem.ErrStopped):
+		status = hw.DiagDMAStatusAborted
+	default:
+		var fe *guestmem.FaultError
+		if errors.As(err, &fe) {
+			n.log.Warn("diagnostic DMA fault", "iova", fe.IOVA, "len", fe.Len, "reason", fe.Reason.String())
+		} else {
+			n.log.Warn("diagnostic DMA failed", "err", err)
 		}
-		done += uint32(chunk)
+		// A PCIe requester that gets Unsupported Request sets Received
+		// Master Abort.
+		n.cfg.RaiseStatus(pcie.StatusRecMasterAbort)
+		status = hw.DiagDMAStatusFault
 	}
 	if r.aborted.Load() {
 		status = hw.DiagDMAStatusAborted
