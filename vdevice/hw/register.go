@@ -1,6 +1,9 @@
 package hw
 
-import "strconv"
+import (
+	"iter"
+	"strconv"
+)
 
 // The register table: every BAR0 register with what a BAR0 router, the C
 // header and the datasheet need to know about it (access, what a write
@@ -348,6 +351,28 @@ func Lookup(off uint32) (r Register, q int, ok bool) {
 		}
 	}
 	return Register{}, -1, false
+}
+
+// AllRegisters yields every register of BAR0 with its offset: the global
+// and backup ring registers, the translation registers, then each queue
+// pair's registers for pair 0 up to QPMax-1 (Register.Offset then stays
+// relative to QPBase(q)). A router's tests walk it to cover every register
+// the table holds.
+func AllRegisters() iter.Seq2[uint32, Register] {
+	return func(yield func(uint32, Register) bool) {
+		for _, r := range decoder.regs {
+			if !yield(r.Offset, r) {
+				return
+			}
+		}
+		for q := range QPMax {
+			for _, r := range QPRegisters {
+				if !yield(QPBase(q)+r.Offset, r) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // Vector describes one MSI-X vector's use.

@@ -275,3 +275,32 @@ func TestLayoutWriters(t *testing.T) {
 		}
 	}
 }
+
+// TestAllRegisters: the iterator yields every row of every table once per
+// instance (each pair's registers for every pair), each at an offset
+// where Lookup finds that very row.
+func TestAllRegisters(t *testing.T) {
+	want := len(hw.Registers) + len(hw.TranslationRegisters) + hw.QPMax*len(hw.QPRegisters)
+	seen := map[uint32]bool{}
+	for off, r := range hw.AllRegisters() {
+		if seen[off] {
+			t.Errorf("%s at %#x yielded twice", r.Name, off)
+		}
+		seen[off] = true
+		if got, _, ok := hw.Lookup(off); !ok || got != r {
+			t.Errorf("%s at %#x: Lookup finds %q", r.Name, off, got.Name)
+		}
+	}
+	if len(seen) != want {
+		t.Errorf("yielded %d registers, the tables hold %d", len(seen), want)
+	}
+	n := 0
+	for range hw.AllRegisters() {
+		if n++; n == 3 {
+			break
+		}
+	}
+	if n != 3 {
+		t.Errorf("stopping early yielded %d", n)
+	}
+}
