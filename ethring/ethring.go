@@ -113,6 +113,7 @@ type Datapath struct {
 	ctlMu       sync.Mutex // control requests, below
 	ctlGen      uint64     // bumped by Reset: a pending apply is void
 	statusReq   uint64     // address latched by STATUS_ADDR_HI
+	statusAddr  uint64     // STATUS_ADDR_LO/HI as written (regs.go)
 	statusDirty bool
 	headerDirty bool // link or device error changed
 	// headerQuiet asks for a header rewrite that is no misc event (the
@@ -308,6 +309,7 @@ func (d *Datapath) Reset() {
 	d.ctlMu.Lock()
 	d.ctlGen++
 	d.statusDirty, d.headerDirty, d.tailRaise, d.headerQuiet = false, false, false, false
+	d.statusAddr = 0
 	d.devErr = 0
 	if sb := d.status.Swap(nil); sb != nil {
 		d.retire(sb.dma)
