@@ -47,13 +47,13 @@ func newEthRig(t *testing.T, o Options) *ethRig {
 		t.Fatal(err)
 	}
 	dev, peer := port.Pipe(64)
-	o.Wire = dev
+	o.Wire, o.Mem = dev, mem
 	n, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	irq := &fakeIRQ{pending: map[int]bool{}}
-	n.Attach(vfiouser.Host{IRQ: irq, Mem: mem})
+	n.Attach(vfiouser.Host{IRQ: irq})
 	t.Cleanup(func() {
 		n.Close()
 		mem.UnmapAll()
@@ -139,11 +139,37 @@ func TestNewOptions(t *testing.T) {
 		{QueuePairs: -1},
 		{MAC: net.HardwareAddr{1, 2, 3, 4, 5, 6}}, // multicast
 		{MAC: net.HardwareAddr{2, 2, 3}},
+		{ATCCapacity: -1},
+		{ATCCapacity: hw.ATCCapacityMax + 1},
+		{ATSInvalidateQueueDepth: -1},
+		{ATSInvalidateQueueDepth: 33},
+		{PASIDWidth: -1},
+		{PASIDWidth: 21},
 	} {
-		if _, err := New(o); err == nil {
+		if n, err := New(o); err == nil {
+			n.Close()
 			t.Errorf("New(%+v) accepted", o)
 		}
 	}
+	// The largest translation cache is a valid option, in force at once.
+	n, err := New(Options{ATCCapacity: hw.ATCCapacityMax})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := n.ATS().Capacity(); c != hw.ATCCapacityMax {
+		t.Errorf("ATC capacity %d", c)
+	}
+	n.Close()
+	// A failed New leaves the port to the caller, open.
+	dev, peer := port.Pipe(1)
+	defer peer.Close()
+	if _, err := New(Options{Wire: dev, ATCCapacity: -1}); err == nil {
+		t.Fatal("bad ATC capacity accepted")
+	}
+	if err := dev.Send(make([]byte, 60)); err != nil {
+		t.Fatalf("port closed by a failed New: %v", err)
+	}
+	dev.Close()
 	a, b := DefaultMAC("/run/a.sock"), DefaultMAC("/run/b.sock")
 	if a.String() == b.String() || !bytes.Equal(a[:3], []byte{0x52, 0x54, 0}) || a[0]&2 == 0 || a[0]&1 != 0 {
 		t.Fatalf("default MACs %v %v", a, b)
@@ -151,10 +177,11 @@ func TestNewOptions(t *testing.T) {
 	if DefaultMAC("/run/a.sock").String() != a.String() {
 		t.Fatal("default MAC not stable")
 	}
-	n, err := New(Options{MACSeed: "x"})
+	n, err = New(Options{MACSeed: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer n.Close()
 	if n.MAC().String() != DefaultMAC("x").String() {
 		t.Fatal("MACSeed ignored")
 	}

@@ -75,13 +75,11 @@ func (n *NIC) startDMA() {
 		n.dmaStatus.Store(hw.DiagDMAStatusNoMaster)
 	case length == 0 || length > hw.DiagDMAMaxLen:
 		n.dmaStatus.Store(hw.DiagDMAStatusBadLen)
-	case !n.attached.Load():
-		n.dmaStatus.Store(hw.DiagDMAStatusFault)
 	default:
 		// The target is the driver's buffer for this run only, so the
 		// stream owns (and fences) nothing: the guest reuses that memory
 		// for anything once the status left BUSY.
-		r := &diagRun{dma: n.host.Mem.NewStream("diag-dma")}
+		r := &diagRun{dma: n.mem.NewStream("diag-dma")}
 		n.dmaRun.Store(r)
 		n.dmaStatus.Store(hw.DiagDMAStatusBusy)
 		n.dmaWG.Add(1)

@@ -1,79 +1,11 @@
 package npfnic
 
 import (
-	"slices"
 	"sync"
 	"time"
 
-	"github.com/npfnic/npfnic/ethring"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
-
-// regBlock is a register block another package decodes: ats, pri, and the
-// datapath's backup ring.
-type regBlock interface {
-	RegRead(off uint32) (uint32, bool)
-	RegWrite(off, v uint32) bool
-}
-
-// backupRegs adapts the datapath's backup ring registers to regBlock.
-type backupRegs struct{ dp *ethring.Datapath }
-
-func (b backupRegs) RegRead(off uint32) (uint32, bool) { return b.dp.BackupReadReg(off) }
-func (b backupRegs) RegWrite(off, v uint32) bool       { return b.dp.BackupWriteReg(off, v) }
-
-// faultBlock returns the block that decodes reg and the registers of it
-// that act on a whole 32-bit write only (doorbells, control); in is false
-// when reg belongs to none of them. The block is nil before Attach.
-func (n *NIC) faultBlock(reg uint32) (b regBlock, actions []uint32, in bool) {
-	switch {
-	case reg >= hw.XlatRegBase && reg < hw.ATSRegEnd:
-		if x := n.xlat.Load(); x != nil {
-			b = x
-		}
-		return b, []uint32{hw.RegATSCtrl, hw.RegInvqTail}, true
-	case reg >= hw.ATSRegEnd && reg < hw.PRIRegEnd:
-		if e := n.pri.Load(); e != nil {
-			b = e
-		}
-		return b, []uint32{hw.RegPRICtrl, hw.RegPRQHead, hw.RegPRSPQTail}, true
-	case reg >= hw.RegBackupBaseLo && reg <= hw.RegBackupVector:
-		if dp := n.dp.Load(); dp != nil {
-			b = backupRegs{dp}
-		}
-		return b, []uint32{hw.RegBackupCtrl, hw.RegBackupTail}, true
-	}
-	return nil, nil, false
-}
-
-// readFaultReg reads a register of the ATS, PRI or backup ring blocks.
-func (n *NIC) readFaultReg(reg uint32) (uint32, bool) {
-	b, _, in := n.faultBlock(reg)
-	if !in || b == nil {
-		return 0, in
-	}
-	v, _ := b.RegRead(reg)
-	return v, true
-}
-
-// writeFaultReg routes a write to the ATS, PRI or backup ring registers and
-// reports whether reg was one of them. Doorbells and control registers act
-// on whole 32-bit writes only; narrower writes merge into the others.
-func (n *NIC) writeFaultReg(reg, v, mask uint32) bool {
-	b, actions, in := n.faultBlock(reg)
-	if !in || b == nil {
-		return in
-	}
-	if mask != 0xffffffff {
-		if slices.Contains(actions, reg) {
-			return true
-		}
-		old, _ := b.RegRead(reg)
-		v = merge(old, v, mask)
-	}
-	b.RegWrite(reg, v)
-	return true
-}
 
 // echoTimeout bounds the wait for the driver's answer to one echo round;
 // a driver that does not answer ends the run.

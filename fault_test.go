@@ -119,12 +119,12 @@ func newFaultRig(t testing.TB, o faultOpts) *faultRig {
 	}
 	g := atstest.NewGuest(t, 8<<20)
 	dev, peer := port.Pipe(64)
-	n, err := New(Options{Wire: dev, QueuePairs: 1})
+	n, err := New(Options{Wire: dev, QueuePairs: 1, Mem: g.Mem})
 	if err != nil {
 		t.Fatal(err)
 	}
 	irq := &vecIRQ{count: map[int]int{}, wake: map[int]chan struct{}{}}
-	n.Attach(vfiouser.Host{IRQ: irq, Mem: g.Mem})
+	n.Attach(vfiouser.Host{IRQ: irq})
 	t.Cleanup(func() { n.Close() })
 	r := &faultRig{t: t, n: n, g: g, peer: peer, irq: irq}
 	r.cfgWrite(pcie.OffCommand, []byte{0x06, 0})

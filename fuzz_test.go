@@ -222,12 +222,12 @@ func (r *faultRig) warm(slot uint32) {
 func newBackupFuzzRig(tb testing.TB) *faultRig {
 	g := atstest.NewGuest(tb, 8<<20)
 	dev, peer := port.Pipe(1)
-	n, err := New(Options{Wire: dev, QueuePairs: 1, RxDropNoBuf: true})
+	n, err := New(Options{Wire: dev, QueuePairs: 1, RxDropNoBuf: true, Mem: g.Mem})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	irq := &vecIRQ{count: map[int]int{}, wake: map[int]chan struct{}{}}
-	n.Attach(vfiouser.Host{IRQ: irq, Mem: g.Mem})
+	n.Attach(vfiouser.Host{IRQ: irq})
 	tb.Cleanup(func() { n.Close(); peer.Close() })
 	r := &faultRig{t: tb, n: n, g: g, peer: peer, irq: irq}
 	r.cfgWrite(pcie.OffCommand, []byte{0x06, 0})

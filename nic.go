@@ -1,11 +1,12 @@
 // Package npfnic is the npfnic PCI function: it assembles the configuration
 // space (with ATS, PRI and PASID), the BAR0 register file defined in
 // package hw and the MSI-X BAR, and implements vfiouser.Device on top of
-// them. Besides identification, scratch and diagnostic registers, BAR0
-// carries the Ethernet datapath's registers, which this package decodes
-// and hands to ethring (the rings, status block and interrupts live
-// there); the function contributes the MAC address, the link (up when a
-// wire is attached), the MSI-X vector routing and the resets. It also owns
+// them. BAR0 is routed by the register table (bar0.go): the function
+// decodes its identification and diagnostic registers itself and hands
+// every other register to the engine that owns it (ethring the Ethernet
+// datapath's, whose rings, status block and interrupts live there; ats and
+// pri theirs); the function contributes the MAC address, the link (up when
+// a wire is attached), the MSI-X vector routing and the resets. It also owns
 // the function's address translation (package ats: the ATS register block,
 // the ATS and PASID capability enables) and page request interface
 // (package pri: the PRI register block and capability), which the datapath
@@ -19,7 +20,7 @@
 package npfnic
 
 import (
-	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -33,6 +34,7 @@ import (
 	"github.com/npfnic/npfnic/ethring"
 	"github.com/npfnic/npfnic/pcie"
 	"github.com/npfnic/npfnic/pri"
+	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/port"
 	"github.com/npfnic/npfnic/vdevice/vfiouser"
@@ -61,6 +63,10 @@ type Options struct {
 	// pages (ats.DefaultCapacity when 0); the driver may change it with
 	// ATC_CAPACITY.
 	ATCCapacity int
+	// Mem is the guest memory the function DMAs through; nil: a new,
+	// empty one. A vfio-user server maps each client's DMA regions into
+	// it (Memory); tests map their own RAM.
+	Mem *guestmem.Memory
 }
 
 // DefaultMAC derives a locally administered unicast address in QEMU's
@@ -78,11 +84,12 @@ func DefaultMAC(seed string) net.HardwareAddr {
 type NIC struct {
 	cfg *pcie.Space
 	log *slog.Logger
+	mem *guestmem.Memory
 
-	host     vfiouser.Host
+	host     vfiouser.Host // the client's interrupts, once attached
 	attached atomic.Bool
 
-	mu        sync.Mutex // register file and MSI-X table
+	mu        sync.Mutex // diagnostic registers and MSI-X table
 	scratch   uint32
 	dmaAddr   uint64
 	dmaLen    uint32
@@ -94,24 +101,33 @@ type NIC struct {
 	dmaRun    atomic.Pointer[diagRun] // the last diagnostic DMA started
 	dmaWG     sync.WaitGroup
 
-	mac         net.HardwareAddr
-	wire        port.Port // the backend, read through mux once attached
-	mux         *port.Mux
-	queuePairs  int
-	rxDropNoBuf bool
-	statusAddr  uint64 // STATUS_ADDR_LO/HI as written (under mu)
-	// dp is the datapath, created by Attach (it needs guest memory), with
-	// the address translation and page request interface it faults through.
-	dp          atomic.Pointer[ethring.Datapath]
-	xlat        atomic.Pointer[ats.Context]
-	pri         atomic.Pointer[pri.Engine]
-	atcCapacity int
-	closeOnce   sync.Once
+	mac        net.HardwareAddr
+	wire       port.Port // the backend, read through mux once attached
+	mux        *port.Mux
+	queuePairs int
+	// The engines, built by New: the Ethernet datapath, and the address
+	// translation and page request interface it faults through.
+	dp         *ethring.Datapath
+	xlat       *ats.Context
+	pri        *pri.Engine
+	blocks     [hw.BlockCount]regBlock // BAR0's owners (bar0.go)
+	partialLog rateLimit
+	closeOnce  sync.Once
 
 	echo diagEcho
 }
 
-// New builds the function.
+// New validates o and builds the function with every engine running.
+//
+// Address translation, page requests and the Ethernet datapath are built
+// here, over the function's own guest memory, not when a client attaches:
+// a NIC that exists works, nothing in it is nil, and an engine that cannot
+// be built is New's error rather than a log line and a missing engine. The
+// memory is empty until a vfio-user server maps the client's DMA regions
+// into it (vfiouser.Device.Memory), and Attach only hands over the
+// client's interrupts, so it cannot fail. Building the engines in Attach
+// instead, and letting it fail, would keep every engine optional until a
+// client came and every use of one behind a nil check.
 func New(o Options) (*NIC, error) {
 	if o.ATSInvalidateQueueDepth == 0 {
 		o.ATSInvalidateQueueDepth = 32
@@ -137,6 +153,12 @@ func New(o Options) (*NIC, error) {
 	if len(o.MAC) != 6 || o.MAC[0]&1 != 0 {
 		return nil, fmt.Errorf("nic: MAC %v is not a unicast Ethernet address", o.MAC)
 	}
+	if o.ATCCapacity < 0 || o.ATCCapacity > hw.ATCCapacityMax {
+		return nil, fmt.Errorf("nic: ATC capacity %d: want 1..%d, or 0 for %d", o.ATCCapacity, hw.ATCCapacityMax, ats.DefaultCapacity)
+	}
+	if o.Mem == nil {
+		o.Mem = guestmem.New()
+	}
 	cfg, err := pcie.Build(pcie.Config{
 		VendorID: hw.VendorID, DeviceID: hw.DeviceID, Revision: hw.Revision,
 		ClassCode: hw.ClassCode, SubsysVendorID: hw.SubsysVendorID, SubsysID: hw.SubsysID,
@@ -155,57 +177,73 @@ func New(o Options) (*NIC, error) {
 		PASID: &pcie.PASID{MaxWidth: o.PASIDWidth},
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("nic: %w", err)
 	}
-	n := &NIC{cfg: cfg, log: o.Logger, msixTable: make([]byte, hw.MSIXVectors*pcie.MSIXEntrySize),
-		mac: append(net.HardwareAddr(nil), o.MAC...), wire: o.Wire, queuePairs: o.QueuePairs,
-		rxDropNoBuf: o.RxDropNoBuf, atcCapacity: o.ATCCapacity}
+	n := &NIC{cfg: cfg, log: o.Logger, mem: o.Mem, msixTable: make([]byte, hw.MSIXVectors*pcie.MSIXEntrySize),
+		mac: append(net.HardwareAddr(nil), o.MAC...), wire: o.Wire, queuePairs: o.QueuePairs}
 	n.echo.init(n)
 	n.resetMSIXTable()
+	if err := n.buildEngines(o); err != nil {
+		return nil, err
+	}
+	n.routeBlocks()
 	cfg.SetHooks(pcie.Hooks{
 		Command: func(old, new uint16) {
 			n.log.Debug("command register", "old", old, "new", new)
 			bme := new&pcie.CmdBusMaster != 0
-			if dp := n.dp.Load(); dp != nil {
-				dp.SetBusMaster(bme)
-			}
+			n.dp.SetBusMaster(bme)
 			if bme && old&pcie.CmdBusMaster == 0 {
-				if x := n.xlat.Load(); x != nil {
-					x.Kick()
-				}
-				if e := n.pri.Load(); e != nil {
-					e.Kick()
-				}
+				n.xlat.Kick()
+				n.pri.Kick()
 			}
 		},
 		ATSControl: func(en bool, stu uint8) {
 			n.log.Info("ATS control", "enabled", en, "stu", stu)
-			if x := n.xlat.Load(); x != nil {
-				x.ATSControl(en, stu)
-			}
+			n.xlat.ATSControl(en, stu)
 		},
 		PRIControl: func(en bool) {
 			n.log.Info("PRI control", "enabled", en)
-			if e := n.pri.Load(); e != nil {
-				e.PRIControl(en)
-			} else if !en {
-				n.cfg.SetPRIStopped(true) // nothing can be outstanding before Attach
-			}
+			n.pri.PRIControl(en)
 		},
 		PRIReset: func() {
 			n.log.Info("PRI reset")
-			if e := n.pri.Load(); e != nil {
-				e.PRIReset()
-			}
+			n.pri.PRIReset()
 		},
 		PASIDControl: func(en bool) {
 			n.log.Info("PASID control", "enabled", en)
-			if x := n.xlat.Load(); x != nil {
-				x.PASIDControl(en)
-			}
+			n.xlat.PASIDControl(en)
 		},
 	})
+	n.log.Info("datapath ready", "mac", n.mac.String(), "queue_pairs", n.queuePairs, "wire", fmt.Sprint(n.wire))
 	return n, nil
+}
+
+// buildEngines builds address translation, page requests and the Ethernet
+// datapath on the function's port; if one fails, those built before it are
+// closed and the port is left to the caller.
+func (n *NIC) buildEngines(o Options) error {
+	x, err := ats.New(ats.Config{Mem: n.mem, Caps: n.cfg, Capacity: o.ATCCapacity,
+		Interrupt: n.interrupt, Log: n.log.With("part", "ats")})
+	if err != nil {
+		return fmt.Errorf("nic: address translation: %w", err)
+	}
+	e, err := pri.New(pri.Config{Mem: n.mem, Caps: n.cfg, IRQ: triggerFunc(n.trigger), Log: n.log.With("part", "pri")})
+	if err != nil {
+		x.Close()
+		return fmt.Errorf("nic: page requests: %w", err)
+	}
+	dp, err := n.plugEthernet(ethring.Config{
+		Mem: n.mem, QueuePairs: n.queuePairs, RxDropNoBuf: o.RxDropNoBuf,
+		Interrupt: n.interrupt, Log: n.log.With("part", "ethring"), Xlat: x, PRI: e,
+	})
+	if err != nil {
+		e.Close()
+		x.Close()
+		return fmt.Errorf("nic: Ethernet datapath: %w", err)
+	}
+	dp.SetBusMaster(n.cfg.BusMaster())
+	n.dp, n.xlat, n.pri = dp, x, e
+	return nil
 }
 
 // Config exposes the configuration space to the device model's parts.
@@ -227,60 +265,52 @@ func (n *NIC) Info() vfiouser.Info {
 	return vfiouser.Info{Regions: regions, IRQs: irqs, Reset: true}
 }
 
-// Attach implements vfiouser.Device. It starts the datapath: from here on
-// the wire is read (frames are dropped until the driver enables a queue).
+// Memory implements vfiouser.Device: the guest memory every engine of the
+// function DMAs through.
+func (n *NIC) Memory() *guestmem.Memory { return n.mem }
+
+// Attach implements vfiouser.Device: interrupts go to the client's
+// eventfds from here on.
 func (n *NIC) Attach(h vfiouser.Host) {
 	n.host = h
-	if h.Log != nil {
-		n.log = h.Log
-	}
-	x, err := ats.New(ats.Config{Mem: h.Mem, Caps: n.cfg, Capacity: n.atcCapacity,
-		Interrupt: n.interrupt, Log: n.log.With("part", "ats")})
-	if err != nil {
-		// Only a bad Options.ATCCapacity gets here; New checked nothing else.
-		n.log.Error("address translation unavailable", "err", err)
-	}
-	e, err := pri.New(pri.Config{Mem: h.Mem, Caps: n.cfg, IRQ: h.IRQ, Log: n.log.With("part", "pri")})
-	if err != nil {
-		n.log.Error("page request interface unavailable", "err", err)
-	}
-	if x != nil {
-		n.xlat.Store(x)
-	}
-	if e != nil {
-		n.pri.Store(e)
-	}
-	dp := n.plugEthernet(ethring.Config{
-		Mem: h.Mem, QueuePairs: n.queuePairs, RxDropNoBuf: n.rxDropNoBuf,
-		Interrupt: n.interrupt, Log: n.log.With("part", "ethring"), Xlat: x, PRI: e,
-	})
-	dp.SetBusMaster(n.cfg.BusMaster())
-	n.dp.Store(dp)
 	n.attached.Store(true)
-	n.log.Info("datapath ready", "mac", n.mac.String(), "queue_pairs", n.queuePairs, "wire", fmt.Sprint(n.wire))
 }
 
-// interrupt routes a datapath vector to the client's MSI-X eventfds.
-func (n *NIC) interrupt(v int) {
+// errNoClient is an interrupt fired before Attach handed over the
+// client's.
+var errNoClient = errors.New("nic: no client interrupts attached")
+
+// trigger fires MSI-X vector v on the client's eventfds.
+func (n *NIC) trigger(v int) error {
 	if !n.attached.Load() {
-		return
+		return errNoClient
 	}
-	if err := n.host.IRQ.Trigger(v); err != nil {
+	return n.host.IRQ.Trigger(v)
+}
+
+// triggerFunc adapts a trigger function to pri.Interrupts.
+type triggerFunc func(vector int) error
+
+func (f triggerFunc) Trigger(vector int) error { return f(vector) }
+
+// interrupt routes a vector of an engine to the client's MSI-X eventfds;
+// one fired before a client attached is dropped.
+func (n *NIC) interrupt(v int) {
+	if err := n.trigger(v); err != nil && err != errNoClient {
 		n.log.Warn("interrupt failed", "vector", v, "err", err)
 	}
 }
 
-// Datapath returns the Ethernet datapath (nil before Attach), for tests and
-// statistics.
-func (n *NIC) Datapath() *ethring.Datapath { return n.dp.Load() }
+// Datapath returns the Ethernet datapath, for tests and statistics.
+func (n *NIC) Datapath() *ethring.Datapath { return n.dp }
 
-// ATS returns the function's address translation (nil before Attach), for
-// tests, statistics and experiments.
-func (n *NIC) ATS() *ats.Context { return n.xlat.Load() }
+// ATS returns the function's address translation, for tests, statistics
+// and experiments.
+func (n *NIC) ATS() *ats.Context { return n.xlat }
 
-// PRI returns the function's page request interface (nil before Attach);
-// its Recorder holds the stage timing of every fault.
-func (n *NIC) PRI() *pri.Engine { return n.pri.Load() }
+// PRI returns the function's page request interface; its Recorder holds
+// the stage timing of every fault.
+func (n *NIC) PRI() *pri.Engine { return n.pri }
 
 // MAC returns the station address.
 func (n *NIC) MAC() net.HardwareAddr { return append(net.HardwareAddr(nil), n.mac...) }
@@ -294,12 +324,7 @@ func (n *NIC) ClientDisconnected() {
 	n.log.Info("client gone; queues stopped, device state kept")
 	n.abortDMA()
 	n.resetFaults()
-	if dp := n.dp.Load(); dp != nil {
-		dp.Reset()
-	}
-	n.mu.Lock()
-	n.statusAddr = 0
-	n.mu.Unlock()
+	n.dp.Reset()
 	n.waitQuiesced("client disconnect")
 }
 
@@ -309,12 +334,8 @@ func (n *NIC) ClientDisconnected() {
 // lets go. It stops their DMA without waiting (see waitQuiesced).
 func (n *NIC) resetFaults() {
 	n.echo.reset()
-	if e := n.pri.Load(); e != nil {
-		e.Reset()
-	}
-	if x := n.xlat.Load(); x != nil {
-		x.Reset()
-	}
+	n.pri.Reset()
+	n.xlat.Reset()
 }
 
 // Close stops the engines and closes the port. The NIC is unusable
@@ -323,16 +344,10 @@ func (n *NIC) Close() error {
 	var err error
 	n.closeOnce.Do(func() {
 		n.echo.reset()
-		if e := n.pri.Load(); e != nil {
-			e.Close()
-		}
-		if dp := n.dp.Load(); dp != nil {
-			dp.Close() // first: a Receive waiting for RX buffers holds the port's reader
-		}
+		n.pri.Close()
+		n.dp.Close() // before the port: a Receive waiting for RX buffers holds the port's reader
 		err = n.closePort()
-		if x := n.xlat.Load(); x != nil {
-			x.Close()
-		}
+		n.xlat.Close()
 	})
 	return err
 }
@@ -350,17 +365,14 @@ func (n *NIC) Reset() error {
 	n.cfg.Reset()
 	n.mu.Lock()
 	n.scratch, n.dmaAddr, n.dmaLen, n.dmaSeed = 0, 0, 0, 0
-	n.statusAddr = 0
 	n.resetMSIXTable()
 	n.mu.Unlock()
 	if !n.abortDMA() {
 		n.dmaStatus.Store(hw.DiagDMAStatusIdle)
 	}
 	n.resetFaults()
-	if dp := n.dp.Load(); dp != nil {
-		dp.Reset()
-		dp.SetBusMaster(n.cfg.BusMaster())
-	}
+	n.dp.Reset()
+	n.dp.SetBusMaster(n.cfg.BusMaster())
 	n.waitQuiesced("device reset")
 	return nil
 }
@@ -407,251 +419,6 @@ func (n *NIC) RegionWrite(index int, off uint64, p []byte) error {
 		return nil
 	}
 	return unix.EINVAL
-}
-
-func (n *NIC) readReg(reg uint32) uint32 {
-	switch reg {
-	case hw.RegID:
-		return hw.Magic
-	case hw.RegVersion:
-		return hw.InterfaceVersion
-	case hw.RegDiagDMAStatus:
-		return n.diagStatus()
-	case hw.RegMACLo:
-		return binary.LittleEndian.Uint32(n.mac[0:4])
-	case hw.RegMACHi:
-		return uint32(binary.LittleEndian.Uint16(n.mac[4:6]))
-	case hw.RegQPMax:
-		return uint32(n.queuePairs)
-	case hw.RegFeatures:
-		return hw.Features
-	case hw.RegCtrl:
-		return n.readCtrl()
-	case hw.RegLateDMA:
-		return n.lateDMA()
-	case hw.RegDiagEcho:
-		return n.echo.rounds()
-	case hw.RegDiagEchoGap:
-		return n.echo.getGap()
-	}
-	if p, off := n.qpReg(reg); p != nil {
-		return p.ReadReg(off)
-	}
-	if v, ok := n.readFaultReg(reg); ok {
-		return v
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	switch reg {
-	case hw.RegScratch:
-		return n.scratch
-	case hw.RegDiagDMAAddrLo:
-		return uint32(n.dmaAddr)
-	case hw.RegDiagDMAAddrHi:
-		return uint32(n.dmaAddr >> 32)
-	case hw.RegDiagDMALen:
-		return n.dmaLen
-	case hw.RegDiagDMASeed:
-		return n.dmaSeed
-	case hw.RegStatusAddrLo:
-		return uint32(n.statusAddr)
-	case hw.RegStatusAddrHi:
-		return uint32(n.statusAddr >> 32)
-	}
-	return 0 // write-only and unassigned registers read as 0
-}
-
-// qpReg maps a BAR0 offset inside a queue pair's block to the pair and the
-// offset within it; nil for other offsets and pairs not offered.
-func (n *NIC) qpReg(reg uint32) (*ethring.Pair, uint32) {
-	if reg < hw.QPRegBase || reg >= hw.QPBase(hw.QPMax) {
-		return nil, 0
-	}
-	dp := n.dp.Load()
-	if dp == nil {
-		return nil, 0
-	}
-	q := int(reg-hw.QPRegBase) / hw.QPRegStride
-	return dp.Pair(q), (reg - hw.QPRegBase) % hw.QPRegStride
-}
-
-// readRegs serves any size and alignment by composing the 32-bit registers
-// the access touches, as a PCIe completer returning the enabled bytes.
-func (n *NIC) readRegs(off uint64, p []byte) {
-	var cur uint32
-	curReg := ^uint64(0)
-	for i := range p {
-		a := off + uint64(i)
-		reg := a &^ 3
-		if reg != curReg {
-			cur, curReg = n.readReg(uint32(reg)), reg
-		}
-		p[i] = byte(cur >> (8 * (a & 3)))
-	}
-}
-
-// writeRegs applies 32-bit register writes; narrower writes merge into
-// plain storage registers and are ignored for action registers (whose
-// meaning needs the whole value).
-func (n *NIC) writeRegs(off uint64, p []byte) {
-	end := off + uint64(len(p))
-	for reg := off &^ 3; reg < end; reg += 4 {
-		lo, hi := max(reg, off), min(reg+4, end)
-		var b [4]byte
-		var mask uint32
-		for a := lo; a < hi; a++ {
-			b[a-reg] = p[a-off]
-			mask |= 0xff << (8 * (a - reg))
-		}
-		n.writeReg(uint32(reg), binary.LittleEndian.Uint32(b[:]), mask)
-	}
-}
-
-func merge(old, v, mask uint32) uint32 { return old&^mask | v&mask }
-
-func (n *NIC) writeReg(reg, v, mask uint32) {
-	full := mask == 0xffffffff
-	switch reg {
-	case hw.RegDiagIRQ:
-		if full {
-			n.diagIRQ(v)
-		}
-		return
-	case hw.RegDiagDMACtrl:
-		if full {
-			n.diagCtrl(v)
-		}
-		return
-	case hw.RegCtrl:
-		n.writeCtrl(v, mask)
-		return
-	case hw.RegMiscIRQArm:
-		if dp := n.dp.Load(); full && dp != nil && v&1 != 0 {
-			dp.ArmMisc()
-		}
-		return
-	case hw.RegDiagEchoCtrl:
-		if full {
-			n.echo.start(v)
-		}
-		return
-	case hw.RegDiagEcho:
-		if full {
-			n.echo.answer(v)
-		}
-		return
-	case hw.RegDiagEchoGap:
-		n.echo.setGap(merge(n.echo.getGap(), v, mask))
-		return
-	case hw.RegStatusAddrHi:
-		n.mu.Lock()
-		n.statusAddr = n.statusAddr&0xffffffff | uint64(merge(uint32(n.statusAddr>>32), v, mask))<<32
-		addr := n.statusAddr
-		n.mu.Unlock()
-		if dp := n.dp.Load(); dp != nil {
-			dp.SetStatusAddr(addr)
-		}
-		return
-	}
-	if p, off := n.qpReg(reg); p != nil {
-		switch off {
-		case hw.QPTxTail, hw.QPRxTail, hw.QPIRQArm:
-			if full { // action registers need the whole value
-				p.WriteReg(off, v)
-			}
-		case hw.QPRxResolve, hw.QPRxTailIRQ:
-			if full {
-				p.WriteReg(off, v)
-			}
-		default:
-			p.WriteReg(off, merge(p.ReadReg(off), v, mask))
-		}
-		return
-	}
-	if n.writeFaultReg(reg, v, mask) {
-		return
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	switch reg {
-	case hw.RegScratch:
-		n.scratch = merge(n.scratch, v, mask)
-	case hw.RegDiagDMAAddrLo:
-		n.dmaAddr = n.dmaAddr&^0xffffffff | uint64(merge(uint32(n.dmaAddr), v, mask))
-	case hw.RegDiagDMAAddrHi:
-		n.dmaAddr = n.dmaAddr&0xffffffff | uint64(merge(uint32(n.dmaAddr>>32), v, mask))<<32
-	case hw.RegDiagDMALen:
-		n.dmaLen = merge(n.dmaLen, v, mask)
-	case hw.RegDiagDMASeed:
-		n.dmaSeed = merge(n.dmaSeed, v, mask)
-	case hw.RegStatusAddrLo:
-		n.statusAddr = n.statusAddr&^0xffffffff | uint64(merge(uint32(n.statusAddr), v, mask))
-	}
-}
-
-// readCtrl reads CTRL: ENABLE as written, BUSY while the datapath may
-// still DMA (a status block, an enabled pair or backup ring, or one that
-// a disable or CTRL_RESET stopped and that has not quiesced yet).
-func (n *NIC) readCtrl() uint32 {
-	dp := n.dp.Load()
-	if dp == nil {
-		return 0
-	}
-	var v uint32
-	if dp.Enabled() {
-		v |= hw.CtrlEnable
-	}
-	if dp.Busy() {
-		v |= hw.CtrlBusy
-	}
-	return v
-}
-
-// lateDMA reads LATE_DMA: the late writes guest memory's detector refused
-// (low 32 bits). A count that grew since the last read is logged with the
-// detector's log: it means a device bug.
-func (n *NIC) lateDMA() uint32 {
-	if !n.attached.Load() {
-		return 0
-	}
-	m := n.host.Mem
-	late := m.LateWrites()
-	if seen := n.lateSeen.Swap(late); late > seen {
-		n.log.Warn("late DMA writes refused", "count", late, "log", fmt.Sprint(m.LateLog()))
-	}
-	return uint32(late)
-}
-
-// writeCtrl applies CTRL: RESET first (self-clearing), then ENABLE as
-// written, so writing ENABLE|RESET restarts the datapath from scratch.
-func (n *NIC) writeCtrl(v, mask uint32) {
-	dp := n.dp.Load()
-	if dp == nil {
-		return
-	}
-	var cur uint32
-	if dp.Enabled() {
-		cur = hw.CtrlEnable
-	}
-	v = merge(cur, v, mask) &^ hw.CtrlBusy // read only
-	if v&hw.CtrlReset != 0 {
-		n.log.Info("datapath reset by the driver")
-		dp.Reset()
-		n.mu.Lock()
-		n.statusAddr = 0
-		n.mu.Unlock()
-	}
-	dp.SetEnabled(v&hw.CtrlEnable != 0)
-}
-
-func (n *NIC) diagIRQ(v uint32) {
-	if !n.attached.Load() || v >= hw.MSIXVectors {
-		n.log.Warn("DIAG_IRQ: no such vector", "vector", v)
-		return
-	}
-	if err := n.host.IRQ.Trigger(int(v)); err != nil {
-		n.log.Warn("DIAG_IRQ failed", "vector", v, "err", err)
-	}
 }
 
 func (n *NIC) readMSIX(off uint64, p []byte) {

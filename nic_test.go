@@ -34,17 +34,17 @@ func (f *fakeIRQ) Pending(i, s int) bool {
 
 func newTestNIC(t *testing.T) (*NIC, *fakeIRQ, *guestmem.Memory, []byte) {
 	t.Helper()
-	n, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	irq := &fakeIRQ{pending: map[int]bool{}}
 	mem := guestmem.New()
 	ram := make([]byte, 3*4096)
 	if err := mem.MapHost(0x10000, ram, guestmem.ProtRead|guestmem.ProtWrite, nil); err != nil {
 		t.Fatal(err)
 	}
-	n.Attach(vfiouser.Host{IRQ: irq, Mem: mem})
+	n, err := New(Options{Mem: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	irq := &fakeIRQ{pending: map[int]bool{}}
+	n.Attach(vfiouser.Host{IRQ: irq})
 	t.Cleanup(func() { n.Close() })
 	return n, irq, mem, ram
 }

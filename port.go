@@ -13,23 +13,28 @@ import (
 
 // plugEthernet builds the Ethernet datapath on the function's port and
 // starts reading the port. Without a backend the datapath has no port and
-// its link is down.
-func (n *NIC) plugEthernet(c ethring.Config) *ethring.Datapath {
+// its link is down. If it fails, the port is not read and stays open.
+func (n *NIC) plugEthernet(c ethring.Config) (*ethring.Datapath, error) {
 	if n.wire == nil {
 		return ethring.New(c)
 	}
-	n.mux = port.NewMux(n.wire, n.log.With("part", "port"))
-	ep, err := n.mux.Attach("ethernet", nil)
+	mux := port.NewMux(n.wire, n.log.With("part", "port"))
+	ep, err := mux.Attach("ethernet", nil)
 	if err != nil {
-		panic(err) // the first engine of a fresh Mux: Attach cannot fail
+		return nil, err
 	}
 	c.Port = ep
-	dp := ethring.New(c)
-	ep.Deliver(dp)
-	if err := n.mux.Start(); err != nil {
-		panic(err) // every endpoint has its receiver
+	dp, err := ethring.New(c)
+	if err != nil {
+		return nil, err
 	}
-	return dp
+	ep.Deliver(dp)
+	if err := mux.Start(); err != nil {
+		dp.Close()
+		return nil, err
+	}
+	n.mux = mux
+	return dp, nil
 }
 
 // closePort closes the backend, through the Mux if one reads it. Close the

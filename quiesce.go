@@ -34,13 +34,13 @@ func (n *NIC) waitQuiesced(why string) bool {
 // busyEngines names the engines that may still DMA.
 func (n *NIC) busyEngines() []string {
 	var busy []string
-	if dp := n.dp.Load(); dp != nil && dp.Busy() {
+	if n.dp.Busy() {
 		busy = append(busy, "datapath")
 	}
-	if x := n.xlat.Load(); x != nil && !x.Quiesced() {
+	if !n.xlat.Quiesced() {
 		busy = append(busy, "ats")
 	}
-	if e := n.pri.Load(); e != nil && !e.Quiesced() {
+	if !n.pri.Quiesced() {
 		busy = append(busy, "pri")
 	}
 	if !n.diagQuiesced() {

@@ -113,11 +113,11 @@ func diagRig(t *testing.T) (*NIC, *atstest.Guest, *atstest.Remote) {
 	rem := g.AddRemote(remoteBase, 4*4096)
 	t.Cleanup(rem.Release)
 	dev, _ := port.Pipe(4)
-	n, err := New(Options{Wire: dev, QueuePairs: 1})
+	n, err := New(Options{Wire: dev, QueuePairs: 1, Mem: g.Mem})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.Attach(vfiouser.Host{IRQ: &vecIRQ{count: map[int]int{}, wake: map[int]chan struct{}{}}, Mem: g.Mem})
+	n.Attach(vfiouser.Host{IRQ: &vecIRQ{count: map[int]int{}, wake: map[int]chan struct{}{}}})
 	t.Cleanup(func() { n.Close() })
 	if err := n.RegionWrite(vfiouser.RegionConfig, pcie.OffCommand, []byte{0x06, 0}); err != nil {
 		t.Fatal(err)

@@ -51,6 +51,7 @@ package ats
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -75,8 +76,8 @@ type Config struct {
 	// the invalidation queue obeys. Nil: ATS and PASID enabled, bus
 	// mastering on (tests and tools without a configuration space).
 	Caps Caps
-	// Capacity is the number of ATC entries (one 4 KiB page each); 0 means
-	// DefaultCapacity.
+	// Capacity is the number of ATC entries (one 4 KiB page each),
+	// 1..hw.ATCCapacityMax; 0 means DefaultCapacity.
 	Capacity int
 	// Interrupt fires an MSI-X vector (INVQ_VECTOR). It must not block;
 	// nil drops interrupts.
@@ -166,8 +167,8 @@ func New(cfg Config) (*Context, error) {
 	if cfg.Mem == nil {
 		return nil, errors.New("ats: Config.Mem is required")
 	}
-	if cfg.Capacity < 0 {
-		return nil, errors.New("ats: negative ATC capacity")
+	if cfg.Capacity < 0 || cfg.Capacity > hw.ATCCapacityMax {
+		return nil, fmt.Errorf("ats: ATC capacity %d: want 1..%d, or 0 for %d", cfg.Capacity, hw.ATCCapacityMax, DefaultCapacity)
 	}
 	if cfg.Capacity == 0 {
 		cfg.Capacity = DefaultCapacity

@@ -210,18 +210,12 @@ func devCounters(t *testing.T, tb *testbed.Testbed) deviceCounters {
 	t.Helper()
 	n := deviceOf(t, tb)
 	var c deviceCounters
-	if dp := n.Datapath(); dp != nil {
-		for _, p := range dp.Stats().Pairs {
-			c.rxFaultErrors += p.RxFaultErrors
-			c.txFaultErrors += p.TxFaultErrors
-		}
+	for _, p := range n.Datapath().Stats().Pairs {
+		c.rxFaultErrors += p.RxFaultErrors
+		c.txFaultErrors += p.TxFaultErrors
 	}
-	if e := n.PRI(); e != nil {
-		c.unexpected = e.Stats().Unexpected
-	}
-	if a := n.ATS(); a != nil {
-		c.invalidations = a.Stats().Invalidations
-	}
+	c.unexpected = n.PRI().Stats().Unexpected
+	c.invalidations = n.ATS().Stats().Invalidations
 	return c
 }
 

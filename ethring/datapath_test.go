@@ -7,6 +7,7 @@ import (
 
 	"github.com/npfnic/npfnic/vdevice/port"
 
+	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
@@ -275,7 +276,10 @@ func TestDatapathDisabled(t *testing.T) {
 }
 
 func TestLinkAndQPCount(t *testing.T) {
-	d := New(Config{Mem: nil, QueuePairs: 2})
+	d, err := New(Config{Mem: guestmem.New(), QueuePairs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer d.Close()
 	if d.Link() || d.QueuePairs() != 2 || d.Pair(2) != nil {
 		t.Fatalf("link %v pairs %d", d.Link(), d.QueuePairs())
@@ -347,7 +351,7 @@ func (p *flakyPort) Close() error { return nil }
 // reader; a port that closes takes the datapath's link down.
 func TestWireReaderSurvivesErrors(t *testing.T) {
 	flaky := &flakyPort{fails: 3, frame: frame(60, 1)}
-	d, mux := plugIn(t, flaky, Config{QueuePairs: 1})
+	d, mux := plugIn(t, flaky, Config{Mem: guestmem.New(), QueuePairs: 1})
 	defer mux.Close()
 	defer d.Close()
 	deadline := time.Now().Add(5 * time.Second)

@@ -194,11 +194,17 @@ func (d *Datapath) Busy() bool {
 	return d.draining.Busy()
 }
 
-// New builds the datapath and starts its control goroutine. The link is up
-// when a port is attached.
-func New(c Config) *Datapath {
-	if c.QueuePairs <= 0 || c.QueuePairs > hw.QPMax {
+// New validates c, builds the datapath and starts its control goroutine.
+// The link is up when a port is attached.
+func New(c Config) (*Datapath, error) {
+	if c.Mem == nil {
+		return nil, errors.New("ethring: Config.Mem is required")
+	}
+	if c.QueuePairs == 0 {
 		c.QueuePairs = hw.QPMax
+	}
+	if c.QueuePairs < 1 || c.QueuePairs > hw.QPMax {
+		return nil, fmt.Errorf("ethring: %d queue pairs: want 1..%d", c.QueuePairs, hw.QPMax)
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
@@ -221,7 +227,7 @@ func New(c Config) *Datapath {
 	}
 	d.wg.Add(1)
 	go d.control()
-	return d
+	return d, nil
 }
 
 // QueuePairs is the number of usable pairs (REG_QP_MAX).

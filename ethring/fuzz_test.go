@@ -61,7 +61,10 @@ func FuzzTX(f *testing.F) {
 			t.Fatal(err)
 		}
 		sink := &sinkPort{t: t}
-		d := New(Config{Mem: mem, QueuePairs: 1})
+		d, err := New(Config{Mem: mem, QueuePairs: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
 		defer d.Close()
 		d.wire = sink // TX only: no reader goroutine for the sink
 		d.enabled.Store(true)

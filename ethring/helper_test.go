@@ -357,7 +357,10 @@ func plugIn(t testing.TB, backend port.Port, cfg Config) (*Datapath, *port.Mux) 
 		t.Fatal(err)
 	}
 	cfg.Port = ep
-	d := New(cfg)
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ep.Deliver(d)
 	if err := mux.Start(); err != nil {
 		t.Fatal(err)

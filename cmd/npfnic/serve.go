@@ -83,16 +83,14 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		wirePort = p
 	}
-	if *atc < 0 || *atc > hw.ATCCapacityMax {
-		return fmt.Errorf("serve: --atc-entries %d: want 0..%d", *atc, hw.ATCCapacityMax)
-	}
+	// The NIC validates the rest of its options (--atc-entries).
 	dev, err := npfnic.New(npfnic.Options{Logger: logger, Wire: wirePort, MAC: mac, MACSeed: *socket, QueuePairs: *queues,
 		ATCCapacity: *atc})
 	if err != nil {
 		if wirePort != nil {
 			wirePort.Close()
 		}
-		return err
+		return fmt.Errorf("serve: %w", err)
 	}
 	// Close stops the datapath and closes the wire, completing a pcap.
 	defer dev.Close()

@@ -13,11 +13,7 @@
 // on the device's own goroutines.
 package vfiouser
 
-import (
-	"log/slog"
-
-	"github.com/npfnic/npfnic/vdevice/guestmem"
-)
+import "github.com/npfnic/npfnic/vdevice/guestmem"
 
 // Standard VFIO PCI region indexes (linux/vfio.h).
 const (
@@ -81,8 +77,13 @@ type Device interface {
 	RegionWrite(index int, offset uint64, p []byte) error
 	// Reset performs a device reset (VFIO_USER_DEVICE_RESET).
 	Reset() error
-	// Attach hands the device its host services, once, before any client
-	// connects. The Memory and Interrupts stay valid across clients.
+	// Memory is the guest memory the device DMAs through. The device
+	// builds it with itself, so its engines exist and work before any
+	// client connects; the server maps each client's DMA regions into it
+	// and unmaps them when the client goes. One server serves a device.
+	Memory() *guestmem.Memory
+	// Attach hands the device the server's interrupt delivery, once,
+	// before any client connects. It stays valid across clients.
 	Attach(h Host)
 }
 
@@ -95,8 +96,6 @@ type Disconnecter interface {
 // Host is what the server provides to the device.
 type Host struct {
 	IRQ Interrupts
-	Mem *guestmem.Memory
-	Log *slog.Logger
 }
 
 // Interrupts delivers device interrupts to the client's eventfds.

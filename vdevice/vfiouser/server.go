@@ -71,7 +71,8 @@ type Server struct {
 	maxDMAMaps uint64
 }
 
-// NewServer checks the device's layout and attaches it.
+// NewServer checks the device's layout, takes its guest memory as the
+// table of the clients' DMA regions and attaches it.
 func NewServer(dev Device, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -101,18 +102,22 @@ func NewServer(dev Device, opts Options) (*Server, error) {
 	if info.Regions[RegionConfig].Size == 0 {
 		return nil, errors.New("vdevice: config region has size 0")
 	}
+	mem := dev.Memory()
+	if mem == nil {
+		return nil, errors.New("vdevice: the device has no guest memory")
+	}
 	s := &Server{
 		dev:  dev,
 		info: info,
 		opts: opts,
 		log:  opts.Logger,
-		mem:  guestmem.New(),
+		mem:  mem,
 		irq:  newIRQState(info.IRQs),
 
 		maxDMAMaps: dmaMapLimit(),
 	}
 	s.mem.SetRemote(remoteAccessor{s})
-	dev.Attach(Host{IRQ: s.irq, Mem: s.mem, Log: s.log})
+	dev.Attach(Host{IRQ: s.irq})
 	return s, nil
 }
 
