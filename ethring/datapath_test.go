@@ -238,7 +238,7 @@ func TestSteering(t *testing.T) {
 	// The same flow again lands where it landed before.
 	for i := 0; i < 5; i++ {
 		q := 0
-		if g.d.steer(frame(64, uint16(i))).q != q {
+		if g.d.steer(FlowHash(frame(64, uint16(i)))).q != q {
 			q = 2
 		}
 		before := g.qstatus(q).RxHead

@@ -58,6 +58,7 @@ import (
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/pkthdr"
 	"github.com/npfnic/npfnic/vdevice/port"
 )
 
@@ -546,18 +547,22 @@ func (d *Datapath) PortDown() { d.SetLink(false) }
 // As with QEMU's single tap queue, a pair without buffers holds back the
 // frames behind it for every pair.
 func (d *Datapath) Receive(frame []byte) {
+	// One parse serves steering and the checksum check, however often the
+	// frame is steered.
+	h, _ := pkthdr.Parse(frame)
+	hash := flowHash(frame, &h)
 	var stalled *instance // the instance this frame already counted a stall on
 	for {
 		if !d.running() {
 			d.rxDisabled.Add(1)
 			return
 		}
-		p := d.steer(frame)
+		p := d.steer(hash)
 		if p == nil {
 			d.rxNoQueue.Add(1)
 			return
 		}
-		in, noBuf := p.receive(frame, !d.rxDropNoBuf)
+		in, noBuf := p.receive(frame, &h, !d.rxDropNoBuf)
 		if !noBuf {
 			return
 		}
@@ -601,10 +606,10 @@ func (d *Datapath) rxWake() {
 	d.rxw.mu.Unlock()
 }
 
-// steer picks the pair for a frame: a flow hash over the enabled pairs
-// (so a driver that enabled only some pairs gets every frame), pair order
-// for frames without a flow.
-func (d *Datapath) steer(frame []byte) *Pair {
+// steer picks the pair for a frame of flow hash hash (flowHash) among the
+// enabled pairs (so a driver that enabled only some pairs gets every
+// frame); frames without a flow go to the first.
+func (d *Datapath) steer(hash uint32) *Pair {
 	n := 0
 	for _, p := range d.pairs {
 		if p.accepting() {
@@ -614,7 +619,7 @@ func (d *Datapath) steer(frame []byte) *Pair {
 	if n == 0 {
 		return nil
 	}
-	k := int(FlowHash(frame) % uint32(n))
+	k := int(hash % uint32(n))
 	for _, p := range d.pairs {
 		if p.accepting() {
 			if k == 0 {

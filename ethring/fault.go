@@ -10,6 +10,7 @@ import (
 	"github.com/npfnic/npfnic/internal/clock"
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/pkthdr"
 )
 
 // Network page faults on the Ethernet queues (interface 2.2; the rules are
@@ -117,7 +118,7 @@ func (in *instance) request(f *ats.Fault, c uint32, kind uint16, write bool, det
 
 // rxFault handles a frame whose RX buffer (descriptor s) did not
 // translate. Caller holds rxMu.
-func (in *instance) rxFault(s rxSlot, frame []byte, f *ats.Fault, detected int64) {
+func (in *instance) rxFault(s rxSlot, frame []byte, h *pkthdr.Headers, f *ats.Fault, detected int64) {
 	p := in.p
 	p.st.rxFaults.Add(1)
 	in.publish(hw.QPStatusRxFaults, in.rxFaultsG.Add(1))
@@ -131,7 +132,7 @@ func (in *instance) rxFault(s rxSlot, frame []byte, f *ats.Fault, detected int64
 		return
 	}
 	if in.policy == hw.RxPolicyBackup {
-		in.rxToBackup(frame, s.c, f, detected)
+		in.rxToBackup(frame, h, s.c, f, detected)
 		return
 	}
 	in.rxFaultDrop()
@@ -187,7 +188,7 @@ func (in *instance) submitRx(f *ats.Fault, c uint32, detected int64) *pri.Group 
 // descriptor c (its buffer faulted, f non-nil, or c is not posted) goes to
 // the backup ring if the bitmap and the backup ring have room, and is
 // dropped otherwise. Caller holds rxMu.
-func (in *instance) rxToBackup(frame []byte, c uint32, f *ats.Fault, detected int64) {
+func (in *instance) rxToBackup(frame []byte, h *pkthdr.Headers, c uint32, f *ats.Fault, detected int64) {
 	p := in.p
 	if in.headOffset >= in.bmSize {
 		in.rxFaultDrop()
@@ -203,7 +204,7 @@ func (in *instance) rxToBackup(frame []byte, c uint32, f *ats.Fault, detected in
 	// backup entry is what the driver acts on.
 	in.requestOnce(f, c, detected)
 	status := uint16(0)
-	if rxCsumOK(frame) {
+	if rxCsumOK(frame, h) {
 		status |= hw.BkdCsumOK
 	}
 	if !p.d.backup.store(frame, backupEntry{queue: uint16(p.q), desc: c, bmIndex: bit, stamp: detected, status: status}) {

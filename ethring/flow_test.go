@@ -1,10 +1,12 @@
 package ethring
 
 import (
+	"encoding/binary"
 	"testing"
 	"time"
 
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/pkthdr"
 )
 
 // TestRXFlowControl: frames that arrive before the driver posts buffers
@@ -192,7 +194,7 @@ func TestRXFlowControlOtherPairs(t *testing.T) {
 	var f []byte
 	for i := 0; ; i++ {
 		f = frame(64, uint16(i))
-		if g.d.steer(f).q == 0 {
+		if g.d.steer(FlowHash(f)).q == 0 {
 			break
 		}
 	}
@@ -211,4 +213,81 @@ func TestRXFlowControlOtherPairs(t *testing.T) {
 	g.postRX(0, 1, bufSize)
 	g.waitFor("frame on pair 0", func() bool { return g.qstatus(0).RxHead == 1 })
 	mustEqual(t, "frame", g.rxFrame(0, 0), f)
+}
+
+// TestFlowHash: a flow hashes the same however its frames are wrapped (no,
+// one or two VLAN tags of either type; IPv6 extension headers before the
+// transport header) and whichever fragment of a datagram a frame is, and
+// the ports count wherever the transport header lies. Steering used to
+// skip one 802.1Q tag only (QinQ and 802.1ad frames hashed to 0) and took
+// the first IPv6 extension header for the transport header.
+func TestFlowHash(t *testing.T) {
+	tcp4 := pkt{payload: pattern(100, 1)}
+	tcp6 := pkt{v6: true, payload: pattern(100, 2)}
+	udp4 := pkt{udp: true, payload: pattern(100, 3)}
+	udp6 := pkt{v6: true, udp: true, payload: pattern(100, 4)}
+	build := func(p pkt, mangle ...func([]byte) []byte) func(*testing.T) []byte {
+		return func(t *testing.T) []byte {
+			f := p.build(t)
+			for _, m := range mangle {
+				f = m(f)
+			}
+			return f
+		}
+	}
+	ext := func(nh byte, hdr []byte) func([]byte) []byte {
+		return func(f []byte) []byte { return withIPv6Ext(f, 14, nh, hdr) }
+	}
+	sport := func(p pkt, port uint16) func([]byte) []byte {
+		return func(f []byte) []byte { binary.BigEndian.PutUint16(f[p.l4Off():], port); return f }
+	}
+	// ipv4Frag marks an IPv4 datagram as a fragment; a later one's
+	// transport header is data, here changed to tell it apart.
+	ipv4Frag := func(p pkt, flags uint16, later bool) func([]byte) []byte {
+		return func(f []byte) []byte {
+			binary.BigEndian.PutUint16(f[p.l3Off()+6:], flags)
+			if later {
+				f[p.l4Off()] ^= 0xff
+			}
+			return f
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		frame, ref func(*testing.T) []byte
+		same       bool // hash equal to ref's (else different)
+	}{
+		{"802.1Q tag", build(pkt{vlan: true, payload: tcp4.payload}), build(tcp4), true},
+		{"802.1ad tag", build(pkt{vlan: true, payload: tcp4.payload}, func(f []byte) []byte {
+			binary.BigEndian.PutUint16(f[12:], pkthdr.EtherTypeQinQ)
+			return f
+		}), build(tcp4), true},
+		{"QinQ over IPv4", build(pkt{qinq: true, payload: tcp4.payload}), build(tcp4), true},
+		{"QinQ over IPv6", build(pkt{qinq: true, v6: true, udp: true, payload: udp6.payload}), build(udp6), true},
+		{"QinQ, another port", build(pkt{qinq: true, payload: tcp4.payload}, sport(pkt{qinq: true}, 1)), build(tcp4), false},
+		{"IPv6 hop-by-hop", build(tcp6, ext(pkthdr.ProtoHopByHop, extHopByHop)), build(tcp6), true},
+		{"IPv6 hop-by-hop, routing, destination options", build(udp6,
+			ext(pkthdr.ProtoDestOpts, extDestOpts), ext(pkthdr.ProtoRouting, extRouting), ext(pkthdr.ProtoHopByHop, extHopByHop)),
+			build(udp6), true},
+		{"IPv6 atomic fragment", build(udp6, ext(pkthdr.ProtoFragment, extAtomic)), build(udp6), true},
+		{"IPv6 destination options, another port", build(tcp6, sport(tcp6, 1), ext(pkthdr.ProtoDestOpts, extDestOpts)), build(tcp6), false},
+		{"IPv6 fragments of one datagram", build(udp6, ext(pkthdr.ProtoFragment, extLaterFrag)),
+			build(udp6, ext(pkthdr.ProtoFragment, extFirstFrag)), true},
+		{"IPv4 fragments of one datagram", build(udp4, ipv4Frag(udp4, 0x0010, true)),
+			build(udp4, ipv4Frag(udp4, 0x2000, false)), true},
+		{"IPv4 unfragmented counts ports", build(udp4), build(udp4, ipv4Frag(udp4, 0x2000, false)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, ref := tc.frame(t), tc.ref(t)
+			h, r := FlowHash(f), FlowHash(ref)
+			if h == 0 || r == 0 || (h == r) != tc.same {
+				t.Fatalf("hash %#x, reference %#x, want same %v\n% x\n% x", h, r, tc.same, f, ref)
+			}
+		})
+	}
+	arp := tcp4.build(t)
+	binary.BigEndian.PutUint16(arp[12:], 0x0806)
+	if h := FlowHash(arp); h != 0 {
+		t.Fatalf("ARP hashes to %#x", h)
+	}
 }

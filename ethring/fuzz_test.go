@@ -6,6 +6,7 @@ import (
 
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/pkthdr"
 )
 
 // sinkPort records what the TX engine sends and checks each frame's length:
@@ -151,16 +152,16 @@ func FuzzRXChecksum(f *testing.F) {
 	f.Add(pkt{v6: true, udp: true, vlan: true, payload: pattern(33, 2)}.build(f))
 	f.Add([]byte{0, 1, 2})
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		if !rxCsumOK(frame) {
+		if !frameCsumOK(frame) {
 			return
 		}
-		h, _ := parseIP(frame)
-		end := h.end
-		if h.proto == protoUDP {
-			end = h.l4 + int(binary.BigEndian.Uint16(frame[h.l4+4:]))
+		h, _ := pkthdr.Parse(frame)
+		end := h.IPEnd
+		if h.IsUDP() {
+			end = h.L4 + int(binary.BigEndian.Uint16(frame[h.L4+udpLen:]))
 		}
 		frame[end-1] ^= 1
-		if rxCsumOK(frame) {
+		if frameCsumOK(frame) {
 			t.Fatalf("accepted with its last byte changed: % x", frame)
 		}
 	})

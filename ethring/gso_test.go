@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/pkthdr"
 	"github.com/npfnic/npfnic/vdevice/port"
 	"golang.org/x/sys/unix"
 )
@@ -313,8 +314,7 @@ func TestTSOGSOTAP(t *testing.T) {
 				return
 			}
 			f := buf[:n]
-			h, ok := parseIP(f)
-			if ok && h.proto == protoTCP {
+			if h, _ := pkthdr.Parse(f); h.IsTCP() {
 				got <- append([]byte(nil), f...)
 			}
 		}
@@ -347,7 +347,7 @@ func TestTSOGSOTAP(t *testing.T) {
 				t.Fatal("no VLAN cases here")
 			}
 			mustEqual(t, fmt.Sprintf("%s: segment %d of %d", tc.name, j, len(want)), f[14:], w[14:])
-			if !rxCsumOK(f) {
+			if !frameCsumOK(f) {
 				t.Fatalf("%s: segment %d: bad TCP checksum", tc.name, j)
 			}
 		}

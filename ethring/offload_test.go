@@ -9,6 +9,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/pkthdr"
 )
 
 // The offload tests build their packets with gopacket, which computes
@@ -18,6 +19,7 @@ import (
 // pkt describes a test packet.
 type pkt struct {
 	v6, vlan, udp bool
+	qinq          bool // an 802.1ad service tag outside the 802.1Q one (implies vlan)
 	payload       []byte
 	seq           uint32
 	id            uint16 // IPv4 identification
@@ -46,8 +48,12 @@ func (p pkt) build(t testing.TB) []byte {
 	}
 	eth.EthernetType = ipType
 	ls = append(ls, eth)
-	if p.vlan {
+	if p.vlan || p.qinq {
 		eth.EthernetType = layers.EthernetTypeDot1Q
+		if p.qinq {
+			eth.EthernetType = layers.EthernetTypeQinQ
+			ls = append(ls, &layers.Dot1Q{VLANIdentifier: 7, Type: layers.EthernetTypeDot1Q})
+		}
 		ls = append(ls, &layers.Dot1Q{VLANIdentifier: 42, Priority: 3, Type: ipType})
 	}
 	proto := layers.IPProtocolTCP
@@ -102,13 +108,53 @@ func (p pkt) build(t testing.TB) []byte {
 // l4Off is the offset of the transport header of a packet p builds.
 func (p pkt) l4Off() int {
 	off := 14
-	if p.vlan {
+	if p.vlan || p.qinq {
+		off += 4
+	}
+	if p.qinq {
 		off += 4
 	}
 	if p.v6 {
 		return off + 40
 	}
 	return off + 20
+}
+
+// l3Off is the offset of the IP header of a packet p builds.
+func (p pkt) l3Off() int {
+	if p.v6 {
+		return p.l4Off() - 40
+	}
+	return p.l4Off() - 20
+}
+
+// IPv6 extension headers for withIPv6Ext, next header left 0.
+var (
+	extHopByHop  = []byte{0, 0, 1, 4, 0, 0, 0, 0} // a PadN option
+	extDestOpts  = []byte{0, 0, 1, 4, 0, 0, 0, 0}
+	extRouting   = []byte{0, 0, 0, 0, 0, 0, 0, 0}             // type 0, no segments left
+	extAtomic    = []byte{0, 0, 0x00, 0x00, 0, 0, 0x12, 0x34} // fragment header: offset 0, no more
+	extFirstFrag = []byte{0, 0, 0x00, 0x01, 0, 0, 0x12, 0x34} // offset 0, more fragments
+	extLaterFrag = []byte{0, 0, 0x00, 0x08, 0, 0, 0x12, 0x34} // offset 8
+)
+
+// withIPv6Ext returns IPv6 frame f (IPv6 header at l3) with the extension
+// header hdr of type nh inserted first in the chain. The transport
+// checksum stays right: the pseudo-header sums the transport length, which
+// the extension headers are not part of.
+func withIPv6Ext(f []byte, l3 int, nh byte, hdr []byte) []byte {
+	out := append([]byte(nil), f[:l3+40]...)
+	out = append(out, hdr...)
+	out[l3+40] = out[l3+6]
+	out[l3+6] = nh
+	binary.BigEndian.PutUint16(out[l3+4:], binary.BigEndian.Uint16(out[l3+4:])+uint16(len(hdr)))
+	return append(out, f[l3+40:]...)
+}
+
+// frameCsumOK is rxCsumOK on f parsed on its own, as Receive parses it.
+func frameCsumOK(f []byte) bool {
+	h, _ := pkthdr.Parse(f)
+	return rxCsumOK(f, &h)
 }
 
 // csumOff is the offset of the transport checksum from the transport header.
@@ -248,6 +294,10 @@ func TestTXChecksumOffload(t *testing.T) {
 		{name: "UDP sum 0 is sent as 0xffff", p: pkt{udp: true}, nsegs: 1, zero: true, field: 0xffff},
 		{name: "UDP over IPv6 sum 0 is sent as 0xffff", p: pkt{v6: true, udp: true}, nsegs: 1, zero: true, field: 0xffff},
 		{name: "TCP sum 0 stays 0", p: pkt{}, nsegs: 1, zero: true, field: 0},
+		{name: "TCP over IPv4 with QinQ", p: pkt{qinq: true, payload: pattern(900, 8)}, nsegs: 2},
+		// The UDP rule used to see one VLAN tag only.
+		{name: "UDP over QinQ sum 0 is sent as 0xffff", p: pkt{qinq: true, udp: true}, nsegs: 1, zero: true, field: 0xffff},
+		{name: "UDP over IPv6 with QinQ sum 0 is sent as 0xffff", p: pkt{qinq: true, v6: true, udp: true}, nsegs: 1, zero: true, field: 0xffff},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.p
@@ -443,6 +493,15 @@ func TestTSORejected(t *testing.T) {
 			f[14] = 0x44
 			return f
 		}, ok4, 1},
+		{"QinQ", func(t *testing.T) []byte { return superPacket(t, pkt{qinq: true, payload: pattern(3000, 4)}) },
+			txOff{flags: hw.TxdTSO4, mss: 1448, start: 42}, 1},
+		{"IPv6 atomic fragment header", func(t *testing.T) []byte {
+			return withIPv6Ext(superPacket(t, v6), 14, pkthdr.ProtoFragment, extAtomic)
+		}, txOff{flags: hw.TxdTSO6, mss: 1448, start: 62}, 1},
+		{"IPv6 routing header after hop-by-hop", func(t *testing.T) []byte {
+			f := withIPv6Ext(superPacket(t, v6), 14, pkthdr.ProtoRouting, extRouting)
+			return withIPv6Ext(f, 14, pkthdr.ProtoHopByHop, extHopByHop)
+		}, txOff{flags: hw.TxdTSO6, mss: 1448, start: 70}, 1},
 		{"IPv6 routing header", func(t *testing.T) []byte {
 			f := superPacket(t, v6)
 			f[14+6] = 43
@@ -502,6 +561,21 @@ func TestRXChecksumStatus(t *testing.T) {
 		{name: "UDP over IPv6", p: pkt{v6: true, udp: true, payload: pattern(31, 4)}, ok: true},
 		{name: "TCP over IPv4 with VLAN", p: pkt{vlan: true, payload: pattern(500, 5)}, ok: true},
 		{name: "UDP over IPv6 with VLAN", p: pkt{vlan: true, v6: true, udp: true, payload: pattern(500, 6)}, ok: true},
+		// One parser for every feature: RX checksums used to stop at one
+		// VLAN tag and at an IPv6 fragment header even when it was atomic.
+		{name: "TCP over IPv4 with QinQ", p: pkt{qinq: true, payload: pattern(500, 5)}, ok: true},
+		{name: "UDP over IPv6 with QinQ", p: pkt{qinq: true, v6: true, udp: true, payload: pattern(500, 6)}, ok: true},
+		{name: "TCP over IPv6 with hop-by-hop and destination options", p: pkt{v6: true, payload: pattern(700, 3)},
+			mangle: func(f []byte) []byte {
+				f = withIPv6Ext(f, 14, pkthdr.ProtoDestOpts, extDestOpts)
+				return withIPv6Ext(f, 14, pkthdr.ProtoHopByHop, extHopByHop)
+			}, ok: true},
+		{name: "UDP over IPv6 atomic fragment", p: pkt{v6: true, udp: true, payload: pattern(300, 4)},
+			mangle: func(f []byte) []byte { return withIPv6Ext(f, 14, pkthdr.ProtoFragment, extAtomic) }, ok: true},
+		{name: "UDP over IPv6 first fragment", p: pkt{v6: true, udp: true, payload: pattern(300, 4)},
+			mangle: func(f []byte) []byte { return withIPv6Ext(f, 14, pkthdr.ProtoFragment, extFirstFrag) }},
+		{name: "TCP over IPv6 with a routing header", p: pkt{v6: true, payload: pattern(700, 3)},
+			mangle: func(f []byte) []byte { return withIPv6Ext(f, 14, pkthdr.ProtoRouting, extRouting) }},
 		{name: "short UDP padded to 60 bytes", p: pkt{udp: true, payload: pattern(3, 7)},
 			mangle: func(f []byte) []byte { return append(f, make([]byte, 60-len(f))...) }, ok: true},
 		{name: "TCP with a sum of 0 sent as 0xffff", p: pkt{payload: pattern(64, 3)}, mangle: func(f []byte) []byte {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/npfnic/npfnic/internal/clock"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/pkthdr"
 )
 
 // rxSlot is a posted RX buffer picked for a frame.
@@ -15,9 +16,10 @@ type rxSlot struct {
 	bufLen int
 }
 
-// receive places one frame into the pair's next posted RX buffer. The
-// steps are kept apart because address translation (and the backup ring)
-// sit between picking a descriptor and completing it:
+// receive places one frame, whose headers h describes (Receive parses
+// them once), into the pair's next posted RX buffer. The steps are kept
+// apart because address translation (and the backup ring) sit between
+// picking a descriptor and completing it:
 //
 //	pick      the descriptor at head+head_offset, checked against the frame
 //	place     the frame into the buffer (translated DMA); a translation
@@ -32,7 +34,7 @@ type rxSlot struct {
 // pending, the driver has not been told about the frames since the oldest
 // one and so can not post more buffers: a frame without a buffer then goes
 // to the backup ring instead (Figure 6).
-func (p *Pair) receive(frame []byte, hold bool) (in *instance, noBuf bool) {
+func (p *Pair) receive(frame []byte, h *pkthdr.Headers, hold bool) (in *instance, noBuf bool) {
 	p.rxMu.Lock()
 	defer p.rxMu.Unlock()
 	in = p.inst.Load()
@@ -43,13 +45,13 @@ func (p *Pair) receive(frame []byte, hold bool) (in *instance, noBuf bool) {
 	// One unit for the whole frame: descriptor fetch, buffer DMA (also
 	// translated), write-back, the backup store and the interrupt.
 	defer in.dma.End()
-	s, ok, noBuf := in.rxPick(frame, hold)
+	s, ok, noBuf := in.rxPick(frame, h, hold)
 	if !ok {
 		return in, noBuf
 	}
 	if err := in.bufDMA(s.addr, frame, true); err != nil {
 		if f := asFault(err); f != nil {
-			in.rxFault(s, frame, f, clock.Nanotime())
+			in.rxFault(s, frame, h, f, clock.Nanotime())
 			return in, false
 		}
 		slot := s.c & in.rx.mask
@@ -57,7 +59,7 @@ func (p *Pair) receive(frame []byte, hold bool) (in *instance, noBuf bool) {
 		return in, false
 	}
 	status := uint16(hw.RxdDone)
-	if rxCsumOK(frame) {
+	if rxCsumOK(frame, h) {
 		status |= hw.RxdCsumOK
 		p.st.rxCsumOK.Add(1)
 	}
@@ -71,13 +73,13 @@ func (p *Pair) receive(frame []byte, hold bool) (in *instance, noBuf bool) {
 // counted; so is a frame without a buffer, unless hold is set (noBuf is
 // then reported and nothing counted) or the backup policy takes it.
 // Frames are never queued inside the device. Caller holds rxMu.
-func (in *instance) rxPick(frame []byte, hold bool) (s rxSlot, ok, noBuf bool) {
+func (in *instance) rxPick(frame []byte, h *pkthdr.Headers, hold bool) (s rxSlot, ok, noBuf bool) {
 	p, r := in.p, &in.rx
 	c, tail := r.head.Load()+in.headOffset, r.tail.Load()
 	if int32(tail-c) <= 0 {
 		switch {
 		case in.headOffset > 0 && in.policy == hw.RxPolicyBackup:
-			in.rxToBackup(frame, c, nil, 0)
+			in.rxToBackup(frame, h, c, nil, 0)
 		case hold:
 			return rxSlot{}, false, true
 		default:

@@ -1,57 +1,34 @@
 package ethring
 
-import "encoding/binary"
+import "github.com/npfnic/npfnic/vdevice/pkthdr"
 
-// FlowHash is the receive steering hash: FNV-1a over the IP addresses and,
-// for TCP and UDP (unfragmented), the ports, so every frame of a flow lands
-// on one pair and keeps its order. Frames that are not IPv4/IPv6 (ARP, for
-// instance) hash to 0. One 802.1Q tag is skipped. It never reads past the
-// frame and does not allocate.
-func FlowHash(f []byte) uint32 {
-	if len(f) < 14 {
+// FlowHash is the receive steering hash of frame; see flowHash.
+func FlowHash(frame []byte) uint32 {
+	h, _ := pkthdr.Parse(frame)
+	return flowHash(frame, &h)
+}
+
+// flowHash is the receive steering hash of f, whose headers h describes:
+// FNV-1a over the transport protocol, the IP addresses and, for TCP and
+// UDP datagrams that are not fragments, the ports, so every frame of a
+// flow lands on one pair and keeps its order (all fragments of a datagram
+// too: none of them is hashed by ports). VLAN tags and IPv6 extension
+// headers are skipped as pkthdr parses them. Frames that are not IP (ARP,
+// for instance) hash to 0. It does not allocate.
+func flowHash(f []byte, h *pkthdr.Headers) uint32 {
+	if h.IPVersion == 0 {
 		return 0
 	}
-	et := binary.BigEndian.Uint16(f[12:])
-	l3 := 14
-	if et == 0x8100 && len(f) >= 18 {
-		et = binary.BigEndian.Uint16(f[16:])
-		l3 = 18
-	}
-	var proto byte
-	var addrs []byte
-	l4 := -1
-	switch et {
-	case 0x0800:
-		if len(f) < l3+20 {
-			return 0
-		}
-		ihl := int(f[l3]&0x0f) * 4
-		proto = f[l3+9]
-		addrs = f[l3+12 : l3+20]
-		fragment := binary.BigEndian.Uint16(f[l3+6:])&0x3fff != 0 // MF or offset
-		if ihl >= 20 && !fragment {
-			l4 = l3 + ihl
-		}
-	case 0x86dd:
-		if len(f) < l3+40 {
-			return 0
-		}
-		proto = f[l3+6]
-		addrs = f[l3+8 : l3+40]
-		l4 = l3 + 40
-	default:
-		return 0
-	}
-	h := uint32(2166136261)
-	mix := func(b byte) { h = (h ^ uint32(b)) * 16777619 }
-	mix(proto)
-	for _, b := range addrs {
+	v := uint32(2166136261)
+	mix := func(b byte) { v = (v ^ uint32(b)) * 16777619 }
+	mix(h.Proto)
+	for _, b := range h.Addrs(f) {
 		mix(b)
 	}
-	if (proto == 6 || proto == 17) && l4 >= 0 && len(f) >= l4+4 {
-		for _, b := range f[l4 : l4+4] {
+	if h.IsTCP() || h.IsUDP() {
+		for _, b := range f[h.L4 : h.L4+4] { // the ports
 			mix(b)
 		}
 	}
-	return h
+	return v
 }

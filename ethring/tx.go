@@ -220,7 +220,8 @@ func (in *instance) txSkip(head, tail uint32) uint32 {
 // result. A request it cannot carry out drops the frame (tx_drops_bad_len):
 // a checksum field outside the frame; for TSO, both TSO flags, an mss of 0
 // or above hw.TSOMaxMSS, or headers that are not Ethernet (one optional VLAN
-// tag), IPv4 or IPv6 as flagged, then TCP at csum_start.
+// tag), IPv4 or IPv6 as flagged (of the extension headers only hop-by-hop
+// and destination options), then TCP at csum_start (tsoParse).
 //
 // A valid TSO frame goes whole to a wire that can segment it (port.AsGSO:
 // a TAP, also behind the pcap recorder, which then records the
@@ -246,14 +247,14 @@ func (in *instance) txOffloadSend(f []byte, off txOffload) {
 		if g, ok := port.AsGSO(in.p.d.wire); ok && tsoGSOFits(f, t) {
 			n = tsoGSOPrepare(f, t, off.mss)
 			typ := port.GSOTCPv4
-			if t.v6 {
+			if t.IPVersion == 6 {
 				typ = port.GSOTCPv6
 			}
-			if f[t.l4+13]&tcpFlagCWR != 0 {
+			if f[t.L4+tcpFlags]&tcpFlagCWR != 0 {
 				typ |= port.GSOECN
 			}
 			in.txSendGSO(g, f, port.GSOInfo{Type: typ, HdrLen: t.hlen, GSOSize: off.mss,
-				CsumStart: t.l4, CsumOffset: 16, NeedsCsum: true})
+				CsumStart: t.L4, CsumOffset: tcpCsum, NeedsCsum: true})
 		} else {
 			n = tsoSegments(f, t, off.mss, in.txb.hdr[:], in.txSend)
 		}
