@@ -1,9 +1,9 @@
 // Package vfiouser serves one virtual PCI function to a vfio-user client
 // (QEMU's vfio-user-pci) over a UNIX socket. It owns the protocol: message
-// codec, the socket loop, the DMA region table handed to the device as its
-// guest memory, interrupt eventfds, reset, and disconnect/reconnect. The
-// device model plugs in through the Device interface and never sees the
-// wire format.
+// codec, the socket loop, the client's DMA regions (mapped into the guest
+// memory the device brings), interrupt eventfds, reset, and
+// disconnect/reconnect. The device model plugs in through the Device
+// interface and never sees the wire format.
 //
 // Threading: client requests are handled one at a time, in order, on the
 // goroutine that reads the socket; device callbacks (RegionRead,
