@@ -174,6 +174,10 @@ func newFaultRig(t testing.TB, o faultOpts) *faultRig {
 	r.wr(q+hw.QPBmSize, o.bmSize)
 	r.wr(q+hw.QPCtrl, hw.QPCtrlEnable)
 	r.wr(hw.RegCtrl, hw.CtrlEnable)
+	// The control goroutine latches the status block after the enable;
+	// until then the pair's counters are not in guest memory, and a test
+	// that reads one right after a frame would race the first write.
+	r.waitFor("status block live", func() bool { return r.header(hw.StatusLink) != 0 })
 	return r
 }
 
