@@ -226,26 +226,15 @@ func (q *QP) onReadResponse(p *rocev2.Packet) {
 		return
 	}
 	if err := q.scatter(w.wr.SGL, off, p.Payload); err != nil {
-		if va, _, ok := AsFault(err); ok {
-			// Drop responses until the page is present, then ask again for
-			// the rest of the READ (RC cannot pause a READ responder).
-			e.stats.RequesterFaults++
-			q.comp.readFault = true
-			q.pageRequest(RoleRequester, q.memOf(w.wr.SGL, off), va, true, func(ok bool) {
-				q.comp.readFault = false
-				if !ok {
-					q.failHead(WCLocAccessErr)
-					return
-				}
-				if q.outstanding() && (q.state == StateRTS || q.state == StateSQD) {
-					e.stats.ReadRetries++
-					q.req.startedRetry = false
-					q.retryFrom(q.comp.psn)
-				}
-			})
-			return
-		}
-		q.failHead(WCLocProtErr)
+		// Drop responses until the page is present, then ask again for the
+		// rest of the READ (RC cannot pause a READ responder).
+		q.localFault(err, w.wr.SGL, off, true, &q.comp.readFault, func() {
+			if q.outstanding() && (q.state == StateRTS || q.state == StateSQD) {
+				e.stats.ReadRetries++
+				q.req.startedRetry = false
+				q.retryFrom(q.comp.psn)
+			}
+		})
 		return
 	}
 	q.comp.psn = psnAdd(psn, 1)

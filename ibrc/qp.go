@@ -400,6 +400,15 @@ func (q *QP) moveToErr() {
 	q.resp.wqe, q.resp.stall, q.resp.backlog = nil, nil, nil
 }
 
+// sglLen is the message length an SGL describes.
+func sglLen(sgl []SGE) uint64 {
+	var n uint64
+	for _, s := range sgl {
+		n += uint64(s.Length)
+	}
+	return n
+}
+
 // PostSend queues a send work request.
 func (q *QP) PostSend(wr SendWR) error {
 	if wr.Opcode > WRRead || wr.Opcode == 5 {
@@ -408,10 +417,7 @@ func (q *QP) PostSend(wr SendWR) error {
 	if len(wr.SGL) > q.init.Cap.MaxSendSGE {
 		return fmt.Errorf("%w: %d SGEs, QP takes %d", ErrInvalidArg, len(wr.SGL), q.init.Cap.MaxSendSGE)
 	}
-	var n uint64
-	for _, s := range wr.SGL {
-		n += uint64(s.Length)
-	}
+	n := sglLen(wr.SGL)
 	if n > MaxMsgSize {
 		return fmt.Errorf("%w: message of %d bytes", ErrInvalidArg, n)
 	}
@@ -445,10 +451,7 @@ func (q *QP) PostRecv(wr RecvWR) error {
 	if len(wr.SGL) > q.init.Cap.MaxRecvSGE {
 		return fmt.Errorf("%w: %d SGEs, QP takes %d", ErrInvalidArg, len(wr.SGL), q.init.Cap.MaxRecvSGE)
 	}
-	var n uint64
-	for _, s := range wr.SGL {
-		n += uint64(s.Length)
-	}
+	n := sglLen(wr.SGL)
 	e := q.e
 	e.mu.Lock()
 	defer e.unlock()

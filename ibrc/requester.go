@@ -89,20 +89,7 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 			return q.gather(w.wr.SGL, off, p)
 		})
 		if err != nil {
-			if va, _, ok := AsFault(err); ok {
-				e.stats.RequesterFaults++
-				q.req.stalled = true
-				q.pageRequest(RoleRequester, q.memOf(w.wr.SGL, off), va, false, func(ok bool) {
-					q.req.stalled = false
-					if !ok {
-						q.failHead(WCLocAccessErr)
-						return
-					}
-					q.reqProgress()
-				})
-				return false
-			}
-			q.failHead(WCLocProtErr)
+			q.localFault(err, w.wr.SGL, off, false, &q.req.stalled, q.reqProgress)
 			return false
 		}
 		q.req.psn = psnAdd(psn, 1)
@@ -147,6 +134,29 @@ func (q *QP) memOf(sgl []SGE, off uint64) Memory {
 		off -= uint64(s.Length)
 	}
 	return nil
+}
+
+// localFault handles an error of the requester's own access to the SGL at
+// message offset off (gathering a payload, or scattering a READ response
+// when write). A translation fault holds *paused until the page request
+// completes, then runs resume, or completes the WQE with LOC_ACCESS_ERR if
+// the page cannot be made present; any other error is LOC_PROT_ERR.
+func (q *QP) localFault(err error, sgl []SGE, off uint64, write bool, paused *bool, resume func()) {
+	va, _, ok := AsFault(err)
+	if !ok {
+		q.failHead(WCLocProtErr)
+		return
+	}
+	q.e.stats.RequesterFaults++
+	*paused = true
+	q.pageRequest(RoleRequester, q.memOf(sgl, off), va, write, func(ok bool) {
+		*paused = false
+		if !ok {
+			q.failHead(WCLocAccessErr)
+			return
+		}
+		resume()
+	})
 }
 
 // gather reads len(p) bytes at message offset off of an SGL.
