@@ -289,23 +289,17 @@ func (c *Context) collect(f *Fault, pasid uint32, first, end uint64, write bool)
 }
 
 // Read copies len(p) bytes at va of pasid into p: Access, copy, Release.
-func (c *Context) Read(pasid uint32, va uint64, p []byte) error {
-	h, err := c.Access(pasid, va, len(p), false)
-	if err != nil {
-		return err
-	}
-	err = h.Read(p)
-	h.Release()
-	return err
-}
+func (c *Context) Read(pasid uint32, va uint64, p []byte) error { return c.copyVA(pasid, va, p, false) }
 
 // Write copies p to va of pasid: Access, copy, Release.
-func (c *Context) Write(pasid uint32, va uint64, p []byte) error {
-	h, err := c.Access(pasid, va, len(p), true)
+func (c *Context) Write(pasid uint32, va uint64, p []byte) error { return c.copyVA(pasid, va, p, true) }
+
+func (c *Context) copyVA(pasid uint32, va uint64, p []byte, write bool) error {
+	h, err := c.Access(pasid, va, len(p), write)
 	if err != nil {
 		return err
 	}
-	err = h.Write(p)
+	err = h.copyAt(p, 0, write)
 	h.Release()
 	return err
 }
