@@ -177,22 +177,18 @@ func BenchmarkPages(b *testing.B) {
 	m := twoMappings(b)
 	s := m.NewStream("b")
 	buf := make([]byte, 1500)
-	b.Run("write1500", func(b *testing.B) {
-		b.ReportAllocs()
-		b.SetBytes(int64(len(buf)))
-		for b.Loop() {
-			if err := s.WritePages(0x1c00, buf); err != nil {
-				b.Fatal(err)
+	for _, op := range []struct {
+		name string
+		do   func(iova uint64, p []byte) error
+	}{{"write1500", s.WritePages}, {"read1500", s.ReadPages}} {
+		b.Run(op.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(buf)))
+			for b.Loop() {
+				if err := op.do(0x1c00, buf); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
-	b.Run("read1500", func(b *testing.B) {
-		b.ReportAllocs()
-		b.SetBytes(int64(len(buf)))
-		for b.Loop() {
-			if err := s.ReadPages(0x1c00, buf); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+		})
+	}
 }
