@@ -239,47 +239,22 @@ func (q *QP) ModifyQP(attr *QPAttr, mask AttrMask) error {
 		return err
 	}
 	a := &q.attr
-	if mask&AttrAccessFlags != 0 {
-		a.AccessFlags = attr.AccessFlags
-	}
-	if mask&AttrPKey != 0 {
-		a.PKey = attr.PKey
-	}
-	if mask&AttrAV != 0 {
-		a.AV = attr.AV
-	}
-	if mask&AttrPathMTU != 0 {
-		a.PathMTU = attr.PathMTU
-	}
-	if mask&AttrDestQPN != 0 {
-		a.DestQPN = attr.DestQPN
-	}
-	if mask&AttrRQPSN != 0 {
-		a.RQPSN = attr.RQPSN
-	}
-	if mask&AttrSQPSN != 0 {
-		a.SQPSN = attr.SQPSN
-	}
-	if mask&AttrMaxDestRdAtomic != 0 {
-		a.MaxDestRdAtomic = attr.MaxDestRdAtomic
-	}
-	if mask&AttrMinRNRTimer != 0 {
-		a.MinRNRTimer = attr.MinRNRTimer
-	}
-	if mask&AttrTimeout != 0 {
-		a.Timeout = attr.Timeout
-	}
-	if mask&AttrRetryCnt != 0 {
-		a.RetryCnt = attr.RetryCnt
-		q.req.retryCnt = attr.RetryCnt
-	}
-	if mask&AttrRNRRetry != 0 {
-		a.RNRRetry = attr.RNRRetry
-		q.req.rnrRetry = attr.RNRRetry
-	}
-	if mask&AttrMaxRdAtomic != 0 {
-		a.MaxRdAtomic = attr.MaxRdAtomic
-	}
+	setIf(mask, AttrAccessFlags, &a.AccessFlags, attr.AccessFlags)
+	setIf(mask, AttrPKey, &a.PKey, attr.PKey)
+	setIf(mask, AttrAV, &a.AV, attr.AV)
+	setIf(mask, AttrPathMTU, &a.PathMTU, attr.PathMTU)
+	setIf(mask, AttrDestQPN, &a.DestQPN, attr.DestQPN)
+	setIf(mask, AttrRQPSN, &a.RQPSN, attr.RQPSN)
+	setIf(mask, AttrSQPSN, &a.SQPSN, attr.SQPSN)
+	setIf(mask, AttrMaxDestRdAtomic, &a.MaxDestRdAtomic, attr.MaxDestRdAtomic)
+	setIf(mask, AttrMinRNRTimer, &a.MinRNRTimer, attr.MinRNRTimer)
+	setIf(mask, AttrTimeout, &a.Timeout, attr.Timeout)
+	setIf(mask, AttrRetryCnt, &a.RetryCnt, attr.RetryCnt)
+	setIf(mask, AttrRNRRetry, &a.RNRRetry, attr.RNRRetry)
+	setIf(mask, AttrMaxRdAtomic, &a.MaxRdAtomic, attr.MaxRdAtomic)
+	// The requester's retry budgets restart only when the consumer sets them.
+	setIf(mask, AttrRetryCnt, &q.req.retryCnt, attr.RetryCnt)
+	setIf(mask, AttrRNRRetry, &q.req.rnrRetry, attr.RNRRetry)
 	if mask&(AttrAV|AttrPathMTU|AttrDestQPN) != 0 {
 		q.setPath()
 	}
@@ -312,6 +287,14 @@ func (q *QP) ModifyQP(attr *QPAttr, mask AttrMask) error {
 		q.state = next
 	}
 	return nil
+}
+
+// setIf copies v to *dst when mask has bit: how ModifyQP applies the
+// attributes its mask names.
+func setIf[T any](mask, bit AttrMask, dst *T, v T) {
+	if mask&bit != 0 {
+		*dst = v
+	}
 }
 
 func validateAttr(a *QPAttr, mask AttrMask) error {
