@@ -107,6 +107,7 @@ func TestStreamPages(t *testing.T) {
 		{name: "both mappings whole", iova: 0x1000, n: 2 * PageSize},
 		{name: "past the second mapping", iova: 0x2ff0, n: 0x20, reason: FaultUnmapped},
 		{name: "wrapping", iova: math.MaxUint64 - 0xf, n: 0x20, reason: FaultOverflow},
+		{name: "ending at 2^64 inside the top page", iova: math.MaxUint64 - 0xf, n: 0x10, reason: FaultOverflow},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := twoMappings(t)
