@@ -93,7 +93,8 @@ func txCsum(f []byte, start, offset int) bool {
 	}
 	s := ^csumFold(csumAdd(0, f[start:]))
 	if s == 0 {
-		if h, _ := pkthdr.Parse(f); h.L4 == start && h.Proto == pkthdr.ProtoUDP {
+		var h pkthdr.Headers
+		if _ = h.Parse(f); h.L4 == start && h.Proto == pkthdr.ProtoUDP {
 			s = 0xffff
 		}
 	}

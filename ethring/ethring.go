@@ -549,7 +549,8 @@ func (d *Datapath) PortDown() { d.SetLink(false) }
 func (d *Datapath) Receive(frame []byte) {
 	// One parse serves steering and the checksum check, however often the
 	// frame is steered.
-	h, _ := pkthdr.Parse(frame)
+	var h pkthdr.Headers
+	_ = h.Parse(frame)
 	hash := flowHash(frame, &h)
 	var stalled *instance // the instance this frame already counted a stall on
 	for {

@@ -155,7 +155,8 @@ func FuzzRXChecksum(f *testing.F) {
 		if !frameCsumOK(frame) {
 			return
 		}
-		h, _ := pkthdr.Parse(frame)
+		var h pkthdr.Headers
+		_ = h.Parse(frame)
 		end := h.IPEnd
 		if h.IsUDP() {
 			end = h.L4 + int(binary.BigEndian.Uint16(frame[h.L4+udpLen:]))

@@ -314,7 +314,8 @@ func TestTSOGSOTAP(t *testing.T) {
 				return
 			}
 			f := buf[:n]
-			if h, _ := pkthdr.Parse(f); h.IsTCP() {
+			var h pkthdr.Headers
+			if _ = h.Parse(f); h.IsTCP() {
 				got <- append([]byte(nil), f...)
 			}
 		}

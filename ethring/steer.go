@@ -4,7 +4,8 @@ import "github.com/npfnic/npfnic/vdevice/pkthdr"
 
 // FlowHash is the receive steering hash of frame; see flowHash.
 func FlowHash(frame []byte) uint32 {
-	h, _ := pkthdr.Parse(frame)
+	var h pkthdr.Headers
+	_ = h.Parse(frame)
 	return flowHash(frame, &h)
 }
 

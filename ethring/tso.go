@@ -47,8 +47,9 @@ type tsoHdrs struct {
 // extension headers only hop-by-hop and destination options) whose TCP
 // header starts at csumStart.
 func tsoParse(f []byte, v6 bool, csumStart int) (tsoHdrs, bool) {
-	h, err := pkthdr.Parse(f)
-	version := 4
+	var h pkthdr.Headers
+	err := h.Parse(f)
+	version := uint8(4)
 	if v6 {
 		version = 6
 	}

@@ -68,7 +68,8 @@ func FuzzParse(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		h, err := Parse(frame)
+		var h Headers
+		err := h.Parse(frame)
 		checkInside(t, frame, &h)
 		if len(frame) < EthHdrLen && (err != ErrTruncated || h != Headers{}) {
 			t.Fatalf("%d-byte frame: %+v, %v", len(frame), h, err)
@@ -109,7 +110,7 @@ func crossCheck(t *testing.T, frame []byte, h *Headers, err error) {
 	var wantExt ExtHeaders
 	switch ip := ls[i].l.(type) {
 	case *layers.IPv4:
-		if l3 != h.L3 || tags != h.VLANTags {
+		if l3 != h.L3 || tags != int(h.VLANTags) {
 			fail("IPv4 header at", h.L3, l3)
 		}
 		if ip.Version != 4 {
@@ -131,7 +132,7 @@ func crossCheck(t *testing.T, frame []byte, h *Headers, err error) {
 			fail("end", h.IPEnd, l3+int(ip.Length))
 		}
 	case *layers.IPv6:
-		if l3 != h.L3 || tags != h.VLANTags {
+		if l3 != h.L3 || tags != int(h.VLANTags) {
 			fail("IPv6 header at", h.L3, l3)
 		}
 		if ip.Version != 6 {
@@ -204,7 +205,8 @@ transport:
 func TestCrossCheckSeeds(t *testing.T) {
 	for i, tc := range parseCases {
 		f := caseFrame(i)
-		h, err := Parse(f)
+		var h Headers
+		err := h.Parse(f)
 		crossCheck(t, f, &h, err)
 		if tc.err == nil && h.L4HdrLen != 0 {
 			ls := oracle(f)

@@ -231,7 +231,8 @@ func TestParse(t *testing.T) {
 	for i, tc := range parseCases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := caseFrame(i)
-			h, err := Parse(f)
+			var h Headers
+			err := h.Parse(f)
 			if !errors.Is(err, tc.err) {
 				t.Fatalf("err %v, want %v", err, tc.err)
 			}
@@ -248,7 +249,7 @@ func TestParse(t *testing.T) {
 func checkInside(t *testing.T, f []byte, h *Headers) {
 	t.Helper()
 	n := len(f)
-	if h.L3 > n || h.L4 > n || h.L4+h.L4HdrLen > n || h.VLANTags > MaxVLANTags {
+	if h.L3 > n || h.L4 > n || h.L4+h.L4HdrLen > n || int(h.VLANTags) > MaxVLANTags {
 		t.Fatalf("outside a %d-byte frame: %+v", n, h)
 	}
 	if h.IPVersion != 0 && (h.L3+h.IPHdrLen > n || h.L4 != 0 && h.L4 < h.L3+h.IPHdrLen || len(h.Addrs(f)) == 0) {
@@ -286,7 +287,8 @@ func TestHelpers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := tc.s.build()
 			f = f[:len(f)-tc.cut]
-			h, _ := Parse(f)
+			var h Headers
+			_ = h.Parse(f)
 			bth, ok := h.BTHOffset(len(f))
 			if h.IsTCP() != tc.tcp || h.IsUDP() != tc.udp || h.IsFragment() != tc.frag ||
 				h.IsUDPDstPort(UDPPortRoCEv2) != tc.roce || bth != tc.bth || ok != (tc.bth != 0) || len(h.Addrs(f)) != tc.addrs {
@@ -301,7 +303,8 @@ func TestHelpers(t *testing.T) {
 func TestParseDoesNotAllocate(t *testing.T) {
 	for i := range parseCases {
 		f := caseFrame(i)
-		if n := testing.AllocsPerRun(100, func() { _, _ = Parse(f) }); n != 0 {
+		var h Headers
+		if n := testing.AllocsPerRun(100, func() { _ = h.Parse(f) }); n != 0 {
 			t.Errorf("%s: %v allocations", parseCases[i].name, n)
 		}
 	}
