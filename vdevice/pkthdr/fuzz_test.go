@@ -107,21 +107,26 @@ func crossCheck(t *testing.T, frame []byte, h *Headers, err error) {
 	if binary.BigEndian.Uint16(frame[l3-2:]) == 0xffff {
 		return
 	}
+	version := map[gopacket.LayerType]uint8{layers.LayerTypeIPv4: 4, layers.LayerTypeIPv6: 6}[ls[i].typ]
+	if version == 0 {
+		return
+	}
+	if l3 != h.L3 || tags != int(h.VLANTags) {
+		fail("IP header at", h.L3, l3)
+	}
+	if frame[l3]>>4 != version {
+		if err != ErrIPVersion {
+			fail("version", err, frame[l3]>>4)
+		}
+		return
+	}
+	if h.IPVersion != version {
+		fail("IP version", h.IPVersion, version)
+	}
 	var wantExt ExtHeaders
 	switch ip := ls[i].l.(type) {
 	case *layers.IPv4:
-		if l3 != h.L3 || tags != int(h.VLANTags) {
-			fail("IPv4 header at", h.L3, l3)
-		}
-		if ip.Version != 4 {
-			if err != ErrIPVersion {
-				fail("version", err, ip.Version)
-			}
-			return
-		}
 		switch {
-		case h.IPVersion != 4:
-			fail("IP version", h.IPVersion, 4)
 		case h.IPHdrLen != int(ip.IHL)*4:
 			fail("IPv4 header length", h.IPHdrLen, int(ip.IHL)*4)
 		case h.Proto != uint8(ip.Protocol):
@@ -132,26 +137,12 @@ func crossCheck(t *testing.T, frame []byte, h *Headers, err error) {
 			fail("end", h.IPEnd, l3+int(ip.Length))
 		}
 	case *layers.IPv6:
-		if l3 != h.L3 || tags != int(h.VLANTags) {
-			fail("IPv6 header at", h.L3, l3)
-		}
-		if ip.Version != 6 {
-			if err != ErrIPVersion {
-				fail("version", err, ip.Version)
-			}
-			return
-		}
-		if h.IPVersion != 6 {
-			fail("IP version", h.IPVersion, 6)
-		}
 		if ip.HopByHop != nil {
 			wantExt |= ExtHopByHop
 		}
 		if h.IPEnd != l3+IPv6HdrLen+int(ip.Length) {
 			fail("end", h.IPEnd, l3+IPv6HdrLen+int(ip.Length))
 		}
-	default:
-		return
 	}
 	// The IPv6 extension headers gopacket went through, which Parse skips
 	// too (it may go further, not bounding them by the payload length).

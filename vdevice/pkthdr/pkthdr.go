@@ -174,17 +174,27 @@ func (h *Headers) Parse(f []byte) error {
 	return h.parseTransport(f)
 }
 
-// The parsers below index a header through a slice of its own, checked
-// once against its length, so the compiler proves the field reads in
-// bounds instead of checking each.
+// The parsers below read a header through a slice of its own, checked
+// once against the header's length, so that most field reads need no
+// bounds check of their own.
+
+// ipHeader is the IP header at l3, at least minLen bytes, its version
+// field checked.
+func ipHeader(f []byte, l3, minLen int, version byte) ([]byte, error) {
+	ip := f[l3:]
+	if len(ip) < minLen {
+		return nil, ErrTruncated
+	}
+	if ip[0]>>4 != version {
+		return nil, ErrIPVersion
+	}
+	return ip, nil
+}
 
 func (h *Headers) parseIPv4(f []byte) error {
-	ip := f[h.L3:]
-	if len(ip) < IPv4MinHdrLen {
-		return ErrTruncated
-	}
-	if ip[0]>>4 != 4 {
-		return ErrIPVersion
+	ip, err := ipHeader(f, h.L3, IPv4MinHdrLen, 4)
+	if err != nil {
+		return err
 	}
 	ihl := int(ip[0]&0x0f) * 4
 	if ihl < IPv4MinHdrLen {
@@ -203,12 +213,9 @@ func (h *Headers) parseIPv4(f []byte) error {
 }
 
 func (h *Headers) parseIPv6(f []byte) error {
-	ip := f[h.L3:]
-	if len(ip) < IPv6HdrLen {
-		return ErrTruncated
-	}
-	if ip[0]>>4 != 6 {
-		return ErrIPVersion
+	ip, err := ipHeader(f, h.L3, IPv6HdrLen, 6)
+	if err != nil {
+		return err
 	}
 	h.IPVersion, h.IPHdrLen = 6, IPv6HdrLen
 	h.IPEnd = h.L3 + IPv6HdrLen + int(binary.BigEndian.Uint16(ip[4:6]))
