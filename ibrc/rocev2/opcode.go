@@ -20,10 +20,14 @@
 // infiniband.invariant.crc.
 package rocev2
 
-import "fmt"
+import (
+	"fmt"
 
-// UDPPort is the IANA port of RoCEv2.
-const UDPPort = 4791
+	"github.com/npfnic/npfnic/vdevice/pkthdr"
+)
+
+// UDPPort is the IANA port of RoCEv2, the one the NIC's port classifies by.
+const UDPPort = pkthdr.UDPPortRoCEv2
 
 // Opcode is the BTH OpCode: the transport (bits 7-5) and the operation.
 type Opcode uint8

@@ -2,7 +2,6 @@ package port
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"net"
 	"sync"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+
+	"github.com/npfnic/npfnic/vdevice/pkthdr"
 )
 
 // engineRecorder is an engine's receive side that keeps what it got.
@@ -59,15 +60,12 @@ func udpFrame(t testing.TB, dport uint16, payload []byte) []byte {
 	return buf.Bytes()
 }
 
-// claimUDPPort claims untagged IPv4/UDP frames to port (the test's stand-in
-// for the RC engine's RoCEv2 claim).
+// claimUDPPort claims frames to UDP port (the RC engine's RoCEv2 claim
+// will be this with pkthdr.UDPPortRoCEv2 and the device's GIDs).
 func claimUDPPort(port uint16) func([]byte) bool {
 	return func(f []byte) bool {
-		if len(f) < 14+20+8 || binary.BigEndian.Uint16(f[12:]) != 0x0800 || f[14+9] != 17 {
-			return false
-		}
-		l4 := 14 + int(f[14]&0x0f)*4
-		return len(f) >= l4+8 && binary.BigEndian.Uint16(f[l4+2:]) == port
+		var h pkthdr.Headers
+		return h.Parse(f) == nil && h.IsUDPDstPort(port)
 	}
 }
 
@@ -87,7 +85,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // none; every engine's transmissions reach the backend whole and are
 // counted per engine.
 func TestMuxDemux(t *testing.T) {
-	const rocev2 = 4791
+	const rocev2 = pkthdr.UDPPortRoCEv2
 	roce := udpFrame(t, rocev2, []byte("bth+payload"))
 	dns := udpFrame(t, 53, []byte("query"))
 	arp := ethFrame(60, 7)
