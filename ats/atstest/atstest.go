@@ -317,18 +317,44 @@ func (d *Driver) Reset() {
 	d.Enable()
 }
 
-// ErrBusy is returned when ATS_CTRL.BUSY does not clear within
+// ErrBusy is returned when a block's BUSY bit does not clear within
 // hw.QuiesceTimeoutMS.
-var ErrBusy = errors.New("atstest: ATS_CTRL stays BUSY")
+var ErrBusy = errors.New("atstest: control register stays BUSY")
 
-// WaitIdle polls ATS_CTRL until BUSY is clear (hw.Quiesce), for at most
+// Ctrl is the control register of one of the device's DMA blocks (ATS_CTRL,
+// PRI_CTRL) as a driver model drives it through the quiesce handshake
+// (hw.Quiesce): write, then wait for BUSY to clear.
+type Ctrl struct {
+	Regs             Regs
+	Reg, Reset, Busy uint32
+}
+
+// WaitIdle polls the register until BUSY is clear, for at most
 // hw.QuiesceTimeoutMS.
-func (d *Driver) WaitIdle() error {
-	read := func() uint32 { v, _ := d.regs.RegRead(hw.RegATSCtrl); return v }
-	if _, ok := hw.AwaitQuiesced(read, hw.ATSCtrlBusy); !ok {
-		return ErrBusy
+func (c Ctrl) WaitIdle() error {
+	read := func() uint32 { v, _ := c.Regs.RegRead(c.Reg); return v }
+	if _, ok := hw.AwaitQuiesced(read, c.Busy); !ok {
+		return fmt.Errorf("%w (register %#x)", ErrBusy, c.Reg)
 	}
 	return nil
+}
+
+// Stop writes RESET (when reset) or 0 and waits until BUSY is clear: after
+// a nil return the block no longer touches the memory it was given.
+func (c Ctrl) Stop(reset bool) error {
+	v := uint32(0)
+	if reset {
+		v = c.Reset
+	}
+	c.Regs.RegWrite(c.Reg, v)
+	return c.WaitIdle()
+}
+
+// WaitIdle waits until ATS_CTRL.BUSY is clear (Ctrl.WaitIdle).
+func (d *Driver) WaitIdle() error { return d.ctrl().WaitIdle() }
+
+func (d *Driver) ctrl() Ctrl {
+	return Ctrl{Regs: d.regs, Reg: hw.RegATSCtrl, Reset: hw.ATSCtrlReset, Busy: hw.ATSCtrlBusy}
 }
 
 // Stop is the driver's teardown handshake: it writes ATS_CTRL (RESET when
@@ -340,12 +366,7 @@ func (d *Driver) WaitIdle() error {
 func (d *Driver) Stop(reset bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	v := uint32(0)
-	if reset {
-		v = hw.ATSCtrlReset
-	}
-	d.w(hw.RegATSCtrl, v)
-	if err := d.WaitIdle(); err != nil {
+	if err := d.ctrl().Stop(reset); err != nil {
 		return err
 	}
 	d.g.Mem.Fence(d.Status, hw.ATSStatusSize)

@@ -120,34 +120,23 @@ func (d *Driver) Reset() {
 	d.Enable()
 }
 
-// ErrBusy is returned when PRI_CTRL.BUSY does not clear within
-// hw.QuiesceTimeoutMS.
-var ErrBusy = errors.New("pritest: PRI_CTRL stays BUSY")
+// WaitIdle waits until PRI_CTRL.BUSY is clear (atstest.Ctrl.WaitIdle;
+// atstest.ErrBusy when it does not).
+func (d *Driver) WaitIdle() error { return d.ctrl().WaitIdle() }
 
-// WaitIdle polls PRI_CTRL until BUSY is clear (hw.Quiesce), for at most
-// hw.QuiesceTimeoutMS.
-func (d *Driver) WaitIdle() error {
-	read := func() uint32 { v, _ := d.regs.RegRead(hw.RegPRICtrl); return v }
-	if _, ok := hw.AwaitQuiesced(read, hw.PRICtrlBusy); !ok {
-		return ErrBusy
-	}
-	return nil
+func (d *Driver) ctrl() atstest.Ctrl {
+	return atstest.Ctrl{Regs: d.regs, Reg: hw.RegPRICtrl, Reset: hw.PRICtrlReset, Busy: hw.PRICtrlBusy}
 }
 
 // Stop is the driver's teardown handshake: it writes PRI_CTRL (RESET when
 // reset, else 0), waits until BUSY is clear and then takes back the status
 // block and both queues: the model fences them, so any later device write
 // there counts in Mem.LateWrites. When BUSY does not clear it fences
-// nothing (a real driver leaks the memory) and returns ErrBusy.
+// nothing (a real driver leaks the memory) and returns atstest.ErrBusy.
 func (d *Driver) Stop(reset bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	v := uint32(0)
-	if reset {
-		v = hw.PRICtrlReset
-	}
-	d.w(hw.RegPRICtrl, v)
-	if err := d.WaitIdle(); err != nil {
+	if err := d.ctrl().Stop(reset); err != nil {
 		return err
 	}
 	d.g.Mem.Fence(d.Status, hw.PRIStatusSize)
