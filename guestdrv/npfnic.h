@@ -88,11 +88,26 @@ struct npfnic_qp_stats {
 	struct u64_stats_sync syncp;
 };
 
-/* An RX slot's page under a translating policy; NULL until it faulted. */
+/*
+ * An RX slot's page under a translating policy; NULL until it faulted.
+ * evicted: a synthetic rNPF took the page's translation away (PTE cleared
+ * and invalidated) but kept the page, as a minor fault finds it: the next
+ * fault enters it again (npfnic_iopt.c).
+ */
 struct npfnic_rx_slot {
 	struct page *page;
 	dma_addr_t dma;
+	bool evicted;
 };
+
+/* Whether the device can use the slot's page without a fault. */
+static inline bool npfnic_rx_slot_resident(const struct npfnic_rx_slot *slot)
+{
+	return READ_ONCE(slot->page) && !READ_ONCE(slot->evicted);
+}
+
+/* rnpf_rate_ppm: synthetic receive faults per million received frames. */
+#define NPFNIC_PPM		1000000
 
 /* A frame copied out of the backup ring, waiting for its RX descriptor. */
 struct npfnic_pending {
@@ -138,6 +153,8 @@ struct npfnic_qp {
 	struct list_head bk_pending;	/* backup frames of this pair, in ring order */
 	u32 bk_npending;
 
+	atomic_t rnpf_want;	/* synthetic rNPFs drawn by NAPI, not yet injected */
+
 	/* Still BUSY after its disable: its rings and buffers are leaked. */
 	bool lost;
 
@@ -156,6 +173,7 @@ struct npfnic_prg {
 	bool active;		/* requests seen, no response yet */
 	bool failed;		/* answer Invalid Request */
 	bool delayed;		/* fault_delay_us already spent on it */
+	u64 since_ns;		/* PRQ interrupt of its first request: the delay's start */
 	bool queued;		/* its last request seen: answered at the end of the batch */
 	u32 flags;		/* NPFNIC_PRQ_* of its requests */
 	u32 pasid;
@@ -241,6 +259,8 @@ struct npfnic_npf_stats {
 	atomic64_t slot_pages;		/* RX slot pages mapped now */
 	atomic64_t pt_pages;		/* page-table pages now */
 	atomic64_t backup_resets;	/* restarts after a backup entry naming no descriptor */
+	atomic64_t rnpf_injected;	/* synthetic rNPFs: slot translations invalidated */
+	atomic64_t rnpf_skipped;	/* synthetic rNPFs drawn but not injected */
 };
 
 /* The dev_id of one MSI-X vector. */
@@ -287,6 +307,8 @@ struct npfnic {
 	struct delayed_work backup_work;
 	struct work_struct echo_work;
 	atomic_t echo_round;		/* DIAG_ECHO rounds answered in this run */
+	u32 rnpf_rate_ppm;		/* debugfs rnpf_rate_ppm, read by NAPI */
+	struct work_struct rnpf_work;	/* injects the synthetic rNPFs NAPI drew */
 	struct npfnic_npf npf;
 	struct npfnic_npf_stats nstats;
 	struct npfnic_hist hist[NPFNIC_NHIST];
@@ -317,7 +339,7 @@ irqreturn_t npfnic_qp_irq(int irq, void *data);
 int npfnic_inject(struct npfnic *nic, const char *what, unsigned int q);
 
 /* npfnic_npf.c: network page faults, set up, taken down and counted */
-#define NPFNIC_NPF_STATS	34
+#define NPFNIC_NPF_STATS	36
 extern const char npfnic_npf_stat_names[][ETH_GSTRING_LEN];
 
 int npfnic_npf_probe(struct npfnic *nic);
@@ -344,10 +366,12 @@ int npfnic_map_identity(struct npfnic *nic, u64 addr);
 int npfnic_pin_all(struct npfnic *nic);
 int npfnic_invalidate(struct npfnic *nic, u16 op, u64 addr, u64 pages);
 int npfnic_cool(struct npfnic *nic);
+void npfnic_rnpf_rx(struct npfnic_qp *qp, unsigned int frames);
+void npfnic_rnpf_work(struct work_struct *work);
 irqreturn_t npfnic_invq_irq(struct npfnic *nic);
 
 /* npfnic_fault.c: page requests and responses */
-void npfnic_fault_delay(struct npfnic *nic, bool *delayed);
+void npfnic_fault_delay(struct npfnic *nic, bool *delayed, u64 since_ns);
 bool npfnic_fault_delaying(void);
 void npfnic_pri_check(struct npfnic *nic);
 int npfnic_prsp_put(struct npfnic *nic, u16 prgi, u32 pasid, bool pasid_valid, u16 code);

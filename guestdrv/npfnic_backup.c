@@ -63,8 +63,8 @@ static void npfnic_backup_resolve(struct npfnic *nic, struct npfnic_qp *qp,
 	int err = -EINVAL;
 
 	if (len) {
-		if (!READ_ONCE(slot->page))
-			npfnic_fault_delay(nic, &delayed);
+		if (!npfnic_rx_slot_resident(slot))
+			npfnic_fault_delay(nic, &delayed, p->isr_ns);
 		mutex_lock(&nic->npf.lock);
 		err = npfnic_fault_rx_slot(nic, qp, i);
 		if (!err) {
@@ -194,7 +194,7 @@ static bool npfnic_backup_drain(struct npfnic *nic, u64 isr)
 		}
 		/* No injected delay here: that would hold the backup buffers back. */
 		if (list_empty(&qp->bk_pending) &&
-		    (READ_ONCE(qp->rx_slots[e.desc & (qp->rx_size - 1)].page) ||
+		    (npfnic_rx_slot_resident(&qp->rx_slots[e.desc & (qp->rx_size - 1)]) ||
 		     !npfnic_fault_delaying())) {
 			switch (npfnic_backup_where(nic, qp, e.desc)) {
 			case NPFNIC_POSTED:

@@ -16,7 +16,11 @@
  *    rx_policy bad_pte (pair Q), bad_pasid, bad_prgi, prsp_storm and
  *    inv_unmapped (here); with backup, bad_backup_status, bad_backup_queue
  *    and bad_backup_desc corrupt the next backup entry as the driver reads
- *    it (npfnic_backup.c).
+ *    it (npfnic_backup.c);
+ *  - rnpf_rate_ppm (read, write a number up to 1000000): synthetic receive
+ *    faults per million received frames under drop and backup
+ *    (npfnic_iopt.c), from the module parameter of the same name at probe;
+ *    a write takes effect at the next frame.
  * Each write is parsed on its own, as a sysfs store would be: a value must
  * come in one write.
  *
@@ -463,6 +467,27 @@ static const struct file_operations npfnic_inject_fops = {
 	.llseek = no_llseek,
 };
 
+/* Synthetic rNPFs per million received frames; NAPI reads it at each poll. */
+static int npfnic_rnpf_rate_get(void *data, u64 *ppm)
+{
+	struct npfnic *nic = data;
+
+	*ppm = READ_ONCE(nic->rnpf_rate_ppm);
+	return 0;
+}
+
+static int npfnic_rnpf_rate_set(void *data, u64 ppm)
+{
+	struct npfnic *nic = data;
+
+	if (ppm > NPFNIC_PPM)
+		return -EINVAL;
+	WRITE_ONCE(nic->rnpf_rate_ppm, ppm);
+	return 0;
+}
+DEFINE_DEBUGFS_ATTRIBUTE(npfnic_rnpf_rate_fops, npfnic_rnpf_rate_get, npfnic_rnpf_rate_set,
+			 "%llu\n");
+
 /* ---- probe / remove ---- */
 
 /* The function's directory; debugfs failures are not the driver's failures. */
@@ -475,6 +500,7 @@ void npfnic_diag_probe(struct npfnic *nic)
 	debugfs_create_file("diag_dma", 0600, dir, nic, &npfnic_diag_dma_fops);
 	debugfs_create_file("diag_echo", 0600, dir, nic, &npfnic_diag_echo_fops);
 	debugfs_create_file("inject", 0200, dir, nic, &npfnic_inject_fops);
+	debugfs_create_file_unsafe("rnpf_rate_ppm", 0600, dir, nic, &npfnic_rnpf_rate_fops);
 }
 
 void npfnic_diag_remove(struct npfnic *nic)

@@ -11,7 +11,8 @@
  * gives the same buffer back to the device, so a ring warms once and stays
  * warm; the page-fault support builds on exactly that property. With a
  * translating rx_policy (npfnic_npf.c) the buffer of slot i is a page at a
- * per-slot VA that exists only once the device faulted on it.
+ * per-slot VA that exists only once the device faulted on it, and NAPI
+ * draws the synthetic rNPFs of rnpf_rate_ppm for the frames it received.
  */
 
 #include <linux/etherdevice.h>
@@ -422,6 +423,8 @@ static int npfnic_clean_rx(struct npfnic_qp *qp, int budget)
 		/* The same buffers go straight back: the ring stays warm. */
 		npfnic_post_rx(qp, done);
 	}
+	if (pkts && qp->rx_slots)
+		npfnic_rnpf_rx(qp, pkts);
 	return done;
 }
 

@@ -19,8 +19,12 @@
  *     answered, Success or Invalid Request, with one response
  *     (npfnic_answer); the batch rings the PRSPQ doorbell once and the PRQ
  *     head doorbell once.
- * fault_delay_us (a module parameter, writable at run time) adds a sleep
- * before a resolution that maps something new, emulating a major fault.
+ * fault_delay_us (a module parameter, writable at run time) emulates a
+ * major fault: a resolution that maps something new waits until that long
+ * after the PRQ interrupt that brought its group's first request. So the
+ * groups of one batch wait out their delays together, like major faults
+ * whose reads are in flight at the same time, rather than one after the
+ * other; once per group (npfnic_prg.delayed).
  *
  * Locking: the PRQ, its head and the group table npf.prg belong to the one
  * PRQ work item (never concurrent with itself); npf.lock is taken around
@@ -47,16 +51,23 @@ MODULE_PARM_DESC(fault_delay_us,
 
 /*
  * An injected major fault: once per fault resolution that maps something
- * new (not while the interface goes down).
+ * new (not while the interface goes down), sleeping until fault_delay_us
+ * after since_ns (the interrupt that announced the fault; 0: now).
  */
-void npfnic_fault_delay(struct npfnic *nic, bool *delayed)
+void npfnic_fault_delay(struct npfnic *nic, bool *delayed, u64 since_ns)
 {
 	unsigned int us = READ_ONCE(fault_delay_us);
+	u64 now, due;
 
 	if (!us || *delayed || !READ_ONCE(nic->npf.active))
 		return;
 	*delayed = true;
-	fsleep(min_t(unsigned int, us, NPFNIC_MAX_DELAY_US));
+	now = ktime_get_ns();
+	if (!since_ns || since_ns > now)
+		since_ns = now;
+	due = since_ns + (u64)min_t(unsigned int, us, NPFNIC_MAX_DELAY_US) * NSEC_PER_USEC;
+	if (due > now)
+		fsleep(DIV_ROUND_UP_ULL(due - now, NSEC_PER_USEC));
 }
 
 /* Whether fault_delay_us asks for major faults at all. */
@@ -109,9 +120,9 @@ static int npfnic_fault_page(struct npfnic *nic, struct npfnic_prg *g, const str
 		qp = &nic->qps[q];
 		if ((r->desc & (qp->rx_size - 1)) != i)
 			return -EINVAL;
-		if (READ_ONCE(qp->rx_slots[i].page))
+		if (npfnic_rx_slot_resident(&qp->rx_slots[i]))
 			return 0;
-		npfnic_fault_delay(nic, &g->delayed);
+		npfnic_fault_delay(nic, &g->delayed, g->since_ns);
 		mutex_lock(&npf->lock);
 		err = npfnic_fault_rx_slot(nic, qp, i);
 		mutex_unlock(&npf->lock);
@@ -126,7 +137,7 @@ static int npfnic_fault_page(struct npfnic *nic, struct npfnic_prg *g, const str
 		mutex_unlock(&npf->lock);
 		if (present)
 			return 0;
-		npfnic_fault_delay(nic, &g->delayed);
+		npfnic_fault_delay(nic, &g->delayed, g->since_ns);
 		mutex_lock(&npf->lock);
 		start = ktime_get_ns();
 		err = npfnic_map_identity(nic, r->addr);
@@ -239,7 +250,8 @@ void npfnic_pri_check(struct npfnic *nic)
 	npf->pri_error_seen = err;
 }
 
-static void npfnic_prq_entry(struct npfnic *nic, const struct npfnic_page_req *e, u32 *n)
+static void npfnic_prq_entry(struct npfnic *nic, const struct npfnic_page_req *e, u32 *n,
+			     u64 isr)
 {
 	struct npfnic_npf *npf = &nic->npf;
 	struct npfnic_req r = {
@@ -266,6 +278,7 @@ static void npfnic_prq_entry(struct npfnic *nic, const struct npfnic_page_req *e
 		g->active = true;
 		g->pasid = r.pasid;
 		g->flags = r.flags;
+		g->since_ns = isr;
 	}
 	if (!g->failed) {
 		err = npfnic_fault_page(nic, g, &r);
@@ -308,7 +321,7 @@ void npfnic_prq_work(struct work_struct *work)
 	/* The producer index before the entries it covers. */
 	dma_rmb();
 	while (npf->prq_head != tail && READ_ONCE(npf->active)) {
-		npfnic_prq_entry(nic, &npf->prq[npf->prq_head & (NPFNIC_PRQ_SIZE - 1)], &n);
+		npfnic_prq_entry(nic, &npf->prq[npf->prq_head & (NPFNIC_PRQ_SIZE - 1)], &n, isr);
 		npf->prq_head++;
 		count++;
 	}

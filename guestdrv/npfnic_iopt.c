@@ -14,18 +14,34 @@
  *  - pin enters every RX slot and all of RAM at open.
  *
  * Invalidation is a separate, synchronous path, like mlx5's
- * invalidate_range: clear the PTEs, post RANGE (or PASID) followed by a
- * WAIT on the invalidation queue, sleep until the device writes the
- * completion word (INVQ vector). Once that returns 0 no DMA uses, or will
- * use, a dropped translation, and the pages may go. It never waits for a
- * page response. cool (sysfs, npfnic_main.c) is its user: it takes every
- * RX slot page away so the next frames fault again.
+ * invalidate_range: clear the PTEs, post RANGE (or PASID) descriptors
+ * followed by one WAIT on the invalidation queue, sleep until the device
+ * writes the completion word (INVQ vector). Once that returns 0 no DMA
+ * uses, or will use, a dropped translation, and the pages may go. It
+ * never waits for a page response, and refuses once stop began
+ * (npf.active clear). Its users:
+ *  - cool (sysfs, npfnic_main.c) takes every RX slot page away so the
+ *    next frames fault again;
+ *  - synthetic rNPFs (rnpf_rate_ppm, seed 000 section 6.4): for each frame
+ *    NAPI receives it draws one with probability rate / 10^6; the rnpf work
+ *    takes the translation of a random posted slot the device has not
+ *    reached, a real PTE clear and invalidation, so the device faults on
+ *    it and the fault takes the whole path (page request, or backup ring,
+ *    then response). The page itself stays, as a minor fault finds it in
+ *    memory: the fault path enters it again at once (fault_delay_us makes
+ *    it a major one). Keeping it also means no frame the device wrote
+ *    just before the invalidation can lose its buffer, so NAPI needs no
+ *    pause. At most NPFNIC_RNPF_PENDING per pair wait for the work; NAPI
+ *    counts the rest as skipped. Only drop and backup have translations
+ *    to take: under pin and off the knob does nothing.
  *
  * Locking: npf.lock covers the page tables and the RX slot pages (every
  * function that walks or changes them asserts it); npf.inv_lock the
  * invalidation queue, nested inside npf.lock where both are held. rtnl
- * serialises cool with open and stop. NAPI takes no lock: it reads a slot's page with acquire
- * semantics, and cool disables it while pages go away.
+ * serialises cool with open and stop. The rnpf work clears PTEs under
+ * npf.lock and invalidates after dropping it, so faults are not held up by
+ * the round trip; close cancels it. NAPI takes no lock: it reads a slot's
+ * page with acquire semantics, and cool disables it while pages go away.
  */
 
 #include <linux/delay.h>
@@ -33,6 +49,7 @@
 #include <linux/interrupt.h>
 #include <linux/ioport.h>
 #include <linux/mm.h>
+#include <linux/random.h>
 #include <linux/rtnetlink.h>
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
@@ -128,7 +145,17 @@ bool npfnic_pte_present(__le64 *pte)
 	return pte && (le64_to_cpu(READ_ONCE(*pte)) & NPFNIC_PTE_PRESENT);
 }
 
-/* Backs RX slot i of qp with a page, DMA mapped, entered writable. */
+/* Enters an RX slot's page writable. */
+static void npfnic_set_rx_pte(__le64 *pte, dma_addr_t dma)
+{
+	WRITE_ONCE(*pte, cpu_to_le64((dma & NPFNIC_PTE_ADDR_MASK) | NPFNIC_PTE_PRESENT |
+				     NPFNIC_PTE_WRITE));
+}
+
+/*
+ * Backs RX slot i of qp with a page, DMA mapped, entered writable; a page
+ * a synthetic rNPF evicted is entered again as it is.
+ */
 static int npfnic_map_rx_slot(struct npfnic *nic, struct npfnic_qp *qp, u32 i)
 {
 	struct npfnic_rx_slot *slot = &qp->rx_slots[i];
@@ -138,11 +165,16 @@ static int npfnic_map_rx_slot(struct npfnic *nic, struct npfnic_qp *qp, u32 i)
 	__le64 *pte;
 
 	lockdep_assert_held(&nic->npf.lock);
-	if (slot->page)
+	if (slot->page && !slot->evicted)
 		return 0;
 	pte = npfnic_pte(nic, npfnic_rx_va(qp->idx, i), true);
 	if (!pte)
 		return -ENOMEM;
+	if (slot->page) {
+		npfnic_set_rx_pte(pte, slot->dma);
+		WRITE_ONCE(slot->evicted, false);
+		return 0;
+	}
 	page = alloc_page(GFP_KERNEL);
 	if (!page)
 		return -ENOMEM;
@@ -153,8 +185,7 @@ static int npfnic_map_rx_slot(struct npfnic *nic, struct npfnic_qp *qp, u32 i)
 	}
 	slot->dma = dma;
 	dma_wmb();
-	WRITE_ONCE(*pte, cpu_to_le64((dma & NPFNIC_PTE_ADDR_MASK) | NPFNIC_PTE_PRESENT |
-				     NPFNIC_PTE_WRITE));
+	npfnic_set_rx_pte(pte, dma);
 	/* Pairs with the acquire in NAPI: dma is set before the page shows. */
 	smp_store_release(&slot->page, page);
 	atomic64_inc(&nic->nstats.slot_pages);
@@ -168,7 +199,7 @@ int npfnic_fault_rx_slot(struct npfnic *nic, struct npfnic_qp *qp, u32 i)
 	int err;
 
 	lockdep_assert_held(&nic->npf.lock);
-	if (qp->rx_slots[i].page)
+	if (npfnic_rx_slot_resident(&qp->rx_slots[i]))
 		return 0;
 	err = npfnic_map_rx_slot(nic, qp, i);
 	if (!err)
@@ -184,6 +215,7 @@ static void npfnic_unmap_rx_slot(struct npfnic *nic, struct npfnic_rx_slot *slot
 	if (!page)
 		return;
 	WRITE_ONCE(slot->page, NULL);
+	WRITE_ONCE(slot->evicted, false);
 	dma_unmap_page(&nic->pdev->dev, slot->dma, PAGE_SIZE, DMA_BIDIRECTIONAL);
 	__free_page(page);
 	atomic64_dec(&nic->nstats.slot_pages);
@@ -266,23 +298,34 @@ static bool npfnic_inv_done(struct npfnic_npf *npf, u32 seq)
 	       READ_ONCE(npf->ats_st->error);
 }
 
+/* The invalidations one WAIT may cover: the WAIT needs an entry too. */
+#define NPFNIC_INV_BATCH	(NPFNIC_INVQ_SIZE / 2)
+
 /*
- * Posts an invalidation (RANGE: the given number of pages from addr; PASID) of
- * PASID 0 followed by a WAIT, and waits for the completion word: on
- * success no DMA uses, or will use, a dropped translation.
+ * Posts n invalidations of PASID 0 (op RANGE: the given number of pages
+ * from each addr[k]; op PASID: all of it) followed by one WAIT, and waits
+ * for the completion word: on success no DMA uses, or will use, a dropped
+ * translation. Refused once stop began, since the engine may be reset.
  */
-int npfnic_invalidate(struct npfnic *nic, u16 op, u64 addr, u64 pages)
+static int npfnic_invalidate_n(struct npfnic *nic, u16 op, const u64 *addr, u32 n, u64 pages)
 {
 	struct npfnic_npf *npf = &nic->npf;
 	unsigned int waited = 0;
 	u32 seq, head, k;
 	int err = 0;
 
+	if (WARN_ON_ONCE(!n || n > NPFNIC_INV_BATCH))
+		return -EINVAL;
 	mutex_lock(&npf->inv_lock);
+	/* npfnic_npf_quiesce clears active, then waits for inv_lock. */
+	if (!READ_ONCE(npf->active)) {
+		mutex_unlock(&npf->inv_lock);
+		return -ENETDOWN;
+	}
 	/* Every earlier invalidation was waited for; space is a formality. */
 	for (;;) {
 		head = le32_to_cpu(READ_ONCE(npf->ats_st->invq_head));
-		if (npf->invq_tail + 2 - head <= NPFNIC_INVQ_SIZE)
+		if (npf->invq_tail + n + 1 - head <= NPFNIC_INVQ_SIZE)
 			break;
 		if (waited++ >= NPFNIC_WAIT_MS || READ_ONCE(npf->ats_st->error)) {
 			err = -EBUSY;
@@ -291,14 +334,14 @@ int npfnic_invalidate(struct npfnic *nic, u16 op, u64 addr, u64 pages)
 		usleep_range(1000, 2000);
 	}
 	seq = ++npf->inv_seq;
-	for (k = 0; k < 2; k++) {
+	for (k = 0; k <= n; k++) {
 		struct npfnic_inv_desc *d = &npf->invq[npf->invq_tail++ & (NPFNIC_INVQ_SIZE - 1)];
 
 		memset(d, 0, sizeof(*d));
-		if (k == 0) {
+		if (k < n) {
 			d->op = cpu_to_le16(op);
 			d->pasid = 0;
-			d->addr = cpu_to_le64(addr);
+			d->addr = cpu_to_le64(addr[k]);
 			d->pages = cpu_to_le64(pages);
 		} else {
 			d->op = cpu_to_le16(NPFNIC_INV_OP_WAIT);
@@ -312,8 +355,8 @@ int npfnic_invalidate(struct npfnic *nic, u16 op, u64 addr, u64 pages)
 	atomic64_inc(&nic->nstats.invalidations);
 	if (!wait_event_timeout(npf->inv_wait, npfnic_inv_done(npf, seq), NPFNIC_INV_TIMEOUT)) {
 		atomic64_inc(&nic->nstats.inv_timeouts);
-		dev_err(&nic->pdev->dev, "invalidation %u (op %u at %#llx) timed out\n",
-			seq, op, addr);
+		dev_err(&nic->pdev->dev, "invalidation %u (op %u at %#llx, %u in all) timed out\n",
+			seq, op, addr[0], n);
 		err = -ETIMEDOUT;
 	}
 out:
@@ -325,6 +368,12 @@ out:
 	}
 	mutex_unlock(&npf->inv_lock);
 	return err;
+}
+
+/* One invalidation (RANGE: that many pages from addr; PASID), then a WAIT. */
+int npfnic_invalidate(struct npfnic *nic, u16 op, u64 addr, u64 pages)
+{
+	return npfnic_invalidate_n(nic, op, &addr, 1, pages);
 }
 
 irqreturn_t npfnic_invq_irq(struct npfnic *nic)
@@ -362,9 +411,10 @@ static int npfnic_cool_qp(struct npfnic *nic, struct npfnic_qp *qp)
 		}
 		/* The device may still use the pages: keep them, mapped as before. */
 		pte = npfnic_pte(nic, npfnic_rx_va(qp->idx, i), false);
-		if (pte)
-			WRITE_ONCE(*pte, cpu_to_le64((slot->dma & NPFNIC_PTE_ADDR_MASK) |
-						     NPFNIC_PTE_PRESENT | NPFNIC_PTE_WRITE));
+		if (pte) {
+			npfnic_set_rx_pte(pte, slot->dma);
+			WRITE_ONCE(slot->evicted, false);
+		}
 	}
 	mutex_unlock(&npf->lock);
 	napi_enable(&qp->napi);
@@ -390,4 +440,123 @@ int npfnic_cool(struct npfnic *nic)
 		atomic64_inc(&nic->nstats.cools);
 	rtnl_unlock();
 	return err;
+}
+
+/* ---- synthetic rNPFs ---- */
+
+/* Synthetic rNPFs that may wait per pair; one WAIT covers them all. */
+#define NPFNIC_RNPF_PENDING	NPFNIC_INV_BATCH
+
+/* Only drop and backup translate RX buffers lazily: pin and off have nothing to take. */
+static bool npfnic_rnpf_policy(const struct npfnic *nic)
+{
+	return nic->policy == NPFNIC_POLICY_DROP || nic->policy == NPFNIC_POLICY_BACKUP;
+}
+
+/*
+ * Called by NAPI with the frames it just received: each one draws a
+ * synthetic rNPF with probability rnpf_rate_ppm / 10^6. NAPI is the only
+ * one to add to rnpf_want and the work only takes away, so the bound
+ * holds without a lock.
+ */
+void npfnic_rnpf_rx(struct npfnic_qp *qp, unsigned int frames)
+{
+	struct npfnic *nic = qp->nic;
+	u32 ppm = READ_ONCE(nic->rnpf_rate_ppm);
+	unsigned int hits = 0, room;
+	int want;
+
+	if (!ppm || !npfnic_rnpf_policy(nic))
+		return;
+	while (frames--)
+		hits += get_random_u32_below(NPFNIC_PPM) < ppm;
+	if (!hits)
+		return;
+	want = atomic_read(&qp->rnpf_want);
+	room = want < NPFNIC_RNPF_PENDING ? NPFNIC_RNPF_PENDING - want : 0;
+	if (hits > room) {
+		atomic64_add(hits - room, &nic->nstats.rnpf_skipped);
+		hits = room;
+	}
+	if (!hits)
+		return;
+	atomic_add(hits, &qp->rnpf_want);
+	queue_work(nic->wq, &nic->rnpf_work);
+}
+
+/*
+ * Takes the translation of a random posted slot of qp that the device has
+ * not reached and whose page is resident; returns the slot's VA, or 0 when
+ * there is none. The device's position is only a hint here (the page
+ * stays, so a slot it is filling right now loses nothing): a position
+ * outside what the driver posted is replaced by the driver's own.
+ */
+static u64 npfnic_rnpf_evict(struct npfnic *nic, struct npfnic_qp *qp)
+{
+	struct npfnic_qp_status *st = npfnic_qp_status(nic, qp->idx);
+	/* Pairs with the release in npfnic_post_rx. */
+	u32 tail = smp_load_acquire(&qp->rx_tail), next = READ_ONCE(qp->rx_next);
+	u32 pos = le32_to_cpu(READ_ONCE(st->rx_head)) + le32_to_cpu(READ_ONCE(st->rx_head_offset));
+	u32 n, r, k;
+
+	lockdep_assert_held(&nic->npf.lock);
+	if (pos - next > tail - next)
+		pos = next;
+	n = tail - pos;
+	if (!n)
+		return 0;
+	r = get_random_u32_below(n);
+	for (k = 0; k < n; k++) {
+		u32 i = (pos + (r + k) % n) & (qp->rx_size - 1);
+		struct npfnic_rx_slot *slot = &qp->rx_slots[i];
+		u64 va = npfnic_rx_va(qp->idx, i);
+		__le64 *pte;
+
+		if (!npfnic_rx_slot_resident(slot))
+			continue;
+		pte = npfnic_pte(nic, va, false);
+		if (!pte)
+			continue;
+		WRITE_ONCE(*pte, 0);
+		WRITE_ONCE(slot->evicted, true);
+		return va;
+	}
+	return 0;
+}
+
+/* Injects the synthetic rNPFs NAPI drew, one invalidation per pair. */
+void npfnic_rnpf_work(struct work_struct *work)
+{
+	struct npfnic *nic = container_of(work, struct npfnic, rnpf_work);
+	struct npfnic_npf *npf = &nic->npf;
+	u64 va[NPFNIC_RNPF_PENDING];
+	int q;
+
+	for (q = 0; q < nic->nqps; q++) {
+		struct npfnic_qp *qp = &nic->qps[q];
+		int want = min(atomic_read(&qp->rnpf_want), NPFNIC_RNPF_PENDING);
+		u32 n = 0;
+		int k, err;
+
+		if (want <= 0)
+			continue;
+		mutex_lock(&npf->lock);
+		for (k = 0; k < want && READ_ONCE(npf->active); k++) {
+			va[n] = npfnic_rnpf_evict(nic, qp);
+			if (va[n])
+				n++;
+		}
+		mutex_unlock(&npf->lock);
+		/*
+		 * A failed invalidation leaves the PTEs clear and the pages in
+		 * place: the device may use a cached translation a while longer,
+		 * which is harmless, and the next fault enters the page again.
+		 */
+		err = n ? npfnic_invalidate_n(nic, NPFNIC_INV_OP_RANGE, va, n, 1) : 0;
+		if (err)
+			n = 0;
+		atomic64_add(n, &nic->nstats.rnpf_injected);
+		atomic64_add(want - n, &nic->nstats.rnpf_skipped);
+		atomic_sub(want, &qp->rnpf_want);
+	}
 }

@@ -13,9 +13,9 @@
  * away, so the next frames fault as on a cold start: the cold-ring and
  * fault-cost experiments are built on it, and a user measuring their own
  * workload flips it the same way. Knobs for tests and driver development
- * (diag_irq, diag_dma, diag_echo, inject) are in debugfs instead, under
- * npfnic/<BDF>/, which the diagnostics create at probe and remove at
- * remove, and the module creates and removes npfnic/ itself.
+ * (diag_irq, diag_dma, diag_echo, inject, rnpf_rate_ppm) are in debugfs
+ * instead, under npfnic/<BDF>/, which the diagnostics create at probe and
+ * remove at remove, and the module creates and removes npfnic/ itself.
  */
 
 #include <linux/module.h>

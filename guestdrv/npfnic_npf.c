@@ -26,12 +26,14 @@
  * freed.
  *
  * Knobs: module parameters rx_policy, bm_size, backup_ring_size,
- * atc_entries, and fault_delay_us (npfnic_fault.c, writable at run time);
- * the sysfs files cool and rx_policy (npfnic_main.c); the test knobs in
- * debugfs (npfnic_diag.c). ethtool -S adds the names in
- * npfnic_npf_stat_names: the device's fault counters summed over the
- * pairs, the driver's page request, response, invalidation, cool and
- * backup counters, the ATC hit/miss registers, and p50/p99 latencies in ns
+ * atc_entries, rnpf_rate_ppm (the start value of each function's debugfs
+ * rnpf_rate_ppm, npfnic_iopt.c), and fault_delay_us (npfnic_fault.c,
+ * writable at run time); the sysfs files cool and rx_policy
+ * (npfnic_main.c); the test knobs in debugfs (npfnic_diag.c). ethtool -S
+ * adds the names in npfnic_npf_stat_names: the device's fault counters
+ * summed over the pairs, the driver's page request, response,
+ * invalidation, cool, backup and synthetic rNPF counters, the ATC hit/miss
+ * registers, and p50/p99 latencies in ns
  * from log2 histograms with 8 linear sub-buckets (fault_lat: PRQ interrupt
  * to response doorbell; fault_sched: PRQ interrupt to work start;
  * fault_map: page allocation, DMA map and PTE; backup_lat: backup
@@ -40,7 +42,8 @@
  *
  * Locking: rtnl serialises open/stop with cool and the injections. The
  * work items do nothing new once npf.active is cleared under npf.lock
- * (npfnic_npf_quiesce), and close cancels them before anything is freed.
+ * (npfnic_npf_quiesce, which then waits out an invalidation in flight),
+ * and close cancels them before anything is freed.
  * Each histogram has one writer at a time (npfnic_hist_add); the counters
  * are atomics. The files above state their own locks.
  */
@@ -71,6 +74,11 @@ static unsigned int atc_entries;
 module_param(atc_entries, uint, 0444);
 MODULE_PARM_DESC(atc_entries, "device translation cache entries (0: the device default)");
 
+static unsigned int rnpf_rate_ppm;
+module_param(rnpf_rate_ppm, uint, 0644);
+MODULE_PARM_DESC(rnpf_rate_ppm,
+		 "drop and backup: synthetic receive faults per million received frames, at probe (debugfs rnpf_rate_ppm changes it per function)");
+
 /* Layout of the control page: both status blocks and the completion word. */
 #define NPFNIC_CTL_ATS		0
 #define NPFNIC_CTL_PRI		64
@@ -87,7 +95,7 @@ const char npfnic_npf_stat_names[][ETH_GSTRING_LEN] = {
 	"backup_lat_p50_ns", "backup_lat_p99_ns",
 	"rx_xlat_errors", "rx_resolved", "backup_errors", "bad_page_requests", "pri_errors",
 	"pri_unexpected", "tail_irqs", "tail_events", "inv_timeouts", "rx_slot_pages",
-	"pt_pages", "backup_resets",
+	"pt_pages", "backup_resets", "rnpf_injected", "rnpf_skipped",
 };
 
 static_assert(ARRAY_SIZE(npfnic_npf_stat_names) == NPFNIC_NPF_STATS);
@@ -259,7 +267,7 @@ int npfnic_npf_open(struct npfnic *nic)
 	struct device *dev = &nic->pdev->dev;
 	bool backup = nic->policy == NPFNIC_POLICY_BACKUP;
 	u32 j;
-	int err;
+	int q, err;
 
 	npf->ctl = dma_alloc_coherent(dev, PAGE_SIZE, &npf->ctl_dma, GFP_KERNEL);
 	npf->pasid_tbl = dma_alloc_coherent(dev, PAGE_SIZE, &npf->pasid_dma, GFP_KERNEL);
@@ -297,6 +305,8 @@ int npfnic_npf_open(struct npfnic *nic)
 	npf->bk_tail = 0;
 	npf->inject_bad_backup = NPFNIC_BAD_BACKUP_NONE;
 	memset(npf->prg, 0, sizeof(npf->prg));
+	for (q = 0; q < NPFNIC_QP_MAX; q++)
+		atomic_set(&nic->qps[q].rnpf_want, 0);
 	atomic64_set(&npf->prq_isr_ns, 0);
 	atomic64_set(&npf->bk_isr_ns, 0);
 	npf->pasid_tbl[0].root = cpu_to_le64((npf->root->dma & NPFNIC_PTE_ADDR_MASK) |
@@ -371,11 +381,16 @@ void npfnic_npf_start_qp(struct npfnic_qp *qp)
 	iowrite32(nic->bm_size, qp->regs + NPFNIC_QP_BM_SIZE);
 }
 
-/* First step of stop: the work items stop doing anything new. */
+/*
+ * First step of stop: the work items stop doing anything new, and an
+ * invalidation in flight ends before the engine is reset under it.
+ */
 void npfnic_npf_quiesce(struct npfnic *nic)
 {
 	mutex_lock(&nic->npf.lock);
 	WRITE_ONCE(nic->npf.active, false);
+	mutex_lock(&nic->npf.inv_lock);
+	mutex_unlock(&nic->npf.inv_lock);
 	mutex_unlock(&nic->npf.lock);
 }
 
@@ -409,6 +424,7 @@ void npfnic_npf_close(struct npfnic *nic)
 	synchronize_irq(pci_irq_vector(pdev, NPFNIC_BACKUP_VECTOR));
 	cancel_work_sync(&nic->prq_work);
 	cancel_delayed_work_sync(&nic->backup_work);
+	cancel_work_sync(&nic->rnpf_work);
 	npfnic_npf_free(nic);
 }
 
@@ -494,6 +510,8 @@ void npfnic_npf_get_stats(struct npfnic *nic, u64 *data)
 	data[k++] = atomic64_read(&ns->slot_pages);
 	data[k++] = atomic64_read(&ns->pt_pages);
 	data[k++] = atomic64_read(&ns->backup_resets);
+	data[k++] = atomic64_read(&ns->rnpf_injected);
+	data[k++] = atomic64_read(&ns->rnpf_skipped);
 	WARN_ON_ONCE(k != NPFNIC_NPF_STATS);
 }
 
@@ -523,11 +541,14 @@ int npfnic_npf_probe(struct npfnic *nic)
 		return err;
 	if (!is_power_of_2(bm_size) || bm_size > NPFNIC_BM_SIZE_MAX ||
 	    !is_power_of_2(backup_ring_size) || backup_ring_size < NPFNIC_RING_SIZE_MIN ||
-	    backup_ring_size > NPFNIC_RING_SIZE_MAX || atc_entries > NPFNIC_ATC_CAPACITY_MAX) {
-		dev_err(dev, "bm_size %u, backup_ring_size %u or atc_entries %u out of range\n",
-			bm_size, backup_ring_size, atc_entries);
+	    backup_ring_size > NPFNIC_RING_SIZE_MAX || atc_entries > NPFNIC_ATC_CAPACITY_MAX ||
+	    rnpf_rate_ppm > NPFNIC_PPM) {
+		dev_err(dev,
+			"bm_size %u, backup_ring_size %u, atc_entries %u or rnpf_rate_ppm %u out of range\n",
+			bm_size, backup_ring_size, atc_entries, rnpf_rate_ppm);
 		return -EINVAL;
 	}
+	nic->rnpf_rate_ppm = rnpf_rate_ppm;
 	nic->bm_size = bm_size;
 	nic->backup_size = backup_ring_size;
 	nic->atc_entries = atc_entries;
@@ -547,6 +568,7 @@ int npfnic_npf_probe(struct npfnic *nic)
 	INIT_WORK(&nic->prq_work, npfnic_prq_work);
 	INIT_DELAYED_WORK(&nic->backup_work, npfnic_backup_work);
 	INIT_WORK(&nic->echo_work, npfnic_echo_work);
+	INIT_WORK(&nic->rnpf_work, npfnic_rnpf_work);
 	for (q = 0; q < NPFNIC_QP_MAX; q++)
 		INIT_LIST_HEAD(&nic->qps[q].bk_pending);
 	nic->wq = alloc_workqueue("npfnic-%s", WQ_HIGHPRI | WQ_MEM_RECLAIM, 0,
