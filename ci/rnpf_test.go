@@ -52,8 +52,8 @@ func rnpfStream(t *testing.T, tb *testbed.Testbed, d time.Duration) (testbed.RNP
 // TestRNPFRate: synthetic rNPFs (rnpf_rate_ppm) under a TCP stream into
 // the guest. Under backup at 1% the driver injects about the rate asked
 // for, each page taken away faults when its slot is used, and the backup
-// ring saves every faulting frame; a rate written to debugfs applies at
-// once; the pairs stop, change ring size and cool under 10% with nothing
+// ring saves every faulting frame, minor or major (fault_delay_us); a rate
+// written to debugfs applies at once; the pairs stop, change ring size and cool under 10% with nothing
 // left behind; under pin the knob injects nothing.
 func TestRNPFRate(t *testing.T) {
 	const ppm = 10000
@@ -81,6 +81,17 @@ func TestRNPFRate(t *testing.T) {
 	}
 	if c.LateDMA != 0 {
 		t.Errorf("late_dma %d: the device wrote memory after its quiesce", c.LateDMA)
+	}
+
+	// Major faults: fault_delay_us (writable at run time) before each
+	// resolution, counted from the interrupt that announced the fault.
+	const delay = "/sys/module/npfnic/parameters/fault_delay_us"
+	run(t, tb.VM, "echo 1000 > "+delay)
+	c, r = rnpfStream(t, tb, 3*time.Second)
+	run(t, tb.VM, "echo 0 > "+delay)
+	t.Logf("backup at %d ppm, major faults of 1 ms: %v; %v", ppm, r, c)
+	if c.Injected == 0 || c.Faults < c.Injected/2 || c.FaultDrops != 0 {
+		t.Errorf("major faults: want rNPFs injected, each faulting, none dropped; got %d injected, %d rx_faults, %d rx_fault_drops", c.Injected, c.Faults, c.FaultDrops)
 	}
 
 	if err := tb.SetRNPFRate(ctx, 0); err != nil {
@@ -119,7 +130,8 @@ func TestRNPFRate(t *testing.T) {
 	}
 	st = faultStats(t, tb)
 	c = testbed.RNPFCountersOf(st).Since(before)
-	t.Logf("backup at 100000 ppm across ring changes, link down/up and cool: %v", c)
+	t.Logf("backup at 100000 ppm across ring changes, link down/up and cool: %d frames, %d rNPFs injected, %d skipped",
+		c.RxPackets, c.Injected, c.Skipped)
 	if c.Injected == 0 {
 		t.Errorf("no rNPF injected at 10%% across the restarts")
 	}

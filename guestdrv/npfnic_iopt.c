@@ -22,12 +22,12 @@
  * (npf.active clear). Its users:
  *  - cool (sysfs, npfnic_main.c) takes every RX slot page away so the
  *    next frames fault again;
- *  - synthetic rNPFs (rnpf_rate_ppm, seed 000 section 6.4): for each frame
- *    NAPI receives it draws one with probability rate / 10^6; the rnpf work
- *    takes the translation of a random posted slot the device has not
- *    reached, a real PTE clear and invalidation, so the device faults on
- *    it and the fault takes the whole path (page request, or backup ring,
- *    then response). The page itself stays, as a minor fault finds it in
+ *  - synthetic rNPFs (rnpf_rate_ppm; Lesokhin et al., section 6.4): for
+ *    each frame NAPI receives it draws one with probability rate / 10^6;
+ *    the rnpf work takes the translation of a random posted slot the
+ *    device has not reached, a real PTE clear and invalidation, so the
+ *    device faults on it and the fault takes the whole path (page
+ *    request, or backup ring, then response). The page itself stays, as a minor fault finds it in
  *    memory: the fault path enters it again at once (fault_delay_us makes
  *    it a major one). Keeping it also means no frame the device wrote
  *    just before the invalidation can lose its buffer, so NAPI needs no

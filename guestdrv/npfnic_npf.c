@@ -33,12 +33,12 @@
  * adds the names in npfnic_npf_stat_names: the device's fault counters
  * summed over the pairs, the driver's page request, response,
  * invalidation, cool, backup and synthetic rNPF counters, the ATC hit/miss
- * registers, and p50/p99 latencies in ns
- * from log2 histograms with 8 linear sub-buckets (fault_lat: PRQ interrupt
- * to response doorbell; fault_sched: PRQ interrupt to work start;
- * fault_map: page allocation, DMA map and PTE; backup_lat: backup
- * interrupt to RX_RESOLVE). Counters and histograms live as long as the
- * driver is bound; the device's per-pair counters restart at each open.
+ * registers, and p50/p99 latencies in ns from log2 histograms with 8
+ * linear sub-buckets (fault_lat: PRQ interrupt to response doorbell;
+ * fault_sched: PRQ interrupt to work start; fault_map: page allocation,
+ * DMA map and PTE; backup_lat: backup interrupt to RX_RESOLVE). Counters
+ * and histograms live as long as the driver is bound; the device's
+ * per-pair counters restart at each open.
  *
  * Locking: rtnl serialises open/stop with cool and the injections. The
  * work items do nothing new once npf.active is cleared under npf.lock

@@ -414,7 +414,7 @@ func (tb *Testbed) SysfsPath(name string) string {
 }
 
 // DebugfsPath is one of the driver's test knobs for the function in the
-// guest's debugfs: diag_irq, diag_dma, diag_echo, inject.
+// guest's debugfs: diag_irq, diag_dma, diag_echo, inject, rnpf_rate_ppm.
 func (tb *Testbed) DebugfsPath(name string) string {
 	return "/sys/kernel/debug/npfnic/" + tb.BDF + "/" + name
 }
