@@ -3,6 +3,8 @@ package coldring
 import (
 	"math"
 	"slices"
+
+	"github.com/npfnic/npfnic/internal/report"
 )
 
 // SweepCell is part (b) for one policy and ring size over its rounds.
@@ -87,8 +89,8 @@ func Sweep(results []Result) []SweepCell {
 				c.Seconds = (lo.v + m.v) / 2
 				c.LowerBound = lo.capped || m.capped
 			}
-			c.RxFaults, c.BackupPkts, c.FaultDrops = Median(faults), Median(backup), Median(drops)
-			c.HostRetrans, c.GuestRetrans = Median(hr), Median(gr)
+			c.RxFaults, c.BackupPkts, c.FaultDrops = report.Median(faults), report.Median(backup), report.Median(drops)
+			c.HostRetrans, c.GuestRetrans = report.Median(hr), report.Median(gr)
 		}
 		out = append(out, c)
 	}
@@ -215,17 +217,17 @@ func Startup(results []Result) []StartupSummary {
 						xs = append(xs, b[i])
 					}
 				}
-				s.Bins[i] = Median(xs)
+				s.Bins[i] = report.Median(xs)
 				if s.Bins[i] == 0 {
 					s.ZeroSeconds++
 				}
 			}
-			s.Ops = Median(ops)
+			s.Ops = report.Median(ops)
 			if n > 0 {
 				s.Mean = sum(s.Bins) / float64(n)
 			}
-			s.RxFaults, s.BackupPkts, s.FaultDrops = Median(faults), Median(backup), Median(drops)
-			s.HostRetrans, s.GuestRetrans = Median(hr), Median(gr)
+			s.RxFaults, s.BackupPkts, s.FaultDrops = report.Median(faults), report.Median(backup), report.Median(drops)
+			s.HostRetrans, s.GuestRetrans = report.Median(hr), report.Median(gr)
 		}
 		out = append(out, s)
 	}
@@ -238,7 +240,7 @@ func Startup(results []Result) []StartupSummary {
 	}
 	if base >= 0 && len(out[base].Bins) > 0 {
 		b := out[base].Bins
-		steady := Median(b[len(b)/2:])
+		steady := report.Median(b[len(b)/2:])
 		for i := range out {
 			out[i].TimeToHalf = -1
 			for j, v := range out[i].Bins {
@@ -250,20 +252,6 @@ func Startup(results []Result) []StartupSummary {
 		}
 	}
 	return out
-}
-
-// Median of xs (0 for none).
-func Median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 func sum(xs []float64) float64 {

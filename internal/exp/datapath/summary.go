@@ -2,9 +2,9 @@ package datapath
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
+	"github.com/npfnic/npfnic/internal/report"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 )
 
@@ -62,7 +62,7 @@ func summarize(rs []Result) Result {
 		}
 	}
 	if len(boots) > 0 {
-		s.Boot = time.Duration(median(boots))
+		s.Boot = time.Duration(report.Median(boots))
 	}
 	s.GuestToHost, s.HostToGuest = medianIperf(g2h), medianIperf(h2g)
 	if len(mcs) > 0 {
@@ -82,7 +82,7 @@ func summarize(rs []Result) Result {
 				}
 			}
 		}
-		m.Ops, m.RunTime, m.OpsPerSec, m.NetMBps = int64(median(ops)), median(secs), median(tps), median(net)
+		m.Ops, m.RunTime, m.OpsPerSec, m.NetMBps = int64(report.Median(ops)), report.Median(secs), report.Median(tps), report.Median(net)
 		s.Memcached = m
 	}
 	switch {
@@ -107,16 +107,5 @@ func medianIperf(xs []*workload.Iperf) *workload.Iperf {
 		mbps, bytes, secs = append(mbps, x.Mbps), append(bytes, float64(x.Bytes)), append(secs, x.Seconds)
 		sent, retr = append(sent, float64(x.SentBytes)), append(retr, float64(x.Retransmits))
 	}
-	return &workload.Iperf{Mbps: median(mbps), Bytes: int64(median(bytes)), Seconds: median(secs), SentBytes: int64(median(sent)), Retransmits: int(median(retr))}
-}
-
-// median of a non-empty list: the middle value, or the mean of the two.
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
+	return &workload.Iperf{Mbps: report.Median(mbps), Bytes: int64(report.Median(bytes)), Seconds: report.Median(secs), SentBytes: int64(report.Median(sent)), Retransmits: int(report.Median(retr))}
 }
