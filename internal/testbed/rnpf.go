@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // Synthetic receive faults (seed 000 section 6.4): under rx_policy drop
@@ -68,6 +69,21 @@ func (tb *Testbed) RNPFRate(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("%s reads %q: %w", RNPFRateFile, s, err)
 	}
 	return ppm, nil
+}
+
+// FaultDelayParam is the driver's module parameter (writable at run time)
+// that turns every fault into an emulated major fault: its resolution
+// waits this many microseconds from the interrupt that announced it.
+const FaultDelayParam = "/sys/module/npfnic/parameters/fault_delay_us"
+
+// SetFaultDelay sets the emulated major-fault delay of the loaded driver
+// (0: minor faults, resolved at once); it applies to faults announced from
+// then on.
+func (tb *Testbed) SetFaultDelay(ctx context.Context, d time.Duration) error {
+	if d < 0 || d > time.Second || d%time.Microsecond != 0 {
+		return fmt.Errorf("fault delay %v: want whole microseconds from 0 to 1 s", d)
+	}
+	return tb.writeKnob(ctx, FaultDelayParam, strconv.FormatInt(d.Microseconds(), 10))
 }
 
 // RNPFCounters are the ethtool -S counters that say what synthetic rNPFs

@@ -1,0 +1,150 @@
+package rnpfrate
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/npfnic/npfnic/internal/report"
+)
+
+// Header says what was measured and how.
+func Header(c Config) string {
+	c.setDefaults()
+	return fmt.Sprintf("rNPF-rate sweep (seed 000 Figure 10, left): iperf3 TCP from the host into a TCG guest's npfnic, %v per run;\n"+
+		"synthetic rNPFs per received packet (driver rnpf_rate_ppm: a real invalidation of a random posted RX buffer);\n"+
+		"minor faults resolved at once, major after fault_delay_us = %v; ring warmed before every run; median of %d rounds (min-max)\n",
+		c.Time, c.MajorDelay, c.Rounds)
+}
+
+// Table formats the cells and the goals.
+func Table(c Config, results []Result) string {
+	cells := Summarize(results)
+	var b strings.Builder
+	b.WriteString(Header(c))
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "policy\tfaults\trate\tMbit/s\t(min-max)\tx pin\trNPF ppm\trNPFs\trx_faults\tbackup pkts\tfault drops\tretrans host\tguest\tRTOs\tfailed\t\n")
+	for _, s := range cells {
+		fault, rate := s.Fault, RateText(s.PPM)
+		if fault == "" {
+			fault = "-"
+		}
+		if s.Policy == "pin" {
+			rate = "-"
+		}
+		if !s.Done() {
+			fmt.Fprintf(tw, "%s\t%s\t%s\tFAILED\t\t\t\t\t\t\t\t\t\t\t%d/%d\t\n", s.Policy, fault, rate, s.Failed, s.Runs)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t(%.0f-%.0f)\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t\n",
+			s.Policy, fault, rate, s.Mbps, s.Lo, s.Hi, relText(s.Rel), s.MeasuredPPM, s.Injected, s.Faults,
+			s.BackupPkts, s.FaultDrops, s.HostRetrans, s.GuestRetrans, s.HostTimeouts, failedText(s))
+	}
+	tw.Flush()
+	b.WriteString("\ngoals (on the medians):\n")
+	b.WriteString(GoalsText(Goals(cells)))
+	for _, r := range results {
+		if r.Err != nil {
+			fmt.Fprintf(&b, "\nround %d, %s failed: %s", r.Round, r.Point, firstLine(r.Err.Error()))
+		}
+	}
+	return b.String()
+}
+
+func relText(r float64) string {
+	if math.IsNaN(r) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", r)
+}
+
+func failedText(s Cell) string {
+	if s.Failed == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d", s.Failed, s.Runs)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// RunsHeader names the columns of rnpf-rate-runs.csv.
+func RunsHeader() []string {
+	return []string{"round", "policy", "faults", "rate", "rate_ppm", "mbps", "bytes", "seconds",
+		"rx_packets", "rnpf_injected", "rnpf_skipped", "measured_ppm", "rx_faults", "rx_backup_pkts", "rx_fault_drops", "late_dma",
+		"host_retrans", "guest_retrans", "host_rtos", "iperf_retrans", "rewarm_faults", "host_load", "error"}
+}
+
+// RunsRows are every run with its counters.
+func RunsRows(results []Result) [][]string {
+	var rows [][]string
+	for _, r := range results {
+		var bytes int64
+		var secs float64
+		var iperfRetr int
+		if r.Iperf != nil {
+			bytes, secs, iperfRetr = r.Iperf.Bytes, r.Iperf.Seconds, r.Iperf.Retransmits
+		}
+		errText := ""
+		if r.Err != nil {
+			errText = firstLine(r.Err.Error())
+		}
+		k := r.Counters
+		rows = append(rows, report.Row(r.Round, r.Policy, r.Fault, RateText(r.PPM), r.PPM, r.Mbps(), bytes, secs,
+			k.RxPackets, k.Injected, k.Skipped, k.Rate(), k.Faults, k.BackupPkts, k.FaultDrops, k.LateDMA,
+			r.HostRetrans, r.GuestRetrans, r.HostTimeouts, iperfRetr, r.Rewarm, r.HostLoad, errText))
+	}
+	return rows
+}
+
+// CellsHeader names the columns of rnpf-rate.csv.
+func CellsHeader() []string {
+	return []string{"policy", "faults", "rate", "rate_ppm", "runs", "failed", "mbps_median", "mbps_min", "mbps_max", "rel_pin",
+		"measured_ppm", "rnpf_injected", "rx_faults", "rx_backup_pkts", "rx_fault_drops", "host_retrans", "guest_retrans", "host_rtos"}
+}
+
+// CellsRows are the medians per point.
+func CellsRows(cells []Cell) [][]string {
+	var rows [][]string
+	for _, s := range cells {
+		rows = append(rows, report.Row(s.Policy, s.Fault, RateText(s.PPM), s.PPM, s.Runs, s.Failed, s.Mbps, s.Lo, s.Hi, s.Rel,
+			s.MeasuredPPM, s.Injected, s.Faults, s.BackupPkts, s.FaultDrops, s.HostRetrans, s.GuestRetrans, s.HostTimeouts))
+	}
+	return rows
+}
+
+// WriteOutputs writes into dir: rnpf-rate-runs.csv (every run with its
+// counters), rnpf-rate.csv (medians per point), rnpf-rate.txt (the table)
+// and rnpf-rate.png (the figure).
+func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
+	cells := Summarize(results)
+	var files []string
+	p := filepath.Join(dir, "rnpf-rate-runs.csv")
+	if err := report.WriteCSV(p, RunsHeader(), RunsRows(results)); err != nil {
+		return nil, err
+	}
+	files = append(files, p)
+	p = filepath.Join(dir, "rnpf-rate.csv")
+	if err := report.WriteCSV(p, CellsHeader(), CellsRows(cells)); err != nil {
+		return nil, err
+	}
+	files = append(files, p)
+	p = filepath.Join(dir, "rnpf-rate.txt")
+	if err := os.WriteFile(p, []byte(Table(c, results)), 0o644); err != nil {
+		return nil, err
+	}
+	files = append(files, p)
+	p = filepath.Join(dir, "rnpf-rate.png")
+	if err := SavePlot(p, c, cells); err != nil {
+		return files, err
+	}
+	return append(files, p), nil
+}

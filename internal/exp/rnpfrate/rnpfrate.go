@@ -1,0 +1,544 @@
+// Package rnpfrate is the rNPF-frequency experiment (npfnic exp
+// rnpf-rate), seed 000 §6.4 Figure 10: the steady-state throughput of a
+// TCP stream into a receiver whose RX ring takes synthetic receive faults
+// (rNPFs) at a given rate per packet, with the backup ring against
+// dropping, for minor and major faults, relative to the fault-free optimum.
+//
+// The stream is iperf3 from the host (a tap in a network namespace) into a
+// TCG guest's npfnic. The faults take the real path: the driver
+// (rnpf_rate_ppm) takes the translation of a random posted RX buffer away
+// with an invalidation and completion, the device faults when it reaches
+// that slot, raises a page request, and the driver answers it (at once:
+// minor; after fault_delay_us: major). Pin maps every buffer beforehand and
+// has no translation to take away: it is the optimum, measured once per
+// round.
+//
+// As in the paper, the ring is warmed before measuring (an iperf3 stream
+// at rate 0 until a run sees no fault), so the cold ring does not count;
+// after each run at a non-zero rate the buffers still taken away are
+// faulted back the same way, so no run inherits its predecessor's faults.
+// Policies are loaded once per round, in turn; the rates of a policy run
+// one after another, in ascending order on odd rounds and descending on
+// even ones, so that a drift of the shared host over a round does not line
+// up with the rate.
+//
+// The transport is Ethernet; -transport rc (ib_send_bw into npfnic with RNR
+// NAK against drop) is the RC half, which needs RDMA on npfnic.
+package rnpfrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/report"
+	"github.com/npfnic/npfnic/internal/testbed"
+	"github.com/npfnic/npfnic/internal/testbed/workload"
+)
+
+// Policies are the RX policies in the order a round loads them.
+var Policies = []string{"pin", "drop", "backup"}
+
+// Faults are the fault kinds: minor (resolved at once) and major (an
+// emulated disk access of MajorDelay).
+var Faults = []string{"minor", "major"}
+
+// Transports: Ethernet (TCP through the backup ring or drop) and RC
+// (SEND through RNR NAK or drop).
+const (
+	TransportEth = "eth"
+	TransportRC  = "rc"
+)
+
+// DefaultRates are Figure 10's rNPF rates per packet, with 0.
+var DefaultRates = []float64{0, 1e-4, 1e-3, 1e-2, 1e-1}
+
+// Defaults.
+const (
+	DefaultTime   = 5 * time.Second
+	DefaultRounds = 3
+	// DefaultMajorDelay is the paper's major fault, a disk access: "T is
+	// 10 milliseconds (major page fault)" (seed 000 §3).
+	DefaultMajorDelay = 10 * time.Millisecond
+)
+
+// Config is one run of the experiment.
+type Config struct {
+	// Images are the guest images; required.
+	Images *images.Artifacts
+	// Transport is TransportEth (default) or TransportRC.
+	Transport string
+	// Policies to compare; default Policies. Pin is the optimum every
+	// ratio is taken against; without it there are no ratios.
+	Policies []string
+	// Rates are rNPFs per received packet, 0 to 1; default DefaultRates.
+	// They are applied in parts per million.
+	Rates []float64
+	// Faults are the fault kinds to run at each non-zero rate; default
+	// Faults.
+	Faults []string
+	// MajorDelay is fault_delay_us for major faults; default 10 ms.
+	MajorDelay time.Duration
+	// Time is the length of one iperf3 run (whole seconds); default 5 s.
+	Time time.Duration
+	// Rounds repeats everything, policies interleaved; default 3.
+	Rounds int
+	// DriverExtra is appended to every insmod.
+	DriverExtra string
+	// MemoryMiB and CPUs are the guest's; default 1024 MiB and 1 vCPU.
+	MemoryMiB, CPUs int
+	// LogDir keeps the guest's logs; required.
+	LogDir string
+	// Progress receives one line per step; nil is quiet.
+	Progress io.Writer
+}
+
+func (c *Config) setDefaults() {
+	if c.Transport == "" {
+		c.Transport = TransportEth
+	}
+	if len(c.Policies) == 0 {
+		c.Policies = slices.Clone(Policies)
+	}
+	if len(c.Rates) == 0 {
+		c.Rates = slices.Clone(DefaultRates)
+	}
+	if len(c.Faults) == 0 {
+		c.Faults = slices.Clone(Faults)
+	}
+	if c.MajorDelay == 0 {
+		c.MajorDelay = DefaultMajorDelay
+	}
+	if c.Time == 0 {
+		c.Time = DefaultTime
+	}
+	if c.Rounds == 0 {
+		c.Rounds = DefaultRounds
+	}
+	if c.MemoryMiB == 0 {
+		c.MemoryMiB = 1024
+	}
+	if c.CPUs == 0 {
+		c.CPUs = 1
+	}
+}
+
+// ErrRCUnavailable is what -transport rc answers until npfnic carries
+// RDMA: the RC half of Figure 10 needs ib_send_bw into npfnic with
+// on-demand paging.
+var ErrRCUnavailable = errors.New("rnpfrate: -transport rc (ib_send_bw --odp into npfnic, RNR NAK against drop) needs RDMA with on-demand paging on npfnic, which it does not carry yet; the simulated RC sweep is `npfnic exp rnr`")
+
+// Validate checks what a user chose (after defaults); Run checks the rest.
+func (c *Config) Validate() error {
+	c.setDefaults()
+	switch c.Transport {
+	case TransportEth:
+	case TransportRC:
+		return ErrRCUnavailable
+	default:
+		return fmt.Errorf("rnpfrate: transport %q: want %s or %s", c.Transport, TransportEth, TransportRC)
+	}
+	if err := unique("policy", c.Policies, []string{"pin", "drop", "backup"}); err != nil {
+		return err
+	}
+	if err := unique("fault kind", c.Faults, Faults); err != nil {
+		return err
+	}
+	seen := map[int]bool{}
+	for _, r := range c.Rates {
+		ppm := PPM(r)
+		if r < 0 || r > 1 || (r > 0 && ppm == 0) {
+			return fmt.Errorf("rnpfrate: rate %g: want 0, or from 1e-6 to 1 per packet", r)
+		}
+		if seen[ppm] {
+			return fmt.Errorf("rnpfrate: rate %g listed twice", r)
+		}
+		seen[ppm] = true
+	}
+	if c.MajorDelay < time.Microsecond || c.MajorDelay > time.Second {
+		return fmt.Errorf("rnpfrate: major delay %v: want 1 µs to 1 s", c.MajorDelay)
+	}
+	if c.Time < time.Second || c.Time > time.Hour || c.Time%time.Second != 0 {
+		return fmt.Errorf("rnpfrate: run time %v: want whole seconds from 1 s to 1 h", c.Time)
+	}
+	if c.Rounds < 1 || c.Rounds > 100 {
+		return fmt.Errorf("rnpfrate: rounds %d: want 1 to 100", c.Rounds)
+	}
+	return nil
+}
+
+func unique(what string, got, allowed []string) error {
+	seen := map[string]bool{}
+	for _, g := range got {
+		if !slices.Contains(allowed, g) {
+			return fmt.Errorf("rnpfrate: unknown %s %q (want %s)", what, g, strings.Join(allowed, ", "))
+		}
+		if seen[g] {
+			return fmt.Errorf("rnpfrate: %s %q listed twice", what, g)
+		}
+		seen[g] = true
+	}
+	return nil
+}
+
+// PPM converts a rate per packet to the driver's parts per million.
+func PPM(rate float64) int { return int(rate*testbed.PPM + 0.5) }
+
+// ParseRates parses "0,1e-4,0.01" into rates per packet.
+func ParseRates(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			return nil, fmt.Errorf("rate %q: %w", f, err)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no rate")
+	}
+	return out, nil
+}
+
+// ParseList splits a comma-separated flag value.
+func ParseList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Point is what one measurement varies: the policy, the fault kind and
+// the rate. Pin has neither rate nor kind; rate 0 has no kind (no fault to
+// be minor or major), and is shared by both kinds' curves.
+type Point struct {
+	Policy string
+	Fault  string // "minor", "major", or "" at rate 0 and for pin
+	PPM    int
+}
+
+func (p Point) String() string {
+	switch {
+	case p.Policy == "pin":
+		return "pin"
+	case p.PPM == 0:
+		return p.Policy + " rate 0"
+	}
+	return fmt.Sprintf("%s %s %s", p.Policy, p.Fault, RateText(p.PPM))
+}
+
+// RateText shows a rate in ppm as a probability per packet ("1e-03").
+func RateText(ppm int) string {
+	if ppm == 0 {
+		return "0"
+	}
+	return strconv.FormatFloat(float64(ppm)/testbed.PPM, 'g', 3, 64)
+}
+
+// Result is one iperf3 run at one point.
+type Result struct {
+	Point
+	Round int
+	// Iperf is the receiver's count (nil when the run failed).
+	Iperf *workload.Iperf
+	// Counters grew by this during the run.
+	Counters testbed.RNPFCounters
+	// HostRetrans and GuestRetrans are the TCP segments each end
+	// retransmitted during the run; HostTimeouts the host's RTO expiries.
+	HostRetrans, GuestRetrans, HostTimeouts int64
+	// Rewarm is the faults it took to map back the buffers the run left
+	// taken away (outside the measurement).
+	Rewarm   uint64
+	HostLoad float64
+	Err      error
+}
+
+// Mbps is the run's throughput (0 for a failed run).
+func (r Result) Mbps() float64 {
+	if r.Iperf == nil {
+		return 0
+	}
+	return r.Iperf.Mbps
+}
+
+// points lists one round's points of policy, in the round's rate order.
+func (c *Config) points(policy string, round int) []Point {
+	if policy == "pin" {
+		return []Point{{Policy: "pin"}}
+	}
+	var out []Point
+	var rates []int
+	for _, r := range c.Rates {
+		if ppm := PPM(r); ppm == 0 {
+			out = append(out, Point{Policy: policy})
+		} else {
+			rates = append(rates, ppm)
+		}
+	}
+	slices.Sort(rates)
+	if round%2 == 0 {
+		slices.Reverse(rates)
+	}
+	for _, f := range c.Faults {
+		for _, ppm := range rates {
+			out = append(out, Point{Policy: policy, Fault: f, PPM: ppm})
+		}
+	}
+	return out
+}
+
+// Run runs the experiment and returns every run's result; a failed run
+// does not stop the others (look at Result.Err). The guest is booted once
+// and rebooted if it dies.
+func Run(ctx context.Context, c Config) ([]Result, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if c.Images == nil || c.LogDir == "" {
+		return nil, errors.New("rnpfrate: Config needs Images and LogDir")
+	}
+	if err := testbed.CheckHost(); err != nil {
+		return nil, fmt.Errorf("rnpfrate: %w", err)
+	}
+	if reaped := testbed.ReapStale(); len(reaped) > 0 {
+		c.progress("removed leftovers of an earlier run: %s", strings.Join(reaped, ", "))
+	}
+	total := 0
+	for round := 1; round <= c.Rounds; round++ {
+		for _, p := range c.Policies {
+			total += len(c.points(p, round))
+		}
+	}
+	var (
+		tb      *testbed.Testbed
+		boots   int
+		results []Result
+		start   = time.Now()
+	)
+	defer func() {
+		if tb != nil {
+			tb.Close()
+		}
+	}()
+	for round := 1; round <= c.Rounds; round++ {
+		for _, policy := range c.Policies {
+			if err := ctx.Err(); err != nil {
+				return results, err
+			}
+			if tb != nil && tb.Dead() {
+				c.progress("the guest died; booting a new one (logs of the old one in %s)", tb.LogDir)
+				tb.Close()
+				tb = nil
+			}
+			if tb == nil {
+				boots++
+				var err error
+				if tb, err = c.boot(ctx, boots); err != nil {
+					return results, err
+				}
+			}
+			points := c.points(policy, round)
+			err := c.load(ctx, tb, policy)
+			for _, p := range points {
+				r := Result{Point: p, Round: round}
+				label := fmt.Sprintf("[%d/%d] round %d: %s", len(results)+1, total, round, p)
+				if r.Err = err; err == nil {
+					c.measure(ctx, tb, &r, label)
+				}
+				r.HostLoad = report.HostLoad()
+				if r.Err != nil {
+					c.progress("%s: FAILED: %v", label, r.Err)
+				}
+				results = append(results, r)
+				if done := len(results); done < total {
+					per := time.Since(start) / time.Duration(done)
+					c.progress("%d of %d runs done in %.0f s; about %.0f s to go", done, total, time.Since(start).Seconds(), (per * time.Duration(total-done)).Seconds())
+				}
+			}
+		}
+	}
+	return results, ctx.Err()
+}
+
+// boot starts the guest, its iperf3 server, and keeps the host's TCP
+// from carrying what it learnt in one run into the next: Linux caches
+// ssthresh per destination (tcp_metrics), so a run after a lossy one would
+// start with the small window the loss left.
+func (c *Config) boot(ctx context.Context, n int) (*testbed.Testbed, error) {
+	tb, err := testbed.Start(ctx, testbed.Config{
+		Images: c.Images, Name: "rnpfrate", MemoryMiB: c.MemoryMiB, CPUs: c.CPUs,
+		LogDir: filepath.Join(c.LogDir, fmt.Sprintf("guest-%d", n)), Progress: c.progress,
+	})
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := workload.StartGuestIperf3Server(sctx, tb.VM); err != nil {
+		tb.Close()
+		return nil, err
+	}
+	if _, err := tb.NS.Run(sctx, "sysctl", "-q", "-w", "net.ipv4.tcp_no_metrics_save=1"); err != nil {
+		tb.Close()
+		return nil, fmt.Errorf("host namespace: sysctl net.ipv4.tcp_no_metrics_save=1: %w", err)
+	}
+	return tb, nil
+}
+
+// DriverParams are the module parameters of a policy's load: the rate
+// starts at 0 (the ring is warmed first), and backup gets the bitmap and
+// backup ring a stream needs (testbed.StreamBackupParams).
+func (c *Config) DriverParams(policy string) string {
+	extra := testbed.RNPFRateFile + "=0"
+	if policy == "backup" {
+		extra += " " + testbed.StreamBackupParams
+	}
+	if c.DriverExtra != "" {
+		extra += " " + c.DriverExtra
+	}
+	return testbed.DriverParams(policy, 0, extra)
+}
+
+// load reloads the driver with policy and warms its ring.
+func (c *Config) load(ctx context.Context, tb *testbed.Testbed, policy string) error {
+	params := c.DriverParams(policy)
+	c.progress("%s: insmod npfnic.ko %s", policy, params)
+	if err := tb.LoadDriver(ctx, params); err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := tb.CheckPolicy(sctx, policy); err != nil {
+		return err
+	}
+	n, err := c.warm(ctx, tb)
+	if err != nil {
+		return fmt.Errorf("warming the RX ring: %w", err)
+	}
+	c.progress("%s: RX ring warm after %d faults", policy, n)
+	return nil
+}
+
+// warmRun is one warming stream, and warmTries how many of them may
+// still see faults before the ring counts as not warming.
+const (
+	warmRun   = 2 * time.Second
+	warmTries = 6
+)
+
+// warm streams into the guest at rate 0 until a stream sees no fault (every
+// posted buffer mapped) and returns the faults it took.
+func (c *Config) warm(ctx context.Context, tb *testbed.Testbed) (uint64, error) {
+	var total uint64
+	for range warmTries {
+		before, err := counters(ctx, tb)
+		if err != nil {
+			return total, err
+		}
+		if _, err := workload.HostIperf3(ctx, tb.NS, tb.GuestIP, warmRun); err != nil {
+			return total, err
+		}
+		after, err := counters(ctx, tb)
+		if err != nil {
+			return total, err
+		}
+		d := after.Since(before)
+		total += d.Faults
+		if d.Faults == 0 {
+			return total, nil
+		}
+	}
+	return total, fmt.Errorf("still faulting after %d streams of %v at rate 0 (%d faults)", warmTries, warmRun, total)
+}
+
+func counters(ctx context.Context, tb *testbed.Testbed) (testbed.RNPFCounters, error) {
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, err := tb.Ethtool(sctx)
+	if err != nil {
+		return testbed.RNPFCounters{}, fmt.Errorf("ethtool -S: %w", err)
+	}
+	return testbed.RNPFCountersOf(st), nil
+}
+
+// measure runs iperf3 at r's point and fills in r; afterwards the rate is
+// back at 0, faults are minor, and the ring is warm again.
+func (c *Config) measure(ctx context.Context, tb *testbed.Testbed, r *Result, label string) {
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	delay := time.Duration(0)
+	if r.Fault == "major" {
+		delay = c.MajorDelay
+	}
+	if r.Policy != "pin" {
+		if err := tb.SetFaultDelay(sctx, delay); err != nil {
+			r.Err = err
+			return
+		}
+		if err := tb.SetRNPFRate(sctx, r.PPM); err != nil {
+			r.Err = err
+			return
+		}
+	}
+	before, err := counters(ctx, tb)
+	if err != nil {
+		r.Err = err
+		return
+	}
+	host0, herr := tb.HostTCP(sctx)
+	guest0, gerr := tb.GuestTCP(sctx)
+	c.progress("%s: iperf3 host -> guest for %v ...", label, c.Time)
+	r.Iperf, r.Err = workload.HostIperf3(ctx, tb.NS, tb.GuestIP, c.Time)
+	if after, err := counters(ctx, tb); err == nil {
+		r.Counters = after.Since(before)
+	} else if r.Err == nil {
+		r.Err = err
+	}
+	if host1, e := tb.HostTCP(sctx); e == nil && herr == nil {
+		r.HostRetrans = host1["Tcp.RetransSegs"] - host0["Tcp.RetransSegs"]
+		r.HostTimeouts = host1["TcpExt.TCPTimeouts"] - host0["TcpExt.TCPTimeouts"]
+	}
+	if guest1, e := tb.GuestTCP(sctx); e == nil && gerr == nil {
+		r.GuestRetrans = guest1["Tcp.RetransSegs"] - guest0["Tcp.RetransSegs"]
+	}
+	if r.Err == nil {
+		k := r.Counters
+		c.progress("%s: %.0f Mbit/s; %d rNPFs injected (%.0f ppm of %d frames), rx_faults %d, rx_backup_pkts %d, rx_fault_drops %d; TCP retransmits host %d guest %d",
+			label, r.Mbps(), k.Injected, k.Rate(), k.RxPackets, k.Faults, k.BackupPkts, k.FaultDrops, r.HostRetrans, r.GuestRetrans)
+	}
+	if r.Policy == "pin" || r.PPM == 0 {
+		return
+	}
+	// Back to rate 0 and minor faults, and fault back what is still taken
+	// away, so that the next run starts from a warm ring.
+	if err := tb.SetRNPFRate(sctx, 0); err != nil && r.Err == nil {
+		r.Err = err
+	}
+	if err := tb.SetFaultDelay(sctx, 0); err != nil && r.Err == nil {
+		r.Err = err
+	}
+	if n, err := c.warm(ctx, tb); err != nil && r.Err == nil {
+		r.Err = fmt.Errorf("rewarming the RX ring: %w", err)
+	} else {
+		r.Rewarm = n
+	}
+}
+
+func (c *Config) progress(format string, args ...any) {
+	if c.Progress != nil {
+		fmt.Fprintf(c.Progress, format+"\n", args...)
+	}
+}
