@@ -27,7 +27,7 @@ func Table(c Config, results []Result) string {
 	b.WriteString(Header(c))
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "policy\tfaults\trate\tMbit/s\t(min-max)\tx pin\trNPF ppm\trNPFs\trx_faults\tbackup pkts\tfault drops\tretrans host\tguest\tRTOs\tfailed\t\n")
+	fmt.Fprintf(tw, "policy\tfaults\trate\tMbit/s\t(min-max)\tx pin\trNPF ppm\trNPFs\trx_faults\tbackup pkts\tfault drops\tretrans host\tguest\tRTOs\tµs/rNPF\tfailed\t\n")
 	for _, s := range cells {
 		fault, rate := s.Fault, RateText(s.PPM)
 		if fault == "" {
@@ -37,12 +37,12 @@ func Table(c Config, results []Result) string {
 			rate = "-"
 		}
 		if !s.Done() {
-			fmt.Fprintf(tw, "%s\t%s\t%s\tFAILED\t\t\t\t\t\t\t\t\t\t\t%d/%d\t\n", s.Policy, fault, rate, s.Failed, s.Runs)
+			fmt.Fprintf(tw, "%s\t%s\t%s\tFAILED\t\t\t\t\t\t\t\t\t\t\t\t%d/%d\t\n", s.Policy, fault, rate, s.Failed, s.Runs)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t(%.0f-%.0f)\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t(%.0f-%.0f)\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t%s\t\n",
 			s.Policy, fault, rate, s.Mbps, s.Lo, s.Hi, relText(s.Rel), s.MeasuredPPM, s.Injected, s.Faults,
-			s.BackupPkts, s.FaultDrops, s.HostRetrans, s.GuestRetrans, s.HostTimeouts, failedText(s))
+			s.BackupPkts, s.FaultDrops, s.HostRetrans, s.GuestRetrans, s.HostTimeouts, costText(s.CostPerRNPF), failedText(s))
 	}
 	tw.Flush()
 	b.WriteString("\ngoals (on the medians):\n")
@@ -60,6 +60,13 @@ func relText(r float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", r)
+}
+
+func costText(us float64) string {
+	if math.IsNaN(us) {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", us)
 }
 
 func failedText(s Cell) string {
@@ -108,7 +115,8 @@ func RunsRows(results []Result) [][]string {
 // CellsHeader names the columns of rnpf-rate.csv.
 func CellsHeader() []string {
 	return []string{"policy", "faults", "rate", "rate_ppm", "runs", "failed", "mbps_median", "mbps_min", "mbps_max", "rel_pin",
-		"measured_ppm", "rnpf_injected", "rx_faults", "rx_backup_pkts", "rx_fault_drops", "host_retrans", "guest_retrans", "host_rtos"}
+		"measured_ppm", "rnpf_injected", "rx_faults", "rx_backup_pkts", "rx_fault_drops", "host_retrans", "guest_retrans", "host_rtos",
+		"frames_per_sec", "cost_per_rnpf_us"}
 }
 
 // CellsRows are the medians per point.
@@ -116,7 +124,8 @@ func CellsRows(cells []Cell) [][]string {
 	var rows [][]string
 	for _, s := range cells {
 		rows = append(rows, report.Row(s.Policy, s.Fault, RateText(s.PPM), s.PPM, s.Runs, s.Failed, s.Mbps, s.Lo, s.Hi, s.Rel,
-			s.MeasuredPPM, s.Injected, s.Faults, s.BackupPkts, s.FaultDrops, s.HostRetrans, s.GuestRetrans, s.HostTimeouts))
+			s.MeasuredPPM, s.Injected, s.Faults, s.BackupPkts, s.FaultDrops, s.HostRetrans, s.GuestRetrans, s.HostTimeouts,
+			s.FramesPerSec, s.CostPerRNPF))
 	}
 	return rows
 }

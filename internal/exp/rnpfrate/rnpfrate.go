@@ -17,10 +17,11 @@
 // at rate 0 until a run sees no fault), so the cold ring does not count;
 // after each run at a non-zero rate the buffers still taken away are
 // faulted back the same way, so no run inherits its predecessor's faults.
-// Policies are loaded once per round, in turn; the rates of a policy run
-// one after another, in ascending order on odd rounds and descending on
-// even ones, so that a drift of the shared host over a round does not line
-// up with the rate.
+// Policies are loaded once per round, in turn, the order rotating by one
+// every round; the rates of a policy run one after another, in ascending
+// order on odd rounds and descending on even ones, so that a drift of the
+// shared host (or of the guest over a boot) lines up with neither the
+// policy nor the rate.
 //
 // The transport is Ethernet; -transport rc (ib_send_bw into npfnic with RNR
 // NAK against drop) is the RC half, which needs RDMA on npfnic.
@@ -274,6 +275,17 @@ func (r Result) Mbps() float64 {
 	return r.Iperf.Mbps
 }
 
+// policyOrder is the order round loads the policies in: Policies rotated
+// left by round-1.
+func (c *Config) policyOrder(round int) []string {
+	n := len(c.Policies)
+	if n == 0 {
+		return nil
+	}
+	k := (round - 1) % n
+	return append(append([]string(nil), c.Policies[k:]...), c.Policies[:k]...)
+}
+
 // points lists one round's points of policy, in the round's rate order.
 func (c *Config) points(policy string, round int) []Point {
 	if policy == "pin" {
@@ -334,7 +346,7 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 		}
 	}()
 	for round := 1; round <= c.Rounds; round++ {
-		for _, policy := range c.Policies {
+		for _, policy := range c.policyOrder(round) {
 			if err := ctx.Err(); err != nil {
 				return results, err
 			}
@@ -432,36 +444,73 @@ func (c *Config) load(ctx context.Context, tb *testbed.Testbed, policy string) e
 	return nil
 }
 
-// warmRun is one warming stream, and warmTries how many of them may
-// still see faults before the ring counts as not warming.
+// warmRun is one warming stream, and warmTries how many bursts or
+// streams may still see faults before the ring counts as not warming.
+// A burst is warmBurst datagrams of warmBurstSize bytes to the discard
+// port, several times the default ring, paced so that the emulated guest
+// keeps up.
 const (
-	warmRun   = 2 * time.Second
-	warmTries = 6
+	warmRun       = 2 * time.Second
+	warmTries     = 6
+	warmBurst     = 4096
+	warmBurstSize = 1400
+	warmBurstGap  = 200 * time.Microsecond
+	discardPort   = 9
 )
 
-// warm streams into the guest at rate 0 until a stream sees no fault (every
-// posted buffer mapped) and returns the faults it took.
+// warm maps every posted buffer back at rate 0 and returns the faults it
+// took. UDP bursts go first: under drop every cold slot loses the frame
+// that finds it, and a handshake losing its SYN again and again never
+// gets a TCP stream going. Then iperf3 streams until one sees no fault,
+// which also warms what the bursts cannot (the guest's TCP state, the
+// host's congestion window).
 func (c *Config) warm(ctx context.Context, tb *testbed.Testbed) (uint64, error) {
 	var total uint64
-	for range warmTries {
-		before, err := counters(ctx, tb)
-		if err != nil {
-			return total, err
+	burst := func() error {
+		_, err := tb.NS.SendUDP(ctx, tb.GuestIP, discardPort, warmBurst, warmBurstSize, warmBurstGap)
+		return err
+	}
+	stream := func() error {
+		_, err := workload.HostIperf3(ctx, tb.NS, tb.GuestIP, warmRun)
+		return err
+	}
+	for _, w := range []struct {
+		what string
+		run  func() error
+	}{{"UDP bursts", burst}, {"iperf3 streams", stream}} {
+		warmed := false
+		for range warmTries {
+			n, err := c.faultsDuring(ctx, tb, w.run)
+			total += n
+			if err != nil {
+				return total, err
+			}
+			if n == 0 {
+				warmed = true
+				break
+			}
 		}
-		if _, err := workload.HostIperf3(ctx, tb.NS, tb.GuestIP, warmRun); err != nil {
-			return total, err
-		}
-		after, err := counters(ctx, tb)
-		if err != nil {
-			return total, err
-		}
-		d := after.Since(before)
-		total += d.Faults
-		if d.Faults == 0 {
-			return total, nil
+		if !warmed {
+			return total, fmt.Errorf("still faulting after %d %s at rate 0 (%d faults)", warmTries, w.what, total)
 		}
 	}
-	return total, fmt.Errorf("still faulting after %d streams of %v at rate 0 (%d faults)", warmTries, warmRun, total)
+	return total, nil
+}
+
+// faultsDuring runs f and returns the receive faults the device took.
+func (c *Config) faultsDuring(ctx context.Context, tb *testbed.Testbed, f func() error) (uint64, error) {
+	before, err := counters(ctx, tb)
+	if err != nil {
+		return 0, err
+	}
+	if err := f(); err != nil {
+		return 0, err
+	}
+	after, err := counters(ctx, tb)
+	if err != nil {
+		return 0, err
+	}
+	return after.Since(before).Faults, nil
 }
 
 func counters(ctx context.Context, tb *testbed.Testbed) (testbed.RNPFCounters, error) {

@@ -82,6 +82,26 @@ func TestPoints(t *testing.T) {
 	}
 }
 
+// TestPolicyOrder: every policy takes every position once over as many
+// rounds as there are policies.
+func TestPolicyOrder(t *testing.T) {
+	c := validConfig()
+	c.Policies = []string{"pin", "drop", "backup"}
+	for round, want := range map[int][]string{
+		1: {"pin", "drop", "backup"},
+		2: {"drop", "backup", "pin"},
+		3: {"backup", "pin", "drop"},
+		4: {"pin", "drop", "backup"},
+	} {
+		if got := c.policyOrder(round); !slices.Equal(got, want) {
+			t.Errorf("round %d: %v, want %v", round, got, want)
+		}
+	}
+	if !slices.Equal(c.Policies, []string{"pin", "drop", "backup"}) {
+		t.Errorf("policyOrder changed Policies: %v", c.Policies)
+	}
+}
+
 func TestDriverParams(t *testing.T) {
 	c := validConfig()
 	c.DriverExtra = "atc_entries=4096"
@@ -115,7 +135,7 @@ func TestParseRates(t *testing.T) {
 func run(p Point, round int, mbps float64, injected, faults, backup, drops uint64) Result {
 	return Result{
 		Point: p, Round: round, Iperf: &workload.Iperf{Mbps: mbps, Bytes: int64(mbps * 1e6 / 8 * 5), Seconds: 5},
-		Counters: testbed.RNPFCounters{RxPackets: 400000, Injected: injected, Faults: faults, BackupPkts: backup, FaultDrops: drops},
+		Counters: testbed.RNPFCounters{RxPackets: uint64(mbps * 1e6 / 8 * 5 / 1500), Injected: injected, Faults: faults, BackupPkts: backup, FaultDrops: drops},
 	}
 }
 
@@ -150,8 +170,19 @@ func TestSummarize(t *testing.T) {
 	if want := 762.0 / 802; math.Abs(c.Rel-want) > 1e-9 {
 		t.Errorf("backup 1%% minor relative to pin %g, want %g", c.Rel, want)
 	}
-	if c.MeasuredPPM != 10000 || c.BackupPkts != 9000 {
+	if want := 4000 * 1e6 / math.Floor(762e6/8*5/1500); math.Abs(c.MeasuredPPM-want) > 1e-6 || c.BackupPkts != 9000 {
 		t.Errorf("counters: measured %g ppm, %g backup pkts", c.MeasuredPPM, c.BackupPkts)
+	}
+	// The receiver took 5 s for frames that rate 0 receives in
+	// frames/fps₀; the rest is the 4000 rNPFs' cost.
+	frames, fps0 := math.Floor(762e6/8*5/1500), math.Floor(797e6/8*5/1500)/5
+	if want := (5 - frames/fps0) / 4000 * 1e6; math.Abs(c.CostPerRNPF-want) > 1e-6 {
+		t.Errorf("backup 1%% minor: %g µs per rNPF, want %g", c.CostPerRNPF, want)
+	}
+	for _, p := range []Point{{Policy: "pin"}, {"backup", "", 0}} {
+		if z, _ := find(cells, p.Policy, p.Fault, p.PPM); !math.IsNaN(z.CostPerRNPF) {
+			t.Errorf("%s has a cost per rNPF (%g) without rNPFs", p, z.CostPerRNPF)
+		}
 	}
 	// Rate 0 is found whatever the fault kind asked for.
 	if z, ok := find(cells, "drop", "major", 0); !ok || z.Mbps != 792 {

@@ -23,6 +23,17 @@ type Cell struct {
 	MeasuredPPM                              float64
 	Injected, Faults, BackupPkts, FaultDrops float64
 	HostRetrans, GuestRetrans, HostTimeouts  float64
+	// FramesPerSec is the median of the frames the NIC received per
+	// second of the run.
+	FramesPerSec float64
+	// CostPerRNPF is how much longer the receiver took per injected rNPF
+	// than the same policy at rate 0, in µs: (1/fps - 1/fps₀) · frames /
+	// rNPFs. Under TCG the single vCPU is the bottleneck, so this is the
+	// guest time one rNPF costs (injection, page request, resolve, the
+	// backup copy or the sender's recovery from the drops). NaN without
+	// rNPFs or a rate-0 cell to compare with.
+	CostPerRNPF float64
+	frames      float64 // median frames received per run
 }
 
 // Done reports whether the cell has a measurement.
@@ -43,7 +54,7 @@ func Summarize(results []Result) []Cell {
 	pin := math.NaN()
 	for _, p := range order {
 		c := Cell{Point: p, Runs: len(by[p]), Rel: math.NaN()}
-		var mbps, ppm, inj, faults, backup, drops, hr, gr, ht []float64
+		var mbps, ppm, inj, faults, backup, drops, hr, gr, ht, fps, frames []float64
 		for _, r := range by[p] {
 			if r.Err != nil {
 				c.Failed++
@@ -51,6 +62,10 @@ func Summarize(results []Result) []Cell {
 			}
 			k := r.Counters
 			mbps = append(mbps, r.Mbps())
+			if r.Iperf != nil && r.Iperf.Seconds > 0 {
+				fps = append(fps, float64(k.RxPackets)/r.Iperf.Seconds)
+			}
+			frames = append(frames, float64(k.RxPackets))
 			ppm = append(ppm, k.Rate())
 			inj, faults = append(inj, float64(k.Injected)), append(faults, float64(k.Faults))
 			backup, drops = append(backup, float64(k.BackupPkts)), append(drops, float64(k.FaultDrops))
@@ -63,15 +78,27 @@ func Summarize(results []Result) []Cell {
 			c.Injected, c.Faults = report.Median(inj), report.Median(faults)
 			c.BackupPkts, c.FaultDrops = report.Median(backup), report.Median(drops)
 			c.HostRetrans, c.GuestRetrans, c.HostTimeouts = report.Median(hr), report.Median(gr), report.Median(ht)
+			if len(fps) > 0 {
+				c.FramesPerSec = report.Median(fps)
+			}
 			if p.Policy == "pin" {
 				pin = c.Mbps
 			}
+			c.frames = report.Median(frames)
 		}
 		cells = append(cells, c)
 	}
 	for i := range cells {
-		if cells[i].Done() && pin > 0 {
-			cells[i].Rel = cells[i].Mbps / pin
+		c := &cells[i]
+		c.CostPerRNPF = math.NaN()
+		if !c.Done() {
+			continue
+		}
+		if pin > 0 {
+			c.Rel = c.Mbps / pin
+		}
+		if base, ok := find(cells, c.Policy, "", 0); ok && c.PPM > 0 && c.Injected > 0 && c.FramesPerSec > 0 && base.FramesPerSec > 0 {
+			c.CostPerRNPF = (1/c.FramesPerSec - 1/base.FramesPerSec) * c.frames / c.Injected * 1e6
 		}
 	}
 	return cells

@@ -3,6 +3,7 @@ package hostnet
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -274,5 +275,55 @@ func TestReapStale(t *testing.T) {
 	}
 	if !nsExists(live.Name()) {
 		t.Errorf("reaped the live namespace %s", live.Name())
+	}
+}
+
+func TestSendUDPArrives(t *testing.T) {
+	needRoot(t)
+	a, b, _, _ := vethBetween(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var rx net.PacketConn
+	if err := b.Do(func() error {
+		var err error
+		rx, err = net.ListenPacket("udp4", "10.77.250.2:5300")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	const count, size = 50, 1000
+	// Also to a closed port first: its ICMP unreachable must not fail the
+	// sends that follow.
+	if n, err := a.SendUDP(ctx, "10.77.250.2", 9, 5, size, time.Millisecond); err != nil || n != 5 {
+		t.Fatalf("SendUDP to a closed port: %d sent, %v", n, err)
+	}
+	n, err := a.SendUDP(ctx, "10.77.250.2", 5300, count, size, 100*time.Microsecond)
+	if err != nil || n != count {
+		t.Fatalf("SendUDP: %d sent, %v", n, err)
+	}
+	got := 0
+	buf := make([]byte, 2048)
+	rx.SetReadDeadline(time.Now().Add(2 * time.Second))
+	for got < count {
+		m, _, err := rx.ReadFrom(buf)
+		if err != nil {
+			break
+		}
+		if m != size {
+			t.Fatalf("datagram of %d bytes, want %d", m, size)
+		}
+		got++
+	}
+	if got != count {
+		t.Errorf("%d of %d datagrams arrived over the veth", got, count)
+	}
+	for _, bad := range []struct {
+		addr       string
+		port, size int
+	}{{"fe80::1", 9, 10}, {"10.77.250.2", 0, 10}, {"10.77.250.2", 9, 70000}} {
+		if _, err := a.SendUDP(ctx, bad.addr, bad.port, 1, bad.size, 0); err == nil {
+			t.Errorf("SendUDP(%q, %d, size %d) succeeded", bad.addr, bad.port, bad.size)
+		}
 	}
 }
