@@ -198,14 +198,24 @@ func (m *Mux) read() {
 			m.log.Info("port receiving again")
 			backoff = 0
 		}
-		e := m.route(buf[:n])
-		if e == nil {
-			m.unclaimed.Add(1)
-			continue
-		}
-		e.rxFrames.Add(1)
-		e.recv.Receive(buf[:n])
+		m.Dispatch(buf[:n])
 	}
+}
+
+// Dispatch hands one received frame to the engine that claims it (or the
+// fallback) and reports whether one did; unclaimed frames are counted. It
+// is what the reader does with every frame, exported so that benchmarks
+// can drive the receive path without a backend; it must not run
+// concurrently with the reader of a backend that delivers frames.
+func (m *Mux) Dispatch(frame []byte) bool {
+	e := m.route(frame)
+	if e == nil {
+		m.unclaimed.Add(1)
+		return false
+	}
+	e.rxFrames.Add(1)
+	e.recv.Receive(frame)
+	return true
 }
 
 func (m *Mux) closing() bool {

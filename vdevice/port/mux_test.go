@@ -177,6 +177,34 @@ func TestMuxDemux(t *testing.T) {
 	}
 }
 
+// TestMuxDispatch: a frame handed in directly takes the reader's route,
+// and Dispatch says whether an engine claimed it.
+func TestMuxDispatch(t *testing.T) {
+	roce := udpFrame(t, pkthdr.UDPPortRoCEv2, []byte("bth+payload"))
+	dns := udpFrame(t, 53, []byte("query"))
+	dev, peer := Pipe(4)
+	defer peer.Close()
+	m := NewMux(dev, nil)
+	defer m.Close()
+	rcEP, err := m.Attach("rc", claimUDPPort(pkthdr.UDPPortRoCEv2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &engineRecorder{}
+	rcEP.Deliver(rc)
+	for _, tc := range []struct {
+		frame   []byte
+		claimed bool
+	}{{roce, true}, {dns, false}, {roce, true}} {
+		if got := m.Dispatch(tc.frame); got != tc.claimed {
+			t.Errorf("Dispatch of a %d-byte frame: claimed %v, want %v", len(tc.frame), got, tc.claimed)
+		}
+	}
+	if r, _ := rc.got(); !equalFrames(r, [][]byte{roce, roce}) || rcEP.Stats().RxFrames != 2 || m.Unclaimed() != 1 {
+		t.Errorf("RC engine got %d frames (stats %+v), %d unclaimed; want 2 and 1", len(r), rcEP.Stats(), m.Unclaimed())
+	}
+}
+
 func equalFrames(a, b [][]byte) bool {
 	if len(a) != len(b) {
 		return false
