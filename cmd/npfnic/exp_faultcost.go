@@ -19,7 +19,8 @@ func runExpFaultCost(ctx context.Context, args []string) error {
 	out := fs.String("out", "out/exp/fault-cost", "output directory: CSV, PNG, the table and the guest's logs")
 	policy := fs.String("policy", faultcost.DefaultPolicy, "the driver's rx_policy: backup, drop or pin")
 	ring := fs.Int("ring", faultcost.DefaultRingSize, "the driver's rx_ring_size")
-	cycles := fs.Int("cycles", faultcost.DefaultCycles, "cool the RX ring and drive traffic this many times")
+	cycles := fs.Int("cycles", faultcost.DefaultCycles, "cool the RX ring and drive traffic this many times (over all rounds)")
+	rounds := fs.Int("rounds", faultcost.DefaultRounds, "rounds, each with its share of the cycles and of the floor's DIAG_ECHO rounds: the ratio is taken per round")
 	bytes := fs.Int("bytes", faultcost.DefaultBytes, "bytes iperf3 moves each way per cycle")
 	traffic := fs.String("traffic", "iperf", "traffic per cycle: iperf (TCP both ways: bursts of RX faults and TX faults) or ping (isolated RX faults)")
 	pings := fs.Int("pings", 10, "echo requests per cycle with -traffic ping")
@@ -32,8 +33,9 @@ func runExpFaultCost(ctx context.Context, args []string) error {
 			"The cost of a network page fault, stage by stage (Lesokhin et al., ASPLOS'17, Figure 3 / Table 4): a TCG guest\n"+
 			"cools its RX ring again and again while TCP runs both ways; the device (served in this\n"+
 			"process) timestamps every page request group: detected, queued, interrupt, response, done.\n"+
-			"DIAG_ECHO then measures an interrupt plus a doorbell from process context, the floor of a\n"+
-			"fault's round trip. Prints p50/p99 per stage beside the floor; CSV + PNG. Needs root.\n\n")
+			"DIAG_ECHO measures an interrupt plus a doorbell from process context, the floor of a\n"+
+			"fault's round trip, interleaved with the faults in rounds. Prints p50/p99 per stage beside\n"+
+			"the floor, the device's own share, and the ratio per round; CSV + PNG. Needs root.\n\n")
 		fs.PrintDefaults()
 	}
 	start := time.Now()
@@ -42,7 +44,7 @@ func runExpFaultCost(ctx context.Context, args []string) error {
 		return err
 	}
 	c := faultcost.Config{
-		Policy: *policy, RingSize: *ring, Cycles: *cycles, Bytes: *bytes, Traffic: *traffic, Pings: *pings, EchoRounds: *echo, EchoGap: *echoGap, DriverExtra: *extra,
+		Policy: *policy, RingSize: *ring, Cycles: *cycles, Rounds: *rounds, Bytes: *bytes, Traffic: *traffic, Pings: *pings, EchoRounds: *echo, EchoGap: *echoGap, DriverExtra: *extra,
 		LogDir: filepath.Join(*out, "logs"), Progress: progress,
 	}
 	if c.Images, err = buildImages(ctx, opt); err != nil {

@@ -16,6 +16,12 @@
 // floor of a fault's round trip (detected → response). The driver's own
 // view (ethtool -S fault_lat_*, fault_sched_p50_ns, fault_map_p50_ns,
 // backup_lat_*) is recorded beside it.
+//
+// A shared host's load moves both the faults and the floor, so a ratio of
+// the two is only meaningful when they are measured together: the run is
+// split into rounds, each with its share of the cycles and of the floor's
+// rounds (the floor first on even rounds, last on odd ones), and the ratio
+// is taken per round and summarised by its median and spread.
 package faultcost
 
 import (
@@ -44,8 +50,11 @@ type Config struct {
 	// RingSize is rx_ring_size; default 256.
 	RingSize int
 	// Cycles is how many times the ring is cooled and traffic driven;
-	// default 20.
+	// default 20, split evenly over the rounds.
 	Cycles int
+	// Rounds interleave faults and floor: each round runs its share of
+	// the cycles and of the DIAG_ECHO rounds; default 5.
+	Rounds int
 	// Bytes is what iperf3 moves each way per cycle; default 1 MiB.
 	Bytes int
 	// Traffic is "iperf" (default: TCP both ways, bursts of faults after
@@ -53,8 +62,9 @@ type Config struct {
 	// per cycle: isolated RX faults, one at a time).
 	Traffic string
 	Pings   int
-	// EchoRounds is the number of DIAG_ECHO rounds; default 2000, 200
-	// with ping traffic; -1 measures no floor.
+	// EchoRounds is the number of DIAG_ECHO rounds over the whole run
+	// (split over the rounds); default 2000, 200 with ping traffic; -1
+	// measures no floor.
 	EchoRounds int
 	// EchoGap is the pause the device takes before each DIAG_ECHO round,
 	// so the floor is measured in the guest state the faults meet: back to
@@ -75,6 +85,7 @@ const (
 	DefaultPolicy     = "backup"
 	DefaultRingSize   = 256
 	DefaultCycles     = 20
+	DefaultRounds     = 5
 	DefaultBytes      = 1 << 20
 	DefaultEchoRounds = 2000
 	// DefaultPingEchoGap spaces DIAG_ECHO rounds under ping traffic.
@@ -90,6 +101,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Cycles == 0 {
 		c.Cycles = DefaultCycles
+	}
+	if c.Rounds == 0 {
+		c.Rounds = DefaultRounds
 	}
 	if c.Bytes == 0 {
 		c.Bytes = DefaultBytes
@@ -128,6 +142,12 @@ func (c *Config) Validate() error {
 	if c.Traffic != "iperf" && c.Traffic != "ping" {
 		return fmt.Errorf("faultcost: traffic %q: want iperf or ping", c.Traffic)
 	}
+	if c.Rounds < 1 || c.Rounds > 100 || c.Cycles < c.Rounds {
+		return fmt.Errorf("faultcost: %d rounds of %d cycles: want 1 to 100 rounds and at least one cycle each", c.Rounds, c.Cycles)
+	}
+	if c.EchoRounds > 0 && c.EchoRounds < c.Rounds {
+		return fmt.Errorf("faultcost: %d DIAG_ECHO rounds for %d rounds: want at least one each", c.EchoRounds, c.Rounds)
+	}
 	if c.Cycles < 1 || c.Cycles > 10000 || c.Bytes < 1024 || c.EchoRounds < -1 || c.EchoRounds > hw.DiagEchoMax ||
 		c.EchoGap < 0 || c.EchoGap > hw.DiagEchoGapMax*time.Microsecond {
 		return fmt.Errorf("faultcost: cycles %d, bytes %d, echo rounds %d, echo gap %v out of range", c.Cycles, c.Bytes, c.EchoRounds, c.EchoGap)
@@ -135,8 +155,16 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// Round is what one round measured: its faults and its floor.
+type Round struct {
+	Records []pri.Record
+	Echo    []time.Duration
+}
+
 // Result is what one run measured.
 type Result struct {
+	// Rounds are the rounds in order; Records and Echo are all of them.
+	Rounds []Round
 	// Records are the device's fault records of this run.
 	Records []pri.Record
 	// RecorderDropped is how many records the device's recorder lost,
@@ -150,8 +178,7 @@ type Result struct {
 	PRI pri.Stats
 	// Driver is ethtool -S at the end.
 	Driver map[string]uint64
-	// Cycles is how many cool + traffic cycles ran; Cools the driver's
-	// count of cools.
+	// Cycles is how many cool + traffic cycles ran.
 	Cycles int
 	// Params are the driver's module parameters.
 	Params string
@@ -198,63 +225,61 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	pri0 := engine.Stats()
 	count0, dropped0 := rec.Count(), rec.Dropped()
 
-	// The floor is measured in the middle of the cycles, so that faults
-	// and floor see the same (shared) host. One DIAG_ECHO run only: a
-	// second run of the same driver load is not answered (the driver
-	// numbers each run's rounds from 1, the device continues its count).
-	echoAfter := (c.Cycles + 1) / 2
+	// Each round runs its share of the cycles and of the floor's rounds,
+	// the floor last on odd rounds and first on even ones, so that faults
+	// and floor see the same (shared) host.
 	echoBefore, _ := dev.EchoRoundTrips()
 	samples := func() int { r, _ := dev.EchoRoundTrips(); return len(r) }
-	c.progress("%d cycles: cool the RX ring, %s; after cycle %d, %d DIAG_ECHO rounds (interrupt -> process context -> doorbell)",
-		c.Cycles, c.trafficText(), echoAfter, c.EchoRounds)
+	c.progress("%d rounds of %d cycles (cool the RX ring, %s) and %d DIAG_ECHO rounds (interrupt -> process context -> doorbell)",
+		c.Rounds, c.Cycles/c.Rounds, c.trafficText(), max(c.EchoRounds/c.Rounds, 0))
 	var recs []pri.Record
 	seen := map[[pri.NumStamps]int64]bool{}
-	for i := 1; i <= c.Cycles; i++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if err := tb.WriteSysfs(ctx, "cool", "1"); err != nil {
-			return nil, fmt.Errorf("cycle %d: cool: %w", i, err)
-		}
-		if c.Traffic == "ping" {
-			pctx, cancel := context.WithTimeout(ctx, time.Minute)
-			pr, err := tb.NS.Ping(pctx, tb.GuestIP, c.Pings, 100*time.Millisecond, 2*time.Second)
-			cancel()
-			if err == nil && pr.Received < pr.Sent {
-				err = fmt.Errorf("%d of %d echo requests answered", pr.Received, pr.Sent)
+	cycle := 0
+	for round := 1; round <= c.Rounds; round++ {
+		var rr Round
+		floor := func() {
+			if c.EchoRounds <= 0 {
+				return
 			}
-			if err != nil {
-				res.Warnings = append(res.Warnings, fmt.Sprintf("cycle %d: ping: %v", i, err))
+			n0 := samples()
+			if err := echo(ctx, tb, c.EchoRounds/c.Rounds, c.EchoGap, samples); err != nil {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("round %d: diag_echo: %v", round, err))
+				c.progress("round %d: diag_echo: %v", round, err)
 			}
-		} else {
-			for _, rev := range []bool{false, true} {
-				if err := hostIperf(ctx, tb, c.Bytes, rev); err != nil {
-					res.Warnings = append(res.Warnings, fmt.Sprintf("cycle %d: %v", i, err))
-					c.progress("cycle %d: %v", i, firstLine(err.Error()))
+			if all, _ := dev.EchoRoundTrips(); len(all) > n0 {
+				rr.Echo = append(rr.Echo, all[n0:]...)
+			}
+		}
+		if round%2 == 0 {
+			floor()
+		}
+		for range c.Cycles / c.Rounds {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			cycle++
+			if err := c.cycle(ctx, tb, cycle, res); err != nil {
+				return nil, err
+			}
+			// Take the records now: the recorder's ring holds the last
+			// pri.DefaultRecords only. A record enters the ring when its
+			// fault finishes, so a snapshot also holds older ones: keep
+			// each once, keyed by its stamps.
+			for _, r := range rec.Snapshot() {
+				if r.Stamps[pri.StampDetected] < since || seen[r.Stamps] {
+					continue
 				}
+				seen[r.Stamps] = true
+				recs = append(recs, r)
+				rr.Records = append(rr.Records, r)
 			}
+			res.Cycles = cycle
 		}
-		// Take the records now: the recorder's ring holds the last
-		// pri.DefaultRecords only. A record enters the ring when its
-		// fault finishes, so a snapshot also holds older ones: keep each
-		// once, keyed by its stamps.
-		for _, r := range rec.Snapshot() {
-			if r.Stamps[pri.StampDetected] < since || seen[r.Stamps] {
-				continue
-			}
-			seen[r.Stamps] = true
-			recs = append(recs, r)
+		if round%2 == 1 {
+			floor()
 		}
-		if i == echoAfter && c.EchoRounds > 0 {
-			if err := echo(ctx, tb, c.EchoRounds, c.EchoGap, samples); err != nil {
-				res.Warnings = append(res.Warnings, fmt.Sprintf("cycle %d: diag_echo: %v", i, err))
-				c.progress("cycle %d: diag_echo: %v", i, err)
-			}
-		}
-		res.Cycles = i
-		if i%5 == 0 || i == c.Cycles {
-			c.progress("cycle %d/%d: %d fault records, %d echo rounds so far", i, c.Cycles, len(recs), samples()-len(echoBefore))
-		}
+		res.Rounds = append(res.Rounds, rr)
+		c.progress("round %d/%d: %d fault records, %d echo rounds", round, c.Rounds, len(rr.Records), len(rr.Echo))
 	}
 	res.Records = recs
 	res.RecorderDropped = rec.Dropped() - dropped0
@@ -282,6 +307,33 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 		tb.SaveLog("dmesg-tail.txt", dumped)
 	}
 	return res, nil
+}
+
+// cycle cools the RX ring and drives the traffic once; traffic that fails
+// is a warning, a cool that fails ends the run.
+func (c *Config) cycle(ctx context.Context, tb *testbed.Testbed, i int, res *Result) error {
+	if err := tb.WriteSysfs(ctx, "cool", "1"); err != nil {
+		return fmt.Errorf("cycle %d: cool: %w", i, err)
+	}
+	if c.Traffic == "ping" {
+		pctx, cancel := context.WithTimeout(ctx, time.Minute)
+		pr, err := tb.NS.Ping(pctx, tb.GuestIP, c.Pings, 100*time.Millisecond, 2*time.Second)
+		cancel()
+		if err == nil && pr.Received < pr.Sent {
+			err = fmt.Errorf("%d of %d echo requests answered", pr.Received, pr.Sent)
+		}
+		if err != nil {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("cycle %d: ping: %v", i, err))
+		}
+		return nil
+	}
+	for _, rev := range []bool{false, true} {
+		if err := hostIperf(ctx, tb, c.Bytes, rev); err != nil {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("cycle %d: %v", i, err))
+			c.progress("cycle %d: %v", i, firstLine(err.Error()))
+		}
+	}
+	return nil
 }
 
 func (c *Config) trafficText() string {

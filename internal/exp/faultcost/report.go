@@ -40,16 +40,19 @@ func Table(c Config, r *Result) string {
 	c.setDefaults()
 	var b strings.Builder
 	fmt.Fprintf(&b, "fault cost (Lesokhin et al., ASPLOS'17, Figure 3 / Table 4 style) on npfnic, TCG guest, insmod npfnic.ko %s\n", r.Params)
-	fmt.Fprintf(&b, "%d cycles of: cool the RX ring (sysfs cool), %s; %d DIAG_ECHO rounds half-way, %v before each\n", r.Cycles, c.trafficText(), c.EchoRounds, c.EchoGap)
-	fmt.Fprintf(&b, "device-measured stages of each page request group; microseconds\n")
+	fmt.Fprintf(&b, "%d rounds, each of %d cycles (cool the RX ring with sysfs cool, %s) and %d DIAG_ECHO rounds (%v before each; last on odd rounds, first on even ones)\n",
+		len(r.Rounds), c.Cycles/c.Rounds, c.trafficText(), max(c.EchoRounds/c.Rounds, 0), c.EchoGap)
+	fmt.Fprintf(&b, "device-measured stages of each page request group over all rounds; microseconds\n")
 	floor := NewDist(r.Echo)
 	for _, bd := range Breakdowns(r.Records) {
 		fmt.Fprintf(&b, "\n%s faults: %d groups, %d pages (ended after a Success response %d, Invalid %d; finished before any response %d)\n",
 			bd.Kind, bd.Faults, bd.Pages, bd.Success, bd.Invalid, bd.NoResponse)
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "stage\tspan\tn\tp50\tp90\tp99\tmax\tmean\t\n")
-		for i, row := range bd.Rows {
-			d := row
+		for i, d := range bd.Rows {
+			if !RowApplies(c.Policy, bd.Kind, i) {
+				continue
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", RowNames[i][0], RowNames[i][1], d.N, us(d.P50), us(d.P90), us(d.P99), us(d.Max), us(d.Mean))
 		}
 		if floor.N > 0 {
@@ -61,7 +64,16 @@ func Table(c Config, r *Result) string {
 			}
 		}
 		tw.Flush()
+		if dev := bd.Rows[RowDevice]; dev.N > 0 {
+			verdict := "MET"
+			if dev.P99 > DeviceP99Goal {
+				verdict = "MISSED"
+			}
+			fmt.Fprintf(&b, "the device's share (detected -> interrupt): p50 %s us, p99 %s us; goal p99 <= %s us: %s\n",
+				us(dev.P50), us(dev.P99), us(DeviceP99Goal), verdict)
+		}
 	}
+	b.WriteString(roundsText(r))
 	if len(r.Records) == 0 {
 		b.WriteString("\nno fault records: the device saw no page faults\n")
 		if floor.N > 0 {
@@ -105,8 +117,9 @@ func Table(c Config, r *Result) string {
 
 // WriteOutputs writes fault-cost-records.csv (every fault: kind, pages,
 // outcome and stage durations), fault-cost-echo.csv (every DIAG_ECHO round
-// trip), fault-cost.csv (the breakdown with the floor), fault-cost.txt and
-// fault-cost.png into dir.
+// trip), fault-cost.csv (the breakdown with the floor),
+// fault-cost-rounds.csv (every round's round trip, floor and ratio),
+// fault-cost.txt and fault-cost.png into dir.
 func WriteOutputs(dir string, c Config, r *Result) ([]string, error) {
 	var files []string
 	var rows [][]string
@@ -158,6 +171,9 @@ func WriteOutputs(dir string, c Config, r *Result) ([]string, error) {
 	}
 	for _, bd := range Breakdowns(r.Records) {
 		for i, d := range bd.Rows {
+			if !RowApplies(c.Policy, bd.Kind, i) {
+				continue
+			}
 			ratio := math.NaN()
 			if floor.P50 > 0 && d.N > 0 {
 				ratio = float64(d.P50) / float64(floor.P50)
@@ -179,7 +195,17 @@ func WriteOutputs(dir string, c Config, r *Result) ([]string, error) {
 		return nil, err
 	}
 	files = append(files, p)
-	if charts := Charts(r); len(charts) > 0 {
+	rows = nil
+	for _, x := range RoundRatios(r.Rounds, 0) {
+		rx := RoundRatios(r.Rounds[x.Round-1:x.Round], hw.FaultKindRxBuf)[0]
+		rows = append(rows, report.Row(x.Round, x.RoundTrip.N, us1(x.RoundTrip.P50), rx.RoundTrip.N, us1(rx.RoundTrip.P50), x.Floor.N, us1(x.Floor.P50), x.Ratio, rx.Ratio))
+	}
+	p = filepath.Join(dir, "fault-cost-rounds.csv")
+	if err := report.WriteCSV(p, []string{"round", "faults", "round_trip_p50_us", "rx_faults", "rx_round_trip_p50_us", "floor_n", "floor_p50_us", "ratio_all", "ratio_rx"}, rows); err != nil {
+		return nil, err
+	}
+	files = append(files, p)
+	if charts := Charts(c, r); len(charts) > 0 {
 		p = filepath.Join(dir, "fault-cost.png")
 		if err := report.SavePNG(p, 820, 380, charts...); err != nil {
 			return nil, err
@@ -187,6 +213,38 @@ func WriteOutputs(dir string, c Config, r *Result) ([]string, error) {
 		files = append(files, p)
 	}
 	return files, nil
+}
+
+// roundsText is every round's RX (or, without RX faults, any) fault round
+// trip against the same round's floor, and the median ratio.
+func roundsText(r *Result) string {
+	kind := uint16(hw.FaultKindRxBuf)
+	if len(RoundTrips(r.Records, kind)) == 0 {
+		kind = 0
+	}
+	rs := RoundRatios(r.Rounds, kind)
+	med, lo, hi, ok := RatioSummary(rs)
+	if !ok {
+		return ""
+	}
+	what := "RX buffer"
+	if kind == 0 {
+		what = "every"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nper round, %s fault round trip (detected -> response) against that round's floor, p50:\n", what)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "round\tfaults\tround trip us\tfloor us\tratio\t\n")
+	for _, x := range rs {
+		ratio := "-"
+		if !math.IsNaN(x.Ratio) {
+			ratio = fmt.Sprintf("%.2fx", x.Ratio)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t\n", x.Round, x.RoundTrip.N, us(x.RoundTrip.P50), us(x.Floor.P50), ratio)
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "round trip / floor: median %.2fx over the rounds (%.2f-%.2f)\n", med, lo, hi)
+	return b.String()
 }
 
 func us1(d time.Duration) float64 { return float64(d) / 1e3 }
@@ -205,7 +263,7 @@ func outcomeName(o pri.Outcome) string {
 
 // Charts: p50 and p99 of every stage per fault kind, with the floor
 // (DIAG_ECHO), and the CDFs of the fault round trips against the floor.
-func Charts(r *Result) []report.Chart {
+func Charts(c Config, r *Result) []report.Chart {
 	var charts []report.Chart
 	floor := NewDist(r.Echo)
 	bds := Breakdowns(r.Records)
@@ -228,8 +286,12 @@ func Charts(r *Result) []report.Chart {
 					continue
 				}
 				s := report.BarSeries{Name: bd.Kind + " faults"}
-				for _, d := range bd.Rows {
-					s.Values = append(s.Values, us1(q.get(d)))
+				for i, d := range bd.Rows {
+					if RowApplies(c.Policy, bd.Kind, i) {
+						s.Values = append(s.Values, us1(q.get(d)))
+					} else {
+						s.Values = append(s.Values, 0)
+					}
 				}
 				s.Values = append(s.Values, us1(q.get(floor)), 0)
 				bar.Series = append(bar.Series, s)

@@ -1,10 +1,12 @@
 package faultcost
 
 import (
+	"math"
 	"slices"
 	"strconv"
 	"time"
 
+	"github.com/npfnic/npfnic/internal/report"
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
@@ -40,9 +42,10 @@ func Percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[rank]
 }
 
-// Stage rows of the breakdown: pri's stages plus the round trip a fault
-// costs before the device may retry (detected → response), which is what
-// the floor compares with.
+// Stage rows of the breakdown: pri's stages, the round trip a fault costs
+// before the device may retry (detected → response), which is what the
+// floor compares with, and the device's own share of it (detected →
+// interrupt: everything before the guest runs).
 const (
 	RowQueue     = pri.StageQueue
 	RowInterrupt = pri.StageInterrupt
@@ -50,17 +53,34 @@ const (
 	RowResume    = pri.StageResume
 	RowTotal     = pri.StageTotal
 	RowRoundTrip = pri.NumStages
-	NumRows      = pri.NumStages + 1
+	RowDevice    = pri.NumStages + 1
+	NumRows      = pri.NumStages + 2
 )
 
 // RowNames are the rows' names and what they span.
 var RowNames = [NumRows][2]string{
 	{"queue", "detected -> queued"},
 	{"interrupt", "queued -> interrupt"},
-	{"resolve", "interrupt -> response"},
+	{"resolve", "interrupt -> response (the guest)"},
 	{"resume", "response -> done"},
 	{"total", "detected -> done"},
 	{"round trip", "detected -> response"},
+	{"device", "detected -> interrupt (the device)"},
+}
+
+// DeviceP99Goal is the goal for the device's share of a fault at p99.
+const DeviceP99Goal = 10 * time.Microsecond
+
+// RowApplies reports whether row measures a cost of a fault of kind (a
+// Breakdown's Kind) under policy. Under drop an RX buffer fault is done
+// when the next frame finds the slot mapped, which is whenever the sender
+// retransmits: not a cost of the fault, so resume and total are left out
+// (for "all" too, which mixes them in).
+func RowApplies(policy, kind string, row int) bool {
+	if policy == "drop" && (kind == KindName(hw.FaultKindRxBuf) || kind == "all") {
+		return row != RowResume && row != RowTotal
+	}
+	return true
 }
 
 // Breakdown is the per-stage distribution of one kind of fault.
@@ -98,14 +118,17 @@ func KindName(k uint16) string {
 
 // RoundTrip is a record's detected -> response interval.
 func RoundTrip(r pri.Record) (time.Duration, bool) {
-	d, r2 := r.Stamps[pri.StampDetected], r.Stamps[pri.StampResponse]
-	if d == 0 || r2 == 0 {
+	return span(r, pri.StampDetected, pri.StampResponse)
+}
+
+// span is the interval between two of a record's stamps (false if one is
+// missing; 0 if they are out of order).
+func span(r pri.Record, from, to int) (time.Duration, bool) {
+	a, b := r.Stamps[from], r.Stamps[to]
+	if a == 0 || b == 0 {
 		return 0, false
 	}
-	if r2 < d {
-		return 0, true
-	}
-	return time.Duration(r2 - d), true
+	return time.Duration(max(b-a, 0)), true
 }
 
 // Breakdowns splits records by fault kind (in kind order) and adds "all"
@@ -151,6 +174,9 @@ func breakdown(kind string, recs []pri.Record) Breakdown {
 		if d, ok := RoundTrip(r); ok {
 			rows[RowRoundTrip] = append(rows[RowRoundTrip], d)
 		}
+		if d, ok := span(r, pri.StampDetected, pri.StampInterrupt); ok {
+			rows[RowDevice] = append(rows[RowDevice], d)
+		}
 	}
 	for i := range rows {
 		b.Rows[i] = NewDist(rows[i])
@@ -171,4 +197,43 @@ func RoundTrips(recs []pri.Record, kind uint16) []time.Duration {
 		}
 	}
 	return out
+}
+
+// RoundRatio is one round's fault round trip against its own floor.
+type RoundRatio struct {
+	Round     int // from 1
+	RoundTrip Dist
+	Floor     Dist
+	// Ratio is RoundTrip.P50 / Floor.P50 (NaN when either is missing).
+	Ratio float64
+}
+
+// RoundRatios takes every round's p50 round trip of the faults of kind (0:
+// every kind) over the p50 of the same round's floor.
+func RoundRatios(rounds []Round, kind uint16) []RoundRatio {
+	out := make([]RoundRatio, 0, len(rounds))
+	for i, r := range rounds {
+		rr := RoundRatio{Round: i + 1, RoundTrip: NewDist(RoundTrips(r.Records, kind)), Floor: NewDist(r.Echo), Ratio: math.NaN()}
+		if rr.RoundTrip.N > 0 && rr.Floor.N > 0 && rr.Floor.P50 > 0 {
+			rr.Ratio = float64(rr.RoundTrip.P50) / float64(rr.Floor.P50)
+		}
+		out = append(out, rr)
+	}
+	return out
+}
+
+// RatioSummary is the median and the range of the rounds' ratios; ok is
+// false when no round has one.
+func RatioSummary(rs []RoundRatio) (median, lo, hi float64, ok bool) {
+	var xs []float64
+	for _, r := range rs {
+		if !math.IsNaN(r.Ratio) {
+			xs = append(xs, r.Ratio)
+		}
+	}
+	if len(xs) == 0 {
+		return math.NaN(), math.NaN(), math.NaN(), false
+	}
+	lo, hi = report.Spread(xs)
+	return report.Median(xs), lo, hi, true
 }

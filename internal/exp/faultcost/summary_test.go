@@ -1,6 +1,7 @@
 package faultcost
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,29 +80,45 @@ func TestBreakdowns(t *testing.T) {
 	}
 }
 
-func TestWriteOutputs(t *testing.T) {
+// sampleResult is three rounds of RX and TX faults with their floors: the
+// device's share is 9 µs, RX round trips 250-280 µs, the floor 150-175 µs.
+func sampleResult() *Result {
 	r := &Result{Params: "rx_policy=backup rx_ring_size=256", Cycles: 3,
 		Driver: map[string]uint64{"rx_faults": 700, "fault_lat_p50_ns": 250000, "cools": 3}}
+	r.Rounds = make([]Round, 3)
 	for i := int64(0); i < 300; i++ {
 		base := 1_000_000 * (i + 1)
-		r.Records = append(r.Records, rec(hw.FaultKindRxBuf, pri.OutcomeSuccess, base, base+5000, base+9000, base+250000+i*100, base+260000+i*100))
+		rd := &r.Rounds[i/100]
+		rx := rec(hw.FaultKindRxBuf, pri.OutcomeSuccess, base, base+5000, base+9000, base+250000+i*100, base+260000+i*100)
+		rd.Records = append(rd.Records, rx)
+		r.Records = append(r.Records, rx)
 		if i%10 == 0 {
-			r.Records = append(r.Records, rec(hw.FaultKindTxBuf, pri.OutcomeSuccess, base, base+5000, base+9000, base+300000, base+320000))
+			tx := rec(hw.FaultKindTxBuf, pri.OutcomeSuccess, base, base+5000, base+9000, base+300000, base+320000)
+			rd.Records = append(rd.Records, tx)
+			r.Records = append(r.Records, tx)
 		}
 	}
 	for i := 0; i < 500; i++ {
-		r.Echo = append(r.Echo, time.Duration(150000+i*50))
+		e := time.Duration(150000 + i*50)
+		r.Echo = append(r.Echo, e)
+		r.Rounds[min(i/167, 2)].Echo = append(r.Rounds[min(i/167, 2)].Echo, e)
 	}
+	return r
+}
+
+func TestWriteOutputs(t *testing.T) {
+	r := sampleResult()
 	dir := t.TempDir()
 	files, err := WriteOutputs(dir, Config{}, r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 5 {
+	if len(files) != 6 {
 		t.Fatalf("files %v", files)
 	}
 	txt, _ := os.ReadFile(filepath.Join(dir, "fault-cost.txt"))
-	for _, want := range []string{"RX buffer faults: 300 groups", "TX buffer faults: 30", "round trip / floor", "floor", "fault_lat_p50 250 us"} {
+	for _, want := range []string{"RX buffer faults: 300 groups", "TX buffer faults: 30", "round trip / floor", "floor", "fault_lat_p50 250 us",
+		"resume", "goal p99 <= 10.0 us: MET", "per round, RX buffer fault round trip", "median"} {
 		if !strings.Contains(string(txt), want) {
 			t.Errorf("table lacks %q:\n%s", want, txt)
 		}
@@ -110,6 +127,65 @@ func TestWriteOutputs(t *testing.T) {
 	csv, _ := os.ReadFile(filepath.Join(dir, "fault-cost-records.csv"))
 	if n := strings.Count(string(csv), "\n"); n != 331 {
 		t.Errorf("records csv has %d lines, want 331", n)
+	}
+	rounds, _ := os.ReadFile(filepath.Join(dir, "fault-cost-rounds.csv"))
+	if n := strings.Count(string(rounds), "\n"); n != 4 {
+		t.Errorf("rounds csv has %d lines, want 4:\n%s", n, rounds)
+	}
+	// Under drop, RX faults have no resume or total: the table leaves
+	// them out; the device's share over its goal is a miss.
+	for i := range r.Records {
+		r.Records[i].Stamps[pri.StampInterrupt] += 20000
+	}
+	txt2 := Table(Config{Policy: "drop"}, r)
+	for _, bad := range []string{"response -> done", "detected -> done"} {
+		if strings.Contains(txt2, bad) && strings.Count(txt2, bad) > 1 {
+			t.Errorf("drop table shows %q for RX:\n%s", bad, txt2)
+		}
+	}
+	if !strings.Contains(txt2, "goal p99 <= 10.0 us: MISSED") {
+		t.Errorf("a 29 us device share met the goal:\n%s", txt2)
+	}
+}
+
+func TestRowApplies(t *testing.T) {
+	rx, tx := KindName(hw.FaultKindRxBuf), KindName(hw.FaultKindTxBuf)
+	for _, tc := range []struct {
+		policy, kind string
+		row          int
+		want         bool
+	}{
+		{"drop", rx, RowResume, false}, {"drop", rx, RowTotal, false}, {"drop", "all", RowResume, false},
+		{"drop", rx, RowRoundTrip, true}, {"drop", rx, RowDevice, true}, {"drop", tx, RowResume, true},
+		{"backup", rx, RowResume, true}, {"backup", "all", RowTotal, true},
+	} {
+		if got := RowApplies(tc.policy, tc.kind, tc.row); got != tc.want {
+			t.Errorf("RowApplies(%s, %s, %s) = %v", tc.policy, tc.kind, RowNames[tc.row][0], got)
+		}
+	}
+}
+
+func TestRoundRatios(t *testing.T) {
+	r := sampleResult()
+	r.Rounds = append(r.Rounds, Round{Records: r.Rounds[0].Records}) // no floor
+	rs := RoundRatios(r.Rounds, hw.FaultKindRxBuf)
+	if len(rs) != 4 {
+		t.Fatalf("%d rounds", len(rs))
+	}
+	for _, x := range rs[:3] {
+		if want := float64(x.RoundTrip.P50) / float64(x.Floor.P50); x.RoundTrip.N != 100 || x.Ratio != want {
+			t.Errorf("round %d: %d faults, ratio %g, want 100 and %g", x.Round, x.RoundTrip.N, x.Ratio, want)
+		}
+	}
+	if !math.IsNaN(rs[3].Ratio) {
+		t.Errorf("a round without a floor has ratio %g", rs[3].Ratio)
+	}
+	med, lo, hi, ok := RatioSummary(rs)
+	if !ok || med != rs[1].Ratio || lo != min(rs[0].Ratio, rs[1].Ratio, rs[2].Ratio) || hi != max(rs[0].Ratio, rs[1].Ratio, rs[2].Ratio) {
+		t.Errorf("summary %g (%g-%g) %v over %+v", med, lo, hi, ok, rs)
+	}
+	if _, _, _, ok := RatioSummary(rs[3:]); ok {
+		t.Error("a summary without any ratio")
 	}
 }
 
