@@ -144,6 +144,7 @@ type Datapath struct {
 
 	rxNoQueue  atomic.Uint64
 	rxDisabled atomic.Uint64
+	rxGSO      rxGSOStats
 }
 
 // statusBlock is the status block at one address the driver latched, and
@@ -648,6 +649,12 @@ type Stats struct {
 	BackupDropsLarge uint64 // faulting frames dropped: larger than the backup buffer
 	BackupEvents     uint64 // backup vector interrupts (entries and tail events)
 	TailEvents       uint32 // RX_TAIL_IRQ events since reset
+
+	// Receive offload from the host (ReceiveGSO).
+	RxGSOFrames   uint64 // super-packets cut into segments
+	RxGSOSegments uint64 // the segments they were cut into
+	RxGSOCsums    uint64 // frames whose partial checksum the device completed
+	RxGSOBad      uint64 // unfinished frames dropped: a request the device does not carry out
 }
 
 // Stats returns the counters.
@@ -657,7 +664,9 @@ func (d *Datapath) Stats() Stats {
 		MiscInterrupts: d.misc.fired.Load(),
 		BackupHead:     d.backup.head(), BackupStored: d.backup.stored.Load(),
 		BackupFull: uint64(d.backup.full.Load()), BackupDropsLarge: d.backup.drops.Load(),
-		BackupEvents: d.backup.events.Load(), TailEvents: d.backup.tailEvents.Load()}
+		BackupEvents: d.backup.events.Load(), TailEvents: d.backup.tailEvents.Load(),
+		RxGSOFrames: d.rxGSO.frames.Load(), RxGSOSegments: d.rxGSO.segments.Load(),
+		RxGSOCsums: d.rxGSO.csums.Load(), RxGSOBad: d.rxGSO.bad.Load()}
 	for _, p := range d.pairs {
 		s.Pairs = append(s.Pairs, p.Stats())
 	}

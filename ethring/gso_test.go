@@ -4,17 +4,15 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"os"
 	"os/exec"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/npfnic/npfnic/internal/testutil"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/pkthdr"
 	"github.com/npfnic/npfnic/vdevice/port"
-	"golang.org/x/sys/unix"
 )
 
 // gsoPort is a wire that takes GSO sends and keeps everything sent.
@@ -202,68 +200,6 @@ func TestTSOGSOPcapOverPlainPort(t *testing.T) {
 	}
 }
 
-// netnsTAP creates a network namespace for the test and returns a
-// function running fn with the calling thread in it (sockets and TAPs
-// opened there belong to it). It skips without root or ip(8), unless
-// NPFNIC_REQUIRE_TOOLS=1.
-func netnsTAP(t *testing.T) (ns string, inNS func(fn func())) {
-	skip := func(format string, args ...any) {
-		if os.Getenv("NPFNIC_REQUIRE_TOOLS") == "1" {
-			t.Fatalf(format, args...)
-		}
-		t.Skipf(format, args...)
-	}
-	if os.Geteuid() != 0 {
-		skip("needs root for a network namespace")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		skip("no ip(8): %v", err)
-	}
-	ns = fmt.Sprintf("npfgso%d", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		skip("ip netns add: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	inNS = func(fn func()) {
-		done := make(chan error, 1)
-		go func() {
-			runtime.LockOSThread()
-			orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				done <- err
-				return
-			}
-			defer unix.Close(orig)
-			target, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				done <- err
-				return
-			}
-			defer unix.Close(target)
-			if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
-				done <- err
-				return
-			}
-			fn()
-			if unix.Setns(orig, unix.CLONE_NEWNET) == nil {
-				runtime.UnlockOSThread() // else the thread exits with the goroutine
-			}
-			done <- nil
-		}()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
-	return ns, inNS
-}
-
-func ipCmd(t *testing.T, ns string, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %v: %v: %s", args, err, out)
-	}
-}
-
 // TestTSOGSOTAP sends super-packets from the device into a real TAP (the
 // host kernel segments them) in a namespace of the test's own, which
 // forwards them to a second TAP without offloads, where the kernel cuts
@@ -272,7 +208,7 @@ func ipCmd(t *testing.T, ns string, args ...string) {
 // limit one lower: correct lengths, IP and TCP checksums, sequence
 // numbers and flags.
 func TestTSOGSOTAP(t *testing.T) {
-	ns, inNS := netnsTAP(t)
+	ns, inNS := testutil.NetNS(t, "npfgso")
 	var devTAP, sink *port.TAP
 	var err error
 	inNS(func() {
@@ -285,16 +221,16 @@ func TestTSOGSOTAP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sink.Close()
-	ipCmd(t, ns, "link", "set", "gsodev", "address", dstMAC.String(), "up")
-	ipCmd(t, ns, "link", "set", "gsosink", "up")
-	ipCmd(t, ns, "addr", "add", "192.168.77.1/24", "dev", "gsodev")
-	ipCmd(t, ns, "addr", "add", "192.168.78.1/24", "dev", "gsosink")
-	ipCmd(t, ns, "route", "add", src4.String()+"/32", "dev", "gsodev")
-	ipCmd(t, ns, "route", "add", dst4.String()+"/32", "dev", "gsosink")
-	ipCmd(t, ns, "neigh", "add", dst4.String(), "lladdr", "02:00:00:00:00:bb", "dev", "gsosink", "nud", "permanent")
-	ipCmd(t, ns, "-6", "route", "add", src6.String()+"/128", "dev", "gsodev")
-	ipCmd(t, ns, "-6", "route", "add", dst6.String()+"/128", "dev", "gsosink")
-	ipCmd(t, ns, "-6", "neigh", "add", dst6.String(), "lladdr", "02:00:00:00:00:bb", "dev", "gsosink", "nud", "permanent")
+	testutil.IP(t, ns, "link", "set", "gsodev", "address", dstMAC.String(), "up")
+	testutil.IP(t, ns, "link", "set", "gsosink", "up")
+	testutil.IP(t, ns, "addr", "add", "192.168.77.1/24", "dev", "gsodev")
+	testutil.IP(t, ns, "addr", "add", "192.168.78.1/24", "dev", "gsosink")
+	testutil.IP(t, ns, "route", "add", src4.String()+"/32", "dev", "gsodev")
+	testutil.IP(t, ns, "route", "add", dst4.String()+"/32", "dev", "gsosink")
+	testutil.IP(t, ns, "neigh", "add", dst4.String(), "lladdr", "02:00:00:00:00:bb", "dev", "gsosink", "nud", "permanent")
+	testutil.IP(t, ns, "-6", "route", "add", src6.String()+"/128", "dev", "gsodev")
+	testutil.IP(t, ns, "-6", "route", "add", dst6.String()+"/128", "dev", "gsosink")
+	testutil.IP(t, ns, "-6", "neigh", "add", dst6.String(), "lladdr", "02:00:00:00:00:bb", "dev", "gsosink", "nud", "permanent")
 	for _, kv := range [][2]string{{"ipv4/ip_forward", "1"}, {"ipv6/conf/all/forwarding", "1"}} {
 		if out, err := exec.Command("ip", "netns", "exec", ns, "sh", "-c",
 			"echo "+kv[1]+" > /proc/sys/net/"+kv[0]).CombinedOutput(); err != nil {

@@ -53,3 +53,34 @@ func AsGSO(s Sender) (GSOSender, bool) {
 	}
 	return g, true
 }
+
+// RecvGSOPort is a Port that can also deliver what a host kernel hands a
+// NIC with receive offloads (QEMU's virtio-net negotiates the same with
+// TUNSETOFFLOAD): TCP super-packets up to 64 KiB with their segmentation
+// still to do, and frames whose transport checksum is only the
+// pseudo-header sum (GSOInfo.NeedsCsum). A host that may send super-packets
+// needs a queue slot per super-packet instead of per segment, so a reader
+// that holds back (an engine waiting for RX buffers) leaves the host's
+// TCP a window's worth of queue instead of dropping at the TAP.
+//
+// EnableRecvGSO switches the offloads on; until then RecvGSO behaves as
+// Recv. Call it before the first RecvGSO. RecvGSO is Recv that also
+// returns the frame's GSOInfo (the zero GSOInfo for a finished frame).
+type RecvGSOPort interface {
+	Port
+	EnableRecvGSO() error
+	RecvGSO(buf []byte) (int, GSOInfo, error)
+}
+
+// GSOReceiver is a Receiver that can finish what a RecvGSOPort delivers:
+// segment a super-packet as gso describes, or complete a partial checksum,
+// before the frames go on as if received one by one. The GSOInfo comes
+// from the host kernel, so it checks it against the frame.
+type GSOReceiver interface {
+	Receiver
+	ReceiveGSO(frame []byte, gso GSOInfo)
+}
+
+// Finished reports whether a received frame needs nothing more: no
+// segmentation and no checksum to complete.
+func (g GSOInfo) Finished() bool { return g.Type == GSONone && !g.NeedsCsum }

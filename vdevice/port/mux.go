@@ -43,8 +43,12 @@ type Mux struct {
 	closed    bool
 
 	unclaimed atomic.Uint64 // frames no engine took (no default attached)
-	done      chan struct{}
-	wg        sync.WaitGroup
+	// recvGSO: the backend delivers unfinished frames (RecvGSOPort), which
+	// Start enables when the default engine can finish them.
+	recvGSO  RecvGSOPort
+	gsoDrops atomic.Uint64 // unfinished frames claimed by an engine that cannot finish them
+	done     chan struct{}
+	wg       sync.WaitGroup
 }
 
 // NewMux puts backend under a Mux; the Mux owns it from here (Close closes
@@ -116,11 +120,40 @@ func (m *Mux) Start() error {
 			return fmt.Errorf("port: start: engine %q has no receiver (Deliver)", e.name)
 		}
 	}
+	if err := m.enableRecvGSO(); err != nil {
+		m.log.Warn("port: receive offloads stay off", "err", err)
+	}
 	m.started = true
 	m.wg.Add(1)
 	go m.read()
 	return nil
 }
+
+// enableRecvGSO switches the backend's receive offloads on when it has
+// them and the default engine, the one that receives TCP, can finish the
+// frames (GSOReceiver). Caller holds mu.
+func (m *Mux) enableRecvGSO() error {
+	g, ok := m.backend.(RecvGSOPort)
+	if !ok || m.fallback == nil {
+		return nil
+	}
+	if _, ok := m.fallback.recv.(GSOReceiver); !ok {
+		return nil
+	}
+	if err := g.EnableRecvGSO(); err != nil {
+		return err
+	}
+	m.recvGSO = g
+	return nil
+}
+
+// RecvGSO reports whether the backend delivers super-packets and partial
+// checksums to the engines (Start enabled its receive offloads).
+func (m *Mux) RecvGSO() bool { return m.recvGSO != nil }
+
+// GSODrops counts unfinished frames (RecvGSOPort) that an engine claimed
+// and could not finish, as it is no GSOReceiver.
+func (m *Mux) GSODrops() uint64 { return m.gsoDrops.Load() }
 
 func (m *Mux) all() []*Endpoint {
 	if m.fallback == nil {
@@ -167,7 +200,14 @@ func (m *Mux) read() {
 	buf := make([]byte, MaxFrameLen)
 	var backoff time.Duration // while Recv keeps failing
 	for {
-		n, err := m.backend.Recv(buf)
+		var n int
+		var gso GSOInfo
+		var err error
+		if m.recvGSO != nil {
+			n, gso, err = m.recvGSO.RecvGSO(buf)
+		} else {
+			n, err = m.backend.Recv(buf)
+		}
 		if err != nil {
 			if m.closing() {
 				return
@@ -198,8 +238,31 @@ func (m *Mux) read() {
 			m.log.Info("port receiving again")
 			backoff = 0
 		}
-		m.Dispatch(buf[:n])
+		if gso.Finished() {
+			m.Dispatch(buf[:n])
+		} else {
+			m.DispatchGSO(buf[:n], gso)
+		}
 	}
+}
+
+// DispatchGSO is Dispatch for an unfinished frame of a RecvGSOPort: the
+// engine that claims it must be a GSOReceiver, or the frame is dropped
+// (GSODrops).
+func (m *Mux) DispatchGSO(frame []byte, gso GSOInfo) bool {
+	e := m.route(frame)
+	if e == nil {
+		m.unclaimed.Add(1)
+		return false
+	}
+	g, ok := e.recv.(GSOReceiver)
+	if !ok {
+		m.gsoDrops.Add(1)
+		return false
+	}
+	e.rxFrames.Add(1)
+	g.ReceiveGSO(frame, gso)
+	return true
 }
 
 // Dispatch hands one received frame to the engine that claims it (or the

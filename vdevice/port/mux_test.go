@@ -344,3 +344,104 @@ func (p *scriptedPort) Recv(buf []byte) (int, error) {
 	return copy(buf, p.frame), nil
 }
 func (p *scriptedPort) Close() error { return nil }
+
+// gsoRecorder is an engine that finishes unfinished frames (GSOReceiver)
+// and keeps the requests it got.
+type gsoRecorder struct {
+	engineRecorder
+	gso []GSOInfo
+}
+
+func (r *gsoRecorder) ReceiveGSO(f []byte, g GSOInfo) {
+	r.mu.Lock()
+	r.gso = append(r.gso, g)
+	r.mu.Unlock()
+	r.Receive(f)
+}
+
+// gsoScriptedPort delivers its frames with their GSOInfo once receive
+// offloads are enabled, and refuses to deliver unfinished ones before.
+type gsoScriptedPort struct {
+	mu      sync.Mutex
+	enabled bool
+	frames  [][]byte
+	gso     []GSOInfo
+}
+
+func (p *gsoScriptedPort) Send([]byte) error { return nil }
+func (p *gsoScriptedPort) Close() error      { return nil }
+func (p *gsoScriptedPort) Recv(buf []byte) (int, error) {
+	n, _, err := p.RecvGSO(buf)
+	return n, err
+}
+func (p *gsoScriptedPort) EnableRecvGSO() error {
+	p.mu.Lock()
+	p.enabled = true
+	p.mu.Unlock()
+	return nil
+}
+func (p *gsoScriptedPort) RecvGSO(buf []byte) (int, GSOInfo, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.frames) > 0 {
+		f, g := p.frames[0], p.gso[0]
+		p.frames, p.gso = p.frames[1:], p.gso[1:]
+		if g.Finished() || p.enabled {
+			return copy(buf, f), g, nil
+		}
+	}
+	return 0, GSOInfo{}, ErrClosed
+}
+
+// TestMuxRecvGSO: the Mux enables the backend's receive offloads only when
+// its default engine can finish what they deliver; it hands an unfinished
+// frame with its GSOInfo to that engine, and drops (counting) one that an
+// engine without ReceiveGSO claims.
+func TestMuxRecvGSO(t *testing.T) {
+	super := ethFrame(3000, 1)
+	partialUDP := udpFrame(t, 4791, []byte("roce"))
+	tcpGSO := GSOInfo{Type: GSOTCPv4, GSOSize: 1448, CsumStart: 34, CsumOffset: 16, NeedsCsum: true}
+	udpCsum := GSOInfo{CsumStart: 34, CsumOffset: 6, NeedsCsum: true}
+	plain := ethFrame(100, 2)
+	script := func() *gsoScriptedPort {
+		return &gsoScriptedPort{frames: [][]byte{super, partialUDP, plain}, gso: []GSOInfo{tcpGSO, udpCsum, {}}}
+	}
+
+	// A default engine that cannot finish frames: offloads stay off, and
+	// the backend delivers only the finished frame.
+	m := NewMux(script(), nil)
+	eth := &engineRecorder{}
+	ep, _ := m.Attach("ethernet", nil)
+	ep.Deliver(eth)
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the plain frame", func() bool { f, _ := eth.got(); return len(f) == 1 })
+	m.Close()
+	if m.RecvGSO() {
+		t.Error("receive offloads enabled for an engine without ReceiveGSO")
+	}
+
+	// A default engine that can: offloads on, the super-packet goes to it
+	// with its request; the partial RoCE frame goes to the RC engine's
+	// claim, which cannot finish it, and is dropped.
+	m = NewMux(script(), nil)
+	geth := &gsoRecorder{}
+	rc := &engineRecorder{}
+	ep, _ = m.Attach("ethernet", nil)
+	ep.Deliver(geth)
+	rcEP, _ := m.Attach("rc", claimUDPPort(4791))
+	rcEP.Deliver(rc)
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "two frames to ethernet", func() bool { f, _ := geth.got(); return len(f) == 2 })
+	m.Close()
+	f, _ := geth.got()
+	if !m.RecvGSO() || !bytes.Equal(f[0], super) || !bytes.Equal(f[1], plain) || len(geth.gso) != 1 || geth.gso[0] != tcpGSO {
+		t.Fatalf("RecvGSO %v, ethernet got %d frames with requests %+v", m.RecvGSO(), len(f), geth.gso)
+	}
+	if got, _ := rc.got(); len(got) != 0 || m.GSODrops() != 1 {
+		t.Fatalf("rc got %d frames, GSODrops %d; want 0 and 1", len(got), m.GSODrops())
+	}
+}

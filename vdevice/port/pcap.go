@@ -138,6 +138,31 @@ func (p *Pcap) Recv(buf []byte) (int, error) {
 	return n, err
 }
 
+// EnableRecvGSO implements RecvGSOPort when the inner port does.
+func (p *Pcap) EnableRecvGSO() error {
+	g, ok := p.inner.(RecvGSOPort)
+	if !ok {
+		return ErrNoGSO
+	}
+	return g.EnableRecvGSO()
+}
+
+// RecvGSO implements RecvGSOPort: the frame is received and recorded as
+// the host delivered it, a super-packet whole (as a capture on a host with
+// GRO shows it).
+func (p *Pcap) RecvGSO(buf []byte) (int, GSOInfo, error) {
+	g, ok := p.inner.(RecvGSOPort)
+	if !ok {
+		n, err := p.Recv(buf)
+		return n, GSOInfo{}, err
+	}
+	n, gso, err := g.RecvGSO(buf)
+	if err == nil {
+		p.record(buf[:n])
+	}
+	return n, gso, err
+}
+
 // Close implements Port: it closes inner, then completes the capture.
 func (p *Pcap) Close() error {
 	err := p.inner.Close()

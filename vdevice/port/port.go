@@ -6,8 +6,9 @@
 // to the engine that claims it (RoCEv2 to the RC engine, everything else
 // to Ethernet) and gives each engine its transmit Endpoint. A backend may
 // also take TCP super-packets whole for the host kernel to segment
-// (GSOSender: the TAP, through its virtio-net header). It knows nothing
-// about rings or guest memory.
+// (GSOSender: the TAP, through its virtio-net header), and deliver them
+// whole for the engine to finish (RecvGSOPort, GSOReceiver). It knows
+// nothing about rings or guest memory.
 package port
 
 import (

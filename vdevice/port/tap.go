@@ -19,16 +19,17 @@ import (
 // either direction is preceded by a virtio-net header of vnetHdrLen bytes.
 // That lets the NIC hand a TCP super-packet to the host kernel whole
 // (SendGSO), which segments and checksums it far more cheaply than the
-// device writing every segment. We never call TUNSETOFFLOAD, so the kernel
-// does not send us GSO or partially checksummed frames; a received frame
-// whose header asks for segmentation anyway is dropped and counted
-// (RxGSODrops).
+// device writing every segment. In the other direction the kernel sends
+// finished frames unless EnableRecvGSO switched receive offloads on
+// (RecvGSOPort); a received frame whose header asks for segmentation
+// without them is dropped and counted (RxGSODrops).
 type TAP struct {
 	name string
 	f    *os.File
 	rc   syscall.RawConn
 
 	closed     atomic.Bool
+	recvGSO    atomic.Bool
 	rxGSODrops atomic.Uint64
 }
 
@@ -51,6 +52,12 @@ const vnetHdrLen = 12
 const (
 	vnetFlagNeedsCsum = 1 // VIRTIO_NET_HDR_F_NEEDS_CSUM
 )
+
+// tunRecvOffloads are the TUNSETOFFLOAD flags EnableRecvGSO sets: partial
+// checksums and TCP segmentation over IPv4 and IPv6 with ECN, what a
+// virtio-net guest with guest_csum and guest_tso4/6/ecn negotiates. No UDP
+// segmentation: a UDP datagram reaches the NIC whole.
+const tunRecvOffloads = unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6 | unix.TUN_F_TSO_ECN
 
 // OpenTAP attaches to (creating if needed) the TAP interface name, without
 // packet information headers but with a virtio-net header (see TAP), and
@@ -162,12 +169,39 @@ func (t *TAP) write(hdr *[vnetHdrLen]byte, frame []byte) error {
 	return nil
 }
 
+// EnableRecvGSO implements RecvGSOPort: from now on the host kernel may
+// send TCP super-packets and partially checksummed frames (RecvGSO).
+func (t *TAP) EnableRecvGSO() error {
+	var err error
+	cerr := t.rc.Control(func(fd uintptr) {
+		err = unix.IoctlSetInt(int(fd), unix.TUNSETOFFLOAD, tunRecvOffloads)
+	})
+	if err = errors.Join(cerr, err); err != nil {
+		return fmt.Errorf("wire: tap %s TUNSETOFFLOAD: %w", t.name, err)
+	}
+	t.recvGSO.Store(true)
+	return nil
+}
+
 // Recv implements Port. The virtio-net header is stripped. The kernel
 // truncates a frame longer than buf (reads are per frame), so a frame that
 // fills buf completely is taken as truncated and dropped; so is a frame
-// whose header asks for segmentation (RxGSODrops), which the kernel does
-// not send since we never enable receive offloads.
+// whose header asks for segmentation or a checksum (RxGSODrops), which the
+// kernel sends only after EnableRecvGSO.
 func (t *TAP) Recv(buf []byte) (int, error) {
+	for {
+		n, gso, err := t.RecvGSO(buf)
+		if err != nil || gso.Finished() {
+			return n, err
+		}
+		t.rxGSODrops.Add(1)
+	}
+}
+
+// RecvGSO implements RecvGSOPort: Recv, with the frame's virtio-net header
+// as a GSOInfo. Without EnableRecvGSO a header that is not all finished
+// drops the frame (RxGSODrops).
+func (t *TAP) RecvGSO(buf []byte) (int, GSOInfo, error) {
 	var hdr [vnetHdrLen]byte
 	iov := [2][]byte{hdr[:], buf}
 	for {
@@ -182,24 +216,36 @@ func (t *TAP) Recv(buf []byte) (int, error) {
 		}
 		if err != nil {
 			if t.isClosed(err) {
-				return 0, ErrClosed
+				return 0, GSOInfo{}, ErrClosed
 			}
-			return 0, err
+			return 0, GSOInfo{}, err
 		}
 		n -= vnetHdrLen
 		if n < 0 || n >= len(buf) {
 			continue
 		}
-		if hdr[1]&^byte(GSOECN) != byte(GSONone) {
+		gso := GSOInfo{
+			Type:       GSOType(hdr[1]),
+			HdrLen:     int(binary.LittleEndian.Uint16(hdr[2:])),
+			GSOSize:    int(binary.LittleEndian.Uint16(hdr[4:])),
+			CsumStart:  int(binary.LittleEndian.Uint16(hdr[6:])),
+			CsumOffset: int(binary.LittleEndian.Uint16(hdr[8:])),
+			NeedsCsum:  hdr[0]&vnetFlagNeedsCsum != 0,
+		}
+		if gso.Type&^GSOECN == GSONone {
+			gso.Type = GSONone
+		}
+		if !gso.Finished() && !t.recvGSO.Load() {
 			t.rxGSODrops.Add(1)
 			continue
 		}
-		return n, nil
+		return n, gso, nil
 	}
 }
 
 // RxGSODrops counts received frames dropped because their virtio-net
-// header asked for segmentation.
+// header asked for segmentation or a checksum the reader did not enable
+// (EnableRecvGSO) or does not take (Recv).
 func (t *TAP) RxGSODrops() uint64 { return t.rxGSODrops.Load() }
 
 // Close implements Port. The interface itself persists only if it was
