@@ -103,8 +103,8 @@ func Table(c Config, results []Result) string {
 	}
 	left := func(s string) string { return fmt.Sprintf("%-*s", w, s) }
 	tw := newTabWriter(&b)
-	fmt.Fprintf(tw, "%s\tguest->host\thost->guest\tmemcached\tmemaslap\tboot\thost\t\n", left("NIC"))
-	fmt.Fprintf(tw, "%s\tMbit/s\tMbit/s\tops/s\terrors\ts\tload\t\n", left(""))
+	fmt.Fprintf(tw, "%s\tguest->host\thost->guest\tmemcached\tmemaslap\tretransmits\tretransmits\tboot\thost\t\n", left("NIC"))
+	fmt.Fprintf(tw, "%s\tMbit/s\tMbit/s\tops/s\terrors\tguest->host\thost->guest\ts\tload\t\n", left(""))
 	var failures []string
 	for _, r := range results {
 		cells := []string{left(r.Label)}
@@ -119,6 +119,14 @@ func Table(c Config, results []Result) string {
 			cells = append(cells, fmt.Sprint(r.Memcached.Errors))
 		} else {
 			cells = append(cells, "-")
+		}
+		// The sender's TCP retransmits: frames lost between the stacks.
+		for _, it := range []*workload.Iperf{r.GuestToHost, r.HostToGuest} {
+			if it != nil {
+				cells = append(cells, fmt.Sprint(it.Retransmits))
+			} else {
+				cells = append(cells, "-")
+			}
 		}
 		if r.Boot > 0 {
 			cells = append(cells, fmt.Sprintf("%.1f", r.Boot.Seconds()))

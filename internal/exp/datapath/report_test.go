@@ -15,7 +15,7 @@ import (
 func fakeResults() []Result {
 	return []Result{
 		{NIC: "e1000e", Label: "QEMU e1000e", Round: 1, Rounds: 1, HostLoad: 1.5, Boot: 3 * time.Second, GuestIf: "eth0",
-			GuestToHost: &workload.Iperf{Mbps: 100, Bytes: 125e6, Seconds: 10}, HostToGuest: &workload.Iperf{Mbps: 200, Bytes: 250e6, Seconds: 10},
+			GuestToHost: &workload.Iperf{Mbps: 100, Bytes: 125e6, Seconds: 10}, HostToGuest: &workload.Iperf{Mbps: 200, Bytes: 250e6, Seconds: 10, Retransmits: 10124},
 			Memcached: &workload.Memaslap{OpsPerSec: 4000, Ops: 40000, RunTime: 10}},
 		{NIC: "virtio", Label: "QEMU virtio-net", Round: 1, Rounds: 1, Boot: 3 * time.Second, GuestIf: "eth0",
 			GuestToHost: &workload.Iperf{Mbps: 150, Bytes: 187e6, Seconds: 10}, HostToGuest: &workload.Iperf{Mbps: 400, Bytes: 500e6, Seconds: 10},
@@ -53,7 +53,7 @@ func TestTable(t *testing.T) {
 		"QEMU e1000e", "QEMU virtio-net", "npfnic", "Mbit/s", "ops/s",
 		"virtio / e1000e", "npfnic / e1000e", "npfnic / virtio", "1.50x", "2.00x", "3.00x", "n/a",
 		"npfnic FAILED: iperf3 host -> guest: connection reset",
-		"iperf3 TCP 10 s per direction", "memaslap 10 s, 16 connections",
+		"iperf3 TCP 10 s per direction", "memaslap 10 s, 16 connections", "retransmits", " 10124 ",
 	} {
 		if !strings.Contains(tab, want) {
 			t.Errorf("table lacks %q:\n%s", want, tab)
