@@ -288,6 +288,10 @@ func (p *Pair) doorbell(tx bool, tail uint32) {
 
 // Stats returns the pair's counters.
 func (p *Pair) Stats() PairStats {
+	// RxResolves is loaded first: the resolve goroutine counts a write's
+	// effects (RxBadResolves among them) before the write itself, so
+	// a caller that sees a write handled also sees what it did.
+	resolves := p.st.rxResolves.Load()
 	s := PairStats{
 		TxFrames: p.st.txFrames.Load(), TxBytes: p.st.txBytes.Load(),
 		TxDropsBadLen: p.st.txDropsBadLen.Load(), TxSendErrors: p.st.txSendErrors.Load(),
@@ -301,7 +305,7 @@ func (p *Pair) Stats() PairStats {
 		RxFaults:   p.st.rxFaults.Load(), RxBackup: p.st.rxBackup.Load(),
 		RxFaultDrops: p.st.rxFaultDrops.Load(), RxFaultErrors: p.st.rxFaultErrors.Load(),
 		TxFaults: p.st.txFaults.Load(), TxFaultErrors: p.st.txFaultErrors.Load(),
-		RxBadResolves: p.st.rxBadResolves.Load(), RxResolves: p.st.rxResolves.Load(),
+		RxBadResolves: p.st.rxBadResolves.Load(), RxResolves: resolves,
 	}
 	if in := p.inst.Load(); in != nil {
 		s.Enabled = true
