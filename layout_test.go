@@ -20,7 +20,7 @@ var layers = []struct {
 	dirs  []string
 }{
 	{0, []string{"vdevice/hw", "vdevice/guestmem", "vdevice/port", "vdevice/pkthdr", "internal/clock"}},
-	{1, []string{"vdevice/vfiouser", "pcie"}},
+	{1, []string{"vdevice/vfiouser", "vdevice/trace", "pcie"}},
 	{2, []string{"ats", "pri"}},
 	{3, []string{"ethring", "ibrc"}},
 	{4, []string{"."}},

@@ -1,0 +1,238 @@
+// Package trace is the device's event trace: what every engine did and
+// when (doorbells, descriptor fetches, buffer DMA, ATC hits and misses,
+// page-table walks, faults, page requests and responses, invalidations,
+// interrupts raised and deferred, backup-ring stores and resolves, frames
+// placed and sent), recorded into a ring buffer and written out in the
+// Chrome trace-event JSON format that Perfetto and chrome://tracing open
+// (format.go). A driver developer sees the device's side of a run on one
+// timeline; the experiments use it to explain where time goes.
+//
+// Cost. Tracing is off unless a Recorder is handed to the engines: every
+// hook is a method on a *Recorder that may be nil, and the method does
+// nothing (inlined, no allocation) when it is. Building with the tag
+// npfnic_notrace makes Compiled false and removes the hooks altogether,
+// which is how the fast path's cost of carrying them is measured
+// (BenchmarkRxFrame with and without the tag, in the README). When on,
+// an event is 40 bytes copied into a preallocated ring under a mutex: no
+// allocation, and the ring keeps the newest events, so it can run for a
+// whole experiment.
+//
+// Timestamps are clock.Nanotime, the same clock as the fault-stage stamps
+// of package pri, so a trace and the fault-cost tables agree.
+package trace
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/npfnic/npfnic/internal/clock"
+)
+
+// Kind is what happened. A and B of an Event mean what the kind says.
+type Kind uint8
+
+// Event kinds.
+const (
+	_ Kind = iota
+	// Doorbell: the driver wrote a doorbell register. A: BAR0 offset,
+	// B: the value.
+	Doorbell
+	// DescFetch: descriptors read from a ring. A: the first descriptor's
+	// free-running index, B: how many.
+	DescFetch
+	// DMARead, DMAWrite: buffer DMA. A: the (IO)VA, B: bytes.
+	DMARead
+	DMAWrite
+	// ATCHit, ATCMiss: a translation looked up in the ATC. A: the VA's
+	// page, B: the PASID.
+	ATCHit
+	ATCMiss
+	// Walk: a page-table walk (a span). A: the VA's page, B: the frame
+	// found, or ^0 for a fault.
+	Walk
+	// Fault: a translation fault an engine took. A: the VA, B: the
+	// descriptor's free-running index.
+	Fault
+	// PageRequest: a page request group queued for the driver (begins
+	// the group's async slice). A: the PRG index, B: the first page.
+	PageRequest
+	// PageResponse: the driver's response to a group (ends it). A: the
+	// PRG index, B: the response code.
+	PageResponse
+	// Invalidate: an invalidation taken from the driver's queue (begins
+	// its async slice). A: its tag, B: the first page.
+	Invalidate
+	// InvalidateDone: its completion written. A: the tag, B: ATC entries
+	// dropped.
+	InvalidateDone
+	// IRQ: an MSI-X vector fired. A: the vector.
+	IRQ
+	// IRQDeferred: an interrupt event held back (vector not armed, or
+	// moderation). A: the vector.
+	IRQDeferred
+	// BackupStore: a faulted frame stored in the backup ring. A: the
+	// descriptor's free-running index, B: the bitmap index.
+	BackupStore
+	// BackupResolve: the driver resolved an rNPF (RX_RESOLVE applied).
+	// A: the bitmap index, B: rx_head after it.
+	BackupResolve
+	// RxFrame: a frame completed into an RX descriptor. A: its
+	// free-running index, B: bytes.
+	RxFrame
+	// TxFrame: a frame taken from the TX ring and sent. A: the last
+	// descriptor's free-running index, B: bytes.
+	TxFrame
+	// RxDrop: a received frame dropped. A: the descriptor it would have
+	// used, B: the reason (DropReason).
+	RxDrop
+	kindCount
+)
+
+var kindNames = [kindCount]string{
+	Doorbell: "doorbell", DescFetch: "desc fetch", DMARead: "DMA read", DMAWrite: "DMA write",
+	ATCHit: "ATC hit", ATCMiss: "ATC miss", Walk: "walk", Fault: "fault",
+	PageRequest: "page request", PageResponse: "page response",
+	Invalidate: "invalidation", InvalidateDone: "invalidation done",
+	IRQ: "interrupt", IRQDeferred: "interrupt deferred",
+	BackupStore: "backup store", BackupResolve: "backup resolve",
+	RxFrame: "rx frame", TxFrame: "tx frame", RxDrop: "rx drop",
+}
+
+func (k Kind) String() string {
+	if k > 0 && k < kindCount {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Reasons an RxDrop gives in B.
+const (
+	DropNoBuffer = iota + 1
+	DropTooBig
+	DropFault // the drop policy, or a full backup ring or bitmap
+)
+
+// Track is the lane an event belongs to: one per queue pair direction and
+// one per engine, so a viewer shows each as a row.
+type Track uint16
+
+// Engine tracks; queue pairs' tracks come from QPRx, QPTx.
+const (
+	TrackDevice Track = iota // BAR0 writes that belong to no queue
+	TrackATS
+	TrackPRI
+	TrackIRQ
+	TrackBackup
+	trackQP // first queue pair track
+)
+
+// QPRx and QPTx are queue pair q's receive and transmit tracks.
+func QPRx(q int) Track { return trackQP + Track(2*q) }
+func QPTx(q int) Track { return trackQP + Track(2*q+1) }
+
+// Name is how a viewer labels the track.
+func (t Track) Name() string {
+	switch t {
+	case TrackDevice:
+		return "device"
+	case TrackATS:
+		return "ats"
+	case TrackPRI:
+		return "pri"
+	case TrackIRQ:
+		return "interrupts"
+	case TrackBackup:
+		return "backup ring"
+	}
+	q := int(t - trackQP)
+	if q%2 == 0 {
+		return fmt.Sprintf("qp%d rx", q/2)
+	}
+	return fmt.Sprintf("qp%d tx", q/2)
+}
+
+// Event is one record. Dur is non-zero for spans (Walk).
+type Event struct {
+	TS, Dur int64 // clock.Nanotime
+	A, B    uint64
+	Kind    Kind
+	Track   Track
+}
+
+// Recorder keeps the newest events in a ring. The zero value is not
+// usable: create one with New. A nil *Recorder records nothing.
+type Recorder struct {
+	mu    sync.Mutex
+	ring  []Event
+	total uint64 // events ever recorded; ring[total%len] is the next slot
+}
+
+// DefaultCapacity is the ring's size when New is given 0: 1 Mi events,
+// 40 MiB, a few seconds of a fully loaded datapath and hours of faults.
+const DefaultCapacity = 1 << 20
+
+// New returns a recorder that keeps the newest capacity events.
+func New(capacity int) (*Recorder, error) {
+	if capacity == 0 {
+		capacity = DefaultCapacity
+	}
+	if capacity < 1 || capacity > 1<<28 {
+		return nil, fmt.Errorf("trace: capacity %d: want 1..%d events", capacity, 1<<28)
+	}
+	return &Recorder{ring: make([]Event, capacity)}, nil
+}
+
+// On reports whether r records: a hook whose arguments cost something to
+// compute asks first.
+func (r *Recorder) On() bool { return Compiled && r != nil }
+
+// Emit records an instant event now.
+func (r *Recorder) Emit(k Kind, t Track, a, b uint64) {
+	if r.On() {
+		r.put(Event{TS: clock.Nanotime(), Kind: k, Track: t, A: a, B: b})
+	}
+}
+
+// Span records an event that began at start (clock.Nanotime) and ends
+// now.
+func (r *Recorder) Span(k Kind, t Track, start int64, a, b uint64) {
+	if r.On() {
+		now := clock.Nanotime()
+		r.put(Event{TS: start, Dur: max(now-start, 1), Kind: k, Track: t, A: a, B: b})
+	}
+}
+
+// Now is clock.Nanotime when r records, 0 otherwise: the start of a span
+// costs nothing when tracing is off.
+func (r *Recorder) Now() int64 {
+	if r.On() {
+		return clock.Nanotime()
+	}
+	return 0
+}
+
+func (r *Recorder) put(e Event) {
+	r.mu.Lock()
+	r.ring[r.total%uint64(len(r.ring))] = e
+	r.total++
+	r.mu.Unlock()
+}
+
+// Snapshot returns the events the ring holds, oldest first, and how many
+// older ones it has overwritten.
+func (r *Recorder) Snapshot() (events []Event, lost uint64) {
+	if r == nil {
+		return nil, 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := uint64(len(r.ring))
+	if r.total <= n {
+		return append([]Event(nil), r.ring[:r.total]...), 0
+	}
+	start := r.total % n
+	events = make([]Event, 0, n)
+	events = append(events, r.ring[start:]...)
+	events = append(events, r.ring[:start]...)
+	return events, r.total - n
+}
