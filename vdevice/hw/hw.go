@@ -12,7 +12,11 @@
 // Then run go generate. Structures the device and the driver share
 // in guest memory (descriptors, the status block) are Layout tables in
 // layout.go: the C structs are generated from them and the device encodes
-// and decodes guest memory through the same Field offsets.
+// and decodes guest memory through the same Field offsets. The rdma_rxe user
+// ABI of the RDMA queues (rxe.go) is Linux's, not npfnic's: ABILayout tables
+// checked against the guest kernel's uapi headers and described in the
+// datasheet, but not generated into the C header (the driver includes the
+// kernel's own).
 package hw
 
 //go:generate go run ./internal/genheader -o ../../guestdrv/npfnic_hw.h

@@ -14,6 +14,10 @@ type Field struct {
 	Count  int     // 0: scalar; n > 0: array of n; -1: flexible array member
 	Elem   *Layout // element struct for struct arrays; nil for __leN
 	Doc    string
+	// CType is the C type of a field of an ABILayout (a structure another
+	// component defines); empty in npfnic's own layouts, whose types
+	// follow from Size and Elem.
+	CType string
 }
 
 // U8 is an 8-bit field (C __u8).
@@ -27,6 +31,10 @@ type Le32 struct{ Field }
 
 // Le64 is a little-endian 64-bit field (C __le64).
 type Le64 struct{ Field }
+
+// Be32 is a big-endian 32-bit field (C __be32): a value in network byte
+// order, such as immediate data.
+type Be32 struct{ Field }
 
 // Get decodes the field from b, which holds the whole structure.
 func (f U8) Get(b []byte) uint8 { return b[f.Offset] }
@@ -52,14 +60,30 @@ func (f Le64) Get(b []byte) uint64 { return binary.LittleEndian.Uint64(b[f.Offse
 // Put encodes v into the field of b.
 func (f Le64) Put(b []byte, v uint64) { binary.LittleEndian.PutUint64(b[f.Offset:], v) }
 
-func u8(name string, off int, doc string) U8     { return U8{Field{name, off, 1, 0, nil, doc}} }
-func le16(name string, off int, doc string) Le16 { return Le16{Field{name, off, 2, 0, nil, doc}} }
-func le32(name string, off int, doc string) Le32 { return Le32{Field{name, off, 4, 0, nil, doc}} }
-func le64(name string, off int, doc string) Le64 { return Le64{Field{name, off, 8, 0, nil, doc}} }
+// Get decodes the field from b, which holds the whole structure.
+func (f Be32) Get(b []byte) uint32 { return binary.BigEndian.Uint32(b[f.Offset:]) }
+
+// Put encodes v into the field of b.
+func (f Be32) Put(b []byte, v uint32) { binary.BigEndian.PutUint32(b[f.Offset:], v) }
+
+func u8(name string, off int, doc string) U8 {
+	return U8{Field{Name: name, Offset: off, Size: 1, Doc: doc}}
+}
+func le16(name string, off int, doc string) Le16 {
+	return Le16{Field{Name: name, Offset: off, Size: 2, Doc: doc}}
+}
+func le32(name string, off int, doc string) Le32 {
+	return Le32{Field{Name: name, Offset: off, Size: 4, Doc: doc}}
+}
+func le64(name string, off int, doc string) Le64 {
+	return Le64{Field{Name: name, Offset: off, Size: 8, Doc: doc}}
+}
 
 // rsvd32 is a reserved array of n __le32 (the device writes zeros, the
 // driver must ignore it).
-func rsvd32(off, n int) Field { return Field{"rsvd", off, 4, n, nil, "reserved, zero"} }
+func rsvd32(off, n int) Field {
+	return Field{Name: "rsvd", Offset: off, Size: 4, Count: n, Doc: "reserved, zero"}
+}
 
 // Layout is a structure shared with the driver: C struct npfnic_<Name>.
 type Layout struct {
@@ -168,7 +192,7 @@ var StatusBlock = Layout{"status_block", StatusHeaderSize,
 	"Status block (device to driver), at NPFNIC_REG_STATUS_ADDR; NPFNIC_STATUS_BLOCK_SIZE bytes in all.",
 	[]Field{StatusLink.Field, StatusError.Field, StatusBackupHead.Field, StatusBackupFull.Field,
 		StatusTailEvents.Field, rsvd32(20, 11),
-		{"qp", StatusHeaderSize, QPStatusSize, -1, &QPStatus, "NPFNIC_QP_MAX entries"}}, WrittenByDevice}
+		{Name: "qp", Offset: StatusHeaderSize, Size: QPStatusSize, Count: -1, Elem: &QPStatus, Doc: "NPFNIC_QP_MAX entries"}}, WrittenByDevice}
 
 // Layouts lists the shared structures, each after the ones it contains.
 var Layouts = []*Layout{&TxDesc, &RxDesc, &QPStatus, &StatusBlock, &BackupDesc}

@@ -281,7 +281,7 @@ var PASIDEntryRoot = le64("root", 0, "NPFNIC_PASID_ENTRY_VALID | IOVA of the lev
 // PASIDEntry is struct npfnic_pasid_entry.
 var PASIDEntry = Layout{"pasid_entry", PASIDEntrySize,
 	"PASID table entry (driver-owned, read by the device).",
-	[]Field{PASIDEntryRoot.Field, {"rsvd", 8, 8, 0, nil, "reserved, zero"}}, WrittenByDriver}
+	[]Field{PASIDEntryRoot.Field, {Name: "rsvd", Offset: 8, Size: 8, Doc: "reserved, zero"}}, WrittenByDriver}
 
 // Invalidation descriptor fields (driver to device).
 var (

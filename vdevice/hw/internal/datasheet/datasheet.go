@@ -27,7 +27,7 @@ func Render() []byte {
 	d.line("Contents: [Identity](#identity), [BARs](#bars), [MSI-X vectors](#msi-x-vectors), " +
 		"[Register access](#register-access), [BAR0 map](#bar0-map), [Registers](#registers), " +
 		"[Constants](#constants), [Shared structures](#shared-structures), [Protocols](#protocols), " +
-		"[References](#references).")
+		"[RDMA queues (rdma_rxe user ABI)](#rdma-queues-rdma_rxe-user-abi), [References](#references).")
 	d.line("")
 
 	d.heading(2, "Identity")
@@ -130,6 +130,22 @@ func Render() []byte {
 		d.heading(3, p.title)
 		d.prose(p.text)
 	}
+
+	d.heading(2, "RDMA queues (rdma_rxe user ABI)")
+	d.prose(hw.RxeQueuesDoc)
+	d.heading(3, "Structures")
+	d.line("Each table lists the fields the device reads or writes, by their C member designator (the offset is " +
+		"offsetof of it); bytes not listed are rdma_rxe's and the device leaves them alone. Of a union only the " +
+		"members the device uses appear.")
+	d.line("")
+	for _, l := range hw.RxeLayouts {
+		d.abiLayout(l)
+	}
+	d.heading(3, "Verbs values")
+	d.line("The values in the queues, by their libibverbs names; the kernel's are the same values " +
+		"(IB_UVERBS_WR_* for work request opcodes, IB_SEND_* and IB_WC_* for the rest).")
+	d.line("")
+	d.values(hw.RxeValues)
 
 	d.heading(2, "References")
 	d.prose(hw.DatasheetReferences)
@@ -265,6 +281,22 @@ func (d *doc) layout(l *hw.Layout) {
 		rows = append(rows, []string{fmt.Sprint(f.Offset), size, "`" + f.Name + "`", "`" + typ + "`", writer, inline(text)})
 	}
 	d.table([]string{"Offset", "Size", "Field", "Type", "Written by", "Meaning"}, rows)
+}
+
+func (d *doc) abiLayout(l *hw.ABILayout) {
+	d.heading(4, l.Struct)
+	d.line(fmt.Sprintf("%d bytes (x86-64), defined in the kernel's include/uapi/%s. %s", l.Size, l.Header, inline(l.Doc)))
+	d.line("")
+	var rows [][]string
+	for _, f := range l.Fields {
+		typ, size := f.CType, fmt.Sprint(f.Size)
+		if f.Count < 0 {
+			typ += "[]"
+			size = fmt.Sprintf("%d each", f.Size)
+		}
+		rows = append(rows, []string{fmt.Sprint(f.Offset), size, "`" + f.Name + "`", "`" + typ + "`", inline(f.Doc)})
+	}
+	d.table([]string{"Offset", "Size", "Field", "Type", "Meaning"}, rows)
 }
 
 // table writes a Markdown table with its columns padded to one width, so
