@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // BAR0 is routed by the register table (hw.Lookup), not by switch
@@ -106,7 +107,28 @@ func (n *NIC) writeReg(reg uint64, v, mask uint32) {
 		old, _ := b.RegRead(uint32(reg))
 		v = old&^mask | v&mask
 	}
+	if r.Kind == hw.KindDoorbell && n.trace.On() {
+		n.trace.Emit(trace.Doorbell, doorbellTrack(r, q), reg, uint64(v))
+	}
 	b.RegWrite(uint32(reg), v)
+}
+
+// doorbellTrack is the trace track of a doorbell: its queue's direction,
+// or its engine's.
+func doorbellTrack(r hw.Register, q int) trace.Track {
+	switch {
+	case q >= 0 && r.Offset == hw.QPTxTail:
+		return trace.QPTx(q)
+	case q >= 0:
+		return trace.QPRx(q)
+	case r.Block == hw.BlockATS:
+		return trace.TrackATS
+	case r.Block == hw.BlockPRI:
+		return trace.TrackPRI
+	case r.Block == hw.BlockBackup:
+		return trace.TrackBackup
+	}
+	return trace.TrackDevice
 }
 
 // partialWrite logs a partial write to a register that acts on full

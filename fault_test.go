@@ -13,6 +13,7 @@ import (
 	"github.com/npfnic/npfnic/pri/pritest"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/port"
+	"github.com/npfnic/npfnic/vdevice/trace"
 	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
@@ -110,6 +111,7 @@ type faultOpts struct {
 	bmSize     uint32
 	backupSize uint32
 	ringSize   uint32
+	trace      *trace.Recorder
 }
 
 func newFaultRig(t testing.TB, o faultOpts) *faultRig {
@@ -119,7 +121,7 @@ func newFaultRig(t testing.TB, o faultOpts) *faultRig {
 	}
 	g := atstest.NewGuest(t, 8<<20)
 	dev, peer := port.Pipe(64)
-	n, err := New(Options{Wire: dev, QueuePairs: 1, Mem: g.Mem})
+	n, err := New(Options{Wire: dev, QueuePairs: 1, Mem: g.Mem, Trace: o.trace})
 	if err != nil {
 		t.Fatal(err)
 	}

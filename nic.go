@@ -37,6 +37,7 @@ import (
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/port"
+	"github.com/npfnic/npfnic/vdevice/trace"
 	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
@@ -63,6 +64,9 @@ type Options struct {
 	// pages (ats.DefaultCapacity when 0); the driver may change it with
 	// ATC_CAPACITY.
 	ATCCapacity int
+	// Trace records what the engines do (package trace); nil records
+	// nothing.
+	Trace *trace.Recorder
 	// Mem is the guest memory the function DMAs through; nil: a new,
 	// empty one. A vfio-user server maps each client's DMA regions into
 	// it (Memory); tests map their own RAM.
@@ -111,6 +115,7 @@ type NIC struct {
 	xlat       *ats.Context
 	pri        *pri.Engine
 	blocks     [hw.BlockCount]regBlock // BAR0's owners (bar0.go)
+	trace      *trace.Recorder
 	partialLog rateLimit
 	closeOnce  sync.Once
 
@@ -180,7 +185,7 @@ func New(o Options) (*NIC, error) {
 		return nil, fmt.Errorf("nic: %w", err)
 	}
 	n := &NIC{cfg: cfg, log: o.Logger, mem: o.Mem, msixTable: make([]byte, hw.MSIXVectors*pcie.MSIXEntrySize),
-		mac: append(net.HardwareAddr(nil), o.MAC...), wire: o.Wire, queuePairs: o.QueuePairs}
+		mac: append(net.HardwareAddr(nil), o.MAC...), wire: o.Wire, queuePairs: o.QueuePairs, trace: o.Trace}
 	n.echo.init(n)
 	n.resetMSIXTable()
 	if err := n.buildEngines(o); err != nil {
@@ -223,18 +228,19 @@ func New(o Options) (*NIC, error) {
 // closed and the port is left to the caller.
 func (n *NIC) buildEngines(o Options) error {
 	x, err := ats.New(ats.Config{Mem: n.mem, Caps: n.cfg, Capacity: o.ATCCapacity,
-		Interrupt: n.interrupt, Log: n.log.With("part", "ats")})
+		Interrupt: n.interrupt, Log: n.log.With("part", "ats"), Trace: o.Trace})
 	if err != nil {
 		return fmt.Errorf("nic: address translation: %w", err)
 	}
-	e, err := pri.New(pri.Config{Mem: n.mem, Caps: n.cfg, IRQ: triggerFunc(n.trigger), Log: n.log.With("part", "pri")})
+	e, err := pri.New(pri.Config{Mem: n.mem, Caps: n.cfg, IRQ: triggerFunc(n.trigger), Log: n.log.With("part", "pri"),
+		Trace: o.Trace})
 	if err != nil {
 		x.Close()
 		return fmt.Errorf("nic: page requests: %w", err)
 	}
 	dp, err := n.plugEthernet(ethring.Config{
 		Mem: n.mem, QueuePairs: n.queuePairs, RxDropNoBuf: o.RxDropNoBuf,
-		Interrupt: n.interrupt, Log: n.log.With("part", "ethring"), Xlat: x, PRI: e,
+		Interrupt: n.interrupt, Log: n.log.With("part", "ethring"), Xlat: x, PRI: e, Trace: o.Trace,
 	})
 	if err != nil {
 		e.Close()
@@ -285,6 +291,7 @@ func (n *NIC) trigger(v int) error {
 	if !n.attached.Load() {
 		return errNoClient
 	}
+	n.trace.Emit(trace.IRQ, trace.TrackIRQ, uint64(v), 0)
 	return n.host.IRQ.Trigger(v)
 }
 

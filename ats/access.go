@@ -5,6 +5,7 @@ import (
 	"runtime"
 
 	"github.com/npfnic/npfnic/vdevice/guestmem"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // Segment is a piece of a translated buffer: Len bytes at IOVA, never
@@ -223,13 +224,23 @@ func (c *Context) translate(pasid uint32, va uint64, write bool) (*entry, *Fault
 	if e := c.lookupLocked(k, write); e != nil {
 		c.mu.Unlock()
 		c.hits.Add(1)
+		c.trace.Emit(trace.ATCHit, trace.TrackATS, va&^(pageSize-1), uint64(pasid))
 		return e, nil
 	}
 	seq, t := c.seq, c.table
 	c.mu.Unlock()
 	c.misses.Add(1)
+	c.trace.Emit(trace.ATCMiss, trace.TrackATS, va&^(pageSize-1), uint64(pasid))
 	for attempt := 0; ; attempt++ {
+		start := c.trace.Now()
 		r, f := c.walk(t, pasid, va&^(pageSize-1))
+		if c.trace.On() {
+			frame := r.frame
+			if f != nil {
+				frame = ^uint64(0)
+			}
+			c.trace.Span(trace.Walk, trace.TrackATS, start, va&^(pageSize-1), frame)
+		}
 		if f == nil && write && !r.write {
 			f = &Fault{Kind: FaultWriteProtect, PASID: pasid, VA: va, Level: -1}
 		}

@@ -58,6 +58,7 @@ import (
 
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // Caps is the part of the PCIe configuration space translation depends on;
@@ -83,6 +84,9 @@ type Config struct {
 	// nil drops interrupts.
 	Interrupt func(vector int)
 	Log       *slog.Logger
+	// Trace records ATC hits and misses, walks and invalidations; nil
+	// records nothing.
+	Trace *trace.Recorder
 }
 
 // DefaultCapacity is the ATC size when Config.Capacity is 0.
@@ -142,6 +146,8 @@ type Context struct {
 	drained  sync.Cond // signalled when a draining entry loses its last reference
 	waiters  int
 
+	trace *trace.Recorder
+
 	hits, misses, walks, retries, evictions, passthrough atomic.Uint64
 	// hitsBase and missesBase are hits and misses at the last reset: the
 	// ATC_HITS and ATC_MISSES registers count from there (Stats does not).
@@ -181,6 +187,7 @@ func New(cfg Config) (*Context, error) {
 	}
 	c := &Context{
 		mem:             cfg.Mem,
+		trace:           cfg.Trace,
 		caps:            cfg.Caps,
 		irq:             cfg.Interrupt,
 		log:             cfg.Log,

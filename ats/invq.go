@@ -7,6 +7,7 @@ import (
 
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // invQueue is the ATS register block and the invalidation queue's state.
@@ -352,7 +353,10 @@ func (c *Context) serviceQueue() {
 		// unit: a stop meanwhile quiesces at once.
 		inv, err := d.invalidation()
 		if err == nil {
-			_, err = c.Invalidate(inv)
+			c.trace.Emit(trace.Invalidate, trace.TrackATS, uint64(head), inv.Addr)
+			var dropped int
+			dropped, err = c.Invalidate(inv)
+			c.trace.Emit(trace.InvalidateDone, trace.TrackATS, uint64(head), uint64(dropped))
 		}
 		if err != nil {
 			c.queueError(gen, hw.ATSErrBadInvDesc, head)

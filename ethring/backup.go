@@ -7,6 +7,7 @@ import (
 
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // backupRing is the function's backup ring (seed 000, Figure 5 and 6): a
@@ -253,6 +254,7 @@ func (b *backupRing) store(frame []byte, e backupEntry) bool {
 		b.fail(r, fmt.Errorf("backup descriptor %d buffer %#x+%d: %w", slot, addr, len(frame), err))
 		return false
 	}
+	d.trace.Emit(trace.DMAWrite, trace.TrackBackup, addr, uint64(len(frame)))
 	wb := r.desc[hw.BackupDescPktLen.Offset:]
 	hw.BackupDescPktLen.Put(r.desc[:], uint16(len(frame)))
 	hw.BackupDescStatus.Put(r.desc[:], e.status|hw.BkdDone)

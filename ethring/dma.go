@@ -3,6 +3,7 @@ package ethring
 import (
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // descSize is the size of TX and RX descriptors alike; the array below
@@ -42,5 +43,6 @@ func (dc *descCache) get(m *guestmem.Stream, r *ring, c, tail uint32) ([]byte, e
 		return nil, err
 	}
 	dc.start, dc.n = c, uint32(n)
+	r.trace.Emit(trace.DescFetch, r.track, uint64(c), n)
 	return dc.buf[:descSize], nil
 }

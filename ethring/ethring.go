@@ -60,6 +60,7 @@ import (
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/pkthdr"
 	"github.com/npfnic/npfnic/vdevice/port"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // Config sets up a Datapath.
@@ -87,6 +88,10 @@ type Config struct {
 	// PRI raises page requests for translation faults; nil: a fault can
 	// not be resolved, and the operation fails (RXD_ERROR, tx_fault_errors).
 	PRI *pri.Engine
+	// Trace records descriptor fetches, buffer DMA, faults, backup-ring
+	// stores and resolves, frames and deferred interrupts; nil records
+	// nothing.
+	Trace *trace.Recorder
 }
 
 // Datapath is the Ethernet function's datapath. Create it with New.
@@ -96,6 +101,7 @@ type Datapath struct {
 	log   *slog.Logger
 	clock clock.Clock
 	irq   func(int)
+	trace *trace.Recorder
 	pairs []*Pair
 
 	enabled   atomic.Bool // CTRL.ENABLE
@@ -219,11 +225,11 @@ func New(c Config) (*Datapath, error) {
 	}
 	d := &Datapath{mem: c.Mem, wire: c.Port, log: c.Log, clock: c.Clock, irq: c.Interrupt,
 		kick: make(chan struct{}, 1), done: make(chan struct{}), rxDropNoBuf: c.RxDropNoBuf,
-		xlat: c.Xlat, pri: c.PRI}
+		xlat: c.Xlat, pri: c.PRI, trace: c.Trace}
 	d.backup.init(d)
 	d.busMaster.Store(true)
 	d.link.Store(c.Port != nil)
-	d.misc.init(c.Clock, func() { d.irq(hw.MiscVector) })
+	d.misc.init(c.Clock, func() { d.irq(hw.MiscVector) }, c.Trace, hw.MiscVector)
 	for q := 0; q < c.QueuePairs; q++ {
 		d.pairs = append(d.pairs, newPair(d, q))
 	}

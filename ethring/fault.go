@@ -11,6 +11,7 @@ import (
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/pkthdr"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // Network page faults on the Ethernet queues (interface 2.2; the rules are
@@ -81,24 +82,38 @@ func (d *Datapath) translating() bool { return d.xlat != nil && d.xlat.ATSEnable
 // translated pages.
 func (in *instance) bufDMA(addr uint64, p []byte, write bool) error {
 	d := in.p.d
-	if !d.translating() {
-		if write {
-			return in.dma.WritePages(addr, p)
+	var err error
+	switch {
+	case !d.translating() && write:
+		err = in.dma.WritePages(addr, p)
+	case !d.translating():
+		err = in.dma.ReadPages(addr, p)
+	default:
+		var h ats.Handle
+		if h, err = d.xlat.Access(in.pasid, addr, len(p), write); err != nil {
+			return err
 		}
-		return in.dma.ReadPages(addr, p)
+		// The walk belonged to ATS; the bytes moved are this instance's DMA.
+		if write {
+			err = h.WriteVia(in.dma, p, 0)
+		} else {
+			err = h.ReadVia(in.dma, p, 0)
+		}
+		h.Release()
 	}
-	h, err := d.xlat.Access(in.pasid, addr, len(p), write)
-	if err != nil {
-		return err
+	if err == nil && d.trace.On() {
+		in.traceDMA(addr, len(p), write)
 	}
-	// The walk belonged to ATS; the bytes moved are this instance's DMA.
-	if write {
-		err = h.WriteVia(in.dma, p, 0)
-	} else {
-		err = h.ReadVia(in.dma, p, 0)
-	}
-	h.Release()
 	return err
+}
+
+// traceDMA records buffer DMA that moved its bytes.
+func (in *instance) traceDMA(addr uint64, n int, write bool) {
+	if write {
+		in.p.d.trace.Emit(trace.DMAWrite, trace.QPRx(in.p.q), addr, uint64(n))
+	} else {
+		in.p.d.trace.Emit(trace.DMARead, trace.QPTx(in.p.q), addr, uint64(n))
+	}
 }
 
 // asFault returns err's translation fault, or nil.
@@ -122,12 +137,13 @@ func (in *instance) rxFault(s rxSlot, frame []byte, h *pkthdr.Headers, f *ats.Fa
 	p := in.p
 	p.st.rxFaults.Add(1)
 	in.publish(hw.QPStatusRxFaults, in.rxFaultsG.Add(1))
+	p.d.trace.Emit(trace.Fault, trace.QPRx(p.q), f.VA, uint64(s.c))
 	if !f.NeedsPageRequest() {
 		// Nothing can make this buffer usable: the descriptor completes
 		// with an error in place of the frame.
 		p.d.log.Warn("RX buffer can not be translated", "pair", p.q, "desc", s.c, "fault", f.Error())
 		p.st.rxFaultErrors.Add(1)
-		in.rxFaultDrop()
+		in.rxFaultDrop(s.c)
 		in.rxComplete(s, 0, hw.RxdError)
 		return
 	}
@@ -135,14 +151,15 @@ func (in *instance) rxFault(s rxSlot, frame []byte, h *pkthdr.Headers, f *ats.Fa
 		in.rxToBackup(frame, h, s.c, f, detected)
 		return
 	}
-	in.rxFaultDrop()
+	in.rxFaultDrop(s.c)
 	in.requestRxPage(s, f, detected)
 }
 
-// rxFaultDrop counts a frame dropped because of a fault.
-func (in *instance) rxFaultDrop() {
+// rxFaultDrop counts a frame for descriptor c dropped because of a fault.
+func (in *instance) rxFaultDrop(c uint32) {
 	in.p.st.rxFaultDrops.Add(1)
 	in.publish(hw.QPStatusRxFaultDrops, in.rxFaultDropsG.Add(1))
+	in.p.d.trace.Emit(trace.RxDrop, trace.QPRx(in.p.q), uint64(c), trace.DropFault)
 }
 
 // requestRxPage raises the page request for descriptor s unless one is
@@ -191,7 +208,7 @@ func (in *instance) submitRx(f *ats.Fault, c uint32, detected int64) *pri.Group 
 func (in *instance) rxToBackup(frame []byte, h *pkthdr.Headers, c uint32, f *ats.Fault, detected int64) {
 	p := in.p
 	if in.headOffset >= in.bmSize {
-		in.rxFaultDrop()
+		in.rxFaultDrop(c)
 		in.requestOnce(f, c, detected)
 		return
 	}
@@ -208,9 +225,10 @@ func (in *instance) rxToBackup(frame []byte, h *pkthdr.Headers, c uint32, f *ats
 		status |= hw.BkdCsumOK
 	}
 	if !p.d.backup.store(frame, backupEntry{queue: uint16(p.q), desc: c, bmIndex: bit, stamp: detected, status: status}) {
-		in.rxFaultDrop()
+		in.rxFaultDrop(c)
 		return
 	}
+	p.d.trace.Emit(trace.BackupStore, trace.TrackBackup, uint64(c), uint64(bit))
 	in.bitmap[bit%in.bmSize] = true
 	in.setHeadOffset(in.headOffset + 1)
 	p.st.rxBackup.Add(1)
@@ -321,6 +339,9 @@ func (in *instance) resolve(bit uint32) error {
 	}
 	in.bitmap[bit%in.bmSize] = false
 	in.finishRx(head + off)
+	defer func() {
+		in.p.d.trace.Emit(trace.BackupResolve, trace.TrackBackup, uint64(bit), uint64(in.rx.head.Load()))
+	}()
 	advanced := uint32(0)
 	for in.headOffset-advanced > 0 && !in.bitmap[(in.bmIndex+advanced)%in.bmSize] {
 		advanced++
@@ -352,6 +373,7 @@ func (in *instance) txResolve(c uint32, f *ats.Fault, detected int64) ([]*pri.Gr
 	p := in.p
 	p.st.txFaults.Add(1)
 	in.publish(hw.QPStatusTxFaults, in.txFaultsG.Add(1))
+	p.d.trace.Emit(trace.Fault, trace.QPTx(p.q), f.VA, uint64(c))
 	e := p.d.pri
 	if !f.NeedsPageRequest() || e == nil {
 		return nil, fmt.Errorf("%w: %v", errTxFault, f)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/internal/clock"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // moderator decides when one MSI-X vector fires. The driver arms it (NAPI
@@ -27,20 +28,26 @@ type moderator struct {
 	timer   clock.Timer
 	gen     uint64 // invalidates a timer that reset abandoned
 	fired   atomic.Uint64
+	trace   *trace.Recorder
+	vector  int // for the trace
 }
 
-func (m *moderator) init(c clock.Clock, fire func()) {
-	m.clock, m.fire = c, fire
+func (m *moderator) init(c clock.Clock, fire func(), tr *trace.Recorder, vector int) {
+	m.clock, m.fire, m.trace, m.vector = c, fire, tr, vector
 }
 
-// event records a completion (or misc event).
+// event records a completion (or misc event). One that can not fire now
+// is traced as deferred once per interrupt it waits for.
 func (m *moderator) event() {
 	m.mu.Lock()
+	was := m.pending
 	m.pending = true
 	f := m.tryLocked()
 	m.mu.Unlock()
 	if f {
 		m.deliver()
+	} else if !was {
+		m.trace.Emit(trace.IRQDeferred, trace.TrackIRQ, uint64(m.vector), 0)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // Pair is one queue pair: a TX ring and an RX ring sharing an MSI-X vector
@@ -55,7 +56,7 @@ type pairCounters struct {
 
 func newPair(d *Datapath, q int) *Pair {
 	p := &Pair{d: d, q: q}
-	p.irq.init(d.clock, p.fireIRQ)
+	p.irq.init(d.clock, p.fireIRQ, d.trace, hw.QPVector(q))
 	return p
 }
 
@@ -356,6 +357,9 @@ type ring struct {
 	head  atomic.Uint32 // consumed (TX) or filled (RX), free-running
 	tail  atomic.Uint32 // posted by the driver, free-running
 	dc    descCache     // owned by the engine of this ring
+	// trace and track record the ring's descriptor fetches.
+	trace *trace.Recorder
+	track trace.Track
 }
 
 // instance is a pair between one enable and the next disable: the latched
@@ -396,8 +400,10 @@ func newInstance(p *Pair, txBase uint64, txSize uint32, rxBase uint64, rxSize ui
 	in := &instance{p: p, stopCh: make(chan struct{}), kick: make(chan struct{}, 1), txb: p.getTxBuf(),
 		dma: p.d.mem.NewStream(fmt.Sprintf("qp%d", p.q))}
 	in.ctx, in.cancel = context.WithCancel(context.Background())
-	in.tx = ring{base: txBase, size: txSize, mask: txSize - 1, valid: ringOK(txBase, txSize, hw.TxDescSize)}
-	in.rx = ring{base: rxBase, size: rxSize, mask: rxSize - 1, valid: ringOK(rxBase, rxSize, hw.RxDescSize)}
+	in.tx = ring{base: txBase, size: txSize, mask: txSize - 1, valid: ringOK(txBase, txSize, hw.TxDescSize),
+		trace: p.d.trace, track: trace.QPTx(p.q)}
+	in.rx = ring{base: rxBase, size: rxSize, mask: rxSize - 1, valid: ringOK(rxBase, rxSize, hw.RxDescSize),
+		trace: p.d.trace, track: trace.QPRx(p.q)}
 	// The rings are the driver's memory handed to this instance: fenced
 	// when it quiesces. Buffers are the driver's to fence (in tests).
 	for _, r := range []*ring{&in.tx, &in.rx} {

@@ -6,6 +6,7 @@ import (
 	"github.com/npfnic/npfnic/internal/clock"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/pkthdr"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // rxSlot is a posted RX buffer picked for a frame.
@@ -85,6 +86,7 @@ func (in *instance) rxPick(frame []byte, h *pkthdr.Headers, hold bool) (s rxSlot
 		default:
 			p.st.rxDropsNoBuf.Add(1)
 			in.publish(hw.QPStatusRxDropsNoBuf, in.rxDropsNoBuf.Add(1))
+			p.d.trace.Emit(trace.RxDrop, trace.QPRx(p.q), uint64(c), trace.DropNoBuffer)
 		}
 		return rxSlot{}, false, false
 	}
@@ -98,6 +100,7 @@ func (in *instance) rxPick(frame []byte, h *pkthdr.Headers, hold bool) (s rxSlot
 	if n := len(frame); n > s.bufLen || n > hw.MaxFrame {
 		p.st.rxDropsTooBig.Add(1)
 		in.publish(hw.QPStatusRxDropsTooBig, in.rxDropsTooBig.Add(1))
+		p.d.trace.Emit(trace.RxDrop, trace.QPRx(p.q), uint64(c), trace.DropTooBig)
 		return rxSlot{}, false, false
 	}
 	return s, true, false
@@ -137,6 +140,7 @@ func (in *instance) rxComplete(s rxSlot, n int, status uint16) {
 	if n > 0 {
 		p.st.rxFrames.Add(1)
 		p.st.rxBytes.Add(uint64(n))
+		p.d.trace.Emit(trace.RxFrame, trace.QPRx(p.q), uint64(s.c), uint64(n))
 	}
 	if in.headOffset > 0 {
 		in.setHeadOffset(in.headOffset + 1)

@@ -9,6 +9,7 @@ import (
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/port"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // txPublishEvery bounds how many frames the TX engine sends before it
@@ -291,6 +292,7 @@ func (in *instance) txSend(frame []byte) {
 	}
 	p.st.txFrames.Add(1)
 	p.st.txBytes.Add(uint64(len(frame)))
+	p.d.trace.Emit(trace.TxFrame, trace.QPTx(p.q), uint64(in.tx.head.Load()), uint64(len(frame)))
 }
 
 // txSendGSO sends a TSO super-packet whole through a port that segments
@@ -305,6 +307,7 @@ func (in *instance) txSendGSO(g port.GSOSender, frame []byte, gso port.GSOInfo) 
 	}
 	p.st.txFrames.Add(1)
 	p.st.txBytes.Add(uint64(len(frame)))
+	p.d.trace.Emit(trace.TxFrame, trace.QPTx(p.q), uint64(in.tx.head.Load()), uint64(len(frame)))
 }
 
 func (in *instance) txDrop() {

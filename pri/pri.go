@@ -57,6 +57,7 @@ import (
 	"github.com/npfnic/npfnic/pcie"
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // Caps is the PRI capability of the configuration space; *pcie.Space
@@ -85,6 +86,9 @@ type Config struct {
 	// Recorder of DefaultRecords.
 	Recorder *Recorder
 	Log      *slog.Logger
+	// Trace records each group as it is queued and answered; nil records
+	// nothing.
+	Trace *trace.Recorder
 }
 
 // Code is a PRG response code.
@@ -220,6 +224,8 @@ type Engine struct {
 	irq  Interrupts
 	rec  *Recorder
 	log  *slog.Logger
+	// trace records groups queued and answered (nil: off).
+	trace *trace.Recorder
 
 	mu       sync.Mutex
 	enabled  bool // PRI Enable as last applied
@@ -259,7 +265,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{
-		mem: cfg.Mem, caps: cfg.Caps, irq: cfg.IRQ, rec: cfg.Recorder, log: cfg.Log,
+		mem: cfg.Mem, caps: cfg.Caps, irq: cfg.IRQ, rec: cfg.Recorder, log: cfg.Log, trace: cfg.Trace,
 		changed:  make(chan struct{}),
 		writeSem: make(chan struct{}, 1),
 		kick:     make(chan struct{}, 1),
@@ -415,6 +421,7 @@ func (e *Engine) complete(g *Group, code Code, err error) {
 	if g.stamps[StampResponse].Load() == 0 {
 		g.stamps[StampResponse].Store(clock.Nanotime())
 	}
+	e.trace.Emit(trace.PageResponse, trace.TrackPRI, uint64(g.prgi), uint64(code))
 	close(g.done)
 }
 
@@ -648,6 +655,7 @@ func (e *Engine) submit(ctx context.Context, r Request, wait bool) (*Group, erro
 	}
 	e.mu.Unlock()
 	g.stamps[StampQueued].Store(clock.Nanotime())
+	e.trace.Emit(trace.PageRequest, trace.TrackPRI, uint64(prgi), r.Pages[0]&^(hw.XlatPageSize-1))
 	if err := dma.WriteU32(status+uint64(hw.PRIStatusPRQTail.Offset), tail+uint32(n)); err != nil {
 		return nil, e.queueFailed(g, gen, hw.PRIErrBadStatusAddr, 0)
 	}

@@ -60,10 +60,11 @@ const (
 	// PRG index, B: the response code.
 	PageResponse
 	// Invalidate: an invalidation taken from the driver's queue (begins
-	// its async slice). A: its tag, B: the first page.
+	// its async slice). A: its tag (the queue index), B: the first page.
 	Invalidate
-	// InvalidateDone: its completion written. A: the tag, B: ATC entries
-	// dropped.
+	// InvalidateDone: its ATC entries dropped and no DMA in flight uses
+	// them any more (the driver's WAIT completes after). A: the tag, B:
+	// ATC entries dropped.
 	InvalidateDone
 	// IRQ: an MSI-X vector fired. A: the vector.
 	IRQ
@@ -79,8 +80,9 @@ const (
 	// RxFrame: a frame completed into an RX descriptor. A: its
 	// free-running index, B: bytes.
 	RxFrame
-	// TxFrame: a frame taken from the TX ring and sent. A: the last
-	// descriptor's free-running index, B: bytes.
+	// TxFrame: a frame taken from the TX ring and sent (each TSO segment
+	// the device cuts is one). A: its first descriptor's free-running
+	// index, B: bytes.
 	TxFrame
 	// RxDrop: a received frame dropped. A: the descriptor it would have
 	// used, B: the reason (DropReason).
