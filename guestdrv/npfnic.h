@@ -154,6 +154,9 @@ struct npfnic_qp {
 	u32 bk_npending;
 
 	atomic_t rnpf_want;	/* synthetic rNPFs drawn by NAPI, not yet injected */
+	/* fault_ahead: the PRQ work backs the slots after ahead_from once it answered. */
+	u32 ahead_from;
+	bool ahead_due;
 
 	/* Still BUSY after its disable: its rings and buffers are leaked. */
 	bool lost;
@@ -261,6 +264,7 @@ struct npfnic_npf_stats {
 	atomic64_t backup_resets;	/* restarts after a backup entry naming no descriptor */
 	atomic64_t rnpf_injected;	/* synthetic rNPFs: slot translations invalidated */
 	atomic64_t rnpf_skipped;	/* synthetic rNPFs drawn but not injected */
+	atomic64_t rx_prefaulted;	/* cold RX slots backed ahead of a fault (fault_ahead) */
 };
 
 /* The dev_id of one MSI-X vector. */
@@ -308,6 +312,7 @@ struct npfnic {
 	struct work_struct echo_work;
 	atomic_t echo_round;		/* DIAG_ECHO rounds answered in this run */
 	u32 rnpf_rate_ppm;		/* debugfs rnpf_rate_ppm, read by NAPI */
+	u32 fault_ahead;		/* debugfs fault_ahead, read by fault resolution */
 	struct work_struct rnpf_work;	/* injects the synthetic rNPFs NAPI drew */
 	struct npfnic_npf npf;
 	struct npfnic_npf_stats nstats;
@@ -339,7 +344,7 @@ irqreturn_t npfnic_qp_irq(int irq, void *data);
 int npfnic_inject(struct npfnic *nic, const char *what, unsigned int q);
 
 /* npfnic_npf.c: network page faults, set up, taken down and counted */
-#define NPFNIC_NPF_STATS	36
+#define NPFNIC_NPF_STATS	37
 extern const char npfnic_npf_stat_names[][ETH_GSTRING_LEN];
 
 int npfnic_npf_probe(struct npfnic *nic);
@@ -360,6 +365,7 @@ void npfnic_pt_free(struct npfnic *nic, struct npfnic_pt *pt);
 __le64 *npfnic_pte(struct npfnic *nic, u64 va, bool alloc);
 bool npfnic_pte_present(__le64 *pte);
 int npfnic_fault_rx_slot(struct npfnic *nic, struct npfnic_qp *qp, u32 i);
+void npfnic_fault_ahead(struct npfnic *nic, struct npfnic_qp *qp, u32 i);
 void npfnic_free_rx_slots(struct npfnic_qp *qp);
 bool npfnic_is_ram(u64 addr, u64 len);
 int npfnic_map_identity(struct npfnic *nic, u64 addr);

@@ -58,7 +58,7 @@ static void npfnic_backup_resolve(struct npfnic *nic, struct npfnic_qp *qp,
 	struct npfnic_rx_desc *d = &qp->rx_ring[i];
 	struct device *dev = &nic->pdev->dev;
 	struct npfnic_rx_slot *slot = &qp->rx_slots[i];
-	bool delayed = false;
+	bool delayed = false, cold = !READ_ONCE(slot->page);
 	u16 status, len = p->len;
 	int err = -EINVAL;
 
@@ -91,6 +91,9 @@ static void npfnic_backup_resolve(struct npfnic *nic, struct npfnic_qp *qp,
 	iowrite32(p->bm_index, qp->regs + NPFNIC_QP_RX_RESOLVE);
 	atomic64_inc(&nic->nstats.rx_resolved);
 	npfnic_since(nic, NPFNIC_HIST_BACKUP_LAT, p->isr_ns);
+	/* This work backed a cold slot before the PRQ work did: fault ahead here. */
+	if (cold && !err)
+		npfnic_fault_ahead(nic, qp, i);
 }
 
 enum npfnic_where {

@@ -20,7 +20,11 @@
  *  - rnpf_rate_ppm (read, write a number up to 1000000): synthetic receive
  *    faults per million received frames under drop and backup
  *    (npfnic_iopt.c), from the module parameter of the same name at probe;
- *    a write takes effect at the next frame.
+ *    a write takes effect at the next frame;
+ *  - fault_ahead (read, write a number up to 4096): under drop and backup,
+ *    the cold RX slots backed after each resolved RX fault, beyond the one
+ *    that faulted (npfnic_iopt.c), from the module parameter of the same
+ *    name at probe; a write takes effect at the next fault.
  * Each write is parsed on its own, as a sysfs store would be: a value must
  * come in one write.
  *
@@ -488,6 +492,27 @@ static int npfnic_rnpf_rate_set(void *data, u64 ppm)
 DEFINE_DEBUGFS_ATTRIBUTE(npfnic_rnpf_rate_fops, npfnic_rnpf_rate_get, npfnic_rnpf_rate_set,
 			 "%llu\n");
 
+/* Cold RX slots backed after each RX fault; the fault paths read it per fault. */
+static int npfnic_fault_ahead_get(void *data, u64 *n)
+{
+	struct npfnic *nic = data;
+
+	*n = READ_ONCE(nic->fault_ahead);
+	return 0;
+}
+
+static int npfnic_fault_ahead_set(void *data, u64 n)
+{
+	struct npfnic *nic = data;
+
+	if (n > NPFNIC_RING_SIZE_MAX)
+		return -EINVAL;
+	WRITE_ONCE(nic->fault_ahead, n);
+	return 0;
+}
+DEFINE_DEBUGFS_ATTRIBUTE(npfnic_fault_ahead_fops, npfnic_fault_ahead_get, npfnic_fault_ahead_set,
+			 "%llu\n");
+
 /* ---- probe / remove ---- */
 
 /* The function's directory; debugfs failures are not the driver's failures. */
@@ -501,6 +526,7 @@ void npfnic_diag_probe(struct npfnic *nic)
 	debugfs_create_file("diag_echo", 0600, dir, nic, &npfnic_diag_echo_fops);
 	debugfs_create_file("inject", 0200, dir, nic, &npfnic_inject_fops);
 	debugfs_create_file_unsafe("rnpf_rate_ppm", 0600, dir, nic, &npfnic_rnpf_rate_fops);
+	debugfs_create_file_unsafe("fault_ahead", 0600, dir, nic, &npfnic_fault_ahead_fops);
 }
 
 void npfnic_diag_remove(struct npfnic *nic)

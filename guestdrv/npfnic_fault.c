@@ -18,7 +18,11 @@
  *  4. respond: once the last request of a group was seen the group is
  *     answered, Success or Invalid Request, with one response
  *     (npfnic_answer); the batch rings the PRSPQ doorbell once and the PRQ
- *     head doorbell once.
+ *     head doorbell once;
+ *  5. ahead: with fault_ahead N (module parameter, debugfs per function),
+ *     each pair whose RX buffers faulted in the batch gets the next N cold
+ *     slots after its last fault backed too (npfnic_fault_ahead), after the
+ *     answers, so no response waits for them.
  * fault_delay_us (a module parameter, writable at run time) emulates a
  * major fault: a resolution that maps something new waits until that long
  * after the PRQ interrupt that brought its group's first request. So the
@@ -26,8 +30,9 @@
  * whose reads are in flight at the same time, rather than one after the
  * other; once per group (npfnic_prg.delayed).
  *
- * Locking: the PRQ, its head and the group table npf.prg belong to the one
- * PRQ work item (never concurrent with itself); npf.lock is taken around
+ * Locking: the PRQ, its head, the group table npf.prg and the pairs'
+ * ahead_from/ahead_due belong to the one PRQ work item (never concurrent
+ * with itself); npf.lock is taken around
  * each page's mapping only, never across the fault delay; npf.prsp_lock
  * covers the page response queue, which fault injection (npfnic_diag.c)
  * writes too.
@@ -126,6 +131,10 @@ static int npfnic_fault_page(struct npfnic *nic, struct npfnic_prg *g, const str
 		mutex_lock(&npf->lock);
 		err = npfnic_fault_rx_slot(nic, qp, i);
 		mutex_unlock(&npf->lock);
+		if (!err) {
+			qp->ahead_from = i;
+			qp->ahead_due = true;
+		}
 		return err;
 	case NPFNIC_FAULT_KIND_TX_BUF:
 		/* TX buffers are read; only RAM has an identity mapping. */
@@ -304,6 +313,7 @@ void npfnic_prq_work(struct work_struct *work)
 	struct npfnic_npf *npf = &nic->npf;
 	u32 tail, count = 0, n = 0;
 	u64 isr;
+	int q;
 
 	isr = atomic64_xchg(&npf->prq_isr_ns, 0);
 	npfnic_since(nic, NPFNIC_HIST_FAULT_SCHED, isr);
@@ -330,6 +340,15 @@ void npfnic_prq_work(struct work_struct *work)
 	atomic64_add(count, &nic->nstats.page_requests);
 	npfnic_answer(nic, n, isr);
 	iowrite32(npf->prq_head, nic->bar0 + NPFNIC_REG_PRQ_HEAD);
+	/* Answered: now the pages ahead of each pair's last RX fault. */
+	for (q = 0; q < nic->nqps; q++) {
+		struct npfnic_qp *qp = &nic->qps[q];
+
+		if (qp->ahead_due) {
+			qp->ahead_due = false;
+			npfnic_fault_ahead(nic, qp, qp->ahead_from);
+		}
+	}
 }
 
 /* ---- interrupt ---- */

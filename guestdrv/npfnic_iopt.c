@@ -9,6 +9,8 @@
  *  - RX slot (q, i) is one page at npfnic_rx_va(q, i), allocated, DMA
  *    mapped and entered writable only when it is needed: by a page request
  *    (npfnic_fault.c) or a backup frame (npfnic_backup.c).
+ *    With fault_ahead N, a resolved RX fault also backs the next N cold
+ *    slots of its ring (npfnic_fault_ahead).
  *  - A TX buffer page is entered read-only at its identity VA on its first
  *    fault and stays, so the identity stays correct.
  *  - pin enters every RX slot and all of RAM at open.
@@ -205,6 +207,35 @@ int npfnic_fault_rx_slot(struct npfnic *nic, struct npfnic_qp *qp, u32 i)
 	if (!err)
 		npfnic_since(nic, NPFNIC_HIST_FAULT_MAP, start);
 	return err;
+}
+
+/*
+ * fault_ahead (seed 004's PI4/PIA prefault policies, for a ring): once the
+ * fault of slot i of qp was answered, the next fault_ahead slots in ring
+ * order that never had a page get one too, so a cold ring takes about one
+ * fault in fault_ahead + 1. Slots holding a page (resident, or evicted by
+ * a synthetic rNPF) are left as they are: only cold slots are prefaulted.
+ * Called by the fault paths after their response, so the faulting frame
+ * does not wait for the pages ahead; takes npf.lock.
+ */
+void npfnic_fault_ahead(struct npfnic *nic, struct npfnic_qp *qp, u32 i)
+{
+	u32 n = min(READ_ONCE(nic->fault_ahead), qp->rx_size - 1), k, done = 0;
+
+	if (!n)
+		return;
+	mutex_lock(&nic->npf.lock);
+	for (k = 1; k <= n && READ_ONCE(nic->npf.active); k++) {
+		u32 j = (i + k) & (qp->rx_size - 1);
+
+		if (READ_ONCE(qp->rx_slots[j].page))
+			continue;
+		if (npfnic_map_rx_slot(nic, qp, j))
+			break;
+		done++;
+	}
+	mutex_unlock(&nic->npf.lock);
+	atomic64_add(done, &nic->nstats.rx_prefaulted);
 }
 
 /* Takes slot i's page away (its PTE must be cleared and invalidated). */

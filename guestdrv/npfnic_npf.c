@@ -27,7 +27,8 @@
  *
  * Knobs: module parameters rx_policy, bm_size, backup_ring_size,
  * atc_entries, rnpf_rate_ppm (the start value of each function's debugfs
- * rnpf_rate_ppm, npfnic_iopt.c), and fault_delay_us (npfnic_fault.c,
+ * rnpf_rate_ppm, npfnic_iopt.c), fault_ahead (likewise: cold RX slots
+ * backed after each RX fault, npfnic_iopt.c), and fault_delay_us (npfnic_fault.c,
  * writable at run time); the sysfs files cool and rx_policy
  * (npfnic_main.c); the test knobs in debugfs (npfnic_diag.c). ethtool -S
  * adds the names in npfnic_npf_stat_names: the device's fault counters
@@ -79,6 +80,11 @@ module_param(rnpf_rate_ppm, uint, 0644);
 MODULE_PARM_DESC(rnpf_rate_ppm,
 		 "drop and backup: synthetic receive faults per million received frames, at probe (debugfs rnpf_rate_ppm changes it per function)");
 
+static unsigned int fault_ahead;
+module_param(fault_ahead, uint, 0444);
+MODULE_PARM_DESC(fault_ahead,
+		 "drop and backup: cold RX slots backed after each RX fault, at probe (debugfs fault_ahead changes it per function)");
+
 /* Layout of the control page: both status blocks and the completion word. */
 #define NPFNIC_CTL_ATS		0
 #define NPFNIC_CTL_PRI		64
@@ -95,7 +101,7 @@ const char npfnic_npf_stat_names[][ETH_GSTRING_LEN] = {
 	"backup_lat_p50_ns", "backup_lat_p99_ns",
 	"rx_xlat_errors", "rx_resolved", "backup_errors", "bad_page_requests", "pri_errors",
 	"pri_unexpected", "tail_irqs", "tail_events", "inv_timeouts", "rx_slot_pages",
-	"pt_pages", "backup_resets", "rnpf_injected", "rnpf_skipped",
+	"pt_pages", "backup_resets", "rnpf_injected", "rnpf_skipped", "rx_prefaulted",
 };
 
 static_assert(ARRAY_SIZE(npfnic_npf_stat_names) == NPFNIC_NPF_STATS);
@@ -512,6 +518,7 @@ void npfnic_npf_get_stats(struct npfnic *nic, u64 *data)
 	data[k++] = atomic64_read(&ns->backup_resets);
 	data[k++] = atomic64_read(&ns->rnpf_injected);
 	data[k++] = atomic64_read(&ns->rnpf_skipped);
+	data[k++] = atomic64_read(&ns->rx_prefaulted);
 	WARN_ON_ONCE(k != NPFNIC_NPF_STATS);
 }
 
@@ -542,13 +549,14 @@ int npfnic_npf_probe(struct npfnic *nic)
 	if (!is_power_of_2(bm_size) || bm_size > NPFNIC_BM_SIZE_MAX ||
 	    !is_power_of_2(backup_ring_size) || backup_ring_size < NPFNIC_RING_SIZE_MIN ||
 	    backup_ring_size > NPFNIC_RING_SIZE_MAX || atc_entries > NPFNIC_ATC_CAPACITY_MAX ||
-	    rnpf_rate_ppm > NPFNIC_PPM) {
+	    rnpf_rate_ppm > NPFNIC_PPM || fault_ahead > NPFNIC_RING_SIZE_MAX) {
 		dev_err(dev,
-			"bm_size %u, backup_ring_size %u, atc_entries %u or rnpf_rate_ppm %u out of range\n",
-			bm_size, backup_ring_size, atc_entries, rnpf_rate_ppm);
+			"bm_size %u, backup_ring_size %u, atc_entries %u, rnpf_rate_ppm %u or fault_ahead %u out of range\n",
+			bm_size, backup_ring_size, atc_entries, rnpf_rate_ppm, fault_ahead);
 		return -EINVAL;
 	}
 	nic->rnpf_rate_ppm = rnpf_rate_ppm;
+	nic->fault_ahead = fault_ahead;
 	nic->bm_size = bm_size;
 	nic->backup_size = backup_ring_size;
 	nic->atc_entries = atc_entries;
