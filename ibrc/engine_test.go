@@ -1,6 +1,7 @@
 package ibrc_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -195,4 +196,78 @@ func TestRetryExceeded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestInline sends SENDs and an RDMA WRITE with immediate whose payload is
+// carried in the WR (SendInline), across the MTU, and checks that PostSend
+// copied the payload and refuses what inline can not be.
+func TestInline(t *testing.T) {
+	w := newWorld(t, opts{})
+	sizes := []int{0, 1, 100, 1024, 2048}
+	var want [][]byte
+	for i, sz := range sizes {
+		data := make([]byte, sz)
+		fill(data, uint64(40+i))
+		want = append(want, append([]byte(nil), data...))
+		if err := w.b.qp.PostRecv(ibrc.RecvWR{ID: uint64(i), SGL: w.b.sge(uint64(i)*4096, 4096)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.a.qp.PostSend(ibrc.SendWR{ID: uint64(100 + i), Opcode: ibrc.WRSend,
+			Flags: ibrc.SendSignaled | ibrc.SendInline, Inline: data}); err != nil {
+			t.Fatal(err)
+		}
+		for j := range data {
+			data[j] ^= 0xff // the WR owns a copy
+		}
+	}
+	wdata := []byte("written inline")
+	w.b.qp.PostRecv(ibrc.RecvWR{ID: 99})
+	if err := w.a.qp.PostSend(ibrc.SendWR{ID: 200, Opcode: ibrc.WRWriteImm, Flags: ibrc.SendSignaled | ibrc.SendInline,
+		Inline: wdata, RemoteAddr: memBase + 1<<20, RKey: w.b.mr.RKey(), Imm: 5}); err != nil {
+		t.Fatal(err)
+	}
+	w.run(time.Second, func() bool { return len(w.a.wcs) == len(sizes)+1 && len(w.b.rwcs) == len(sizes)+1 })
+	for i, sz := range sizes {
+		s, r := w.a.wcs[i], w.b.rwcs[i]
+		if s.Status != ibrc.WCSuccess || s.WRID != uint64(100+i) || r.Status != ibrc.WCSuccess || r.ByteLen != uint32(sz) {
+			t.Fatalf("message %d: send %+v recv %+v", i, s, r)
+		}
+		expectBytes(t, fmt.Sprintf("inline message %d", i), w.b.at(uint64(i)*4096, sz), want[i])
+	}
+	if s, r := w.a.wcs[len(sizes)], w.b.rwcs[len(sizes)]; s.Status != ibrc.WCSuccess || r.Opcode != ibrc.WCRecvRDMAImm || r.Imm != 5 {
+		t.Fatalf("inline write: send %+v recv %+v", s, r)
+	}
+	expectBytes(t, "inline write", w.b.at(1<<20, len(wdata)), wdata)
+
+	for _, bad := range []ibrc.SendWR{
+		{Opcode: ibrc.WRRead, Flags: ibrc.SendInline, RemoteAddr: memBase, RKey: w.b.mr.RKey()},
+		{Opcode: ibrc.WRSend, Flags: ibrc.SendInline, Inline: make([]byte, 2049)},
+		{Opcode: ibrc.WRSend, Flags: ibrc.SendInline, Inline: []byte{1}, SGL: w.a.sge(0, 1)},
+		{Opcode: ibrc.WRSend, Inline: []byte{1}},
+	} {
+		if err := w.a.qp.PostSend(bad); !errors.Is(err, ibrc.ErrInvalidArg) {
+			t.Errorf("PostSend(%+v) = %v, want ErrInvalidArg", bad, err)
+		}
+	}
+}
+
+// TestInlineRetransmit: a lost packet of an inline SEND is sent again from
+// the WR's own copy of the payload.
+func TestInlineRetransmit(t *testing.T) {
+	dropped := 0
+	w := newWorld(t, opts{retry: 3, link: linkDropFirst(func(f []byte) bool {
+		dropped++
+		return dropped == 2 // the second packet of the message
+	})})
+	data := make([]byte, 2000)
+	fill(data, 9)
+	w.b.qp.PostRecv(ibrc.RecvWR{ID: 1, SGL: w.b.sge(0, 4096)})
+	if err := w.a.qp.PostSend(ibrc.SendWR{ID: 2, Opcode: ibrc.WRSend, Flags: ibrc.SendSignaled | ibrc.SendInline, Inline: data}); err != nil {
+		t.Fatal(err)
+	}
+	w.run(time.Second, func() bool { return len(w.a.wcs) == 1 && len(w.b.rwcs) == 1 })
+	if w.a.wcs[0].Status != ibrc.WCSuccess || w.b.rwcs[0].ByteLen != 2000 || w.a.e.Stats().Retransmits == 0 {
+		t.Fatalf("send %+v recv %+v retransmits %d", w.a.wcs[0], w.b.rwcs[0], w.a.e.Stats().Retransmits)
+	}
+	expectBytes(t, "retransmitted inline message", w.b.at(0, 2000), data)
 }

@@ -120,7 +120,7 @@ func newWorld(t testing.TB, o opts) *world {
 		n.scq, _ = n.e.CreateCQ(4096)
 		n.rcq, _ = n.e.CreateCQ(4096)
 		n.qp, err = n.pd.CreateQP(ibrc.QPInit{SendCQ: n.scq, RecvCQ: n.rcq,
-			Cap: ibrc.QPCap{MaxSendWR: o.sendWR, MaxRecvWR: o.recvW, MaxSendSGE: 4, MaxRecvSGE: 4}})
+			Cap: ibrc.QPCap{MaxSendWR: o.sendWR, MaxRecvWR: o.recvW, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInline: 2048}})
 		if err != nil {
 			t.Fatal(err)
 		}

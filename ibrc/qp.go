@@ -401,6 +401,19 @@ func (q *QP) PostSend(wr SendWR) error {
 		return fmt.Errorf("%w: %d SGEs, QP takes %d", ErrInvalidArg, len(wr.SGL), q.init.Cap.MaxSendSGE)
 	}
 	n := sglLen(wr.SGL)
+	if wr.Flags&SendInline != 0 {
+		switch {
+		case wr.Opcode == WRRead:
+			return fmt.Errorf("%w: inline RDMA READ", ErrInvalidArg)
+		case len(wr.SGL) > 0:
+			return fmt.Errorf("%w: inline WR with an SGL", ErrInvalidArg)
+		case len(wr.Inline) > q.init.Cap.MaxInline:
+			return fmt.Errorf("%w: %d bytes inline, QP takes %d", ErrInvalidArg, len(wr.Inline), q.init.Cap.MaxInline)
+		}
+		n = uint64(len(wr.Inline))
+	} else if len(wr.Inline) > 0 {
+		return fmt.Errorf("%w: inline data without SendInline", ErrInvalidArg)
+	}
 	if n > MaxMsgSize {
 		return fmt.Errorf("%w: message of %d bytes", ErrInvalidArg, n)
 	}
@@ -416,6 +429,7 @@ func (q *QP) PostSend(wr SendWR) error {
 		return ErrQueueFull
 	}
 	wr.SGL = append([]SGE(nil), wr.SGL...)
+	wr.Inline = append([]byte(nil), wr.Inline...)
 	w := &sendWQE{wr: wr, length: n, npkts: 1}
 	if n > 0 {
 		w.npkts = int((n + uint64(q.mtu) - 1) / uint64(q.mtu))

@@ -86,6 +86,10 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 			int(psn)%e.cfg.AckEvery == e.cfg.AckEvery-1 ||
 			int(psnDiff(psnAdd(psn, 1), q.comp.psn)) >= window
 		frame, err = rocev2.BuildFrame(&q.path, &h, int(n), func(p []byte) error {
+			if w.wr.Flags&SendInline != 0 {
+				copy(p, w.wr.Inline[off:])
+				return nil
+			}
 			return q.gather(w.wr.SGL, off, p)
 		})
 		if err != nil {

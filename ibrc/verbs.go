@@ -99,6 +99,9 @@ const (
 	SendFence     SendFlags = 1 << 0
 	SendSignaled  SendFlags = 1 << 1
 	SendSolicited SendFlags = 1 << 2
+	// SendInline: the payload is Inline, copied when the WR is posted, not
+	// gathered from an SGL (SEND and RDMA WRITE only).
+	SendInline SendFlags = 1 << 3
 )
 
 // SGE is a scatter/gather element: LKey names the memory region.
@@ -110,10 +113,13 @@ type SGE struct {
 
 // SendWR is a send work request.
 type SendWR struct {
-	ID         uint64
-	Opcode     WROpcode
-	Flags      SendFlags
-	SGL        []SGE
+	ID     uint64
+	Opcode WROpcode
+	Flags  SendFlags
+	SGL    []SGE
+	// Inline is the payload of a SendInline WR (at most QPCap.MaxInline
+	// bytes, SGL empty); PostSend copies it.
+	Inline     []byte
 	Imm        uint32 // immediate data (network order is applied on the wire)
 	RemoteAddr uint64 // RDMA WRITE/READ
 	RKey       uint32
@@ -247,6 +253,7 @@ type QPAttr struct {
 type QPCap struct {
 	MaxSendWR, MaxRecvWR   int
 	MaxSendSGE, MaxRecvSGE int
+	MaxInline              int // bytes of a SendInline payload
 }
 
 // Errors returned by the verbs.
