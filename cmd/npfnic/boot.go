@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -58,6 +59,7 @@ func runBoot(ctx context.Context, args []string) error {
 	noDriver := fs.Bool("no-driver", false, "do not load the npfnic driver at boot")
 	appendArgs := fs.String("append", "", "extra kernel command line")
 	logDir := fs.String("logs", "", "keep console log, QMP transcript and server logs here (default: a temp dir)")
+	tf := addTraceFlags(fs)
 	var nics, files listFlag
 	fs.Var(&nics, "nic", "add a QEMU NIC: MODEL[:user|tap=IF|stream=PATH|stream-server=PATH] (repeatable; MODEL e1000e or virtio)")
 	fs.Var(&files, "file", "copy HOST[:GUEST] into the guest before the shell (repeatable; GUEST defaults to /root/BASENAME)")
@@ -85,6 +87,20 @@ func runBoot(ctx context.Context, args []string) error {
 	}
 	for i := 0; i < *devices; i++ {
 		cfg.NPFNICs = append(cfg.NPFNICs, vm.NPFNIC{})
+	}
+	// -trace records the first device (a trace's tracks are one device's).
+	rec, err := tf.recorder()
+	if err != nil {
+		return err
+	}
+	if *tf.path != "" && *devices > 0 {
+		if *server != "" {
+			cfg.NPFNICs[0].Server = vm.ExternalServer{Binary: *server, Args: []string{"--trace", *tf.path,
+				"--trace-events", fmt.Sprint(*tf.events)}}
+			rec = nil // the server writes it
+		} else {
+			cfg.NPFNICs[0].Server = vm.InProcessServer{Trace: rec}
+		}
 	}
 	for _, n := range nics {
 		nic, err := parseNIC(n)
@@ -138,10 +154,11 @@ func runBoot(ctx context.Context, args []string) error {
 	select {
 	case <-v.Exited():
 	case <-ctx.Done():
-		return v.Shutdown(context.Background())
+		err := v.Shutdown(context.Background())
+		return errors.Join(err, tf.write(rec, os.Stderr))
 	}
 	fmt.Fprintf(os.Stderr, "guest exited; logs in %s\n", v.LogDir())
-	return nil
+	return tf.write(rec, os.Stderr)
 }
 
 func baseName(p string) string {

@@ -27,6 +27,7 @@ func runExpDatapath(ctx context.Context, args []string) error {
 	cpus := fs.Int("smp", datapath.DefaultCPUs, "guest vCPUs (the same for every NIC)")
 	rounds := fs.Int("rounds", datapath.DefaultRounds, "repeat the NICs this many times, interleaved, and report medians (a shared host is noisy)")
 	quiet := addQuietFlag(fs)
+	tf := addTraceFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: npfnic exp datapath [flags]\n\n"+
 			"Boots the same TCG guest once per NIC and measures, through each, iperf3 TCP\n"+
@@ -50,6 +51,9 @@ func runExpDatapath(ctx context.Context, args []string) error {
 		LogDir:   filepath.Join(*out, "logs"),
 		Progress: progress,
 	}
+	if c.Trace, err = tf.recorder(); err != nil {
+		return err
+	}
 	if c.Images, err = buildImages(ctx, opt); err != nil {
 		return err
 	}
@@ -60,6 +64,9 @@ func runExpDatapath(ctx context.Context, args []string) error {
 		return err
 	}
 	results, runErr := datapath.Run(ctx, c)
+	if err := tf.write(c.Trace, os.Stdout); err != nil {
+		return err
+	}
 	if len(results) > 0 {
 		fmt.Print("\n" + datapath.Table(c, results))
 		files, err := datapath.WriteOutputs(*out, c, results)

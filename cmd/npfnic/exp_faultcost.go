@@ -28,6 +28,7 @@ func runExpFaultCost(ctx context.Context, args []string) error {
 	echoGap := fs.Duration("echo-gap", 0, fmt.Sprintf("pause before each DIAG_ECHO round (default 0, %v with -traffic ping: an idle guest, as isolated faults find it)", faultcost.DefaultPingEchoGap))
 	extra := fs.String("driver-params", "", "extra npfnic.ko parameters, e.g. fault_delay_us=100 (emulated major faults)")
 	quiet := addQuietFlag(fs)
+	tf := addTraceFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: npfnic exp fault-cost [flags]\n\n"+
 			"The cost of a network page fault, stage by stage (Lesokhin et al., ASPLOS'17, Figure 3 / Table 4): a TCG guest\n"+
@@ -47,6 +48,9 @@ func runExpFaultCost(ctx context.Context, args []string) error {
 		Policy: *policy, RingSize: *ring, Cycles: *cycles, Rounds: *rounds, Bytes: *bytes, Traffic: *traffic, Pings: *pings, EchoRounds: *echo, EchoGap: *echoGap, DriverExtra: *extra,
 		LogDir: filepath.Join(*out, "logs"), Progress: progress,
 	}
+	if c.Trace, err = tf.recorder(); err != nil {
+		return err
+	}
 	if c.Images, err = buildImages(ctx, opt); err != nil {
 		return err
 	}
@@ -57,6 +61,9 @@ func runExpFaultCost(ctx context.Context, args []string) error {
 		return err
 	}
 	res, err := faultcost.Run(ctx, c)
+	if werr := tf.write(c.Trace, os.Stdout); werr != nil {
+		return werr
+	}
 	if err != nil {
 		return err
 	}

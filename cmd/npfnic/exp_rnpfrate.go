@@ -28,6 +28,7 @@ func runExpRNPFRate(ctx context.Context, args []string) error {
 	extra := fs.String("driver-params", "", "extra npfnic.ko parameters for every load, e.g. atc_entries=4096")
 	mem := fs.Int("m", 1024, "guest memory in MiB")
 	quiet := addQuietFlag(fs)
+	tf := addTraceFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: npfnic exp rnpf-rate [flags]\n\n"+
 			"Lesokhin et al., ASPLOS'17, Figure 10 (left) on npfnic: iperf3 TCP from the host into a TCG guest\n"+
@@ -56,6 +57,9 @@ func runExpRNPFRate(ctx context.Context, args []string) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
+	if c.Trace, err = tf.recorder(); err != nil {
+		return err
+	}
 	if c.Images, err = buildImages(ctx, opt); err != nil {
 		return err
 	}
@@ -63,6 +67,9 @@ func runExpRNPFRate(ctx context.Context, args []string) error {
 		return err
 	}
 	results, runErr := rnpfrate.Run(ctx, c)
+	if err := tf.write(c.Trace, os.Stdout); err != nil {
+		return err
+	}
 	if len(results) > 0 {
 		fmt.Print("\n" + rnpfrate.Table(c, results))
 		files, err := rnpfrate.WriteOutputs(*out, c, results)

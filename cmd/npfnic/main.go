@@ -33,6 +33,7 @@ var commands = []command{
 	{"exp", runExp, "run an experiment (npfnic exp help)"},
 	{"images", runImages, "build (or check) the QEMU, kernel, driver and initramfs images"},
 	{"serve", runServe, "serve one npfnic device on a vfio-user socket"},
+	{"trace", runTrace, "read a device trace (-trace): page fault stage latencies, and one fault drawn as a PNG"},
 }
 
 var experiments = []command{

@@ -32,9 +32,10 @@ func runServe(ctx context.Context, args []string) error {
 	handshake := fs.Duration("handshake-timeout", 5*time.Second, "drop a client that has not negotiated VERSION by then")
 	stall := fs.Duration("stall-timeout", 5*time.Second, "drop a client that stops inside a message, or stops reading replies, for this long")
 	handover := fs.Duration("handover-timeout", 10*time.Second, "how long a new client waits for the device while another session holds it or tears down")
+	tf := addTraceFlags(fs)
 	atc := fs.Int("atc-entries", 0, fmt.Sprintf("translation cache entries (4 KiB pages) the device starts with; the driver may change it (default %d)", ats.DefaultCapacity))
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: npfnic serve --socket PATH [--wire SPEC [--pcap FILE]] [--mac MAC] [--queues N] [--atc-entries N] [--log-level LEVEL] [--handshake-timeout D] [--stall-timeout D] [--handover-timeout D]\n")
+		fmt.Fprintf(fs.Output(), "usage: npfnic serve --socket PATH [--wire SPEC [--pcap FILE]] [--mac MAC] [--queues N] [--atc-entries N] [--trace FILE [--trace-events N]] [--log-level LEVEL] [--handshake-timeout D] [--stall-timeout D] [--handover-timeout D]\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -74,6 +75,10 @@ func runServe(ctx context.Context, args []string) error {
 			return fmt.Errorf("serve: --wire: %w", err)
 		}
 	}
+	rec, err := tf.recorder()
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
 	var wirePort port.Port
 	if *wireSpec != "" {
@@ -85,7 +90,7 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	// The NIC validates the rest of its options (--atc-entries).
 	dev, err := npfnic.New(npfnic.Options{Logger: logger, Wire: wirePort, MAC: mac, MACSeed: *socket, QueuePairs: *queues,
-		ATCCapacity: *atc})
+		ATCCapacity: *atc, Trace: rec})
 	if err != nil {
 		if wirePort != nil {
 			wirePort.Close()
@@ -94,6 +99,9 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	// Close stops the datapath and closes the wire, completing a pcap.
 	defer dev.Close()
-	return vfiouser.ListenAndServeOptions(ctx, *socket, dev, vfiouser.Options{Logger: logger,
+	err = vfiouser.ListenAndServeOptions(ctx, *socket, dev, vfiouser.Options{Logger: logger,
 		HandshakeTimeout: *handshake, StallTimeout: *stall, HandoverTimeout: *handover})
+	// The trace is written when the server stops (SIGINT, SIGTERM), with
+	// the events of every client it served.
+	return errors.Join(err, tf.write(rec, os.Stderr))
 }

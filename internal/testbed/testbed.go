@@ -31,6 +31,7 @@ import (
 	"github.com/npfnic/npfnic/internal/testbed/vm"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 	"github.com/npfnic/npfnic/vdevice/vfiouser"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // Testbed is one TCG guest with one npfnic device served in this process,
@@ -78,6 +79,9 @@ type Config struct {
 	AllowReboot bool
 	// Progress receives a line per step; nil is quiet.
 	Progress func(format string, args ...any)
+	// Trace records the device's events (package trace); nil records
+	// nothing. The caller writes it out.
+	Trace *trace.Recorder
 }
 
 // Names for what a testbed creates on the host (hostnet.UniqueName).
@@ -167,7 +171,7 @@ func Start(ctx context.Context, c Config) (tb *Testbed, err error) {
 	tb.VM, err = vm.Start(ctx, vm.Config{
 		Name: c.Name, Images: c.Images, MemoryMiB: c.MemoryMiB, CPUs: c.CPUs, LogDir: c.LogDir,
 		AllowReboot: c.AllowReboot,
-		NPFNICs:     []vm.NPFNIC{{Server: vm.InProcessServer{Wire: "tap:" + tapName, Device: tb.dev}}},
+		NPFNICs:     []vm.NPFNIC{{Server: vm.InProcessServer{Wire: "tap:" + tapName, Device: tb.dev, Trace: c.Trace}}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("boot: %w", err)

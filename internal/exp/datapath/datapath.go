@@ -31,6 +31,7 @@ import (
 	"github.com/npfnic/npfnic/internal/testbed/hostnet"
 	"github.com/npfnic/npfnic/internal/testbed/vm"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // NIC is one kind of NIC under test: how to attach it to a guest with its
@@ -74,7 +75,7 @@ var NICs = []NIC{
 		attach: func(c *Config, cfg *vm.Config, tap string) error {
 			newServer := c.NPFNICServer
 			if newServer == nil {
-				newServer = InProcessNPFNIC
+				newServer = func(wire string) (vm.DeviceServer, error) { return InProcessNPFNIC(wire, c.Trace) }
 			}
 			srv, err := newServer("tap:" + tap)
 			if err != nil {
@@ -154,6 +155,9 @@ type Config struct {
 	NPFNICServer func(wire string) (vm.DeviceServer, error)
 	// Progress receives one line per step; nil is quiet.
 	Progress io.Writer
+	// Trace records the device's events over the whole run (package
+	// trace); nil records nothing. The caller writes it out.
+	Trace *trace.Recorder
 }
 
 // Defaults for Config fields left zero.

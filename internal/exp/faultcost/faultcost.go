@@ -40,6 +40,7 @@ import (
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // Config is one run.
@@ -78,6 +79,9 @@ type Config struct {
 	LogDir string
 	// Progress receives one line per step; nil is quiet.
 	Progress io.Writer
+	// Trace records the device's events over the whole run (package
+	// trace); nil records nothing. The caller writes it out.
+	Trace *trace.Recorder
 }
 
 // Defaults.
@@ -198,7 +202,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 		c.progress("removed leftovers of an earlier run: %s", strings.Join(reaped, ", "))
 	}
 	tb, err := testbed.Start(ctx, testbed.Config{
-		Images: c.Images, Name: "faultcost", LogDir: c.LogDir, Subnet: 2, Progress: c.progress,
+		Images: c.Images, Name: "faultcost", LogDir: c.LogDir, Subnet: 2, Progress: c.progress, Trace: c.Trace,
 	})
 	if err != nil {
 		return nil, err

@@ -42,6 +42,7 @@ import (
 	"github.com/npfnic/npfnic/internal/report"
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // Policies are the RX policies in the order a round loads them.
@@ -99,6 +100,9 @@ type Config struct {
 	LogDir string
 	// Progress receives one line per step; nil is quiet.
 	Progress io.Writer
+	// Trace records the device's events over the whole run (package
+	// trace); nil records nothing. The caller writes it out.
+	Trace *trace.Recorder
 }
 
 func (c *Config) setDefaults() {
@@ -392,7 +396,7 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 func (c *Config) boot(ctx context.Context, n int) (*testbed.Testbed, error) {
 	tb, err := testbed.Start(ctx, testbed.Config{
 		Images: c.Images, Name: "rnpfrate", MemoryMiB: c.MemoryMiB, CPUs: c.CPUs,
-		LogDir: filepath.Join(c.LogDir, fmt.Sprintf("guest-%d", n)), Progress: c.progress,
+		LogDir: filepath.Join(c.LogDir, fmt.Sprintf("guest-%d", n)), Progress: c.progress, Trace: c.Trace,
 	})
 	if err != nil {
 		return nil, err

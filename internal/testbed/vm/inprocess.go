@@ -9,6 +9,7 @@ import (
 	"github.com/npfnic/npfnic"
 	"github.com/npfnic/npfnic/vdevice/port"
 	"github.com/npfnic/npfnic/vdevice/vfiouser"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // InProcessServer serves a device from a vfio-user server inside the test
@@ -24,6 +25,9 @@ type InProcessServer struct {
 	// set.
 	Wire string
 	Pcap string
+	// Trace records the default NIC's events (package trace); nil records
+	// nothing.
+	Trace *trace.Recorder
 }
 
 // Start implements DeviceServer.
@@ -40,7 +44,7 @@ func (s InProcessServer) Start(ctx context.Context, socketPath string, log io.Wr
 				}
 				wirePort = p
 			}
-			n, err := npfnic.New(npfnic.Options{Logger: l, Wire: wirePort, MACSeed: socketPath})
+			n, err := npfnic.New(npfnic.Options{Logger: l, Wire: wirePort, MACSeed: socketPath, Trace: s.Trace})
 			if err != nil && wirePort != nil {
 				wirePort.Close()
 			}

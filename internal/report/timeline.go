@@ -1,0 +1,195 @@
+package report
+
+import (
+	"fmt"
+	"image/color"
+	"sort"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/npfnic/npfnic/vdevice/trace"
+)
+
+// FaultTimeline draws one page fault from a device trace (trace.Timelines)
+// as a picture a person can read without a trace viewer: one row per track
+// (queue pair directions, ATS, PRI, interrupts, the backup ring), every
+// event of the device around the fault as a mark on its row, walks as bars,
+// and the fault's stages as labelled vertical lines. The top panel shows
+// the whole fault, from detection until the device used the buffer; the
+// bottom one zooms into the device's own share, detection to interrupt.
+func FaultTimeline(path, title string, events []trace.Event, tl trace.Timeline) error {
+	if tl.Fault.Kind == 0 {
+		return fmt.Errorf("report: timeline without a fault")
+	}
+	end := tl.Fault.TS
+	for _, s := range tl.Stages() {
+		if s.Kind != 0 {
+			end = max(end, s.TS)
+		}
+	}
+	span := max(end-tl.Fault.TS, 10_000)
+	whole, err := timelinePlot(title+": the whole fault", events, tl, tl.Fault.TS-span/10, end+span/10)
+	if err != nil {
+		return err
+	}
+	share := tl.Fault.TS + 5_000
+	if tl.IRQ.Kind != 0 {
+		share = max(tl.IRQ.TS, tl.Fault.TS+1_000)
+	}
+	zspan := share - tl.Fault.TS
+	zoom, err := timelinePlot("the device's share: fault detected to interrupt raised", events, tl, tl.Fault.TS-zspan/4, share+zspan/4)
+	if err != nil {
+		return err
+	}
+	return SavePlots(path, 1100, 420, []*plot.Plot{whole, zoom})
+}
+
+// kindStyle gives each kind of event a colour and a shape, the same in
+// every picture: the fault's own stages in strong colours, the datapath in
+// blues, translation in greys.
+func kindStyle(k trace.Kind) (color.Color, draw.GlyphDrawer) {
+	var (
+		red    = color.RGBA{0xd6, 0x27, 0x28, 0xff}
+		orange = color.RGBA{0xff, 0x7f, 0x0e, 0xff}
+		purple = color.RGBA{0x94, 0x67, 0xbd, 0xff}
+		green  = color.RGBA{0x2c, 0xa0, 0x2c, 0xff}
+		blue   = color.RGBA{0x1f, 0x77, 0xb4, 0xff}
+		cyan   = color.RGBA{0x17, 0xbe, 0xcf, 0xff}
+		grey   = color.RGBA{0x7f, 0x7f, 0x7f, 0xff}
+		brown  = color.RGBA{0x8c, 0x56, 0x4b, 0xff}
+		olive  = color.RGBA{0xbc, 0xbd, 0x22, 0xff}
+		black  = color.RGBA{0x20, 0x20, 0x20, 0xff}
+	)
+	switch k {
+	case trace.Fault:
+		return red, draw.CircleGlyph{}
+	case trace.RxDrop:
+		return red, draw.CrossGlyph{}
+	case trace.PageRequest:
+		return orange, draw.SquareGlyph{}
+	case trace.IRQ:
+		return purple, draw.TriangleGlyph{}
+	case trace.IRQDeferred:
+		return purple, draw.RingGlyph{}
+	case trace.PageResponse:
+		return green, draw.SquareGlyph{}
+	case trace.RxFrame:
+		return blue, draw.CircleGlyph{}
+	case trace.TxFrame:
+		return blue, draw.TriangleGlyph{}
+	case trace.DMAWrite:
+		return cyan, draw.PlusGlyph{}
+	case trace.DMARead:
+		return cyan, draw.CrossGlyph{}
+	case trace.ATCHit:
+		return grey, draw.CircleGlyph{}
+	case trace.ATCMiss:
+		return grey, draw.RingGlyph{}
+	case trace.Walk:
+		return grey, draw.BoxGlyph{}
+	case trace.Doorbell:
+		return brown, draw.PyramidGlyph{}
+	case trace.DescFetch:
+		return brown, draw.BoxGlyph{}
+	case trace.BackupStore:
+		return olive, draw.SquareGlyph{}
+	case trace.BackupResolve:
+		return olive, draw.CircleGlyph{}
+	case trace.Invalidate:
+		return black, draw.BoxGlyph{}
+	}
+	return black, draw.RingGlyph{}
+}
+
+func timelinePlot(title string, events []trace.Event, tl trace.Timeline, from, to int64) (*plot.Plot, error) {
+	p := newPlot(title, "µs since the fault was detected", "")
+	p.Legend.Top, p.Legend.Left = true, false
+	us := func(ts int64) float64 { return float64(ts-tl.Fault.TS) / 1000 }
+
+	var in []trace.Event
+	rows := map[trace.Track]bool{}
+	for _, e := range events {
+		if e.TS+e.Dur >= from && e.TS <= to {
+			in = append(in, e)
+			rows[e.Track] = true
+		}
+	}
+	order := make([]trace.Track, 0, len(rows))
+	for t := range rows {
+		order = append(order, t)
+	}
+	sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })
+	rowOf := map[trace.Track]float64{}
+	names := make([]string, len(order))
+	for i, t := range order {
+		rowOf[t] = float64(i)
+		names[i] = t.Name()
+	}
+
+	byKind := map[trace.Kind]plotter.XYs{}
+	var kinds []trace.Kind
+	for _, e := range in {
+		y := rowOf[e.Track]
+		if e.Dur > 0 {
+			bar, err := plotter.NewLine(plotter.XYs{{X: us(e.TS), Y: y}, {X: us(e.TS + e.Dur), Y: y}})
+			if err != nil {
+				return nil, err
+			}
+			bar.Color, _ = kindStyle(e.Kind)
+			bar.Width = vg.Points(6)
+			p.Add(bar)
+		}
+		if _, ok := byKind[e.Kind]; !ok {
+			kinds = append(kinds, e.Kind)
+		}
+		byKind[e.Kind] = append(byKind[e.Kind], plotter.XY{X: us(e.TS), Y: y})
+	}
+	sort.Slice(kinds, func(i, j int) bool { return kinds[i] < kinds[j] })
+	for _, k := range kinds {
+		s, err := plotter.NewScatter(byKind[k])
+		if err != nil {
+			return nil, err
+		}
+		s.Color, s.Shape = kindStyle(k)
+		s.Radius = vg.Points(3.5)
+		p.Add(s)
+		p.Legend.Add(k.String(), s)
+	}
+
+	// The stages: a dashed line each, named at the top.
+	top := float64(len(order)) - 0.4
+	var labels plotter.XYLabels
+	for i, st := range tl.Stages() {
+		if st.Kind == 0 || st.TS < from || st.TS > to {
+			continue
+		}
+		x := us(st.TS)
+		l, err := plotter.NewLine(plotter.XYs{{X: x, Y: -0.5}, {X: x, Y: top}})
+		if err != nil {
+			return nil, err
+		}
+		l.Color = color.Gray{Y: 0x60}
+		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(l)
+		labels.XYs = append(labels.XYs, plotter.XY{X: x, Y: top - 0.25*float64(i%3)})
+		labels.Labels = append(labels.Labels, fmt.Sprintf("%s +%.1f µs", trace.StageNames[i], x))
+	}
+	if len(labels.XYs) > 0 {
+		l, err := plotter.NewLabels(labels)
+		if err != nil {
+			return nil, err
+		}
+		for i := range l.TextStyle {
+			l.TextStyle[i].Font.Size = vg.Points(9)
+		}
+		p.Add(l)
+	}
+	p.NominalY(names...)
+	p.Y.Min, p.Y.Max = -0.6, float64(len(order))-0.1
+	// The right fifth is the legend's, clear of the events.
+	p.X.Min, p.X.Max = us(from), us(to)+0.25*(us(to)-us(from))
+	return p, nil
+}
