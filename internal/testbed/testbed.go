@@ -30,8 +30,8 @@ import (
 	"github.com/npfnic/npfnic/internal/testbed/hostnet"
 	"github.com/npfnic/npfnic/internal/testbed/vm"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
-	"github.com/npfnic/npfnic/vdevice/vfiouser"
 	"github.com/npfnic/npfnic/vdevice/trace"
+	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
 // Testbed is one TCG guest with one npfnic device served in this process,

@@ -3,7 +3,9 @@ package trace
 import "testing"
 
 func TestTimelines(t *testing.T) {
-	ev := func(ts int64, k Kind, tr Track, a, b uint64) Event { return Event{TS: ts, Kind: k, Track: tr, A: a, B: b} }
+	ev := func(ts int64, k Kind, tr Track, a, b uint64) Event {
+		return Event{TS: ts, Kind: k, Track: tr, A: a, B: b}
+	}
 	const vec = 5
 	for _, tc := range []struct {
 		name   string

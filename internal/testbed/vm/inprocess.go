@@ -8,8 +8,8 @@ import (
 
 	"github.com/npfnic/npfnic"
 	"github.com/npfnic/npfnic/vdevice/port"
-	"github.com/npfnic/npfnic/vdevice/vfiouser"
 	"github.com/npfnic/npfnic/vdevice/trace"
+	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
 // InProcessServer serves a device from a vfio-user server inside the test
