@@ -569,16 +569,26 @@ func TestDiagEcho(t *testing.T) {
 // BenchmarkRxFrame measures one frame from the wire reader into a posted
 // RX buffer and back to the driver (descriptor, rx_head), with buffer addresses as IOVAs
 // (ATS disabled) and as VAs the device translates through a warm ATC:
-// the ratio of the two is the cost of translation on the RX path.
+// the ratio of the two is the cost of translation on the RX path. The
+// traced mode records every event of the path into a device trace; built
+// with -tags npfnic_notrace, the other modes run without the trace's hooks
+// compiled in, which is what carrying them costs while tracing is off.
 func BenchmarkRxFrame(b *testing.B) {
-	for _, mode := range []string{"iova", "translated"} {
+	for _, mode := range []string{"iova", "translated", "translated+traced"} {
 		b.Run(mode, func(b *testing.B) {
-			r := newFaultRig(b, faultOpts{noATS: mode == "iova", policy: hw.RxPolicyPin, ringSize: 256})
+			o := faultOpts{noATS: mode == "iova", policy: hw.RxPolicyPin, ringSize: 256}
+			if mode == "translated+traced" {
+				if !trace.Compiled {
+					b.Skip("built with npfnic_notrace")
+				}
+				o.trace, _ = trace.New(1 << 16)
+			}
+			r := newFaultRig(b, o)
 			addr := make([]uint64, r.rxSize)
 			for i := range addr {
 				page := r.g.AllocPage()
 				addr[i] = page
-				if mode == "translated" {
+				if mode != "iova" {
 					addr[i] = rxVA(uint32(i))
 					r.as.Map(addr[i], page, true)
 				}
