@@ -1,0 +1,303 @@
+package rxeq
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/npfnic/npfnic/ibrc"
+	"github.com/npfnic/npfnic/vdevice/hw"
+)
+
+// Malformed is what is wrong with a work queue entry. Each kind completes
+// the entry with one IBV_WC status (Status).
+type Malformed uint8
+
+// Kinds of malformed entries.
+const (
+	// BadOpcode: wr.opcode is not SEND, SEND_WITH_IMM, RDMA_WRITE,
+	// RDMA_WRITE_WITH_IMM or RDMA_READ (atomics, memory windows, local
+	// invalidation and TSO are not implemented, other values not defined).
+	BadOpcode Malformed = iota + 1
+	// TooManySGEs: dma.num_sge exceeds the QP's SGE limit.
+	TooManySGEs
+	// InlineRead: IBV_SEND_INLINE on an RDMA READ, whose data has nowhere
+	// to go.
+	InlineRead
+	// InlineTooLong: inline data longer than the QP's inline limit.
+	InlineTooLong
+	// TooLong: dma.length exceeds ibrc.MaxMsgSize (2^31 bytes).
+	TooLong
+	// SGLShort: the SGEs hold fewer than dma.length bytes.
+	SGLShort
+	// SGEWraps: an SGE's used range passes the end of the address space,
+	// so it lies in no memory region.
+	SGEWraps
+)
+
+var malformedText = [...]string{
+	BadOpcode:     "opcode not implemented",
+	TooManySGEs:   "more SGEs than the QP takes",
+	InlineRead:    "inline RDMA READ",
+	InlineTooLong: "inline data over the QP's limit",
+	TooLong:       "message longer than 2^31 bytes",
+	SGLShort:      "SGEs shorter than the message",
+	SGEWraps:      "SGE wraps the address space",
+}
+
+func (m Malformed) Error() string {
+	if int(m) < len(malformedText) && malformedText[m] != "" {
+		return "rxeq: " + malformedText[m]
+	}
+	return fmt.Sprintf("rxeq: Malformed(%d)", m)
+}
+
+// Status is the IBV_WC status of an entry malformed so.
+func (m Malformed) Status() ibrc.WCStatus {
+	switch m {
+	case InlineTooLong, TooLong, SGLShort:
+		return ibrc.WCLocLenErr
+	case SGEWraps:
+		return ibrc.WCLocProtErr
+	}
+	return ibrc.WCLocQPOpErr
+}
+
+// WQEError is a malformed entry. The slot was consumed: the device
+// completes it with WC (its wr_id and Status) and moves the QP to error,
+// and it is retired like any other entry.
+type WQEError struct {
+	Slot   uint32
+	WRID   uint64
+	Recv   bool   // a receive queue entry
+	Opcode uint32 // send queue: wr.opcode as found (IBV_WR_*)
+	Kind   Malformed
+}
+
+func (e *WQEError) Error() string {
+	q := "send"
+	if e.Recv {
+		q = "receive"
+	}
+	return fmt.Sprintf("%v (%s queue slot %d, wr_id %#x, opcode %d)", e.Kind, q, e.Slot, e.WRID, e.Opcode)
+}
+
+// Unwrap returns the Malformed kind, for errors.Is.
+func (e *WQEError) Unwrap() error { return e.Kind }
+
+// Status is the completion status of the entry.
+func (e *WQEError) Status() ibrc.WCStatus { return e.Kind.Status() }
+
+// WC is the completion the entry gets on the QP numbered qpn.
+func (e *WQEError) WC(qpn uint32) ibrc.WC {
+	wc := ibrc.WC{WRID: e.WRID, Status: e.Status(), QPN: qpn, Opcode: ibrc.WCRecv}
+	if !e.Recv {
+		wc.Opcode = ibrc.WCSend
+		switch e.Opcode {
+		case hw.IBVWRRDMAWrite, hw.IBVWRRDMAWriteWithImm:
+			wc.Opcode = ibrc.WCRDMAWrite
+		case hw.IBVWRRDMARead:
+			wc.Opcode = ibrc.WCRDMARead
+		}
+	}
+	return wc
+}
+
+// SendLimits are what the driver registered for a send queue, as
+// ibv_create_qp's caps reported them: the entry's SGEs and inline bytes.
+type SendLimits struct {
+	MaxSGE    int
+	MaxInline int
+}
+
+// sendNeed is the prefix of a send slot the device reads: the fixed part
+// and the longer of the SGE array and the inline data.
+func (l SendLimits) sendNeed() (int, error) {
+	if l.MaxSGE < 0 || l.MaxInline < 0 || l.MaxSGE > maxElem/hw.RxeSGESize || l.MaxInline > maxElem {
+		return 0, fmt.Errorf("%w: %d SGEs, %d inline bytes", ErrConfig, l.MaxSGE, l.MaxInline)
+	}
+	return hw.RxeSendWQESize + max(l.MaxSGE*hw.RxeSGESize, l.MaxInline), nil
+}
+
+// SendWQE is a send queue entry that became a work request. WR.SGL and
+// WR.Inline are the queue's buffers, valid until its next Fetch
+// (ibrc.QP.PostSend copies them).
+type SendWQE struct {
+	Slot uint32
+	WR   ibrc.SendWR
+}
+
+// SQ is the device's end of an rxe send queue: it fetches entries in order
+// and retires them, in order, when they complete.
+type SQ struct {
+	consumer
+	lim SendLimits
+	sgl []ibrc.SGE
+}
+
+// NewSQ registers a send queue. It touches no memory.
+func NewSQ(mem Memory, g Geometry, lim SendLimits) (*SQ, error) {
+	need, err := lim.sendNeed()
+	if err != nil {
+		return nil, err
+	}
+	c, err := newConsumer(mem, g, need)
+	if err != nil {
+		return nil, err
+	}
+	return &SQ{consumer: c, lim: lim, sgl: make([]ibrc.SGE, 0, lim.MaxSGE)}, nil
+}
+
+// Fetch reads the next posted entry. ok is false when none is posted. With
+// ok and a *WQEError the slot was consumed but is malformed: complete it
+// with the error's WC. A *RingError means the queue could not be read; the
+// fetch index did not move.
+func (q *SQ) Fetch() (w SendWQE, ok bool, err error) {
+	slot, ok, err := q.next()
+	if !ok || err != nil {
+		return SendWQE{}, false, err
+	}
+	wr, m := parseSend(q.elem, q.lim, q.sgl[:0])
+	w = SendWQE{Slot: slot, WR: wr}
+	if m != 0 {
+		return w, true, &WQEError{Slot: slot, WRID: wr.ID, Opcode: hw.RxeSendOpcode.Get(q.elem), Kind: m}
+	}
+	return w, true, nil
+}
+
+// Retire writes consumer_index past the oldest fetched entry, whose
+// completion the device has written: its slot is user space's again.
+func (q *SQ) Retire() error { return q.retire() }
+
+// parseSend turns a send slot's first bytes into a work request. elem
+// holds at least lim.sendNeed() bytes. The SGL is appended to sgl, and
+// Inline aliases elem.
+func parseSend(elem []byte, lim SendLimits, sgl []ibrc.SGE) (ibrc.SendWR, Malformed) {
+	wr := ibrc.SendWR{ID: hw.RxeSendWRID.Get(elem)}
+	flags := hw.RxeSendFlags.Get(elem)
+	switch hw.RxeSendOpcode.Get(elem) {
+	case hw.IBVWRSend:
+		wr.Opcode = ibrc.WRSend
+	case hw.IBVWRSendWithImm:
+		wr.Opcode, wr.Imm = ibrc.WRSendImm, hw.RxeSendImm.Get(elem)
+	case hw.IBVWRRDMAWrite:
+		wr.Opcode = ibrc.WRWrite
+	case hw.IBVWRRDMAWriteWithImm:
+		wr.Opcode, wr.Imm = ibrc.WRWriteImm, hw.RxeSendImm.Get(elem)
+	case hw.IBVWRRDMARead:
+		wr.Opcode = ibrc.WRRead
+	default:
+		return wr, BadOpcode
+	}
+	if wr.Opcode == ibrc.WRWrite || wr.Opcode == ibrc.WRWriteImm || wr.Opcode == ibrc.WRRead {
+		wr.RemoteAddr, wr.RKey = hw.RxeSendRemoteAddr.Get(elem), hw.RxeSendRKey.Get(elem)
+	}
+	// Flags the engine implements; IBV_SEND_IP_CSUM and undefined bits
+	// mean nothing on an RC QP and are ignored, as rdma_rxe does.
+	wr.Flags = ibrc.SendFlags(flags & (hw.IBVSendFence | hw.IBVSendSignaled | hw.IBVSendSolicited | hw.IBVSendInline))
+	length := hw.RxeSendLength.Get(elem)
+	if length > ibrc.MaxMsgSize {
+		return wr, TooLong
+	}
+	if flags&hw.IBVSendInline != 0 {
+		switch {
+		case wr.Opcode == ibrc.WRRead:
+			return wr, InlineRead
+		case uint64(length) > uint64(lim.MaxInline) || uint64(length) > uint64(len(elem)-hw.RxeSendWQESize):
+			return wr, InlineTooLong
+		}
+		wr.Inline = elem[hw.RxeSendWQESize : hw.RxeSendWQESize+int(length)]
+		return wr, 0
+	}
+	n := hw.RxeSendNumSGE.Get(elem)
+	if uint64(n) > uint64(lim.MaxSGE) || uint64(n)*hw.RxeSGESize > uint64(len(elem)-hw.RxeSendWQESize) {
+		return wr, TooManySGEs
+	}
+	var m Malformed
+	wr.SGL, m = parseSGL(elem[hw.RxeSendWQESize:], int(n), length, sgl)
+	return wr, m
+}
+
+// parseSGL reads n SGEs from b and keeps the first length bytes they
+// describe: zero-length SGEs are dropped and the last one used is cut to
+// what the message needs, so the result's lengths add up to length.
+func parseSGL(b []byte, n int, length uint32, sgl []ibrc.SGE) ([]ibrc.SGE, Malformed) {
+	left := length
+	for i := 0; i < n && left > 0; i++ {
+		e := b[i*hw.RxeSGESize:]
+		s := ibrc.SGE{Addr: hw.RxeSGEAddr.Get(e), Length: min(hw.RxeSGELength.Get(e), left), LKey: hw.RxeSGELKey.Get(e)}
+		if s.Length == 0 {
+			continue
+		}
+		if uint64(s.Length-1) > math.MaxUint64-s.Addr { // compare without adding
+			return sgl, SGEWraps
+		}
+		sgl = append(sgl, s)
+		left -= s.Length
+	}
+	if left > 0 {
+		return sgl, SGLShort
+	}
+	return sgl, 0
+}
+
+// RecvWQE is a receive queue entry that became a work request. WR.SGL is
+// the queue's buffer, valid until its next Fetch (ibrc.QP.PostRecv copies
+// it).
+type RecvWQE struct {
+	Slot uint32
+	WR   ibrc.RecvWR
+}
+
+// RQ is the device's end of an rxe receive queue or shared receive queue.
+type RQ struct {
+	consumer
+	maxSGE int
+	sgl    []ibrc.SGE
+}
+
+// NewRQ registers a receive queue whose entries have at most maxSGE SGEs.
+// It touches no memory.
+func NewRQ(mem Memory, g Geometry, maxSGE int) (*RQ, error) {
+	if maxSGE < 0 || maxSGE > maxElem/hw.RxeSGESize {
+		return nil, fmt.Errorf("%w: %d SGEs", ErrConfig, maxSGE)
+	}
+	c, err := newConsumer(mem, g, hw.RxeRecvWQESize+maxSGE*hw.RxeSGESize)
+	if err != nil {
+		return nil, err
+	}
+	return &RQ{consumer: c, maxSGE: maxSGE, sgl: make([]ibrc.SGE, 0, maxSGE)}, nil
+}
+
+// Fetch reads the next posted entry, as SQ.Fetch does.
+func (q *RQ) Fetch() (w RecvWQE, ok bool, err error) {
+	slot, ok, err := q.next()
+	if !ok || err != nil {
+		return RecvWQE{}, false, err
+	}
+	wr, m := parseRecv(q.elem, q.maxSGE, q.sgl[:0])
+	w = RecvWQE{Slot: slot, WR: wr}
+	if m != 0 {
+		return w, true, &WQEError{Slot: slot, WRID: wr.ID, Recv: true, Kind: m}
+	}
+	return w, true, nil
+}
+
+// Retire writes consumer_index past the oldest fetched entry.
+func (q *RQ) Retire() error { return q.retire() }
+
+// parseRecv turns a receive slot's first bytes (at least RxeRecvWQESize +
+// maxSGE SGEs) into a work request whose SGL holds dma.length bytes.
+func parseRecv(elem []byte, maxSGE int, sgl []ibrc.SGE) (ibrc.RecvWR, Malformed) {
+	wr := ibrc.RecvWR{ID: hw.RxeRecvWRID.Get(elem)}
+	length := hw.RxeRecvLength.Get(elem)
+	n := hw.RxeRecvNumSGE.Get(elem)
+	switch {
+	case uint64(n) > uint64(maxSGE) || uint64(n)*hw.RxeSGESize > uint64(len(elem)-hw.RxeRecvWQESize):
+		return wr, TooManySGEs
+	case length > ibrc.MaxMsgSize:
+		return wr, TooLong
+	}
+	var m Malformed
+	wr.SGL, m = parseSGL(elem[hw.RxeRecvWQESize:], int(n), length, sgl)
+	return wr, m
+}
