@@ -25,6 +25,7 @@ func runTrace(ctx context.Context, args []string) error {
 	out := fs.String("out", "", "draw the chosen fault's timeline into this PNG (default: FILE with .png)")
 	pick := fs.String("fault", "median", "which fault to draw: median (the round trip nearest the median), slowest, first, or its number in the list")
 	vector := fs.Int("prq-vector", hw.PRQVectorDefault, "the MSI-X vector page requests are announced on (the driver's PRQ_VECTOR)")
+	dir := fs.String("dir", "", "only faults of RX buffers (rx) or TX buffers (tx); default both")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: npfnic trace [flags] FILE\n\n"+
 			"Reads a device trace written by -trace (npfnic serve, boot, exp ...), finds every page\n"+
@@ -61,16 +62,20 @@ func runTrace(ctx context.Context, args []string) error {
 	sort.Strings(kinds)
 	fmt.Printf("  %s\n", strings.Join(kinds, ", "))
 
+	if *dir != "" && *dir != "rx" && *dir != "tx" {
+		return fmt.Errorf("-dir %q: want rx or tx", *dir)
+	}
 	var complete []trace.Timeline
 	for _, tl := range trace.Timelines(events, uint64(*vector)) {
-		if tl.Complete() {
+		if tl.Complete() && (*dir == "" || strings.HasSuffix(tl.Fault.Track.Name(), " "+*dir)) {
 			complete = append(complete, tl)
 		}
 	}
 	if len(complete) == 0 {
 		return errors.New("no complete fault in the trace (fault, page request, interrupt, response and resume)")
 	}
-	fmt.Printf("\n%d faults with every stage; µs between stages:\n\n", len(complete))
+	fmt.Printf("\n%d faults with every stage; µs between stages (the resume of a frame the backup ring saved\n"+
+		"may come before the page response, as the driver resolves it first):\n\n", len(complete))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "stage\tp50\tp99\tmax\t")
 	for i := 1; i < len(trace.StageNames); i++ {

@@ -57,6 +57,12 @@ func TestTraceCommand(t *testing.T) {
 			t.Fatalf("-fault %s: PNG %v, %v", pick, fi, err)
 		}
 	}
+	if err := runTrace(context.Background(), []string{"-dir", "rx", "-out", filepath.Join(dir, "rx.png"), in}); err != nil {
+		t.Errorf("-dir rx: %v", err)
+	}
+	if err := runTrace(context.Background(), []string{"-dir", "tx", in}); err == nil {
+		t.Error("-dir tx found a fault in a trace of RX faults only")
+	}
 	if err := runTrace(context.Background(), []string{"-fault", "4", in}); err == nil {
 		t.Error("-fault 4 of 3 accepted")
 	}
