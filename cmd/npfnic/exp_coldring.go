@@ -19,23 +19,33 @@ type coldRingFlags struct {
 	startup, cap    *time.Duration
 	ring, ops       *int
 	conns, rounds   *int
-	extra           *string
+	startupRounds   *int
+	extra, ahead    *string
 	skipA, skipB    *bool
 }
 
-func addColdRingFlags(fs *flag.FlagSet, startup time.Duration, sizes string, cap time.Duration) *coldRingFlags {
+// coldRingDefaults are what exp cold-ring and demo differ in.
+type coldRingDefaults struct {
+	startup, cap          time.Duration
+	sizes                 string
+	rounds, startupRounds int
+}
+
+func addColdRingFlags(fs *flag.FlagSet, d coldRingDefaults) *coldRingFlags {
 	return &coldRingFlags{
-		policies: fs.String("policies", strings.Join(coldring.Policies, ","), "RX policies to compare, comma-separated: pin, drop, backup (off: no translation)"),
-		sizes:    fs.String("sizes", sizes, "RX ring sizes of part (b), comma-separated"),
-		startup:  fs.Duration("startup-time", startup, "length of each part (a) run: memaslap throughput from the cold start (whole seconds)"),
-		ring:     fs.Int("startup-ring", coldring.DefaultStartupRing, "RX ring size of part (a)"),
-		ops:      fs.Int("ops", coldring.DefaultOps, "memaslap operations per part (b) run"),
-		cap:      fs.Duration("cap", cap, "longest a part (b) run may take; slower runs are recorded as capped"),
-		conns:    fs.Int("conns", coldring.DefaultConns, "memaslap connections"),
-		rounds:   fs.Int("rounds", 1, "repeat both parts this many times (policies interleaved) and report medians"),
-		extra:    fs.String("driver-params", "", "extra npfnic.ko parameters for every load, e.g. fault_delay_us=100"),
-		skipA:    fs.Bool("skip-startup", false, "leave out part (a)"),
-		skipB:    fs.Bool("skip-sweep", false, "leave out part (b)"),
+		policies:      fs.String("policies", strings.Join(coldring.Policies, ","), "RX policies to compare, comma-separated: off (no translation), pin, drop, backup"),
+		sizes:         fs.String("sizes", d.sizes, "RX ring sizes of part (b), comma-separated"),
+		startup:       fs.Duration("startup-time", d.startup, "length of each part (a) run: memaslap throughput from the cold start (whole seconds)"),
+		ring:          fs.Int("startup-ring", coldring.DefaultStartupRing, "RX ring size of part (a)"),
+		ops:           fs.Int("ops", coldring.DefaultOps, "memaslap operations per part (b) run"),
+		cap:           fs.Duration("cap", d.cap, "longest a part (b) run may take; slower runs are recorded as capped"),
+		conns:         fs.Int("conns", coldring.DefaultConns, "memaslap connections"),
+		rounds:        fs.Int("rounds", d.rounds, "repeat every part this many times (the policies' order rotated each round) and report medians with the rounds' min-max"),
+		startupRounds: fs.Int("startup-rounds", d.startupRounds, "run part (a) in only the first this many rounds (0: every round)"),
+		extra:         fs.String("driver-params", "", "extra npfnic.ko parameters for every load, e.g. fault_delay_us=100"),
+		ahead:         fs.String("fault-ahead", "", "part (c): also run backup with the driver's fault_ahead at each of these values, comma-separated (e.g. 0,1,4,16,64), against pin"),
+		skipA:         fs.Bool("skip-startup", false, "leave out part (a)"),
+		skipB:         fs.Bool("skip-sweep", false, "leave out part (b)"),
 	}
 }
 
@@ -44,11 +54,15 @@ func (f *coldRingFlags) config() (coldring.Config, error) {
 	if err != nil {
 		return coldring.Config{}, fmt.Errorf("-sizes: %w", err)
 	}
+	ahead, err := coldring.ParseInts(*f.ahead)
+	if err != nil {
+		return coldring.Config{}, fmt.Errorf("-fault-ahead: %w", err)
+	}
 	return coldring.Config{
 		Policies: coldring.ParsePolicies(*f.policies), Sizes: sizes,
 		StartupTime: *f.startup, StartupRing: *f.ring, Ops: *f.ops, Cap: *f.cap,
-		Conns: *f.conns, Rounds: *f.rounds, DriverExtra: *f.extra,
-		SkipStartup: *f.skipA, SkipSweep: *f.skipB,
+		Conns: *f.conns, Rounds: *f.rounds, StartupRounds: *f.startupRounds, DriverExtra: *f.extra,
+		FaultAhead: ahead, SkipStartup: *f.skipA, SkipSweep: *f.skipB,
 	}, nil
 }
 
@@ -57,7 +71,10 @@ func runExpColdRing(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("npfnic exp cold-ring", flag.ContinueOnError)
 	opt := addImageFlags(fs)
 	out := fs.String("out", "out/exp/cold-ring", "output directory: CSV, PNG, the table and the guests' logs")
-	f := addColdRingFlags(fs, coldring.DefaultStartupTime, "16,32,64,128,256,512", coldring.DefaultCap)
+	f := addColdRingFlags(fs, coldRingDefaults{
+		startup: coldring.DefaultStartupTime, cap: coldring.DefaultCap, sizes: "16,32,64,128,256,512",
+		rounds: coldring.DefaultRounds,
+	})
 	mem := fs.Int("m", 1024, "guest memory in MiB")
 	quiet := addQuietFlag(fs)
 	fs.Usage = func() {
@@ -65,8 +82,11 @@ func runExpColdRing(ctx context.Context, args []string) error {
 			"Seed 000 Figure 4 on npfnic: memcached in a TCG guest, memaslap on the host through a\n"+
 			"tap in a network namespace. Every run reloads the driver with rx_policy and rx_ring_size,\n"+
 			"so its RX ring starts cold. (a) memaslap throughput per second from the cold start with a\n"+
-			"64-entry ring; (b) seconds for 10,000 operations against the ring size. Runs record the\n"+
-			"driver's fault counters and TCP retransmissions. Needs root, iperf3 and libmemcached-tools.\n\n")
+			"64-entry ring; (b) seconds for 10,000 operations against the ring size, off (no\n"+
+			"translation) beside pin; (c) with -fault-ahead, backup again with the driver's fault_ahead\n"+
+			"swept (seed 004 Figure 11's shape). Rounds run the policies in a rotating order; the\n"+
+			"tables show medians with the rounds' min-max. Runs record the driver's fault and\n"+
+			"translation counters and TCP retransmissions. Needs root, iperf3 and libmemcached-tools.\n\n")
 		fs.PrintDefaults()
 	}
 	start := time.Now()

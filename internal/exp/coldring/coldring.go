@@ -10,12 +10,28 @@
 //     backup ring and is copied into place once the fault is resolved).
 //   - Part (b), ring size: the time memaslap takes for a fixed number of
 //     operations (10,000) from a cold start, against the RX ring size, for
-//     each policy; a run that does not finish within the cap (drop may
-//     never finish) is recorded as capped.
+//     each policy, and off (no translation at all: the NIC before page
+//     faults) beside pin; a run that does not finish within the cap (drop
+//     may never finish) is recorded as capped.
+//   - Part (c), fault ahead (optional, Config.FaultAhead): part (b)'s
+//     backup again with the driver's fault_ahead set to each N swept, so
+//     that a resolved RX fault also backs the next N cold slots (seed 004's
+//     PI4/PIA prefault policies), against the same rounds' pin: seed 004
+//     Figure 11's shape, time and slowdown against the knob.
 //
 // Every run reloads the driver (rmmod, insmod with rx_policy and
 // rx_ring_size): that is the cold start. Runs record the driver's fault
-// counters (ethtool -S) and the TCP retransmissions of both ends.
+// counters (ethtool -S), the TCP retransmissions of both ends and how
+// long the load took (outside the measured window).
+//
+// Single runs on a shared 2-core host vary by tens of percent, so the
+// experiment runs in rounds (default 5) and reports medians with their
+// min-max: every round runs every policy (and N) at a ring size back to
+// back, in an order rotated by one each round, and the ring sizes
+// ascending in odd rounds and descending in even ones, so that neither a
+// drift of the host nor the run after a lossy one lines up with one
+// policy. The host's TCP does not carry what it learnt in one run into the
+// next (net.ipv4.tcp_no_metrics_save=1 in its namespace).
 package coldring
 
 import (
@@ -35,8 +51,10 @@ import (
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 )
 
-// Policies are the RX policies in the order the experiment runs them.
-var Policies = []string{"pin", "drop", "backup"}
+// Policies are the RX policies of the experiment, in the order the first
+// round runs them: off (no translation) is the plain NIC that pin, the
+// fault-free optimum of the paper, is compared with.
+var Policies = []string{"off", "pin", "drop", "backup"}
 
 // Config is one run of the experiment.
 type Config struct {
@@ -57,8 +75,15 @@ type Config struct {
 	Cap time.Duration
 	// Conns is memaslap's connection count; default 16.
 	Conns int
-	// Rounds repeats both parts, policies interleaved; default 1.
-	Rounds int
+	// Rounds repeats every part, policies interleaved; default 5.
+	// StartupRounds limits part (a), the long one, to the first rounds;
+	// default every round.
+	Rounds, StartupRounds int
+	// FaultAhead, if set, adds part (c): backup at every ring size with
+	// the driver's fault_ahead at each of these values. It needs part (b)
+	// with pin, the reference. Part (b)'s backup runs with the driver's
+	// default fault_ahead.
+	FaultAhead []int
 	// SkipStartup and SkipSweep leave out part (a) or (b).
 	SkipStartup, SkipSweep bool
 	// DriverExtra is appended to every insmod (e.g. "fault_delay_us=100").
@@ -78,7 +103,12 @@ const (
 	DefaultOps         = 10000
 	DefaultCap         = 60 * time.Second
 	DefaultConns       = 16
+	DefaultRounds      = 5
 )
+
+// MaxFaultAhead is the largest fault_ahead the driver takes (its largest
+// ring size).
+const MaxFaultAhead = 4096
 
 // DefaultSizes are the ring sizes of Figure 4(b).
 var DefaultSizes = []int{16, 32, 64, 128, 256, 512}
@@ -106,7 +136,10 @@ func (c *Config) setDefaults() {
 		c.Conns = DefaultConns
 	}
 	if c.Rounds == 0 {
-		c.Rounds = 1
+		c.Rounds = DefaultRounds
+	}
+	if c.StartupRounds == 0 || c.StartupRounds > c.Rounds {
+		c.StartupRounds = c.Rounds
 	}
 	if c.MemoryMiB == 0 {
 		c.MemoryMiB = 1024
@@ -149,20 +182,38 @@ func (c *Config) Validate() error {
 	if c.StartupTime < time.Second || c.StartupTime > time.Hour || c.StartupTime%time.Second != 0 {
 		return fmt.Errorf("coldring: startup time %v: want whole seconds from 1 s to 1 h", c.StartupTime)
 	}
-	if c.Ops < 1 || c.Cap < time.Second || c.Conns < 1 || c.Conns > 1024 || c.Rounds < 1 || c.Rounds > 100 {
+	if c.Ops < 1 || c.Cap < time.Second || c.Conns < 1 || c.Conns > 1024 || c.Rounds < 1 || c.Rounds > 100 || c.StartupRounds < 0 {
 		return fmt.Errorf("coldring: ops %d, cap %v, conns %d, rounds %d out of range", c.Ops, c.Cap, c.Conns, c.Rounds)
 	}
 	if c.SkipStartup && c.SkipSweep {
 		return errors.New("coldring: both parts skipped")
 	}
+	seenN := map[int]bool{}
+	for _, n := range c.FaultAhead {
+		if n < 0 || n > MaxFaultAhead {
+			return fmt.Errorf("coldring: fault_ahead %d: want 0 to %d", n, MaxFaultAhead)
+		}
+		if seenN[n] {
+			return fmt.Errorf("coldring: fault_ahead %d listed twice", n)
+		}
+		seenN[n] = true
+	}
+	if len(c.FaultAhead) > 0 && (c.SkipSweep || !slices.Contains(c.Policies, "pin")) {
+		return errors.New("coldring: the fault-ahead sweep (part c) is judged against pin: it needs part (b) with pin")
+	}
 	return nil
 }
 
-// Part names the two halves of the experiment.
+// Part names the parts of the experiment.
 const (
 	PartStartup = "startup" // (a)
 	PartSweep   = "ops"     // (b)
+	PartAhead   = "ahead"   // (c)
 )
+
+// DefaultAhead marks a run with the driver's own fault_ahead (no
+// parameter passed).
+const DefaultAhead = -1
 
 // Result is one run: one cold start with one policy and ring size.
 type Result struct {
@@ -170,6 +221,13 @@ type Result struct {
 	Policy   string
 	RingSize int
 	Round    int
+	// FaultAhead is the driver's fault_ahead of the run (part c), or
+	// DefaultAhead.
+	FaultAhead int
+	// LoadSeconds is how long the driver's load took (rmmod, insmod,
+	// interface up: pin maps its buffers there), before the measured
+	// window.
+	LoadSeconds float64
 	// Bins are ops/s per second (part a).
 	Bins []float64
 	// Ops is the operations memaslap completed (its summary; for a capped
@@ -207,27 +265,7 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	if reaped := testbed.ReapStale(); len(reaped) > 0 {
 		c.progress("removed leftovers of an earlier run: %s", strings.Join(reaped, ", "))
 	}
-	type job struct {
-		part   string
-		policy string
-		ring   int
-		round  int
-	}
-	var jobs []job
-	for round := 1; round <= c.Rounds; round++ {
-		if !c.SkipStartup {
-			for _, p := range c.Policies {
-				jobs = append(jobs, job{PartStartup, p, c.StartupRing, round})
-			}
-		}
-		if !c.SkipSweep {
-			for _, s := range c.Sizes {
-				for _, p := range c.Policies {
-					jobs = append(jobs, job{PartSweep, p, s, round})
-				}
-			}
-		}
-	}
+	jobs := c.jobs()
 	var tb *testbed.Testbed
 	defer func() {
 		if tb != nil {
@@ -248,19 +286,18 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 		if tb == nil {
 			boots++
 			var err error
-			tb, err = testbed.Start(ctx, testbed.Config{
-				Images: c.Images, Name: "coldring", MemoryMiB: c.MemoryMiB, CPUs: c.CPUs,
-				LogDir: filepath.Join(c.LogDir, fmt.Sprintf("guest-%d", boots)), Progress: c.progress,
-			})
-			if err != nil {
+			if tb, err = c.boot(ctx, boots); err != nil {
 				return results, err
 			}
 		}
 		label := fmt.Sprintf("[%d/%d] (%s) %s ring %d", i+1, len(jobs), partLetter(j.part), j.policy, j.ring)
+		if j.ahead != DefaultAhead {
+			label += fmt.Sprintf(" fault_ahead %d", j.ahead)
+		}
 		if c.Rounds > 1 {
 			label += fmt.Sprintf(" round %d", j.round)
 		}
-		r := Result{Part: j.part, Policy: j.policy, RingSize: j.ring, Round: j.round}
+		r := Result{Part: j.part, Policy: j.policy, RingSize: j.ring, Round: j.round, FaultAhead: j.ahead}
 		runOne(ctx, &c, tb, &r, label)
 		r.HostLoad = report.HostLoad()
 		if r.Err != nil {
@@ -271,9 +308,88 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	return results, ctx.Err()
 }
 
+// job is one run to do.
+type job struct {
+	part   string
+	policy string
+	ring   int
+	round  int
+	ahead  int // fault_ahead, or DefaultAhead
+}
+
+// rotate returns xs rotated left by k.
+func rotate[T any](xs []T, k int) []T {
+	if len(xs) == 0 {
+		return nil
+	}
+	k %= len(xs)
+	return append(append([]T(nil), xs[k:]...), xs[:k]...)
+}
+
+// jobs lists every run in order. Each round runs part (a) for every
+// policy, then, per ring size, part (b) for every policy and part (c) for
+// every fault_ahead back to back; the order of those rotates by one each
+// round, and the ring sizes go up in odd rounds and down in even ones.
+func (c *Config) jobs() []job {
+	var jobs []job
+	for round := 1; round <= c.Rounds; round++ {
+		if !c.SkipStartup && round <= c.StartupRounds {
+			for _, p := range rotate(c.Policies, round-1) {
+				jobs = append(jobs, job{PartStartup, p, c.StartupRing, round, DefaultAhead})
+			}
+		}
+		if c.SkipSweep {
+			continue
+		}
+		sizes := slices.Clone(c.Sizes)
+		slices.Sort(sizes)
+		if round%2 == 0 {
+			slices.Reverse(sizes)
+		}
+		var arms []job
+		for _, p := range c.Policies {
+			arms = append(arms, job{part: PartSweep, policy: p, ahead: DefaultAhead})
+		}
+		for _, n := range c.FaultAhead {
+			arms = append(arms, job{part: PartAhead, policy: "backup", ahead: n})
+		}
+		for _, s := range sizes {
+			for _, a := range rotate(arms, round-1) {
+				a.ring, a.round = s, round
+				jobs = append(jobs, a)
+			}
+		}
+	}
+	return jobs
+}
+
+// boot starts a guest for the runs, with a host TCP that forgets what it
+// learnt about the guest at the end of each connection: Linux caches
+// ssthresh per destination (tcp_metrics), and a run after a lossy one
+// (drop) would otherwise start from the small window that loss left.
+func (c *Config) boot(ctx context.Context, n int) (*testbed.Testbed, error) {
+	tb, err := testbed.Start(ctx, testbed.Config{
+		Images: c.Images, Name: "coldring", MemoryMiB: c.MemoryMiB, CPUs: c.CPUs,
+		LogDir: filepath.Join(c.LogDir, fmt.Sprintf("guest-%d", n)), Progress: c.progress,
+	})
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := tb.NS.Run(sctx, "sysctl", "-q", "-w", "net.ipv4.tcp_no_metrics_save=1"); err != nil {
+		tb.Close()
+		return nil, fmt.Errorf("host namespace: sysctl net.ipv4.tcp_no_metrics_save=1: %w", err)
+	}
+	return tb, nil
+}
+
 func partLetter(part string) string {
-	if part == PartStartup {
+	switch part {
+	case PartStartup:
 		return "a"
+	case PartAhead:
+		return "c"
 	}
 	return "b"
 }
@@ -281,16 +397,31 @@ func partLetter(part string) string {
 // runOne does one cold start: reload the driver, run memaslap, read the
 // counters.
 func runOne(ctx context.Context, c *Config, tb *testbed.Testbed, r *Result, label string) {
-	params := testbed.DriverParams(r.Policy, r.RingSize, c.DriverExtra)
+	extra := c.DriverExtra
+	if r.FaultAhead != DefaultAhead {
+		extra = strings.TrimSpace(testbed.FaultAheadParam(r.FaultAhead) + " " + extra)
+	}
+	params := testbed.DriverParams(r.Policy, r.RingSize, extra)
+	load := time.Now()
 	if err := tb.LoadDriver(ctx, params); err != nil {
 		r.Err = err
 		return
 	}
+	r.LoadSeconds = time.Since(load).Seconds()
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	if err := tb.CheckPolicy(sctx, r.Policy); err != nil {
 		cancel()
 		r.Err = err
 		return
+	}
+	if r.FaultAhead != DefaultAhead {
+		// The kernel ignores unknown parameters: a driver without the
+		// knob would run every N as 0.
+		if n, err := tb.FaultAhead(sctx); err != nil || n != r.FaultAhead {
+			cancel()
+			r.Err = fmt.Errorf("asked for fault_ahead=%d, the driver reports %d (%v)", r.FaultAhead, n, err)
+			return
+		}
 	}
 	// Leftovers of an earlier (capped) run would count in this one.
 	if err := tb.KillHostSockets(sctx); err != nil {
@@ -387,8 +518,9 @@ func runOne(ctx context.Context, c *Config, tb *testbed.Testbed, r *Result, labe
 	if r.MemaslapErrors > 0 {
 		how += fmt.Sprintf(", %d memaslap errors", r.MemaslapErrors)
 	}
-	c.progress("%s: %s; rx_faults %d, rx_backup_pkts %d, rx_fault_drops %d; TCP retransmits host %d guest %d",
-		label, how, r.Stats["rx_faults"], r.Stats["rx_backup_pkts"], r.Stats["rx_fault_drops"], r.HostRetrans, r.GuestRetrans)
+	c.progress("%s: %s (load %.1f s); rx_faults %d, rx_prefaulted %d, rx_backup_pkts %d, rx_fault_drops %d, tx_faults %d, atc_hits %d, atc_misses %d; TCP retransmits host %d guest %d",
+		label, how, r.LoadSeconds, r.Stats["rx_faults"], r.Stats["rx_prefaulted"], r.Stats["rx_backup_pkts"], r.Stats["rx_fault_drops"],
+		r.Stats["tx_faults"], r.Stats["atc_hits"], r.Stats["atc_misses"], r.HostRetrans, r.GuestRetrans)
 }
 
 func (c *Config) progress(format string, args ...any) {
@@ -413,6 +545,22 @@ func ParseSizes(s string) ([]int, error) {
 	}
 	if len(out) == 0 {
 		return nil, errors.New("no ring sizes")
+	}
+	return out, nil
+}
+
+// ParseInts parses "0,1,4,16" (fault_ahead values).
+func ParseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("bad number %q", f)
+		}
+		out = append(out, n)
 	}
 	return out, nil
 }

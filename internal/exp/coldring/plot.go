@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"slices"
 
 	"github.com/npfnic/npfnic/internal/report"
 	"gonum.org/v1/plot"
@@ -224,4 +225,170 @@ func strconvG(v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%g", v)
+}
+
+// Part (c) is drawn in the shape of seed 004 Figure 11 (latency against
+// the fault knob, absolute and as the slowdown against the fault-free
+// case), with what the knob acts on above it: the receive faults per cold
+// start against fault_ahead, one line per ring size with ring/(N+1)
+// dotted; the time for the operations, with pin's median as a dashed line
+// of the same colour; and backup/pin with the 1.1x goal. N sits at N+1 on
+// a logarithmic axis, so 0 has a place.
+
+// sizeColor gives each ring size a colour of report's palette order.
+func sizeColor(i int) color.Color {
+	palette := []color.Color{
+		color.RGBA{0x1f, 0x77, 0xb4, 0xff}, color.RGBA{0xd6, 0x27, 0x28, 0xff},
+		color.RGBA{0x2c, 0xa0, 0x2c, 0xff}, color.RGBA{0xff, 0x7f, 0x0e, 0xff},
+		color.RGBA{0x94, 0x67, 0xbd, 0xff}, color.RGBA{0x8c, 0x56, 0x4b, 0xff},
+		color.RGBA{0xe3, 0x77, 0xc2, 0xff}, color.RGBA{0x7f, 0x7f, 0x7f, 0xff},
+	}
+	return palette[i%len(palette)]
+}
+
+// aheadTicks label N at N+1.
+type aheadTicks []int
+
+func (t aheadTicks) Ticks(min, max float64) []plot.Tick {
+	var ts []plot.Tick
+	for _, n := range t {
+		ts = append(ts, plot.Tick{Value: float64(n + 1), Label: fmt.Sprint(n)})
+	}
+	return ts
+}
+
+// withSpread is a line's points with their rounds' min-max as y errors.
+type withSpread struct {
+	plotter.XYs
+	plotter.YErrors
+}
+
+// SaveAheadPNG draws part (c) into path.
+func SaveAheadPNG(path string, c Config, sweep, ahead []SweepCell) error {
+	c.setDefaults()
+	var ns, sizes []int
+	for _, s := range ahead {
+		if !slices.Contains(ns, s.FaultAhead) {
+			ns = append(ns, s.FaultAhead)
+		}
+		if !slices.Contains(sizes, s.RingSize) {
+			sizes = append(sizes, s.RingSize)
+		}
+	}
+	if len(ns) == 0 {
+		return errors.New("coldring: no fault-ahead runs to plot")
+	}
+	slices.Sort(ns)
+	slices.Sort(sizes)
+	pin := map[int]SweepCell{}
+	for _, s := range sweep {
+		if s.Policy == "pin" && s.Done() && !s.LowerBound {
+			pin[s.RingSize] = s
+		}
+	}
+	rounds := ""
+	if c.Rounds > 1 {
+		rounds = fmt.Sprintf(", median of %d rounds, bars: min-max", c.Rounds)
+	}
+	faults := newPlot("(c) backup from a cold ring with fault ahead: receive faults per cold start (medians)",
+		"fault_ahead N (a resolved RX fault backs the next N cold slots)", "rx_faults (log scale)")
+	faults.Y.Scale, faults.Y.Tick.Marker = plot.LogScale{}, logTicks{}
+	top := newPlot(fmt.Sprintf("time for %d memaslap operations from the cold start%s", c.Ops, rounds),
+		"fault_ahead N", "seconds")
+	bottom := newPlot("backup relative to pin (medians): the paper's goal is <= 1.1x",
+		"fault_ahead N", "backup / pin")
+	for _, p := range []*plot.Plot{faults, top, bottom} {
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = aheadTicks(ns)
+		p.X.Min, p.X.Max = float64(ns[0]+1)/1.3, float64(ns[len(ns)-1]+1)*1.3
+		p.Legend.Top, p.Legend.Left = true, false
+	}
+	ratios := AheadRatios(sweep, ahead)
+	ymax, rmax, rmin, fmax := 0.0, 1.2, 1.0, 1.0
+	for i, size := range sizes {
+		col := sizeColor(i)
+		var line withSpread
+		var rel, fs, ideal plotter.XYs
+		for k, s := range ahead {
+			if s.RingSize != size || !s.Done() {
+				continue
+			}
+			x := float64(s.FaultAhead + 1)
+			line.XYs = append(line.XYs, plotter.XY{X: x, Y: s.Seconds})
+			line.YErrors = append(line.YErrors, struct{ Low, High float64 }{s.Seconds - s.Lo, s.Hi - s.Seconds})
+			ymax = math.Max(ymax, s.Hi)
+			fs = append(fs, plotter.XY{X: x, Y: math.Max(s.RxFaults, 0.8)})
+			ideal = append(ideal, plotter.XY{X: x, Y: math.Ceil(float64(size) / float64(min(s.FaultAhead, size-1)+1))})
+			fmax = math.Max(fmax, s.RxFaults)
+			if r := ratios[k]; !math.IsNaN(r.Ratio) {
+				rel = append(rel, plotter.XY{X: x, Y: r.Ratio})
+				rmax, rmin = math.Max(rmax, r.Ratio), math.Min(rmin, r.Ratio)
+			}
+		}
+		if len(line.XYs) == 0 {
+			continue
+		}
+		l, pts, err := plotter.NewLinePoints(line.XYs)
+		if err != nil {
+			return err
+		}
+		l.Color, pts.Color, pts.Shape = col, col, draw.CircleGlyph{}
+		l.Width, pts.Radius = vg.Points(1.6), vg.Points(3)
+		bars, err := plotter.NewYErrorBars(line)
+		if err != nil {
+			return err
+		}
+		bars.Color = col
+		top.Add(l, pts, bars)
+		top.Legend.Add(fmt.Sprintf("backup, ring %d", size), l, pts)
+		fl, fp, err := plotter.NewLinePoints(fs)
+		if err != nil {
+			return err
+		}
+		fl.Color, fp.Color, fp.Shape = col, col, draw.CircleGlyph{}
+		fl.Width, fp.Radius = vg.Points(1.6), vg.Points(3)
+		il, err := plotter.NewLine(ideal)
+		if err != nil {
+			return err
+		}
+		il.Color, il.Width = col, vg.Points(1)
+		il.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+		faults.Add(fl, fp, il)
+		faults.Legend.Add(fmt.Sprintf("ring %d", size), fl, fp)
+		faults.Legend.Add(fmt.Sprintf("ring %d / (N+1)", size), il)
+		if p, ok := pin[size]; ok {
+			pl, err := plotter.NewLine(plotter.XYs{{X: top.X.Min, Y: p.Seconds}, {X: top.X.Max, Y: p.Seconds}})
+			if err != nil {
+				return err
+			}
+			pl.Color, pl.Width = col, vg.Points(1.2)
+			pl.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+			top.Add(pl)
+			top.Legend.Add(fmt.Sprintf("pin, ring %d", size), pl)
+			ymax = math.Max(ymax, p.Seconds)
+		}
+		if len(rel) > 0 {
+			rl, rp, err := plotter.NewLinePoints(rel)
+			if err != nil {
+				return err
+			}
+			rl.Color, rp.Color, rp.Shape = col, col, draw.CircleGlyph{}
+			rl.Width, rp.Radius = vg.Points(1.6), vg.Points(3)
+			bottom.Add(rl, rp)
+			bottom.Legend.Add(fmt.Sprintf("ring %d", size), rl, rp)
+		}
+	}
+	goal, err := plotter.NewLine(plotter.XYs{{X: bottom.X.Min, Y: 1.1}, {X: bottom.X.Max, Y: 1.1}})
+	if err != nil {
+		return err
+	}
+	goal.Color = color.Gray{0x60}
+	goal.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+	bottom.Add(goal)
+	bottom.Legend.Add("1.1x (goal)", goal)
+	top.Y.Min, top.Y.Max = 0, ymax*1.45 // room for the legend
+	bottom.Y.Min, bottom.Y.Max = math.Min(rmin, 0.8)-0.05, rmax*1.15
+	faults.Y.Min, faults.Y.Max = 0.5, fmax*8
+	faults.Legend.Top, faults.Legend.Left = false, true
+	return report.SavePlots(path, 820, 360, []*plot.Plot{faults, top, bottom})
 }

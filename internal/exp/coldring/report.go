@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -25,7 +26,10 @@ func Header(c Config) string {
 		s += " " + c.DriverExtra
 	}
 	if c.Rounds > 1 {
-		s += fmt.Sprintf("\nmedians of %d rounds, policies interleaved", c.Rounds)
+		s += fmt.Sprintf("\nmedians of %d rounds: each round runs every policy at a ring size back to back, the order rotated by one each round", c.Rounds)
+		if c.StartupRounds < c.Rounds && !c.SkipStartup {
+			s += fmt.Sprintf("; part (a) in the first %d", c.StartupRounds)
+		}
 	}
 	return s
 }
@@ -68,7 +72,11 @@ func Table(c Config, results []Result) string {
 	}
 	cells := Sweep(results)
 	if len(cells) > 0 {
-		fmt.Fprintf(&b, "\n(b) seconds for %d memaslap operations from a cold ring (cap %.0f s; >= marks a capped run)\n", c.Ops, c.Cap.Seconds())
+		fmt.Fprintf(&b, "\n(b) seconds for %d memaslap operations from a cold ring (cap %.0f s; >= marks a capped run)", c.Ops, c.Cap.Seconds())
+		if c.Rounds > 1 {
+			b.WriteString("; median (fastest-slowest round), ratios of the medians")
+		}
+		b.WriteString("\n")
 		policies, sizes := axes(cells)
 		at := map[string]SweepCell{}
 		for _, s := range cells {
@@ -76,52 +84,51 @@ func Table(c Config, results []Result) string {
 		}
 		ratios := map[string]SweepRatio{}
 		for _, r := range Ratios(cells) {
-			ratios[fmt.Sprint(r.Policy, r.RingSize)] = r
+			ratios[fmt.Sprint(r.Policy, "/", r.Base, r.RingSize)] = r
 		}
+		type col struct{ p, base string }
+		var rcols []col
 		base := Baseline(cells)
+		for _, p := range policies {
+			if p != base && !(p == "off" && base == "pin") {
+				rcols = append(rcols, col{p, base})
+			}
+		}
+		if base == "pin" && slices.Contains(policies, "off") {
+			rcols = append([]col{{"pin", "off"}}, rcols...)
+		}
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 		hdr := []string{"ring"}
 		for _, p := range policies {
 			hdr = append(hdr, p+" s")
 		}
-		for _, p := range policies {
-			if p != base {
-				hdr = append(hdr, p+"/"+base)
-			}
+		for _, rc := range rcols {
+			hdr = append(hdr, rc.p+"/"+rc.base)
 		}
 		fmt.Fprintf(tw, "%s\t\n", strings.Join(hdr, "\t"))
 		for _, n := range sizes {
 			row := []string{fmt.Sprint(n)}
 			for _, p := range policies {
-				row = append(row, cellText(at[fmt.Sprint(p, n)]))
+				row = append(row, cellText(at[fmt.Sprint(p, n)], c.Rounds > 1))
 			}
-			for _, p := range policies {
-				if p != base {
-					row = append(row, ratioText(ratios[fmt.Sprint(p, n)]))
-				}
+			for _, rc := range rcols {
+				row = append(row, ratioText(ratios[fmt.Sprint(rc.p, "/", rc.base, n)]))
 			}
 			fmt.Fprintf(tw, "%s\t\n", strings.Join(row, "\t"))
 		}
 		tw.Flush()
 		b.WriteString("counters (medians): rx_faults / rx_backup_pkts / rx_fault_drops / TCP retransmits host+guest\n")
-		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		hdr = []string{"ring"}
-		hdr = append(hdr, policies...)
-		fmt.Fprintf(tw, "%s\t\n", strings.Join(hdr, "\t"))
-		for _, n := range sizes {
-			row := []string{fmt.Sprint(n)}
-			for _, p := range policies {
-				s, ok := at[fmt.Sprint(p, n)]
-				if !ok || !s.Done() {
-					row = append(row, "-")
-					continue
-				}
-				row = append(row, fmt.Sprintf("%.0f/%.0f/%.0f/%.0f", s.RxFaults, s.BackupPkts, s.FaultDrops, s.HostRetrans+s.GuestRetrans))
-			}
-			fmt.Fprintf(tw, "%s\t\n", strings.Join(row, "\t"))
-		}
-		tw.Flush()
+		counterTable(&b, policies, sizes, at, func(s SweepCell) string {
+			return fmt.Sprintf("%.0f/%.0f/%.0f/%.0f", s.RxFaults, s.BackupPkts, s.FaultDrops, s.HostRetrans+s.GuestRetrans)
+		})
+		b.WriteString("translation (medians): atc_hits / atc_misses / tx_faults, and the driver's load in s (before the measured window)\n")
+		counterTable(&b, policies, sizes, at, func(s SweepCell) string {
+			return fmt.Sprintf("%.0f/%.0f/%.0f %.2fs", s.ATCHits, s.ATCMisses, s.TxFaults, s.LoadSeconds)
+		})
 		b.WriteString(Goals(cells))
+	}
+	if ahead := Ahead(results); len(ahead) > 0 {
+		b.WriteString(AheadTable(c, cells, ahead))
 	}
 	var failures []string
 	for _, r := range results {
@@ -144,7 +151,7 @@ func Goals(cells []SweepCell) string {
 	}
 	var backupOK, backupMiss, dropBad, dropNot []string
 	for _, r := range Ratios(cells) {
-		if math.IsNaN(r.Ratio) {
+		if math.IsNaN(r.Ratio) || r.Base != "pin" {
 			continue
 		}
 		switch r.Policy {
@@ -163,7 +170,7 @@ func Goals(cells []SweepCell) string {
 		}
 	}
 	var b strings.Builder
-	b.WriteString("goals:\n")
+	b.WriteString("goals (on the medians):\n")
 	if len(backupOK)+len(backupMiss) > 0 {
 		if len(backupMiss) == 0 {
 			fmt.Fprintf(&b, "  backup within 1.1x of pin: MET at every ring size (%s)\n", strings.Join(backupOK, ", "))
@@ -188,7 +195,91 @@ func orNone(xs []string) string {
 	return strings.Join(xs, ", ")
 }
 
-func cellText(s SweepCell) string {
+func counterTable(b *strings.Builder, policies []string, sizes []int, at map[string]SweepCell, text func(SweepCell) string) {
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	hdr := append([]string{"ring"}, policies...)
+	fmt.Fprintf(tw, "%s\t\n", strings.Join(hdr, "\t"))
+	for _, n := range sizes {
+		row := []string{fmt.Sprint(n)}
+		for _, p := range policies {
+			s, ok := at[fmt.Sprint(p, n)]
+			if !ok || !s.Done() {
+				row = append(row, "-")
+				continue
+			}
+			row = append(row, text(s))
+		}
+		fmt.Fprintf(tw, "%s\t\n", strings.Join(row, "\t"))
+	}
+	tw.Flush()
+}
+
+// AheadTable formats part (c): per ring size and fault_ahead, the time
+// with its spread, the ratio to pin's median, the faults and the slots
+// backed ahead, and the goal.
+func AheadTable(c Config, sweep, ahead []SweepCell) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n(c) backup with fault_ahead N (a resolved RX fault backs the next N cold slots too): seconds for %d operations", c.Ops)
+	if c.Rounds > 1 {
+		b.WriteString(", median (fastest-slowest round)")
+	}
+	b.WriteString("\n")
+	pin := map[int]SweepCell{}
+	for _, s := range sweep {
+		if s.Policy == "pin" {
+			pin[s.RingSize] = s
+		}
+	}
+	ratios := AheadRatios(sweep, ahead)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "ring\tN\tbackup s\tpin s\tbackup/pin\trx_faults\trx_prefaulted\trx_backup_pkts\trx_fault_drops\t\n")
+	for i, s := range ahead {
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t\n", s.RingSize, s.FaultAhead, cellText(s, c.Rounds > 1),
+			cellText(pin[s.RingSize], c.Rounds > 1), ratioText(ratios[i]), s.RxFaults, s.Prefaulted, s.BackupPkts, s.FaultDrops)
+	}
+	tw.Flush()
+	b.WriteString(AheadGoals(ratios))
+	return b.String()
+}
+
+// AheadGoals reports, per fault_ahead, the ring sizes at which backup
+// stayed within 1.1x of pin (medians).
+func AheadGoals(ratios []SweepRatio) string {
+	var ns []int
+	met := map[int][]string{}
+	missed := map[int][]string{}
+	for _, r := range ratios {
+		if math.IsNaN(r.Ratio) {
+			continue
+		}
+		if _, ok := met[r.FaultAhead]; !ok {
+			if _, ok := missed[r.FaultAhead]; !ok {
+				ns = append(ns, r.FaultAhead)
+			}
+		}
+		if r.Ratio <= 1.1 && !r.LowerBound {
+			met[r.FaultAhead] = append(met[r.FaultAhead], fmt.Sprint(r.RingSize))
+		} else {
+			missed[r.FaultAhead] = append(missed[r.FaultAhead], fmt.Sprintf("%d (%.2fx)", r.RingSize, r.Ratio))
+		}
+	}
+	if len(ns) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("goal, backup within 1.1x of pin (medians):\n")
+	for _, n := range ns {
+		if len(missed[n]) == 0 {
+			fmt.Fprintf(&b, "  fault_ahead %d: MET at every ring size (%s)\n", n, strings.Join(met[n], ", "))
+		} else {
+			fmt.Fprintf(&b, "  fault_ahead %d: MISSED at %s (met at %s)\n", n, strings.Join(missed[n], ", "), orNone(met[n]))
+		}
+	}
+	return b.String()
+}
+
+// cellText is a cell's median, with the rounds' range when spread is set.
+func cellText(s SweepCell, spread bool) string {
 	switch {
 	case s.Runs == 0:
 		return "-"
@@ -197,7 +288,10 @@ func cellText(s SweepCell) string {
 	case s.LowerBound:
 		return fmt.Sprintf(">=%.0f", s.Seconds)
 	}
-	return fmt.Sprintf("%.1f", s.Seconds)
+	if spread && s.Runs-s.Failed > 1 {
+		return fmt.Sprintf("%.2f (%.2f-%.2f)", s.Seconds, s.Lo, s.Hi)
+	}
+	return fmt.Sprintf("%.2f", s.Seconds)
 }
 
 func ratioText(r SweepRatio) string {
@@ -234,17 +328,38 @@ func axes(cells []SweepCell) ([]string, []int) {
 	return ps, ns
 }
 
+func cellHeader() []string {
+	return []string{"policy", "ring_size", "fault_ahead", "ops", "seconds", "seconds_min", "seconds_max", "seconds_is_lower_bound",
+		"runs", "capped", "failed", "rx_faults", "rx_prefaulted", "rx_backup_pkts", "rx_fault_drops", "tx_faults",
+		"atc_hits", "atc_misses", "host_tcp_retrans", "guest_tcp_retrans", "load_seconds"}
+}
+
+// cellRow is a cell's medians (and spread) for a CSV.
+func cellRow(c Config, s SweepCell) []string {
+	secs, lo, hi := "", "", ""
+	if s.Done() {
+		secs, lo, hi = fmt.Sprintf("%.4g", s.Seconds), fmt.Sprintf("%.4g", s.Lo), fmt.Sprintf("%.4g", s.Hi)
+	}
+	ahead := ""
+	if s.FaultAhead != DefaultAhead {
+		ahead = fmt.Sprint(s.FaultAhead)
+	}
+	return report.Row(s.Policy, s.RingSize, ahead, c.Ops, secs, lo, hi, s.LowerBound, s.Runs, s.Capped, s.Failed,
+		s.RxFaults, s.Prefaulted, s.BackupPkts, s.FaultDrops, s.TxFaults, s.ATCHits, s.ATCMisses,
+		s.HostRetrans, s.GuestRetrans, s.LoadSeconds)
+}
+
 // CounterNames are the ethtool -S counters every run records in the CSV.
 var CounterNames = []string{
 	"rx_faults", "rx_backup_pkts", "rx_fault_drops", "tx_faults", "tx_fault_errors", "backup_full",
 	"page_requests", "page_groups", "invalidations", "atc_hits", "atc_misses",
-	"fault_lat_p50_ns", "fault_lat_p99_ns", "backup_lat_p50_ns", "backup_lat_p99_ns",
+	"fault_lat_p50_ns", "fault_lat_p99_ns", "backup_lat_p50_ns", "backup_lat_p99_ns", "rx_prefaulted",
 }
 
 // RunsHeader names the columns of cold-ring-runs.csv.
 func RunsHeader() []string {
-	h := []string{"part", "policy", "ring_size", "round", "ops", "seconds", "capped", "memaslap_errors",
-		"host_tcp_retrans", "guest_tcp_retrans", "host_tcp_timeouts"}
+	h := []string{"part", "policy", "ring_size", "fault_ahead", "round", "ops", "seconds", "capped", "memaslap_errors",
+		"host_tcp_retrans", "guest_tcp_retrans", "host_tcp_timeouts", "load_seconds"}
 	h = append(h, CounterNames...)
 	return append(h, "host_load", "error")
 }
@@ -253,8 +368,12 @@ func RunsHeader() []string {
 func RunsRows(results []Result) [][]string {
 	var rows [][]string
 	for _, r := range results {
-		row := []any{r.Part, r.Policy, r.RingSize, r.Round, r.Ops, r.Seconds, r.Capped, r.MemaslapErrors,
-			r.HostRetrans, r.GuestRetrans, r.HostTimeouts}
+		ahead := ""
+		if r.FaultAhead != DefaultAhead {
+			ahead = fmt.Sprint(r.FaultAhead)
+		}
+		row := []any{r.Part, r.Policy, r.RingSize, ahead, r.Round, r.Ops, r.Seconds, r.Capped, r.MemaslapErrors,
+			r.HostRetrans, r.GuestRetrans, r.HostTimeouts, r.LoadSeconds}
 		for _, n := range CounterNames {
 			if v, ok := r.Stats[n]; ok {
 				row = append(row, v)
@@ -274,8 +393,9 @@ func RunsRows(results []Result) [][]string {
 
 // WriteOutputs writes into dir: cold-ring-runs.csv (every run with its
 // counters), cold-ring-startup.csv (part a: ops/s per second and policy),
-// cold-ring-ops.csv (part b: medians and ratios), cold-ring.txt (the
-// table) and cold-ring.png (both panels).
+// cold-ring-ops.csv (part b: medians, spreads and ratios),
+// cold-ring-ahead.csv and cold-ring-ahead.png (part c, when it ran),
+// cold-ring.txt (the tables) and cold-ring.png (parts a and b).
 func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 	var files []string
 	p := filepath.Join(dir, "cold-ring-runs.csv")
@@ -303,24 +423,38 @@ func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 		}
 		var rows [][]string
 		for _, s := range cells {
-			ratio, lb := "", false
+			ratio, base, lb := "", "", false
 			if r, ok := ratios[fmt.Sprint(s.Policy, s.RingSize)]; ok && !math.IsNaN(r.Ratio) {
-				ratio, lb = fmt.Sprintf("%.4g", r.Ratio), r.LowerBound
+				ratio, base, lb = fmt.Sprintf("%.4g", r.Ratio), r.Base, r.LowerBound
 			}
-			secs := ""
-			if s.Done() {
-				secs = fmt.Sprintf("%.4g", s.Seconds)
-			}
-			rows = append(rows, report.Row(s.Policy, s.RingSize, c.Ops, secs, s.LowerBound, s.Runs, s.Capped, s.Failed,
-				ratio, lb, s.RxFaults, s.BackupPkts, s.FaultDrops, s.HostRetrans, s.GuestRetrans))
+			rows = append(rows, append(cellRow(c, s), ratio, base, fmt.Sprint(lb)))
 		}
 		p := filepath.Join(dir, "cold-ring-ops.csv")
-		hdr := []string{"policy", "ring_size", "ops", "seconds", "seconds_is_lower_bound", "runs", "capped", "failed",
-			"ratio_to_" + Baseline(cells), "ratio_is_lower_bound", "rx_faults", "rx_backup_pkts", "rx_fault_drops", "host_tcp_retrans", "guest_tcp_retrans"}
+		hdr := append(cellHeader(), "ratio", "ratio_to", "ratio_is_lower_bound")
 		if err := report.WriteCSV(p, hdr, rows); err != nil {
 			return nil, err
 		}
 		files = append(files, p)
+		if ahead := Ahead(results); len(ahead) > 0 {
+			var rows [][]string
+			for i, r := range AheadRatios(cells, ahead) {
+				ratio := ""
+				if !math.IsNaN(r.Ratio) {
+					ratio = fmt.Sprintf("%.4g", r.Ratio)
+				}
+				rows = append(rows, append(cellRow(c, ahead[i]), ratio, fmt.Sprint(r.LowerBound)))
+			}
+			p := filepath.Join(dir, "cold-ring-ahead.csv")
+			if err := report.WriteCSV(p, append(cellHeader(), "ratio_to_pin", "ratio_is_lower_bound"), rows); err != nil {
+				return nil, err
+			}
+			files = append(files, p)
+			p = filepath.Join(dir, "cold-ring-ahead.png")
+			if err := SaveAheadPNG(p, c, cells, ahead); err != nil {
+				return nil, err
+			}
+			files = append(files, p)
+		}
 	}
 	p = filepath.Join(dir, "cold-ring.txt")
 	if err := os.WriteFile(p, []byte(Table(c, results)), 0o644); err != nil {

@@ -7,38 +7,110 @@ import (
 	"github.com/npfnic/npfnic/internal/report"
 )
 
-// SweepCell is part (b) for one policy and ring size over its rounds.
+// SweepCell is part (b) (or (c)) for one policy and ring size over its
+// rounds.
 type SweepCell struct {
 	Policy   string
 	RingSize int
+	// FaultAhead is the driver's fault_ahead (part c), or DefaultAhead.
+	FaultAhead int
 	// Seconds is the median time for the operations; a capped run counts
 	// as the cap (a lower bound), and LowerBound says the median is one.
-	Seconds    float64
-	LowerBound bool
+	// Lo and Hi are the fastest and slowest round (the same convention).
+	Seconds, Lo, Hi float64
+	LowerBound      bool
 	// Runs, Capped and Failed count the rounds.
 	Runs, Capped, Failed int
 	// Medians of the counters over the rounds that ran.
 	RxFaults, BackupPkts, FaultDrops float64
+	Prefaulted, TxFaults             float64
+	ATCHits, ATCMisses               float64
 	HostRetrans, GuestRetrans        float64
+	// LoadSeconds is the median time the driver's load took.
+	LoadSeconds float64
 }
 
 // Done reports whether the cell has a measurement.
 func (s SweepCell) Done() bool { return s.Runs > s.Failed }
 
-// Sweep summarizes part (b): one cell per ring size and policy, in the
-// order sizes then policies first appear.
-func Sweep(results []Result) []SweepCell {
+// cellOf summarizes the rounds of one cell.
+func cellOf(policy string, ring, ahead int, rs []Result) SweepCell {
+	c := SweepCell{Policy: policy, RingSize: ring, FaultAhead: ahead, Runs: len(rs), Lo: math.NaN(), Hi: math.NaN()}
+	type val struct {
+		v      float64
+		capped bool
+	}
+	var vals []val
+	var faults, backup, drops, pre, txf, hits, misses, hr, gr, load []float64
+	for _, r := range rs {
+		if r.Err != nil {
+			c.Failed++
+			continue
+		}
+		if r.Capped {
+			c.Capped++
+		}
+		vals = append(vals, val{r.Seconds, r.Capped})
+		faults = append(faults, float64(r.Stats["rx_faults"]))
+		backup = append(backup, float64(r.Stats["rx_backup_pkts"]))
+		drops = append(drops, float64(r.Stats["rx_fault_drops"]))
+		pre = append(pre, float64(r.Stats["rx_prefaulted"]))
+		txf = append(txf, float64(r.Stats["tx_faults"]))
+		hits = append(hits, float64(r.Stats["atc_hits"]))
+		misses = append(misses, float64(r.Stats["atc_misses"]))
+		hr = append(hr, float64(r.HostRetrans))
+		gr = append(gr, float64(r.GuestRetrans))
+		load = append(load, r.LoadSeconds)
+	}
+	if len(vals) == 0 {
+		return c
+	}
+	slices.SortStableFunc(vals, func(a, b val) int {
+		switch {
+		case a.v < b.v:
+			return -1
+		case a.v > b.v:
+			return 1
+		}
+		return 0
+	})
+	// The upper median: a capped value (a lower bound) sorts at the cap,
+	// so the median is a lower bound when it lands on one.
+	m := vals[len(vals)/2]
+	c.Seconds, c.LowerBound = m.v, m.capped
+	if len(vals)%2 == 0 {
+		lo := vals[len(vals)/2-1]
+		c.Seconds = (lo.v + m.v) / 2
+		c.LowerBound = lo.capped || m.capped
+	}
+	c.Lo, c.Hi = vals[0].v, vals[len(vals)-1].v
+	c.RxFaults, c.BackupPkts, c.FaultDrops = report.Median(faults), report.Median(backup), report.Median(drops)
+	c.Prefaulted, c.TxFaults = report.Median(pre), report.Median(txf)
+	c.ATCHits, c.ATCMisses = report.Median(hits), report.Median(misses)
+	c.HostRetrans, c.GuestRetrans = report.Median(hr), report.Median(gr)
+	c.LoadSeconds = report.Median(load)
+	return c
+}
+
+// cells summarizes the runs of one part: a cell per ring size, policy and
+// fault_ahead, ring sizes ascending, then in the order the rest first
+// appears.
+func cells(results []Result, part string) []SweepCell {
 	type key struct {
-		p string
-		n int
+		p     string
+		n     int
+		ahead int
 	}
 	var order []key
 	by := map[key][]Result{}
 	for _, r := range results {
-		if r.Part != PartSweep {
+		if r.Part != part {
 			continue
 		}
-		k := key{r.Policy, r.RingSize}
+		k := key{r.Policy, r.RingSize, DefaultAhead}
+		if part == PartAhead {
+			k.ahead = r.FaultAhead
+		}
 		if _, ok := by[k]; !ok {
 			order = append(order, k)
 		}
@@ -47,96 +119,94 @@ func Sweep(results []Result) []SweepCell {
 	slices.SortStableFunc(order, func(a, b key) int { return a.n - b.n })
 	var out []SweepCell
 	for _, k := range order {
-		rs := by[k]
-		c := SweepCell{Policy: k.p, RingSize: k.n, Runs: len(rs)}
-		type val struct {
-			v      float64
-			capped bool
-		}
-		var vals []val
-		var faults, backup, drops, hr, gr []float64
-		for _, r := range rs {
-			if r.Err != nil {
-				c.Failed++
-				continue
-			}
-			if r.Capped {
-				c.Capped++
-			}
-			vals = append(vals, val{r.Seconds, r.Capped})
-			faults = append(faults, float64(r.Stats["rx_faults"]))
-			backup = append(backup, float64(r.Stats["rx_backup_pkts"]))
-			drops = append(drops, float64(r.Stats["rx_fault_drops"]))
-			hr = append(hr, float64(r.HostRetrans))
-			gr = append(gr, float64(r.GuestRetrans))
-		}
-		if len(vals) > 0 {
-			slices.SortStableFunc(vals, func(a, b val) int {
-				switch {
-				case a.v < b.v:
-					return -1
-				case a.v > b.v:
-					return 1
-				}
-				return 0
-			})
-			// The upper median: a capped value (a lower bound) sorts at
-			// the cap, so the median is a lower bound when it lands on one.
-			m := vals[len(vals)/2]
-			c.Seconds, c.LowerBound = m.v, m.capped
-			if len(vals)%2 == 0 {
-				lo := vals[len(vals)/2-1]
-				c.Seconds = (lo.v + m.v) / 2
-				c.LowerBound = lo.capped || m.capped
-			}
-			c.RxFaults, c.BackupPkts, c.FaultDrops = report.Median(faults), report.Median(backup), report.Median(drops)
-			c.HostRetrans, c.GuestRetrans = report.Median(hr), report.Median(gr)
-		}
-		out = append(out, c)
+		out = append(out, cellOf(k.p, k.n, k.ahead, by[k]))
 	}
 	return out
 }
 
-// SweepRatio is one policy's time relative to pin at one ring size.
+// Sweep summarizes part (b): one cell per ring size and policy.
+func Sweep(results []Result) []SweepCell { return cells(results, PartSweep) }
+
+// Ahead summarizes part (c): one cell per ring size and fault_ahead,
+// fault_ahead ascending within a size.
+func Ahead(results []Result) []SweepCell {
+	out := cells(results, PartAhead)
+	slices.SortStableFunc(out, func(a, b SweepCell) int {
+		if a.RingSize != b.RingSize {
+			return a.RingSize - b.RingSize
+		}
+		return a.FaultAhead - b.FaultAhead
+	})
+	return out
+}
+
+// SweepRatio is one policy's time relative to a baseline at one ring size.
 type SweepRatio struct {
 	Policy   string
 	RingSize int
-	// Ratio is Seconds(policy) / Seconds(pin); NaN when either is missing.
+	// FaultAhead is the cell's fault_ahead (part c), or DefaultAhead.
+	FaultAhead int
+	// Base is the policy divided by: pin, or off when pin was not run
+	// (and for pin itself).
+	Base string
+	// Ratio is Seconds(policy) / Seconds(base), medians over the rounds;
+	// NaN when either is missing.
 	Ratio float64
 	// LowerBound: the policy's time is a lower bound (capped), so is
 	// the ratio.
 	LowerBound bool
 }
 
-// Ratios divides every non-pin policy's time by pin's at the same ring
-// size (the baseline is "off" when pin was not run).
-func Ratios(cells []SweepCell) []SweepRatio {
-	base := "pin"
-	has := false
-	for _, c := range cells {
-		has = has || c.Policy == "pin"
+func ratio(c, b SweepCell, ok bool, base string) SweepRatio {
+	r := SweepRatio{Policy: c.Policy, RingSize: c.RingSize, FaultAhead: c.FaultAhead, Base: base, Ratio: math.NaN()}
+	if ok && b.Done() && c.Done() && b.Seconds > 0 && !b.LowerBound {
+		r.Ratio = c.Seconds / b.Seconds
+		r.LowerBound = c.LowerBound
 	}
-	if !has {
-		base = "off"
+	return r
+}
+
+// Ratios divides every policy's time by the baseline's at the same ring
+// size (Baseline: pin, or off when pin was not run), except off's when the
+// baseline is pin: pin's is divided by off's instead.
+func Ratios(cs []SweepCell) []SweepRatio {
+	base := Baseline(cs)
+	at := map[string]map[int]SweepCell{}
+	for _, c := range cs {
+		if at[c.Policy] == nil {
+			at[c.Policy] = map[int]SweepCell{}
+		}
+		at[c.Policy][c.RingSize] = c
 	}
-	baseAt := map[int]SweepCell{}
-	for _, c := range cells {
-		if c.Policy == base {
-			baseAt[c.RingSize] = c
+	var out []SweepRatio
+	for _, c := range cs {
+		switch {
+		case c.Policy == base && base == "pin":
+			if _, ran := at["off"]; ran {
+				b, ok := at["off"][c.RingSize]
+				out = append(out, ratio(c, b, ok, "off"))
+			}
+		case c.Policy != base && !(c.Policy == "off" && base == "pin"):
+			b, ok := at[base][c.RingSize]
+			out = append(out, ratio(c, b, ok, base))
+		}
+	}
+	return out
+}
+
+// AheadRatios divides every part (c) cell's time by pin's (part b) at the
+// same ring size.
+func AheadRatios(sweep, ahead []SweepCell) []SweepRatio {
+	pin := map[int]SweepCell{}
+	for _, c := range sweep {
+		if c.Policy == "pin" {
+			pin[c.RingSize] = c
 		}
 	}
 	var out []SweepRatio
-	for _, c := range cells {
-		if c.Policy == base {
-			continue
-		}
-		r := SweepRatio{Policy: c.Policy, RingSize: c.RingSize, Ratio: math.NaN()}
-		b, ok := baseAt[c.RingSize]
-		if ok && b.Done() && c.Done() && b.Seconds > 0 && !b.LowerBound {
-			r.Ratio = c.Seconds / b.Seconds
-			r.LowerBound = c.LowerBound
-		}
-		out = append(out, r)
+	for _, c := range ahead {
+		b, ok := pin[c.RingSize]
+		out = append(out, ratio(c, b, ok, "pin"))
 	}
 	return out
 }

@@ -1,17 +1,21 @@
 package coldring
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/npfnic/npfnic/images"
 )
 
 func sweepRun(policy string, ring int, secs float64, capped bool, faults uint64) Result {
 	return Result{Part: PartSweep, Policy: policy, RingSize: ring, Round: 1, Seconds: secs, Capped: capped,
-		Stats: map[string]uint64{"rx_faults": faults}}
+		FaultAhead: DefaultAhead, Stats: map[string]uint64{"rx_faults": faults}}
 }
 
 func TestSweepMedianWithCappedRuns(t *testing.T) {
@@ -130,6 +134,114 @@ func TestWriteOutputs(t *testing.T) {
 	for _, want := range []string{"(a) startup", "(b) seconds for 10000", ">=60", "drop/pin", "backup/pin", "FAILED"} {
 		if !strings.Contains(string(txt), want) {
 			t.Errorf("table lacks %q:\n%s", want, txt)
+		}
+	}
+	t.Logf("\n%s", txt)
+}
+
+func TestJobsRotateAndAlternate(t *testing.T) {
+	c := Config{Policies: []string{"off", "pin", "backup"}, Sizes: []int{64, 512}, Rounds: 3, StartupRounds: 1,
+		FaultAhead: []int{0, 16}, Images: nil, LogDir: "x"}
+	c.setDefaults()
+	jobs := c.jobs()
+	var got []string
+	for _, j := range jobs {
+		s := fmt.Sprintf("%d%s:%s@%d", j.round, partLetter(j.part), j.policy, j.ring)
+		if j.ahead != DefaultAhead {
+			s += fmt.Sprintf("/%d", j.ahead)
+		}
+		got = append(got, s)
+	}
+	want := []string{
+		// round 1: part (a) once, then rings ascending, the arms in order
+		"1a:off@64", "1a:pin@64", "1a:backup@64",
+		"1b:off@64", "1b:pin@64", "1b:backup@64", "1c:backup@64/0", "1c:backup@64/16",
+		"1b:off@512", "1b:pin@512", "1b:backup@512", "1c:backup@512/0", "1c:backup@512/16",
+		// round 2: no part (a), rings descending, the arms rotated by one
+		"2b:pin@512", "2b:backup@512", "2c:backup@512/0", "2c:backup@512/16", "2b:off@512",
+		"2b:pin@64", "2b:backup@64", "2c:backup@64/0", "2c:backup@64/16", "2b:off@64",
+		// round 3: ascending again, rotated by two
+		"3b:backup@64", "3c:backup@64/0", "3c:backup@64/16", "3b:off@64", "3b:pin@64",
+		"3b:backup@512", "3c:backup@512/0", "3c:backup@512/16", "3b:off@512", "3b:pin@512",
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("jobs:\n got %v\nwant %v", got, want)
+	}
+}
+
+func TestValidateFaultAhead(t *testing.T) {
+	base := func() Config {
+		return Config{Images: &images.Artifacts{}, LogDir: "x", Policies: []string{"pin", "backup"}}
+	}
+	for _, tc := range []struct {
+		edit func(*Config)
+		ok   bool
+	}{
+		{func(c *Config) { c.FaultAhead = []int{0, 1, 64} }, true},
+		{func(c *Config) { c.FaultAhead = []int{-1} }, false},
+		{func(c *Config) { c.FaultAhead = []int{4, 4} }, false},
+		{func(c *Config) { c.FaultAhead = []int{MaxFaultAhead + 1} }, false},
+		{func(c *Config) { c.FaultAhead, c.Policies = []int{4}, []string{"backup"} }, false},
+		{func(c *Config) { c.FaultAhead, c.SkipSweep = []int{4}, true }, false},
+	} {
+		c := base()
+		tc.edit(&c)
+		if err := c.Validate(); (err == nil) != tc.ok {
+			t.Errorf("%+v: Validate %v, want ok %v", c.FaultAhead, err, tc.ok)
+		}
+	}
+}
+
+func aheadRun(ring, n int, secs float64, faults, pre uint64) Result {
+	return Result{Part: PartAhead, Policy: "backup", RingSize: ring, FaultAhead: n, Seconds: secs,
+		Stats: map[string]uint64{"rx_faults": faults, "rx_prefaulted": pre}}
+}
+
+func TestAheadSummaryAndTable(t *testing.T) {
+	rs := []Result{
+		sweepRun("off", 512, 1.0, false, 0), sweepRun("pin", 512, 2.0, false, 0), sweepRun("pin", 512, 2.2, false, 0), sweepRun("pin", 512, 1.8, false, 0),
+		sweepRun("backup", 512, 2.6, false, 512),
+		aheadRun(512, 16, 2.1, 31, 481), aheadRun(512, 16, 2.0, 30, 482), aheadRun(512, 16, 2.3, 32, 480),
+		aheadRun(512, 0, 2.6, 512, 0), aheadRun(512, 0, 2.5, 512, 0), aheadRun(512, 0, 3.0, 512, 0),
+	}
+	sweep, ahead := Sweep(rs), Ahead(rs)
+	if len(ahead) != 2 || ahead[0].FaultAhead != 0 || ahead[1].FaultAhead != 16 {
+		t.Fatalf("ahead cells %+v: want N 0 then 16", ahead)
+	}
+	if a := ahead[1]; a.Seconds != 2.1 || a.Lo != 2.0 || a.Hi != 2.3 || a.RxFaults != 31 || a.Prefaulted != 481 {
+		t.Errorf("N=16: %+v", a)
+	}
+	r := AheadRatios(sweep, ahead)
+	if math.Abs(r[0].Ratio-1.3) > 1e-9 || math.Abs(r[1].Ratio-1.05) > 1e-9 {
+		t.Errorf("ratios %+v: want 1.3 and 1.05", r)
+	}
+	var pinOff bool
+	for _, x := range Ratios(sweep) {
+		if x.Policy == "pin" && x.Base == "off" && math.Abs(x.Ratio-2) < 1e-9 {
+			pinOff = true
+		}
+		if x.Policy == "off" {
+			t.Errorf("off divided by pin: %+v", x)
+		}
+	}
+	if !pinOff {
+		t.Errorf("no pin/off ratio in %+v", Ratios(sweep))
+	}
+	c := Config{Rounds: 3, Policies: []string{"off", "pin", "backup"}}
+	txt := Table(c, rs)
+	for _, want := range []string{"pin/off", "2.00x", "backup/pin", "2.00 (1.80-2.20)", "fault_ahead 0: MISSED at 512 (1.30x)", "fault_ahead 16: MET at every ring size (512)"} {
+		if !strings.Contains(txt, want) {
+			t.Errorf("table lacks %q:\n%s", want, txt)
+		}
+	}
+	dir := t.TempDir()
+	files, err := WriteOutputs(dir, c, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"cold-ring-ahead.csv", "cold-ring-ahead.png"} {
+		if !slices.Contains(files, filepath.Join(dir, f)) {
+			t.Errorf("outputs %v lack %s", files, f)
 		}
 	}
 	t.Logf("\n%s", txt)
