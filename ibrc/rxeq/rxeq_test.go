@@ -513,7 +513,18 @@ func TestCQ(t *testing.T) {
 	if _, err := cq.Room(); !errors.Is(err, errInjected) {
 		t.Fatalf("room with consumer_index failing: %v", err)
 	}
+	if err := cq.Push(want); !errors.Is(err, errInjected) || cq.Producer() != 2 {
+		t.Fatalf("push with consumer_index failing: %v, producer %d", err, cq.Producer())
+	}
+	m.fail = func(addr uint64, write bool) bool { return addr == g.Base+uint64(hw.RxeQueueProducer.Offset) }
+	var re *RingError
+	if err := cq.Push(want); !errors.As(err, &re) || re.Op != "store producer_index" || cq.Producer() != 2 || u.prod() != 2 {
+		t.Fatalf("push with producer_index failing: %v, producer %d/%d", err, cq.Producer(), u.prod())
+	}
 	m.fail = nil
+	if err := cq.Push(want); err != nil || cq.Producer() != 3 || u.prod() != 3 {
+		t.Fatalf("push after the faults: %v, producer %d/%d", err, cq.Producer(), u.prod())
+	}
 	// The device wrote slots and producer_index only.
 	for _, w := range m.writes {
 		isSlot := w.addr >= g.SlotAddr(0) && (w.addr-g.SlotAddr(0))%64 == 0 && w.n == hw.RxeCQESize
@@ -564,5 +575,30 @@ func TestOverGuestmem(t *testing.T) {
 	var re *RingError
 	if _, _, err := q.Fetch(); !errors.As(err, &re) {
 		t.Fatalf("fetch from unmapped memory: %v", err)
+	}
+}
+
+// TestErrorText: errors name what failed and where, for the device's log.
+func TestErrorText(t *testing.T) {
+	re := &RingError{Op: "read slot", Addr: 0x1234, Err: errInjected}
+	we := &WQEError{Slot: 3, WRID: 0xbeef, Opcode: 9, Kind: BadOpcode}
+	rwe := &WQEError{Slot: 1, WRID: 7, Recv: true, Kind: SGLShort}
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{re, "rxeq: read slot at 0x1234: injected fault"},
+		{we, "rxeq: opcode not implemented (send queue slot 3, wr_id 0xbeef, opcode 9)"},
+		{rwe, "rxeq: SGEs shorter than the message (receive queue slot 1, wr_id 0x7, opcode 0)"},
+		{Malformed(99), "rxeq: Malformed(99)"},
+	} {
+		if c.err.Error() != c.want {
+			t.Errorf("%q, want %q", c.err.Error(), c.want)
+		}
+	}
+	g := sqGeom()
+	q, _ := NewSQ(nil, g, sqLim)
+	if q.Geometry() != g {
+		t.Fatalf("Geometry() = %+v", q.Geometry())
 	}
 }

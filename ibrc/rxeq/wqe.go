@@ -62,9 +62,11 @@ func (m Malformed) Status() ibrc.WCStatus {
 	return ibrc.WCLocQPOpErr
 }
 
-// WQEError is a malformed entry. The slot was consumed: the device
-// completes it with WC (its wr_id and Status) and moves the QP to error,
-// and it is retired like any other entry.
+// WQEError is a malformed entry. The slot was fetched and is outstanding
+// like any other. Completions are in order, so the device fetches nothing
+// past it, completes it with WC (its wr_id and Status) once every entry
+// before it has completed, retires it, and moves the QP to the error state
+// (which flushes the rest).
 type WQEError struct {
 	Slot   uint32
 	WRID   uint64

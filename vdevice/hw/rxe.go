@@ -296,6 +296,7 @@ address space (IBV_WC_LOC_PROT_ERR). A receive entry is checked the same way
 (dma.length bytes over at most the QP's SGE limit of SGEs). The lkey, PD,
 range and access rights of each SGE are checked against the memory regions
 when the bytes are moved (IBV_WC_LOC_PROT_ERR). A malformed entry completes
-with its wr_id and the status above, and the QP goes to the error state; an
-index or entry the device can not read from guest memory puts the queue in
-error.`
+in its turn (after the entries before it, and the device fetches nothing
+past it) with its wr_id and the status above, and the QP goes to the error
+state; an index or entry the device can not read from guest memory puts the
+queue in error.`
