@@ -602,3 +602,63 @@ func TestErrorText(t *testing.T) {
 		t.Fatalf("Geometry() = %+v", q.Geometry())
 	}
 }
+
+// TestNoAllocation: fetching, retiring and pushing allocate nothing, so the
+// datapath adds no garbage per work request.
+func TestNoAllocation(t *testing.T) {
+	g := sqGeom()
+	m := newQueueMem(t, g)
+	m.writes = make([]span, 0, 4096)
+	u := user{m, g}
+	for i := range g.Slots {
+		sendSpec{id: uint64(i), opcode: hw.IBVWRSend, sges: []rawSGE{{0x1000, 10, 1}, {0x2000, 20, 2}}, autoLength: true, autoNumS: true}.write(m.slot(g, i))
+	}
+	q, _ := NewSQ(m, g, sqLim)
+	cg := Geometry{Base: 0x40000, Size: hw.RxeQueueHeaderSize + 4*64, Slots: 4, Log2ElemSize: 6}
+	cm := newQueueMem(t, cg)
+	cm.writes = make([]span, 0, 4096)
+	cu := user{cm, cg}
+	cq, _ := NewCQ(cm, cg)
+	allocs := testing.AllocsPerRun(500, func() {
+		u.setProd((u.prod() + 1) & (g.Slots - 1))
+		w, ok, err := q.Fetch()
+		if !ok || err != nil || len(w.WR.SGL) != 2 {
+			t.Fatalf("fetch: %v %v %+v", ok, err, w)
+		}
+		if err := cq.Push(CQEFromWC(ibrc.WC{WRID: w.WR.ID}, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Retire(); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := cu.poll(); !ok {
+			t.Fatal("no completion")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per work request", allocs)
+	}
+}
+
+// BenchmarkSQFetch is the device's cost per send entry with two SGEs:
+// producer_index load, slot copy and parse, consumer_index store.
+func BenchmarkSQFetch(b *testing.B) {
+	g := sqGeom()
+	m := newQueueMem(b, g)
+	m.writes = make([]span, 0, 1<<20)
+	u := user{m, g}
+	for i := range g.Slots {
+		sendSpec{id: uint64(i), opcode: hw.IBVWRSend, sges: []rawSGE{{0x1000, 10, 1}, {0x2000, 20, 2}}, autoLength: true, autoNumS: true}.write(m.slot(g, i))
+	}
+	q, _ := NewSQ(m, g, sqLim)
+	for b.Loop() {
+		u.setProd((u.prod() + 1) & (g.Slots - 1))
+		if _, ok, err := q.Fetch(); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+		q.Retire()
+		if len(m.writes) == cap(m.writes) {
+			m.writes = m.writes[:0]
+		}
+	}
+}

@@ -166,8 +166,9 @@ func (q *SQ) Fetch() (w SendWQE, ok bool, err error) {
 	return w, true, nil
 }
 
-// Retire writes consumer_index past the oldest fetched entry, whose
-// completion the device has written: its slot is user space's again.
+// Retire writes consumer_index past the oldest fetched entry once the
+// device has written its completion (or, unsignaled, once it completed):
+// the slot is user space's again, and librxe counts it free.
 func (q *SQ) Retire() error { return q.retire() }
 
 // parseSend turns a send slot's first bytes into a work request. elem
@@ -284,7 +285,10 @@ func (q *RQ) Fetch() (w RecvWQE, ok bool, err error) {
 	return w, true, nil
 }
 
-// Retire writes consumer_index past the oldest fetched entry.
+// Retire writes consumer_index past the oldest fetched entry. Entries were
+// parsed from copies when fetched, so a retire only returns one slot to
+// user space: the entries of a shared receive queue, taken by several QPs
+// and completed out of fetch order, each retire one.
 func (q *RQ) Retire() error { return q.retire() }
 
 // parseRecv turns a receive slot's first bytes (at least RxeRecvWQESize +
