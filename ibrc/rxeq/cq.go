@@ -26,12 +26,20 @@ type CQE struct {
 	PortNum      uint8
 }
 
-// CQEFromWC is the entry of an engine completion on an RC QP whose peer is
-// QP srcQP, on the device's only port (1).
-func CQEFromWC(wc ibrc.WC, srcQP uint32) CQE {
-	return CQE{WRID: wc.WRID, Status: wc.Status, Opcode: wc.Opcode, ByteLen: wc.ByteLen, Imm: wc.Imm,
-		QPNum: wc.QPN, SrcQP: srcQP, Flags: wc.Flags, PortNum: 1}
+// CQEFromWC is the entry of an engine completion on an RC QP, on the
+// device's only port (1), with the fields rdma_rxe fills for one: src_qp
+// is for UD QPs and stays 0, and a receive completion has IBV_WC_GRH.
+func CQEFromWC(wc ibrc.WC) CQE {
+	e := CQE{WRID: wc.WRID, Status: wc.Status, Opcode: wc.Opcode, ByteLen: wc.ByteLen, Imm: wc.Imm,
+		QPNum: wc.QPN, Flags: wc.Flags, PortNum: 1}
+	if wc.Opcode&ibrc.WCRecv != 0 {
+		e.Flags |= wcGRH
+	}
+	return e
 }
+
+// wcGRH is IBV_WC_GRH, which package ibrc has no use for.
+const wcGRH = ibrc.WCFlags(hw.IBVWCGRH)
 
 // Encode writes e into b's first hw.RxeCQESize bytes, every byte of them.
 func (e CQE) Encode(b []byte) {

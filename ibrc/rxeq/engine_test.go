@@ -33,7 +33,6 @@ type rxeNode struct {
 	cq         *CQ
 	usq, urq   user
 	ucq        user
-	peerQPN    uint32
 	cqes       []CQE     // polled by user space
 	bad        *WQEError // a malformed send entry, completed in its turn
 	sqFailures int
@@ -73,7 +72,6 @@ func newRxeNode(t *testing.T, clk clock.Clock, link *simlink.Link, side int, mac
 }
 
 func (n *rxeNode) connect(t *testing.T, peer *rxeNode, peerMAC [6]byte, peerIP [4]byte) {
-	n.peerQPN = peer.qp.Num()
 	for _, m := range []struct {
 		a    ibrc.QPAttr
 		mask ibrc.AttrMask
@@ -134,7 +132,7 @@ func (n *rxeNode) pump(t *testing.T) {
 	}{{n.scq, n.sq}, {n.rcq, n.rq}} {
 		for k := c.cq.Poll(wcs[:]); k > 0; k = c.cq.Poll(wcs[:]) {
 			for _, wc := range wcs[:k] {
-				if err := n.cq.Push(CQEFromWC(wc, n.peerQPN)); err != nil {
+				if err := n.cq.Push(CQEFromWC(wc)); err != nil {
 					t.Fatal(err)
 				}
 				if err := c.q.Retire(); err != nil {
@@ -144,7 +142,7 @@ func (n *rxeNode) pump(t *testing.T) {
 		}
 	}
 	if n.bad != nil && n.sq.Outstanding() == 1 {
-		if err := n.cq.Push(CQEFromWC(n.bad.WC(n.qp.Num()), n.peerQPN)); err != nil {
+		if err := n.cq.Push(CQEFromWC(n.bad.WC(n.qp.Num()))); err != nil {
 			t.Fatal(err)
 		}
 		if err := n.sq.Retire(); err != nil {
@@ -214,7 +212,7 @@ func TestThroughEngine(t *testing.T) {
 		{ibrc.WCSuccess, ibrc.WCRDMAWrite}, {ibrc.WCSuccess, ibrc.WCRDMARead}, {ibrc.WCLocQPOpErr, ibrc.WCSend}}
 	for i, e := range a.cqes {
 		if e.WRID != posts[i].id || e.Status != wantA[i].st || e.Opcode != wantA[i].op || e.QPNum != a.qp.Num() ||
-			e.SrcQP != b.qp.Num() || e.PortNum != 1 {
+			e.SrcQP != 0 || e.PortNum != 1 || e.Flags&wcGRH != 0 {
 			t.Errorf("A completion %d: %+v", i, e)
 		}
 	}
@@ -225,7 +223,7 @@ func TestThroughEngine(t *testing.T) {
 	for i, e := range b.cqes {
 		w := wantB[i]
 		if e.WRID != uint64(0x100+i) || e.Status != ibrc.WCSuccess || e.Opcode != w.op || e.ByteLen != w.len ||
-			(w.imm != 0) != (e.Flags&ibrc.WCWithImm != 0) || e.Imm != w.imm || e.SrcQP != a.qp.Num() {
+			(w.imm != 0) != (e.Flags&ibrc.WCWithImm != 0) || e.Imm != w.imm || e.Flags&wcGRH == 0 || e.QPNum != b.qp.Num() {
 			t.Errorf("B completion %d: %+v, want %+v", i, e, w)
 		}
 	}

@@ -458,8 +458,8 @@ func TestCQ(t *testing.T) {
 	}
 	wc := ibrc.WC{WRID: 0x0102030405060708, Status: ibrc.WCSuccess, Opcode: ibrc.WCRecvRDMAImm, ByteLen: 4096,
 		Imm: 0xcafef00d, Flags: ibrc.WCWithImm, QPN: 17}
-	want := CQEFromWC(wc, 33)
-	if want.PortNum != 1 || want.SrcQP != 33 || want.QPNum != 17 {
+	want := CQEFromWC(wc)
+	if want.PortNum != 1 || want.SrcQP != 0 || want.QPNum != 17 || want.Flags != ibrc.WCWithImm|wcGRH {
 		t.Fatalf("CQEFromWC: %+v", want)
 	}
 	for i := range 3 {
@@ -625,7 +625,7 @@ func TestNoAllocation(t *testing.T) {
 		if !ok || err != nil || len(w.WR.SGL) != 2 {
 			t.Fatalf("fetch: %v %v %+v", ok, err, w)
 		}
-		if err := cq.Push(CQEFromWC(ibrc.WC{WRID: w.WR.ID}, 1)); err != nil {
+		if err := cq.Push(CQEFromWC(ibrc.WC{WRID: w.WR.ID})); err != nil {
 			t.Fatal(err)
 		}
 		if err := q.Retire(); err != nil {

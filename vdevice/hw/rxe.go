@@ -128,8 +128,8 @@ var (
 	RxeCQEByteLen      = abi32("byte_len", 20, "receive: bytes received")
 	RxeCQEImm          = abiBe32("ex.imm_data", 24, "with IBV_WC_WITH_IMM: the immediate data, network byte order")
 	RxeCQEQPNum        = abi32("qp_num", 28, "the local QP")
-	RxeCQESrcQP        = abi32("src_qp", 32, "the remote QP")
-	RxeCQEFlags        = abi32("wc_flags", 36, "IBV_WC_WITH_IMM")
+	RxeCQESrcQP        = abi32("src_qp", 32, "UD only; 0 on an RC QP")
+	RxeCQEFlags        = abi32("wc_flags", 36, "IBV_WC_GRH, IBV_WC_WITH_IMM")
 	RxeCQEPKeyIndex    = abi16("pkey_index", 40, "0")
 	RxeCQESLID         = abi16("slid", 42, "0 (RoCE)")
 	RxeCQESL           = abi8("sl", 44, "0")
@@ -193,6 +193,7 @@ const (
 	IBVWCRecv            = 1 << 7
 	IBVWCRecvRDMAWithImm = IBVWCRecv + 1
 
+	IBVWCGRH     = 1 << 0
 	IBVWCWithImm = 1 << 1
 )
 
@@ -235,6 +236,7 @@ var RxeValues = []Value{
 	{"IBV_WC_RDMA_READ", IBVWCRDMARead, "RDMA READ completed"},
 	{"IBV_WC_RECV", IBVWCRecv, "a SEND received"},
 	{"IBV_WC_RECV_RDMA_WITH_IMM", IBVWCRecvRDMAWithImm, "an RDMA WRITE with immediate data received"},
+	{"IBV_WC_GRH", IBVWCGRH, "wc_flags: set on receive completions, as rdma_rxe does (RoCEv2 packets carry an IP header in place of the GRH)"},
 	{"IBV_WC_WITH_IMM", IBVWCWithImm, "wc_flags: ex.imm_data is valid"},
 }
 
