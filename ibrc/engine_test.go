@@ -271,3 +271,40 @@ func TestInlineRetransmit(t *testing.T) {
 	}
 	expectBytes(t, "retransmitted inline message", w.b.at(0, 2000), data)
 }
+
+// TestSendsCompleted counts unsignaled WRs with the signaled ones, and
+// flushed ones, so a send queue's consumer can free every completed slot.
+func TestSendsCompleted(t *testing.T) {
+	w := newWorld(t, opts{})
+	for i := range 4 {
+		w.b.qp.PostRecv(ibrc.RecvWR{ID: uint64(i), SGL: w.b.sge(uint64(i)*4096, 4096)})
+	}
+	for i := range 3 {
+		if err := w.a.qp.PostSend(ibrc.SendWR{ID: uint64(i), Opcode: ibrc.WRSend, SGL: w.a.sge(0, 100)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := w.a.qp.SendsCompleted(); n != 0 {
+		t.Fatalf("%d completed before the wire ran", n)
+	}
+	w.run(time.Second, func() bool { return w.a.qp.SendsCompleted() == 3 })
+	if len(w.a.wcs) != 0 {
+		t.Fatalf("unsignaled sends produced completions: %+v", w.a.wcs)
+	}
+	w.a.qp.PostSend(ibrc.SendWR{ID: 3, Opcode: ibrc.WRSend, Flags: ibrc.SendSignaled, SGL: w.a.sge(0, 100)})
+	w.run(time.Second, func() bool { return len(w.a.wcs) == 1 })
+	if n := w.a.qp.SendsCompleted(); n != 4 {
+		t.Fatalf("%d completed after 4 sends", n)
+	}
+	// Into the error state: queued WRs flush, and later posts complete at once.
+	for i := range 2 {
+		w.a.qp.PostSend(ibrc.SendWR{ID: uint64(10 + i), Opcode: ibrc.WRSend, SGL: w.a.sge(0, 100)})
+	}
+	if err := w.a.qp.ModifyQP(&ibrc.QPAttr{State: ibrc.StateErr}, ibrc.AttrState); err != nil {
+		t.Fatal(err)
+	}
+	w.a.qp.PostSend(ibrc.SendWR{ID: 12, Opcode: ibrc.WRSend, SGL: w.a.sge(0, 100)})
+	if n := w.a.qp.SendsCompleted(); n != 7 {
+		t.Fatalf("%d completed after 2 flushed and 1 posted in ERR, want 7", n)
+	}
+}

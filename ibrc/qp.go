@@ -56,6 +56,9 @@ type QP struct {
 
 	sq []*sendWQE
 	rq []*recvWQE
+	// sendsDone counts the send WRs that completed, signaled or not, since
+	// the QP was created (see SendsCompleted).
+	sendsDone uint64
 
 	req  reqState
 	comp compState
@@ -436,6 +439,7 @@ func (q *QP) PostSend(wr SendWR) error {
 	}
 	if q.state == StateErr {
 		q.init.SendCQ.push(WC{WRID: wr.ID, Status: WCWRFlushErr, Opcode: wcOpcode(wr.Opcode), QPN: q.num})
+		q.sendsDone++
 		return nil
 	}
 	q.sq = append(q.sq, w)
@@ -541,6 +545,17 @@ func b2u(b bool) uint8 {
 		return 1
 	}
 	return 0
+}
+
+// SendsCompleted is the number of send WRs the QP has completed since it
+// was created, signaled or not, with or without a completion (including
+// flushed ones). Send WRs complete in order, so a consumer of a send queue
+// can free that many entries, the unsignaled ones too. It does not go back
+// when the QP is reset, whose WRs vanish without completing.
+func (q *QP) SendsCompleted() uint64 {
+	q.e.mu.Lock()
+	defer q.e.mu.Unlock()
+	return q.sendsDone
 }
 
 // PSNs returns the next PSN the requester will send (new work) and the

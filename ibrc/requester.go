@@ -215,6 +215,7 @@ func (q *QP) completeHead(st WCStatus) {
 	w := q.sq[0]
 	q.sq[0] = nil
 	q.sq = q.sq[1:]
+	q.sendsDone++
 	if q.req.next > 0 {
 		q.req.next--
 	} else {
