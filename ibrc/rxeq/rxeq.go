@@ -18,19 +18,21 @@
 // NewCQ; it keeps its own index (consumer for SQ and RQ, producer for CQ)
 // and never reads it back; it masks the peer's index; and every slot it
 // reads or writes lies inside the registered buffer, so no value in the
-// ring can move an access outside it. A malformed entry is consumed and
-// reported as a *WQEError with the IBV_WC status its completion carries;
-// an access to the queue that fails (a *RingError) leaves the index where
-// it was. Nothing panics, whatever the memory holds.
+// ring can move an access outside it. A malformed entry is fetched like
+// any other and reported as a *WQEError with the IBV_WC status it completes
+// with, in its turn; an access to the queue that fails (a *RingError)
+// leaves the index where it was, so a fetch that faulted on a page can be
+// retried once the page is back. Nothing panics, whatever the memory holds.
 //
 // Memory order (x86-64). librxe writes an entry, then stores
 // producer_index with release order, and loads the device's indices with
 // acquire order. The device loads producer_index and then reads the entry
 // (SQ, RQ), and writes a completion and then producer_index (CQ), each as a
 // separate Memory call in program order: under x86-TSO loads are not
-// reordered with older loads nor stores with older stores, and the Memory
-// implementations synchronize (locks, atomics) between calls, so the Go
-// compiler does not reorder them either. An index is a naturally aligned
+// reordered with older loads nor stores with older stores. A Memory must
+// not reorder its calls either; guestmem and ats take a lock per access,
+// which also keeps the Go compiler from moving one call's memory accesses
+// across another's. An index is a naturally aligned
 // 32-bit field, and a queue has at most MaxSlots (65536) slots, so a valid
 // index fits in its low 16 bits: even a copy that splits the 4 bytes into
 // 16-bit halves (Go's memmove does) loads or stores a whole old or new
