@@ -125,7 +125,7 @@ var (
 	RxeCQEStatus       = abi32("status", 8, "IBV_WC_* status")
 	RxeCQEOpcode       = abi32("opcode", 12, "IBV_WC_* opcode")
 	RxeCQEVendorErr    = abi32("vendor_err", 16, "0")
-	RxeCQEByteLen      = abi32("byte_len", 20, "receive: bytes received")
+	RxeCQEByteLen      = abi32("byte_len", 20, "success: the message's length (received, sent, written or read)")
 	RxeCQEImm          = abiBe32("ex.imm_data", 24, "with IBV_WC_WITH_IMM: the immediate data, network byte order")
 	RxeCQEQPNum        = abi32("qp_num", 28, "the local QP")
 	RxeCQESrcQP        = abi32("src_qp", 32, "UD only; 0 on an RC QP")

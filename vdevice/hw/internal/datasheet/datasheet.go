@@ -142,8 +142,8 @@ func Render() []byte {
 		d.abiLayout(l)
 	}
 	d.heading(3, "Verbs values")
-	d.line("The values in the queues, by their libibverbs names; the kernel's are the same values " +
-		"(IB_UVERBS_WR_* for work request opcodes, IB_SEND_* and IB_WC_* for the rest).")
+	d.line(inline("The values in the queues, by their libibverbs names; the kernel's are the same values " +
+		"(IB_UVERBS_WR_* for work request opcodes, IB_SEND_* and IB_WC_* for the rest)."))
 	d.line("")
 	d.values(hw.RxeValues)
 
