@@ -154,7 +154,7 @@ struct npfnic_qp {
 	u32 bk_npending;
 
 	atomic_t rnpf_want;	/* synthetic rNPFs drawn by NAPI, not yet injected */
-	/* fault_ahead: the PRQ work backs the slots after ahead_from once it answered. */
+	/* fault_ahead: the PRQ work backs the slots after descriptor ahead_from once answered. */
 	u32 ahead_from;
 	bool ahead_due;
 
@@ -365,7 +365,7 @@ void npfnic_pt_free(struct npfnic *nic, struct npfnic_pt *pt);
 __le64 *npfnic_pte(struct npfnic *nic, u64 va, bool alloc);
 bool npfnic_pte_present(__le64 *pte);
 int npfnic_fault_rx_slot(struct npfnic *nic, struct npfnic_qp *qp, u32 i);
-void npfnic_fault_ahead(struct npfnic *nic, struct npfnic_qp *qp, u32 i);
+void npfnic_fault_ahead(struct npfnic *nic, struct npfnic_qp *qp, u32 desc);
 void npfnic_free_rx_slots(struct npfnic_qp *qp);
 bool npfnic_is_ram(u64 addr, u64 len);
 int npfnic_map_identity(struct npfnic *nic, u64 addr);

@@ -93,7 +93,7 @@ static void npfnic_backup_resolve(struct npfnic *nic, struct npfnic_qp *qp,
 	npfnic_since(nic, NPFNIC_HIST_BACKUP_LAT, p->isr_ns);
 	/* This work backed a cold slot before the PRQ work did: fault ahead here. */
 	if (cold && !err)
-		npfnic_fault_ahead(nic, qp, i);
+		npfnic_fault_ahead(nic, qp, p->desc);
 }
 
 enum npfnic_where {

@@ -21,8 +21,9 @@
  *     head doorbell once;
  *  5. ahead: with fault_ahead N (module parameter, debugfs per function),
  *     each pair whose RX buffers faulted in the batch gets the next N cold
- *     slots after its last fault backed too (npfnic_fault_ahead), after the
- *     answers, so no response waits for them.
+ *     slots beyond its last fault (and beyond where the device got to) backed
+ *     too (npfnic_fault_ahead), after the answers, so no response waits for
+ *     them.
  * fault_delay_us (a module parameter, writable at run time) emulates a
  * major fault: a resolution that maps something new waits until that long
  * after the PRQ interrupt that brought its group's first request. So the
@@ -132,7 +133,7 @@ static int npfnic_fault_page(struct npfnic *nic, struct npfnic_prg *g, const str
 		err = npfnic_fault_rx_slot(nic, qp, i);
 		mutex_unlock(&npf->lock);
 		if (!err) {
-			qp->ahead_from = i;
+			qp->ahead_from = r->desc;
 			qp->ahead_due = true;
 		}
 		return err;

@@ -211,22 +211,34 @@ int npfnic_fault_rx_slot(struct npfnic *nic, struct npfnic_qp *qp, u32 i)
 
 /*
  * fault_ahead (seed 004's PI4/PIA prefault policies, for a ring): once the
- * fault of slot i of qp was answered, the next fault_ahead slots in ring
- * order that never had a page get one too, so a cold ring takes about one
- * fault in fault_ahead + 1. Slots holding a page (resident, or evicted by
- * a synthetic rNPF) are left as they are: only cold slots are prefaulted.
- * Called by the fault paths after their response, so the faulting frame
- * does not wait for the pages ahead; takes npf.lock.
+ * fault of RX descriptor desc (free-running) of qp was answered, the next
+ * fault_ahead slots in ring order that never had a page get one too, so a
+ * cold ring takes about one fault in fault_ahead + 1. The N slots counted
+ * start where the device has got to (rx_head + rx_head_offset in the
+ * status block) when that lies ahead of desc: frames that arrived while
+ * the fault was resolved already faulted on the slots up to there, so
+ * prefaulting those alone would stay behind the device. The position is a
+ * hint from device memory: one beyond a ring ahead of desc is ignored, and
+ * at most one ring's worth of slots is looked at. Slots holding a page
+ * (resident, or evicted by a synthetic rNPF) are left as they are: only
+ * cold slots are prefaulted. Called by the fault paths after their
+ * response, so the faulting frame does not wait for the pages ahead; takes
+ * npf.lock.
  */
-void npfnic_fault_ahead(struct npfnic *nic, struct npfnic_qp *qp, u32 i)
+void npfnic_fault_ahead(struct npfnic *nic, struct npfnic_qp *qp, u32 desc)
 {
-	u32 n = min(READ_ONCE(nic->fault_ahead), qp->rx_size - 1), k, done = 0;
+	struct npfnic_qp_status *st = npfnic_qp_status(nic, qp->idx);
+	u32 n = READ_ONCE(nic->fault_ahead), pos, span, k, done = 0;
 
 	if (!n)
 		return;
+	pos = le32_to_cpu(READ_ONCE(st->rx_head)) + le32_to_cpu(READ_ONCE(st->rx_head_offset));
+	if ((s32)(pos - desc) <= 0 || pos - desc >= qp->rx_size)
+		pos = desc + 1;
+	span = min_t(u64, (u64)(pos - desc - 1) + n, qp->rx_size - 1);
 	mutex_lock(&nic->npf.lock);
-	for (k = 1; k <= n && READ_ONCE(nic->npf.active); k++) {
-		u32 j = (i + k) & (qp->rx_size - 1);
+	for (k = 1; k <= span && READ_ONCE(nic->npf.active); k++) {
+		u32 j = (desc + k) & (qp->rx_size - 1);
 
 		if (READ_ONCE(qp->rx_slots[j].page))
 			continue;
