@@ -95,7 +95,7 @@ func TestDatapathRegisters(t *testing.T) {
 		write *uint32
 		want  uint32
 	}{
-		{"version", hw.RegVersion, nil, 2<<16 | 3},
+		{"version", hw.RegVersion, nil, 2<<16 | 4},
 		{"features", hw.RegFeatures, nil, hw.FeatTxCsum | hw.FeatTSO4 | hw.FeatTSO6 | hw.FeatRxCsum},
 		{"features read-only", hw.RegFeatures, ptr(0), 0xf},
 		{"mac lo", hw.RegMACLo, nil, 0x33221102},

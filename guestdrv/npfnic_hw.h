@@ -26,12 +26,12 @@
 #define NPFNIC_MSIX_BAR                  0x2 /* BAR holding the MSI-X table and PBA */
 #define NPFNIC_MSIX_TABLE_OFFSET         0x0
 #define NPFNIC_MSIX_PBA_OFFSET           0x800
-#define NPFNIC_MSIX_VECTORS              0x9
+#define NPFNIC_MSIX_VECTORS              0xa
 #define NPFNIC_DIAG_ECHO_VECTOR          0x8 /* MSI-X vector of the DIAG_ECHO rounds */
 #define NPFNIC_DIAG_ECHO_MAX             0x10000 /* most rounds one DIAG_ECHO_CTRL write runs */
 #define NPFNIC_DIAG_ECHO_GAP_MAX         0xf4240 /* largest NPFNIC_REG_DIAG_ECHO_GAP (microseconds) */
 #define NPFNIC_MAGIC                     0x4e50464e /* value of NPFNIC_REG_ID */
-#define NPFNIC_INTERFACE_VERSION         0x20003 /* value of NPFNIC_REG_VERSION */
+#define NPFNIC_INTERFACE_VERSION         0x20004 /* value of NPFNIC_REG_VERSION */
 #define NPFNIC_DIAG_DMA_CTRL_START       0x1 /* start; ignored while NPFNIC_DIAG_DMA_STATUS_BUSY */
 #define NPFNIC_DIAG_DMA_CTRL_ABORT       0x2 /* stop a running DMA; BUSY until no byte will be written */
 #define NPFNIC_DIAG_DMA_STATUS_IDLE      0x0
@@ -437,6 +437,322 @@ _Static_assert(offsetof(struct npfnic_pri_status, error) == 8, "npfnic_pri_statu
 _Static_assert(offsetof(struct npfnic_pri_status, error_info) == 12, "npfnic_pri_status.error_info offset");
 _Static_assert(offsetof(struct npfnic_pri_status, unexpected) == 16, "npfnic_pri_status.unexpected offset");
 _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_status.rsvd offset");
+
+/*
+ * RDMA (interface 2.4): registers, command queue, event queue and status
+ * block. The rxe queues are the kernel's uapi/rdma/rdma_user_rxe.h.
+ */
+#define NPFNIC_RDMA_VECTOR               0x9 /* reset value of NPFNIC_REG_EQ_VECTOR */
+#define NPFNIC_RDMA_CTRL_ENABLE          0x1 /* NPFNIC_REG_RDMA_CTRL: status block, command and event queues on */
+#define NPFNIC_RDMA_CTRL_RESET           0x2 /* NPFNIC_REG_RDMA_CTRL: disable and destroy every object */
+#define NPFNIC_RDMA_CTRL_BUSY            0x80000000 /* NPFNIC_REG_RDMA_CTRL (read only): the RDMA engine may still DMA */
+#define NPFNIC_RDMA_CQ_ARM_SOLICITED     0x80000000 /* NPFNIC_REG_CQ_ARM: solicited completions only */
+#define NPFNIC_RDMA_STATUS_ALIGN         0x40 /* alignment of the RDMA status block */
+#define NPFNIC_RDMA_CMD_SIZE             0x40 /* bytes of a command queue entry */
+#define NPFNIC_RDMA_EVENT_SIZE           0x10 /* bytes of an event queue entry */
+#define NPFNIC_RDMA_QUEUE_SIZE_MIN       0x8 /* smallest command or event queue */
+#define NPFNIC_RDMA_QUEUE_SIZE_MAX       0x1000 /* largest command or event queue */
+#define NPFNIC_RDMA_QPN_MAX              0xffffff /* largest QPN (QPNs 0 and 1 are reserved) */
+#define NPFNIC_RDMA_MAX_QP               0x100 /* live queue pairs */
+#define NPFNIC_RDMA_MAX_CQ               0x100 /* live completion queues */
+#define NPFNIC_RDMA_MAX_MR               0x1000 /* live memory regions */
+#define NPFNIC_RDMA_MAX_GID              0x10 /* GID table entries */
+#define NPFNIC_RDMA_MAX_SGE              0x20 /* scatter/gather entries per WQE */
+#define NPFNIC_RDMA_MAX_INLINE           0x100 /* inline bytes per send WQE */
+#define NPFNIC_RDMA_MAX_QP_WR            0x4000 /* slots of a send or receive queue */
+#define NPFNIC_RDMA_MAX_CQE              0x10000 /* slots of a completion queue */
+#define NPFNIC_RDMA_MAX_MR_SIZE          0x10000000000 /* bytes of one memory region */
+#define NPFNIC_RDMA_MAX_MSG_SIZE         0x80000000 /* bytes of one message */
+#define NPFNIC_RDMA_MAX_RD_ATOMIC        0x10 /* RDMA READs outstanding per QP */
+#define NPFNIC_RDMA_CMD_CREATE_CQ        0x1 /* command: create a completion queue */
+#define NPFNIC_RDMA_CMD_DESTROY_CQ       0x2 /* command: destroy a completion queue (no QP may use it) */
+#define NPFNIC_RDMA_CMD_CREATE_QP        0x3 /* command: create an RC queue pair (in RESET) */
+#define NPFNIC_RDMA_CMD_MODIFY_QP        0x4 /* command: modify a queue pair's attributes and state */
+#define NPFNIC_RDMA_CMD_QUERY_QP         0x5 /* command: read a queue pair's state and PSNs */
+#define NPFNIC_RDMA_CMD_DESTROY_QP       0x6 /* command: destroy a queue pair; it touches no memory once the command completed */
+#define NPFNIC_RDMA_CMD_REG_MR           0x7 /* command: register a memory region */
+#define NPFNIC_RDMA_CMD_DEREG_MR         0x8 /* command: deregister a memory region; no DMA uses it once the command completed */
+#define NPFNIC_RDMA_CMD_ADD_GID          0x9 /* command: set a GID table entry */
+#define NPFNIC_RDMA_CMD_DEL_GID          0xa /* command: clear a GID table entry */
+#define NPFNIC_RDMA_CMD_FLAG_EVENT       0x1 /* command flag: post a CMD_DONE event */
+#define NPFNIC_RDMA_CMD_OK               0x0 /* command status: done */
+#define NPFNIC_RDMA_CMDERR_OPCODE        0x1 /* command status: unknown opcode */
+#define NPFNIC_RDMA_CMDERR_HANDLE        0x2 /* command status: handle out of range, in use or unknown */
+#define NPFNIC_RDMA_CMDERR_PARAM         0x3 /* command status: a parameter out of range */
+#define NPFNIC_RDMA_CMDERR_BUSY          0x4 /* command status: the object is in use */
+#define NPFNIC_RDMA_CMDERR_STATE         0x5 /* command status: QP state transition not allowed */
+#define NPFNIC_RDMA_CMDERR_RESOURCE      0x6 /* command status: the device's limit is reached */
+#define NPFNIC_RDMA_CMD_PENDING          0xffffffff /* command status the driver writes before posting */
+#define NPFNIC_RDMA_EVENT_CMD_DONE       0x1 /* event: a command with NPFNIC_RDMA_CMD_FLAG_EVENT ran */
+#define NPFNIC_RDMA_EVENT_CQ_COMP        0x2 /* event: a completion landed in an armed CQ */
+#define NPFNIC_RDMA_EVENT_CQ_ERR         0x3 /* event: a CQ overran and stopped */
+#define NPFNIC_RDMA_EVENT_QP_FATAL       0x4 /* event: a QP went to the error state */
+#define NPFNIC_RDMA_EVENT_QP_REQ_ERR     0x5 /* event: the peer reported an invalid request */
+#define NPFNIC_RDMA_EVENT_QP_ACCESS_ERR  0x6 /* event: the peer reported a remote access error */
+#define NPFNIC_RDMA_EVENT_COMM_EST       0x7 /* event: a QP in RTR received its first packet */
+#define NPFNIC_RDMAERR_BAD_STATUS_ADDR   0x1 /* RDMA status block outside guest memory or misaligned */
+#define NPFNIC_RDMAERR_BAD_CMDQ          0x2 /* command queue invalid or outside guest memory */
+#define NPFNIC_RDMAERR_BAD_CMDQ_TAIL     0x3 /* CMDQ_TAIL moved backwards or too far */
+#define NPFNIC_RDMAERR_BAD_EQ            0x4 /* event queue invalid or outside guest memory */
+#define NPFNIC_RDMAERR_BAD_EQ_HEAD       0x5 /* EQ_HEAD moved past eq_tail */
+#define NPFNIC_RDMAERR_EQ_OVERFLOW       0x6 /* the event queue overflowed; no more events */
+#define NPFNIC_RDMA_QP_RESET             0x0 /* QP state RESET */
+#define NPFNIC_RDMA_QP_INIT              0x1 /* QP state INIT */
+#define NPFNIC_RDMA_QP_RTR               0x2 /* QP state RTR */
+#define NPFNIC_RDMA_QP_RTS               0x3 /* QP state RTS */
+#define NPFNIC_RDMA_QP_SQD               0x4 /* QP state SQD */
+#define NPFNIC_RDMA_QP_SQE               0x5 /* QP state SQE */
+#define NPFNIC_RDMA_QP_ERR               0x6 /* QP state ERR */
+#define NPFNIC_RDMA_QP_ATTR_STATE        0x1 /* MODIFY_QP mask: state */
+#define NPFNIC_RDMA_QP_ATTR_ACCESS_FLAGS 0x8 /* MODIFY_QP mask: access */
+#define NPFNIC_RDMA_QP_ATTR_AV           0x80 /* MODIFY_QP mask: dgid, dmac, sgid_index, hop_limit */
+#define NPFNIC_RDMA_QP_ATTR_PATH_MTU     0x100 /* MODIFY_QP mask: path_mtu */
+#define NPFNIC_RDMA_QP_ATTR_TIMEOUT      0x200 /* MODIFY_QP mask: timeout */
+#define NPFNIC_RDMA_QP_ATTR_RETRY_CNT    0x400 /* MODIFY_QP mask: retry_cnt */
+#define NPFNIC_RDMA_QP_ATTR_RNR_RETRY    0x800 /* MODIFY_QP mask: rnr_retry */
+#define NPFNIC_RDMA_QP_ATTR_RQ_PSN       0x1000 /* MODIFY_QP mask: rq_psn */
+#define NPFNIC_RDMA_QP_ATTR_MAX_QP_RD_ATOMIC 0x2000 /* MODIFY_QP mask: max_rd_atomic */
+#define NPFNIC_RDMA_QP_ATTR_MIN_RNR_TIMER 0x8000 /* MODIFY_QP mask: min_rnr_timer */
+#define NPFNIC_RDMA_QP_ATTR_SQ_PSN       0x10000 /* MODIFY_QP mask: sq_psn */
+#define NPFNIC_RDMA_QP_ATTR_MAX_DEST_RD_ATOMIC 0x20000 /* MODIFY_QP mask: max_dest_rd_atomic */
+#define NPFNIC_RDMA_QP_ATTR_DEST_QPN     0x100000 /* MODIFY_QP mask: dest_qpn */
+#define NPFNIC_RDMA_ACCESS_LOCAL_WRITE   0x1 /* MR access: the device may write it for local operations */
+#define NPFNIC_RDMA_ACCESS_REMOTE_WRITE  0x2 /* MR access: RDMA WRITE from the peer */
+#define NPFNIC_RDMA_ACCESS_REMOTE_READ   0x4 /* MR access: RDMA READ from the peer */
+#define NPFNIC_RDMA_ACCESS_ON_DEMAND     0x40 /* MR access: on-demand paging (pages fault in through PRI) */
+#define NPFNIC_FEAT_RDMA                 0x10 /* NPFNIC_REG_FEATURES: the RDMA engine (registers at NPFNIC_REG_RDMA_CTRL) */
+
+/* RDMA registers in BAR0 (32-bit) */
+#define NPFNIC_REG_RDMA_CTRL             0x0a00 /* RW command: NPFNIC_RDMA_CTRL_ENABLE latches the RDMA registers; write NPFNIC_RDMA_CTRL_RESET to destroy every object (reads back 0) */
+#define NPFNIC_REG_RDMA_STATUS_LO        0x0a04 /* RW: RDMA status block IOVA, bits 31:0 (64-byte aligned) */
+#define NPFNIC_REG_RDMA_STATUS_HI        0x0a08 /* RW: RDMA status block IOVA, bits 63:32 */
+#define NPFNIC_REG_CMDQ_BASE_LO          0x0a0c /* RW: command queue IOVA, bits 31:0 (64-byte aligned) */
+#define NPFNIC_REG_CMDQ_BASE_HI          0x0a10 /* RW: command queue IOVA, bits 63:32 */
+#define NPFNIC_REG_CMDQ_SIZE             0x0a14 /* RW: command queue entries: power of two, NPFNIC_RDMA_QUEUE_SIZE_MIN..MAX */
+#define NPFNIC_REG_CMDQ_TAIL             0x0a18 /* WO doorbell: command doorbell: free-running count of commands posted */
+#define NPFNIC_REG_EQ_BASE_LO            0x0a1c /* RW: event queue IOVA, bits 31:0 (16-byte aligned) */
+#define NPFNIC_REG_EQ_BASE_HI            0x0a20 /* RW: event queue IOVA, bits 63:32 */
+#define NPFNIC_REG_EQ_SIZE               0x0a24 /* RW: event queue entries: power of two, NPFNIC_RDMA_QUEUE_SIZE_MIN..MAX */
+#define NPFNIC_REG_EQ_HEAD               0x0a28 /* WO doorbell: event consumer doorbell: free-running count of events consumed */
+#define NPFNIC_REG_EQ_VECTOR             0x0a2c /* RW: MSI-X vector of the event queue */
+#define NPFNIC_REG_EQ_ARM                0x0a30 /* WO doorbell: write 1: raise EQ_VECTOR once for the next event, or at once if events are pending */
+#define NPFNIC_REG_SQ_DOORBELL           0x0a34 /* WO doorbell: a QPN whose rxe send queue has new entries (after librxe moved its producer index) */
+#define NPFNIC_REG_CQ_ARM                0x0a38 /* WO doorbell: CQN | NPFNIC_RDMA_CQ_ARM_SOLICITED: post one CQ_COMP event for the next (solicited) completion */
+#define NPFNIC_REG_RDMA_ERROR            0x0a3c /* RO: NPFNIC_RDMAERR_* */
+
+/* RDMA command queue entry: the header; the rest of the 64 bytes depends on the opcode. */
+struct npfnic_rdma_cmd {
+	__u8 opcode;                    /* driver: NPFNIC_RDMA_CMD_* */
+	__u8 flags;                     /* driver: NPFNIC_RDMA_CMD_FLAG_* */
+	__le16 rsvd;                    /* reserved, zero */
+	__le32 status;                  /* device: NPFNIC_RDMA_CMD_OK or NPFNIC_RDMA_CMDERR_*; the driver writes NPFNIC_RDMA_CMD_PENDING before posting */
+	__le32 handle;                  /* driver: the QPN, CQN, MR key or GID index the command acts on */
+	__le32 arg;                     /* driver: per opcode (pd, mask) */
+	__le64 args[6];                 /* driver: per opcode; the device writes results here for QUERY_QP */
+};
+_Static_assert(sizeof(struct npfnic_rdma_cmd) == 64, "npfnic_rdma_cmd size");
+_Static_assert(offsetof(struct npfnic_rdma_cmd, opcode) == 0, "npfnic_rdma_cmd.opcode offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd, flags) == 1, "npfnic_rdma_cmd.flags offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd, rsvd) == 2, "npfnic_rdma_cmd.rsvd offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd, status) == 4, "npfnic_rdma_cmd.status offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd, handle) == 8, "npfnic_rdma_cmd.handle offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd, arg) == 12, "npfnic_rdma_cmd.arg offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd, args) == 16, "npfnic_rdma_cmd.args offset");
+
+/* NPFNIC_RDMA_CMD_CREATE_CQ (handle: CQN). */
+struct npfnic_rdma_cmd_create_cq {
+	__u8 opcode;                    /* driver: NPFNIC_RDMA_CMD_* */
+	__u8 flags;                     /* driver: NPFNIC_RDMA_CMD_FLAG_* */
+	__le16 rsvd;                    /* reserved, zero */
+	__le32 status;                  /* device: NPFNIC_RDMA_CMD_OK or NPFNIC_RDMA_CMDERR_*; the driver writes NPFNIC_RDMA_CMD_PENDING before posting */
+	__le32 handle;                  /* driver: the QPN, CQN, MR key or GID index the command acts on */
+	__le32 rsvd2;                   /* reserved, zero */
+	__le64 buf;                     /* driver: IOVA of the rxe queue buffer (struct rxe_queue_buf, 384-byte header then the slots) */
+	__le32 slots;                   /* driver: slots, a power of two, 2..NPFNIC_RDMA_MAX_CQE (one stays empty) */
+	__le32 log2_elem_size;          /* driver: log2 of the slot size (at least 6: a 48-byte struct ib_uverbs_wc) */
+	__le32 rsvd_tail[8];            /* reserved, zero */
+};
+_Static_assert(sizeof(struct npfnic_rdma_cmd_create_cq) == 64, "npfnic_rdma_cmd_create_cq size");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_cq, opcode) == 0, "npfnic_rdma_cmd_create_cq.opcode offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_cq, flags) == 1, "npfnic_rdma_cmd_create_cq.flags offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_cq, rsvd) == 2, "npfnic_rdma_cmd_create_cq.rsvd offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_cq, status) == 4, "npfnic_rdma_cmd_create_cq.status offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_cq, handle) == 8, "npfnic_rdma_cmd_create_cq.handle offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_cq, rsvd2) == 12, "npfnic_rdma_cmd_create_cq.rsvd2 offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_cq, buf) == 16, "npfnic_rdma_cmd_create_cq.buf offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_cq, slots) == 24, "npfnic_rdma_cmd_create_cq.slots offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_cq, log2_elem_size) == 28, "npfnic_rdma_cmd_create_cq.log2_elem_size offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_cq, rsvd_tail) == 32, "npfnic_rdma_cmd_create_cq.rsvd_tail offset");
+
+/* NPFNIC_RDMA_CMD_CREATE_QP (handle: QPN; the QP starts in RESET). */
+struct npfnic_rdma_cmd_create_qp {
+	__u8 opcode;                    /* driver: NPFNIC_RDMA_CMD_* */
+	__u8 flags;                     /* driver: NPFNIC_RDMA_CMD_FLAG_* */
+	__le16 rsvd;                    /* reserved, zero */
+	__le32 status;                  /* device: NPFNIC_RDMA_CMD_OK or NPFNIC_RDMA_CMDERR_*; the driver writes NPFNIC_RDMA_CMD_PENDING before posting */
+	__le32 handle;                  /* driver: the QPN, CQN, MR key or GID index the command acts on */
+	__le32 pd;                      /* driver: protection domain number; the QP may use only MRs of this PD */
+	__le64 sq_buf;                  /* driver: IOVA of the send queue's rxe queue buffer */
+	__le32 sq_slots;                /* driver: send queue slots, a power of two, 2..NPFNIC_RDMA_MAX_QP_WR */
+	__le32 sq_log2_elem_size;       /* driver: log2 of the send queue's slot size */
+	__le64 rq_buf;                  /* driver: IOVA of the receive queue's rxe queue buffer */
+	__le32 rq_slots;                /* driver: receive queue slots, a power of two, 2..NPFNIC_RDMA_MAX_QP_WR */
+	__le32 rq_log2_elem_size;       /* driver: log2 of the receive queue's slot size */
+	__le32 send_cqn;                /* driver: CQ of send completions */
+	__le32 recv_cqn;                /* driver: CQ of receive completions */
+	__le16 max_send_sge;            /* driver: SGEs per send WQE, 1..NPFNIC_RDMA_MAX_SGE */
+	__le16 max_recv_sge;            /* driver: SGEs per receive WQE, 1..NPFNIC_RDMA_MAX_SGE */
+	__le16 max_inline;              /* driver: inline bytes per send WQE, 0..NPFNIC_RDMA_MAX_INLINE */
+	__le16 sq_sig_all;              /* driver: 1: every send WQE completes on the CQ, whatever IBV_SEND_SIGNALED says */
+};
+_Static_assert(sizeof(struct npfnic_rdma_cmd_create_qp) == 64, "npfnic_rdma_cmd_create_qp size");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, opcode) == 0, "npfnic_rdma_cmd_create_qp.opcode offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, flags) == 1, "npfnic_rdma_cmd_create_qp.flags offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, rsvd) == 2, "npfnic_rdma_cmd_create_qp.rsvd offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, status) == 4, "npfnic_rdma_cmd_create_qp.status offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, handle) == 8, "npfnic_rdma_cmd_create_qp.handle offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, pd) == 12, "npfnic_rdma_cmd_create_qp.pd offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, sq_buf) == 16, "npfnic_rdma_cmd_create_qp.sq_buf offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, sq_slots) == 24, "npfnic_rdma_cmd_create_qp.sq_slots offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, sq_log2_elem_size) == 28, "npfnic_rdma_cmd_create_qp.sq_log2_elem_size offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, rq_buf) == 32, "npfnic_rdma_cmd_create_qp.rq_buf offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, rq_slots) == 40, "npfnic_rdma_cmd_create_qp.rq_slots offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, rq_log2_elem_size) == 44, "npfnic_rdma_cmd_create_qp.rq_log2_elem_size offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, send_cqn) == 48, "npfnic_rdma_cmd_create_qp.send_cqn offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, recv_cqn) == 52, "npfnic_rdma_cmd_create_qp.recv_cqn offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, max_send_sge) == 56, "npfnic_rdma_cmd_create_qp.max_send_sge offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, max_recv_sge) == 58, "npfnic_rdma_cmd_create_qp.max_recv_sge offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, max_inline) == 60, "npfnic_rdma_cmd_create_qp.max_inline offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, sq_sig_all) == 62, "npfnic_rdma_cmd_create_qp.sq_sig_all offset");
+
+/* NPFNIC_RDMA_CMD_MODIFY_QP and NPFNIC_RDMA_CMD_QUERY_QP (handle: QPN). QUERY_QP: the device writes state, rq_psn and sq_psn. */
+struct npfnic_rdma_cmd_modify_qp {
+	__u8 opcode;                    /* driver: NPFNIC_RDMA_CMD_* */
+	__u8 flags;                     /* driver: NPFNIC_RDMA_CMD_FLAG_* */
+	__le16 rsvd;                    /* reserved, zero */
+	__le32 status;                  /* device: NPFNIC_RDMA_CMD_OK or NPFNIC_RDMA_CMDERR_*; the driver writes NPFNIC_RDMA_CMD_PENDING before posting */
+	__le32 handle;                  /* driver: the QPN, CQN, MR key or GID index the command acts on */
+	__le32 mask;                    /* driver: NPFNIC_RDMA_QP_ATTR_* that apply */
+	__u8 state;                     /* driver: NPFNIC_RDMA_QP_* (enum ib_qp_state) */
+	__u8 path_mtu;                  /* driver: enum ib_mtu, 1 (256 bytes) .. 5 (4096) */
+	__u8 timeout;                   /* driver: local ACK timeout, 4.096 us << timeout (0: none) */
+	__u8 retry_cnt;                 /* driver: transport retries, 0..7 */
+	__u8 rnr_retry;                 /* driver: RNR retries, 0..7 (7: without limit) */
+	__u8 min_rnr_timer;             /* driver: the RNR NAK timer this QP asks for, IB timer table index 0..31 */
+	__u8 max_rd_atomic;             /* driver: RDMA READs this QP has outstanding, 0..NPFNIC_RDMA_MAX_RD_ATOMIC */
+	__u8 max_dest_rd_atomic;        /* driver: RDMA READs the peer may have outstanding here */
+	__le32 access;                  /* driver: remote access of the responder (NPFNIC_RDMA_ACCESS_REMOTE_*) */
+	__le32 dest_qpn;                /* driver: the peer's QPN */
+	__le32 rq_psn;                  /* driver: expected PSN of the responder, 24 bits */
+	__le32 sq_psn;                  /* driver: first PSN of the requester, 24 bits */
+	__u8 dgid[16];                  /* driver: the peer's GID (an IPv4-mapped IPv6 address for RoCEv2 over IPv4) */
+	__u8 dmac[6];                   /* driver: the peer's Ethernet address (the core resolves it) */
+	__u8 sgid_index;                /* driver: index of this port's GID the QP sends from */
+	__u8 hop_limit;                 /* driver: IP TTL / hop limit (0: 64) */
+};
+_Static_assert(sizeof(struct npfnic_rdma_cmd_modify_qp) == 64, "npfnic_rdma_cmd_modify_qp size");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, opcode) == 0, "npfnic_rdma_cmd_modify_qp.opcode offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, flags) == 1, "npfnic_rdma_cmd_modify_qp.flags offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, rsvd) == 2, "npfnic_rdma_cmd_modify_qp.rsvd offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, status) == 4, "npfnic_rdma_cmd_modify_qp.status offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, handle) == 8, "npfnic_rdma_cmd_modify_qp.handle offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, mask) == 12, "npfnic_rdma_cmd_modify_qp.mask offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, state) == 16, "npfnic_rdma_cmd_modify_qp.state offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, path_mtu) == 17, "npfnic_rdma_cmd_modify_qp.path_mtu offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, timeout) == 18, "npfnic_rdma_cmd_modify_qp.timeout offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, retry_cnt) == 19, "npfnic_rdma_cmd_modify_qp.retry_cnt offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, rnr_retry) == 20, "npfnic_rdma_cmd_modify_qp.rnr_retry offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, min_rnr_timer) == 21, "npfnic_rdma_cmd_modify_qp.min_rnr_timer offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, max_rd_atomic) == 22, "npfnic_rdma_cmd_modify_qp.max_rd_atomic offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, max_dest_rd_atomic) == 23, "npfnic_rdma_cmd_modify_qp.max_dest_rd_atomic offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, access) == 24, "npfnic_rdma_cmd_modify_qp.access offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, dest_qpn) == 28, "npfnic_rdma_cmd_modify_qp.dest_qpn offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, rq_psn) == 32, "npfnic_rdma_cmd_modify_qp.rq_psn offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, sq_psn) == 36, "npfnic_rdma_cmd_modify_qp.sq_psn offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, dgid) == 40, "npfnic_rdma_cmd_modify_qp.dgid offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, dmac) == 56, "npfnic_rdma_cmd_modify_qp.dmac offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, sgid_index) == 62, "npfnic_rdma_cmd_modify_qp.sgid_index offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, hop_limit) == 63, "npfnic_rdma_cmd_modify_qp.hop_limit offset");
+
+/* NPFNIC_RDMA_CMD_REG_MR (handle: the key, lkey = rkey). */
+struct npfnic_rdma_cmd_reg_mr {
+	__u8 opcode;                    /* driver: NPFNIC_RDMA_CMD_* */
+	__u8 flags;                     /* driver: NPFNIC_RDMA_CMD_FLAG_* */
+	__le16 rsvd;                    /* reserved, zero */
+	__le32 status;                  /* device: NPFNIC_RDMA_CMD_OK or NPFNIC_RDMA_CMDERR_*; the driver writes NPFNIC_RDMA_CMD_PENDING before posting */
+	__le32 handle;                  /* driver: the QPN, CQN, MR key or GID index the command acts on */
+	__le32 pd;                      /* driver: protection domain number */
+	__le64 va;                      /* driver: first virtual address of the region (in the PASID's address space) */
+	__le64 length;                  /* driver: bytes, 1..NPFNIC_RDMA_MAX_MR_SIZE */
+	__le32 access;                  /* driver: NPFNIC_RDMA_ACCESS_* */
+	__le32 pasid;                   /* driver: the PASID whose I/O page tables map va (ATS must be enabled) */
+	__le32 rsvd_tail[6];            /* reserved, zero */
+};
+_Static_assert(sizeof(struct npfnic_rdma_cmd_reg_mr) == 64, "npfnic_rdma_cmd_reg_mr size");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_reg_mr, opcode) == 0, "npfnic_rdma_cmd_reg_mr.opcode offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_reg_mr, flags) == 1, "npfnic_rdma_cmd_reg_mr.flags offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_reg_mr, rsvd) == 2, "npfnic_rdma_cmd_reg_mr.rsvd offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_reg_mr, status) == 4, "npfnic_rdma_cmd_reg_mr.status offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_reg_mr, handle) == 8, "npfnic_rdma_cmd_reg_mr.handle offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_reg_mr, pd) == 12, "npfnic_rdma_cmd_reg_mr.pd offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_reg_mr, va) == 16, "npfnic_rdma_cmd_reg_mr.va offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_reg_mr, length) == 24, "npfnic_rdma_cmd_reg_mr.length offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_reg_mr, access) == 32, "npfnic_rdma_cmd_reg_mr.access offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_reg_mr, pasid) == 36, "npfnic_rdma_cmd_reg_mr.pasid offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_reg_mr, rsvd_tail) == 40, "npfnic_rdma_cmd_reg_mr.rsvd_tail offset");
+
+/* NPFNIC_RDMA_CMD_ADD_GID (handle: GID index; replaces what was there). */
+struct npfnic_rdma_cmd_add_gid {
+	__u8 opcode;                    /* driver: NPFNIC_RDMA_CMD_* */
+	__u8 flags;                     /* driver: NPFNIC_RDMA_CMD_FLAG_* */
+	__le16 rsvd;                    /* reserved, zero */
+	__le32 status;                  /* device: NPFNIC_RDMA_CMD_OK or NPFNIC_RDMA_CMDERR_*; the driver writes NPFNIC_RDMA_CMD_PENDING before posting */
+	__le32 handle;                  /* driver: the QPN, CQN, MR key or GID index the command acts on */
+	__le32 rsvd2;                   /* reserved, zero */
+	__u8 gid[16];                   /* driver: the GID, an IPv6 address (IPv4-mapped for IPv4) */
+	__le32 rsvd_tail[8];            /* reserved, zero */
+};
+_Static_assert(sizeof(struct npfnic_rdma_cmd_add_gid) == 64, "npfnic_rdma_cmd_add_gid size");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_add_gid, opcode) == 0, "npfnic_rdma_cmd_add_gid.opcode offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_add_gid, flags) == 1, "npfnic_rdma_cmd_add_gid.flags offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_add_gid, rsvd) == 2, "npfnic_rdma_cmd_add_gid.rsvd offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_add_gid, status) == 4, "npfnic_rdma_cmd_add_gid.status offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_add_gid, handle) == 8, "npfnic_rdma_cmd_add_gid.handle offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_add_gid, rsvd2) == 12, "npfnic_rdma_cmd_add_gid.rsvd2 offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_add_gid, gid) == 16, "npfnic_rdma_cmd_add_gid.gid offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_add_gid, rsvd_tail) == 32, "npfnic_rdma_cmd_add_gid.rsvd_tail offset");
+
+/* RDMA event queue entry (device to driver). */
+struct npfnic_rdma_event {
+	__u8 type;                      /* NPFNIC_RDMA_EVENT_* */
+	__u8 rsvd;                      /* reserved, zero */
+	__le16 rsvd2;                   /* reserved, zero */
+	__le32 handle;                  /* the CQN, QPN or command index the event is about */
+	__le32 info;                    /* per type: the IBV_WC status that moved a QP to error */
+	__le32 seq;                     /* free-running count of events posted, this one's */
+};
+_Static_assert(sizeof(struct npfnic_rdma_event) == 16, "npfnic_rdma_event size");
+_Static_assert(offsetof(struct npfnic_rdma_event, type) == 0, "npfnic_rdma_event.type offset");
+_Static_assert(offsetof(struct npfnic_rdma_event, rsvd) == 1, "npfnic_rdma_event.rsvd offset");
+_Static_assert(offsetof(struct npfnic_rdma_event, rsvd2) == 2, "npfnic_rdma_event.rsvd2 offset");
+_Static_assert(offsetof(struct npfnic_rdma_event, handle) == 4, "npfnic_rdma_event.handle offset");
+_Static_assert(offsetof(struct npfnic_rdma_event, info) == 8, "npfnic_rdma_event.info offset");
+_Static_assert(offsetof(struct npfnic_rdma_event, seq) == 12, "npfnic_rdma_event.seq offset");
+
+/* RDMA status block (device to driver), at NPFNIC_REG_RDMA_STATUS. */
+struct npfnic_rdma_status {
+	__le32 cmdq_head;               /* free-running count of commands run (their status written) */
+	__le32 eq_tail;                 /* producer index: free-running count of events written */
+	__le32 error;                   /* NPFNIC_RDMAERR_*, 0 none */
+	__le32 error_info;              /* the offending queue index or register value */
+	__le32 rsvd[12];                /* reserved, zero */
+};
+_Static_assert(sizeof(struct npfnic_rdma_status) == 64, "npfnic_rdma_status size");
+_Static_assert(offsetof(struct npfnic_rdma_status, cmdq_head) == 0, "npfnic_rdma_status.cmdq_head offset");
+_Static_assert(offsetof(struct npfnic_rdma_status, eq_tail) == 4, "npfnic_rdma_status.eq_tail offset");
+_Static_assert(offsetof(struct npfnic_rdma_status, error) == 8, "npfnic_rdma_status.error offset");
+_Static_assert(offsetof(struct npfnic_rdma_status, error_info) == 12, "npfnic_rdma_status.error_info offset");
+_Static_assert(offsetof(struct npfnic_rdma_status, rsvd) == 16, "npfnic_rdma_status.rsvd offset");
 
 /* Byte i of the diagnostic DMA pattern for seed (same as hw.DiagPattern). */
 static inline unsigned char npfnic_diag_pattern(unsigned int seed, unsigned int i)

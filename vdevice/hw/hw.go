@@ -41,7 +41,7 @@ const (
 	MSIXTableOffset = 0x000
 	MSIXPBAOffset   = 0x800
 	// MSIXVectors is the number of MSI-X vectors the function exposes.
-	MSIXVectors = 9
+	MSIXVectors = 10
 	// DiagEchoVector fires for DIAG_ECHO_CTRL rounds (interface 2.2).
 	DiagEchoVector = 8
 	// DiagEchoMax bounds one DIAG_ECHO_CTRL run.
@@ -60,8 +60,10 @@ const (
 	// TSO, RX checksum status, tx_tso_frames and rx_wire_stalls; 2.2:
 	// network page faults: per-pair RX policy, PASID, rNPF bitmap, resolve
 	// and tail-interrupt doorbells, the backup ring, fault counters; 2.3: the
-	// quiesce contract: BUSY bits in the control registers, LATE_DMA).
-	InterfaceVersion = 2<<16 | 3
+	// quiesce contract: BUSY bits in the control registers, LATE_DMA; 2.4:
+	// the RDMA interface, its registers, command and event queues and a
+	// tenth vector, live when FEATURES has FEAT_RDMA).
+	InterfaceVersion = 2<<16 | 4
 )
 
 // Register offsets in BAR0. All registers are 32 bits wide.
@@ -233,6 +235,9 @@ const (
 	FeatTSO4   = 1 << 1 // TxdTSO4
 	FeatTSO6   = 1 << 2 // TxdTSO6
 	FeatRxCsum = 1 << 3 // RxdCsumOK
+	// FeatRDMA (interface 2.4): the RDMA engine (rdma.go) runs; without it
+	// the RDMA registers read 0 and ignore writes.
+	FeatRDMA = 1 << 4
 
 	// Features is REG_FEATURES of this device.
 	Features = FeatTxCsum | FeatTSO4 | FeatTSO6 | FeatRxCsum

@@ -153,6 +153,7 @@ const (
 	BlockBackup                    // the Ethernet backup ring (network page faults)
 	BlockATS                       // address translation: PASID table, translation cache, invalidation queue
 	BlockPRI                       // page requests: page request and page response queues
+	BlockRDMA                      // the RDMA engine: command and event queues, send queue and CQ doorbells (interface 2.4)
 
 	// BlockCount bounds the Block values (a router's table of blocks has
 	// BlockCount entries, index 0 unused).
@@ -175,6 +176,8 @@ func (b Block) String() string {
 		return "ats"
 	case BlockPRI:
 		return "pri"
+	case BlockRDMA:
+		return "rdma"
 	}
 	return "?"
 }
@@ -297,6 +300,7 @@ var Windows = []Window{
 	{XlatRegBase, ATSRegEnd, "address translation (ATS)", []Block{BlockATS}},
 	{ATSRegEnd, PRIRegEnd, "page requests (PRI)", []Block{BlockPRI}},
 	{RegBackupBaseLo, RegBackupVector + 4, "backup ring", []Block{BlockBackup}},
+	{RegRDMACtrl, RegRDMAError + 4, "RDMA engine", []Block{BlockRDMA}},
 	{QPRegBase, QPRegBase + QPMax*QPRegStride, "queue pairs: pair q at NPFNIC_QP_BASE(q)", []Block{BlockPair}},
 }
 
@@ -397,5 +401,6 @@ func vectors() []Vector {
 		Vector{InvqVectorDefault, "invalidation", "invalidation WAIT completions with NPFNIC_INV_FLAG_IRQ (reset value of INVQ_VECTOR)"},
 		Vector{BackupVectorDefault, "backup ring", "backup ring entries and RX_TAIL_IRQ events (reset value of BACKUP_VECTOR)"},
 		Vector{DiagEchoVector, "echo", "DIAG_ECHO rounds"},
+		Vector{RDMAVector, "rdma events", "RDMA event queue entries, armed once per event by EQ_ARM (reset value of EQ_VECTOR)"},
 	)
 }

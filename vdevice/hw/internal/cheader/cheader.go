@@ -57,6 +57,16 @@ func Render() []byte {
 	for _, l := range hw.TranslationLayouts {
 		renderLayout(&b, l)
 	}
+	// The RDMA engine (vdevice/hw/rdma.go): npfnic's own part; the rxe
+	// queues themselves are the kernel's uapi (rdma_user_rxe.h).
+	b.WriteString("\n/*\n * RDMA (interface 2.4): registers, command queue, event queue and status\n")
+	b.WriteString(" * block. The rxe queues are the kernel's uapi/rdma/rdma_user_rxe.h.\n */\n")
+	renderValues(&b, hw.RDMAValues)
+	b.WriteString("\n/* RDMA registers in BAR0 (32-bit) */\n")
+	renderRegisters(&b, hw.RDMARegisters)
+	for _, l := range hw.RDMALayouts {
+		renderLayout(&b, l)
+	}
 	b.WriteString("\n/* Byte i of the diagnostic DMA pattern for seed (same as hw.DiagPattern). */\n")
 	b.WriteString(hw.DiagPatternC)
 	b.WriteString("\n\n#endif /* NPFNIC_HW_H */\n")

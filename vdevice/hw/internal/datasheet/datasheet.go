@@ -95,6 +95,8 @@ func Render() []byte {
 	d.registers(hw.TranslationRegisters, func(r hw.Register) bool { return r.Block == hw.BlockATS }, 4)
 	d.heading(3, "Page requests (PRI)")
 	d.registers(hw.TranslationRegisters, func(r hw.Register) bool { return r.Block == hw.BlockPRI }, 4)
+	d.heading(3, "RDMA engine")
+	d.registers(hw.RDMARegisters, func(hw.Register) bool { return true }, 4)
 	d.heading(3, "Queue pair registers")
 	d.line(fmt.Sprintf("Queue pair q (0 to %d) has its registers at `NPFNIC_QP_BASE(q)` = %s + q × %s; "+
 		"the offsets below are from there (C: `NPFNIC_QP_` and the name).", hw.QPMax-1, hex(hw.QPRegBase, 4), hex(hw.QPRegStride, 3)))
@@ -108,12 +110,14 @@ func Render() []byte {
 	d.values(hw.Values)
 	d.heading(3, "Translation and page requests")
 	d.values(hw.TranslationValues)
+	d.heading(3, "RDMA")
+	d.values(hw.RDMAValues)
 
 	d.heading(2, "Shared structures")
 	d.line("Structures the driver and the device share in guest memory. Every field is little-endian and naturally aligned; " +
 		"reserved fields are written as zero and ignored when read.")
 	d.line("")
-	for _, l := range append(append([]*hw.Layout{}, hw.Layouts...), hw.TranslationLayouts...) {
+	for _, l := range append(append(append([]*hw.Layout{}, hw.Layouts...), hw.TranslationLayouts...), hw.RDMALayouts...) {
 		d.layout(l)
 	}
 
@@ -126,6 +130,7 @@ func Render() []byte {
 		{"Page faults: page request and response", hw.FaultHandshakeDoc},
 		{"Invalidation with completion", hw.InvalidationDoc},
 		{"Network page faults and the backup ring", hw.NetworkFaultsDoc},
+		{"RDMA: commands, events, queues", hw.RDMADoc},
 	} {
 		d.heading(3, p.title)
 		d.prose(p.text)

@@ -1,0 +1,443 @@
+package hw
+
+// RDMADoc is the contract of the RDMA interface (interface 2.4).
+const RDMADoc = `The RDMA engine runs InfiniBand RC over RoCEv2 on the function's port; FEATURES.RDMA
+says whether the device has it. The queues applications use are rdma_rxe's user-ABI queues (see
+"RDMA queues"): the driver allocates each queue buffer in DMA-able memory contiguous in IOVA, user
+space (librxe) mmaps it, and the device reads the send and receive queues and writes the
+completion queues itself. What is npfnic's own: the registers below, the command queue, the event
+queue and the RDMA status block.
+
+Bring-up. The driver allocates the RDMA status block (64 bytes, 64-byte aligned), the command queue
+(CMDQ_SIZE entries of 64 bytes) and the event queue (EQ_SIZE entries of 16 bytes), writes their
+addresses and sizes, then RDMA_CTRL = ENABLE. RDMA_CTRL = RESET destroys every queue pair,
+completion queue, memory region and GID and disables the engine; BUSY reads set until nothing it
+started touches guest memory any more (see Quiesce).
+
+Commands. The driver fills a 64-byte command (the header: opcode, flags, status =
+NPFNIC_RDMA_CMD_PENDING, handle; then the opcode's fields), and moves CMDQ_TAIL. The device runs
+commands in order, off the register path, writes each one's status (and QUERY_QP's results) into the
+entry, then moves cmdq_head in the status block; with NPFNIC_RDMA_CMD_FLAG_EVENT it also posts a
+CMD_DONE event. Objects are named by handles the driver chooses: the QPN (2..NPFNIC_RDMA_QPN_MAX,
+the QP number on the wire), the CQN (0..NPFNIC_RDMA_MAX_CQ-1), the MR key (lkey = rkey, any value but
+0) and the GID index (0..NPFNIC_RDMA_MAX_GID-1). DESTROY_QP and DEREG_MR complete only once no DMA
+of the device uses the queue pair's queues or the region's pages: the driver may free them then.
+
+Events. The device writes 16-byte events into the event queue, moves eq_tail in the status block,
+then raises EQ_VECTOR if the driver armed it with EQ_ARM (once per arm). The driver consumes events
+and returns their slots with EQ_HEAD. A completion queue posts one CQ_COMP event per CQ_ARM, when a
+completion (a solicited one, or an error, if the arm asked for solicited only) lands in it after the
+arm. An event queue that overflows stops the engine's events (NPFNIC_RDMAERR_EQ_OVERFLOW).
+
+Send queues. librxe writes the entry, moves the send queue's producer index, then calls the kernel,
+whose driver writes the QPN to SQ_DOORBELL. The device fetches entries in order from its own
+consumer index, moves that index as entries complete, and writes completions to the QP's send CQ.
+Receive queues need no doorbell: the device takes the next entry when a message arrives.
+
+Memory regions. The device reaches an MR's pages only through address translation: REG_MR names a
+PASID whose I/O page tables map the region's virtual addresses. A page missing from them is a
+translation fault like any other (page request, page response). What a fault does to an RC
+transfer is the RC engine's policy: a receive fault is answered with an RNR NAK and the sender
+retransmits.
+
+Untrusted queues. Every index, key, length and opcode the device reads from the user-writable rxe
+queues is checked: the rings' geometry is the one registered (never the header in guest memory), a
+bad entry completes with its IBV_WC error status on the CQ in its turn and moves the QP to the error
+state (a QP_FATAL event), and nothing is read or written outside the registered buffers and the MR
+an entry names. Another QP, and Ethernet, are not affected.`
+
+// RDMA registers in BAR0 (BlockRDMA).
+const (
+	RegRDMACtrl     = 0x0a00 // RW: RDMACtrlEnable latches the registers below; RDMACtrlReset destroys every object
+	RegRDMAStatusLo = 0x0a04 // RW: RDMA status block IOVA, bits 31:0 (64-byte aligned)
+	RegRDMAStatusHi = 0x0a08 // RW: bits 63:32
+	RegCmdqBaseLo   = 0x0a0c // RW: command queue IOVA, bits 31:0 (64-byte aligned)
+	RegCmdqBaseHi   = 0x0a10 // RW: bits 63:32
+	RegCmdqSize     = 0x0a14 // RW: command queue entries, power of two, RDMAQueueSizeMin..Max
+	RegCmdqTail     = 0x0a18 // WO: doorbell: free-running count of commands posted
+	RegEQBaseLo     = 0x0a1c // RW: event queue IOVA, bits 31:0 (16-byte aligned)
+	RegEQBaseHi     = 0x0a20 // RW: bits 63:32
+	RegEQSize       = 0x0a24 // RW: event queue entries, power of two, RDMAQueueSizeMin..Max
+	RegEQHead       = 0x0a28 // WO: doorbell: free-running count of events consumed
+	RegEQVector     = 0x0a2c // RW: MSI-X vector of the event queue
+	RegEQArm        = 0x0a30 // WO: write 1: raise EQ_VECTOR once for the next event (or now, if events are pending)
+	RegSQDoorbell   = 0x0a34 // WO: a QPN whose rxe send queue has new entries
+	RegCQArm        = 0x0a38 // WO: CQN | RDMACQArmSolicited: post one CQ_COMP event for the next completion
+	RegRDMAError    = 0x0a3c // RO: NPFNIC_RDMAERR_*, 0 none
+)
+
+// RDMA values.
+const (
+	// RDMAVector is the reset value of EQ_VECTOR: the tenth MSI-X vector.
+	RDMAVector = 9
+
+	RDMACtrlEnable = 1 << 0 // latch the status block, command and event queue registers; heads and tails to 0
+	RDMACtrlReset  = 1 << 1 // write 1: disable, destroy every QP, CQ, MR and GID, clear errors (reads back 0)
+	// RDMACtrlBusy (read only) is set while the RDMA engine may still DMA:
+	// enabled, or disabled with commands, queue pairs or completions still
+	// touching guest memory (see Quiesce).
+	RDMACtrlBusy = 1 << 31
+
+	RDMACQArmSolicited = 1 << 31 // CQ_ARM: only a solicited completion (or an error) triggers the event
+
+	RDMAStatusAlign  = 64
+	RDMAStatusSize   = 64
+	RDMACmdSize      = 64
+	RDMAEventSize    = 16
+	RDMAQueueSizeMin = 8
+	RDMAQueueSizeMax = 4096
+
+	// Limits the device enforces (and the driver reports in query_device).
+	RDMAQPNMax      = 1<<24 - 1 // QPN: 2..RDMAQPNMax (0 and 1 are the special QPs)
+	RDMAMaxQP       = 256       // live queue pairs
+	RDMAMaxCQ       = 256       // live completion queues
+	RDMAMaxMR       = 4096      // live memory regions
+	RDMAMaxGID      = 16        // GID table entries
+	RDMAMaxSGE      = 32        // scatter/gather entries per WQE
+	RDMAMaxInline   = 256       // inline bytes per send WQE
+	RDMAMaxQPWR     = 16384     // slots of a send or receive queue
+	RDMAMaxCQE      = 65536     // slots of a completion queue
+	RDMAMaxMRSize   = 1 << 40   // bytes of one MR
+	RDMAMaxMsgSize  = 1 << 31   // bytes of one message
+	RDMAMaxRdAtomic = 16        // RDMA READs outstanding per QP, each way
+)
+
+// Command opcodes (RDMACmdOpcode).
+const (
+	RDMACmdCreateCQ  = 1
+	RDMACmdDestroyCQ = 2
+	RDMACmdCreateQP  = 3
+	RDMACmdModifyQP  = 4
+	RDMACmdQueryQP   = 5
+	RDMACmdDestroyQP = 6
+	RDMACmdRegMR     = 7
+	RDMACmdDeregMR   = 8
+	RDMACmdAddGID    = 9
+	RDMACmdDelGID    = 10
+)
+
+// Command flags (RDMACmdFlags).
+const (
+	RDMACmdFlagEvent = 1 << 0 // post a CMD_DONE event once the command ran
+)
+
+// Command status (RDMACmdStatus), written by the device.
+const (
+	RDMACmdOK          = 0
+	RDMACmdErrOpcode   = 1 // unknown opcode
+	RDMACmdErrHandle   = 2 // handle out of range, already in use (create) or unknown (others)
+	RDMACmdErrParam    = 3 // a parameter out of range: queue geometry, sizes, access, a CQ that does not exist
+	RDMACmdErrBusy     = 4 // the object is in use (a CQ with QPs attached)
+	RDMACmdErrState    = 5 // a QP state transition the IB spec does not allow
+	RDMACmdErrResource = 6 // the device's limit for that kind of object is reached
+	// RDMACmdPending is what the driver writes into status before posting:
+	// the device overwrites it.
+	RDMACmdPending = 0xffffffff
+)
+
+// Event types (RDMAEventType).
+const (
+	RDMAEventCmdDone     = 1 // handle: the command's queue index (free-running)
+	RDMAEventCQComp      = 2 // handle: CQN (armed, and a completion landed)
+	RDMAEventCQErr       = 3 // handle: CQN; the CQ overran (full when a completion was due) and stopped
+	RDMAEventQPFatal     = 4 // handle: QPN; the QP went to the error state (info: NPFNIC_RDMA_WC status that caused it)
+	RDMAEventQPReqErr    = 5 // handle: QPN; the remote side reported an invalid request
+	RDMAEventQPAccessErr = 6 // handle: QPN; the remote side reported a remote access error
+	RDMAEventCommEst     = 7 // handle: QPN; first packet received in RTR
+)
+
+// RDMA engine errors (RDMA_ERROR and the status block's error).
+const (
+	RDMAErrBadStatusAddr = 1 // status block outside guest memory or misaligned
+	RDMAErrBadCmdq       = 2 // command queue registers invalid, or a command outside guest memory
+	RDMAErrBadCmdqTail   = 3 // CMDQ_TAIL moved backwards or past the queue's size
+	RDMAErrBadEQ         = 4 // event queue registers invalid, or an event outside guest memory
+	RDMAErrBadEQHead     = 5 // EQ_HEAD moved past eq_tail
+	RDMAErrEQOverflow    = 6 // the event queue was full when an event was due; the engine stopped posting events
+)
+
+// QP states (RDMACmdModifyQP.State, RDMACmdQueryQP results): enum
+// ib_qp_state.
+const (
+	RDMAQPReset = 0
+	RDMAQPInit  = 1
+	RDMAQPRTR   = 2
+	RDMAQPRTS   = 3
+	RDMAQPSQD   = 4
+	RDMAQPSQE   = 5
+	RDMAQPErr   = 6
+)
+
+// MODIFY_QP attribute mask bits (RDMACmdModifyQP.Mask): enum ib_qp_attr_mask.
+const (
+	RDMAQPAttrState        = 1 << 0
+	RDMAQPAttrAccessFlags  = 1 << 3
+	RDMAQPAttrAV           = 1 << 7 // dgid, dmac, sgid_index, hop_limit, traffic_class, flow_label
+	RDMAQPAttrPathMTU      = 1 << 8
+	RDMAQPAttrTimeout      = 1 << 9
+	RDMAQPAttrRetryCnt     = 1 << 10
+	RDMAQPAttrRNRRetry     = 1 << 11
+	RDMAQPAttrRQPSN        = 1 << 12
+	RDMAQPAttrMaxQPRdAtom  = 1 << 13
+	RDMAQPAttrMinRNRTimer  = 1 << 15
+	RDMAQPAttrSQPSN        = 1 << 16
+	RDMAQPAttrMaxDestRdAtm = 1 << 17
+	RDMAQPAttrDestQPN      = 1 << 20
+)
+
+// MR access flags (RDMACmdRegMR.Access): enum ib_access_flags.
+const (
+	RDMAAccessLocalWrite  = 1 << 0
+	RDMAAccessRemoteWrite = 1 << 1
+	RDMAAccessRemoteRead  = 1 << 2
+	RDMAAccessOnDemand    = 1 << 6
+)
+
+// Command header, common to every opcode.
+var (
+	RDMACmdOpcode = u8("opcode", 0, "driver: NPFNIC_RDMA_CMD_*")
+	RDMACmdFlags  = u8("flags", 1, "driver: NPFNIC_RDMA_CMD_FLAG_*")
+	rdmaCmdRsvd   = le16("rsvd", 2, "reserved, zero")
+	RDMACmdStatus = le32("status", 4, "device: NPFNIC_RDMA_CMD_OK or NPFNIC_RDMA_CMDERR_*; the driver writes NPFNIC_RDMA_CMD_PENDING before posting")
+	RDMACmdHandle = le32("handle", 8, "driver: the QPN, CQN, MR key or GID index the command acts on")
+)
+
+// CREATE_CQ: a completion queue over an rxe queue buffer.
+var (
+	RDMACreateCQBuf      = le64("buf", 16, "driver: IOVA of the rxe queue buffer (struct rxe_queue_buf, 384-byte header then the slots)")
+	RDMACreateCQSlots    = le32("slots", 24, "driver: slots, a power of two, 2..NPFNIC_RDMA_MAX_CQE (one stays empty)")
+	RDMACreateCQLog2Elem = le32("log2_elem_size", 28, "driver: log2 of the slot size (at least 6: a 48-byte struct ib_uverbs_wc)")
+)
+
+// CREATE_QP: an RC queue pair over an rxe send queue and receive queue.
+var (
+	RDMACreateQPPD          = le32("pd", 12, "driver: protection domain number; the QP may use only MRs of this PD")
+	RDMACreateQPSQBuf       = le64("sq_buf", 16, "driver: IOVA of the send queue's rxe queue buffer")
+	RDMACreateQPSQSlots     = le32("sq_slots", 24, "driver: send queue slots, a power of two, 2..NPFNIC_RDMA_MAX_QP_WR")
+	RDMACreateQPSQLog2Elem  = le32("sq_log2_elem_size", 28, "driver: log2 of the send queue's slot size")
+	RDMACreateQPRQBuf       = le64("rq_buf", 32, "driver: IOVA of the receive queue's rxe queue buffer")
+	RDMACreateQPRQSlots     = le32("rq_slots", 40, "driver: receive queue slots, a power of two, 2..NPFNIC_RDMA_MAX_QP_WR")
+	RDMACreateQPRQLog2Elem  = le32("rq_log2_elem_size", 44, "driver: log2 of the receive queue's slot size")
+	RDMACreateQPSendCQ      = le32("send_cqn", 48, "driver: CQ of send completions")
+	RDMACreateQPRecvCQ      = le32("recv_cqn", 52, "driver: CQ of receive completions")
+	RDMACreateQPMaxSendSGE  = le16("max_send_sge", 56, "driver: SGEs per send WQE, 1..NPFNIC_RDMA_MAX_SGE")
+	RDMACreateQPMaxRecvSGE  = le16("max_recv_sge", 58, "driver: SGEs per receive WQE, 1..NPFNIC_RDMA_MAX_SGE")
+	RDMACreateQPMaxInline   = le16("max_inline", 60, "driver: inline bytes per send WQE, 0..NPFNIC_RDMA_MAX_INLINE")
+	RDMACreateQPSigAll      = le16("sq_sig_all", 62, "driver: 1: every send WQE completes on the CQ, whatever IBV_SEND_SIGNALED says")
+)
+
+// MODIFY_QP: attributes as in ib_modify_qp; only those in mask apply.
+var (
+	RDMAModifyQPMask        = le32("mask", 12, "driver: NPFNIC_RDMA_QP_ATTR_* that apply")
+	RDMAModifyQPState       = u8("state", 16, "driver: NPFNIC_RDMA_QP_* (enum ib_qp_state)")
+	RDMAModifyQPPathMTU     = u8("path_mtu", 17, "driver: enum ib_mtu, 1 (256 bytes) .. 5 (4096)")
+	RDMAModifyQPTimeout     = u8("timeout", 18, "driver: local ACK timeout, 4.096 us << timeout (0: none)")
+	RDMAModifyQPRetryCnt    = u8("retry_cnt", 19, "driver: transport retries, 0..7")
+	RDMAModifyQPRNRRetry    = u8("rnr_retry", 20, "driver: RNR retries, 0..7 (7: without limit)")
+	RDMAModifyQPMinRNRTimer = u8("min_rnr_timer", 21, "driver: the RNR NAK timer this QP asks for, IB timer table index 0..31")
+	RDMAModifyQPMaxRdAtomic = u8("max_rd_atomic", 22, "driver: RDMA READs this QP has outstanding, 0..NPFNIC_RDMA_MAX_RD_ATOMIC")
+	RDMAModifyQPMaxDestRd   = u8("max_dest_rd_atomic", 23, "driver: RDMA READs the peer may have outstanding here")
+	RDMAModifyQPAccess      = le32("access", 24, "driver: remote access of the responder (NPFNIC_RDMA_ACCESS_REMOTE_*)")
+	RDMAModifyQPDestQPN     = le32("dest_qpn", 28, "driver: the peer's QPN")
+	RDMAModifyQPRQPSN       = le32("rq_psn", 32, "driver: expected PSN of the responder, 24 bits")
+	RDMAModifyQPSQPSN       = le32("sq_psn", 36, "driver: first PSN of the requester, 24 bits")
+	RDMAModifyQPDGID        = Field{Name: "dgid", Offset: 40, Size: 1, Count: 16, Doc: "driver: the peer's GID (an IPv4-mapped IPv6 address for RoCEv2 over IPv4)"}
+	RDMAModifyQPDMAC        = Field{Name: "dmac", Offset: 56, Size: 1, Count: 6, Doc: "driver: the peer's Ethernet address (the core resolves it)"}
+	RDMAModifyQPSGIDIndex   = u8("sgid_index", 62, "driver: index of this port's GID the QP sends from")
+	RDMAModifyQPHopLimit    = u8("hop_limit", 63, "driver: IP TTL / hop limit (0: 64)")
+)
+
+// QUERY_QP results, written by the device into the entry (offsets as in
+// MODIFY_QP, with mask set to what was written).
+var (
+	RDMAQueryQPState = u8("state", 16, "device: the QP's state now (NPFNIC_RDMA_QP_*)")
+	RDMAQueryQPSQPSN = le32("sq_psn", 36, "device: next PSN the requester will send")
+	RDMAQueryQPRQPSN = le32("rq_psn", 32, "device: PSN the responder expects")
+)
+
+// REG_MR: a memory region reached through address translation.
+var (
+	RDMARegMRPD     = le32("pd", 12, "driver: protection domain number")
+	RDMARegMRVA     = le64("va", 16, "driver: first virtual address of the region (in the PASID's address space)")
+	RDMARegMRLength = le64("length", 24, "driver: bytes, 1..NPFNIC_RDMA_MAX_MR_SIZE")
+	RDMARegMRAccess = le32("access", 32, "driver: NPFNIC_RDMA_ACCESS_*")
+	RDMARegMRPASID  = le32("pasid", 36, "driver: the PASID whose I/O page tables map va (ATS must be enabled)")
+)
+
+// ADD_GID: one entry of the port's GID table (RoCEv2).
+var (
+	RDMAAddGIDGID = Field{Name: "gid", Offset: 16, Size: 1, Count: 16, Doc: "driver: the GID, an IPv6 address (IPv4-mapped for IPv4)"}
+)
+
+// RDMACmdHeader is the header every command starts with; the opcode
+// layouts below share it and say which bytes after it they use.
+var rdmaCmdHeader = []Field{RDMACmdOpcode.Field, RDMACmdFlags.Field, rdmaCmdRsvd.Field, RDMACmdStatus.Field, RDMACmdHandle.Field}
+
+// rdmaCmdTail is the reserved rest of a command from off.
+func rdmaCmdTail(off int) Field {
+	return Field{Name: "rsvd_tail", Offset: off, Size: 4, Count: (RDMACmdSize - off) / 4, Doc: "reserved, zero"}
+}
+
+func rdmaCmd(name, doc string, fields ...Field) Layout {
+	return Layout{name, RDMACmdSize, doc, append(append([]Field(nil), rdmaCmdHeader...), fields...), WrittenPerField}
+}
+
+// The command layouts: struct npfnic_rdma_cmd (the header, then bytes
+// that depend on the opcode) and one struct per opcode that uses them.
+var (
+	RDMACmd = rdmaCmd("rdma_cmd", "RDMA command queue entry: the header; the rest of the 64 bytes depends on the opcode.",
+		le32("arg", 12, "driver: per opcode (pd, mask)").Field, Field{Name: "args", Offset: 16, Size: 8, Count: 6, Doc: "driver: per opcode; the device writes results here for QUERY_QP"})
+	RDMACmdCreateCQLayout = rdmaCmd("rdma_cmd_create_cq", "NPFNIC_RDMA_CMD_CREATE_CQ (handle: CQN).",
+		le32("rsvd2", 12, "reserved, zero").Field, RDMACreateCQBuf.Field, RDMACreateCQSlots.Field, RDMACreateCQLog2Elem.Field, rdmaCmdTail(32))
+	RDMACmdCreateQPLayout = rdmaCmd("rdma_cmd_create_qp", "NPFNIC_RDMA_CMD_CREATE_QP (handle: QPN; the QP starts in RESET).",
+		RDMACreateQPPD.Field, RDMACreateQPSQBuf.Field, RDMACreateQPSQSlots.Field, RDMACreateQPSQLog2Elem.Field,
+		RDMACreateQPRQBuf.Field, RDMACreateQPRQSlots.Field, RDMACreateQPRQLog2Elem.Field,
+		RDMACreateQPSendCQ.Field, RDMACreateQPRecvCQ.Field, RDMACreateQPMaxSendSGE.Field, RDMACreateQPMaxRecvSGE.Field,
+		RDMACreateQPMaxInline.Field, RDMACreateQPSigAll.Field)
+	RDMACmdModifyQPLayout = rdmaCmd("rdma_cmd_modify_qp", "NPFNIC_RDMA_CMD_MODIFY_QP and NPFNIC_RDMA_CMD_QUERY_QP (handle: QPN). QUERY_QP: the device writes state, rq_psn and sq_psn.",
+		RDMAModifyQPMask.Field, RDMAModifyQPState.Field, RDMAModifyQPPathMTU.Field, RDMAModifyQPTimeout.Field,
+		RDMAModifyQPRetryCnt.Field, RDMAModifyQPRNRRetry.Field, RDMAModifyQPMinRNRTimer.Field,
+		RDMAModifyQPMaxRdAtomic.Field, RDMAModifyQPMaxDestRd.Field, RDMAModifyQPAccess.Field, RDMAModifyQPDestQPN.Field,
+		RDMAModifyQPRQPSN.Field, RDMAModifyQPSQPSN.Field, RDMAModifyQPDGID, RDMAModifyQPDMAC,
+		RDMAModifyQPSGIDIndex.Field, RDMAModifyQPHopLimit.Field)
+	RDMACmdRegMRLayout = rdmaCmd("rdma_cmd_reg_mr", "NPFNIC_RDMA_CMD_REG_MR (handle: the key, lkey = rkey).",
+		RDMARegMRPD.Field, RDMARegMRVA.Field, RDMARegMRLength.Field, RDMARegMRAccess.Field, RDMARegMRPASID.Field, rdmaCmdTail(40))
+	RDMACmdAddGIDLayout = rdmaCmd("rdma_cmd_add_gid", "NPFNIC_RDMA_CMD_ADD_GID (handle: GID index; replaces what was there).",
+		le32("rsvd2", 12, "reserved, zero").Field, RDMAAddGIDGID, rdmaCmdTail(32))
+)
+
+// Event queue entry fields (device to driver).
+var (
+	RDMAEventType   = u8("type", 0, "NPFNIC_RDMA_EVENT_*")
+	rdmaEventRsvd8  = u8("rsvd", 1, "reserved, zero")
+	rdmaEventRsvd16 = le16("rsvd2", 2, "reserved, zero")
+	RDMAEventHandle = le32("handle", 4, "the CQN, QPN or command index the event is about")
+	RDMAEventInfo   = le32("info", 8, "per type: the IBV_WC status that moved a QP to error")
+	RDMAEventSeq    = le32("seq", 12, "free-running count of events posted, this one's")
+)
+
+// RDMAEvent is struct npfnic_rdma_event.
+var RDMAEvent = Layout{"rdma_event", RDMAEventSize, "RDMA event queue entry (device to driver).",
+	[]Field{RDMAEventType.Field, rdmaEventRsvd8.Field, rdmaEventRsvd16.Field, RDMAEventHandle.Field, RDMAEventInfo.Field, RDMAEventSeq.Field},
+	WrittenByDevice}
+
+// RDMA status block fields (device to driver).
+var (
+	RDMAStatusCmdqHead  = le32("cmdq_head", 0, "free-running count of commands run (their status written)")
+	RDMAStatusEQTail    = le32("eq_tail", 4, "producer index: free-running count of events written")
+	RDMAStatusError     = le32("error", 8, "NPFNIC_RDMAERR_*, 0 none")
+	RDMAStatusErrorInfo = le32("error_info", 12, "the offending queue index or register value")
+)
+
+// RDMAStatus is struct npfnic_rdma_status.
+var RDMAStatus = Layout{"rdma_status", RDMAStatusSize, "RDMA status block (device to driver), at NPFNIC_REG_RDMA_STATUS.",
+	[]Field{RDMAStatusCmdqHead.Field, RDMAStatusEQTail.Field, RDMAStatusError.Field, RDMAStatusErrorInfo.Field, rsvd32(16, 12)},
+	WrittenByDevice}
+
+// RDMALayouts lists the structures of the RDMA interface.
+var RDMALayouts = []*Layout{&RDMACmd, &RDMACmdCreateCQLayout, &RDMACmdCreateQPLayout, &RDMACmdModifyQPLayout,
+	&RDMACmdRegMRLayout, &RDMACmdAddGIDLayout, &RDMAEvent, &RDMAStatus}
+
+// RDMARegisters lists the RDMA registers in offset order.
+var RDMARegisters = []Register{
+	command("RDMA_CTRL", RegRDMACtrl, BlockRDMA, AccessRW, "NPFNIC_RDMA_CTRL_ENABLE latches the RDMA registers; write NPFNIC_RDMA_CTRL_RESET to destroy every object (reads back 0)"),
+	storage("RDMA_STATUS_LO", RegRDMAStatusLo, BlockRDMA, 0, "RDMA status block IOVA, bits 31:0 (64-byte aligned)"),
+	storage("RDMA_STATUS_HI", RegRDMAStatusHi, BlockRDMA, 0, "RDMA status block IOVA, bits 63:32"),
+	storage("CMDQ_BASE_LO", RegCmdqBaseLo, BlockRDMA, 0, "command queue IOVA, bits 31:0 (64-byte aligned)"),
+	storage("CMDQ_BASE_HI", RegCmdqBaseHi, BlockRDMA, 0, "command queue IOVA, bits 63:32"),
+	storage("CMDQ_SIZE", RegCmdqSize, BlockRDMA, 0, "command queue entries: power of two, NPFNIC_RDMA_QUEUE_SIZE_MIN..MAX"),
+	doorbell("CMDQ_TAIL", RegCmdqTail, BlockRDMA, "command doorbell: free-running count of commands posted"),
+	storage("EQ_BASE_LO", RegEQBaseLo, BlockRDMA, 0, "event queue IOVA, bits 31:0 (16-byte aligned)"),
+	storage("EQ_BASE_HI", RegEQBaseHi, BlockRDMA, 0, "event queue IOVA, bits 63:32"),
+	storage("EQ_SIZE", RegEQSize, BlockRDMA, 0, "event queue entries: power of two, NPFNIC_RDMA_QUEUE_SIZE_MIN..MAX"),
+	doorbell("EQ_HEAD", RegEQHead, BlockRDMA, "event consumer doorbell: free-running count of events consumed"),
+	storage("EQ_VECTOR", RegEQVector, BlockRDMA, RDMAVector, "MSI-X vector of the event queue"),
+	doorbell("EQ_ARM", RegEQArm, BlockRDMA, "write 1: raise EQ_VECTOR once for the next event, or at once if events are pending"),
+	doorbell("SQ_DOORBELL", RegSQDoorbell, BlockRDMA, "a QPN whose rxe send queue has new entries (after librxe moved its producer index)"),
+	doorbell("CQ_ARM", RegCQArm, BlockRDMA, "CQN | NPFNIC_RDMA_CQ_ARM_SOLICITED: post one CQ_COMP event for the next (solicited) completion"),
+	status("RDMA_ERROR", RegRDMAError, BlockRDMA, 0, "NPFNIC_RDMAERR_*"),
+}
+
+// RDMAValues lists the constants of the RDMA interface exported to the C
+// header.
+var RDMAValues = []Value{
+	{"RDMA_VECTOR", RDMAVector, "reset value of NPFNIC_REG_EQ_VECTOR"},
+	{"RDMA_CTRL_ENABLE", RDMACtrlEnable, "NPFNIC_REG_RDMA_CTRL: status block, command and event queues on"},
+	{"RDMA_CTRL_RESET", RDMACtrlReset, "NPFNIC_REG_RDMA_CTRL: disable and destroy every object"},
+	{"RDMA_CTRL_BUSY", RDMACtrlBusy, "NPFNIC_REG_RDMA_CTRL (read only): the RDMA engine may still DMA"},
+	{"RDMA_CQ_ARM_SOLICITED", RDMACQArmSolicited, "NPFNIC_REG_CQ_ARM: solicited completions only"},
+	{"RDMA_STATUS_ALIGN", RDMAStatusAlign, "alignment of the RDMA status block"},
+	{"RDMA_CMD_SIZE", RDMACmdSize, "bytes of a command queue entry"},
+	{"RDMA_EVENT_SIZE", RDMAEventSize, "bytes of an event queue entry"},
+	{"RDMA_QUEUE_SIZE_MIN", RDMAQueueSizeMin, "smallest command or event queue"},
+	{"RDMA_QUEUE_SIZE_MAX", RDMAQueueSizeMax, "largest command or event queue"},
+	{"RDMA_QPN_MAX", RDMAQPNMax, "largest QPN (QPNs 0 and 1 are reserved)"},
+	{"RDMA_MAX_QP", RDMAMaxQP, "live queue pairs"},
+	{"RDMA_MAX_CQ", RDMAMaxCQ, "live completion queues"},
+	{"RDMA_MAX_MR", RDMAMaxMR, "live memory regions"},
+	{"RDMA_MAX_GID", RDMAMaxGID, "GID table entries"},
+	{"RDMA_MAX_SGE", RDMAMaxSGE, "scatter/gather entries per WQE"},
+	{"RDMA_MAX_INLINE", RDMAMaxInline, "inline bytes per send WQE"},
+	{"RDMA_MAX_QP_WR", RDMAMaxQPWR, "slots of a send or receive queue"},
+	{"RDMA_MAX_CQE", RDMAMaxCQE, "slots of a completion queue"},
+	{"RDMA_MAX_MR_SIZE", RDMAMaxMRSize, "bytes of one memory region"},
+	{"RDMA_MAX_MSG_SIZE", RDMAMaxMsgSize, "bytes of one message"},
+	{"RDMA_MAX_RD_ATOMIC", RDMAMaxRdAtomic, "RDMA READs outstanding per QP"},
+	{"RDMA_CMD_CREATE_CQ", RDMACmdCreateCQ, "command: create a completion queue"},
+	{"RDMA_CMD_DESTROY_CQ", RDMACmdDestroyCQ, "command: destroy a completion queue (no QP may use it)"},
+	{"RDMA_CMD_CREATE_QP", RDMACmdCreateQP, "command: create an RC queue pair (in RESET)"},
+	{"RDMA_CMD_MODIFY_QP", RDMACmdModifyQP, "command: modify a queue pair's attributes and state"},
+	{"RDMA_CMD_QUERY_QP", RDMACmdQueryQP, "command: read a queue pair's state and PSNs"},
+	{"RDMA_CMD_DESTROY_QP", RDMACmdDestroyQP, "command: destroy a queue pair; it touches no memory once the command completed"},
+	{"RDMA_CMD_REG_MR", RDMACmdRegMR, "command: register a memory region"},
+	{"RDMA_CMD_DEREG_MR", RDMACmdDeregMR, "command: deregister a memory region; no DMA uses it once the command completed"},
+	{"RDMA_CMD_ADD_GID", RDMACmdAddGID, "command: set a GID table entry"},
+	{"RDMA_CMD_DEL_GID", RDMACmdDelGID, "command: clear a GID table entry"},
+	{"RDMA_CMD_FLAG_EVENT", RDMACmdFlagEvent, "command flag: post a CMD_DONE event"},
+	{"RDMA_CMD_OK", RDMACmdOK, "command status: done"},
+	{"RDMA_CMDERR_OPCODE", RDMACmdErrOpcode, "command status: unknown opcode"},
+	{"RDMA_CMDERR_HANDLE", RDMACmdErrHandle, "command status: handle out of range, in use or unknown"},
+	{"RDMA_CMDERR_PARAM", RDMACmdErrParam, "command status: a parameter out of range"},
+	{"RDMA_CMDERR_BUSY", RDMACmdErrBusy, "command status: the object is in use"},
+	{"RDMA_CMDERR_STATE", RDMACmdErrState, "command status: QP state transition not allowed"},
+	{"RDMA_CMDERR_RESOURCE", RDMACmdErrResource, "command status: the device's limit is reached"},
+	{"RDMA_CMD_PENDING", RDMACmdPending, "command status the driver writes before posting"},
+	{"RDMA_EVENT_CMD_DONE", RDMAEventCmdDone, "event: a command with NPFNIC_RDMA_CMD_FLAG_EVENT ran"},
+	{"RDMA_EVENT_CQ_COMP", RDMAEventCQComp, "event: a completion landed in an armed CQ"},
+	{"RDMA_EVENT_CQ_ERR", RDMAEventCQErr, "event: a CQ overran and stopped"},
+	{"RDMA_EVENT_QP_FATAL", RDMAEventQPFatal, "event: a QP went to the error state"},
+	{"RDMA_EVENT_QP_REQ_ERR", RDMAEventQPReqErr, "event: the peer reported an invalid request"},
+	{"RDMA_EVENT_QP_ACCESS_ERR", RDMAEventQPAccessErr, "event: the peer reported a remote access error"},
+	{"RDMA_EVENT_COMM_EST", RDMAEventCommEst, "event: a QP in RTR received its first packet"},
+	{"RDMAERR_BAD_STATUS_ADDR", RDMAErrBadStatusAddr, "RDMA status block outside guest memory or misaligned"},
+	{"RDMAERR_BAD_CMDQ", RDMAErrBadCmdq, "command queue invalid or outside guest memory"},
+	{"RDMAERR_BAD_CMDQ_TAIL", RDMAErrBadCmdqTail, "CMDQ_TAIL moved backwards or too far"},
+	{"RDMAERR_BAD_EQ", RDMAErrBadEQ, "event queue invalid or outside guest memory"},
+	{"RDMAERR_BAD_EQ_HEAD", RDMAErrBadEQHead, "EQ_HEAD moved past eq_tail"},
+	{"RDMAERR_EQ_OVERFLOW", RDMAErrEQOverflow, "the event queue overflowed; no more events"},
+	{"RDMA_QP_RESET", RDMAQPReset, "QP state RESET"},
+	{"RDMA_QP_INIT", RDMAQPInit, "QP state INIT"},
+	{"RDMA_QP_RTR", RDMAQPRTR, "QP state RTR"},
+	{"RDMA_QP_RTS", RDMAQPRTS, "QP state RTS"},
+	{"RDMA_QP_SQD", RDMAQPSQD, "QP state SQD"},
+	{"RDMA_QP_SQE", RDMAQPSQE, "QP state SQE"},
+	{"RDMA_QP_ERR", RDMAQPErr, "QP state ERR"},
+	{"RDMA_QP_ATTR_STATE", RDMAQPAttrState, "MODIFY_QP mask: state"},
+	{"RDMA_QP_ATTR_ACCESS_FLAGS", RDMAQPAttrAccessFlags, "MODIFY_QP mask: access"},
+	{"RDMA_QP_ATTR_AV", RDMAQPAttrAV, "MODIFY_QP mask: dgid, dmac, sgid_index, hop_limit"},
+	{"RDMA_QP_ATTR_PATH_MTU", RDMAQPAttrPathMTU, "MODIFY_QP mask: path_mtu"},
+	{"RDMA_QP_ATTR_TIMEOUT", RDMAQPAttrTimeout, "MODIFY_QP mask: timeout"},
+	{"RDMA_QP_ATTR_RETRY_CNT", RDMAQPAttrRetryCnt, "MODIFY_QP mask: retry_cnt"},
+	{"RDMA_QP_ATTR_RNR_RETRY", RDMAQPAttrRNRRetry, "MODIFY_QP mask: rnr_retry"},
+	{"RDMA_QP_ATTR_RQ_PSN", RDMAQPAttrRQPSN, "MODIFY_QP mask: rq_psn"},
+	{"RDMA_QP_ATTR_MAX_QP_RD_ATOMIC", RDMAQPAttrMaxQPRdAtom, "MODIFY_QP mask: max_rd_atomic"},
+	{"RDMA_QP_ATTR_MIN_RNR_TIMER", RDMAQPAttrMinRNRTimer, "MODIFY_QP mask: min_rnr_timer"},
+	{"RDMA_QP_ATTR_SQ_PSN", RDMAQPAttrSQPSN, "MODIFY_QP mask: sq_psn"},
+	{"RDMA_QP_ATTR_MAX_DEST_RD_ATOMIC", RDMAQPAttrMaxDestRdAtm, "MODIFY_QP mask: max_dest_rd_atomic"},
+	{"RDMA_QP_ATTR_DEST_QPN", RDMAQPAttrDestQPN, "MODIFY_QP mask: dest_qpn"},
+	{"RDMA_ACCESS_LOCAL_WRITE", RDMAAccessLocalWrite, "MR access: the device may write it for local operations"},
+	{"RDMA_ACCESS_REMOTE_WRITE", RDMAAccessRemoteWrite, "MR access: RDMA WRITE from the peer"},
+	{"RDMA_ACCESS_REMOTE_READ", RDMAAccessRemoteRead, "MR access: RDMA READ from the peer"},
+	{"RDMA_ACCESS_ON_DEMAND", RDMAAccessOnDemand, "MR access: on-demand paging (pages fault in through PRI)"},
+	{"FEAT_RDMA", FeatRDMA, "NPFNIC_REG_FEATURES: the RDMA engine (registers at NPFNIC_REG_RDMA_CTRL)"},
+}
