@@ -211,19 +211,19 @@ var (
 
 // CREATE_QP: an RC queue pair over an rxe send queue and receive queue.
 var (
-	RDMACreateQPPD          = le32("pd", 12, "driver: protection domain number; the QP may use only MRs of this PD")
-	RDMACreateQPSQBuf       = le64("sq_buf", 16, "driver: IOVA of the send queue's rxe queue buffer")
-	RDMACreateQPSQSlots     = le32("sq_slots", 24, "driver: send queue slots, a power of two, 2..NPFNIC_RDMA_MAX_QP_WR")
-	RDMACreateQPSQLog2Elem  = le32("sq_log2_elem_size", 28, "driver: log2 of the send queue's slot size")
-	RDMACreateQPRQBuf       = le64("rq_buf", 32, "driver: IOVA of the receive queue's rxe queue buffer")
-	RDMACreateQPRQSlots     = le32("rq_slots", 40, "driver: receive queue slots, a power of two, 2..NPFNIC_RDMA_MAX_QP_WR")
-	RDMACreateQPRQLog2Elem  = le32("rq_log2_elem_size", 44, "driver: log2 of the receive queue's slot size")
-	RDMACreateQPSendCQ      = le32("send_cqn", 48, "driver: CQ of send completions")
-	RDMACreateQPRecvCQ      = le32("recv_cqn", 52, "driver: CQ of receive completions")
-	RDMACreateQPMaxSendSGE  = le16("max_send_sge", 56, "driver: SGEs per send WQE, 1..NPFNIC_RDMA_MAX_SGE")
-	RDMACreateQPMaxRecvSGE  = le16("max_recv_sge", 58, "driver: SGEs per receive WQE, 1..NPFNIC_RDMA_MAX_SGE")
-	RDMACreateQPMaxInline   = le16("max_inline", 60, "driver: inline bytes per send WQE, 0..NPFNIC_RDMA_MAX_INLINE")
-	RDMACreateQPSigAll      = le16("sq_sig_all", 62, "driver: 1: every send WQE completes on the CQ, whatever IBV_SEND_SIGNALED says")
+	RDMACreateQPPD         = le32("pd", 12, "driver: protection domain number; the QP may use only MRs of this PD")
+	RDMACreateQPSQBuf      = le64("sq_buf", 16, "driver: IOVA of the send queue's rxe queue buffer")
+	RDMACreateQPSQSlots    = le32("sq_slots", 24, "driver: send queue slots, a power of two, 2..NPFNIC_RDMA_MAX_QP_WR")
+	RDMACreateQPSQLog2Elem = le32("sq_log2_elem_size", 28, "driver: log2 of the send queue's slot size")
+	RDMACreateQPRQBuf      = le64("rq_buf", 32, "driver: IOVA of the receive queue's rxe queue buffer")
+	RDMACreateQPRQSlots    = le32("rq_slots", 40, "driver: receive queue slots, a power of two, 2..NPFNIC_RDMA_MAX_QP_WR")
+	RDMACreateQPRQLog2Elem = le32("rq_log2_elem_size", 44, "driver: log2 of the receive queue's slot size")
+	RDMACreateQPSendCQ     = le32("send_cqn", 48, "driver: CQ of send completions")
+	RDMACreateQPRecvCQ     = le32("recv_cqn", 52, "driver: CQ of receive completions")
+	RDMACreateQPMaxSendSGE = le16("max_send_sge", 56, "driver: SGEs per send WQE, 1..NPFNIC_RDMA_MAX_SGE")
+	RDMACreateQPMaxRecvSGE = le16("max_recv_sge", 58, "driver: SGEs per receive WQE, 1..NPFNIC_RDMA_MAX_SGE")
+	RDMACreateQPMaxInline  = le16("max_inline", 60, "driver: inline bytes per send WQE, 0..NPFNIC_RDMA_MAX_INLINE")
+	RDMACreateQPSigAll     = le16("sq_sig_all", 62, "driver: 1: every send WQE completes on the CQ, whatever IBV_SEND_SIGNALED says")
 )
 
 // MODIFY_QP: attributes as in ib_modify_qp; only those in mask apply.
