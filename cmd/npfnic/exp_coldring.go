@@ -77,6 +77,7 @@ func runExpColdRing(ctx context.Context, args []string) error {
 	})
 	mem := fs.Int("m", 1024, "guest memory in MiB")
 	quiet := addQuietFlag(fs)
+	tf := addTraceFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: npfnic exp cold-ring [flags]\n\n"+
 			"Seed 000 Figure 4 on npfnic: memcached in a TCG guest, memaslap on the host through a\n"+
@@ -101,6 +102,9 @@ func runExpColdRing(ctx context.Context, args []string) error {
 	c.MemoryMiB = *mem
 	c.LogDir = filepath.Join(*out, "logs")
 	c.Progress = progress
+	if c.Trace, err = tf.recorder(); err != nil {
+		return err
+	}
 	if c.Images, err = buildImages(ctx, opt); err != nil {
 		return err
 	}
@@ -111,7 +115,7 @@ func runExpColdRing(ctx context.Context, args []string) error {
 		return err
 	}
 	_, err = runColdRing(ctx, c, *out, start, "")
-	return err
+	return errors.Join(err, tf.write(c.Trace, os.Stdout))
 }
 
 // runColdRing runs the experiment, prints the table with indent and

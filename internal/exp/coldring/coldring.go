@@ -49,6 +49,7 @@ import (
 	"github.com/npfnic/npfnic/internal/report"
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // Policies are the RX policies of the experiment, in the order the first
@@ -94,6 +95,9 @@ type Config struct {
 	LogDir string
 	// Progress receives one line per step; nil is quiet.
 	Progress io.Writer
+	// Trace records the device's events over the whole run (package
+	// trace); nil records nothing. The caller writes it out.
+	Trace *trace.Recorder
 }
 
 // Defaults.
@@ -370,7 +374,7 @@ func (c *Config) jobs() []job {
 func (c *Config) boot(ctx context.Context, n int) (*testbed.Testbed, error) {
 	tb, err := testbed.Start(ctx, testbed.Config{
 		Images: c.Images, Name: "coldring", MemoryMiB: c.MemoryMiB, CPUs: c.CPUs,
-		LogDir: filepath.Join(c.LogDir, fmt.Sprintf("guest-%d", n)), Progress: c.progress,
+		LogDir: filepath.Join(c.LogDir, fmt.Sprintf("guest-%d", n)), Progress: c.progress, Trace: c.Trace,
 	})
 	if err != nil {
 		return nil, err
