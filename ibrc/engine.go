@@ -142,7 +142,8 @@ type Engine struct {
 	clk     clock.Clock
 	dec     *rocev2.Decoder
 	qps     map[uint32]*QP
-	mrs     map[uint32]*MR // by key index (key >> 8)
+	mrs     map[uint32]*MR // by key
+	local   [][4]byte      // addresses besides cfg.IPv4 this port answers (SetLocalIPs)
 	nextQPN uint32
 	nextMR  uint32
 	keyTag  uint8
@@ -258,7 +259,7 @@ func (e *Engine) HandleFrame(frame []byte) error {
 		}
 		return err
 	}
-	if pkt.DstIP4() != e.cfg.IPv4 {
+	if !e.isLocal(pkt.DstIP4()) {
 		e.stats.RxDiscarded++
 		return errDiscard("destination IP is not this port")
 	}
@@ -272,6 +273,37 @@ func (e *Engine) HandleFrame(frame []byte) error {
 		return errDiscard("no such QP")
 	}
 	return q.receive(pkt, frame)
+}
+
+// isLocal reports whether ip is one of the port's addresses. Caller holds
+// mu.
+func (e *Engine) isLocal(ip [4]byte) bool {
+	if ip == e.cfg.IPv4 {
+		return true
+	}
+	for _, a := range e.local {
+		if a == ip {
+			return true
+		}
+	}
+	return false
+}
+
+// SetLocalIPs sets the addresses, besides Config.IPv4, that the port
+// answers: a device with a GID table accepts RC packets to every GID in it.
+func (e *Engine) SetLocalIPs(ips [][4]byte) {
+	e.mu.Lock()
+	e.local = append(e.local[:0:0], ips...)
+	e.mu.Unlock()
+}
+
+// SetIPv4 changes the port's own address (Config.IPv4), which QPs whose
+// address vector names no source address send from; paths set from now on
+// use it.
+func (e *Engine) SetIPv4(ip [4]byte) {
+	e.mu.Lock()
+	e.cfg.IPv4 = ip
+	e.mu.Unlock()
 }
 
 type errDiscard string
@@ -320,6 +352,20 @@ func (m *MR) RKey() uint32 { return m.key }
 // RegisterMR registers [va, va+length) of mem with the given access.
 // Remote write requires local write, as the IBA does.
 func (pd *PD) RegisterMR(mem Memory, va, length uint64, access Access) (*MR, error) {
+	return pd.registerMR(mem, va, length, access, 0)
+}
+
+// RegisterMRKey is RegisterMR with the key (lkey = rkey) chosen by the
+// caller, as a device whose driver names its regions does; key 0 is not a
+// key, and a key in use is ErrResourceInUse.
+func (pd *PD) RegisterMRKey(mem Memory, key uint32, va, length uint64, access Access) (*MR, error) {
+	if key == 0 {
+		return nil, ErrInvalidArg
+	}
+	return pd.registerMR(mem, va, length, access, key)
+}
+
+func (pd *PD) registerMR(mem Memory, va, length uint64, access Access, key uint32) (*MR, error) {
 	if mem == nil || va+length < va {
 		return nil, ErrInvalidArg
 	}
@@ -332,17 +378,25 @@ func (pd *PD) RegisterMR(mem Memory, va, length uint64, access Access) (*MR, err
 	if len(e.mrs) >= 1<<24-1 {
 		return nil, ErrResourceExhaust
 	}
-	for e.mrs[e.nextMR] != nil || e.nextMR == 0 || e.nextMR >= 1<<24 {
-		e.nextMR++
-		if e.nextMR >= 1<<24 {
-			e.nextMR = 1
+	if key != 0 {
+		if e.mrs[key] != nil {
+			return nil, ErrResourceInUse
+		}
+	} else {
+		for {
+			if e.nextMR == 0 || e.nextMR >= 1<<24 {
+				e.nextMR = 1
+			}
+			e.keyTag++
+			key = e.nextMR<<8 | uint32(e.keyTag)
+			e.nextMR++
+			if e.mrs[key] == nil {
+				break
+			}
 		}
 	}
-	idx := e.nextMR
-	e.nextMR++
-	e.keyTag++
-	m := &MR{pd: pd, mem: mem, va: va, length: length, access: access, key: idx<<8 | uint32(e.keyTag)}
-	e.mrs[idx] = m
+	m := &MR{pd: pd, mem: mem, va: va, length: length, access: access, key: key}
+	e.mrs[key] = m
 	return m, nil
 }
 
@@ -355,13 +409,13 @@ func (m *MR) Deregister() error {
 		return ErrDestroyed
 	}
 	m.dead = true
-	delete(e.mrs, m.key>>8)
+	delete(e.mrs, m.key)
 	return nil
 }
 
 // lookupMR finds the region of key for an access of length bytes at va.
 func (e *Engine) lookupMR(key uint32, pd *PD, need Access, va, length uint64) *MR {
-	m := e.mrs[key>>8]
+	m := e.mrs[key]
 	if m == nil || m.key != key || m.pd != pd || m.access&need != need {
 		return nil
 	}

@@ -13,7 +13,20 @@ type QPInit struct {
 	SendCQ, RecvCQ *CQ
 	Cap            QPCap
 	SigAll         bool // every send WR completes with a CQE, signaled or not
+	// RecvSource, if set, supplies receive WRs when the responder needs
+	// one and none was posted with PostRecv: a device whose receive queue
+	// lives in guest memory, with no doorbell, takes the next entry when a
+	// message arrives. It is called with the engine's lock held and must
+	// not call back into the engine; it may touch the queue's memory.
+	RecvSource RecvSource
 }
+
+// RecvSource returns the next receive WR of a queue. ok is false when none
+// is posted. A malformed entry is returned with ok and its completion
+// status (not WCSuccess): it completes with that status in its turn and
+// the QP goes to the error state. wr.SGL may alias the source's buffer
+// until the next call: the engine copies it.
+type RecvSource func() (wr RecvWR, status WCStatus, ok bool)
 
 type sendWQE struct {
 	wr       SendWR
@@ -121,7 +134,19 @@ const maxBacklog = 64
 const unreportedFaultRetry = 100 * time.Microsecond
 
 // CreateQP creates an RC QP in the RESET state.
-func (pd *PD) CreateQP(init QPInit) (*QP, error) {
+func (pd *PD) CreateQP(init QPInit) (*QP, error) { return pd.createQP(init, 0) }
+
+// CreateQPNum is CreateQP with the QP number chosen by the caller (2 to
+// 2^24-1), as a device whose driver names its QPs does; a number in use is
+// ErrResourceInUse.
+func (pd *PD) CreateQPNum(num uint32, init QPInit) (*QP, error) {
+	if num < 2 || num > psnMask {
+		return nil, ErrInvalidArg
+	}
+	return pd.createQP(init, num)
+}
+
+func (pd *PD) createQP(init QPInit, num uint32) (*QP, error) {
 	if init.SendCQ == nil || init.RecvCQ == nil || init.Cap.MaxSendWR <= 0 || init.Cap.MaxRecvWR <= 0 {
 		return nil, ErrInvalidArg
 	}
@@ -134,14 +159,51 @@ func (pd *PD) CreateQP(init QPInit) (*QP, error) {
 	e := pd.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for e.qps[e.nextQPN] != nil || e.nextQPN < 2 || e.nextQPN > psnMask {
+	if num != 0 {
+		if e.qps[num] != nil {
+			return nil, ErrResourceInUse
+		}
+	} else {
+		for e.qps[e.nextQPN] != nil || e.nextQPN < 2 || e.nextQPN > psnMask {
+			e.nextQPN = (e.nextQPN + 1) & psnMask
+		}
+		num = e.nextQPN
 		e.nextQPN = (e.nextQPN + 1) & psnMask
 	}
-	q := &QP{e: e, pd: pd, num: e.nextQPN, init: init}
-	e.nextQPN = (e.nextQPN + 1) & psnMask
+	q := &QP{e: e, pd: pd, num: num, init: init}
 	q.attr.PKey = 0xffff
 	e.qps[q.num] = q
 	return q, nil
+}
+
+// pullRecv takes the next receive WR from the QP's RecvSource into rq when
+// rq is empty. It reports whether rq has a WR now; false with the QP in
+// ERR when the source returned a malformed entry (completed here with its
+// status, and the requester NAKed).
+func (q *QP) pullRecv() bool {
+	if len(q.rq) > 0 {
+		return true
+	}
+	if q.init.RecvSource == nil {
+		return false
+	}
+	wr, st, ok := q.init.RecvSource()
+	if !ok {
+		return false
+	}
+	if st != WCSuccess || len(wr.SGL) > q.init.Cap.MaxRecvSGE {
+		if st == WCSuccess {
+			st = WCLocLenErr
+		}
+		q.init.RecvCQ.push(WC{WRID: wr.ID, Status: st, Opcode: WCRecv, QPN: q.num})
+		q.e.stats.ErrNakSent++
+		q.sendAck(q.resp.psn, rocev2.NAKSyndrome(rocev2.NAKRemoteOp))
+		q.moveToErr()
+		return false
+	}
+	wr.SGL = append([]SGE(nil), wr.SGL...)
+	q.rq = append(q.rq, &recvWQE{wr: wr, length: sglLen(wr.SGL)})
+	return true
 }
 
 // Num returns the QP number.
@@ -337,9 +399,13 @@ func (q *QP) setPath() {
 		h := q.num*0x9e3779b1 ^ a.DestQPN
 		sport = uint16(0xc000 | (h^h>>14)&0x3fff)
 	}
+	src := q.e.cfg.IPv4
+	if a.AV.SrcIP != ([4]byte{}) {
+		src = a.AV.SrcIP
+	}
 	q.path = rocev2.Path{
 		SrcMAC: q.e.cfg.MAC, DstMAC: a.AV.DestMAC,
-		SrcIP: q.e.cfg.IPv4, DstIP: ip,
+		SrcIP: src, DstIP: ip,
 		SrcPort: sport, TTL: a.AV.HopLimit, TrafficClass: a.AV.TrafficClass,
 	}
 	q.mtu = a.PathMTU.Bytes()
@@ -492,6 +558,10 @@ func (q *QP) receive(p *rocev2.Packet, frame []byte) error {
 	if ip, _ := rocev2.IPv4FromGID(q.attr.AV.DGID); p.SrcIP4() != ip {
 		q.e.stats.RxDiscarded++
 		return errDiscard("source is not the QP's peer")
+	}
+	if p.DstIP4() != q.path.SrcIP {
+		q.e.stats.RxDiscarded++
+		return errDiscard("destination is not the QP's address")
 	}
 	if p.BTH.PKey&0x7fff != q.attr.PKey&0x7fff || p.BTH.PKey&0x8000 == 0 && q.attr.PKey&0x8000 == 0 {
 		q.e.stats.RxDiscarded++

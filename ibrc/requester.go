@@ -130,7 +130,7 @@ func (q *QP) failHead(st WCStatus) {
 func (q *QP) memOf(sgl []SGE, off uint64) Memory {
 	for _, s := range sgl {
 		if off < uint64(s.Length) {
-			if m := q.e.mrs[s.LKey>>8]; m != nil {
+			if m := q.e.mrs[s.LKey]; m != nil {
 				return m.mem
 			}
 			return nil

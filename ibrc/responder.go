@@ -160,7 +160,10 @@ func (q *QP) recvFault(p *rocev2.Packet, mem Memory, va uint64) {
 func (q *QP) execSend(p *rocev2.Packet) {
 	op := p.BTH.Opcode
 	if op.Has(rocev2.First) {
-		if len(q.rq) == 0 {
+		if !q.pullRecv() {
+			if q.state == StateErr {
+				return
+			}
 			q.e.stats.RNRNakNoWQE++
 			q.rnrNak(p.BTH.PSN)
 			return
@@ -188,6 +191,7 @@ func (q *QP) execSend(p *rocev2.Packet) {
 		if op.Has(rocev2.HasImmDt) {
 			wc.Imm, wc.Flags = p.ImmDt.Data, WCWithImm
 		}
+		wc.Solicited = p.BTH.SolicitedEvent
 		q.init.RecvCQ.push(wc)
 		q.resp.wqe = nil
 	}
@@ -220,7 +224,10 @@ func (q *QP) execWrite(p *rocev2.Packet) {
 		return
 	}
 	imm := op.Has(rocev2.HasImmDt)
-	if imm && len(q.rq) == 0 {
+	if imm && !q.pullRecv() {
+		if q.state == StateErr {
+			return
+		}
 		q.e.stats.RNRNakNoWQE++
 		q.rnrNak(p.BTH.PSN)
 		return
@@ -240,7 +247,7 @@ func (q *QP) execWrite(p *rocev2.Packet) {
 		w := q.rq[0]
 		q.rq = q.rq[1:]
 		q.init.RecvCQ.push(WC{WRID: w.wr.ID, Status: WCSuccess, Opcode: WCRecvRDMAImm,
-			ByteLen: uint32(q.resp.wLen), Imm: p.ImmDt.Data, Flags: WCWithImm, QPN: q.num})
+			ByteLen: uint32(q.resp.wLen), Imm: p.ImmDt.Data, Flags: WCWithImm, QPN: q.num, Solicited: p.BTH.SolicitedEvent})
 	}
 	q.inSeqDone(p)
 }

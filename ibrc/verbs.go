@@ -197,6 +197,10 @@ type WC struct {
 	Imm     uint32
 	Flags   WCFlags
 	QPN     uint32
+	// Solicited: a receive completion of a message whose last packet had
+	// the solicited event bit (IBV_SEND_SOLICITED), which a CQ armed for
+	// solicited completions only reports.
+	Solicited bool
 }
 
 // AttrMask selects the QPAttr fields ModifyQP applies; values match
@@ -224,8 +228,11 @@ const (
 // AddressVector is the path to the peer: RoCEv2 addressing of the remote
 // port (GID = IPv4-mapped IPv6 address) and the flow's UDP source port.
 type AddressVector struct {
-	DestMAC      [6]byte
-	DGID         [16]byte
+	DestMAC [6]byte
+	DGID    [16]byte
+	// SrcIP is the local address the QP sends from and is reached at
+	// (the source GID's); zero: the port's Config.IPv4.
+	SrcIP        [4]byte
 	SrcPort      uint16 // 0: derived from the QP numbers
 	HopLimit     uint8  // 0: 64
 	TrafficClass uint8
