@@ -46,9 +46,10 @@ var guestPrograms = map[Variant][]string{
 }
 
 // guestModules are kernel modules shipped for loading on demand (with their
-// dependencies): the QEMU NICs npfnic is compared with, and soft-RoCE.
+// dependencies): what the npfnic driver links against, the QEMU NICs npfnic
+// is compared with, and soft-RoCE.
 var guestModules = map[Variant][]string{
-	VariantBase: {"e1000e", "virtio_net", "virtio_pci", "tun"},
+	VariantBase: append([]string{"e1000e", "virtio_net", "virtio_pci", "tun"}, agent.DriverDeps...),
 	VariantRDMA: {"crc32_generic", "rdma_rxe", "ib_uverbs"},
 }
 

@@ -23,6 +23,11 @@ const (
 	AgentTTY        = "/dev/ttyS1"
 )
 
+// DriverDeps are the kernel modules npfnic.ko links against (its RDMA
+// device: the RDMA core and its user verbs), shipped in every image and
+// loaded, with their own dependencies, before the driver.
+var DriverDeps = []string{"ib_core", "ib_uverbs"}
+
 // Operations a request can ask for.
 const (
 	OpPing    = "ping"

@@ -298,6 +298,9 @@ func (tb *Testbed) LoadDriver(ctx context.Context, params string) error {
 		}
 		tb.loaded = false
 	}
+	if err := tb.VM.LoadModules(ctx, agent.DriverDeps...); err != nil {
+		return fmt.Errorf("the npfnic driver's dependencies: %w", err)
+	}
 	argv := []string{"insmod", agent.GuestDriverPath}
 	argv = append(argv, strings.Fields(params)...)
 	if _, err := tb.Guest(ctx, argv...); err != nil {

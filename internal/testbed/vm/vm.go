@@ -514,8 +514,12 @@ func (v *VM) LoadModules(ctx context.Context, names ...string) error {
 	return err
 }
 
-// LoadDriver loads the npfnic driver module with the given parameters.
+// LoadDriver loads the npfnic driver module with the given parameters,
+// after the modules it links against (agent.DriverDeps).
 func (v *VM) LoadDriver(ctx context.Context, params string) error {
+	if err := v.LoadModules(ctx, agent.DriverDeps...); err != nil {
+		return fmt.Errorf("the npfnic driver's dependencies: %w", err)
+	}
 	r, err := v.Exec(ctx, "insmod", agent.GuestDriverPath, params)
 	if err != nil {
 		return err
