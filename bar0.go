@@ -28,7 +28,7 @@ type regBlock interface {
 
 // routeBlocks fills the block table: the function's identity and
 // diagnostics, the Ethernet engine (datapath, backup ring, queue pairs),
-// address translation and page requests.
+// address translation, page requests and the RDMA engine.
 func (n *NIC) routeBlocks() {
 	n.blocks = [hw.BlockCount]regBlock{
 		hw.BlockIdentity: identityRegs{n},
@@ -38,6 +38,7 @@ func (n *NIC) routeBlocks() {
 		hw.BlockPair:     n.dp,
 		hw.BlockATS:      n.xlat,
 		hw.BlockPRI:      n.pri,
+		hw.BlockRDMA:     n.rdma,
 	}
 }
 

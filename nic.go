@@ -32,6 +32,7 @@ import (
 
 	"github.com/npfnic/npfnic/ats"
 	"github.com/npfnic/npfnic/ethring"
+	"github.com/npfnic/npfnic/ibrc/rdmadev"
 	"github.com/npfnic/npfnic/pcie"
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/guestmem"
@@ -112,6 +113,7 @@ type NIC struct {
 	// The engines, built by New: the Ethernet datapath, and the address
 	// translation and page request interface it faults through.
 	dp         *ethring.Datapath
+	rdma       *rdmadev.Engine // RC over RoCEv2 (BlockRDMA)
 	xlat       *ats.Context
 	pri        *pri.Engine
 	blocks     [hw.BlockCount]regBlock // BAR0's owners (bar0.go)
@@ -238,17 +240,27 @@ func (n *NIC) buildEngines(o Options) error {
 		x.Close()
 		return fmt.Errorf("nic: page requests: %w", err)
 	}
-	dp, err := n.plugEthernet(ethring.Config{
+	var mac [6]byte
+	copy(mac[:], n.mac)
+	rc, err := rdmadev.New(rdmadev.Config{Mem: n.mem, Xlat: x, MAC: mac, Interrupt: n.interrupt,
+		Log: n.log.With("part", "rdma")})
+	if err != nil {
+		e.Close()
+		x.Close()
+		return fmt.Errorf("nic: RDMA engine: %w", err)
+	}
+	dp, err := n.plugEngines(ethring.Config{
 		Mem: n.mem, QueuePairs: n.queuePairs, RxDropNoBuf: o.RxDropNoBuf,
 		Interrupt: n.interrupt, Log: n.log.With("part", "ethring"), Xlat: x, PRI: e, Trace: o.Trace,
-	})
+	}, rc)
 	if err != nil {
+		rc.Close()
 		e.Close()
 		x.Close()
 		return fmt.Errorf("nic: Ethernet datapath: %w", err)
 	}
 	dp.SetBusMaster(n.cfg.BusMaster())
-	n.dp, n.xlat, n.pri = dp, x, e
+	n.dp, n.xlat, n.pri, n.rdma = dp, x, e, rc
 	return nil
 }
 
@@ -311,6 +323,9 @@ func (n *NIC) interrupt(v int) {
 // Datapath returns the Ethernet datapath, for tests and statistics.
 func (n *NIC) Datapath() *ethring.Datapath { return n.dp }
 
+// RDMA returns the RDMA engine, for tests and statistics.
+func (n *NIC) RDMA() *rdmadev.Engine { return n.rdma }
+
 // ATS returns the function's address translation, for tests, statistics
 // and experiments.
 func (n *NIC) ATS() *ats.Context { return n.xlat }
@@ -332,6 +347,7 @@ func (n *NIC) ClientDisconnected() {
 	n.abortDMA()
 	n.resetFaults()
 	n.dp.Reset()
+	n.rdma.Reset()
 	n.waitQuiesced("client disconnect")
 }
 
@@ -353,6 +369,7 @@ func (n *NIC) Close() error {
 		n.echo.reset()
 		n.pri.Close()
 		n.dp.Close() // before the port: a Receive waiting for RX buffers holds the port's reader
+		n.rdma.Close()
 		err = n.closePort()
 		n.xlat.Close()
 	})
@@ -379,6 +396,7 @@ func (n *NIC) Reset() error {
 	}
 	n.resetFaults()
 	n.dp.Reset()
+	n.rdma.Reset()
 	n.dp.SetBusMaster(n.cfg.BusMaster())
 	n.waitQuiesced("device reset")
 	return nil

@@ -2,23 +2,32 @@ package npfnic
 
 import (
 	"github.com/npfnic/npfnic/ethring"
+	"github.com/npfnic/npfnic/ibrc/rdmadev"
 	"github.com/npfnic/npfnic/vdevice/port"
 )
 
 // The function owns its port (Options.Wire): a port.Mux over the backend,
 // into which each engine plugs its receive side and from which it takes
-// its transmit Endpoint. Ethernet is the default engine: it receives every
-// frame no other engine claims. The RC engine will plug in beside it with
-// a claim for RoCEv2; neither engine sees the other.
+// its transmit Endpoint. The RC engine claims RoCEv2 frames to the
+// device's GIDs (rdmadev.Engine.Claim); Ethernet is the default engine: it
+// receives every frame no other engine claims. Neither engine sees the
+// other.
 
-// plugEthernet builds the Ethernet datapath on the function's port and
-// starts reading the port. Without a backend the datapath has no port and
-// its link is down. If it fails, the port is not read and stays open.
-func (n *NIC) plugEthernet(c ethring.Config) (*ethring.Datapath, error) {
+// plugEngines builds the Ethernet datapath and plugs it and the RC engine
+// into the function's port, then starts reading the port. Without a
+// backend neither has a port and the link is down. If it fails, the port
+// is not read and stays open.
+func (n *NIC) plugEngines(c ethring.Config, rc *rdmadev.Engine) (*ethring.Datapath, error) {
 	if n.wire == nil {
 		return ethring.New(c)
 	}
 	mux := port.NewMux(n.wire, n.log.With("part", "port"))
+	rcEP, err := mux.Attach("rdma", rc.Claim)
+	if err != nil {
+		return nil, err
+	}
+	rcEP.Deliver(rc)
+	rc.SetPort(rcEP)
 	ep, err := mux.Attach("ethernet", nil)
 	if err != nil {
 		return nil, err

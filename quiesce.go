@@ -37,6 +37,9 @@ func (n *NIC) busyEngines() []string {
 	if n.dp.Busy() {
 		busy = append(busy, "datapath")
 	}
+	if n.rdma.Busy() {
+		busy = append(busy, "rdma")
+	}
 	if !n.xlat.Quiesced() {
 		busy = append(busy, "ats")
 	}

@@ -240,7 +240,7 @@ const (
 	FeatRDMA = 1 << 4
 
 	// Features is REG_FEATURES of this device.
-	Features = FeatTxCsum | FeatTSO4 | FeatTSO6 | FeatRxCsum
+	Features = FeatTxCsum | FeatTSO4 | FeatTSO6 | FeatRxCsum | FeatRDMA
 )
 
 // Register values.

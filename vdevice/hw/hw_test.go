@@ -238,7 +238,7 @@ int main(void) {
 	       sizeof(struct npfnic_status_block), offsetof(struct npfnic_status_block, qp[2].rx_head));
 	printf("%%zu %%zu %%zu %%zu %%x %%x\n", offsetof(struct npfnic_tx_desc, mss), offsetof(struct npfnic_tx_desc, csum_offset),
 	       offsetof(struct npfnic_qp_status, tx_tso_frames), offsetof(struct npfnic_qp_status, rx_wire_stalls),
-	       NPFNIC_REG_FEATURES, NPFNIC_FEAT_TX_CSUM | NPFNIC_FEAT_TSO4 | NPFNIC_FEAT_TSO6 | NPFNIC_FEAT_RX_CSUM);
+	       NPFNIC_REG_FEATURES, NPFNIC_FEAT_TX_CSUM | NPFNIC_FEAT_TSO4 | NPFNIC_FEAT_TSO6 | NPFNIC_FEAT_RX_CSUM | NPFNIC_FEAT_RDMA);
 	return 0;
 }
 `, abs)

@@ -309,7 +309,7 @@ var Windows = []Window{
 type regDecoder struct {
 	global [QPRegBase / 4]uint8 // 1 + index into regs; 0: no register
 	pair   [QPRegStride / 4]uint8
-	regs   []Register // Registers, then TranslationRegisters
+	regs   []Register // Registers, TranslationRegisters, then RDMARegisters
 }
 
 var decoder = newRegDecoder()
@@ -318,7 +318,7 @@ var decoder = newRegDecoder()
 // registers at one offset or a register outside its range is a bug in this
 // package: it panics at start-up (and TestRegisterKinds says which).
 func newRegDecoder() *regDecoder {
-	d := &regDecoder{regs: append(append([]Register(nil), Registers...), TranslationRegisters...)}
+	d := &regDecoder{regs: append(append(append([]Register(nil), Registers...), TranslationRegisters...), RDMARegisters...)}
 	if len(d.regs) > 255 || len(QPRegisters) > 255 {
 		panic("hw: register table too large for the decoder")
 	}

@@ -21,6 +21,7 @@ func allRegisters() []struct {
 	}{
 		{"Registers", 0, hw.Registers},
 		{"TranslationRegisters", 0, hw.TranslationRegisters},
+		{"RDMARegisters", 0, hw.RDMARegisters},
 		{"QPRegisters", hw.QPRegBase, hw.QPRegisters},
 	}
 }
@@ -93,6 +94,7 @@ func TestActionRegisters(t *testing.T) {
 		"DIAG_IRQ", "DIAG_DMA_CTRL", "DIAG_ECHO_CTRL", "DIAG_ECHO", "CTRL", "MISC_IRQ_ARM", "BACKUP_TAIL", "BACKUP_CTRL",
 		"ATS_CTRL", "INVQ_TAIL", "PRI_CTRL", "PRQ_HEAD", "PRSPQ_TAIL",
 		"QP_TX_TAIL", "QP_RX_TAIL", "QP_CTRL", "QP_IRQ_ARM", "QP_RX_RESOLVE", "QP_RX_TAIL_IRQ",
+		"RDMA_CTRL", "CMDQ_TAIL", "EQ_HEAD", "EQ_ARM", "SQ_DOORBELL", "CQ_ARM",
 	}
 	var got []string
 	for _, tab := range allRegisters() {
@@ -280,7 +282,7 @@ func TestLayoutWriters(t *testing.T) {
 // instance (each pair's registers for every pair), each at an offset
 // where Lookup finds that very row.
 func TestAllRegisters(t *testing.T) {
-	want := len(hw.Registers) + len(hw.TranslationRegisters) + hw.QPMax*len(hw.QPRegisters)
+	want := len(hw.Registers) + len(hw.TranslationRegisters) + len(hw.RDMARegisters) + hw.QPMax*len(hw.QPRegisters)
 	seen := map[uint32]bool{}
 	for off, r := range hw.AllRegisters() {
 		if seen[off] {
