@@ -212,7 +212,10 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	if !ok {
 		return nil, fmt.Errorf("faultcost: the in-process device is a %T, not an npfnic NIC", tb.Device)
 	}
-	res := &Result{Params: testbed.DriverParams(c.Policy, c.RingSize, c.DriverExtra)}
+	// One fault per cooled slot, as the experiment is defined: no
+	// fault ahead (the driver's default backs 64 slots per fault).
+	extra := strings.TrimSpace(testbed.FaultAheadParam(0) + " " + c.DriverExtra)
+	res := &Result{Params: testbed.DriverParams(c.Policy, c.RingSize, extra)}
 	c.progress("insmod npfnic.ko %s", res.Params)
 	if err := tb.LoadDriver(ctx, res.Params); err != nil {
 		return nil, err
