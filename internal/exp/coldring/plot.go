@@ -389,6 +389,6 @@ func SaveAheadPNG(path string, c Config, sweep, ahead []SweepCell) error {
 	top.Y.Min, top.Y.Max = 0, ymax*1.45 // room for the legend
 	bottom.Y.Min, bottom.Y.Max = math.Min(rmin, 0.8)-0.05, rmax*1.15
 	faults.Y.Min, faults.Y.Max = 0.5, fmax*8
-	faults.Legend.Top, faults.Legend.Left = false, true
+	faults.Legend.Top, faults.Legend.Left = true, false
 	return report.SavePlots(path, 820, 360, []*plot.Plot{faults, top, bottom})
 }
