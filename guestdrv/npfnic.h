@@ -2,8 +2,9 @@
 /*
  * npfnic driver internals shared by the PCI core (npfnic_main.c), the
  * Ethernet datapath (npfnic_eth.c), the network page fault machinery
- * (npfnic_npf.c with npfnic_iopt.c, npfnic_fault.c and npfnic_backup.c)
- * and the diagnostics (npfnic_diag.c).
+ * (npfnic_npf.c with npfnic_iopt.c, npfnic_fault.c and npfnic_backup.c),
+ * the diagnostics (npfnic_diag.c) and the RDMA personality (npfnic_ib.c,
+ * whose own declarations are in npfnic_ib.h).
  */
 #ifndef NPFNIC_H
 #define NPFNIC_H
@@ -74,6 +75,7 @@ enum {
 
 struct dentry;
 struct npfnic;
+struct npfnic_ib_dev;
 
 struct npfnic_qp_stats {
 	u64 rx_packets;
@@ -317,6 +319,8 @@ struct npfnic {
 	struct npfnic_npf npf;
 	struct npfnic_npf_stats nstats;
 	struct npfnic_hist hist[NPFNIC_NHIST];
+
+	struct npfnic_ib_dev *ib;	/* the RDMA device over netdev (npfnic_ib.c) */
 };
 
 /* The netdev's private area holds a pointer to the PCI-level struct npfnic. */
@@ -362,6 +366,7 @@ void npfnic_since(struct npfnic *nic, int h, u64 from);
 /* npfnic_iopt.c: I/O page tables and invalidation (the table walkers assert npf.lock) */
 struct npfnic_pt *npfnic_pt_alloc(struct npfnic *nic, bool children);
 void npfnic_pt_free(struct npfnic *nic, struct npfnic_pt *pt);
+__le64 *npfnic_pt_walk(struct npfnic *nic, struct npfnic_pt *root, u64 va, bool alloc);
 __le64 *npfnic_pte(struct npfnic *nic, u64 va, bool alloc);
 bool npfnic_pte_present(__le64 *pte);
 int npfnic_fault_rx_slot(struct npfnic *nic, struct npfnic_qp *qp, u32 i);
@@ -398,5 +403,9 @@ void npfnic_diag_remove(struct npfnic *nic);
 int npfnic_npf_inject(struct npfnic *nic, const char *what, unsigned int q);
 void npfnic_echo_work(struct work_struct *work);
 irqreturn_t npfnic_echo_irq(struct npfnic *nic);
+
+/* npfnic_ib.c: the RDMA device (rdma_rxe's user ABI) over the netdev */
+int npfnic_ib_probe(struct npfnic *nic);
+void npfnic_ib_remove(struct npfnic *nic);
 
 #endif /* NPFNIC_H */

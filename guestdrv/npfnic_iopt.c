@@ -109,16 +109,18 @@ void npfnic_pt_free(struct npfnic *nic, struct npfnic_pt *pt)
 }
 
 /*
- * The leaf entry of va, creating the tables on the way when alloc is set
- * (NULL when one is missing, or out of memory). Intermediate entries are
- * present and writable: whether a page is writable is the leaf's call.
+ * The leaf entry of va in the tables under root, creating the tables on
+ * the way when alloc is set (NULL when one is missing, or out of memory).
+ * Intermediate entries are present and writable: whether a page is
+ * writable is the leaf's call. The caller holds the lock of root's address
+ * space: npf.lock for PASID 0 (npfnic_pte), a user context's as_lock for
+ * the RDMA ones (npfnic_ib_mr.c).
  */
-__le64 *npfnic_pte(struct npfnic *nic, u64 va, bool alloc)
+__le64 *npfnic_pt_walk(struct npfnic *nic, struct npfnic_pt *root, u64 va, bool alloc)
 {
-	struct npfnic_pt *pt = nic->npf.root;
+	struct npfnic_pt *pt = root;
 	int level;
 
-	lockdep_assert_held(&nic->npf.lock);
 	if (!pt)
 		return NULL;
 	for (level = NPFNIC_XLAT_LEVELS; level > 1; level--) {
@@ -140,6 +142,13 @@ __le64 *npfnic_pte(struct npfnic *nic, u64 va, bool alloc)
 		pt = next;
 	}
 	return &pt->e[npfnic_pt_index(va, 1)];
+}
+
+/* The leaf entry of va in PASID 0's tables (npfnic_pt_walk). */
+__le64 *npfnic_pte(struct npfnic *nic, u64 va, bool alloc)
+{
+	lockdep_assert_held(&nic->npf.lock);
+	return npfnic_pt_walk(nic, nic->npf.root, va, alloc);
 }
 
 bool npfnic_pte_present(__le64 *pte)

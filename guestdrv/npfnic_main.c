@@ -5,6 +5,8 @@
  * mastering and MSI-X with a counting handler per vector that dispatches to
  * the Ethernet datapath (npfnic_eth.c), the page-fault machinery
  * (npfnic_npf.c and the files it names) or the diagnostics (npfnic_diag.c).
+ * Once the netdev is registered, the RDMA device (npfnic_ib.c) goes on top
+ * of it, and comes off first at remove.
  *
  * The PCI function has two sysfs files, both user knobs in the way ethtool
  * settings are: rx_policy (read) says which RX fault policy the bound
@@ -190,6 +192,10 @@ static int npfnic_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (err)
 		goto err_irqs;
 
+	/* RDMA is a second personality: the NIC works on without it. */
+	err = npfnic_ib_probe(nic);
+	if (err)
+		dev_warn(&pdev->dev, "no RDMA device: %d\n", err);
 	npfnic_diag_probe(nic);
 	dev_info(&pdev->dev,
 		 "npfnic bound: %s %pM, %d MSI-X vectors, ATS %s, PRI %s, PASID %s, rx_policy %s\n",
@@ -216,6 +222,8 @@ static void npfnic_remove(struct pci_dev *pdev)
 
 	/* No test knob may reach a device going away: writes in progress end first. */
 	npfnic_diag_remove(nic);
+	/* Disassociates live RDMA contexts; the netdev it stands on goes next. */
+	npfnic_ib_remove(nic);
 	unregister_netdev(nic->netdev);
 	npfnic_free_irqs(nic, nic->nvecs);
 	npfnic_eth_remove(nic);

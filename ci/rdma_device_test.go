@@ -1,0 +1,125 @@
+package ci
+
+import (
+	"context"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
+)
+
+// TestRDMADeviceOnNPFNIC boots the RDMA image with one npfnic and checks the
+// driver's ib_device the way a user sees it, with rdma_rxe never loaded:
+// Debian's ibverbs tools find it through librxe (the rxe user ABI) and open
+// it, its port is ACTIVE over Ethernet with a RoCEv2 GID from the guest's
+// IPv4 address, `rdma link` lists it on its netdev, and an ibverbs program
+// creates its CQ, QP and MR on it (queues mapped through the uverbs file).
+// rmmod with that program still running disassociates its context, insmod
+// brings the device back, and the console shows no oops or warning.
+func TestRDMADeviceOnNPFNIC(t *testing.T) {
+	// The port is up with a carrier: npfnic's wire is cabled to a QEMU NIC
+	// of the same guest (whose driver is never loaded).
+	wire := filepath.Join(t.TempDir(), "wire.sock")
+	v := startVM(t, vm.Config{Name: "rdma-npfnic", Variant: images.VariantRDMA,
+		NPFNICs: []vm.NPFNIC{{Server: vm.InProcessServer{Wire: "stream-listen:unix:" + wire}}},
+		NICs:    []vm.NIC{{Model: "virtio-net-pci", Netdev: vm.Netdev{Kind: "stream", Path: wire}}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	load := func() string {
+		t.Helper()
+		if err := v.LoadDriver(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+		ifn := strings.TrimSpace(run(t, v, "ls /sys/bus/pci/drivers/npfnic/0000:*/net"))
+		run(t, v, "ip addr add 10.77.0.2/24 dev "+ifn+" && ip link set "+ifn+" up")
+		return ifn
+	}
+	ifn := load()
+	if out := run(t, v, "ls /sys/module"); strings.Contains(out, "rdma_rxe") {
+		t.Fatal("rdma_rxe is loaded in the npfnic guest")
+	}
+	if out := run(t, v, "ibv_devices"); !strings.Contains(out, "npfnic0") {
+		t.Fatalf("ibv_devices does not list npfnic0:\n%s", out)
+	}
+
+	// The RoCEv2 GID of the address comes from the core's GID management,
+	// and the port goes ACTIVE with the carrier: both asynchronously.
+	var info string
+	gidRE := regexp.MustCompile(`GID\[\s*(\d+)\]:\s+::ffff:10\.77\.0\.2, RoCE v2`)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		info = run(t, v, "ibv_devinfo -v -d npfnic0")
+		if gidRE.MatchString(info) && strings.Contains(info, "state:\t\t\tPORT_ACTIVE (4)") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no active port with a RoCEv2 GID of 10.77.0.2 within 30 s:\n%s", info)
+		}
+		time.Sleep(time.Second)
+	}
+	for _, want := range []string{"hca_id:\tnpfnic0", "transport:\t\t\tInfiniBand (0)",
+		"link_layer:\t\tEthernet", "max_qp:\t\t\t\t64", "active_mtu:\t\t1024 (3)"} {
+		if !strings.Contains(info, want) {
+			t.Errorf("ibv_devinfo -v lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("ibv_devinfo -v:\n%s", info)
+	}
+	if out := run(t, v, "rdma link"); !regexp.MustCompile(`link npfnic0/1 state ACTIVE .*netdev ` + ifn).MatchString(out) {
+		t.Errorf("rdma link:\n%s", out)
+	}
+
+	// An ibverbs program's objects: ibv_rc_pingpong as a server creates a
+	// PD, an MR, a CQ and a QP, moves the QP to INIT, posts its receives
+	// into the mapped queue and waits for a client.
+	gid := gidRE.FindStringSubmatch(info)[1]
+	pp := make(chan vm.Result, 1)
+	go func() {
+		pctx, pcancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer pcancel()
+		r, _ := v.Exec(pctx, "ibv_rc_pingpong", "-d", "npfnic0", "-g", gid, "-s", "4096")
+		pp <- r
+	}()
+	var res string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		res = run(t, v, "rdma resource show qp; rdma resource show cq; rdma resource show mr")
+		if strings.Contains(res, "ibv_rc_pingpong") && strings.Contains(res, "state INIT") &&
+			strings.Contains(res, "mrlen 4096") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ibv_rc_pingpong's QP, CQ and MR did not show within 30 s:\n%s", res)
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("rdma resource:\n%s", res)
+
+	// rmmod with the context live: the core disassociates it.
+	run(t, v, "rmmod npfnic")
+	if out := run(t, v, "ls /sys/class/infiniband"); strings.TrimSpace(out) != "" {
+		t.Errorf("RDMA devices left after rmmod: %s", out)
+	}
+	select {
+	case r := <-pp:
+		t.Logf("ibv_rc_pingpong ended at rmmod (exit %d): %s%s", r.Exit, r.Stdout, r.Stderr)
+	default:
+	}
+	load()
+	if out := run(t, v, "ibv_devices"); !strings.Contains(out, "npfnic0") {
+		t.Errorf("ibv_devices after insmod:\n%s", out)
+	}
+	run(t, v, `for d in /proc/[0-9]*; do if [ "$(cat $d/comm 2>/dev/null)" = ibv_rc_pingpong ]; then kill -9 ${d#/proc/}; fi; done`)
+	<-pp
+	run(t, v, "rmmod npfnic")
+
+	dmesg := run(t, v, "dmesg")
+	for _, bad := range []string{"Oops", "BUG:", "WARNING:", "Call Trace", "leaked", "refcount"} {
+		if strings.Contains(dmesg, bad) {
+			t.Fatalf("the kernel log has %q:\n%s", bad, lastLines(dmesg, 60))
+		}
+	}
+}

@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * npfnic RDMA: memory regions, and the I/O address space of each user
+ * context they live in.
+ *
+ * The device reaches an MR's pages through its ATS translation, in the
+ * same I/O page table format as the Ethernet side's PASID 0
+ * (npfnic_iopt.c): every user context has a PASID of its own with its own
+ * tables, and an MR maps its VAs (the iova librxe registers, the process's
+ * address) to the DMA addresses of its pages, which ib_umem_get pinned.
+ * The REG_MR command then gives the device the key, the PD, the VA range,
+ * the access rights and the PASID, so the device checks every access
+ * against the MR and translates the VA in that PASID. Two MRs over the same
+ * page share its PTE: refs counts the MRs over each page, and how many of
+ * them may write it (the page is entered writable only then, since only
+ * then was it pinned for writing). Pages that are pinned stay at one DMA
+ * address, so an MR over a VA another MR maps to a different page (the
+ * process remapped it in between) is refused.
+ *
+ * On-demand paging (the next step) keeps this layout: an ODP MR starts
+ * with no PTEs, and the device's page requests for its PASID fill them.
+ *
+ * TODO(contract): the PASID table entry of each context, and a PASID
+ * invalidation after PTEs are cleared or made read-only, once the device's
+ * RDMA contract runs ATS for RDMA (PASID 0 has it only under a translating
+ * rx_policy). Until then nothing reads these tables.
+ *
+ * Locking: a context's as_lock covers its tables and refs.
+ */
+
+#include <rdma/ib_umem.h>
+#include <rdma/iter.h>
+#include <rdma/uverbs_ioctl.h>
+
+#include "npfnic_ib.h"
+
+/* The I/O page tables translate 48-bit VAs. */
+#define NPFNIC_IB_VA_BITS \
+	(NPFNIC_XLAT_PAGE_SHIFT + NPFNIC_XLAT_LEVELS * NPFNIC_XLAT_LEVEL_BITS)
+
+/* refs values: the MRs over a page, and how many of them write it. */
+#define NPFNIC_IB_REF_W		BIT_ULL(32)
+
+static u64 npfnic_ib_ref_n(u64 ref)
+{
+	return lower_32_bits(ref);
+}
+
+static u64 npfnic_ib_ref_w(u64 ref)
+{
+	return ref >> 32;
+}
+
+int npfnic_ib_as_init(struct npfnic_ib_dev *dev, struct npfnic_ib_ucontext *uc)
+{
+	mutex_init(&uc->as_lock);
+	xa_init(&uc->refs);
+	uc->root = npfnic_pt_alloc(dev->nic, true);
+	return uc->root ? 0 : -ENOMEM;
+}
+
+void npfnic_ib_as_destroy(struct npfnic_ib_dev *dev, struct npfnic_ib_ucontext *uc)
+{
+	/* Pages still mapped: MRs the device did not release, so it may walk the tables. */
+	if (!xa_empty(&uc->refs)) {
+		dev_warn(&dev->nic->pdev->dev, "PASID %u still maps MRs: its page tables are leaked\n",
+			 uc->pasid);
+		return;
+	}
+	xa_destroy(&uc->refs);
+	npfnic_pt_free(dev->nic, uc->root);
+	uc->root = NULL;
+}
+
+static __le64 npfnic_ib_pte_val(dma_addr_t dma, bool write)
+{
+	return cpu_to_le64((dma & NPFNIC_PTE_ADDR_MASK) | NPFNIC_PTE_PRESENT |
+			   (write ? NPFNIC_PTE_WRITE : 0));
+}
+
+/* Drops the MR's reference on the page at va (as_lock held). */
+static void npfnic_ib_as_put(struct npfnic_ib_dev *dev, struct npfnic_ib_ucontext *uc,
+			     u64 va, bool write)
+{
+	unsigned long idx = va >> PAGE_SHIFT;
+	void *e = xa_load(&uc->refs, idx);
+	__le64 *pte;
+	u64 ref;
+
+	if (WARN_ON(!e))
+		return;
+	ref = xa_to_value(e) - 1 - (write ? NPFNIC_IB_REF_W : 0);
+	pte = npfnic_pt_walk(dev->nic, uc->root, va, false);
+	if (!npfnic_ib_ref_n(ref)) {
+		xa_erase(&uc->refs, idx);
+		if (pte)
+			WRITE_ONCE(*pte, 0);
+		return;
+	}
+	xa_store(&uc->refs, idx, xa_mk_value(ref), GFP_KERNEL);
+	if (pte && !npfnic_ib_ref_w(ref))
+		WRITE_ONCE(*pte, *pte & ~cpu_to_le64(NPFNIC_PTE_WRITE));
+}
+
+/* Takes a reference on the page at va for the MR, entering it (as_lock held). */
+static int npfnic_ib_as_get(struct npfnic_ib_dev *dev, struct npfnic_ib_ucontext *uc,
+			    u64 va, dma_addr_t dma, bool write)
+{
+	unsigned long idx = va >> PAGE_SHIFT;
+	void *e = xa_load(&uc->refs, idx);
+	u64 ref = e ? xa_to_value(e) : 0;
+	__le64 *pte;
+	int err;
+
+	pte = npfnic_pt_walk(dev->nic, uc->root, va, true);
+	if (!pte)
+		return -ENOMEM;
+	if (e && (le64_to_cpu(*pte) & NPFNIC_PTE_ADDR_MASK) != (dma & NPFNIC_PTE_ADDR_MASK))
+		return -EBUSY;
+	ref += 1 + (write ? NPFNIC_IB_REF_W : 0);
+	err = xa_err(xa_store(&uc->refs, idx, xa_mk_value(ref), GFP_KERNEL));
+	if (err)
+		return err;
+	/* The page before the entry that lets the device reach it. */
+	dma_wmb();
+	WRITE_ONCE(*pte, npfnic_ib_pte_val(dma, npfnic_ib_ref_w(ref)));
+	return 0;
+}
+
+static void npfnic_ib_mr_unmap(struct npfnic_ib_dev *dev, struct npfnic_ib_ucontext *uc,
+			       struct npfnic_ib_mr *mr, u64 pages)
+{
+	u64 va = mr->va & PAGE_MASK, i;
+
+	mutex_lock(&uc->as_lock);
+	for (i = 0; i < pages; i++)
+		npfnic_ib_as_put(dev, uc, va + i * PAGE_SIZE, mr->umem->writable);
+	mutex_unlock(&uc->as_lock);
+}
+
+/* Enters every page of the MR at its VA; on failure none stays entered. */
+static int npfnic_ib_mr_map(struct npfnic_ib_dev *dev, struct npfnic_ib_ucontext *uc,
+			    struct npfnic_ib_mr *mr)
+{
+	struct ib_block_iter biter;
+	u64 va = mr->va & PAGE_MASK, n = 0;
+	int err = 0;
+
+	mutex_lock(&uc->as_lock);
+	rdma_umem_for_each_dma_block(mr->umem, &biter, PAGE_SIZE) {
+		err = npfnic_ib_as_get(dev, uc, va + n * PAGE_SIZE,
+				       rdma_block_iter_dma_address(&biter), mr->umem->writable);
+		if (err)
+			break;
+		n++;
+		if (!(n % 512))
+			cond_resched();
+	}
+	mutex_unlock(&uc->as_lock);
+	if (err)
+		npfnic_ib_mr_unmap(dev, uc, mr, n);
+	return err;
+}
+
+static u32 npfnic_ib_mr_key(struct npfnic_ib_dev *dev, u32 index)
+{
+	return (index << 8) | ((u32)atomic_inc_return(&dev->mr_gen) & 0xff);
+}
+
+/*
+ * The kernel's DMA MR of every PD (ib_alloc_pd asks for one, ib_mad's
+ * included): no kernel consumer can post work on npfnic, so it stays a
+ * key that names nothing.
+ */
+struct ib_mr *npfnic_ib_get_dma_mr(struct ib_pd *ibpd, int access)
+{
+	struct npfnic_ib_mr *mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	mr->access = access;
+	return &mr->ibmr;
+}
+
+struct ib_mr *npfnic_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 va,
+				    int access, struct ib_udata *udata)
+{
+	struct npfnic_ib_dev *dev = to_npfnic_ib_dev(ibpd->device);
+	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_REG_MR };
+	struct npfnic_ib_ucontext *uc;
+	struct npfnic_ib_mr *mr;
+	int id, err;
+
+	if (!udata)
+		return ERR_PTR(-EOPNOTSUPP);
+	if (access & IB_ACCESS_ON_DEMAND)
+		return ERR_PTR(-EOPNOTSUPP);
+	/* The device translates page by page: the VA keeps the buffer's offset in its page. */
+	if (!length || length > NPFNIC_IB_MAX_MR_SIZE || offset_in_page(va ^ start) ||
+	    va >= BIT_ULL(NPFNIC_IB_VA_BITS) || length > BIT_ULL(NPFNIC_IB_VA_BITS) - va)
+		return ERR_PTR(-EINVAL);
+	uc = rdma_udata_to_drv_context(udata, struct npfnic_ib_ucontext, ibuc);
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	mr->uc = uc;
+	mr->va = va;
+	mr->length = length;
+	mr->access = access;
+	mr->umem = ib_umem_get(ibpd->device, start, length, access);
+	if (IS_ERR(mr->umem)) {
+		err = PTR_ERR(mr->umem);
+		goto err_mr;
+	}
+	id = ida_alloc_range(&dev->mr_ida, 1, NPFNIC_IB_MAX_MR, GFP_KERNEL);
+	if (id < 0) {
+		err = id == -ENOSPC ? -ENOMEM : id;
+		goto err_umem;
+	}
+	mr->index = id;
+	err = npfnic_ib_mr_map(dev, uc, mr);
+	if (err)
+		goto err_id;
+	mr->ibmr.lkey = npfnic_ib_mr_key(dev, mr->index);
+	mr->ibmr.rkey = mr->ibmr.lkey;
+	mr->ibmr.iova = va;
+	mr->ibmr.length = length;
+
+	cmd.mr.key = mr->ibmr.lkey;
+	cmd.mr.pdn = to_npfnic_ib_pd(ibpd)->pdn;
+	cmd.mr.pasid = uc->pasid;
+	cmd.mr.access = access;
+	cmd.mr.va = va;
+	cmd.mr.length = length;
+	err = npfnic_ib_cmd(dev, &cmd);
+	if (err)
+		goto err_map;
+	return &mr->ibmr;
+
+err_map:
+	npfnic_ib_mr_unmap(dev, uc, mr, ib_umem_num_dma_blocks(mr->umem, PAGE_SIZE));
+err_id:
+	ida_free(&dev->mr_ida, mr->index);
+err_umem:
+	ib_umem_release(mr->umem);
+err_mr:
+	kfree(mr);
+	return ERR_PTR(err);
+}
+
+int npfnic_ib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
+{
+	struct npfnic_ib_dev *dev = to_npfnic_ib_dev(ibmr->device);
+	struct npfnic_ib_mr *mr = to_npfnic_ib_mr(ibmr);
+	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_DEREG_MR };
+	struct npfnic_ib_ucontext *uc = mr->uc;
+
+	if (!mr->umem) {
+		kfree(mr);
+		return 0;
+	}
+	cmd.mr.key = ibmr->lkey;
+	cmd.mr.pasid = uc->pasid;
+	/*
+	 * A device that does not confirm the MR's end may still reach its
+	 * pages: they stay pinned and mapped (leaked) rather than freed.
+	 */
+	if (npfnic_ib_cmd(dev, &cmd)) {
+		dev_warn(&dev->nic->pdev->dev, "MR %#x not released by the device: leaked\n",
+			 ibmr->lkey);
+		return 0;
+	}
+	npfnic_ib_mr_unmap(dev, uc, mr, ib_umem_num_dma_blocks(mr->umem, PAGE_SIZE));
+	ib_umem_release(mr->umem);
+	ida_free(&dev->mr_ida, mr->index);
+	kfree(mr);
+	return 0;
+}
