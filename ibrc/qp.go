@@ -35,6 +35,9 @@ type sendWQE struct {
 	firstPSN uint32
 	lastPSN  uint32
 	started  bool // PSNs assigned: its first packet went out at least once
+	// failed is the status of a local error found while sending it behind
+	// outstanding WQEs: it completes with it once it is the oldest.
+	failed WCStatus
 }
 
 func (w *sendWQE) isRead() bool { return w.wr.Opcode == WRRead }

@@ -16,6 +16,9 @@ func (q *QP) reqProgress() {
 			return
 		}
 		w := q.sq[q.req.next]
+		if w.failed != 0 {
+			return // completes in its turn (completeHead)
+		}
 		if !w.started {
 			if q.state == StateSQD {
 				q.checkDrained()
@@ -93,6 +96,12 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 			return q.gather(w.wr.SGL, off, p)
 		})
 		if err != nil {
+			if _, _, fault := AsFault(err); !fault && q.req.next > 0 {
+				// A bad SGL behind outstanding WQEs: they complete
+				// first, then this one with the error (in order).
+				w.failed = WCLocProtErr
+				return false
+			}
 			q.localFault(err, w.wr.SGL, off, false, &q.req.stalled, q.reqProgress)
 			return false
 		}
@@ -230,6 +239,9 @@ func (q *QP) completeHead(st WCStatus) {
 			wc.ByteLen = uint32(w.length)
 		}
 		q.init.SendCQ.push(wc)
+	}
+	if len(q.sq) > 0 && q.sq[0].failed != 0 && q.state != StateErr {
+		q.failHead(q.sq[0].failed)
 	}
 }
 
