@@ -115,7 +115,10 @@ func (w *worker) createCQ(n uint32, b []byte) uint32 {
 	if err != nil {
 		return hw.RDMACmdErrParam
 	}
-	rc, err := w.e.rc.Load().CreateCQ(int(g.Slots))
+	// The engine's queue in front of the ring: the worker drains it on
+	// every completion, so it fills only when user space does not poll
+	// and the ring is full too (and then the CQ has overrun anyway).
+	rc, err := w.e.rc.Load().CreateCQ(max(2*int(g.Slots), 4096))
 	if err != nil {
 		return hw.RDMACmdErrParam
 	}

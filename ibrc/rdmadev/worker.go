@@ -244,7 +244,7 @@ func (w *worker) asyncEvents() {
 		case ibrc.EventCQError:
 			for _, c := range w.cqs {
 				if c != nil && c.rc == ev.CQ {
-					w.cqError(c)
+					w.drainCQ(c) // what fits goes in first; drainCQ sees the overrun
 				}
 			}
 		}

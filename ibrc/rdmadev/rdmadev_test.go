@@ -1,0 +1,269 @@
+package rdmadev_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/npfnic/npfnic/ibrc"
+	"github.com/npfnic/npfnic/ibrc/rdmadev/rdmatest"
+	"github.com/npfnic/npfnic/ibrc/rxeq"
+	"github.com/npfnic/npfnic/vdevice/hw"
+)
+
+const sig = hw.IBVSendSignaled
+
+// TestTransfers: each operation between two engines cabled by a pipe, with
+// the data checked byte for byte at the far end and both completions field
+// by field, at MTU 1024 and 4096, single and multi-packet.
+func TestTransfers(t *testing.T) {
+	for _, mtu := range []uint8{3, 5} { // 1024, 4096
+		a, b := pair(t, mtu)
+		for i, tc := range []struct {
+			name   string
+			op     uint32
+			n      int
+			inline bool
+			imm    uint32
+			sges   int
+		}{
+			{"send", hw.IBVWRSend, 100, false, 0, 1},
+			{"send 2 SGEs multi-packet", hw.IBVWRSend, 20000, false, 0, 2},
+			{"send imm inline", hw.IBVWRSendWithImm, 40, true, 0xa1b2c3d4, 0},
+			{"write", hw.IBVWRRDMAWrite, 9000, false, 0, 1},
+			{"write imm", hw.IBVWRRDMAWriteWithImm, 5000, false, 77, 3},
+			{"read", hw.IBVWRRDMARead, 12345, false, 0, 2},
+			{"zero-length send", hw.IBVWRSend, 0, false, 0, 0},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				src, dst := 0x1000*(i*8+1), 0x80000+0x1000*(i*8)
+				data := pattern(tc.n, byte(i+int(mtu)))
+				// The bytes start at a's buffer for SEND/WRITE, b's for READ.
+				from, to := a.buf, b.buf
+				if tc.op == hw.IBVWRRDMARead {
+					from, to = b.buf, a.buf
+					src, dst = dst, src
+				}
+				from.Write(src, data)
+				w := rdmatest.Send{ID: uint64(1000 + i), Opcode: tc.op, Flags: sig, Imm: tc.imm, AutoLength: true, NumSGE: -1}
+				local := src // where a's SGEs point
+				if tc.op == hw.IBVWRRDMARead {
+					local = dst
+					w.RemoteAddr, w.RKey = bufVA+uint64(src), mrKey
+				} else if tc.op != hw.IBVWRSend && tc.op != hw.IBVWRSendWithImm {
+					w.RemoteAddr, w.RKey = bufVA+uint64(dst), mrKey
+				}
+				if tc.inline {
+					w.Flags |= hw.IBVSendInline
+					w.Inline = data
+				} else if tc.sges > 0 {
+					per := (tc.n + tc.sges - 1) / tc.sges
+					for off := 0; off < tc.n; off += per {
+						w.SGL = append(w.SGL, rdmatest.SGE{Addr: bufVA + uint64(local+off), Length: uint32(min(per, tc.n-off)), LKey: mrKey})
+					}
+				}
+				recvs := tc.op == hw.IBVWRSend || tc.op == hw.IBVWRSendWithImm || tc.op == hw.IBVWRRDMAWriteWithImm
+				if recvs {
+					// Two SGEs, the first short, so the message spans them.
+					b.postRecv(t, b.rq, rdmatest.Recv{ID: uint64(2000 + i), SGL: []rdmatest.SGE{
+						{Addr: bufVA + uint64(dst), Length: 64, LKey: mrKey},
+						{Addr: bufVA + uint64(dst) + 64, Length: 64 << 10, LKey: mrKey}}})
+				}
+				a.post(t, a.sq, a.qpn, w)
+				wantOp := map[uint32]ibrc.WCOpcode{hw.IBVWRSend: ibrc.WCSend, hw.IBVWRSendWithImm: ibrc.WCSend,
+					hw.IBVWRRDMAWrite: ibrc.WCRDMAWrite, hw.IBVWRRDMAWriteWithImm: ibrc.WCRDMAWrite, hw.IBVWRRDMARead: ibrc.WCRDMARead}[tc.op]
+				got := poll(t, a.scq, 1)[0]
+				want := rxeq.CQE{WRID: w.ID, Opcode: wantOp, ByteLen: uint32(tc.n), QPNum: a.qpn, PortNum: 1}
+				if got != want {
+					t.Errorf("sender completion %+v, want %+v", got, want)
+				}
+				if recvs {
+					got := poll(t, b.rcq, 1)[0]
+					want := rxeq.CQE{WRID: uint64(2000 + i), Opcode: ibrc.WCRecv, ByteLen: uint32(tc.n), QPNum: b.qpn,
+						PortNum: 1, Flags: ibrc.WCFlags(hw.IBVWCGRH)}
+					if tc.imm != 0 {
+						want.Imm, want.Flags = tc.imm, want.Flags|ibrc.WCWithImm
+					}
+					if tc.op == hw.IBVWRRDMAWriteWithImm {
+						want.Opcode = ibrc.WCRecvRDMAImm
+					}
+					if got != want {
+						t.Errorf("receiver completion %+v, want %+v", got, want)
+					}
+				}
+				quiet(t, b.rcq)
+				if got := to.Read(dst, tc.n); !bytes.Equal(got, data) {
+					t.Errorf("data differs at the far end (%d bytes)", tc.n)
+				}
+				if b.rq.Consumer() != b.rq.Producer() || a.sq.Consumer() != a.sq.Producer() {
+					t.Errorf("slots not retired: SQ %d/%d RQ %d/%d", a.sq.Consumer(), a.sq.Producer(), b.rq.Consumer(), b.rq.Producer())
+				}
+			})
+		}
+		if a.eth.n.Load() != 0 || b.eth.n.Load() != 0 {
+			t.Errorf("RoCEv2 frames reached Ethernet: %d, %d", a.eth.n.Load(), b.eth.n.Load())
+		}
+	}
+}
+
+// TestUnsignaledAndCQArm: an unsignaled WRITE makes no completion but
+// retires its slot; CQ_ARM posts one CQ_COMP per arm (solicited-only arms
+// ignore unsolicited receives), and EQ_ARM raises the vector once.
+func TestUnsignaledAndCQArm(t *testing.T) {
+	a, b := pair(t, 3)
+	a.post(t, a.sq, a.qpn, rdmatest.Send{ID: 1, Opcode: hw.IBVWRRDMAWrite, RemoteAddr: bufVA, RKey: mrKey,
+		AutoLength: true, NumSGE: -1, SGL: []rdmatest.SGE{{Addr: bufVA, Length: 10, LKey: mrKey}}},
+		rdmatest.Send{ID: 2, Opcode: hw.IBVWRRDMAWrite, Flags: sig, RemoteAddr: bufVA, RKey: mrKey,
+			AutoLength: true, NumSGE: -1, SGL: []rdmatest.SGE{{Addr: bufVA, Length: 10, LKey: mrKey}}})
+	if c := poll(t, a.scq, 1)[0]; c.WRID != 2 {
+		t.Fatalf("completion of wr %d, want only the signaled 2", c.WRID)
+	}
+	quiet(t, a.scq)
+	if a.sq.Consumer() != 2 {
+		t.Fatalf("SQ consumer %d, want 2", a.sq.Consumer())
+	}
+
+	b.e.RegWrite(hw.RegEQArm, 1)
+	b.e.RegWrite(hw.RegCQArm, recvCQ|hw.RDMACQArmSolicited)
+	send := func(id uint64, flags uint32) {
+		b.postRecv(t, b.rq, rdmatest.Recv{ID: id, SGL: []rdmatest.SGE{{Addr: bufVA + 0x1000, Length: 100, LKey: mrKey}}})
+		a.post(t, a.sq, a.qpn, rdmatest.Send{ID: id, Opcode: hw.IBVWRSend, Flags: flags, AutoLength: true, NumSGE: -1,
+			SGL: []rdmatest.SGE{{Addr: bufVA, Length: 10, LKey: mrKey}}})
+		poll(t, b.rcq, 1)
+	}
+	send(10, 0)
+	if evs := b.d.Events(); len(evs) != 0 || b.irqs.Load() != 0 {
+		t.Fatalf("unsolicited receive raised %+v, %d interrupts", evs, b.irqs.Load())
+	}
+	send(11, hw.IBVSendSolicited)
+	ev := b.waitEvent(t, hw.RDMAEventCQComp, recvCQ)
+	if b.irqs.Load() != 1 {
+		t.Errorf("%d interrupts, want 1", b.irqs.Load())
+	}
+	_ = ev
+	send(12, hw.IBVSendSolicited) // not armed again: no event
+	if evs := b.d.Events(); len(evs) != 0 {
+		t.Fatalf("events without an arm: %+v", evs)
+	}
+	b.e.RegWrite(hw.RegCQArm, recvCQ)
+	send(13, 0)
+	b.waitEvent(t, hw.RDMAEventCQComp, recvCQ)
+	if b.irqs.Load() != 1 {
+		t.Errorf("%d interrupts without EQ_ARM, want still 1", b.irqs.Load())
+	}
+}
+
+// TestBadWQEs: hostile send entries complete in their turn with their
+// status, move only their QP to ERR (QP_FATAL with the status), flush what
+// follows, and leave another QP of the same engine working.
+func TestBadWQEs(t *testing.T) {
+	good := func(id uint64) rdmatest.Send {
+		return rdmatest.Send{ID: id, Opcode: hw.IBVWRRDMAWrite, Flags: sig, RemoteAddr: bufVA, RKey: mrKey,
+			AutoLength: true, NumSGE: -1, SGL: []rdmatest.SGE{{Addr: bufVA, Length: 64, LKey: mrKey}}}
+	}
+	for _, tc := range []struct {
+		name string
+		bad  rdmatest.Send
+		st   ibrc.WCStatus
+	}{
+		{"atomic opcode", rdmatest.Send{ID: 9, Opcode: hw.IBVWRAtomicFetchAdd, Flags: sig}, ibrc.WCLocQPOpErr},
+		{"undefined opcode", rdmatest.Send{ID: 9, Opcode: 0xdead, Flags: sig}, ibrc.WCLocQPOpErr},
+		{"bad lkey", rdmatest.Send{ID: 9, Opcode: hw.IBVWRSend, Flags: sig, AutoLength: true, NumSGE: -1,
+			SGL: []rdmatest.SGE{{Addr: bufVA, Length: 64, LKey: 0x999}}}, ibrc.WCLocProtErr},
+		{"SGE past the MR", rdmatest.Send{ID: 9, Opcode: hw.IBVWRSend, Flags: sig, AutoLength: true, NumSGE: -1,
+			SGL: []rdmatest.SGE{{Addr: bufVA + bufSize - 16, Length: 64, LKey: mrKey}}}, ibrc.WCLocProtErr},
+		{"SGE outside any mapping", rdmatest.Send{ID: 9, Opcode: hw.IBVWRSend, Flags: sig, AutoLength: true, NumSGE: -1,
+			SGL: []rdmatest.SGE{{Addr: 0x1000, Length: 64, LKey: mrKey}}}, ibrc.WCLocProtErr},
+		{"length over the SGEs", rdmatest.Send{ID: 9, Opcode: hw.IBVWRSend, Flags: sig, Length: 1000, NumSGE: -1,
+			SGL: []rdmatest.SGE{{Addr: bufVA, Length: 64, LKey: mrKey}}}, ibrc.WCLocLenErr},
+		{"too many SGEs", rdmatest.Send{ID: 9, Opcode: hw.IBVWRSend, Flags: sig, Length: 64, NumSGE: 1 << 20,
+			SGL: []rdmatest.SGE{{Addr: bufVA, Length: 64, LKey: mrKey}}}, ibrc.WCLocQPOpErr},
+		{"inline over the limit", rdmatest.Send{ID: 9, Opcode: hw.IBVWRSend, Flags: sig | hw.IBVSendInline, Length: 4000}, ibrc.WCLocLenErr},
+		{"inline read", rdmatest.Send{ID: 9, Opcode: hw.IBVWRRDMARead, Flags: sig | hw.IBVSendInline, Length: 4}, ibrc.WCLocQPOpErr},
+		{"remote key wrong", rdmatest.Send{ID: 9, Opcode: hw.IBVWRRDMAWrite, Flags: sig, RemoteAddr: bufVA, RKey: 0x5555,
+			AutoLength: true, NumSGE: -1, SGL: []rdmatest.SGE{{Addr: bufVA, Length: 64, LKey: mrKey}}}, ibrc.WCRemAccessErr},
+		{"remote range past the MR", rdmatest.Send{ID: 9, Opcode: hw.IBVWRRDMARead, Flags: sig, RemoteAddr: bufVA + bufSize - 8, RKey: mrKey,
+			AutoLength: true, NumSGE: -1, SGL: []rdmatest.SGE{{Addr: bufVA, Length: 64, LKey: mrKey}}}, ibrc.WCRemAccessErr},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := pair(t, 3)
+			// A second QP on a, connected to a second QP on b.
+			sq2, _ := a.createQP(t, 0x300)
+			b.createQP(t, 0x301)
+			a.connect(t, 0x300, b, 0x301, 3)
+			b.connect(t, 0x301, a, 0x300, 3)
+
+			a.post(t, a.sq, a.qpn, good(1), tc.bad, good(3))
+			got := poll(t, a.scq, 3)
+			if got[0].WRID != 1 || got[0].Status != ibrc.WCSuccess {
+				t.Errorf("entry before the bad one: %+v", got[0])
+			}
+			if got[1].WRID != 9 || got[1].Status != tc.st || got[1].QPNum != a.qpn {
+				t.Errorf("bad entry completed %+v, want status %v", got[1], tc.st)
+			}
+			if got[2].WRID != 3 || got[2].Status != ibrc.WCWRFlushErr {
+				t.Errorf("entry after the bad one: %+v, want flushed", got[2])
+			}
+			ev := a.waitEvent(t, hw.RDMAEventQPFatal, a.qpn)
+			if ev.Info != uint32(tc.st) {
+				t.Errorf("QP_FATAL info %d, want %d", ev.Info, tc.st)
+			}
+			_, q, _ := a.d.Run(rdmatest.NewCmd(hw.RDMACmdQueryQP, a.qpn))
+			if s := hw.RDMAQueryQPState.Get(q[:]); s != hw.RDMAQPErr {
+				t.Errorf("QP state %d, want ERR", s)
+			}
+			// The other QP still works.
+			a.post(t, sq2, 0x300, good(50))
+			if c := poll(t, a.scq, 1)[0]; c.WRID != 50 || c.Status != ibrc.WCSuccess || c.QPNum != 0x300 {
+				t.Errorf("other QP: %+v", c)
+			}
+		})
+	}
+}
+
+// TestGarbageRings: a producer index beyond the ring, and random slots,
+// never make the device read outside the ring or panic; the QP fails alone.
+func TestGarbageRings(t *testing.T) {
+	a, b := pair(t, 3)
+	for i := range a.sq.Slots {
+		copy(a.sq.Slot(i), pattern(1<<a.sq.Log2, byte(i)))
+	}
+	a.sq.SetProducer(0xffff_fff7)
+	a.e.RegWrite(hw.RegSQDoorbell, a.qpn)
+	a.waitEvent(t, hw.RDMAEventQPFatal, a.qpn)
+	for i := range b.rq.Slots {
+		copy(b.rq.Slot(i), pattern(1<<b.rq.Log2, byte(i)))
+	}
+	b.rq.SetProducer(0x1234_5677)
+	if a.mux.Unclaimed() != 0 {
+		t.Error("unclaimed frames")
+	}
+	// b's receive ring is garbage: a send to it fails b's QP, not b.
+	c := b.e.Stats()
+	if c.RC.RxMalformed != 0 {
+		t.Errorf("malformed frames on the wire: %d", c.RC.RxMalformed)
+	}
+}
+
+// TestCQOverrun: a CQ user space does not poll overruns: CQ_ERR, once.
+func TestCQOverrun(t *testing.T) {
+	a, b := pair(t, 3)
+	small := rdmatest.NewQueue(a.g, 4, 6)
+	a.must(t, rdmatest.CreateCQ(9, small))
+	sq, _ := rdmatest.NewQueue(a.g, 16, 9), rdmatest.NewQueue(a.g, 16, 7)
+	rq := rdmatest.NewQueue(a.g, 16, 7)
+	a.must(t, rdmatest.CreateQP(0x400, rdmatest.QPSpec{PD: pdn, SQ: sq, RQ: rq, SendCQ: 9, RecvCQ: 9, MaxSendSGE: 1, MaxRecvSGE: 1}))
+	b.createQP(t, 0x401)
+	a.connect(t, 0x400, b, 0x401, 3)
+	b.connect(t, 0x401, a, 0x400, 3)
+	for i := range 6 {
+		a.post(t, sq, 0x400, rdmatest.Send{ID: uint64(i), Opcode: hw.IBVWRRDMAWrite, Flags: sig, RemoteAddr: bufVA, RKey: mrKey,
+			AutoLength: true, NumSGE: -1, SGL: []rdmatest.SGE{{Addr: bufVA, Length: 8, LKey: mrKey}}})
+	}
+	a.waitEvent(t, hw.RDMAEventCQErr, 9)
+	if n := len(poll(t, small, 3)); n != 3 {
+		t.Fatalf("%d completions before the overrun, want 3", n)
+	}
+	if st, _, _ := a.d.Run(rdmatest.NewCmd(hw.RDMACmdDestroyCQ, 9)); st != hw.RDMACmdErrBusy {
+		t.Errorf("DESTROY_CQ with a QP on it: status %d, want BUSY", st)
+	}
+}
