@@ -383,6 +383,9 @@ func (w *worker) regMR(key uint32, b []byte) uint32 {
 	m.rc = rc
 	w.e.addStream(m.mem.dma)
 	w.mrs[key] = m
+	if h := w.e.testRegMR; h != nil {
+		h(m.mem)
+	}
 	return hw.RDMACmdOK
 }
 

@@ -143,6 +143,8 @@ type Engine struct {
 
 	w worker // the worker goroutine's state
 
+	testRegMR func(*mrMem) // tests: sees each region's Memory (on the worker)
+
 	stats struct {
 		commands, events, doorbells, cqes, badWQEs, rxFrames, rxDisabled, ringErrors, lateRefused atomic.Uint64
 	}

@@ -432,6 +432,12 @@ func (w *worker) checkQP(q *qp) {
 	if q.rc.Query().State != ibrc.StateErr {
 		return
 	}
+	// The engine pushed the completion that moved the QP to ERR before the
+	// state changed (under its lock), but its CQ notification may still be
+	// on its way: drain both CQs now, so the error status is known and the
+	// engine's flushed receives go before what is still posted.
+	w.drainCQ(q.scq)
+	w.drainCQ(q.rcq)
 	if !q.fatalSent && !q.userErr {
 		q.fatalSent = true
 		st := q.errStatus
@@ -446,8 +452,6 @@ func (w *worker) checkQP(q *qp) {
 		}
 		w.postEvent(hw.RDMAEventQPFatal, q.n, uint32(st))
 	}
-	// The engine's flushed receives first, then what is still posted.
-	w.drainCQ(q.rcq)
 	w.flushRQ(q)
 }
 

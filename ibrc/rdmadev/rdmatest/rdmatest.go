@@ -115,13 +115,17 @@ func NewCmd(op uint8, handle uint32) Cmd {
 	return c
 }
 
-// Post writes commands into the queue and moves CMDQ_TAIL once, without
-// waiting; it returns the index of the first.
+// Post writes commands into the queue and moves CMDQ_TAIL, waiting only
+// for room in the queue; it returns the index of the first.
 func (d *Driver) Post(cmds ...Cmd) uint32 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	first := d.tail
 	for _, c := range cmds {
+		if d.tail-d.CmdqHead() >= d.CmdqSize {
+			d.Regs.RegWrite(hw.RegCmdqTail, d.tail)
+			_ = wait("room in the command queue", func() bool { return d.tail-d.CmdqHead() < d.CmdqSize })
+		}
 		hw.RDMACmdStatus.Put(c[:], hw.RDMACmdPending)
 		addr := d.Cmdq + uint64(d.tail%d.CmdqSize)*hw.RDMACmdSize
 		copy(d.G.Bytes(addr, hw.RDMACmdSize), c[:])
