@@ -19,7 +19,9 @@ func lone(t *testing.T) *node {
 // refuses, with the status it says, and the engine goes on.
 func TestCommandErrors(t *testing.T) {
 	n := lone(t)
-	q := func(slots, log2 uint32) *rdmatest.Queue { return &rdmatest.Queue{Base: n.sq.Base, Slots: slots, Log2: log2} }
+	q := func(slots, log2 uint32) *rdmatest.Queue {
+		return &rdmatest.Queue{Base: n.sq.Base, Slots: slots, Log2: log2}
+	}
 	spec := func(mod func(*rdmatest.QPSpec)) rdmatest.QPSpec {
 		s := rdmatest.QPSpec{PD: pdn, SQ: n.sq, RQ: n.rq, SendCQ: sendCQ, RecvCQ: recvCQ, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInline: 64}
 		if mod != nil {
