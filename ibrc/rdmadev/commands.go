@@ -226,8 +226,7 @@ func (w *worker) createQP(n uint32, b []byte) uint32 {
 	return hw.RDMACmdOK
 }
 
-// newRings (re)registers the QP's rxe rings with the device's indices at
-// 0: at creation and when the QP returns to RESET, whose WRs vanish.
+// newRings registers the QP's rxe rings, the device's indices at 0.
 func (q *qp) newRings() bool {
 	sq, err := rxeq.NewSQ(q.dma, q.sqG, q.lim)
 	if err != nil {
@@ -237,12 +236,28 @@ func (q *qp) newRings() bool {
 	if err != nil {
 		return false
 	}
-	q.rqMu.Lock()
 	q.sq, q.rq = sq, rq
-	q.rqMu.Unlock()
-	q.rqBroken.Store(false)
-	q.sqBroken, q.bad, q.signaled = false, nil, nil
 	return true
+}
+
+// discard returns the slots of the entries the engine had taken to user
+// space without completions: the QP went to RESET, whose work requests
+// vanish. The rings' indices stay where they are (rdma_rxe's reset keeps
+// them too); entries posted and not yet fetched stay posted.
+func (q *qp) discard() {
+	q.bad, q.signaled = nil, nil
+	if !q.dma.Begin() {
+		return
+	}
+	defer q.dma.End()
+	for q.sq.Outstanding() > 0 && q.sq.Retire() == nil {
+	}
+	q.rqMu.Lock()
+	for q.rq.Outstanding() > 0 && q.rq.Retire() == nil {
+	}
+	q.rqMu.Unlock()
+	q.sqBroken = false
+	q.rqBroken.Store(false)
 }
 
 // modifyMask is what MODIFY_QP's mask may hold; other ib_qp_attr_mask bits
@@ -308,7 +323,7 @@ func (w *worker) modifyQP(n uint32, b []byte) uint32 {
 	case ibrc.StateReset:
 		w.drainCQ(q.scq)
 		w.drainCQ(q.rcq)
-		q.newRings()
+		q.discard()
 		q.errStatus, q.userErr, q.fatalSent = 0, false, false
 	case ibrc.StateErr:
 		if cur != ibrc.StateErr {

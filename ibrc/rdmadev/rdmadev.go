@@ -168,6 +168,18 @@ type instance struct {
 
 // New validates c and starts the engine's worker.
 func New(c Config) (*Engine, error) {
+	e, err := newEngine(c)
+	if err != nil {
+		return nil, err
+	}
+	e.wg.Add(1)
+	go e.run()
+	return e, nil
+}
+
+// newEngine builds the engine without its worker (fuzz targets drive the
+// worker's passes themselves).
+func newEngine(c Config) (*Engine, error) {
 	if c.Mem == nil || c.Xlat == nil {
 		return nil, errors.New("rdmadev: Config.Mem and Config.Xlat are required")
 	}
@@ -190,8 +202,6 @@ func New(c Config) (*Engine, error) {
 	}
 	e.w.init(e)
 	e.rc.Store(e.newRC())
-	e.wg.Add(1)
-	go e.run()
 	return e, nil
 }
 

@@ -233,3 +233,35 @@ func TestDestroyUnderTraffic(t *testing.T) {
 		b.must(t, rdmatest.NewCmd(hw.RDMACmdDestroyCQ, recvCQ))
 	})
 }
+
+// TestQPReset: MODIFY_QP to RESET drops the QP's work requests without
+// completions and returns their slots; the QP comes back up and works.
+func TestQPReset(t *testing.T) {
+	a, b := pair(t, 3)
+	send := func(id uint64) rdmatest.Send {
+		return rdmatest.Send{ID: id, Opcode: hw.IBVWRSend, Flags: sig, AutoLength: true, NumSGE: -1,
+			SGL: []rdmatest.SGE{{Addr: bufVA, Length: 100, LKey: mrKey}}}
+	}
+	a.post(t, a.sq, a.qpn, send(1), send(2)) // b has no receive: RNR NAKs
+	deadline := time.Now().Add(5 * time.Second)
+	for b.e.Stats().RC.RNRNakNoWQE == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no RNR NAK")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	a.must(t, rdmatest.ModifyQP(a.qpn, rdmatest.Modify{Mask: hw.RDMAQPAttrState, State: hw.RDMAQPReset}))
+	if a.sq.Consumer() != a.sq.Producer() {
+		t.Fatalf("SQ slots after RESET: consumer %d, producer %d", a.sq.Consumer(), a.sq.Producer())
+	}
+	quiet(t, a.scq)
+	a.connect(t, a.qpn, b, b.qpn, 3)
+	b.postRecv(t, b.rq, rdmatest.Recv{ID: 8, SGL: []rdmatest.SGE{{Addr: bufVA, Length: 4096, LKey: mrKey}}})
+	a.post(t, a.sq, a.qpn, send(3))
+	if c := poll(t, a.scq, 1)[0]; c.WRID != 3 || c.Status != ibrc.WCSuccess {
+		t.Fatalf("send after RESET: %+v", c)
+	}
+	if c := poll(t, b.rcq, 1)[0]; c.WRID != 8 || c.ByteLen != 100 {
+		t.Fatalf("receive after RESET: %+v", c)
+	}
+}
