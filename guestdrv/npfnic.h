@@ -407,5 +407,6 @@ irqreturn_t npfnic_echo_irq(struct npfnic *nic);
 /* npfnic_ib.c: the RDMA device (rdma_rxe's user ABI) over the netdev */
 int npfnic_ib_probe(struct npfnic *nic);
 void npfnic_ib_remove(struct npfnic *nic);
+irqreturn_t npfnic_ib_irq(struct npfnic *nic);
 
 #endif /* NPFNIC_H */

@@ -6,7 +6,7 @@
  * 2, the rxe queue buffers and create responses (npfnic_ib_queue.c). The
  * device reads the send and receive queues and writes the completion
  * queues itself; the verbs that need the kernel create, change and destroy
- * the objects through one device command each (npfnic_ib_cmd).
+ * the objects through one device command each (npfnic_ib_cmd.c).
  *
  * This file holds the device: registration, the port (RoCEv2 over the
  * netdev: link layer Ethernet, state from the link, active MTU from the
@@ -46,18 +46,6 @@
 
 /* RXE_UVERBS_ABI_VERSION, which librxe checks: rxe_verbs.h is not a uapi header. */
 #define NPFNIC_IB_UVERBS_ABI	2
-
-/*
- * Every command the verbs issue. TODO(contract): the device's RDMA
- * command queue is not defined yet (vdevice/hw/rdma.go); until it is, a
- * command is accepted and does nothing, so objects exist on the driver's
- * side only and no queue is live in the device.
- */
-int npfnic_ib_cmd(struct npfnic_ib_dev *dev, struct npfnic_ib_cmd *cmd)
-{
-	ibdev_dbg(&dev->ibdev, "command %d (no RDMA command queue yet)\n", cmd->op);
-	return 0;
-}
 
 /* ---- device and port ---- */
 
@@ -355,6 +343,8 @@ int npfnic_ib_probe(struct npfnic *nic)
 	ida_init(&dev->cq_ida);
 	ida_init(&dev->qp_ida);
 	ida_init(&dev->mr_ida);
+	xa_init_flags(&dev->cqs, XA_FLAGS_LOCK_IRQ);
+	xa_init_flags(&dev->qps, XA_FLAGS_LOCK_IRQ);
 
 	ibdev = &dev->ibdev;
 	ibdev->node_type = RDMA_NODE_IB_CA;
@@ -367,23 +357,32 @@ int npfnic_ib_probe(struct npfnic *nic)
 	strscpy(ibdev->node_desc, "npfnic", sizeof(ibdev->node_desc));
 	ib_set_device_ops(ibdev, &npfnic_ib_ops);
 
+	/* Before registration: the core adds the GIDs during it, by command. */
+	nic->ib = dev;
+	err = npfnic_ib_hw_init(dev);
+	if (err)
+		goto err_dealloc;
 	err = ib_register_device(ibdev, "npfnic%d", &pdev->dev);
 	if (err) {
 		dev_err(&pdev->dev, "register the RDMA device: %d\n", err);
-		ib_dealloc_device(ibdev);
-		return err;
+		goto err_hw;
 	}
 	dev->nb.notifier_call = npfnic_ib_netdev_event;
 	err = register_netdevice_notifier(&dev->nb);
 	if (err) {
 		ib_unregister_device(ibdev);
-		ib_dealloc_device(ibdev);
-		return err;
+		goto err_hw;
 	}
-	nic->ib = dev;
 	dev_info(&pdev->dev, "RDMA device %s over %s (rxe user ABI)\n", dev_name(&ibdev->dev),
 		 nic->netdev->name);
 	return 0;
+
+err_hw:
+	npfnic_ib_hw_fini(dev);
+err_dealloc:
+	nic->ib = NULL;
+	ib_dealloc_device(ibdev);
+	return err;
 }
 
 /* Unregisters the ib_device (disassociating live contexts) before the netdev goes. */
@@ -403,6 +402,7 @@ void npfnic_ib_remove(struct npfnic *nic)
 	ida_destroy(&dev->cq_ida);
 	ida_destroy(&dev->qp_ida);
 	ida_destroy(&dev->mr_ida);
+	npfnic_ib_hw_fini(dev);
+	WRITE_ONCE(nic->ib, NULL);
 	ib_dealloc_device(&dev->ibdev);
-	nic->ib = NULL;
 }

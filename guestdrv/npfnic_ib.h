@@ -16,6 +16,8 @@
 
 #include <linux/idr.h>
 #include <linux/mutex.h>
+#include <linux/spinlock.h>
+#include <linux/wait.h>
 #include <linux/netdevice.h>
 #include <linux/xarray.h>
 #include <rdma/ib_umem.h>
@@ -25,27 +27,33 @@
 #include "npfnic.h"
 
 /*
- * The limits the device enforces, reported by query_device and checked at
- * every create. All in one place: they become the NPFNIC_RDMA_* values of
- * npfnic_hw.h once the device's RDMA contract (vdevice/hw/rdma.go) defines
- * them. The queue sizes keep every rxe queue buffer within one physically
- * contiguous coherent allocation of at most 1 MiB.
+ * The limits reported by query_device and checked at every create: the
+ * device's (NPFNIC_RDMA_*), tightened where the driver's allocations are
+ * smaller. Every rxe queue buffer is one physically contiguous coherent
+ * allocation (the device reaches a queue at one IOVA), kept at most
+ * 2 MiB: a send queue of 2048 slots of 512 bytes (16 SGEs or 256 inline
+ * bytes), a CQ of 16384 slots of 64 bytes.
  */
-#define NPFNIC_IB_MAX_QP	64
-#define NPFNIC_IB_MAX_QP_WR	1023	/* slots: the next power of two above */
-#define NPFNIC_IB_MAX_SGE	8
-#define NPFNIC_IB_MAX_INLINE	256
-#define NPFNIC_IB_MAX_CQ	128
-#define NPFNIC_IB_MAX_CQE	8191
-#define NPFNIC_IB_MAX_MR	1024
-#define NPFNIC_IB_MAX_PD	256
-#define NPFNIC_IB_MAX_MR_SIZE	BIT_ULL(32)
-#define NPFNIC_IB_MAX_RD_ATOM	16
-#define NPFNIC_IB_MAX_MSG	BIT(31)
-#define NPFNIC_IB_GID_TBL_LEN	32
+#define NPFNIC_IB_MAX_QP	NPFNIC_RDMA_MAX_QP
+#define NPFNIC_IB_MAX_QP_WR	2047	/* slots: the next power of two above */
+#define NPFNIC_IB_MAX_SGE	16
+#define NPFNIC_IB_MAX_INLINE	NPFNIC_RDMA_MAX_INLINE
+#define NPFNIC_IB_MAX_CQ	NPFNIC_RDMA_MAX_CQ
+#define NPFNIC_IB_MAX_CQE	16383
+#define NPFNIC_IB_MAX_MR	NPFNIC_RDMA_MAX_MR
+#define NPFNIC_IB_MAX_PD	1024
+#define NPFNIC_IB_MAX_MR_SIZE	NPFNIC_RDMA_MAX_MR_SIZE
+#define NPFNIC_IB_MAX_RD_ATOM	NPFNIC_RDMA_MAX_RD_ATOMIC
+#define NPFNIC_IB_MAX_MSG	NPFNIC_RDMA_MAX_MSG_SIZE
+#define NPFNIC_IB_GID_TBL_LEN	NPFNIC_RDMA_MAX_GID
 #define NPFNIC_IB_MAX_CTX	64	/* user contexts: one PASID each */
-#define NPFNIC_IB_QPN_BASE	16	/* QP0 and QP1 are the special QPs */
+#define NPFNIC_IB_QPN_BASE	16	/* QPNs 16.., as rdma_rxe's */
 #define NPFNIC_IB_PASID_BASE	1	/* PASID 0 is the Ethernet side's */
+
+static_assert(NPFNIC_IB_MAX_QP_WR < NPFNIC_RDMA_MAX_QP_WR);
+static_assert(NPFNIC_IB_MAX_CQE < NPFNIC_RDMA_MAX_CQE);
+static_assert(NPFNIC_IB_MAX_SGE <= NPFNIC_RDMA_MAX_SGE);
+static_assert(NPFNIC_IB_QPN_BASE + NPFNIC_IB_MAX_QP - 1 <= NPFNIC_RDMA_QPN_MAX);
 
 /* A completion queue entry: struct ib_uverbs_wc in a 64-byte slot. */
 #define NPFNIC_IB_CQE_SIZE	64
@@ -56,6 +64,25 @@ struct npfnic_ib_gid {
 	bool valid;
 	u8 type;			/* enum ib_gid_type: RoCEv2 here */
 	union ib_gid gid;
+};
+
+/* The device's RDMA engine: command queue, event queue, status block (npfnic_ib_cmd.c). */
+struct npfnic_ib_hw {
+	bool enabled;			/* the device has the engine and it runs */
+	bool dead;			/* a command timed out, or the engine stopped */
+	struct mutex cmd_lock;		/* the command queue: one command at a time */
+	wait_queue_head_t cmd_wait;	/* woken by CMD_DONE events */
+	struct npfnic_rdma_cmd *cmdq;
+	dma_addr_t cmdq_dma;
+	u32 cmdq_tail;			/* commands posted (free-running) */
+	spinlock_t eq_lock;		/* the event queue (interrupt handler) */
+	struct npfnic_rdma_event *eq;
+	dma_addr_t eq_dma;
+	u32 eq_head;			/* events consumed (free-running) */
+	bool eq_broken;			/* the device claimed impossible events */
+	u32 bad_events;			/* events of unknown type */
+	struct npfnic_rdma_status *status;
+	dma_addr_t status_dma;
 };
 
 struct npfnic_ib_dev {
@@ -73,6 +100,10 @@ struct npfnic_ib_dev {
 	struct ida qp_ida;		/* QPNs */
 	struct ida mr_ida;		/* MR key indices */
 	atomic_t mr_gen;		/* the low byte of every new key */
+
+	struct npfnic_ib_hw hw;
+	struct xarray cqs;		/* CQN -> live CQ, for events (irq-safe lock) */
+	struct xarray qps;		/* QPN -> live QP, for events (irq-safe lock) */
 };
 
 /*
@@ -123,7 +154,6 @@ struct npfnic_ib_cq {
 	struct ib_cq ibcq;
 	u32 cqn;
 	struct npfnic_ib_queue q;
-	u32 notify;			/* IB_CQ_SOLICITED or IB_CQ_NEXT_COMP armed */
 };
 
 struct npfnic_ib_qp {
@@ -132,6 +162,7 @@ struct npfnic_ib_qp {
 	struct npfnic_ib_queue sq;
 	struct npfnic_ib_queue rq;
 	struct ib_qp_cap cap;		/* what the queues hold */
+	bool sig_all;			/* every send WQE completes (IB_SIGNAL_ALL_WR) */
 	struct ib_qp_attr attr;		/* the attributes last set; no sgid_attr kept */
 	u8 gid_index;			/* the path's source GID (IB_QP_AV) */
 	u8 smac[ETH_ALEN];		/* of the source GID's netdev */
@@ -149,21 +180,20 @@ struct npfnic_ib_mr {
 };
 
 /*
- * One device command. The RDMA contract will define the command queue;
- * until then this says what each command carries.
+ * One device command, as the verbs see it; npfnic_ib_cmd turns it into the
+ * device's command queue entry (struct npfnic_rdma_cmd_*).
  */
 enum npfnic_ib_cmd_op {
 	NPFNIC_IB_CMD_SET_GID = 1,
 	NPFNIC_IB_CMD_DEL_GID,
 	NPFNIC_IB_CMD_CREATE_CQ,
 	NPFNIC_IB_CMD_DESTROY_CQ,
-	NPFNIC_IB_CMD_ARM_CQ,
 	NPFNIC_IB_CMD_CREATE_QP,
 	NPFNIC_IB_CMD_MODIFY_QP,
+	NPFNIC_IB_CMD_QUERY_QP,
 	NPFNIC_IB_CMD_DESTROY_QP,
 	NPFNIC_IB_CMD_REG_MR,
 	NPFNIC_IB_CMD_DEREG_MR,
-	NPFNIC_IB_CMD_SQ_DOORBELL,
 };
 
 struct npfnic_ib_cmd {
@@ -176,7 +206,6 @@ struct npfnic_ib_cmd {
 		} gid;
 		struct {
 			u32 cqn;
-			u32 flags;		/* ARM_CQ: IB_CQ_SOLICITED / NEXT_COMP */
 			const struct npfnic_ib_queue *q;
 		} cq;
 		struct {
@@ -187,6 +216,9 @@ struct npfnic_ib_cmd {
 			u32 recv_cqn;
 			int mask;		/* MODIFY_QP: IB_QP_* */
 			const struct npfnic_ib_qp *qp;
+			u8 state;		/* QUERY_QP results */
+			u32 sq_psn;
+			u32 rq_psn;
 		} qp;
 		struct {
 			u32 key;
@@ -229,8 +261,12 @@ static inline struct npfnic_ib_mr *to_npfnic_ib_mr(struct ib_mr *ibmr)
 	return container_of(ibmr, struct npfnic_ib_mr, ibmr);
 }
 
-/* npfnic_ib.c */
+/* npfnic_ib_cmd.c: the device's command and event queues, doorbells */
+int npfnic_ib_hw_init(struct npfnic_ib_dev *dev);
+void npfnic_ib_hw_fini(struct npfnic_ib_dev *dev);
 int npfnic_ib_cmd(struct npfnic_ib_dev *dev, struct npfnic_ib_cmd *cmd);
+void npfnic_ib_sq_doorbell(struct npfnic_ib_dev *dev, u32 qpn);
+void npfnic_ib_cq_arm(struct npfnic_ib_dev *dev, u32 cqn, bool solicited);
 
 /* npfnic_ib_queue.c: rxe queues, CQs and QPs */
 int npfnic_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,

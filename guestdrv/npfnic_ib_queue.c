@@ -164,7 +164,7 @@ int npfnic_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	if (attr->cqe <= 0 || attr->cqe > NPFNIC_IB_MAX_CQE || udata->outlen < sizeof(resp))
 		return -EINVAL;
 	uc = rdma_udata_to_drv_context(udata, struct npfnic_ib_ucontext, ibuc);
-	id = ida_alloc_range(&dev->cq_ida, 1, NPFNIC_IB_MAX_CQ, GFP_KERNEL);
+	id = ida_alloc_range(&dev->cq_ida, 0, NPFNIC_IB_MAX_CQ - 1, GFP_KERNEL);
 	if (id < 0)
 		return id == -ENOSPC ? -ENOMEM : id;
 	cq->cqn = id;
@@ -179,6 +179,9 @@ int npfnic_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	if (err)
 		goto err_queue;
 	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
+	if (err)
+		goto err_cmd;
+	err = xa_err(xa_store_irq(&dev->cqs, cq->cqn, cq, GFP_KERNEL));
 	if (err)
 		goto err_cmd;
 	ibcq->cqe = entries;
@@ -200,6 +203,8 @@ int npfnic_ib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 	struct npfnic_ib_cq *cq = to_npfnic_ib_cq(ibcq);
 	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_DESTROY_CQ };
 
+	/* No event reaches the CQ from here on. */
+	xa_erase_irq(&dev->cqs, cq->cqn);
 	cmd.cq.cqn = cq->cqn;
 	cmd.cq.q = &cq->q;
 	/*
@@ -211,17 +216,14 @@ int npfnic_ib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 	return 0;
 }
 
-/* librxe's ibv_req_notify_cq: the device raises the CQ's event once. */
+/* librxe's ibv_req_notify_cq: the device posts the CQ's event once (CQ_ARM). */
 int npfnic_ib_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 {
 	struct npfnic_ib_cq *cq = to_npfnic_ib_cq(ibcq);
-	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_ARM_CQ };
 
-	WRITE_ONCE(cq->notify, flags & IB_CQ_SOLICITED_MASK);
-	cmd.cq.cqn = cq->cqn;
-	cmd.cq.flags = flags & IB_CQ_SOLICITED_MASK;
-	cmd.cq.q = &cq->q;
-	return npfnic_ib_cmd(to_npfnic_ib_dev(ibcq->device), &cmd);
+	npfnic_ib_cq_arm(to_npfnic_ib_dev(ibcq->device), cq->cqn,
+			 (flags & IB_CQ_SOLICITED_MASK) == IB_CQ_SOLICITED);
+	return 0;
 }
 
 /* Only kernel consumers poll through here, and they have no CQs. */
@@ -281,12 +283,13 @@ int npfnic_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct
 	mutex_init(&qp->lock);
 	/* As rdma_rxe: the slot fits the SGEs or the inline data, whichever is larger. */
 	cap = init->cap;
-	cap.max_send_sge = max_t(u32, cap.max_send_sge,
+	cap.max_send_sge = max_t(u32, max_t(u32, cap.max_send_sge, 1),
 				 DIV_ROUND_UP(cap.max_inline_data, sizeof(struct rxe_sge)));
 	cap.max_send_sge = min_t(u32, cap.max_send_sge, NPFNIC_IB_MAX_SGE);
 	cap.max_inline_data = max_t(u32, cap.max_inline_data,
 				    cap.max_send_sge * sizeof(struct rxe_sge));
 	cap.max_inline_data = min_t(u32, cap.max_inline_data, NPFNIC_IB_MAX_INLINE);
+	cap.max_recv_sge = max_t(u32, cap.max_recv_sge, 1);
 	sq_wr = max_t(u32, cap.max_send_wr, 1);
 	rq_wr = max_t(u32, cap.max_recv_wr, 1);
 
@@ -306,6 +309,7 @@ int npfnic_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct
 	cap.max_send_wr = sq_wr;
 	cap.max_recv_wr = rq_wr;
 	qp->cap = cap;
+	qp->sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
 	qp->attr.qp_state = IB_QPS_RESET;
 	qp->attr.cur_qp_state = IB_QPS_RESET;
 	qp->attr.port_num = 1;
@@ -321,6 +325,9 @@ int npfnic_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct
 	if (err)
 		goto err_rq;
 	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
+	if (err)
+		goto err_cmd;
+	err = xa_err(xa_store_irq(&dev->qps, ibqp->qp_num, qp, GFP_KERNEL));
 	if (err)
 		goto err_cmd;
 	init->cap = cap;
@@ -436,10 +443,29 @@ int npfnic_ib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		       struct ib_qp_init_attr *init)
 {
 	struct npfnic_ib_qp *qp = to_npfnic_ib_qp(ibqp);
+	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_QUERY_QP };
+	int err;
 
 	mutex_lock(&qp->lock);
 	*attr = qp->attr;
+	/* The device moves a QP to the error state by itself, and its PSNs on. */
+	cmd.qp.qpn = ibqp->qp_num;
+	cmd.qp.qp = qp;
+	cmd.qp.state = qp->attr.qp_state;
+	cmd.qp.sq_psn = qp->attr.sq_psn;
+	cmd.qp.rq_psn = qp->attr.rq_psn;
+	err = npfnic_ib_cmd(to_npfnic_ib_dev(ibqp->device), &cmd);
+	if (!err && cmd.qp.state <= IB_QPS_ERR) {
+		qp->attr.qp_state = cmd.qp.state;
+		qp->attr.cur_qp_state = cmd.qp.state;
+		attr->qp_state = cmd.qp.state;
+		attr->cur_qp_state = cmd.qp.state;
+		attr->sq_psn = cmd.qp.sq_psn;
+		attr->rq_psn = cmd.qp.rq_psn;
+	}
 	mutex_unlock(&qp->lock);
+	if (err)
+		return err;
 	attr->cap = qp->cap;
 	memset(init, 0, sizeof(*init));
 	init->qp_type = ibqp->qp_type;
@@ -457,6 +483,7 @@ int npfnic_ib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_DESTROY_QP };
 	bool leak;
 
+	xa_erase_irq(&dev->qps, ibqp->qp_num);
 	cmd.qp.qpn = ibqp->qp_num;
 	cmd.qp.qp = qp;
 	/* As for CQs: a device still using the queues gets them leaked. */
@@ -475,15 +502,12 @@ int npfnic_ib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 int npfnic_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 			const struct ib_send_wr **bad_wr)
 {
-	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_SQ_DOORBELL };
-
 	if (wr) {
 		*bad_wr = wr;
 		return -EOPNOTSUPP;
 	}
-	cmd.qp.qpn = ibqp->qp_num;
-	cmd.qp.qp = to_npfnic_ib_qp(ibqp);
-	return npfnic_ib_cmd(to_npfnic_ib_dev(ibqp->device), &cmd);
+	npfnic_ib_sq_doorbell(to_npfnic_ib_dev(ibqp->device), ibqp->qp_num);
+	return 0;
 }
 
 /* User space posts receives itself; this is the kernel's way, and it has no QPs. */

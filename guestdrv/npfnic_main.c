@@ -57,7 +57,7 @@ bool npfnic_wait_quiesced(struct npfnic *nic, void __iomem *ctrl, u32 busy, cons
 /*
  * Every vector counts its interrupts for the diagnostics, then does its job:
  * 0 misc, 1..4 queue pairs, then page requests, invalidation completions,
- * the backup ring and the DIAG_ECHO rounds.
+ * the backup ring, the DIAG_ECHO rounds and the RDMA events.
  */
 static irqreturn_t npfnic_irq(int irq, void *data)
 {
@@ -77,6 +77,8 @@ static irqreturn_t npfnic_irq(int irq, void *data)
 		return npfnic_backup_irq(nic);
 	case NPFNIC_DIAG_ECHO_VECTOR:
 		return npfnic_echo_irq(nic);
+	case NPFNIC_RDMA_VECTOR:
+		return npfnic_ib_irq(nic);
 	default:
 		if (vec - 1 < NPFNIC_QP_MAX)
 			return npfnic_qp_irq(irq, &nic->qps[vec - 1]);

@@ -1,0 +1,494 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * npfnic RDMA: the device's side of the verbs (interface 2.4): the command
+ * queue every create, modify and destroy goes through, the event queue
+ * (completion events, QP and CQ errors, command completions), the send
+ * queue and CQ arm doorbells, and the engine's bring-up and quiesce.
+ *
+ * Commands run one at a time (cmd_lock): the driver writes a 64-byte
+ * entry with status PENDING and NPFNIC_RDMA_CMD_FLAG_EVENT, moves
+ * CMDQ_TAIL, and sleeps until the device wrote the status, woken by the
+ * CMD_DONE event (and polling, for a device that lost its events). A
+ * command that gets no status within NPFNIC_IB_CMD_TIMEOUT_MS marks the
+ * engine dead: every later command fails, and what the device may still
+ * use (queues, MR pages) is leaked by the destroy paths, never freed.
+ *
+ * Events are read in the interrupt handler (EQ_VECTOR, armed again after
+ * each batch). CQ and QP events go to the core's handlers (uverbs turns
+ * them into completion channel and async events), found by handle in
+ * xarrays whose lock the handler holds while it calls them: a CQ or QP
+ * leaves its xarray before its destroy command, so no event reaches an
+ * object that is going away. Event contents are device input: a handle
+ * that names nothing is ignored, an event queue that claims more events
+ * than it holds is left alone.
+ *
+ * Without the engine (FEATURES.RDMA clear), the ib_device still registers
+ * and the verbs create their objects on the driver's side only: commands
+ * succeed and do nothing, and doorbells are not written.
+ */
+
+#include <linux/delay.h>
+#include <linux/dma-mapping.h>
+#include <linux/interrupt.h>
+#include <linux/io.h>
+#include <rdma/ib_verbs.h>
+
+#include "npfnic_ib.h"
+
+#define NPFNIC_IB_CMDQ_SIZE		64
+#define NPFNIC_IB_EQ_SIZE		1024
+#define NPFNIC_IB_CMD_TIMEOUT_MS	5000
+
+static_assert(sizeof(struct npfnic_rdma_cmd) == NPFNIC_RDMA_CMD_SIZE);
+static_assert(sizeof(struct npfnic_rdma_event) == NPFNIC_RDMA_EVENT_SIZE);
+static_assert(NPFNIC_IB_CMDQ_SIZE * NPFNIC_RDMA_CMD_SIZE <= PAGE_SIZE);
+static_assert(NPFNIC_RDMA_QUEUE_SIZE_MIN <= NPFNIC_IB_CMDQ_SIZE);
+static_assert(NPFNIC_IB_EQ_SIZE <= NPFNIC_RDMA_QUEUE_SIZE_MAX);
+/* The device's QP states, attribute mask and access bits are the kernel's own. */
+#define NPFNIC_IB_SAME(hw, ib) static_assert((hw) == (ib))
+NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ATTR_STATE, IB_QP_STATE);
+NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ATTR_ACCESS_FLAGS, IB_QP_ACCESS_FLAGS);
+NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ATTR_AV, IB_QP_AV);
+NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ATTR_PATH_MTU, IB_QP_PATH_MTU);
+NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ATTR_TIMEOUT, IB_QP_TIMEOUT);
+NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ATTR_RETRY_CNT, IB_QP_RETRY_CNT);
+NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ATTR_RNR_RETRY, IB_QP_RNR_RETRY);
+NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ATTR_RQ_PSN, IB_QP_RQ_PSN);
+NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ATTR_MAX_QP_RD_ATOMIC, IB_QP_MAX_QP_RD_ATOMIC);
+NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ATTR_MIN_RNR_TIMER, IB_QP_MIN_RNR_TIMER);
+NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ATTR_SQ_PSN, IB_QP_SQ_PSN);
+NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ATTR_MAX_DEST_RD_ATOMIC, IB_QP_MAX_DEST_RD_ATOMIC);
+NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ATTR_DEST_QPN, IB_QP_DEST_QPN);
+NPFNIC_IB_SAME(NPFNIC_RDMA_ACCESS_LOCAL_WRITE, IB_ACCESS_LOCAL_WRITE);
+NPFNIC_IB_SAME(NPFNIC_RDMA_ACCESS_REMOTE_WRITE, IB_ACCESS_REMOTE_WRITE);
+NPFNIC_IB_SAME(NPFNIC_RDMA_ACCESS_REMOTE_READ, IB_ACCESS_REMOTE_READ);
+NPFNIC_IB_SAME(NPFNIC_RDMA_ACCESS_ON_DEMAND, IB_ACCESS_ON_DEMAND);
+NPFNIC_IB_SAME(NPFNIC_RDMA_QP_RESET, IB_QPS_RESET);
+NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ERR, IB_QPS_ERR);
+
+#define NPFNIC_IB_QP_HW_MASK \
+	(IB_QP_STATE | IB_QP_ACCESS_FLAGS | IB_QP_AV | IB_QP_PATH_MTU | IB_QP_TIMEOUT | \
+	 IB_QP_RETRY_CNT | IB_QP_RNR_RETRY | IB_QP_RQ_PSN | IB_QP_MAX_QP_RD_ATOMIC | \
+	 IB_QP_MIN_RNR_TIMER | IB_QP_SQ_PSN | IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_DEST_QPN)
+#define NPFNIC_IB_ACCESS_HW_MASK \
+	(IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ | \
+	 IB_ACCESS_ON_DEMAND)
+
+static void npfnic_ib_write64(struct npfnic *nic, u32 lo, u64 v)
+{
+	iowrite32(lower_32_bits(v), nic->bar0 + lo);
+	iowrite32(upper_32_bits(v), nic->bar0 + lo + 4);
+}
+
+/* ---- building one command ---- */
+
+static void npfnic_ib_fill_create_qp(struct npfnic_rdma_cmd_create_qp *c,
+				     const struct npfnic_ib_cmd *cmd)
+{
+	const struct npfnic_ib_qp *qp = cmd->qp.qp;
+
+	c->pd = cpu_to_le32(cmd->qp.pdn);
+	c->sq_buf = cpu_to_le64(qp->sq.dma);
+	c->sq_slots = cpu_to_le32(qp->sq.slots);
+	c->sq_log2_elem_size = cpu_to_le32(qp->sq.log2_elem_size);
+	c->rq_buf = cpu_to_le64(qp->rq.dma);
+	c->rq_slots = cpu_to_le32(qp->rq.slots);
+	c->rq_log2_elem_size = cpu_to_le32(qp->rq.log2_elem_size);
+	c->send_cqn = cpu_to_le32(cmd->qp.send_cqn);
+	c->recv_cqn = cpu_to_le32(cmd->qp.recv_cqn);
+	c->max_send_sge = cpu_to_le16(qp->cap.max_send_sge);
+	c->max_recv_sge = cpu_to_le16(qp->cap.max_recv_sge);
+	c->max_inline = cpu_to_le16(qp->cap.max_inline_data);
+	c->sq_sig_all = cpu_to_le16(qp->sig_all);
+}
+
+static void npfnic_ib_fill_modify_qp(struct npfnic_rdma_cmd_modify_qp *c,
+				     const struct npfnic_ib_cmd *cmd)
+{
+	const struct npfnic_ib_qp *qp = cmd->qp.qp;
+	const struct ib_qp_attr *a = &qp->attr;
+
+	c->mask = cpu_to_le32(cmd->qp.mask & NPFNIC_IB_QP_HW_MASK);
+	c->state = a->qp_state;
+	c->path_mtu = a->path_mtu;
+	c->timeout = a->timeout;
+	c->retry_cnt = a->retry_cnt;
+	c->rnr_retry = a->rnr_retry;
+	c->min_rnr_timer = a->min_rnr_timer;
+	c->max_rd_atomic = a->max_rd_atomic;
+	c->max_dest_rd_atomic = a->max_dest_rd_atomic;
+	c->access = cpu_to_le32(a->qp_access_flags &
+				(IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ));
+	c->dest_qpn = cpu_to_le32(a->dest_qp_num);
+	c->rq_psn = cpu_to_le32(a->rq_psn);
+	c->sq_psn = cpu_to_le32(a->sq_psn);
+	if (cmd->qp.mask & IB_QP_AV) {
+		const struct ib_global_route *grh = rdma_ah_read_grh(&a->ah_attr);
+
+		memcpy(c->dgid, grh->dgid.raw, sizeof(c->dgid));
+		memcpy(c->dmac, a->ah_attr.roce.dmac, sizeof(c->dmac));
+		c->sgid_index = qp->gid_index;
+		c->hop_limit = grh->hop_limit;
+	}
+}
+
+/* The entry for cmd, in the slot at the queue's tail. */
+static void npfnic_ib_fill(struct npfnic_rdma_cmd *e, const struct npfnic_ib_cmd *cmd, u8 op,
+			   u32 handle)
+{
+	memset(e, 0, sizeof(*e));
+	e->opcode = op;
+	e->flags = NPFNIC_RDMA_CMD_FLAG_EVENT;
+	e->handle = cpu_to_le32(handle);
+	switch (cmd->op) {
+	case NPFNIC_IB_CMD_SET_GID: {
+		struct npfnic_rdma_cmd_add_gid *c = (void *)e;
+
+		memcpy(c->gid, cmd->gid.gid.raw, sizeof(c->gid));
+		break;
+	}
+	case NPFNIC_IB_CMD_CREATE_CQ: {
+		struct npfnic_rdma_cmd_create_cq *c = (void *)e;
+
+		c->buf = cpu_to_le64(cmd->cq.q->dma);
+		c->slots = cpu_to_le32(cmd->cq.q->slots);
+		c->log2_elem_size = cpu_to_le32(cmd->cq.q->log2_elem_size);
+		break;
+	}
+	case NPFNIC_IB_CMD_CREATE_QP:
+		npfnic_ib_fill_create_qp((void *)e, cmd);
+		break;
+	case NPFNIC_IB_CMD_MODIFY_QP:
+		npfnic_ib_fill_modify_qp((void *)e, cmd);
+		break;
+	case NPFNIC_IB_CMD_REG_MR: {
+		struct npfnic_rdma_cmd_reg_mr *c = (void *)e;
+
+		c->pd = cpu_to_le32(cmd->mr.pdn);
+		c->va = cpu_to_le64(cmd->mr.va);
+		c->length = cpu_to_le64(cmd->mr.length);
+		c->access = cpu_to_le32(cmd->mr.access & NPFNIC_IB_ACCESS_HW_MASK);
+		c->pasid = cpu_to_le32(cmd->mr.pasid);
+		break;
+	}
+	default:
+		break;
+	}
+	/* The driver's mark, overwritten by the device's status. */
+	e->status = cpu_to_le32(NPFNIC_RDMA_CMD_PENDING);
+}
+
+static int npfnic_ib_cmd_errno(u32 status)
+{
+	switch (status) {
+	case NPFNIC_RDMA_CMD_OK:
+		return 0;
+	case NPFNIC_RDMA_CMDERR_OPCODE:
+		return -EOPNOTSUPP;
+	case NPFNIC_RDMA_CMDERR_BUSY:
+		return -EBUSY;
+	case NPFNIC_RDMA_CMDERR_RESOURCE:
+		return -ENOMEM;
+	default:	/* HANDLE, PARAM, STATE and anything unknown */
+		return -EINVAL;
+	}
+}
+
+static bool npfnic_ib_cmd_done(struct npfnic_ib_hw *hw, struct npfnic_rdma_cmd *e)
+{
+	return le32_to_cpu(READ_ONCE(e->status)) != NPFNIC_RDMA_CMD_PENDING ||
+	       READ_ONCE(hw->status->error);
+}
+
+/*
+ * Runs one command on the device and returns its outcome as an errno; 0
+ * without the engine. The commands that end the device's use of memory
+ * (DESTROY_CQ, DESTROY_QP, DEREG_MR) returning an error means the memory
+ * must be leaked.
+ */
+int npfnic_ib_cmd(struct npfnic_ib_dev *dev, struct npfnic_ib_cmd *cmd)
+{
+	static const u8 opcodes[] = {
+		[NPFNIC_IB_CMD_SET_GID] = NPFNIC_RDMA_CMD_ADD_GID,
+		[NPFNIC_IB_CMD_DEL_GID] = NPFNIC_RDMA_CMD_DEL_GID,
+		[NPFNIC_IB_CMD_CREATE_CQ] = NPFNIC_RDMA_CMD_CREATE_CQ,
+		[NPFNIC_IB_CMD_DESTROY_CQ] = NPFNIC_RDMA_CMD_DESTROY_CQ,
+		[NPFNIC_IB_CMD_CREATE_QP] = NPFNIC_RDMA_CMD_CREATE_QP,
+		[NPFNIC_IB_CMD_MODIFY_QP] = NPFNIC_RDMA_CMD_MODIFY_QP,
+		[NPFNIC_IB_CMD_QUERY_QP] = NPFNIC_RDMA_CMD_QUERY_QP,
+		[NPFNIC_IB_CMD_DESTROY_QP] = NPFNIC_RDMA_CMD_DESTROY_QP,
+		[NPFNIC_IB_CMD_REG_MR] = NPFNIC_RDMA_CMD_REG_MR,
+		[NPFNIC_IB_CMD_DEREG_MR] = NPFNIC_RDMA_CMD_DEREG_MR,
+	};
+	struct npfnic_ib_hw *hw = &dev->hw;
+	struct npfnic *nic = dev->nic;
+	struct npfnic_rdma_cmd *e;
+	unsigned long deadline;
+	u32 handle, status;
+	int err;
+
+	if (!hw->enabled)
+		return 0;
+	switch (cmd->op) {
+	case NPFNIC_IB_CMD_SET_GID:
+	case NPFNIC_IB_CMD_DEL_GID:
+		handle = cmd->gid.index;
+		break;
+	case NPFNIC_IB_CMD_CREATE_CQ:
+	case NPFNIC_IB_CMD_DESTROY_CQ:
+		handle = cmd->cq.cqn;
+		break;
+	case NPFNIC_IB_CMD_REG_MR:
+	case NPFNIC_IB_CMD_DEREG_MR:
+		handle = cmd->mr.key;
+		break;
+	default:
+		handle = cmd->qp.qpn;
+		break;
+	}
+	if (WARN_ON_ONCE(cmd->op >= ARRAY_SIZE(opcodes) || !opcodes[cmd->op]))
+		return -EINVAL;
+
+	mutex_lock(&hw->cmd_lock);
+	if (hw->dead) {
+		err = -EIO;
+		goto out;
+	}
+	e = &hw->cmdq[hw->cmdq_tail & (NPFNIC_IB_CMDQ_SIZE - 1)];
+	npfnic_ib_fill(e, cmd, opcodes[cmd->op], handle);
+	dma_wmb();
+	iowrite32(++hw->cmdq_tail, nic->bar0 + NPFNIC_REG_CMDQ_TAIL);
+	/* One command at a time: the queue never holds more than this one. */
+	deadline = jiffies + msecs_to_jiffies(NPFNIC_IB_CMD_TIMEOUT_MS);
+	while (!npfnic_ib_cmd_done(hw, e)) {
+		if (time_after(jiffies, deadline)) {
+			hw->dead = true;
+			dev_err(&nic->pdev->dev,
+				"RDMA command %u (handle %#x) got no status in %u ms: engine dead\n",
+				opcodes[cmd->op], handle, NPFNIC_IB_CMD_TIMEOUT_MS);
+			err = -ETIMEDOUT;
+			goto out;
+		}
+		wait_event_timeout(hw->cmd_wait, npfnic_ib_cmd_done(hw, e), msecs_to_jiffies(10));
+	}
+	dma_rmb();
+	if (READ_ONCE(hw->status->error)) {
+		hw->dead = true;
+		dev_err(&nic->pdev->dev, "RDMA engine error %u (info %#x)\n",
+			le32_to_cpu(READ_ONCE(hw->status->error)),
+			le32_to_cpu(READ_ONCE(hw->status->error_info)));
+		err = -EIO;
+		goto out;
+	}
+	status = le32_to_cpu(READ_ONCE(e->status));
+	err = npfnic_ib_cmd_errno(status);
+	if (err)
+		ibdev_dbg(&dev->ibdev, "command %u handle %#x: status %u\n", opcodes[cmd->op],
+			  handle, status);
+	if (!err && cmd->op == NPFNIC_IB_CMD_QUERY_QP) {
+		const struct npfnic_rdma_cmd_modify_qp *r = (void *)e;
+
+		cmd->qp.state = READ_ONCE(r->state);
+		cmd->qp.sq_psn = le32_to_cpu(READ_ONCE(r->sq_psn)) & 0xffffff;
+		cmd->qp.rq_psn = le32_to_cpu(READ_ONCE(r->rq_psn)) & 0xffffff;
+	}
+out:
+	mutex_unlock(&hw->cmd_lock);
+	return err;
+}
+
+/* ---- doorbells ---- */
+
+void npfnic_ib_sq_doorbell(struct npfnic_ib_dev *dev, u32 qpn)
+{
+	if (dev->hw.enabled)
+		iowrite32(qpn, dev->nic->bar0 + NPFNIC_REG_SQ_DOORBELL);
+}
+
+void npfnic_ib_cq_arm(struct npfnic_ib_dev *dev, u32 cqn, bool solicited)
+{
+	if (dev->hw.enabled)
+		iowrite32(cqn | (solicited ? NPFNIC_RDMA_CQ_ARM_SOLICITED : 0),
+			  dev->nic->bar0 + NPFNIC_REG_CQ_ARM);
+}
+
+/* ---- events ---- */
+
+static void npfnic_ib_cq_event(struct npfnic_ib_dev *dev, u32 cqn, bool err)
+{
+	struct npfnic_ib_cq *cq;
+	struct ib_event ev;
+
+	xa_lock(&dev->cqs);
+	cq = xa_load(&dev->cqs, cqn);
+	if (cq && !err && cq->ibcq.comp_handler) {
+		cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
+	} else if (cq && err && cq->ibcq.event_handler) {
+		ev.device = &dev->ibdev;
+		ev.event = IB_EVENT_CQ_ERR;
+		ev.element.cq = &cq->ibcq;
+		cq->ibcq.event_handler(&ev, cq->ibcq.cq_context);
+	}
+	xa_unlock(&dev->cqs);
+}
+
+static void npfnic_ib_qp_event(struct npfnic_ib_dev *dev, u32 qpn, enum ib_event_type type)
+{
+	struct npfnic_ib_qp *qp;
+	struct ib_event ev;
+
+	xa_lock(&dev->qps);
+	qp = xa_load(&dev->qps, qpn);
+	if (qp && qp->ibqp.event_handler) {
+		ev.device = &dev->ibdev;
+		ev.event = type;
+		ev.element.qp = &qp->ibqp;
+		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
+	}
+	xa_unlock(&dev->qps);
+}
+
+static void npfnic_ib_event(struct npfnic_ib_dev *dev, const struct npfnic_rdma_event *ev)
+{
+	u32 handle = le32_to_cpu(ev->handle);
+
+	switch (ev->type) {
+	case NPFNIC_RDMA_EVENT_CMD_DONE:
+		wake_up(&dev->hw.cmd_wait);
+		break;
+	case NPFNIC_RDMA_EVENT_CQ_COMP:
+		npfnic_ib_cq_event(dev, handle, false);
+		break;
+	case NPFNIC_RDMA_EVENT_CQ_ERR:
+		npfnic_ib_cq_event(dev, handle, true);
+		break;
+	case NPFNIC_RDMA_EVENT_QP_FATAL:
+		npfnic_ib_qp_event(dev, handle, IB_EVENT_QP_FATAL);
+		break;
+	case NPFNIC_RDMA_EVENT_QP_REQ_ERR:
+		npfnic_ib_qp_event(dev, handle, IB_EVENT_QP_REQ_ERR);
+		break;
+	case NPFNIC_RDMA_EVENT_QP_ACCESS_ERR:
+		npfnic_ib_qp_event(dev, handle, IB_EVENT_QP_ACCESS_ERR);
+		break;
+	case NPFNIC_RDMA_EVENT_COMM_EST:
+		npfnic_ib_qp_event(dev, handle, IB_EVENT_COMM_EST);
+		break;
+	default:
+		dev->hw.bad_events++;
+		break;
+	}
+}
+
+/* EQ_VECTOR: every event the device posted, then the queue armed again. */
+irqreturn_t npfnic_ib_irq(struct npfnic *nic)
+{
+	struct npfnic_ib_dev *dev = READ_ONCE(nic->ib);
+	struct npfnic_ib_hw *hw;
+	u32 tail;
+
+	if (!dev || !READ_ONCE(dev->hw.enabled))
+		return IRQ_HANDLED;
+	hw = &dev->hw;
+	spin_lock(&hw->eq_lock);
+	tail = le32_to_cpu(READ_ONCE(hw->status->eq_tail));
+	if (tail - hw->eq_head > NPFNIC_IB_EQ_SIZE) {
+		/* Not what the device may claim: read nothing, wake the waiters. */
+		if (!hw->eq_broken)
+			dev_err(&nic->pdev->dev, "RDMA event queue tail %u, head %u: ignored\n",
+				tail, hw->eq_head);
+		hw->eq_broken = true;
+		wake_up(&hw->cmd_wait);
+		spin_unlock(&hw->eq_lock);
+		return IRQ_HANDLED;
+	}
+	dma_rmb();
+	while (hw->eq_head != tail) {
+		struct npfnic_rdma_event ev = hw->eq[hw->eq_head & (NPFNIC_IB_EQ_SIZE - 1)];
+
+		npfnic_ib_event(dev, &ev);
+		hw->eq_head++;
+	}
+	iowrite32(hw->eq_head, nic->bar0 + NPFNIC_REG_EQ_HEAD);
+	iowrite32(1, nic->bar0 + NPFNIC_REG_EQ_ARM);
+	spin_unlock(&hw->eq_lock);
+	return IRQ_HANDLED;
+}
+
+/* ---- bring-up and quiesce ---- */
+
+static void npfnic_ib_hw_free(struct npfnic_ib_dev *dev)
+{
+	struct npfnic_ib_hw *hw = &dev->hw;
+	struct device *d = &dev->nic->pdev->dev;
+
+	if (hw->status)
+		dma_free_coherent(d, PAGE_SIZE, hw->status, hw->status_dma);
+	if (hw->cmdq)
+		dma_free_coherent(d, PAGE_SIZE, hw->cmdq, hw->cmdq_dma);
+	if (hw->eq)
+		dma_free_coherent(d, NPFNIC_IB_EQ_SIZE * sizeof(*hw->eq), hw->eq, hw->eq_dma);
+	hw->status = NULL;
+	hw->cmdq = NULL;
+	hw->eq = NULL;
+}
+
+/* Starts the RDMA engine if the device has one; without it, commands do nothing. */
+int npfnic_ib_hw_init(struct npfnic_ib_dev *dev)
+{
+	struct npfnic_ib_hw *hw = &dev->hw;
+	struct npfnic *nic = dev->nic;
+	struct device *d = &nic->pdev->dev;
+
+	mutex_init(&hw->cmd_lock);
+	spin_lock_init(&hw->eq_lock);
+	init_waitqueue_head(&hw->cmd_wait);
+	if (!(nic->features & NPFNIC_FEAT_RDMA)) {
+		dev_info(d, "no RDMA engine in the device: verbs objects exist on the driver's side only\n");
+		return 0;
+	}
+	hw->status = dma_alloc_coherent(d, PAGE_SIZE, &hw->status_dma, GFP_KERNEL);
+	hw->cmdq = dma_alloc_coherent(d, PAGE_SIZE, &hw->cmdq_dma, GFP_KERNEL);
+	hw->eq = dma_alloc_coherent(d, NPFNIC_IB_EQ_SIZE * sizeof(*hw->eq), &hw->eq_dma,
+				    GFP_KERNEL);
+	if (!hw->status || !hw->cmdq || !hw->eq) {
+		npfnic_ib_hw_free(dev);
+		return -ENOMEM;
+	}
+	npfnic_ib_write64(nic, NPFNIC_REG_RDMA_STATUS_LO, hw->status_dma);
+	npfnic_ib_write64(nic, NPFNIC_REG_CMDQ_BASE_LO, hw->cmdq_dma);
+	iowrite32(NPFNIC_IB_CMDQ_SIZE, nic->bar0 + NPFNIC_REG_CMDQ_SIZE);
+	npfnic_ib_write64(nic, NPFNIC_REG_EQ_BASE_LO, hw->eq_dma);
+	iowrite32(NPFNIC_IB_EQ_SIZE, nic->bar0 + NPFNIC_REG_EQ_SIZE);
+	iowrite32(NPFNIC_RDMA_VECTOR, nic->bar0 + NPFNIC_REG_EQ_VECTOR);
+	hw->cmdq_tail = 0;
+	hw->eq_head = 0;
+	iowrite32(NPFNIC_RDMA_CTRL_ENABLE, nic->bar0 + NPFNIC_REG_RDMA_CTRL);
+	WRITE_ONCE(hw->enabled, true);
+	iowrite32(1, nic->bar0 + NPFNIC_REG_EQ_ARM);
+	if (nic->nvecs <= NPFNIC_RDMA_VECTOR)
+		dev_warn(d, "no MSI-X vector for RDMA events: commands are polled, CQ events lost\n");
+	return 0;
+}
+
+/*
+ * Stops the engine once every object is gone (ib_unregister_device
+ * destroyed them): reset, wait for BUSY to clear, then free its queues, or
+ * leak them if the device stays busy.
+ */
+void npfnic_ib_hw_fini(struct npfnic_ib_dev *dev)
+{
+	struct npfnic_ib_hw *hw = &dev->hw;
+	struct npfnic *nic = dev->nic;
+
+	if (!hw->enabled)
+		return;
+	WRITE_ONCE(hw->enabled, false);
+	if (nic->nvecs > NPFNIC_RDMA_VECTOR)
+		synchronize_irq(pci_irq_vector(nic->pdev, NPFNIC_RDMA_VECTOR));
+	iowrite32(NPFNIC_RDMA_CTRL_RESET, nic->bar0 + NPFNIC_REG_RDMA_CTRL);
+	if (!npfnic_wait_quiesced(nic, nic->bar0 + NPFNIC_REG_RDMA_CTRL, NPFNIC_RDMA_CTRL_BUSY,
+				  "RDMA engine"))
+		return;
+	npfnic_ib_hw_free(dev);
+}
