@@ -199,6 +199,7 @@ func New(o Options) (*NIC, error) {
 			n.log.Debug("command register", "old", old, "new", new)
 			bme := new&pcie.CmdBusMaster != 0
 			n.dp.SetBusMaster(bme)
+			n.rdma.SetBusMaster(bme)
 			if bme && old&pcie.CmdBusMaster == 0 {
 				n.xlat.Kick()
 				n.pri.Kick()
@@ -260,6 +261,7 @@ func (n *NIC) buildEngines(o Options) error {
 		return fmt.Errorf("nic: Ethernet datapath: %w", err)
 	}
 	dp.SetBusMaster(n.cfg.BusMaster())
+	rc.SetBusMaster(n.cfg.BusMaster())
 	n.dp, n.xlat, n.pri, n.rdma = dp, x, e, rc
 	return nil
 }
@@ -398,6 +400,7 @@ func (n *NIC) Reset() error {
 	n.dp.Reset()
 	n.rdma.Reset()
 	n.dp.SetBusMaster(n.cfg.BusMaster())
+	n.rdma.SetBusMaster(n.cfg.BusMaster())
 	n.waitQuiesced("device reset")
 	return nil
 }

@@ -228,7 +228,9 @@ func TestRDMAResetAndDisconnect(t *testing.T) {
 	if v := rd32(t, r.n, hw.RegBAR, hw.RegEQVector); v != hw.RDMAVector {
 		t.Fatalf("EQ_VECTOR %d after DEVICE_RESET", v)
 	}
-	// The same objects can be made again, then a disconnect drops them.
+	// The same objects can be made again (once the driver has bus
+	// mastering back), then a disconnect drops them.
+	r.n.RegionWrite(vfiouser.RegionConfig, pcie.OffCommand, []byte{0x06, 0})
 	r.d.Enable()
 	if err := r.d.Must(rdmatest.CreateCQ(0, r.scq)); err != nil {
 		t.Fatal(err)

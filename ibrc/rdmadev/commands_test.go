@@ -234,3 +234,24 @@ func TestResetDestroysEverything(t *testing.T) {
 		t.Errorf("%d late writes: %v", late, n.g.Mem.LateLog())
 	}
 }
+
+// TestBusMaster: without bus mastering nothing runs (the command waits),
+// and it runs once the bit is back.
+func TestBusMaster(t *testing.T) {
+	n := lone(t)
+	n.e.SetBusMaster(false)
+	head := n.d.CmdqHead()
+	i := n.d.Post(rdmatest.NewCmd(hw.RDMACmdQueryQP, n.qpn))
+	time.Sleep(20 * time.Millisecond)
+	if n.d.CmdqHead() != head {
+		t.Fatal("a command ran without bus mastering")
+	}
+	n.e.SetBusMaster(true)
+	deadline := time.Now().Add(5 * time.Second)
+	for int32(n.d.CmdqHead()-i) <= 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the command never ran")
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}

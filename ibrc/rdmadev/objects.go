@@ -129,6 +129,9 @@ func (m *mrMem) access(va uint64, p []byte, write bool) error {
 		return errMRGone
 	}
 	defer m.dma.End()
+	if !m.e.busMaster.Load() {
+		return &ibrc.FaultError{VA: va, Write: write} // retried once bus mastering is back
+	}
 	for len(p) > 0 {
 		n := min(len(p), ats.MaxAccess)
 		h, err := m.xlat.Access(m.pasid, va, n, write)

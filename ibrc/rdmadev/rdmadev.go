@@ -108,8 +108,9 @@ type Engine struct {
 	done chan struct{}
 	wg   sync.WaitGroup
 
-	rc   atomic.Pointer[ibrc.Engine] // the transport of the current objects
-	port atomic.Pointer[port.Sender] // the transmit side (SetPort)
+	rc        atomic.Pointer[ibrc.Engine] // the transport of the current objects
+	busMaster atomic.Bool                 // PCI Command.BME: without it, no DMA
+	port      atomic.Pointer[port.Sender] // the transmit side (SetPort)
 
 	// mu guards the register state and what the register path hands the
 	// worker. Never held across guest memory.
@@ -197,6 +198,7 @@ func newEngine(c Config) (*Engine, error) {
 		bells: make(map[uint32]struct{}), liveQP: make(map[uint32]bool), streams: make(map[*guestmem.Stream]struct{})}
 	e.regs[(hw.RegEQVector-hw.RegRDMACtrl)/4] = hw.RDMAVector
 	e.gids.Store(&[][4]byte{})
+	e.busMaster.Store(true)
 	if c.Port != nil {
 		e.SetPort(c.Port)
 	}
@@ -412,6 +414,16 @@ func (e *Engine) Reset() {
 	e.wake()
 }
 
+// SetBusMaster tells the engine whether the function may master the bus
+// (PCI Command register; the default is true). Without it the worker
+// leaves the queues alone, received frames are dropped, and a memory
+// region access (a retransmission's) is refused as a fault, which the RC
+// engine retries: nothing fails because the driver toggled the bit.
+func (e *Engine) SetBusMaster(on bool) {
+	e.busMaster.Store(on)
+	e.wake()
+}
+
 // Busy reports whether the engine may still DMA (RDMA_CTRL.BUSY).
 func (e *Engine) Busy() bool {
 	e.mu.Lock()
@@ -489,7 +501,7 @@ func (e *Engine) Receive(frame []byte) {
 	e.mu.Lock()
 	on := e.enabled
 	e.mu.Unlock()
-	if !on {
+	if !on || !e.busMaster.Load() {
 		e.stats.rxDisabled.Add(1)
 		return
 	}

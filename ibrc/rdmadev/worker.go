@@ -64,7 +64,25 @@ func (e *Engine) run() {
 func (w *worker) service() {
 	e := w.e
 	e.mu.Lock()
-	gen, inst, tail, head, arm := e.gen, e.inst, e.cmdTail, e.eqHead, e.eqArm
+	if g := e.gen; g != w.gen {
+		// A RESET's teardown touches no guest memory: it runs even
+		// without bus mastering (a function reset clears it).
+		e.mu.Unlock()
+		w.teardown()
+		w.gen = g
+		e.mu.Lock()
+		e.resetGen = g
+		e.mu.Unlock()
+		e.asyncMu.Lock()
+		e.async = nil
+		e.asyncMu.Unlock()
+		e.mu.Lock()
+	}
+	if !e.busMaster.Load() {
+		e.mu.Unlock()
+		return // the register path's requests wait for bus mastering
+	}
+	inst, tail, head, arm := e.inst, e.cmdTail, e.eqHead, e.eqArm
 	e.eqArm = false
 	w.bells = w.bells[:0]
 	for n := range e.bells {
@@ -75,16 +93,6 @@ func (w *worker) service() {
 	e.cqArms = [hw.RDMAMaxCQ]uint8{}
 	e.mu.Unlock()
 
-	if gen != w.gen {
-		w.teardown()
-		w.gen = gen
-		e.mu.Lock()
-		e.resetGen = gen
-		e.mu.Unlock()
-		e.asyncMu.Lock()
-		e.async = nil
-		e.asyncMu.Unlock()
-	}
 	if inst != w.inst {
 		w.inst = inst
 		w.cmdHead, w.eqTail, w.eqHead, w.eqArmed, w.eqStopped, w.halted = 0, 0, 0, false, false, false
