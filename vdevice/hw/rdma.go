@@ -44,7 +44,22 @@ Untrusted queues. Every index, key, length and opcode the device reads from the 
 queues is checked: the rings' geometry is the one registered (never the header in guest memory), a
 bad entry completes with its IBV_WC error status on the CQ in its turn and moves the QP to the error
 state (a QP_FATAL event), and nothing is read or written outside the registered buffers and the MR
-an entry names. Another QP, and Ethernet, are not affected.`
+an entry names. Another QP, and Ethernet, are not affected.
+
+Rules the commands leave implicit. A slot must hold its entry: a send slot at least 208 + max(16 x
+max_send_sge, max_inline) bytes, a receive slot 40 + 16 x max_recv_sge, a CQ slot 48 (else
+CMDERR_PARAM); one slot stays empty, so a queue holds slots - 1 entries (at most MAX_QP_WR - 1 and
+MAX_CQE - 1). A PD needs no command: it exists while a QP or MR names it. MODIFY_QP ignores mask bits
+other than NPFNIC_RDMA_QP_ATTR_* (IB_QP_PKEY_INDEX, IB_QP_PORT, ...: one port, one P_Key); an AV
+needs an IPv4-mapped dgid and a sgid_index naming an IPv4-mapped GID (else CMDERR_PARAM). Send
+entries wait in the ring until the QP is in RTS. MODIFY_QP to RESET drops the work requests the
+device had taken, without completions, and moves consumer_index past them; the indices are not
+reset. A QP in ERR completes what is posted with IBV_WC_WR_FLUSH_ERR: send entries at SQ_DOORBELL,
+receive entries whenever the engine runs. QP_FATAL comes when the device moved the QP to ERR (not
+after MODIFY_QP to ERR), after QP_REQ_ERR or QP_ACCESS_ERR when the status is
+IBV_WC_REM_INV_REQ_ERR or IBV_WC_REM_ACCESS_ERR. A CQ takes no completion after its CQ_ERR.
+Clearing ENABLE without RESET stops the command and event queues only. Without bus mastering the
+engine does nothing and drops received RoCEv2 frames.`
 
 // RDMA registers in BAR0 (BlockRDMA).
 const (
