@@ -61,8 +61,8 @@ func newPlot(title, x, y string) *plot.Plot {
 // startupPlot is Figure 4(a): ops/s against time from the cold start.
 func startupPlot(c Config, st []StartupSummary) (*plot.Plot, error) {
 	runs := ""
-	if c.Rounds > 1 {
-		runs = fmt.Sprintf(", median of %d rounds", c.Rounds)
+	if n := st[0].Rounds; n > 1 {
+		runs = fmt.Sprintf(", median of %d rounds", n)
 	}
 	p := newPlot(fmt.Sprintf("(a) startup from a cold RX ring of %d entries (npfnic, TCG guest%s)", st[0].RingSize, runs),
 		"time since memaslap started (s)", "memcached operations/s")

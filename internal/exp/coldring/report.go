@@ -41,7 +41,11 @@ func Table(c Config, results []Result) string {
 	var b strings.Builder
 	b.WriteString(Header(c) + "\n")
 	if st := Startup(results); len(st) > 0 {
-		fmt.Fprintf(&b, "\n(a) startup from a cold ring of %d entries, %d s of memaslap, 1 s bins\n", st[0].RingSize, int(c.StartupTime/1e9))
+		fmt.Fprintf(&b, "\n(a) startup from a cold ring of %d entries, %d s of memaslap, 1 s bins", st[0].RingSize, int(c.StartupTime/1e9))
+		if st[0].Rounds > 1 {
+			fmt.Fprintf(&b, ", medians of %d rounds", st[0].Rounds)
+		}
+		b.WriteString("\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "policy\tops\tmean ops/s\tt(50%% of %s) s\tidle s\trx_faults\tbackup pkts\tfault drops\tretrans host\tretrans guest\t\n", Baseline(Sweep(results)))
 		for _, s := range st {
