@@ -220,27 +220,64 @@ func TestBadWQEs(t *testing.T) {
 	}
 }
 
-// TestGarbageRings: a producer index beyond the ring, and random slots,
-// never make the device read outside the ring or panic; the QP fails alone.
+// TestGarbageRings: producer indices beyond the ring and random slots, in
+// a send queue and in a receive queue, never make the device panic or
+// touch memory outside the rings and the MR: each QP fails alone with an
+// error completion and QP_FATAL, the peer's WR completes with an error,
+// and the device's consumer indices stay slot numbers.
 func TestGarbageRings(t *testing.T) {
 	a, b := pair(t, 3)
+	for _, n := range []*node{a, b} {
+		// Everything but the rings, the CQs and the MR's pages is fenced:
+		// a stray write anywhere else is counted.
+		n.g.Mem.Fence(0, n.g.Base)
+		n.g.Mem.Fence(n.g.Base+uint64(len(n.g.RAM)), 1<<40)
+	}
 	for i := range a.sq.Slots {
 		copy(a.sq.Slot(i), pattern(1<<a.sq.Log2, byte(i)))
 	}
 	a.sq.SetProducer(0xffff_fff7)
 	a.e.RegWrite(hw.RegSQDoorbell, a.qpn)
 	a.waitEvent(t, hw.RDMAEventQPFatal, a.qpn)
-	for i := range b.rq.Slots {
-		copy(b.rq.Slot(i), pattern(1<<b.rq.Log2, byte(i)))
+	// 0xffff_fff7 masked is 55 posted entries: the first fails, the rest
+	// are flushed.
+	for i, c := range poll(t, a.scq, 55) {
+		if c.Status == ibrc.WCSuccess || i > 0 && c.Status != ibrc.WCWRFlushErr {
+			t.Errorf("garbage send entry %d completed %+v", i, c)
+		}
 	}
-	b.rq.SetProducer(0x1234_5677)
-	if a.mux.Unclaimed() != 0 {
-		t.Error("unclaimed frames")
+	quiet(t, a.scq)
+	if c := a.sq.Consumer(); c >= a.sq.Slots {
+		t.Errorf("SQ consumer_index %#x", c)
 	}
-	// b's receive ring is garbage: a send to it fails b's QP, not b.
-	c := b.e.Stats()
-	if c.RC.RxMalformed != 0 {
-		t.Errorf("malformed frames on the wire: %d", c.RC.RxMalformed)
+
+	// b's receive ring is garbage: a SEND into it fails b's QP, and a's
+	// second QP's SEND is NAKed.
+	sq2, _ := a.createQP(t, 0x300)
+	_, rq2 := b.createQP(t, 0x301)
+	a.connect(t, 0x300, b, 0x301, 3)
+	b.connect(t, 0x301, a, 0x300, 3)
+	for i := range rq2.Slots {
+		copy(rq2.Slot(i), pattern(1<<rq2.Log2, byte(i*3)))
+		hw.RxeRecvNumSGE.Put(rq2.Slot(i), 0x4000_0000+uint32(i))
+	}
+	rq2.SetProducer(0x1234_5677)
+	a.post(t, sq2, 0x300, rdmatest.Send{ID: 77, Opcode: hw.IBVWRSend, Flags: sig, AutoLength: true, NumSGE: -1,
+		SGL: []rdmatest.SGE{{Addr: bufVA, Length: 64, LKey: mrKey}}})
+	if c := poll(t, a.scq, 1)[0]; c.WRID != 77 || c.Status != ibrc.WCRemOpErr {
+		t.Errorf("send into a garbage receive queue: %+v, want REM_OP_ERR", c)
+	}
+	b.waitEvent(t, hw.RDMAEventQPFatal, 0x301)
+	if c := poll(t, b.rcq, 1)[0]; c.QPNum != 0x301 || c.Status != ibrc.WCLocQPOpErr {
+		t.Errorf("garbage receive entry: %+v, want LOC_QP_OP_ERR", c)
+	}
+	for _, n := range []*node{a, b} {
+		if late := n.g.Mem.LateWrites(); late != 0 {
+			t.Errorf("%d writes outside the rings and the MR: %v", late, n.g.Mem.LateLog())
+		}
+	}
+	if s := b.e.Stats().RC; s.RxMalformed != 0 || s.RxBadICRC != 0 {
+		t.Errorf("malformed frames on the wire: %+v", s)
 	}
 }
 

@@ -117,11 +117,22 @@ func (w *worker) service() {
 			w.pumpSQ(q)
 		}
 	}
-	w.drainAll()
-	for _, q := range w.qps {
-		w.checkQP(q)
+	// Completions retire slots, which lets a malformed entry complete,
+	// which flushes what follows it, which makes completions: go round
+	// until nothing moves (a long chain goes on in the next pass).
+	for round := 0; ; round++ {
+		moved := w.drainAll()
+		for _, q := range w.qps {
+			moved = w.checkQP(q) || moved
+		}
+		if !moved {
+			break
+		}
+		if round == 64 {
+			e.wake()
+			break
+		}
 	}
-	w.drainAll()
 }
 
 // ---- Event queue and status block ----
@@ -151,7 +162,9 @@ func (w *worker) interrupt() {
 		return
 	}
 	w.eqArmed = false
-	w.e.irq(in.vector)
+	if in.vector >= 0 && in.vector < hw.MSIXVectors { // another EQ_VECTOR is the driver's loss, not a log line per event
+		w.e.irq(in.vector)
+	}
 	in.dma.End()
 }
 
@@ -261,23 +274,29 @@ func (w *worker) asyncEvents() {
 
 // ---- Completions ----
 
-func (w *worker) drainAll() {
+// drainAll drains the CQs the engine added completions to; it reports
+// whether it moved any.
+func (w *worker) drainAll() bool {
+	moved := false
 	for _, c := range w.cqs {
 		if c != nil && c.pending.Load() {
-			w.drainCQ(c)
+			moved = w.drainCQ(c) || moved
 		}
 	}
+	return moved
 }
 
 // drainCQ moves the engine's completions into the rxe CQ, retiring the
-// ring slots they complete.
-func (w *worker) drainCQ(c *cq) {
+// ring slots they complete; it reports whether there were any.
+func (w *worker) drainCQ(c *cq) bool {
 	c.pending.Store(false)
+	moved := false
 	for {
 		n := c.rc.Poll(w.wcs[:])
 		if n == 0 {
 			break
 		}
+		moved = true
 		for _, wc := range w.wcs[:n] {
 			w.complete(c, wc)
 		}
@@ -285,6 +304,7 @@ func (w *worker) drainCQ(c *cq) {
 	if c.rc.Overflowed() {
 		w.cqError(c)
 	}
+	return moved
 }
 
 // complete handles one engine completion on c.
@@ -410,9 +430,11 @@ func (w *worker) pumpSQ(q *qp) {
 
 // checkQP completes a malformed send entry in its turn, moves a QP whose
 // rings failed to ERR, reports a QP that went to ERR (QP_FATAL), and
-// flushes the receive entries of a QP in ERR.
-func (w *worker) checkQP(q *qp) {
+// flushes the receive entries of a QP in ERR. It reports whether it
+// completed anything.
+func (w *worker) checkQP(q *qp) (moved bool) {
 	if q.bad != nil && q.sq.Outstanding() == 1 {
+		moved = true
 		bad := q.bad
 		q.bad = nil
 		inErr := q.rc.Query().State == ibrc.StateErr
@@ -438,14 +460,14 @@ func (w *worker) checkQP(q *qp) {
 		_ = q.rc.ModifyQP(&ibrc.QPAttr{State: ibrc.StateErr}, ibrc.AttrState)
 	}
 	if q.rc.Query().State != ibrc.StateErr {
-		return
+		return moved
 	}
 	// The engine pushed the completion that moved the QP to ERR before the
 	// state changed (under its lock), but its CQ notification may still be
 	// on its way: drain both CQs now, so the error status is known and the
 	// engine's flushed receives go before what is still posted.
-	w.drainCQ(q.scq)
-	w.drainCQ(q.rcq)
+	moved = w.drainCQ(q.scq) || moved
+	moved = w.drainCQ(q.rcq) || moved
 	if !q.fatalSent && !q.userErr {
 		q.fatalSent = true
 		st := q.errStatus
@@ -460,14 +482,15 @@ func (w *worker) checkQP(q *qp) {
 		}
 		w.postEvent(hw.RDMAEventQPFatal, q.n, uint32(st))
 	}
-	w.flushRQ(q)
+	return w.flushRQ(q) || moved
 }
 
 // flushRQ completes every posted receive entry of a QP in ERR with
-// IBV_WC_WR_FLUSH_ERR, as rdma_rxe does.
-func (w *worker) flushRQ(q *qp) {
+// IBV_WC_WR_FLUSH_ERR, as rdma_rxe does; it reports whether there were
+// any.
+func (w *worker) flushRQ(q *qp) (moved bool) {
 	if q.rqBroken.Load() {
-		return
+		return false
 	}
 	for {
 		q.rqMu.Lock()
@@ -491,8 +514,9 @@ func (w *worker) flushRQ(q *qp) {
 				q.rqBroken.Store(true)
 				w.ringError(err)
 			}
-			return
+			return moved
 		}
+		moved = true
 		w.push(q.rcq, rxeq.CQEFromWC(ibrc.WC{WRID: id, Status: ibrc.WCWRFlushErr, Opcode: ibrc.WCRecv, QPN: q.n}), true)
 	}
 }
@@ -527,6 +551,7 @@ func (w *worker) teardown() {
 	for i := range w.gids {
 		w.gids[i].valid = false
 	}
+	w.e.gids.Store(&[][4]byte{}) // a publish of the old table may have followed RESET's
 	w.e.rc.Store(w.e.newRC())
 }
 
