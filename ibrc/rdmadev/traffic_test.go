@@ -265,3 +265,36 @@ func TestQPReset(t *testing.T) {
 		t.Fatalf("receive after RESET: %+v", c)
 	}
 }
+
+// TestTranslationFaultIsRNR: a receive buffer whose page is missing from
+// the PASID's page tables is a translation fault in the RC engine (the
+// next issue's page request path): the SEND is RNR NAKed, not failed, and
+// lands once the page is mapped.
+func TestTranslationFaultIsRNR(t *testing.T) {
+	a, b := pair(t, 3)
+	const off = 0x40000
+	page := b.as.Unmap(bufVA + off)
+	data := pattern(2000, 5)
+	a.buf.Write(0, data)
+	b.postRecv(t, b.rq, rdmatest.Recv{ID: 3, SGL: []rdmatest.SGE{{Addr: bufVA + off, Length: 4096, LKey: mrKey}}})
+	a.post(t, a.sq, a.qpn, rdmatest.Send{ID: 1, Opcode: hw.IBVWRSend, Flags: sig, AutoLength: true, NumSGE: -1,
+		SGL: []rdmatest.SGE{{Addr: bufVA, Length: 2000, LKey: mrKey}}})
+	deadline := time.Now().Add(5 * time.Second)
+	for b.e.Stats().RC.RNRNakFault == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no RNR NAK for the fault: %+v", b.e.Stats().RC)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	quiet(t, a.scq)
+	b.as.SetLeaf(bufVA+off, page)
+	if c := poll(t, a.scq, 1)[0]; c.Status != ibrc.WCSuccess {
+		t.Fatalf("send: %+v", c)
+	}
+	if c := poll(t, b.rcq, 1)[0]; c.WRID != 3 || c.Status != ibrc.WCSuccess || c.ByteLen != 2000 {
+		t.Fatalf("receive: %+v", c)
+	}
+	if !bytes.Equal(b.buf.Read(off, 2000), data) {
+		t.Fatal("data differs")
+	}
+}
