@@ -54,7 +54,7 @@ type node struct {
 	rcq   *rdmatest.Queue
 }
 
-func newNode(t *testing.T, wire port.Port, last byte) *node {
+func newNode(t testing.TB, wire port.Port, last byte) *node {
 	t.Helper()
 	n := &node{ip: [4]byte{192, 0, 2, last}, mac: [6]byte{2, 0, 0, 0, 0, last}, qpn: 0x100 + uint32(last), eth: &ethCounter{}}
 	n.g = atstest.NewGuest(t, 32<<20)
@@ -100,14 +100,14 @@ func newNode(t *testing.T, wire port.Port, last byte) *node {
 	return n
 }
 
-func (n *node) must(t *testing.T, c rdmatest.Cmd) {
+func (n *node) must(t testing.TB, c rdmatest.Cmd) {
 	t.Helper()
 	if err := n.d.Must(c); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (n *node) createQP(t *testing.T, qpn uint32) (sq, rq *rdmatest.Queue) {
+func (n *node) createQP(t testing.TB, qpn uint32) (sq, rq *rdmatest.Queue) {
 	t.Helper()
 	sq, rq = rdmatest.NewQueue(n.g, 64, 9), rdmatest.NewQueue(n.g, 64, 7)
 	n.must(t, rdmatest.CreateQP(qpn, rdmatest.QPSpec{PD: pdn, SQ: sq, RQ: rq, SendCQ: sendCQ, RecvCQ: recvCQ,
@@ -116,7 +116,7 @@ func (n *node) createQP(t *testing.T, qpn uint32) (sq, rq *rdmatest.Queue) {
 }
 
 // connect brings qpn to RTS towards peer's QP peerQPN.
-func (n *node) connect(t *testing.T, qpn uint32, peer *node, peerQPN uint32, mtu uint8) {
+func (n *node) connect(t testing.TB, qpn uint32, peer *node, peerQPN uint32, mtu uint8) {
 	t.Helper()
 	n.must(t, rdmatest.ModifyQP(qpn, rdmatest.Modify{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrAccessFlags,
 		State: hw.RDMAQPInit, Access: hw.RDMAAccessRemoteWrite | hw.RDMAAccessRemoteRead}))
@@ -130,7 +130,9 @@ func (n *node) connect(t *testing.T, qpn uint32, peer *node, peerQPN uint32, mtu
 }
 
 // pair is two nodes cabled by a pipe, their QPs connected at mtu.
-func pair(t *testing.T, mtu uint8) (a, b *node) {
+func pair(t *testing.T, mtu uint8) (a, b *node) { return pairB(t, mtu) }
+
+func pairB(t testing.TB, mtu uint8) (a, b *node) {
 	pa, pb := port.Pipe(256)
 	a, b = newNode(t, pa, 1), newNode(t, pb, 2)
 	a.connect(t, a.qpn, b, b.qpn, mtu)
