@@ -127,8 +127,12 @@ func TestLimits(t *testing.T) {
 	}
 	n.must(t, rdmatest.NewCmd(hw.RDMACmdDestroyQP, 0x1000))
 	n.must(t, rdmatest.CreateQP(0x5000, spec))
-	for k := uint32(1); k < hw.RDMAMaxMR; k++ {
-		n.d.Post(rdmatest.RegMR(mrKey+k, pdn, bufVA, 4096, access, pasid))
+	const have = 3 // newNode's regions
+	for k := uint32(have); k < hw.RDMAMaxMR-1; k++ {
+		n.d.Post(rdmatest.RegMR(0x10000+k, pdn, bufVA, 4096, access, pasid))
+	}
+	if st, _, _ := n.d.Run(rdmatest.RegMR(2, pdn, bufVA, 4096, access, pasid)); st != hw.RDMACmdOK {
+		t.Errorf("MR %d: status %d, want OK", hw.RDMAMaxMR, st)
 	}
 	if st, _, _ := n.d.Run(rdmatest.RegMR(1, pdn, bufVA, 4096, access, pasid)); st != hw.RDMACmdErrResource {
 		t.Errorf("MR %d: status %d, want RESOURCE", hw.RDMAMaxMR+1, st)

@@ -19,10 +19,14 @@ const (
 	bufVA   = 0x7f00_0000_0000
 	bufSize = 1 << 20
 	mrKey   = 0x4242
-	pdn     = 7
-	sendCQ  = 0
-	recvCQ  = 1
-	access  = hw.RDMAAccessLocalWrite | hw.RDMAAccessRemoteWrite | hw.RDMAAccessRemoteRead
+	// Two more regions over the same buffer: one in another PD, one that
+	// allows neither local nor remote writes.
+	mrKeyOtherPD  = 0x4343
+	mrKeyReadOnly = 0x4444
+	pdn           = 7
+	sendCQ        = 0
+	recvCQ        = 1
+	access        = hw.RDMAAccessLocalWrite | hw.RDMAAccessRemoteWrite | hw.RDMAAccessRemoteRead
 )
 
 // ethCounter is the default engine of a node's port: it counts what the
@@ -93,6 +97,8 @@ func newNode(t testing.TB, wire port.Port, last byte) *node {
 	n.must(t, rdmatest.AddGID(0, rdmatest.GIDv4(n.ip)))
 	n.buf = rdmatest.MapBuffer(n.g, n.as, bufVA, bufSize)
 	n.must(t, rdmatest.RegMR(mrKey, pdn, bufVA, bufSize, access, pasid))
+	n.must(t, rdmatest.RegMR(mrKeyOtherPD, pdn+1, bufVA, bufSize, access, pasid))
+	n.must(t, rdmatest.RegMR(mrKeyReadOnly, pdn, bufVA, bufSize, hw.RDMAAccessRemoteRead, pasid))
 	n.scq, n.rcq = rdmatest.NewQueue(n.g, 256, 6), rdmatest.NewQueue(n.g, 256, 6)
 	n.must(t, rdmatest.CreateCQ(sendCQ, n.scq))
 	n.must(t, rdmatest.CreateCQ(recvCQ, n.rcq))
