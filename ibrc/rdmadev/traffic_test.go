@@ -298,3 +298,42 @@ func TestTranslationFaultIsRNR(t *testing.T) {
 		t.Fatal("data differs")
 	}
 }
+
+// TestRetryExhaustion: a peer that never answers ends the WR with
+// RETRY_EXC_ERR after retry_cnt retransmissions, one that keeps answering
+// RNR with RNR_RETRY_EXC_ERR after rnr_retry; either way the QP goes to
+// ERR with QP_FATAL carrying the status.
+func TestRetryExhaustion(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		peerQPN uint32 // a QP b does not have: nothing answers
+		st      ibrc.WCStatus
+	}{
+		{"no answer", 0x999, ibrc.WCRetryExcErr},
+		{"receiver not ready", 0, ibrc.WCRNRRetryExcErr},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := pair(t, 3)
+			peer := b.qpn
+			if tc.peerQPN != 0 {
+				peer = tc.peerQPN
+			}
+			a.must(t, rdmatest.ModifyQP(a.qpn, rdmatest.Modify{Mask: hw.RDMAQPAttrState, State: hw.RDMAQPReset}))
+			a.must(t, rdmatest.ModifyQP(a.qpn, rdmatest.Modify{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrAccessFlags, State: hw.RDMAQPInit}))
+			a.must(t, rdmatest.ModifyQP(a.qpn, rdmatest.Modify{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrAV | hw.RDMAQPAttrPathMTU |
+				hw.RDMAQPAttrDestQPN | hw.RDMAQPAttrRQPSN | hw.RDMAQPAttrMaxDestRdAtm | hw.RDMAQPAttrMinRNRTimer,
+				State: hw.RDMAQPRTR, PathMTU: 3, DestQPN: peer, RQPSN: 100, DGID: rdmatest.GIDv4(b.ip), DMAC: b.mac}))
+			a.must(t, rdmatest.ModifyQP(a.qpn, rdmatest.Modify{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrSQPSN | hw.RDMAQPAttrTimeout |
+				hw.RDMAQPAttrRetryCnt | hw.RDMAQPAttrRNRRetry | hw.RDMAQPAttrMaxQPRdAtom,
+				State: hw.RDMAQPRTS, SQPSN: 100, Timeout: 8, RetryCnt: 2, RNRRetry: 2, MaxRdAtomic: 1}))
+			a.post(t, a.sq, a.qpn, rdmatest.Send{ID: 1, Opcode: hw.IBVWRSend, Flags: sig, AutoLength: true, NumSGE: -1,
+				SGL: []rdmatest.SGE{{Addr: bufVA, Length: 10, LKey: mrKey}}})
+			if c := poll(t, a.scq, 1)[0]; c.WRID != 1 || c.Status != tc.st {
+				t.Fatalf("completion %+v, want %v", c, tc.st)
+			}
+			if ev := a.waitEvent(t, hw.RDMAEventQPFatal, a.qpn); ev.Info != uint32(tc.st) {
+				t.Errorf("QP_FATAL info %d, want %d", ev.Info, tc.st)
+			}
+		})
+	}
+}
