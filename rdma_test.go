@@ -2,6 +2,7 @@ package npfnic
 
 import (
 	"bytes"
+	"encoding/binary"
 	"sync"
 	"testing"
 	"time"
@@ -18,18 +19,6 @@ import (
 	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
-// bar0 is the RDMA block as the driver reaches it: BAR0 accesses.
-type bar0 struct {
-	t *testing.T
-	n *NIC
-}
-
-func (b bar0) RegRead(off uint32) (uint32, bool) { return rd32(b.t, b.n, hw.RegBAR, uint64(off)), true }
-func (b bar0) RegWrite(off, v uint32) bool {
-	wr32(b.t, b.n, hw.RegBAR, uint64(off), v)
-	return true
-}
-
 // syncBuffer is a pcap file in memory.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -43,15 +32,16 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 
 // rdmaNIC is a NIC whose RDMA block a driver model brings up through BAR0,
-// with one RC QP and a registered buffer. Translation is off (config
-// space's ATS enable is clear), so the MR's addresses are IOVAs.
+// with one RC QP and a registered buffer: a process's pages mapped in
+// PASID 0's page tables, ATS and PASID enabled in config space as the
+// driver does.
 type rdmaNIC struct {
 	n        *NIC
 	irq      *fakeIRQ
 	g        *atstest.Guest
 	d        *rdmatest.Driver
 	ip       [4]byte
-	buf      uint64
+	buf      *rdmatest.Buffer
 	sq, rq   *rdmatest.Queue
 	scq, rcq *rdmatest.Queue
 }
@@ -59,6 +49,7 @@ type rdmaNIC struct {
 const (
 	nicQPN = 0x11
 	nicKey = 0x77
+	nicVA  = 0x7000_0000
 )
 
 func newRDMANIC(t *testing.T, wire port.Port, last byte) *rdmaNIC {
@@ -73,7 +64,13 @@ func newRDMANIC(t *testing.T, wire port.Port, last byte) *rdmaNIC {
 	n.Attach(vfiouser.Host{IRQ: r.irq})
 	t.Cleanup(func() { n.Close() })
 	n.RegionWrite(vfiouser.RegionConfig, pcie.OffCommand, []byte{0x06, 0})
-	r.d = rdmatest.NewDriver(r.g, bar0{t, n}, 32, 32)
+	lay := n.cfg.Layout()
+	n.RegionWrite(vfiouser.RegionConfig, uint64(lay.ATS+6), binary.LittleEndian.AppendUint16(nil, pcie.ATSCtrlEnable))
+	n.RegionWrite(vfiouser.RegionConfig, uint64(lay.PASID+6), binary.LittleEndian.AppendUint16(nil, pcie.PASIDCtrlEnable))
+	as := r.g.NewAddressSpace()
+	r.g.NewDriver(bar{t, n}, 1, 16).Table.Set(0, as)
+	r.buf = rdmatest.MapBuffer(r.g, as, nicVA, 1<<16)
+	r.d = rdmatest.NewDriver(r.g, bar{t, n}, 32, 32)
 	r.d.Enable()
 	must := func(c rdmatest.Cmd) {
 		t.Helper()
@@ -81,9 +78,8 @@ func newRDMANIC(t *testing.T, wire port.Port, last byte) *rdmaNIC {
 			t.Fatal(err)
 		}
 	}
-	r.buf = r.g.Alloc(1<<16, 4096)
 	must(rdmatest.AddGID(0, rdmatest.GIDv4(r.ip)))
-	must(rdmatest.RegMR(nicKey, 1, r.buf, 1<<16, hw.RDMAAccessLocalWrite|hw.RDMAAccessRemoteWrite|hw.RDMAAccessRemoteRead, 0))
+	must(rdmatest.RegMR(nicKey, 1, nicVA, 1<<16, hw.RDMAAccessLocalWrite|hw.RDMAAccessRemoteWrite|hw.RDMAAccessRemoteRead, 0))
 	r.scq, r.rcq = rdmatest.NewQueue(r.g, 64, 6), rdmatest.NewQueue(r.g, 64, 6)
 	must(rdmatest.CreateCQ(0, r.scq))
 	must(rdmatest.CreateCQ(1, r.rcq))
@@ -130,17 +126,17 @@ func TestRDMAThroughBAR0(t *testing.T) {
 	b.connect(t, a)
 
 	data := bytes.Repeat([]byte("npfnic rc "), 1000) // 10000 bytes: 3 packets at MTU 4096
-	copy(a.g.Bytes(a.buf, len(data)), data)
-	if err := b.rq.Produce(rdmatest.Recv{ID: 5, SGL: []rdmatest.SGE{{Addr: b.buf, Length: 1 << 14, LKey: nicKey}}}.Encode); err != nil {
+	a.buf.Write(0, data)
+	if err := b.rq.Produce(rdmatest.Recv{ID: 5, SGL: []rdmatest.SGE{{Addr: nicVA, Length: 1 << 14, LKey: nicKey}}}.Encode); err != nil {
 		t.Fatal(err)
 	}
 	b.d.Regs.RegWrite(hw.RegEQArm, 1)
 	b.d.Regs.RegWrite(hw.RegCQArm, 1)
-	sgl := []rdmatest.SGE{{Addr: a.buf, Length: uint32(len(data)), LKey: nicKey}}
+	sgl := []rdmatest.SGE{{Addr: nicVA, Length: uint32(len(data)), LKey: nicKey}}
 	for _, s := range []rdmatest.Send{
 		{ID: 1, Opcode: hw.IBVWRSend, Flags: hw.IBVSendSignaled, AutoLength: true, NumSGE: -1, SGL: sgl},
 		{ID: 2, Opcode: hw.IBVWRRDMAWrite, Flags: hw.IBVSendSignaled, AutoLength: true, NumSGE: -1, SGL: sgl,
-			RemoteAddr: b.buf + 0x8000, RKey: nicKey},
+			RemoteAddr: nicVA + 0x8000, RKey: nicKey},
 	} {
 		if err := a.sq.Produce(s.Encode); err != nil {
 			t.Fatal(err)
@@ -163,7 +159,7 @@ func TestRDMAThroughBAR0(t *testing.T) {
 	if st := wait(b.rcq, 1); len(st) != 1 || st[0] != ibrc.WCSuccess {
 		t.Fatalf("receiver completions %v", st)
 	}
-	if !bytes.Equal(b.g.Bytes(b.buf, len(data)), data) || !bytes.Equal(b.g.Bytes(b.buf+0x8000, len(data)), data) {
+	if !bytes.Equal(b.buf.Read(0, len(data)), data) || !bytes.Equal(b.buf.Read(0x8000, len(data)), data) {
 		t.Fatal("data differs")
 	}
 	deadline := time.Now().Add(5 * time.Second)

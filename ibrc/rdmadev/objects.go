@@ -120,6 +120,11 @@ func (m *mrMem) WriteAt(va uint64, p []byte) error { return m.access(va, p, true
 // errMRGone is an access to a region being deregistered (or reset).
 var errMRGone = errors.New("rdmadev: memory region deregistered")
 
+// errNoTranslation is an access to a region while ATS is disabled: its
+// addresses are a process's virtual addresses, never IOVAs, so the device
+// does not pass them through.
+var errNoTranslation = errors.New("rdmadev: memory region access with ATS disabled")
+
 func (m *mrMem) access(va uint64, p []byte, write bool) error {
 	if len(p) == 0 {
 		return nil
@@ -131,6 +136,9 @@ func (m *mrMem) access(va uint64, p []byte, write bool) error {
 	defer m.dma.End()
 	if !m.e.busMaster.Load() {
 		return &ibrc.FaultError{VA: va, Write: write} // retried once bus mastering is back
+	}
+	if !m.xlat.ATSEnabled() {
+		return errNoTranslation
 	}
 	for len(p) > 0 {
 		n := min(len(p), ats.MaxAccess)

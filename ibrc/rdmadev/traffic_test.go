@@ -337,3 +337,16 @@ func TestRetryExhaustion(t *testing.T) {
 		})
 	}
 }
+
+// TestNoPassThrough: with ATS disabled a region's addresses are not taken
+// for IOVAs: the access fails (LOC_PROT_ERR) instead of landing in
+// whatever guest memory has that address.
+func TestNoPassThrough(t *testing.T) {
+	a, _ := pair(t, 3)
+	a.x.ATSControl(false, 0)
+	a.post(t, a.sq, a.qpn, rdmatest.Send{ID: 1, Opcode: hw.IBVWRSend, Flags: sig, AutoLength: true, NumSGE: -1,
+		SGL: []rdmatest.SGE{{Addr: bufVA, Length: 10, LKey: mrKey}}})
+	if c := poll(t, a.scq, 1)[0]; c.Status != ibrc.WCLocProtErr {
+		t.Fatalf("send with ATS off: %+v, want LOC_PROT_ERR", c)
+	}
+}
