@@ -26,7 +26,11 @@
 // from the QP's rxe receive queue when a message needs one (ibrc.RecvSource:
 // a receive queue has no doorbell); the ibrc engine's timers run on the
 // clock's goroutines. The worker never holds the ibrc engine's lock while
-// it waits for anything.
+// it waits for anything; the only thing it waits for is an object's stream
+// to quiesce (DESTROY_QP, DESTROY_CQ, DEREG_MR), whose units are single
+// copies. Locks: mu (register state) before streamMu; the ibrc engine's
+// lock before a QP's rqMu; nothing is held across guest memory but the
+// ibrc engine's lock and rqMu (a ring or region copy).
 //
 // Trust. The driver is trusted as far as the register contract goes, and
 // no further: every address, size and handle of a command is checked, and a
@@ -35,7 +39,9 @@
 // the one the driver registered, every index is masked, every entry is
 // parsed from one copy (rxeq), and every key, PD, range and access right is
 // checked against the memory regions before a byte moves (ibrc). A bad
-// entry fails its own QP only.
+// entry fails its own QP only. A region's addresses are a process's: they
+// are only ever translated (with ATS disabled an access fails rather than
+// pass them through as IOVAs), and without bus mastering nothing moves.
 //
 // Quiesce. Everything that touches guest memory is a guestmem.Stream: the
 // control queues and status block of an ENABLE ("rdma"), each QP's rings
