@@ -100,7 +100,7 @@ type Stats struct {
 	BadWQEs     uint64 // malformed send or receive entries completed with an error
 	RC          ibrc.Stats
 	RxFrames    uint64 // frames handed to the RC engine
-	RxDisabled  uint64 // frames dropped while disabled
+	RxDisabled  uint64 // frames dropped without bus mastering
 	RingErrors  uint64 // rxe ring accesses that failed (QP or CQ in error)
 	LateRefused uint64 // MR accesses refused because the region was going away
 }
@@ -500,14 +500,12 @@ func (e *Engine) Claim(frame []byte) bool {
 	return false
 }
 
-// Receive implements port.Receiver: the frame goes to the RC engine while
-// the engine is enabled. It never blocks: a QP without a receive entry
-// answers with an RNR NAK.
+// Receive implements port.Receiver: the frame goes to the RC engine (its
+// QPs live until RESET, whether the control queues are enabled or not),
+// unless bus mastering is off. It never blocks: a QP without a receive
+// entry answers with an RNR NAK.
 func (e *Engine) Receive(frame []byte) {
-	e.mu.Lock()
-	on := e.enabled
-	e.mu.Unlock()
-	if !on || !e.busMaster.Load() {
+	if !e.busMaster.Load() {
 		e.stats.rxDisabled.Add(1)
 		return
 	}
