@@ -115,10 +115,12 @@ func (w *worker) createCQ(n uint32, b []byte) uint32 {
 	if err != nil {
 		return hw.RDMACmdErrParam
 	}
-	// The engine's queue in front of the ring: the worker drains it on
-	// every completion, so it fills only when user space does not poll
-	// and the ring is full too (and then the CQ has overrun anyway).
-	rc, err := w.e.rc.Load().CreateCQ(max(2*int(g.Slots), 4096))
+	// The engine's queue in front of the ring, which the worker drains on
+	// every completion: twice the ring, so a ring up to 2048 slots
+	// overruns first, and at most cqBacklog completions behind the worker
+	// (its buffer is allocated at once: 256 CQs of the largest ring must
+	// not cost the host gigabytes).
+	rc, err := w.e.rc.Load().CreateCQ(min(2*int(g.Slots), cqBacklog))
 	if err != nil {
 		return hw.RDMACmdErrParam
 	}
@@ -135,6 +137,10 @@ func (w *worker) createCQ(n uint32, b []byte) uint32 {
 	w.e.mu.Unlock()
 	return hw.RDMACmdOK
 }
+
+// cqBacklog bounds the completions the engine's queue holds for the
+// worker.
+const cqBacklog = 4096
 
 func (w *worker) destroyCQ(n uint32) uint32 {
 	if n >= hw.RDMAMaxCQ || w.cqs[n] == nil {

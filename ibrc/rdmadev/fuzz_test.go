@@ -132,13 +132,8 @@ func FuzzRDMACommands(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	var rig *fuzzRig
-	f.Fuzz(func(t *testing.T, in []byte) {
-		if rig == nil {
-			rig = newFuzzRig(t)
-		}
-		rig.run(t, in)
-	})
+	rig := newFuzzRig(f) // one per worker process, closed with f
+	f.Fuzz(func(t *testing.T, in []byte) { rig.run(t, in) })
 }
 
 // TestFuzzSeedsRunClean: the seeds themselves succeed command by command,
