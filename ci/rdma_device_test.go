@@ -16,10 +16,11 @@ import (
 // driver's ib_device the way a user sees it, with rdma_rxe never loaded:
 // Debian's ibverbs tools find it through librxe (the rxe user ABI) and open
 // it, its port is ACTIVE over Ethernet with a RoCEv2 GID from the guest's
-// IPv4 address, `rdma link` lists it on its netdev, and an ibverbs program
-// creates its CQ, QP and MR on it (queues mapped through the uverbs file).
-// rmmod with that program still running disassociates its context, insmod
-// brings the device back, and the console shows no oops or warning.
+// IPv4 address, `rdma link` lists it on its netdev, and two ibverbs
+// programs (ibv_rc_pingpong server and client) create their CQs, QPs and
+// MRs on it (queues mapped through the uverbs file) and connect their QPs
+// up to RTS. rmmod with both still running disassociates their contexts,
+// insmod brings the device back, and the console shows no oops or warning.
 func TestRDMADeviceOnNPFNIC(t *testing.T) {
 	// The port is up with a carrier: npfnic's wire is cabled to a QEMU NIC
 	// of the same guest (whose driver is never loaded).
@@ -41,6 +42,17 @@ func TestRDMADeviceOnNPFNIC(t *testing.T) {
 	ifn := load()
 	if out := run(t, v, "ls /sys/module"); strings.Contains(out, "rdma_rxe") {
 		t.Fatal("rdma_rxe is loaded in the npfnic guest")
+	}
+	// The cable's other end: virtio-net in a namespace of its own.
+	if err := v.LoadModules(ctx, "virtio_net", "virtio_pci"); err != nil {
+		t.Fatal(err)
+	}
+	peer := strings.TrimSpace(run(t, v, "ls /sys/bus/virtio/drivers/virtio_net/virtio*/net"))
+	for _, c := range []string{"mkdir -p /run/netns", "ip netns add peer", "ip link set " + peer + " netns peer",
+		"ip -n peer addr add 10.77.0.3/24 dev " + peer, "ip -n peer link set " + peer + " up"} {
+		if r, err := v.Exec(ctx, strings.Fields(c)...); err != nil || r.Exit != 0 {
+			t.Fatalf("%s: %v %s%s", c, err, r.Stdout, r.Stderr)
+		}
 	}
 	if out := run(t, v, "ibv_devices"); !strings.Contains(out, "npfnic0") {
 		t.Fatalf("ibv_devices does not list npfnic0:\n%s", out)
@@ -77,36 +89,67 @@ func TestRDMADeviceOnNPFNIC(t *testing.T) {
 	// PD, an MR, a CQ and a QP, moves the QP to INIT, posts its receives
 	// into the mapped queue and waits for a client.
 	gid := gidRE.FindStringSubmatch(info)[1]
-	pp := make(chan vm.Result, 1)
-	go func() {
-		pctx, pcancel := context.WithTimeout(ctx, 2*time.Minute)
-		defer pcancel()
-		r, _ := v.Exec(pctx, "ibv_rc_pingpong", "-d", "npfnic0", "-g", gid, "-s", "4096")
-		pp <- r
-	}()
-	var res string
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		res = run(t, v, "rdma resource show qp; rdma resource show cq; rdma resource show mr")
-		if strings.Contains(res, "ibv_rc_pingpong") && strings.Contains(res, "state INIT") &&
-			strings.Contains(res, "mrlen 4096") {
+	pp := make(chan vm.Result, 2)
+	pingpong := func(args ...string) {
+		go func() {
+			pctx, pcancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer pcancel()
+			r, _ := v.Exec(pctx, append([]string{"ibv_rc_pingpong", "-d", "npfnic0", "-g", gid, "-s", "4096"}, args...)...)
+			pp <- r
+		}()
+	}
+	waitResources := func(what string, ok func(string) bool) string {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			res := run(t, v, "rdma resource show qp; rdma resource show cq; rdma resource show mr")
+			if ok(res) {
+				return res
+			}
+			if time.Now().After(deadline) {
+				for len(pp) > 0 {
+					r := <-pp
+					t.Logf("ibv_rc_pingpong ended: exit %d\n%s%s", r.Exit, r.Stdout, r.Stderr)
+				}
+				t.Fatalf("%s did not show within 30 s:\n%s", what, res)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	pingpong()
+	waitResources("the server's QP (INIT), CQ and MR", func(res string) bool {
+		return strings.Contains(res, "state INIT") && strings.Contains(res, "mrlen 4096")
+	})
+	// A client in the same guest: both QPs go through RTR to RTS with the
+	// other's QPN and the path to the guest's own GID (the core resolves
+	// the MAC). The client's SEND leaves on the cable, whose other end has
+	// no RDMA, so both then wait for completions that do not come.
+	pingpong("10.77.0.2")
+	res := waitResources("two QPs in RTS", func(res string) bool {
+		return strings.Count(res, "type RC state RTS") == 2
+	})
+	t.Logf("rdma resource:\n%s", res)
+
+	// With contexts open the device translates (their MRs' PASIDs), the
+	// Ethernet buffers too: Ethernet still works, through translation.
+	for i := 0; ; i++ {
+		r, err := v.Run(ctx, "ping -c 1 10.77.0.3")
+		if err == nil && r.Exit == 0 {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ibv_rc_pingpong's QP, CQ and MR did not show within 30 s:\n%s", res)
+		if i == 20 {
+			t.Fatalf("ping over npfnic with RDMA translation on: %v %s%s", err, r.Stdout, r.Stderr)
 		}
 		time.Sleep(time.Second)
 	}
-	t.Logf("rdma resource:\n%s", res)
+	// The frames went through translation (PASID 0 at identity).
+	if m := regexp.MustCompile(`atc_misses: (\d+)`).FindStringSubmatch(run(t, v, "ethtool -S "+ifn)); m == nil || m[1] == "0" {
+		t.Errorf("no ATC miss after the ping: is translation on? %v", m)
+	}
 
 	// rmmod with the context live: the core disassociates it.
 	run(t, v, "rmmod npfnic")
 	if out := run(t, v, "ls /sys/class/infiniband"); strings.TrimSpace(out) != "" {
 		t.Errorf("RDMA devices left after rmmod: %s", out)
-	}
-	select {
-	case r := <-pp:
-		t.Logf("ibv_rc_pingpong ended at rmmod (exit %d): %s%s", r.Exit, r.Stdout, r.Stderr)
-	default:
 	}
 	load()
 	if out := run(t, v, "ibv_devices"); !strings.Contains(out, "npfnic0") {
@@ -114,9 +157,17 @@ func TestRDMADeviceOnNPFNIC(t *testing.T) {
 	}
 	run(t, v, `for d in /proc/[0-9]*; do if [ "$(cat $d/comm 2>/dev/null)" = ibv_rc_pingpong ]; then kill -9 ${d#/proc/}; fi; done`)
 	<-pp
+	<-pp
 	run(t, v, "rmmod npfnic")
 
 	dmesg := run(t, v, "dmesg")
+	var drv []string
+	for _, l := range strings.Split(dmesg, "\n") {
+		if strings.Contains(l, "npfnic") || strings.Contains(l, "infiniband") {
+			drv = append(drv, l)
+		}
+	}
+	t.Logf("driver messages:\n%s", strings.Join(drv, "\n"))
 	for _, bad := range []string{"Oops", "BUG:", "WARNING:", "Call Trace", "leaked", "refcount"} {
 		if strings.Contains(dmesg, bad) {
 			t.Fatalf("the kernel log has %q:\n%s", bad, lastLines(dmesg, 60))

@@ -408,5 +408,6 @@ irqreturn_t npfnic_echo_irq(struct npfnic *nic);
 int npfnic_ib_probe(struct npfnic *nic);
 void npfnic_ib_remove(struct npfnic *nic);
 irqreturn_t npfnic_ib_irq(struct npfnic *nic);
+bool npfnic_ib_translating(struct npfnic *nic);
 
 #endif /* NPFNIC_H */

@@ -362,6 +362,7 @@ int npfnic_ib_probe(struct npfnic *nic)
 	err = npfnic_ib_hw_init(dev);
 	if (err)
 		goto err_dealloc;
+	npfnic_ib_ats_init(dev);
 	err = ib_register_device(ibdev, "npfnic%d", &pdev->dev);
 	if (err) {
 		dev_err(&pdev->dev, "register the RDMA device: %d\n", err);
@@ -379,6 +380,7 @@ int npfnic_ib_probe(struct npfnic *nic)
 
 err_hw:
 	npfnic_ib_hw_fini(dev);
+	npfnic_ib_ats_fini(dev);
 err_dealloc:
 	nic->ib = NULL;
 	ib_dealloc_device(ibdev);
@@ -402,7 +404,9 @@ void npfnic_ib_remove(struct npfnic *nic)
 	ida_destroy(&dev->cq_ida);
 	ida_destroy(&dev->qp_ida);
 	ida_destroy(&dev->mr_ida);
+	/* The engine first: it stops using the translations, then they go. */
 	npfnic_ib_hw_fini(dev);
+	npfnic_ib_ats_fini(dev);
 	WRITE_ONCE(nic->ib, NULL);
 	ib_dealloc_device(&dev->ibdev);
 }

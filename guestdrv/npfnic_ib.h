@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * npfnic RDMA personality, shared by the ib_device (npfnic_ib.c), the rxe
- * queues with the CQs and QPs built on them (npfnic_ib_queue.c) and the
- * memory regions with their per-context address spaces (npfnic_ib_mr.c).
+ * npfnic RDMA personality, shared by the ib_device (npfnic_ib.c), the
+ * device's command and event queues (npfnic_ib_cmd.c), the rxe queues with
+ * the CQs and QPs built on them (npfnic_ib_queue.c), the memory regions with
+ * their per-context address spaces (npfnic_ib_mr.c) and the translation
+ * engine those run on (npfnic_ib_ats.c).
  *
  * npfnic speaks rdma_rxe's user ABI (include/uapi/rdma/rdma_user_rxe.h) so
  * that Debian's stock librxe drives it: the queue buffers are laid out as
@@ -85,6 +87,27 @@ struct npfnic_ib_hw {
 	dma_addr_t status_dma;
 };
 
+/* Translation for the MRs' PASIDs (npfnic_ib_ats.c). */
+struct npfnic_ib_ats {
+	bool possible;			/* ATS, PASID, the engine, rx_policy off */
+	bool enabled;			/* the engine translates (while users) */
+	bool lost;			/* stuck or failed: never freed nor restarted */
+	unsigned int users;		/* user contexts */
+	struct mutex lock;		/* all of it */
+	int pasid_pos;			/* PASID extended capability */
+	void *ctl;			/* status block, then the completion word */
+	dma_addr_t ctl_dma;
+	struct npfnic_ats_status *st;
+	__le32 *done;
+	struct npfnic_pasid_entry *pasid_tbl;
+	dma_addr_t pasid_dma;
+	struct npfnic_pt *root0;	/* PASID 0: RAM at identity, for Ethernet */
+	struct npfnic_inv_desc *invq;
+	dma_addr_t invq_dma;
+	u32 invq_tail;			/* descriptors posted (free-running) */
+	u32 seq;			/* last WAIT's completion value */
+};
+
 struct npfnic_ib_dev {
 	struct ib_device ibdev;		/* first: ib_alloc_device */
 	struct npfnic *nic;
@@ -102,6 +125,7 @@ struct npfnic_ib_dev {
 	atomic_t mr_gen;		/* the low byte of every new key */
 
 	struct npfnic_ib_hw hw;
+	struct npfnic_ib_ats ats;
 	struct xarray cqs;		/* CQN -> live CQ, for events (irq-safe lock) */
 	struct xarray qps;		/* QPN -> live QP, for events (irq-safe lock) */
 };
@@ -267,6 +291,16 @@ void npfnic_ib_hw_fini(struct npfnic_ib_dev *dev);
 int npfnic_ib_cmd(struct npfnic_ib_dev *dev, struct npfnic_ib_cmd *cmd);
 void npfnic_ib_sq_doorbell(struct npfnic_ib_dev *dev, u32 qpn);
 void npfnic_ib_cq_arm(struct npfnic_ib_dev *dev, u32 cqn, bool solicited);
+
+/* npfnic_ib_ats.c: translation of the MRs' PASIDs */
+void npfnic_ib_ats_init(struct npfnic_ib_dev *dev);
+void npfnic_ib_ats_fini(struct npfnic_ib_dev *dev);
+int npfnic_ib_ats_get(struct npfnic_ib_dev *dev);
+void npfnic_ib_ats_put(struct npfnic_ib_dev *dev);
+bool npfnic_ib_ats_enabled(struct npfnic_ib_dev *dev);
+bool npfnic_ib_ats_possible(struct npfnic_ib_dev *dev);
+int npfnic_ib_set_pasid(struct npfnic_ib_dev *dev, u32 pasid, struct npfnic_pt *root);
+int npfnic_ib_invalidate(struct npfnic_ib_dev *dev, u32 pasid, u64 va, u64 pages);
 
 /* npfnic_ib_queue.c: rxe queues, CQs and QPs */
 int npfnic_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,

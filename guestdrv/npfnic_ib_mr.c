@@ -20,10 +20,9 @@
  * On-demand paging (the next step) keeps this layout: an ODP MR starts
  * with no PTEs, and the device's page requests for its PASID fill them.
  *
- * TODO(contract): the PASID table entry of each context, and a PASID
- * invalidation after PTEs are cleared or made read-only, once the device's
- * RDMA contract runs ATS for RDMA (PASID 0 has it only under a translating
- * rx_policy). Until then nothing reads these tables.
+ * The PASID table entry of a context points at its tables for the
+ * context's life (npfnic_ib_ats.c); a dereg drops the MR's translations
+ * with an invalidation before its pages are unpinned.
  *
  * Locking: a context's as_lock covers its tables and refs.
  */
@@ -53,20 +52,34 @@ static u64 npfnic_ib_ref_w(u64 ref)
 
 int npfnic_ib_as_init(struct npfnic_ib_dev *dev, struct npfnic_ib_ucontext *uc)
 {
+	int err;
+
 	mutex_init(&uc->as_lock);
 	xa_init(&uc->refs);
 	uc->root = npfnic_pt_alloc(dev->nic, true);
-	return uc->root ? 0 : -ENOMEM;
+	if (!uc->root)
+		return -ENOMEM;
+	err = npfnic_ib_ats_get(dev);
+	if (err) {
+		npfnic_pt_free(dev->nic, uc->root);
+		return err;
+	}
+	return npfnic_ib_set_pasid(dev, uc->pasid, uc->root);
 }
 
 void npfnic_ib_as_destroy(struct npfnic_ib_dev *dev, struct npfnic_ib_ucontext *uc)
 {
-	/* Pages still mapped: MRs the device did not release, so it may walk the tables. */
-	if (!xa_empty(&uc->refs)) {
+	/*
+	 * Pages still mapped: MRs the device did not release, so it may walk
+	 * the tables; so may it if the PASID's entry could not be dropped.
+	 */
+	if (!xa_empty(&uc->refs) || npfnic_ib_set_pasid(dev, uc->pasid, NULL)) {
 		dev_warn(&dev->nic->pdev->dev, "PASID %u still maps MRs: its page tables are leaked\n",
 			 uc->pasid);
+		npfnic_ib_ats_put(dev);
 		return;
 	}
+	npfnic_ib_ats_put(dev);
 	xa_destroy(&uc->refs);
 	npfnic_pt_free(dev->nic, uc->root);
 	uc->root = NULL;
@@ -195,6 +208,9 @@ struct ib_mr *npfnic_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u
 		return ERR_PTR(-EOPNOTSUPP);
 	if (access & IB_ACCESS_ON_DEMAND)
 		return ERR_PTR(-EOPNOTSUPP);
+	/* The engine reaches MRs only through translation. */
+	if (dev->hw.enabled && !npfnic_ib_ats_possible(dev))
+		return ERR_PTR(-EOPNOTSUPP);
 	/* The device translates page by page: the VA keeps the buffer's offset in its page. */
 	if (!length || length > NPFNIC_IB_MAX_MR_SIZE || offset_in_page(va ^ start) ||
 	    va >= BIT_ULL(NPFNIC_IB_VA_BITS) || length > BIT_ULL(NPFNIC_IB_VA_BITS) - va)
@@ -254,6 +270,7 @@ int npfnic_ib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	struct npfnic_ib_mr *mr = to_npfnic_ib_mr(ibmr);
 	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_DEREG_MR };
 	struct npfnic_ib_ucontext *uc = mr->uc;
+	u64 pages;
 
 	if (!mr->umem) {
 		kfree(mr);
@@ -270,7 +287,14 @@ int npfnic_ib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 			 ibmr->lkey);
 		return 0;
 	}
-	npfnic_ib_mr_unmap(dev, uc, mr, ib_umem_num_dma_blocks(mr->umem, PAGE_SIZE));
+	pages = ib_umem_num_dma_blocks(mr->umem, PAGE_SIZE);
+	npfnic_ib_mr_unmap(dev, uc, mr, pages);
+	/* Cached translations of the pages go before the pages are unpinned. */
+	if (npfnic_ib_invalidate(dev, uc->pasid, mr->va, pages)) {
+		dev_warn(&dev->nic->pdev->dev, "MR %#x: translations not dropped: pages leaked\n",
+			 ibmr->lkey);
+		return 0;
+	}
 	ib_umem_release(mr->umem);
 	ida_free(&dev->mr_ida, mr->index);
 	kfree(mr);

@@ -480,7 +480,8 @@ void npfnic_npf_get_stats(struct npfnic *nic, u64 *data)
 		full = le32_to_cpu(READ_ONCE(nic->sb->backup_full));
 		tail_events = le32_to_cpu(READ_ONCE(nic->sb->tail_events));
 	}
-	if (npfnic_translating(nic)) {
+	/* The RDMA device may run translation under rx_policy off (npfnic_ib_ats.c). */
+	if (npfnic_translating(nic) || npfnic_ib_translating(nic)) {
 		hits = ioread32(nic->bar0 + NPFNIC_REG_ATC_HITS);
 		misses = ioread32(nic->bar0 + NPFNIC_REG_ATC_MISSES);
 	}
