@@ -1,0 +1,355 @@
+package testbed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
+	"github.com/npfnic/npfnic/vdevice/trace"
+)
+
+// RDMAKind is what one guest of an RDMA pair runs.
+type RDMAKind string
+
+const (
+	// RDMARxe is Linux's soft-RoCE, rdma_rxe, over QEMU's virtio-net: the
+	// independent RC implementation npfnic is checked against, and the
+	// baseline of the RDMA experiment.
+	RDMARxe RDMAKind = "rxe"
+	// RDMANPFNIC is npfnic, served in this process, with its driver's
+	// ib_device (rdma_rxe is never loaded beside it).
+	RDMANPFNIC RDMAKind = "npfnic"
+)
+
+// ParseRDMAKind reads "rxe" or "npfnic".
+func ParseRDMAKind(s string) (RDMAKind, error) {
+	switch k := RDMAKind(s); k {
+	case RDMARxe, RDMANPFNIC:
+		return k, nil
+	}
+	return "", fmt.Errorf("RDMA guest %q: want rxe or npfnic", s)
+}
+
+// RDMAGuest is one end of an RDMA pair.
+type RDMAGuest struct {
+	VM   *vm.VM
+	Kind RDMAKind
+	// IP is the guest's IPv4 address on the cable, IfName its interface
+	// and Dev the ibverbs device (ibv_devices) on it.
+	IP, IfName, Dev string
+	// GIDIndex is Dev's RoCEv2 GID of IP (perftest -x, ibv_rc_pingpong -g).
+	GIDIndex int
+}
+
+// RDMAPair is two TCG guests cabled back to back through QEMU's stream
+// netdev protocol (no host network in between): the first listens on the
+// cable's socket, the second connects. Each runs rdma_rxe over virtio-net
+// or npfnic, with distinct MACs (QEMU gives every guest the same one).
+type RDMAPair struct {
+	A, B *RDMAGuest
+	dir  string
+}
+
+// RDMAPairConfig configures StartRDMAPair.
+type RDMAPairConfig struct {
+	Images *images.Artifacts
+	A, B   RDMAKind
+	// Name prefixes the guests' names ("NAME-a", "NAME-b"); default "rdma".
+	Name      string
+	MemoryMiB int // per guest, default 1024
+	LogDir    string
+	// Trace records the events of the first npfnic of the pair.
+	Trace    *trace.Recorder
+	Progress func(format string, args ...any)
+}
+
+// The pair's addresses: 10.81.0.1 (A) and 10.81.0.2 (B).
+const rdmaSubnet = "10.81.0."
+
+// StartRDMAPair boots both guests, cables them, brings the links up and
+// makes the RDMA devices usable (rdma link add for rxe; npfnic's driver
+// registers its own), and waits until each reaches the other.
+func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err error) {
+	if c.Images == nil || c.LogDir == "" {
+		return nil, errors.New("testbed: RDMAPairConfig needs Images and LogDir")
+	}
+	for _, k := range []RDMAKind{c.A, c.B} {
+		if _, err := ParseRDMAKind(string(k)); err != nil {
+			return nil, err
+		}
+	}
+	if c.Name == "" {
+		c.Name = "rdma"
+	}
+	if c.MemoryMiB == 0 {
+		c.MemoryMiB = 1024
+	}
+	progress := c.Progress
+	if progress == nil {
+		progress = func(string, ...any) {}
+	}
+	p := &RDMAPair{}
+	if p.dir, err = os.MkdirTemp("", "npfnic-rdma-"); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	wire := filepath.Join(p.dir, "wire.sock")
+	tr := c.Trace
+	for i, k := range []RDMAKind{c.A, c.B} {
+		side := string(rune('a' + i))
+		g := &RDMAGuest{Kind: k, IP: fmt.Sprintf("%s%d", rdmaSubnet, i+1)}
+		cfg := vm.Config{Name: c.Name + "-" + side, Images: c.Images, Variant: images.VariantRDMA,
+			MemoryMiB: c.MemoryMiB, LogDir: filepath.Join(c.LogDir, side)}
+		listen := i == 0
+		switch k {
+		case RDMARxe:
+			cfg.NICs = []vm.NIC{{Model: "virtio-net-pci", MAC: fmt.Sprintf("52:54:00:81:00:%02x", i+1),
+				Netdev: vm.Netdev{Kind: "stream", Path: wire, Server: listen}}}
+		case RDMANPFNIC:
+			spec := "stream:unix:" + wire
+			if listen {
+				spec = "stream-listen:unix:" + wire
+			}
+			cfg.NPFNICs = []vm.NPFNIC{{Server: vm.InProcessServer{Wire: spec, Trace: tr}}}
+			tr = nil // one device per trace
+		}
+		progress("booting %s (%s, %d MiB, TCG), %s the cable", cfg.Name, k, c.MemoryMiB, map[bool]string{true: "listening on", false: "connecting to"}[listen])
+		if g.VM, err = vm.Start(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfg.Name, err)
+		}
+		if i == 0 {
+			p.A = g
+		} else {
+			p.B = g
+		}
+	}
+	for _, g := range []*RDMAGuest{p.A, p.B} {
+		if err := g.setUp(ctx); err != nil {
+			return nil, fmt.Errorf("%s guest %s: %w", g.Kind, g.IP, err)
+		}
+		progress("%s: %s on %s, ibverbs device %s", g.Kind, g.IP, g.IfName, g.Dev)
+	}
+	if err := p.waitReachable(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// setUp loads the guest's NIC and RDMA drivers, addresses the link and
+// finds the ibverbs device.
+func (g *RDMAGuest) setUp(ctx context.Context) error {
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	switch g.Kind {
+	case RDMARxe:
+		if err := g.VM.LoadModules(sctx, "virtio_net", "virtio_pci", "crc32_generic", "rdma_rxe", "ib_uverbs"); err != nil {
+			return err
+		}
+	case RDMANPFNIC:
+		if err := g.VM.LoadDriver(sctx, ""); err != nil {
+			return err
+		}
+	}
+	// The guest's one NIC is the only interface with a device behind it.
+	ifname, err := g.shell(sctx, "for d in /sys/class/net/*; do if [ -e $d/device ]; then basename $d; fi; done")
+	if err != nil || ifname == "" || strings.Contains(ifname, "\n") {
+		return fmt.Errorf("want the one network interface of the guest's NIC, found %q: %v", ifname, err)
+	}
+	g.IfName = ifname
+	if _, err := g.shell(sctx, fmt.Sprintf("ip addr add %s/24 dev %s && ip link set %s up", g.IP, ifname, ifname)); err != nil {
+		return err
+	}
+	if g.Kind == RDMARxe {
+		if _, err := g.shell(sctx, "rdma link add rxe0 type rxe netdev "+ifname); err != nil {
+			return err
+		}
+	}
+	var why error
+	for {
+		out, err := g.shell(sctx, "ibv_devices")
+		devs := ParseIBVDevices(out)
+		switch {
+		case err != nil:
+			why = err
+		case len(devs) == 0:
+			why = fmt.Errorf("ibv_devices lists none: %q", out)
+		default:
+			g.Dev = devs[0]
+			if g.GIDIndex, why = g.roceV2GID(sctx); why == nil {
+				return nil
+			}
+		}
+		select {
+		case <-sctx.Done():
+			return fmt.Errorf("no ibverbs device with a RoCEv2 GID: %w", why)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// roceV2GID finds the index of the device's RoCEv2 GID for the guest's
+// IPv4 address, from ibv_devinfo's GID table.
+func (g *RDMAGuest) roceV2GID(ctx context.Context) (int, error) {
+	out, err := g.shell(ctx, "ibv_devinfo -v -d "+g.Dev)
+	if err != nil {
+		return 0, err
+	}
+	return FindRoCEv2GID(out, g.IP)
+}
+
+// FindRoCEv2GID picks, from ibv_devinfo -v's lines "GID[  N]: GID, TYPE",
+// the index of ip's IPv4-mapped GID of type RoCE v2.
+func FindRoCEv2GID(devinfo, ip string) (int, error) {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil || !addr.Is4() {
+		return 0, fmt.Errorf("%q is not an IPv4 address", ip)
+	}
+	for _, l := range strings.Split(devinfo, "\n") {
+		idx, rest, ok := strings.Cut(strings.TrimSpace(l), "]:")
+		num, isGID := strings.CutPrefix(idx, "GID[")
+		if !ok || !isGID {
+			continue
+		}
+		gid, typ, _ := strings.Cut(strings.TrimSpace(rest), ",")
+		a, err := netip.ParseAddr(strings.TrimSpace(gid))
+		if err != nil || strings.TrimSpace(typ) != "RoCE v2" || a.Unmap() != addr || !a.Is4In6() {
+			continue
+		}
+		var i int
+		if _, err := fmt.Sscan(strings.TrimSpace(num), &i); err == nil {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("no RoCE v2 GID for %s in the port's GID table", ip)
+}
+
+// shell runs a script in the guest and returns its trimmed stdout; a
+// non-zero exit is an error carrying stderr.
+func (g *RDMAGuest) shell(ctx context.Context, script string) (string, error) {
+	r, err := g.VM.Run(ctx, script)
+	if err != nil {
+		return "", err
+	}
+	if r.Exit != 0 {
+		return "", fmt.Errorf("%q: exit %d: %s%s", script, r.Exit, r.Stdout, r.Stderr)
+	}
+	return strings.TrimSpace(r.Stdout), nil
+}
+
+// Shell runs a script in the guest (see RDMAGuest.shell).
+func (g *RDMAGuest) Shell(ctx context.Context, script string) (string, error) { return g.shell(ctx, script) }
+
+// waitReachable pings across the cable until both ends answer (the
+// stream cable connects while the second guest boots, and the first ARP
+// can be lost before it is up).
+func (p *RDMAPair) waitReachable(ctx context.Context) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, errA := p.A.shell(ctx, "ping -c 1 -w 2000 "+p.B.IP)
+		_, errB := p.B.shell(ctx, "ping -c 1 -w 2000 "+p.A.IP)
+		if errA == nil && errB == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("the guests do not reach each other over the cable: %v; %v", errA, errB)
+		}
+	}
+}
+
+// Close shuts both guests down and removes the cable's socket.
+func (p *RDMAPair) Close() {
+	for _, g := range []*RDMAGuest{p.A, p.B} {
+		if g != nil && g.VM != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_ = g.VM.Shutdown(sctx)
+			cancel()
+		}
+	}
+	if p.dir != "" {
+		os.RemoveAll(p.dir)
+	}
+}
+
+// ParseIBVDevices reads the device names ibv_devices lists (after its
+// header and the dashes under it).
+func ParseIBVDevices(out string) []string {
+	var devs []string
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || f[0] == "device" || strings.HasPrefix(f[0], "---") {
+			continue
+		}
+		devs = append(devs, f[0])
+	}
+	return devs
+}
+
+// Guests returns the pair's guests, first the listening one.
+func (p *RDMAPair) Guests() []*RDMAGuest { return []*RDMAGuest{p.A, p.B} }
+
+// RunClientServer runs an ibverbs test program on both guests: the server
+// side first, then the client side with the server's address, retrying
+// the client while the server is not listening yet (its out-of-band TCP
+// port). args builds each side's command line from its guest and the
+// server's address ("" on the server). It returns both outputs; a side that
+// exits non-zero is an error carrying its output.
+func (p *RDMAPair) RunClientServer(ctx context.Context, server, client *RDMAGuest, args func(g *RDMAGuest, serverIP string) []string) (serverOut, clientOut string, err error) {
+	type result struct {
+		r   vm.Result
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := server.VM.Exec(ctx, args(server, "")...)
+		done <- result{r, err}
+	}()
+	var cr vm.Result
+	for attempt := 0; ; attempt++ {
+		// perftest listens within a second of starting under TCG; a client
+		// that comes earlier fails at once with "Couldn't connect".
+		select {
+		case s := <-done:
+			return s.r.Stdout + s.r.Stderr, "", fmt.Errorf("server %s exited before the client ran: exit %d, %v: %s%s",
+				server.IP, s.r.Exit, s.err, s.r.Stdout, s.r.Stderr)
+		case <-time.After(500 * time.Millisecond):
+		case <-ctx.Done():
+			return "", "", ctx.Err()
+		}
+		if cr, err = client.VM.Exec(ctx, args(client, server.IP)...); err != nil {
+			return "", "", err
+		}
+		connectFailed := strings.Contains(cr.Stdout+cr.Stderr, "Couldn't connect") ||
+			strings.Contains(cr.Stdout+cr.Stderr, "Unable to init the socket connection")
+		if cr.Exit == 0 || !connectFailed || attempt >= 20 {
+			break
+		}
+	}
+	clientOut = cr.Stdout + cr.Stderr
+	var s result
+	select {
+	case s = <-done:
+	case <-time.After(30 * time.Second):
+		return "", clientOut, fmt.Errorf("server %s did not finish 30 s after the client", server.IP)
+	}
+	serverOut = s.r.Stdout + s.r.Stderr
+	switch {
+	case s.err != nil:
+		return serverOut, clientOut, s.err
+	case cr.Exit != 0:
+		return serverOut, clientOut, fmt.Errorf("client %s: exit %d:\n%s", client.IP, cr.Exit, clientOut)
+	case s.r.Exit != 0:
+		return serverOut, clientOut, fmt.Errorf("server %s: exit %d:\n%s", server.IP, s.r.Exit, serverOut)
+	}
+	return serverOut, clientOut, nil
+}
