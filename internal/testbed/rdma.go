@@ -248,7 +248,9 @@ func (g *RDMAGuest) shell(ctx context.Context, script string) (string, error) {
 }
 
 // Shell runs a script in the guest (see RDMAGuest.shell).
-func (g *RDMAGuest) Shell(ctx context.Context, script string) (string, error) { return g.shell(ctx, script) }
+func (g *RDMAGuest) Shell(ctx context.Context, script string) (string, error) {
+	return g.shell(ctx, script)
+}
 
 // waitReachable pings across the cable until both ends answer (the
 // stream cable connects while the second guest boots, and the first ARP
