@@ -244,7 +244,7 @@ func (n *NIC) buildEngines(o Options) error {
 	var mac [6]byte
 	copy(mac[:], n.mac)
 	rc, err := rdmadev.New(rdmadev.Config{Mem: n.mem, Xlat: x, MAC: mac, Interrupt: n.interrupt,
-		Log: n.log.With("part", "rdma")})
+		Log: n.log.With("part", "rdma"), Trace: o.Trace})
 	if err != nil {
 		e.Close()
 		x.Close()

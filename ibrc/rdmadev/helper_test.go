@@ -12,6 +12,7 @@ import (
 	"github.com/npfnic/npfnic/ibrc/rxeq"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/port"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 const (
@@ -58,7 +59,10 @@ type node struct {
 	rcq   *rdmatest.Queue
 }
 
-func newNode(t testing.TB, wire port.Port, last byte) *node {
+func newNode(t testing.TB, wire port.Port, last byte) *node { return newTracedNode(t, wire, last, nil) }
+
+// newTracedNode is newNode with the engine recording into tr.
+func newTracedNode(t testing.TB, wire port.Port, last byte, tr *trace.Recorder) *node {
 	t.Helper()
 	n := &node{ip: [4]byte{192, 0, 2, last}, mac: [6]byte{2, 0, 0, 0, 0, last}, qpn: 0x100 + uint32(last), eth: &ethCounter{}}
 	n.g = atstest.NewGuest(t, 32<<20)
@@ -74,7 +78,7 @@ func newNode(t testing.TB, wire port.Port, last byte) *node {
 	n.as = n.g.NewAddressSpace()
 	pt.Set(pasid, n.as)
 	if n.e, err = rdmadev.New(rdmadev.Config{Mem: n.g.Mem, Xlat: n.x, MAC: n.mac,
-		Interrupt: func(int) { n.irqs.Add(1) }}); err != nil {
+		Interrupt: func(int) { n.irqs.Add(1) }, Trace: tr}); err != nil {
 		t.Fatal(err)
 	}
 	n.mux = port.NewMux(wire, nil)

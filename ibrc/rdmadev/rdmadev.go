@@ -70,6 +70,7 @@ import (
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/pkthdr"
 	"github.com/npfnic/npfnic/vdevice/port"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // Config sets up an Engine.
@@ -89,6 +90,9 @@ type Config struct {
 	// issue's on-demand paging); nil: a fault is retried after a pause
 	// and, for a receive, answered with an RNR NAK meanwhile.
 	Pager ibrc.PageRequester
+	// Trace records the RC packets the engine sends and receives; nil
+	// records nothing.
+	Trace *trace.Recorder
 }
 
 // Stats counts what the engine did.
@@ -223,6 +227,9 @@ var errNoPort = errors.New("rdmadev: no port")
 // newRC builds a transport for a fresh set of objects.
 func (e *Engine) newRC() *ibrc.Engine {
 	send := ibrc.PortFunc(func(f []byte) error {
+		if e.cfg.Trace.On() {
+			traceRC(e.cfg.Trace, trace.RCTx, f)
+		}
 		if p := e.port.Load(); p != nil {
 			return (*p).Send(f)
 		}
@@ -510,7 +517,21 @@ func (e *Engine) Receive(frame []byte) {
 		return
 	}
 	e.stats.rxFrames.Add(1)
+	if e.cfg.Trace.On() {
+		traceRC(e.cfg.Trace, trace.RCRx, frame)
+	}
 	_ = e.rc.Load().HandleFrame(frame)
+}
+
+// traceRC records an RC packet of frame.
+func traceRC(tr *trace.Recorder, k trace.Kind, frame []byte) {
+	var h pkthdr.Headers
+	if h.Parse(frame) != nil {
+		return
+	}
+	if off, ok := h.BTHOffset(len(frame)); ok {
+		tr.RCPacket(k, frame, off)
+	}
 }
 
 // PortDown implements port.Receiver. RC recovers from a link that comes

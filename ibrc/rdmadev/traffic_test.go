@@ -11,6 +11,8 @@ import (
 	"github.com/npfnic/npfnic/ibrc/rdmadev/rdmatest"
 	"github.com/npfnic/npfnic/ibrc/rxeq"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/port"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // TestBadReceives: what is wrong on the receiving side completes the
@@ -348,5 +350,66 @@ func TestNoPassThrough(t *testing.T) {
 		SGL: []rdmatest.SGE{{Addr: bufVA, Length: 10, LKey: mrKey}}})
 	if c := poll(t, a.scq, 1)[0]; c.Status != ibrc.WCLocProtErr {
 		t.Fatalf("send with ATS off: %+v, want LOC_PROT_ERR", c)
+	}
+}
+
+// TestTraceRCPackets: with a recorder, the engine traces every RC packet
+// it sends and receives: the SEND's packets with their QPN, opcode and
+// PSNs on the sender, the same on the receiver, and the receiver's RNR
+// NAK for a faulting buffer with its AETH syndrome.
+func TestTraceRCPackets(t *testing.T) {
+	if !trace.Compiled {
+		t.Skip("built with npfnic_notrace")
+	}
+	ra, _ := trace.New(1 << 12)
+	rb, _ := trace.New(1 << 12)
+	pa, pb := port.Pipe(256)
+	a, b := newTracedNode(t, pa, 1, ra), newTracedNode(t, pb, 2, rb)
+	a.connect(t, a.qpn, b, b.qpn, 3)
+	b.connect(t, b.qpn, a, a.qpn, 3)
+	const off = 0x40000
+	page := b.as.Unmap(bufVA + off)
+	a.buf.Write(0, pattern(3000, 1))
+	b.postRecv(t, b.rq, rdmatest.Recv{ID: 3, SGL: []rdmatest.SGE{{Addr: bufVA + off, Length: 4096, LKey: mrKey}}})
+	a.post(t, a.sq, a.qpn, rdmatest.Send{ID: 1, Opcode: hw.IBVWRSend, Flags: sig, AutoLength: true, NumSGE: -1,
+		SGL: []rdmatest.SGE{{Addr: bufVA, Length: 3000, LKey: mrKey}}})
+	deadline := time.Now().Add(5 * time.Second)
+	for b.e.Stats().RC.RNRNakFault == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no RNR NAK for the fault: %+v", b.e.Stats().RC)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	b.as.SetLeaf(bufVA+off, page)
+	if c := poll(t, a.scq, 1)[0]; c.Status != ibrc.WCSuccess {
+		t.Fatalf("send: %+v", c)
+	}
+	const (
+		sendFirst = 0x00 // RC SEND First: 3000 bytes at MTU 1024 (3) are First, Middle, Last
+		ack       = 0x11
+		rnrNak    = 0x20 // AETH syndrome 001xxxxx
+	)
+	count := func(r *trace.Recorder, k trace.Kind, match func(e trace.Event) bool) int {
+		ev, _ := r.Snapshot()
+		n := 0
+		for _, e := range ev {
+			if e.Kind == k && e.Track == trace.TrackRC && match(e) {
+				n++
+			}
+		}
+		return n
+	}
+	isSend := func(qpn uint32) func(trace.Event) bool {
+		return func(e trace.Event) bool { return uint32(e.A)&0xffffff == qpn && e.B>>24 <= 0x05 }
+	}
+	if n := count(ra, trace.RCTx, isSend(b.qpn)); n < 3 {
+		t.Errorf("sender traced %d SEND packets to QP %#x, want the message's 3 at least", n, b.qpn)
+	}
+	if n := count(rb, trace.RCRx, isSend(b.qpn)); n < 3 {
+		t.Errorf("receiver traced %d SEND packets, want 3 at least", n)
+	}
+	rnr := func(e trace.Event) bool { return e.B>>24 == ack && (e.A>>32)&0xe0 == rnrNak }
+	if count(rb, trace.RCTx, rnr) == 0 || count(ra, trace.RCRx, rnr) == 0 {
+		t.Errorf("the RNR NAK is missing from a trace (receiver sent %d, sender got %d)", count(rb, trace.RCTx, rnr), count(ra, trace.RCRx, rnr))
 	}
 }

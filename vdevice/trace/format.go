@@ -43,6 +43,8 @@ var args = [kindCount]struct {
 	RxFrame:        {a: "desc", b: "bytes"},
 	TxFrame:        {a: "desc", b: "bytes"},
 	RxDrop:         {a: "desc", b: "reason"},
+	RCTx:           {a: "qpn_syndrome", b: "opcode_psn", aHex: true, bHex: true},
+	RCRx:           {a: "qpn_syndrome", b: "opcode_psn", aHex: true, bHex: true},
 }
 
 // async names the slice a kind begins or ends.

@@ -87,6 +87,12 @@ const (
 	// RxDrop: a received frame dropped. A: the descriptor it would have
 	// used, B: the reason (DropReason).
 	RxDrop
+	// RCTx, RCRx: an RC packet (RoCEv2) sent or received by the RDMA
+	// engine. A: the destination QPN, with the AETH syndrome (ACK, NAK,
+	// RNR NAK) in bits 39:32 when the packet carries one; B: the BTH
+	// opcode << 24 | PSN.
+	RCTx
+	RCRx
 	kindCount
 )
 
@@ -98,6 +104,7 @@ var kindNames = [kindCount]string{
 	IRQ: "interrupt", IRQDeferred: "interrupt deferred",
 	BackupStore: "backup store", BackupResolve: "backup resolve",
 	RxFrame: "rx frame", TxFrame: "tx frame", RxDrop: "rx drop",
+	RCTx: "rc tx", RCRx: "rc rx",
 }
 
 func (k Kind) String() string {
@@ -125,6 +132,7 @@ const (
 	TrackPRI
 	TrackIRQ
 	TrackBackup
+	TrackRC // the RDMA engine's packets
 	trackQP // first queue pair track
 )
 
@@ -145,6 +153,8 @@ func (t Track) Name() string {
 		return "interrupts"
 	case TrackBackup:
 		return "backup ring"
+	case TrackRC:
+		return "rc"
 	}
 	q := int(t - trackQP)
 	if q%2 == 0 {
@@ -237,4 +247,33 @@ func (r *Recorder) Snapshot() (events []Event, lost uint64) {
 	events = append(events, r.ring[start:]...)
 	events = append(events, r.ring[:start]...)
 	return events, r.total - n
+}
+
+// RoCEv2 BTH and AETH, as far as RCPacket reads them.
+const (
+	bthLen         = 12
+	rcAcknowledge  = 0x11 // RC ACKNOWLEDGE: BTH, AETH
+	rcReadRespLast = 0x0f // RC RDMA READ response last/only carry an AETH too
+	rcReadRespOnly = 0x10
+	rcAtomicAck    = 0x12
+)
+
+// RCPacket records an RC packet of frame as kind (RCTx, RCRx); bth is the
+// offset of its BTH (pkthdr.Headers.BTHOffset). A frame too short for
+// its headers records nothing.
+func (r *Recorder) RCPacket(k Kind, frame []byte, bth int) {
+	if !r.On() || bth < 0 || len(frame) < bth+bthLen {
+		return
+	}
+	b := frame[bth:]
+	op := uint64(b[0])
+	qpn := uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+	psn := uint64(b[9])<<16 | uint64(b[10])<<8 | uint64(b[11])
+	switch op {
+	case rcAcknowledge, rcReadRespLast, rcReadRespOnly, rcAtomicAck:
+		if len(b) > bthLen {
+			qpn |= uint64(b[bthLen]) << 32
+		}
+	}
+	r.Emit(k, TrackRC, qpn, op<<24|psn)
 }

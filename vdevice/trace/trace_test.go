@@ -139,6 +139,8 @@ func TestJSONRoundTrip(t *testing.T) {
 		{TS: 900_000_002_004, Kind: DMARead, Track: QPTx(0), A: 0x10_0000, B: 64},
 		{TS: 900_000_002_005, Kind: DMAWrite, Track: QPRx(0), A: 0x10_0000, B: 64},
 		{TS: 900_000_002_006, Kind: ATCHit, Track: TrackATS, A: 0x1000, B: 1},
+		{TS: 900_000_002_007, Kind: RCTx, Track: TrackRC, A: 0x21_000112, B: 0x11_00abcd},
+		{TS: 900_000_002_008, Kind: RCRx, Track: TrackRC, A: 0x000113, B: 0x04_00abce},
 	}
 	var buf bytes.Buffer
 	if err := WriteJSON(&buf, events, 42); err != nil {
@@ -223,7 +225,7 @@ func TestChromeFormat(t *testing.T) {
 func TestTrackNames(t *testing.T) {
 	for tr, want := range map[Track]string{
 		TrackDevice: "device", TrackATS: "ats", TrackPRI: "pri", TrackIRQ: "interrupts",
-		TrackBackup: "backup ring", QPRx(0): "qp0 rx", QPTx(0): "qp0 tx", QPRx(7): "qp7 rx", QPTx(7): "qp7 tx",
+		TrackBackup: "backup ring", TrackRC: "rc", QPRx(0): "qp0 rx", QPTx(0): "qp0 tx", QPRx(7): "qp7 rx", QPTx(7): "qp7 tx",
 	} {
 		if got := tr.Name(); got != want {
 			t.Errorf("track %d: %q, want %q", tr, got, want)
@@ -273,5 +275,36 @@ func readAll(t *testing.T, path string) ([]byte, error) {
 func needTrace(t *testing.T) {
 	if !Compiled {
 		t.Skip("built with npfnic_notrace: nothing is recorded")
+	}
+}
+
+// TestRCPacket: the BTH's QPN, opcode and PSN, and the AETH syndrome of
+// the opcodes that carry one; a frame too short records nothing.
+func TestRCPacket(t *testing.T) {
+	needTrace(t)
+	r, _ := New(16)
+	bth := func(op byte, qpn, psn uint32, aeth ...byte) []byte {
+		f := make([]byte, 42) // Ethernet, IPv4, UDP
+		f = append(f, op, 0, 0xff, 0xff, 0, byte(qpn>>16), byte(qpn>>8), byte(qpn), 0x80, byte(psn>>16), byte(psn>>8), byte(psn))
+		return append(f, aeth...)
+	}
+	r.RCPacket(RCTx, bth(0x04, 0x112, 0xabcdef), 42)         // SEND Only
+	r.RCPacket(RCRx, bth(0x11, 0x113, 7, 0x2e, 0, 0, 1), 42) // ACK with an RNR NAK syndrome
+	r.RCPacket(RCRx, bth(0x11, 0x113, 7), 42)                // ACK cut before its AETH
+	r.RCPacket(RCRx, bth(0x04, 0x113, 7)[:50], 42)           // BTH cut short: nothing
+	ev, _ := r.Snapshot()
+	want := []Event{
+		{Kind: RCTx, Track: TrackRC, A: 0x112, B: 0x04<<24 | 0xabcdef},
+		{Kind: RCRx, Track: TrackRC, A: 0x2e<<32 | 0x113, B: 0x11<<24 | 7},
+		{Kind: RCRx, Track: TrackRC, A: 0x113, B: 0x11<<24 | 7},
+	}
+	if len(ev) != len(want) {
+		t.Fatalf("%d events, want %d: %+v", len(ev), len(want), ev)
+	}
+	for i := range want {
+		ev[i].TS = 0
+		if ev[i] != want[i] {
+			t.Errorf("event %d: %+v, want %+v", i, ev[i], want[i])
+		}
 	}
 }
