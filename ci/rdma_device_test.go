@@ -73,7 +73,7 @@ func TestRDMADeviceOnNPFNIC(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	for _, want := range []string{"hca_id:\tnpfnic0", "transport:\t\t\tInfiniBand (0)",
-		"link_layer:\t\tEthernet", "max_qp:\t\t\t\t256", "active_mtu:\t\t1024 (3)"} {
+		"link_layer:\t\tEthernet", "max_qp:\t\t\t\t256", "fw_ver:\t\t\t\t2.4.0", "active_mtu:\t\t1024 (3)"} {
 		if !strings.Contains(info, want) {
 			t.Errorf("ibv_devinfo -v lacks %q", want)
 		}

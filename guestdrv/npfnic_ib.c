@@ -58,6 +58,9 @@ static int npfnic_ib_query_device(struct ib_device *ibdev, struct ib_device_attr
 	if (udata->inlen || udata->outlen)
 		return -EINVAL;
 	memset(attr, 0, sizeof(*attr));
+	/* major.minor.sub as librxe prints it: the interface version, 2.4.0. */
+	attr->fw_ver = ((u64)(NPFNIC_INTERFACE_VERSION >> 16) << 32) |
+		       ((u64)(NPFNIC_INTERFACE_VERSION & 0xffff) << 16);
 	attr->sys_image_guid = ibdev->node_guid;
 	attr->max_mr_size = NPFNIC_IB_MAX_MR_SIZE;
 	attr->page_size_cap = PAGE_SIZE;

@@ -55,7 +55,7 @@ func runBoot(ctx context.Context, args []string) error {
 	cpus := fs.Int("smp", 1, "guest vCPUs")
 	devices := fs.Int("npfnic", 1, "number of npfnic devices")
 	server := fs.String("server", "", "serve npfnic devices with this npfnic binary (\"npfnic serve\" in its own process) instead of in-process")
-	rdma := fs.Bool("rdma", false, "boot the RDMA image (rdma_rxe, ibverbs tools)")
+	rdma := fs.Bool("rdma", false, "boot the RDMA image: ibverbs tools and perftest, with npfnic's RDMA device (ibv_devinfo -d npfnic0); rdma_rxe is shipped but never loaded")
 	noDriver := fs.Bool("no-driver", false, "do not load the npfnic driver at boot")
 	appendArgs := fs.String("append", "", "extra kernel command line")
 	logDir := fs.String("logs", "", "keep console log, QMP transcript and server logs here (default: a temp dir)")
