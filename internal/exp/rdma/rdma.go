@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -172,7 +173,7 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 					r.Err = bootErr[i]
 				} else {
 					port++
-					r.Value, r.Err = c.measure(ctx, up[i], t, port)
+					r.Value, r.Err = c.measure(ctx, up[i], c.Pairs[i], round, t, port)
 				}
 				if r.Err != nil {
 					c.progress("round %d/%d %s %s: %v", round, c.Rounds, r.Pair, t.Name, firstLine(r.Err))
@@ -189,17 +190,23 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	return results, nil
 }
 
-func (c *Config) measure(ctx context.Context, p *testbed.RDMAPair, t Test, port int) (float64, error) {
+func (c *Config) measure(ctx context.Context, p *testbed.RDMAPair, pr Pair, round int, t Test, port int) (float64, error) {
 	run := t.Run
 	run.Iters = c.Iters
 	run.Port = port
 	tctx, cancel := context.WithTimeout(ctx, testTimeout)
 	defer cancel()
-	_, out, err := p.RunClientServer(tctx, p.A, p.B, func(g *testbed.RDMAGuest, server string) []string {
+	serverOut, out, err := p.RunClientServer(tctx, p.A, p.B, func(g *testbed.RDMAGuest, server string) []string {
 		return run.Args(g.Dev, g.GIDIndex, server)
 	})
+	// Both sides' outputs stay beside the guests' logs.
+	base := filepath.Join(c.LogDir, pr.String(), fmt.Sprintf("round%d-%s", round, strings.ReplaceAll(t.Name, " ", "-")))
+	if werr := errors.Join(os.WriteFile(base+"-server.txt", []byte(serverOut), 0o644),
+		os.WriteFile(base+"-client.txt", []byte(out), 0o644)); werr != nil && err == nil {
+		err = werr
+	}
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%w (outputs in %s-*.txt)", err, base)
 	}
 	rows, err := workload.ParsePerftest(out)
 	if err != nil {
