@@ -19,8 +19,10 @@ import (
 // IPv4 address, `rdma link` lists it on its netdev, and two ibverbs
 // programs (ibv_rc_pingpong server and client) create their CQs, QPs and
 // MRs on it (queues mapped through the uverbs file) and connect their QPs
-// up to RTS. rmmod with both still running disassociates their contexts,
-// insmod brings the device back, and the console shows no oops or warning.
+// up to RTS; Ethernet keeps working while translation runs for them. The
+// client killed with a SEND in flight loses its objects alone; rmmod with
+// the server still running disassociates its context, insmod brings the
+// device back, and the console shows no oops or warning.
 func TestRDMADeviceOnNPFNIC(t *testing.T) {
 	// The port is up with a carrier: npfnic's wire is cabled to a QEMU NIC
 	// of the same guest (whose driver is never loaded).
@@ -57,6 +59,10 @@ func TestRDMADeviceOnNPFNIC(t *testing.T) {
 	if out := run(t, v, "ibv_devices"); !strings.Contains(out, "npfnic0") {
 		t.Fatalf("ibv_devices does not list npfnic0:\n%s", out)
 	}
+	// The first user context starts translation (and maps RAM for PASID 0).
+	start := time.Now()
+	run(t, v, "ibv_devinfo -d npfnic0")
+	t.Logf("first ibv_devinfo (context open, translation started) took %v", time.Since(start).Round(time.Millisecond))
 
 	// The RoCEv2 GID of the address comes from the core's GID management,
 	// and the port goes ACTIVE with the carrier: both asynchronously.
@@ -146,7 +152,15 @@ func TestRDMADeviceOnNPFNIC(t *testing.T) {
 		t.Errorf("no ATC miss after the ping: is translation on? %v", m)
 	}
 
-	// rmmod with the context live: the core disassociates it.
+	// The client killed with its SEND in flight (the device retransmits
+	// it): its QP, CQ and MR go, the server's stay.
+	run(t, v, `for d in /proc/[0-9]*; do if [ "$(cat $d/comm 2>/dev/null)" = ibv_rc_pingpong ] && grep -q 10.77.0.2 $d/cmdline; then kill -9 ${d#/proc/}; fi; done`)
+	<-pp
+	waitResources("the server's objects alone", func(res string) bool {
+		return strings.Count(res, "comm ibv_rc_pingpong") == 3
+	})
+
+	// rmmod with the server's context live: the core disassociates it.
 	run(t, v, "rmmod npfnic")
 	if out := run(t, v, "ls /sys/class/infiniband"); strings.TrimSpace(out) != "" {
 		t.Errorf("RDMA devices left after rmmod: %s", out)
@@ -156,7 +170,6 @@ func TestRDMADeviceOnNPFNIC(t *testing.T) {
 		t.Errorf("ibv_devices after insmod:\n%s", out)
 	}
 	run(t, v, `for d in /proc/[0-9]*; do if [ "$(cat $d/comm 2>/dev/null)" = ibv_rc_pingpong ]; then kill -9 ${d#/proc/}; fi; done`)
-	<-pp
 	<-pp
 	run(t, v, "rmmod npfnic")
 
