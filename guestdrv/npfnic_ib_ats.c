@@ -126,8 +126,9 @@ void npfnic_ib_ats_init(struct npfnic_ib_dev *dev)
 		return;
 	ats->pasid_pos = pci_find_ext_capability(nic->pdev, PCI_EXT_CAP_ID_PASID);
 	if (!nic->ats_pos || !ats->pasid_pos || npfnic_translating(nic)) {
-		dev_warn(&nic->pdev->dev, "RDMA without memory regions: %s\n",
-			 npfnic_translating(nic) ? "rx_policy is not off" : "no ATS or PASID");
+		dev_info(&nic->pdev->dev, "RDMA without memory regions: %s\n",
+			 npfnic_translating(nic) ? "translation belongs to rx_policy" :
+						   "no ATS or PASID capability");
 		return;
 	}
 	ats->possible = true;
