@@ -379,8 +379,6 @@ int npfnic_ib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		goto out;
 	if ((mask & IB_QP_PORT) && attr->port_num != 1)
 		goto out;
-	if ((mask & IB_QP_MAX_QP_RD_ATOMIC) && attr->max_rd_atomic > NPFNIC_IB_MAX_RD_ATOM)
-		goto out;
 	if ((mask & IB_QP_MAX_DEST_RD_ATOMIC) && attr->max_dest_rd_atomic > NPFNIC_IB_MAX_RD_ATOM)
 		goto out;
 	if ((mask & IB_QP_PATH_MTU) &&
@@ -417,8 +415,13 @@ int npfnic_ib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		qp->attr.rnr_retry = attr->rnr_retry;
 	if (mask & IB_QP_RQ_PSN)
 		qp->attr.rq_psn = attr->rq_psn & 0xffffff;
+	/*
+	 * The READs this QP may have outstanding: perftest sets the peer's
+	 * responder depth here (rdma_rxe's is 128). Fewer than allowed is
+	 * always safe for the responder, so the device's limit caps it.
+	 */
 	if (mask & IB_QP_MAX_QP_RD_ATOMIC)
-		qp->attr.max_rd_atomic = attr->max_rd_atomic;
+		qp->attr.max_rd_atomic = min_t(u8, attr->max_rd_atomic, NPFNIC_IB_MAX_RD_ATOM);
 	if (mask & IB_QP_MIN_RNR_TIMER)
 		qp->attr.min_rnr_timer = attr->min_rnr_timer;
 	if (mask & IB_QP_SQ_PSN)
