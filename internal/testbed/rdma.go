@@ -66,7 +66,10 @@ type RDMAPairConfig struct {
 	MemoryMiB int // per guest, default 1024
 	LogDir    string
 	// Trace records the events of the first npfnic of the pair.
-	Trace    *trace.Recorder
+	Trace *trace.Recorder
+	// Pcap, if set, records every frame of the first npfnic's port in this
+	// file (npfnic serve --pcap).
+	Pcap     string
 	Progress func(format string, args ...any)
 }
 
@@ -105,7 +108,7 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 		}
 	}()
 	wire := filepath.Join(p.dir, "wire.sock")
-	tr := c.Trace
+	tr, pcap := c.Trace, c.Pcap
 	for i, k := range []RDMAKind{c.A, c.B} {
 		side := string(rune('a' + i))
 		g := &RDMAGuest{Kind: k, IP: fmt.Sprintf("%s%d", rdmaSubnet, i+1)}
@@ -121,8 +124,8 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 			if listen {
 				spec = "stream-listen:unix:" + wire
 			}
-			cfg.NPFNICs = []vm.NPFNIC{{Server: vm.InProcessServer{Wire: spec, Trace: tr}}}
-			tr = nil // one device per trace
+			cfg.NPFNICs = []vm.NPFNIC{{Server: vm.InProcessServer{Wire: spec, Trace: tr, Pcap: pcap}}}
+			tr, pcap = nil, "" // one device per trace and capture
 		}
 		progress("booting %s (%s, %d MiB, TCG), %s the cable", cfg.Name, k, c.MemoryMiB, map[bool]string{true: "listening on", false: "connecting to"}[listen])
 		if g.VM, err = vm.Start(ctx, cfg); err != nil {
