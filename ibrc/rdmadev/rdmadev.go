@@ -155,6 +155,10 @@ type Engine struct {
 	w worker // the worker goroutine's state
 
 	testRegMR func(*mrMem) // tests: sees each region's Memory (on the worker)
+	// testBeforeDrain runs on the worker after a pass took the register
+	// path's requests and before it drains completions (tests: a CQ_ARM
+	// written in between).
+	testBeforeDrain func()
 
 	stats struct {
 		commands, events, doorbells, cqes, badWQEs, rxFrames, rxDisabled, ringErrors, lateRefused atomic.Uint64

@@ -2,6 +2,8 @@ package rdmadev_test
 
 import (
 	"bytes"
+	"github.com/npfnic/npfnic/ibrc/rdmadev"
+	"sync"
 	"testing"
 
 	"github.com/npfnic/npfnic/ibrc"
@@ -311,4 +313,27 @@ func TestCQOverrun(t *testing.T) {
 	if st, _, _ := a.d.Run(rdmatest.NewCmd(hw.RDMACmdDestroyCQ, 9)); st != hw.RDMACmdErrBusy {
 		t.Errorf("DESTROY_CQ with a QP on it: status %d, want BUSY", st)
 	}
+}
+
+// TestCQArmDuringPass: a CQ_ARM that reaches the device while a worker
+// pass is already under way, before a completion lands in that pass, arms
+// that completion: the CQ_COMP event comes. Applying the arm only at the
+// next pass lost it, and ibv_rc_pingpong -e (which re-arms and then waits
+// for its next completion) hung on npfnic against rdma_rxe.
+func TestCQArmDuringPass(t *testing.T) {
+	a, b := pair(t, 3)
+	a.e.RegWrite(hw.RegEQArm, 1)
+	var once sync.Once
+	rdmadev.SetTestBeforeDrain(a.e, func() {
+		if a.e.Stats().RC.RxFrames > 0 { // the ACK is in: its completion drains in this pass
+			once.Do(func() { a.e.RegWrite(hw.RegCQArm, sendCQ) })
+		}
+	})
+	a.post(t, a.sq, a.qpn, rdmatest.Send{ID: 1, Opcode: hw.IBVWRRDMAWrite, Flags: sig, RemoteAddr: bufVA, RKey: mrKey,
+		AutoLength: true, NumSGE: -1, SGL: []rdmatest.SGE{{Addr: bufVA, Length: 10, LKey: mrKey}}})
+	if c := poll(t, a.scq, 1)[0]; c.WRID != 1 {
+		t.Fatalf("completion %+v", c)
+	}
+	a.waitEvent(t, hw.RDMAEventCQComp, sendCQ)
+	_ = b
 }

@@ -117,6 +117,9 @@ func (w *worker) service() {
 			w.pumpSQ(q)
 		}
 	}
+	if h := e.testBeforeDrain; h != nil {
+		h()
+	}
 	// Completions retire slots, which lets a malformed entry complete,
 	// which flushes what follows it, which makes completions: go round
 	// until nothing moves (a long chain goes on in the next pass).
@@ -367,9 +370,29 @@ func (w *worker) push(c *cq, e rxeq.CQE, solicited bool) {
 		return
 	}
 	w.e.stats.cqes.Add(1)
+	if c.arm != armAny {
+		// A CQ_ARM the driver wrote since this pass began arms this
+		// completion already: it lands after the arm, so it must raise
+		// the event (applying the arm only at the next pass lost the
+		// event of the last completion of a ping-pong).
+		w.takeArm(c)
+	}
 	if c.arm == armAny || c.arm == armSolicited && solicited {
 		c.arm = 0
 		w.postEvent(hw.RDMAEventCQComp, c.n, 0)
+	}
+}
+
+// takeArm applies a CQ_ARM of c that the register path recorded and no
+// pass has applied yet.
+func (w *worker) takeArm(c *cq) {
+	e := w.e
+	e.mu.Lock()
+	a := e.cqArms[c.n]
+	e.cqArms[c.n] = 0
+	e.mu.Unlock()
+	if a != 0 && c.arm != armAny {
+		c.arm = a
 	}
 }
 
