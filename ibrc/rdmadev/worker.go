@@ -7,6 +7,7 @@ import (
 	"github.com/npfnic/npfnic/ibrc"
 	"github.com/npfnic/npfnic/ibrc/rxeq"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // worker is the state only the worker goroutine touches: the objects, the
@@ -205,6 +206,7 @@ func (w *worker) postEvent(typ uint8, handle, info uint32) {
 		return
 	}
 	w.e.stats.events.Add(1)
+	w.e.cfg.Trace.Emit(trace.RDMAEvent, trace.TrackRC, uint64(typ), uint64(handle))
 	w.interrupt()
 }
 
@@ -370,6 +372,7 @@ func (w *worker) push(c *cq, e rxeq.CQE, solicited bool) {
 		return
 	}
 	w.e.stats.cqes.Add(1)
+	w.e.cfg.Trace.Emit(trace.CQE, trace.TrackRC, uint64(c.n), uint64(e.Status)<<8|uint64(e.Opcode))
 	if c.arm != armAny {
 		// A CQ_ARM the driver wrote since this pass began arms this
 		// completion already: it lands after the arm, so it must raise

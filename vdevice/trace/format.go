@@ -45,6 +45,8 @@ var args = [kindCount]struct {
 	RxDrop:         {a: "desc", b: "reason"},
 	RCTx:           {a: "qpn_syndrome", b: "opcode_psn", aHex: true, bHex: true},
 	RCRx:           {a: "qpn_syndrome", b: "opcode_psn", aHex: true, bHex: true},
+	CQE:            {a: "cqn", b: "status_opcode", bHex: true},
+	RDMAEvent:      {a: "type", b: "handle"},
 }
 
 // async names the slice a kind begins or ends.

@@ -93,6 +93,12 @@ const (
 	// opcode << 24 | PSN.
 	RCTx
 	RCRx
+	// CQE: the RDMA engine wrote a completion into a CQ's ring. A: the
+	// CQN, B: the IBV_WC status << 8 | the IBV_WC opcode.
+	CQE
+	// RDMAEvent: the RDMA engine posted an event. A: its type
+	// (NPFNIC_RDMA_EVENT_*), B: its handle.
+	RDMAEvent
 	kindCount
 )
 
@@ -104,7 +110,7 @@ var kindNames = [kindCount]string{
 	IRQ: "interrupt", IRQDeferred: "interrupt deferred",
 	BackupStore: "backup store", BackupResolve: "backup resolve",
 	RxFrame: "rx frame", TxFrame: "tx frame", RxDrop: "rx drop",
-	RCTx: "rc tx", RCRx: "rc rx",
+	RCTx: "rc tx", RCRx: "rc rx", CQE: "cqe", RDMAEvent: "rdma event",
 }
 
 func (k Kind) String() string {

@@ -141,6 +141,8 @@ func TestJSONRoundTrip(t *testing.T) {
 		{TS: 900_000_002_006, Kind: ATCHit, Track: TrackATS, A: 0x1000, B: 1},
 		{TS: 900_000_002_007, Kind: RCTx, Track: TrackRC, A: 0x21_000112, B: 0x11_00abcd},
 		{TS: 900_000_002_008, Kind: RCRx, Track: TrackRC, A: 0x000113, B: 0x04_00abce},
+		{TS: 900_000_002_009, Kind: CQE, Track: TrackRC, A: 3, B: 0x0580},
+		{TS: 900_000_002_010, Kind: RDMAEvent, Track: TrackRC, A: 2, B: 3},
 	}
 	var buf bytes.Buffer
 	if err := WriteJSON(&buf, events, 42); err != nil {
