@@ -89,6 +89,9 @@ type BarChart struct {
 	Title, XLabel, YLabel string
 	Categories            []string
 	Series                []BarSeries
+	// LegendRoom adds an empty category on the right, where the legend
+	// goes, so the legend never hides a bar.
+	LegendRoom bool
 }
 
 // BarSeries is one named set of bars, a value per category.
@@ -179,6 +182,14 @@ func (c LineChart) plot() (*plot.Plot, error) {
 }
 
 func (c BarChart) plot() (*plot.Plot, error) {
+	if c.LegendRoom {
+		c.Categories = append(append([]string(nil), c.Categories...), "")
+		series := make([]BarSeries, len(c.Series))
+		for i, s := range c.Series {
+			series[i] = BarSeries{Name: s.Name, Values: append(append([]float64(nil), s.Values...), 0)}
+		}
+		c.Series = series
+	}
 	p := newPlot(c.Title, c.XLabel, c.YLabel)
 	n := len(c.Series)
 	if n == 0 {

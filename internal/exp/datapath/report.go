@@ -337,7 +337,8 @@ func Charts(results []Result) []report.Chart {
 		tput.Series = append(tput.Series, report.BarSeries{Name: label(r), Values: []float64{value(metrics[0], r), value(metrics[1], r)}})
 		mc.Series = append(mc.Series, report.BarSeries{Name: label(r), Values: []float64{value(metrics[2], r)}})
 	}
-	charts = append(charts, legendRoom(tput), legendRoom(mc))
+	tput.LegendRoom, mc.LegendRoom = true, true
+	charts = append(charts, tput, mc)
 	if len(results) > 1 {
 		base := results[0]
 		rel := report.BarChart{
@@ -358,19 +359,9 @@ func Charts(results []Result) []report.Chart {
 			}
 			rel.Series = append(rel.Series, report.BarSeries{Name: label(r), Values: vals})
 		}
-		charts = append(charts, legendRoom(rel))
+		rel.LegendRoom = true
+		charts = append(charts, rel)
 	}
 	return charts
 }
 
-// legendRoom adds an empty category on the right, where the legend goes,
-// so the legend never hides a bar.
-func legendRoom(c report.BarChart) report.BarChart {
-	c.Categories = append(append([]string(nil), c.Categories...), "")
-	series := make([]report.BarSeries, len(c.Series))
-	for i, s := range c.Series {
-		series[i] = report.BarSeries{Name: s.Name, Values: append(append([]float64(nil), s.Values...), 0)}
-	}
-	c.Series = series
-	return c
-}

@@ -204,8 +204,8 @@ func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 }
 
 func charts(c Config, cells []Cell) []report.Chart {
-	bw := report.BarChart{Title: "RC bandwidth, perftest at 64 KiB (median)", XLabel: "test", YLabel: "MB/s"}
-	lat := report.BarChart{Title: "RC latency, ib_send_lat at 64 bytes (median, typical)", XLabel: "test", YLabel: "µs"}
+	bw := report.BarChart{Title: "RC bandwidth, perftest at 64 KiB (median)", XLabel: "test", YLabel: "MB/s", LegendRoom: true}
+	lat := report.BarChart{Title: "RC latency, ib_send_lat at 64 bytes (median, typical)", XLabel: "test", YLabel: "µs", LegendRoom: true}
 	for _, t := range Tests {
 		if t.Latency {
 			lat.Categories = append(lat.Categories, t.Name)
