@@ -364,4 +364,3 @@ func Charts(results []Result) []report.Chart {
 	}
 	return charts
 }
-
