@@ -24,8 +24,9 @@ type diagEcho struct {
 
 	mu       sync.Mutex
 	gap      time.Duration // DIAG_ECHO_GAP: pause before each round
-	gen      uint64        // bumped by reset: a running loop stops
+	gen      uint64        // bumped by every run and by reset: an older loop stops
 	running  bool
+	last     uint32        // the current run's last round
 	want     uint32        // the round the loop waits for; 0: none
 	answered chan struct{} // closed by the matching answer
 	sent     time.Time
@@ -49,7 +50,8 @@ func (e *diagEcho) start(rounds uint32) {
 		e.n.log.Warn("DIAG_ECHO_CTRL: a run is going on, or no client; ignored")
 		return
 	}
-	e.running = true
+	e.gen++
+	e.running, e.last = true, rounds
 	gen := e.gen
 	e.mu.Unlock()
 	go e.run(gen, rounds)
@@ -109,6 +111,12 @@ func (e *diagEcho) answer(round uint32) {
 	}
 	e.samples = append(e.samples, now.Sub(e.sent))
 	e.done, e.want = round, 0
+	// The run is over once its last round is answered: a driver that
+	// reads DIAG_ECHO == N and starts the next run at once must not find
+	// this one still going (its loop may not have returned yet).
+	if round == e.last {
+		e.running = false
+	}
 	close(e.answered)
 }
 

@@ -566,6 +566,37 @@ func TestDiagEcho(t *testing.T) {
 	}
 }
 
+// TestDiagEchoBackToBack: a driver that sees the last round of a run
+// answered and starts the next run at once gets it, even though the first
+// run's loop has not returned yet (here it is still inside the last
+// interrupt, which the driver model answers synchronously). CI caught the
+// second run ignored under load.
+func TestDiagEchoBackToBack(t *testing.T) {
+	r := newFaultRig(t, faultOpts{})
+	round, runs := uint32(0), 0
+	r.irq.mu.Lock()
+	r.irq.hook = func(v int) {
+		if v != hw.DiagEchoVector {
+			return
+		}
+		round++
+		r.wr(hw.RegDiagEcho, round)
+		if round == 2 && runs == 0 {
+			runs, round = 1, 0
+			r.wr(hw.RegDiagEchoCtrl, 2)
+		}
+	}
+	r.irq.mu.Unlock()
+	r.wr(hw.RegDiagEchoCtrl, 2)
+	r.waitFor("both runs", func() bool {
+		rtts, _ := r.n.EchoRoundTrips()
+		return len(rtts) == 4
+	})
+	if _, late := r.n.EchoRoundTrips(); late != 0 {
+		t.Errorf("%d unmatched answers", late)
+	}
+}
+
 // BenchmarkRxFrame measures one frame from the wire reader into a posted
 // RX buffer and back to the driver (descriptor, rx_head), with buffer addresses as IOVAs
 // (ATS disabled) and as VAs the device translates through a warm ATC:
