@@ -22,6 +22,11 @@ type cq struct {
 	arm     uint8       // armAny, armSolicited or 0
 	broken  bool        // overran or its ring failed: no more completions (CQ_ERR posted)
 	refs    int         // QPs that use it
+	// solEnd is the producer index just past the last completion that
+	// satisfies a solicited-only arm (solicited, or an error); hasSol
+	// says there was one.
+	solEnd uint32
+	hasSol bool
 }
 
 // qp is a queue pair: the ibrc QP, the device's ends of its rxe send and

@@ -158,7 +158,7 @@ type Engine struct {
 	// testBeforeDrain runs on the worker after a pass took the register
 	// path's requests and before it drains completions (tests: a CQ_ARM
 	// written in between).
-	testBeforeDrain func()
+	testBeforeDrain atomic.Pointer[func()]
 
 	stats struct {
 		commands, events, doorbells, cqes, badWQEs, rxFrames, rxDisabled, ringErrors, lateRefused atomic.Uint64

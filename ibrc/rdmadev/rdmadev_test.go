@@ -5,6 +5,7 @@ import (
 	"github.com/npfnic/npfnic/ibrc/rdmadev"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
 	"github.com/npfnic/npfnic/ibrc/rdmadev/rdmatest"
@@ -336,4 +337,83 @@ func TestCQArmDuringPass(t *testing.T) {
 	}
 	a.waitEvent(t, hw.RDMAEventCQComp, sendCQ)
 	_ = b
+}
+
+// TestCQArmWithUnpolledCompletion: CQ_ARM is a posted write, and librxe
+// polls right after ibv_req_notify_cq returns, so a completion can land
+// after user space polled the CQ empty and before the device applies the
+// arm. An arm that finds completions user space has not consumed posts
+// CQ_COMP at once (for a solicited-only arm: one of them solicited or an
+// error); one that finds the CQ drained waits for the next completion.
+// Armed only for the next completion, ibv_rc_pingpong -e on npfnic against
+// rdma_rxe hung with the RECV completion unpolled in its CQ.
+func TestCQArmWithUnpolledCompletion(t *testing.T) {
+	a, b := pair(t, 3)
+	a.e.RegWrite(hw.RegEQArm, 1)
+	cqComps := func(n *node, cqn uint32) int {
+		k := 0
+		for _, ev := range n.d.Events() {
+			if ev.Type == hw.RDMAEventCQComp && ev.Handle == cqn {
+				k++
+			}
+		}
+		return k
+	}
+	landed := func(q *rdmatest.Queue, prod uint32) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for q.Producer() != prod {
+			if time.Now().After(deadline) {
+				t.Fatalf("producer index %d, want %d", q.Producer(), prod)
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+	write := rdmatest.Send{ID: 1, Opcode: hw.IBVWRRDMAWrite, Flags: sig, RemoteAddr: bufVA, RKey: mrKey,
+		AutoLength: true, NumSGE: -1, SGL: []rdmatest.SGE{{Addr: bufVA, Length: 10, LKey: mrKey}}}
+	a.post(t, a.sq, a.qpn, write)
+	landed(a.scq, 1) // not polled
+	a.e.RegWrite(hw.RegCQArm, sendCQ)
+	a.waitEvent(t, hw.RDMAEventCQComp, sendCQ)
+	poll(t, a.scq, 1)
+
+	// Drained: the arm waits for the next completion, which raises it.
+	a.e.RegWrite(hw.RegCQArm, sendCQ)
+	time.Sleep(20 * time.Millisecond)
+	if k := cqComps(a, sendCQ); k != 0 {
+		t.Fatalf("%d CQ_COMP events for an arm over a drained CQ", k)
+	}
+	write.ID = 2
+	a.post(t, a.sq, a.qpn, write)
+	a.waitEvent(t, hw.RDMAEventCQComp, sendCQ)
+	poll(t, a.scq, 1)
+
+	// Solicited only: an unpolled plain receive does not raise it, an
+	// unpolled solicited one does.
+	b.e.RegWrite(hw.RegEQArm, 1)
+	b.postRecv(t, b.rq, rdmatest.Recv{ID: 10, SGL: []rdmatest.SGE{{Addr: bufVA + 0x1000, Length: 64, LKey: mrKey}}},
+		rdmatest.Recv{ID: 11, SGL: []rdmatest.SGE{{Addr: bufVA + 0x2000, Length: 64, LKey: mrKey}}})
+	send := rdmatest.Send{ID: 3, Opcode: hw.IBVWRSend, Flags: sig, AutoLength: true, NumSGE: -1,
+		SGL: []rdmatest.SGE{{Addr: bufVA, Length: 10, LKey: mrKey}}}
+	a.post(t, a.sq, a.qpn, send)
+	landed(b.rcq, 1)
+	b.e.RegWrite(hw.RegCQArm, recvCQ|hw.RDMACQArmSolicited)
+	time.Sleep(20 * time.Millisecond)
+	if k := cqComps(b, recvCQ); k != 0 {
+		t.Fatalf("%d CQ_COMP events for a solicited arm over an unsolicited completion", k)
+	}
+	// That arm is spent by the solicited completion that comes next,
+	// which then stays unpolled.
+	send.ID, send.Flags = 4, sig|hw.IBVSendSolicited
+	a.post(t, a.sq, a.qpn, send)
+	landed(b.rcq, 2)
+	b.waitEvent(t, hw.RDMAEventCQComp, recvCQ)
+	time.Sleep(20 * time.Millisecond)
+	if k := cqComps(b, recvCQ); k != 0 {
+		t.Fatalf("%d more CQ_COMP events for one arm", k)
+	}
+	b.e.RegWrite(hw.RegCQArm, recvCQ|hw.RDMACQArmSolicited)
+	b.waitEvent(t, hw.RDMAEventCQComp, recvCQ)
+	poll(t, a.scq, 2)
+	poll(t, b.rcq, 2)
 }

@@ -101,13 +101,13 @@ func (w *worker) service() {
 			w.writeStatus(0, 0) // the whole block: cmdq_head, eq_tail, error = 0
 		}
 	}
-	for n, a := range arms {
-		if c := w.cqs[n]; c != nil && a != 0 && c.arm != armAny {
-			c.arm = a
-		}
-	}
 	if inst != nil {
 		w.eqDoorbells(head, arm)
+	}
+	for n, a := range arms {
+		if c := w.cqs[n]; c != nil && a != 0 {
+			w.armCQ(c, a)
+		}
 	}
 	w.asyncEvents()
 	if inst != nil {
@@ -118,8 +118,8 @@ func (w *worker) service() {
 			w.pumpSQ(q)
 		}
 	}
-	if h := e.testBeforeDrain; h != nil {
-		h()
+	if h := e.testBeforeDrain.Load(); h != nil {
+		(*h)()
 	}
 	// Completions retire slots, which lets a malformed entry complete,
 	// which flushes what follows it, which makes completions: go round
@@ -373,13 +373,12 @@ func (w *worker) push(c *cq, e rxeq.CQE, solicited bool) {
 	}
 	w.e.stats.cqes.Add(1)
 	w.e.cfg.Trace.Emit(trace.CQE, trace.TrackRC, uint64(c.n), uint64(e.Status)<<8|uint64(e.Opcode))
-	if c.arm != armAny {
-		// A CQ_ARM the driver wrote since this pass began arms this
-		// completion already: it lands after the arm, so it must raise
-		// the event (applying the arm only at the next pass lost the
-		// event of the last completion of a ping-pong).
-		w.takeArm(c)
+	if solicited {
+		c.solEnd, c.hasSol = c.ring.Producer(), true
 	}
+	// A CQ_ARM the driver wrote since this pass began arms this
+	// completion already: armCQ finds it unpolled.
+	w.takeArm(c)
 	if c.arm == armAny || c.arm == armSolicited && solicited {
 		c.arm = 0
 		w.postEvent(hw.RDMAEventCQComp, c.n, 0)
@@ -394,8 +393,40 @@ func (w *worker) takeArm(c *cq) {
 	a := e.cqArms[c.n]
 	e.cqArms[c.n] = 0
 	e.mu.Unlock()
-	if a != 0 && c.arm != armAny {
+	if a != 0 {
+		w.armCQ(c, a)
+	}
+}
+
+// armCQ applies a CQ_ARM (armAny or armSolicited) to c. CQ_ARM is a
+// posted write and librxe polls the CQ as soon as ibv_req_notify_cq
+// returns, so a completion may land after user space polled the CQ empty
+// and before the arm reaches the device: the arm carries no consumer
+// index to tell. So an arm that finds completions user space has not
+// consumed yet (for a solicited-only arm, a solicited one or an error)
+// posts CQ_COMP at once; if user space polls them meanwhile, the event
+// finds the CQ empty, which a completion channel's consumer handles.
+func (w *worker) armCQ(c *cq, a uint8) {
+	if c.arm != armAny { // an arm for any completion covers a solicited-only one
 		c.arm = a
+	}
+	if c.broken || !c.dma.Begin() {
+		return
+	}
+	cons, err := c.ring.Consumer()
+	c.dma.End()
+	if err != nil {
+		return // the next completion's write fails too, and posts CQ_ERR
+	}
+	prod, mask := c.ring.Producer(), c.ring.Geometry().Slots-1
+	unpolled := cons != prod
+	if c.arm == armSolicited {
+		// The last solicited completion lies between consumer and producer.
+		unpolled = c.hasSol && (c.solEnd-1-cons)&mask < (prod-cons)&mask
+	}
+	if unpolled {
+		c.arm = 0
+		w.postEvent(hw.RDMAEventCQComp, c.n, 0)
 	}
 }
 

@@ -128,6 +128,9 @@ func (c *CQ) Room() (int, error) {
 	return int((cons - c.prod - 1) & c.mask), nil
 }
 
+// Consumer loads consumer_index (masked): the slot user space polls next.
+func (c *CQ) Consumer() (uint32, error) { return c.load(hw.RxeQueueConsumer, "consumer_index") }
+
 // Producer is the device's producer index: the slot the next completion
 // goes to.
 func (c *CQ) Producer() uint32 { return c.prod }

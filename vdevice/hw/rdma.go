@@ -27,7 +27,9 @@ Events. The device writes 16-byte events into the event queue, moves eq_tail in 
 then raises EQ_VECTOR if the driver armed it with EQ_ARM (once per arm). The driver consumes events
 and returns their slots with EQ_HEAD. A completion queue posts one CQ_COMP event per CQ_ARM, when a
 completion (a solicited one, or an error, if the arm asked for solicited only) lands in it after the
-arm. An event queue that overflows stops the engine's events (NPFNIC_RDMAERR_EQ_OVERFLOW).
+arm, or at once if such a completion is in its ring unconsumed (behind consumer_index) when the arm
+arrives: CQ_ARM is a posted write and librxe polls the CQ right after arming, so a completion that
+lands between its poll and the arm would otherwise raise no event. An event queue that overflows stops the engine's events (NPFNIC_RDMAERR_EQ_OVERFLOW).
 
 Send queues. librxe writes the entry, moves the send queue's producer index, then calls the kernel,
 whose driver writes the QPN to SQ_DOORBELL. The device fetches entries in order from its own
