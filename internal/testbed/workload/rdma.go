@@ -141,6 +141,15 @@ func ParsePerftest(out string) ([]PerftestRow, error) {
 	return rows, nil
 }
 
+// PerftestClockFailed reports whether a perftest run failed to produce
+// its report because its own measurement of the CPU clock did not hold
+// ("Correlation coefficient r^2: ... < 0.9", "Can't produce a report"):
+// a TCG guest stalled while perftest sampled its clock. Nothing of the
+// transfer failed, so a caller may run it again.
+func PerftestClockFailed(out string) bool {
+	return strings.Contains(out, "Correlation coefficient") && strings.Contains(out, "Can't produce a report")
+}
+
 // perftestColumns splits perftest's header line into its column names,
 // some of which contain spaces ("BW peak[MB/sec]", "99% percentile[usec]"):
 // a name ends with "]" or is a "#" word.

@@ -60,6 +60,18 @@ func TestParsePerftestNoteAfterTable(t *testing.T) {
 	}
 }
 
+func TestPerftestClockFailed(t *testing.T) {
+	stalled := " Correlation coefficient r^2: 0.69 < 0.9\n Can't produce a report\n"
+	if !PerftestClockFailed(stalled) {
+		t.Error("the clock failure is not recognised")
+	}
+	for _, other := range []string{"", "Couldn't connect to 10.81.0.1:18515\n", " Completion with error at client\n Failed status 12\n"} {
+		if PerftestClockFailed(other) {
+			t.Errorf("%q taken for a clock failure", other)
+		}
+	}
+}
+
 func TestParsePingpong(t *testing.T) {
 	data, err := os.ReadFile("testdata/rc_pingpong-4096.txt")
 	if err != nil {
