@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/vm"
 )
 
@@ -55,6 +56,7 @@ func runBoot(ctx context.Context, args []string) error {
 	cpus := fs.Int("smp", 1, "guest vCPUs")
 	devices := fs.Int("npfnic", 1, "number of npfnic devices")
 	server := fs.String("server", "", "serve npfnic devices with this npfnic binary (\"npfnic serve\" in its own process) instead of in-process")
+	rdmaPeer := fs.Bool("rdma-peer", false, "with -rdma: also boot a guest running rdma_rxe over virtio-net, cabled to the first npfnic through QEMU's stream netdev; npfnic0 gets 10.81.0.1, the peer's rxe0 10.81.0.2, and the peer serves ibv_rc_pingpong and perftest (see the banner)")
 	rdma := fs.Bool("rdma", false, "boot the RDMA image: ibverbs tools and perftest, with npfnic's RDMA device (ibv_devinfo -d npfnic0); rdma_rxe is shipped but never loaded")
 	noDriver := fs.Bool("no-driver", false, "do not load the npfnic driver at boot")
 	appendArgs := fs.String("append", "", "extra kernel command line")
@@ -69,6 +71,9 @@ func runBoot(ctx context.Context, args []string) error {
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *rdmaPeer && (!*rdma || *devices < 1 || *server != "" || *noDriver) {
+		return errors.New("-rdma-peer needs -rdma, an npfnic device served in-process and the driver")
 	}
 	a, err := buildImages(ctx, opt)
 	if err != nil {
@@ -101,6 +106,14 @@ func runBoot(ctx context.Context, args []string) error {
 		} else {
 			cfg.NPFNICs[0].Server = vm.InProcessServer{Trace: rec}
 		}
+	}
+	var peer *rdmaPeerGuest
+	if *rdmaPeer {
+		if peer, err = startRDMAPeer(ctx, a); err != nil {
+			return err
+		}
+		defer peer.close()
+		cfg.NPFNICs[0].Server = vm.InProcessServer{Wire: "stream:unix:" + peer.wire, Trace: rec}
 	}
 	for _, n := range nics {
 		nic, err := parseNIC(n)
@@ -141,6 +154,14 @@ func runBoot(ctx context.Context, args []string) error {
 			if err := v.Put(sctx, c.guest, c.data, c.mode); err != nil {
 				return fmt.Errorf("copy %s into the guest: %w", c.guest, err)
 			}
+		}
+		if peer != nil {
+			g, err := testbed.ConfigureRDMAGuest(sctx, v, testbed.RDMANPFNIC, rdmaPeerLocalIP)
+			if err != nil {
+				return fmt.Errorf("npfnic's end of the RDMA cable: %w", err)
+			}
+			fmt.Fprint(os.Stderr, strings.ReplaceAll(peer.banner(g), "\n", "\r\n"))
+			return nil
 		}
 		if !*noDriver && *devices > 0 {
 			return v.LoadDriver(sctx, "")

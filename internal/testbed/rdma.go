@@ -149,6 +149,22 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 	return p, nil
 }
 
+// ConfigureRDMAGuest makes a running guest one end of an RDMA cable, as
+// StartRDMAPair does with its own: it loads the NIC's and RDMA drivers
+// (npfnic.ko for an npfnic guest, which must not have it loaded yet),
+// gives the interface ip/24, and finds the ibverbs device and its RoCEv2
+// GID index. npfnic boot -rdma-peer uses it for its console guest.
+func ConfigureRDMAGuest(ctx context.Context, v *vm.VM, kind RDMAKind, ip string) (*RDMAGuest, error) {
+	if _, err := ParseRDMAKind(string(kind)); err != nil {
+		return nil, err
+	}
+	g := &RDMAGuest{VM: v, Kind: kind, IP: ip}
+	if err := g.setUp(ctx); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
 // setUp loads the guest's NIC and RDMA drivers, addresses the link and
 // finds the ibverbs device.
 func (g *RDMAGuest) setUp(ctx context.Context) error {
