@@ -11,6 +11,7 @@ import (
 	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/vm"
+	"github.com/npfnic/npfnic/internal/testbed/workload"
 )
 
 // The RDMA cable of npfnic boot -rdma-peer: the console guest's npfnic
@@ -21,20 +22,16 @@ const (
 	rdmaPeerIP      = "10.81.0.2"
 )
 
-// rdmaPeerServers are the programs the peer serves, each in a loop on a
-// port of its own, so the console guest can run the client side again and
-// again.
-type rdmaPeerServer struct {
-	tool string
-	port int
-}
-
-var rdmaPeerServers = []rdmaPeerServer{
-	{"ibv_rc_pingpong", 18515},
-	{"ib_write_bw", 18516},
-	{"ib_send_bw", 18517},
-	{"ib_read_bw", 18518},
-	{"ib_send_lat", 18519},
+// rdmaPeerServers are the programs the peer serves, each on a port of its
+// own, so the console guest can run the client side again and again.
+var rdmaPeerServers = []interface {
+	Args(dev string, gidIndex int, server string) []string
+}{
+	workload.Pingpong{Port: 18515},
+	workload.Perftest{Tool: "ib_write_bw", Port: 18516},
+	workload.Perftest{Tool: "ib_send_bw", Port: 18517},
+	workload.Perftest{Tool: "ib_read_bw", Port: 18518},
+	workload.Perftest{Tool: "ib_send_lat", Port: 18519},
 }
 
 type rdmaPeerGuest struct {
@@ -42,19 +39,6 @@ type rdmaPeerGuest struct {
 	vm        *vm.VM
 	g         *testbed.RDMAGuest
 	stop      context.CancelFunc // ends the server loops
-}
-
-// args is the command line of a server (server "") or of a client of it.
-func (s rdmaPeerServer) args(g *testbed.RDMAGuest, server string) []string {
-	gid := "-x"
-	if s.tool == "ibv_rc_pingpong" {
-		gid = "-g"
-	}
-	a := []string{s.tool, "-d", g.Dev, gid, fmt.Sprint(g.GIDIndex), "-p", fmt.Sprint(s.port)}
-	if server != "" {
-		a = append(a, server)
-	}
-	return a
 }
 
 // startRDMAPeer boots the peer, makes rxe0 usable and starts its servers.
@@ -85,7 +69,7 @@ func startRDMAPeer(ctx context.Context, a *images.Artifacts) (p *rdmaPeerGuest, 
 	for _, s := range rdmaPeerServers {
 		go func() {
 			for loops.Err() == nil {
-				if _, err := p.g.VM.Exec(loops, s.args(p.g, "")...); err != nil && loops.Err() == nil {
+				if _, err := p.g.VM.Exec(loops, s.Args(p.g.Dev, p.g.GIDIndex, "")...); err != nil && loops.Err() == nil {
 					time.Sleep(time.Second)
 				}
 			}
@@ -100,7 +84,7 @@ func (p *rdmaPeerGuest) banner(local *testbed.RDMAGuest) string {
 	fmt.Fprintf(&b, "\nRDMA cable: %s %s (GID index %d) <-> rdma_rxe peer %s %s; the peer serves:\n",
 		local.Dev, local.IP, local.GIDIndex, p.g.Dev, p.g.IP)
 	for _, s := range rdmaPeerServers {
-		fmt.Fprintf(&b, "  %s\n", strings.Join(s.args(local, p.g.IP), " "))
+		fmt.Fprintf(&b, "  %s\n", strings.Join(s.Args(local.Dev, local.GIDIndex, p.g.IP), " "))
 	}
 	return b.String()
 }

@@ -172,6 +172,8 @@ type Pingpong struct {
 	ODP         bool
 	Events      bool // -e: sleep on CQ events
 	Validate    bool // -c: check the received buffer's contents
+	// Port is the TCP port of the out-of-band exchange (-p); 0: 18515.
+	Port int
 }
 
 // Args is the command line on one side (see Perftest.Args).
@@ -182,6 +184,9 @@ func (p Pingpong) Args(dev string, gidIndex int, server string) []string {
 	}
 	if p.Iters > 0 {
 		args = append(args, "-n", strconv.Itoa(p.Iters))
+	}
+	if p.Port > 0 {
+		args = append(args, "-p", strconv.Itoa(p.Port))
 	}
 	for _, f := range []struct {
 		on   bool

@@ -100,6 +100,8 @@ func TestRDMAArgs(t *testing.T) {
 			"ib_send_bw -d npfnic0 -x 3 -a --odp -p 18600 -e 10.81.0.1"},
 		{Pingpong{Size: 4096, Iters: 100, Validate: true, Events: true}.Args("rxe0", 1, "10.81.0.1"),
 			"ibv_rc_pingpong -d rxe0 -g 1 -s 4096 -n 100 -e -c 10.81.0.1"},
+		{Pingpong{Port: 18515}.Args("npfnic0", 1, ""), "ibv_rc_pingpong -d npfnic0 -g 1 -p 18515"},
+		{Perftest{Tool: "ib_write_bw", Port: 18516}.Args("npfnic0", 1, "10.81.0.2"), "ib_write_bw -d npfnic0 -x 1 -p 18516 10.81.0.2"},
 	} {
 		if got := strings.Join(tc.got, " "); got != tc.want {
 			t.Errorf("args %q, want %q", got, tc.want)
