@@ -35,12 +35,15 @@ func faultTestbed(t *testing.T, name string) *testbed.Testbed {
 }
 
 // loadPolicy (re)loads the driver with a policy and RX ring size and checks
-// the driver runs that policy.
+// the driver runs that policy. Fault ahead is off: these tests count on
+// every slot of the cold ring faulting, where the default depth (64)
+// would back a whole small ring after its first fault, and a frame sent
+// after that would not reach the backup ring or an injected fault.
 func loadPolicy(t *testing.T, tb *testbed.Testbed, policy string, ring int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	params := testbed.DriverParams(policy, ring, "")
+	params := testbed.DriverParams(policy, ring, testbed.FaultAheadParam(0))
 	if err := tb.LoadDriver(ctx, params); err != nil {
 		t.Fatalf("load npfnic.ko %s: %v", params, err)
 	}
