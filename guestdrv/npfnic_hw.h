@@ -31,7 +31,7 @@
 #define NPFNIC_DIAG_ECHO_MAX             0x10000 /* most rounds one DIAG_ECHO_CTRL write runs */
 #define NPFNIC_DIAG_ECHO_GAP_MAX         0xf4240 /* largest NPFNIC_REG_DIAG_ECHO_GAP (microseconds) */
 #define NPFNIC_MAGIC                     0x4e50464e /* value of NPFNIC_REG_ID */
-#define NPFNIC_INTERFACE_VERSION         0x20004 /* value of NPFNIC_REG_VERSION */
+#define NPFNIC_INTERFACE_VERSION         0x20005 /* value of NPFNIC_REG_VERSION */
 #define NPFNIC_DIAG_DMA_CTRL_START       0x1 /* start; ignored while NPFNIC_DIAG_DMA_STATUS_BUSY */
 #define NPFNIC_DIAG_DMA_CTRL_ABORT       0x2 /* stop a running DMA; BUSY until no byte will be written */
 #define NPFNIC_DIAG_DMA_STATUS_IDLE      0x0
@@ -447,6 +447,8 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_CTRL_RESET           0x2 /* NPFNIC_REG_RDMA_CTRL: disable and destroy every object */
 #define NPFNIC_RDMA_CTRL_BUSY            0x80000000 /* NPFNIC_REG_RDMA_CTRL (read only): the RDMA engine may still DMA */
 #define NPFNIC_RDMA_CQ_ARM_SOLICITED     0x80000000 /* NPFNIC_REG_CQ_ARM: solicited completions only */
+#define NPFNIC_RDMA_RECV_FAULT_RNR       0x0 /* NPFNIC_REG_RDMA_RECV_FAULT: RNR NAK (default) */
+#define NPFNIC_RDMA_RECV_FAULT_DROP      0x1 /* NPFNIC_REG_RDMA_RECV_FAULT: drop, the sender times out */
 #define NPFNIC_RDMA_STATUS_ALIGN         0x40 /* alignment of the RDMA status block */
 #define NPFNIC_RDMA_CMD_SIZE             0x40 /* bytes of a command queue entry */
 #define NPFNIC_RDMA_EVENT_SIZE           0x10 /* bytes of an event queue entry */
@@ -474,6 +476,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_CMD_DEREG_MR         0x8 /* command: deregister a memory region; no DMA uses it once the command completed */
 #define NPFNIC_RDMA_CMD_ADD_GID          0x9 /* command: set a GID table entry */
 #define NPFNIC_RDMA_CMD_DEL_GID          0xa /* command: clear a GID table entry */
+#define NPFNIC_RDMA_CMD_QUERY_STATS      0xb /* command: write the NPFNIC_RDMA_STATS counters to a buffer */
 #define NPFNIC_RDMA_CMD_FLAG_EVENT       0x1 /* command flag: post a CMD_DONE event */
 #define NPFNIC_RDMA_CMD_OK               0x0 /* command status: done */
 #define NPFNIC_RDMA_CMDERR_OPCODE        0x1 /* command status: unknown opcode */
@@ -521,6 +524,47 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_ACCESS_REMOTE_READ   0x4 /* MR access: RDMA READ from the peer */
 #define NPFNIC_RDMA_ACCESS_ON_DEMAND     0x40 /* MR access: on-demand paging (pages fault in through PRI) */
 #define NPFNIC_FEAT_RDMA                 0x10 /* NPFNIC_REG_FEATURES: the RDMA engine (registers at NPFNIC_REG_RDMA_CTRL) */
+#define NPFNIC_FEAT_RDMA_ODP             0x20 /* NPFNIC_REG_FEATURES: memory regions fault through PRI (on-demand paging) */
+
+/* RDMA counters: indices in the NPFNIC_RDMA_CMD_QUERY_STATS buffer (le64 each) */
+#define NPFNIC_RDMA_STAT_RX_FRAMES       0 /* RoCEv2 frames handed to the RC engine */
+#define NPFNIC_RDMA_STAT_TX_FRAMES       1 /* RoCEv2 frames the RC engine sent */
+#define NPFNIC_RDMA_STAT_MESSAGES_IN     2 /* SEND, WRITE and READ requests the responder executed */
+#define NPFNIC_RDMA_STAT_RETRANSMITS     3 /* request packets the requester sent again */
+#define NPFNIC_RDMA_STAT_ACK_TIMEOUTS    4 /* local ACK timeouts that made the requester retransmit */
+#define NPFNIC_RDMA_STAT_RNR_NAKS_RCVD   5 /* RNR NAKs the requester received */
+#define NPFNIC_RDMA_STAT_RNR_NAKS_NO_WQE 6 /* RNR NAKs the responder sent for a SEND that found no receive posted */
+#define NPFNIC_RDMA_STAT_RNR_NAKS_FAULT  7 /* RNR NAKs the responder sent for a receive fault (RDMA_RECV_FAULT = RNR) */
+#define NPFNIC_RDMA_STAT_FAULT_DROPS     8 /* requests the responder dropped for a receive fault (RDMA_RECV_FAULT = DROP) */
+#define NPFNIC_RDMA_STAT_RESPONDER_FAULTS 9 /* faults placing SEND or WRITE data or reading READ data (FAULT_KIND_RC_RECV) */
+#define NPFNIC_RDMA_STAT_REQUESTER_FAULTS 10 /* faults gathering a send's payload or scattering a READ response (FAULT_KIND_RC_SEND) */
+#define NPFNIC_RDMA_STAT_READ_RETRIES    11 /* RDMA READs requested again after a dropped or lost response */
+#define NPFNIC_RDMA_STAT_PAGE_REQUESTS   12 /* page requests raised for memory regions */
+#define NPFNIC_RDMA_STAT_PAGE_REQUEST_ERRORS 13 /* faults that failed: Invalid Request, or PRI not usable */
+#define NPFNIC_RDMA_STAT_SEQ_NAKS_SENT   14 /* PSN sequence error NAKs the responder sent */
+#define NPFNIC_RDMA_STAT_ERR_NAKS_SENT   15 /* remote access, invalid request and operation error NAKs the responder sent */
+#define NPFNIC_RDMA_STAT_BAD_WQES        16 /* malformed send or receive queue entries completed with an error */
+#define NPFNIC_RDMA_STAT_LATE_REFUSED    17 /* memory region accesses refused because the region was being deregistered */
+#define NPFNIC_RDMA_STATS                18
+#define NPFNIC_RDMA_STAT_NAMES \
+	"rx_frames", \
+	"tx_frames", \
+	"messages_in", \
+	"retransmits", \
+	"ack_timeouts", \
+	"rnr_naks_rcvd", \
+	"rnr_naks_no_wqe", \
+	"rnr_naks_fault", \
+	"fault_drops", \
+	"responder_faults", \
+	"requester_faults", \
+	"read_retries", \
+	"page_requests", \
+	"page_request_errors", \
+	"seq_naks_sent", \
+	"err_naks_sent", \
+	"bad_wqes", \
+	"late_refused"
 
 /* RDMA registers in BAR0 (32-bit) */
 #define NPFNIC_REG_RDMA_CTRL             0x0a00 /* RW command: NPFNIC_RDMA_CTRL_ENABLE latches the RDMA registers; write NPFNIC_RDMA_CTRL_RESET to destroy every object (reads back 0) */
@@ -539,6 +583,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_REG_SQ_DOORBELL           0x0a34 /* WO doorbell: a QPN whose rxe send queue has new entries (after librxe moved its producer index) */
 #define NPFNIC_REG_CQ_ARM                0x0a38 /* WO doorbell: CQN | NPFNIC_RDMA_CQ_ARM_SOLICITED: post one CQ_COMP event for the next (solicited) completion */
 #define NPFNIC_REG_RDMA_ERROR            0x0a3c /* RO: NPFNIC_RDMAERR_* */
+#define NPFNIC_REG_RDMA_RECV_FAULT       0x0a40 /* RW: the responder's receive-fault policy: NPFNIC_RDMA_RECV_FAULT_RNR or _DROP (interface 2.5) */
 
 /* RDMA command queue entry: the header; the rest of the 64 bytes depends on the opcode. */
 struct npfnic_rdma_cmd {
@@ -701,6 +746,29 @@ _Static_assert(offsetof(struct npfnic_rdma_cmd_reg_mr, access) == 32, "npfnic_rd
 _Static_assert(offsetof(struct npfnic_rdma_cmd_reg_mr, pasid) == 36, "npfnic_rdma_cmd_reg_mr.pasid offset");
 _Static_assert(offsetof(struct npfnic_rdma_cmd_reg_mr, rsvd_tail) == 40, "npfnic_rdma_cmd_reg_mr.rsvd_tail offset");
 
+/* NPFNIC_RDMA_CMD_QUERY_STATS (handle 0; interface 2.5). */
+struct npfnic_rdma_cmd_query_stats {
+	__u8 opcode;                    /* driver: NPFNIC_RDMA_CMD_* */
+	__u8 flags;                     /* driver: NPFNIC_RDMA_CMD_FLAG_* */
+	__le16 rsvd;                    /* reserved, zero */
+	__le32 status;                  /* device: NPFNIC_RDMA_CMD_OK or NPFNIC_RDMA_CMDERR_*; the driver writes NPFNIC_RDMA_CMD_PENDING before posting */
+	__le32 handle;                  /* driver: the QPN, CQN, MR key or GID index the command acts on */
+	__le32 rsvd2;                   /* reserved, zero */
+	__le64 buf;                     /* driver: IOVA of the buffer (8-byte aligned) */
+	__le32 count;                   /* driver: counters the buffer holds; the device writes the first min(count, NPFNIC_RDMA_STATS) */
+	__le32 rsvd_tail[9];            /* reserved, zero */
+};
+_Static_assert(sizeof(struct npfnic_rdma_cmd_query_stats) == 64, "npfnic_rdma_cmd_query_stats size");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_query_stats, opcode) == 0, "npfnic_rdma_cmd_query_stats.opcode offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_query_stats, flags) == 1, "npfnic_rdma_cmd_query_stats.flags offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_query_stats, rsvd) == 2, "npfnic_rdma_cmd_query_stats.rsvd offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_query_stats, status) == 4, "npfnic_rdma_cmd_query_stats.status offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_query_stats, handle) == 8, "npfnic_rdma_cmd_query_stats.handle offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_query_stats, rsvd2) == 12, "npfnic_rdma_cmd_query_stats.rsvd2 offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_query_stats, buf) == 16, "npfnic_rdma_cmd_query_stats.buf offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_query_stats, count) == 24, "npfnic_rdma_cmd_query_stats.count offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_query_stats, rsvd_tail) == 28, "npfnic_rdma_cmd_query_stats.rsvd_tail offset");
+
 /* NPFNIC_RDMA_CMD_ADD_GID (handle: GID index; replaces what was there). */
 struct npfnic_rdma_cmd_add_gid {
 	__u8 opcode;                    /* driver: NPFNIC_RDMA_CMD_* */
@@ -723,7 +791,7 @@ _Static_assert(offsetof(struct npfnic_rdma_cmd_add_gid, gid) == 16, "npfnic_rdma
 _Static_assert(offsetof(struct npfnic_rdma_cmd_add_gid, rsvd_tail) == 32, "npfnic_rdma_cmd_add_gid.rsvd_tail offset");
 
 /* RDMA event queue entry (device to driver). */
-struct npfnic_rdma_event {
+struct npfnic_event {
 	__u8 type;                      /* NPFNIC_RDMA_EVENT_* */
 	__u8 rsvd;                      /* reserved, zero */
 	__le16 rsvd2;                   /* reserved, zero */
@@ -731,28 +799,28 @@ struct npfnic_rdma_event {
 	__le32 info;                    /* per type: the IBV_WC status that moved a QP to error */
 	__le32 seq;                     /* free-running count of events posted, this one's */
 };
-_Static_assert(sizeof(struct npfnic_rdma_event) == 16, "npfnic_rdma_event size");
-_Static_assert(offsetof(struct npfnic_rdma_event, type) == 0, "npfnic_rdma_event.type offset");
-_Static_assert(offsetof(struct npfnic_rdma_event, rsvd) == 1, "npfnic_rdma_event.rsvd offset");
-_Static_assert(offsetof(struct npfnic_rdma_event, rsvd2) == 2, "npfnic_rdma_event.rsvd2 offset");
-_Static_assert(offsetof(struct npfnic_rdma_event, handle) == 4, "npfnic_rdma_event.handle offset");
-_Static_assert(offsetof(struct npfnic_rdma_event, info) == 8, "npfnic_rdma_event.info offset");
-_Static_assert(offsetof(struct npfnic_rdma_event, seq) == 12, "npfnic_rdma_event.seq offset");
+_Static_assert(sizeof(struct npfnic_event) == 16, "npfnic_event size");
+_Static_assert(offsetof(struct npfnic_event, type) == 0, "npfnic_event.type offset");
+_Static_assert(offsetof(struct npfnic_event, rsvd) == 1, "npfnic_event.rsvd offset");
+_Static_assert(offsetof(struct npfnic_event, rsvd2) == 2, "npfnic_event.rsvd2 offset");
+_Static_assert(offsetof(struct npfnic_event, handle) == 4, "npfnic_event.handle offset");
+_Static_assert(offsetof(struct npfnic_event, info) == 8, "npfnic_event.info offset");
+_Static_assert(offsetof(struct npfnic_event, seq) == 12, "npfnic_event.seq offset");
 
 /* RDMA status block (device to driver), at NPFNIC_REG_RDMA_STATUS. */
-struct npfnic_rdma_status {
+struct npfnic_status {
 	__le32 cmdq_head;               /* free-running count of commands run (their status written) */
 	__le32 eq_tail;                 /* producer index: free-running count of events written */
 	__le32 error;                   /* NPFNIC_RDMAERR_*, 0 none */
 	__le32 error_info;              /* the offending queue index or register value */
 	__le32 rsvd[12];                /* reserved, zero */
 };
-_Static_assert(sizeof(struct npfnic_rdma_status) == 64, "npfnic_rdma_status size");
-_Static_assert(offsetof(struct npfnic_rdma_status, cmdq_head) == 0, "npfnic_rdma_status.cmdq_head offset");
-_Static_assert(offsetof(struct npfnic_rdma_status, eq_tail) == 4, "npfnic_rdma_status.eq_tail offset");
-_Static_assert(offsetof(struct npfnic_rdma_status, error) == 8, "npfnic_rdma_status.error offset");
-_Static_assert(offsetof(struct npfnic_rdma_status, error_info) == 12, "npfnic_rdma_status.error_info offset");
-_Static_assert(offsetof(struct npfnic_rdma_status, rsvd) == 16, "npfnic_rdma_status.rsvd offset");
+_Static_assert(sizeof(struct npfnic_status) == 64, "npfnic_status size");
+_Static_assert(offsetof(struct npfnic_status, cmdq_head) == 0, "npfnic_status.cmdq_head offset");
+_Static_assert(offsetof(struct npfnic_status, eq_tail) == 4, "npfnic_status.eq_tail offset");
+_Static_assert(offsetof(struct npfnic_status, error) == 8, "npfnic_status.error offset");
+_Static_assert(offsetof(struct npfnic_status, error_info) == 12, "npfnic_status.error_info offset");
+_Static_assert(offsetof(struct npfnic_status, rsvd) == 16, "npfnic_status.rsvd offset");
 
 /* Byte i of the diagnostic DMA pattern for seed (same as hw.DiagPattern). */
 static inline unsigned char npfnic_diag_pattern(unsigned int seed, unsigned int i)

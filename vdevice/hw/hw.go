@@ -62,8 +62,10 @@ const (
 	// and tail-interrupt doorbells, the backup ring, fault counters; 2.3: the
 	// quiesce contract: BUSY bits in the control registers, LATE_DMA; 2.4:
 	// the RDMA interface, its registers, command and event queues and a
-	// tenth vector, live when FEATURES has FEAT_RDMA).
-	InterfaceVersion = 2<<16 | 4
+	// tenth vector, live when FEATURES has FEAT_RDMA; 2.5: on-demand paging
+	// for RDMA: FEAT_RDMA_ODP, page requests for memory regions,
+	// RDMA_RECV_FAULT, QUERY_STATS).
+	InterfaceVersion = 2<<16 | 5
 )
 
 // Register offsets in BAR0. All registers are 32 bits wide.
@@ -238,9 +240,13 @@ const (
 	// FeatRDMA (interface 2.4): the RDMA engine (rdma.go) runs; without it
 	// the RDMA registers read 0 and ignore writes.
 	FeatRDMA = 1 << 4
+	// FeatRDMAODP (interface 2.5): a memory region's missing page is a
+	// page request through PRI, resolved or refused by the page response
+	// (RDMADoc, "On-demand paging").
+	FeatRDMAODP = 1 << 5
 
 	// Features is REG_FEATURES of this device.
-	Features = FeatTxCsum | FeatTSO4 | FeatTSO6 | FeatRxCsum | FeatRDMA
+	Features = FeatTxCsum | FeatTSO4 | FeatTSO6 | FeatRxCsum | FeatRDMA | FeatRDMAODP
 )
 
 // Register values.

@@ -238,7 +238,10 @@ int main(void) {
 	       sizeof(struct npfnic_status_block), offsetof(struct npfnic_status_block, qp[2].rx_head));
 	printf("%%zu %%zu %%zu %%zu %%x %%x\n", offsetof(struct npfnic_tx_desc, mss), offsetof(struct npfnic_tx_desc, csum_offset),
 	       offsetof(struct npfnic_qp_status, tx_tso_frames), offsetof(struct npfnic_qp_status, rx_wire_stalls),
-	       NPFNIC_REG_FEATURES, NPFNIC_FEAT_TX_CSUM | NPFNIC_FEAT_TSO4 | NPFNIC_FEAT_TSO6 | NPFNIC_FEAT_RX_CSUM | NPFNIC_FEAT_RDMA);
+	       NPFNIC_REG_FEATURES, NPFNIC_FEAT_TX_CSUM | NPFNIC_FEAT_TSO4 | NPFNIC_FEAT_TSO6 | NPFNIC_FEAT_RX_CSUM | NPFNIC_FEAT_RDMA | NPFNIC_FEAT_RDMA_ODP);
+	const char *stats[] = { NPFNIC_RDMA_STAT_NAMES };
+	printf("%%d %%zu %%s %%d\n", NPFNIC_RDMA_STATS, sizeof(stats) / sizeof(stats[0]), stats[NPFNIC_RDMA_STAT_RNR_NAKS_FAULT],
+	       NPFNIC_RDMA_STAT_LATE_REFUSED);
 	return 0;
 }
 `, abs)
@@ -268,6 +271,16 @@ int main(void) {
 		hw.StatusHeaderSize, hw.StatusQPOffset(2)+hw.QPStatusRxHead.Offset)
 	fmt.Fprintf(&want, "%d %d %d %d %x %x\n", hw.TxDescMSS.Offset, hw.TxDescCsumOffset.Offset,
 		hw.QPStatusTxTSOFrames.Offset, hw.QPStatusRxWireStalls.Offset, hw.RegFeatures, hw.Features)
+	rnrFault, late := -1, -1
+	for i, c := range hw.RDMACounters {
+		switch c.Name {
+		case "rnr_naks_fault":
+			rnrFault = i
+		case "late_refused":
+			late = i
+		}
+	}
+	fmt.Fprintf(&want, "%d %d %s %d\n", len(hw.RDMACounters), len(hw.RDMACounters), hw.RDMACounters[rnrFault].Name, late)
 	if string(out) != want.String() {
 		t.Fatalf("C and Go disagree:\nC:\n%s\nGo:\n%s", out, want.String())
 	}

@@ -61,7 +61,31 @@ receive entries whenever the engine runs. QP_FATAL comes when the device moved t
 after MODIFY_QP to ERR), after QP_REQ_ERR or QP_ACCESS_ERR when the status is
 IBV_WC_REM_INV_REQ_ERR or IBV_WC_REM_ACCESS_ERR. A CQ takes no completion after its CQ_ERR.
 Clearing ENABLE without RESET stops the command and event queues only. Without bus mastering the
-engine does nothing and drops received RoCEv2 frames.`
+engine does nothing and drops received RoCEv2 frames.
+
+On-demand paging (interface 2.5, FEATURES.RDMA_ODP). The I/O page tables of an MR's PASID need not
+map its pages: an access to a page without a present PTE (or a write to one without write
+permission) is a fault, and the device asks for the page with a page request through PRI (the
+function's page request queue, as the Ethernet side's faults): PASID valid, the MR's PASID, the page
+VA, R/W as the access needs, queue = the QPN's low 16 bits, desc = the QPN, kind FAULT_KIND_RC_RECV
+(the responder placing a SEND or RDMA WRITE, or reading for an RDMA READ) or FAULT_KIND_RC_SEND
+(the requester gathering a send's payload or scattering an RDMA READ response). One page request is
+outstanding per QP, role and access at a time. What the QP does meanwhile:
+  - responder, placing a SEND or WRITE: under RDMA_RECV_FAULT = RNR, the request is answered with an
+    RNR NAK carrying the QP's min_rnr_timer, and the sender's retransmission is accepted once the
+    page response came (also in the middle of a multi-packet message: the NAK names the faulting
+    packet's PSN); under DROP, the request and what follows are dropped until the response, and the
+    sender recovers by its local ACK timeout;
+  - requester: a send whose payload faults stalls its send queue until the response; an RDMA READ
+    response whose target faults is dropped and the rest of the READ requested again.
+A response Success retries the access (a fault again raises a new request); Invalid Request fails it
+with the errors of an access outside the MR: IBV_WC_LOC_ACCESS_ERR at the requester, a remote access
+error NAK at the responder. With PRI not enabled, or stopped, a fault fails at once in the same way.
+The device does not wait for page responses to drain before it completes an invalidation: the
+driver may invalidate while it holds a request unanswered.
+
+Counters. QUERY_STATS writes the engine's counters (NPFNIC_RDMA_STAT_*, free-running since
+RDMA_CTRL = RESET, 64 bits each) into a buffer in guest memory.`
 
 // RDMA registers in BAR0 (BlockRDMA).
 const (
@@ -81,6 +105,10 @@ const (
 	RegSQDoorbell   = 0x0a34 // WO: a QPN whose rxe send queue has new entries
 	RegCQArm        = 0x0a38 // WO: CQN | RDMACQArmSolicited: post one CQ_COMP event for the next completion
 	RegRDMAError    = 0x0a3c // RO: NPFNIC_RDMAERR_*, 0 none
+	// RegRDMARecvFault (interface 2.5) is the responder's policy for a
+	// receive fault: RDMARecvFaultRNR or RDMARecvFaultDrop, from the next
+	// fault on.
+	RegRDMARecvFault = 0x0a40 // RW
 )
 
 // RDMA values.
@@ -96,6 +124,9 @@ const (
 	RDMACtrlBusy = 1 << 31
 
 	RDMACQArmSolicited = 1 << 31 // CQ_ARM: only a solicited completion (or an error) triggers the event
+
+	RDMARecvFaultRNR  = 0 // RDMA_RECV_FAULT: answer a receive fault with an RNR NAK (the default)
+	RDMARecvFaultDrop = 1 // RDMA_RECV_FAULT: drop the request; the sender's ACK timeout recovers
 
 	RDMAStatusAlign  = 64
 	RDMAStatusSize   = 64
@@ -131,6 +162,9 @@ const (
 	RDMACmdDeregMR   = 8
 	RDMACmdAddGID    = 9
 	RDMACmdDelGID    = 10
+	// RDMACmdQueryStats (interface 2.5) writes the counters (RDMACounters,
+	// 64 bits each, in their order) to the buffer it names.
+	RDMACmdQueryStats = 11
 )
 
 // Command flags (RDMACmdFlags).
@@ -281,6 +315,41 @@ var (
 	RDMARegMRPASID  = le32("pasid", 36, "driver: the PASID whose I/O page tables map va (ATS must be enabled)")
 )
 
+// QUERY_STATS: the engine's counters into a buffer (handle 0).
+var (
+	RDMAQueryStatsBuf   = le64("buf", 16, "driver: IOVA of the buffer (8-byte aligned)")
+	RDMAQueryStatsCount = le32("count", 24, "driver: counters the buffer holds; the device writes the first min(count, NPFNIC_RDMA_STATS)")
+)
+
+// RDMACounter is one of the RDMA engine's counters: QUERY_STATS writes
+// them in RDMACounters' order; the driver reports them under Name.
+type RDMACounter struct {
+	Name string // lower case, as `rdma statistic` shows it
+	Doc  string
+}
+
+// RDMACounters are the counters QUERY_STATS reports, in order.
+var RDMACounters = []RDMACounter{
+	{"rx_frames", "RoCEv2 frames handed to the RC engine"},
+	{"tx_frames", "RoCEv2 frames the RC engine sent"},
+	{"messages_in", "SEND, WRITE and READ requests the responder executed"},
+	{"retransmits", "request packets the requester sent again"},
+	{"ack_timeouts", "local ACK timeouts that made the requester retransmit"},
+	{"rnr_naks_rcvd", "RNR NAKs the requester received"},
+	{"rnr_naks_no_wqe", "RNR NAKs the responder sent for a SEND that found no receive posted"},
+	{"rnr_naks_fault", "RNR NAKs the responder sent for a receive fault (RDMA_RECV_FAULT = RNR)"},
+	{"fault_drops", "requests the responder dropped for a receive fault (RDMA_RECV_FAULT = DROP)"},
+	{"responder_faults", "faults placing SEND or WRITE data or reading READ data (FAULT_KIND_RC_RECV)"},
+	{"requester_faults", "faults gathering a send's payload or scattering a READ response (FAULT_KIND_RC_SEND)"},
+	{"read_retries", "RDMA READs requested again after a dropped or lost response"},
+	{"page_requests", "page requests raised for memory regions"},
+	{"page_request_errors", "faults that failed: Invalid Request, or PRI not usable"},
+	{"seq_naks_sent", "PSN sequence error NAKs the responder sent"},
+	{"err_naks_sent", "remote access, invalid request and operation error NAKs the responder sent"},
+	{"bad_wqes", "malformed send or receive queue entries completed with an error"},
+	{"late_refused", "memory region accesses refused because the region was being deregistered"},
+}
+
 // ADD_GID: one entry of the port's GID table (RoCEv2).
 var (
 	RDMAAddGIDGID = Field{Name: "gid", Offset: 16, Size: 1, Count: 16, Doc: "driver: the GID, an IPv6 address (IPv4-mapped for IPv4)"}
@@ -319,6 +388,8 @@ var (
 		RDMAModifyQPSGIDIndex.Field, RDMAModifyQPHopLimit.Field)
 	RDMACmdRegMRLayout = rdmaCmd("rdma_cmd_reg_mr", "NPFNIC_RDMA_CMD_REG_MR (handle: the key, lkey = rkey).",
 		RDMARegMRPD.Field, RDMARegMRVA.Field, RDMARegMRLength.Field, RDMARegMRAccess.Field, RDMARegMRPASID.Field, rdmaCmdTail(40))
+	RDMACmdQueryStatsLayout = rdmaCmd("rdma_cmd_query_stats", "NPFNIC_RDMA_CMD_QUERY_STATS (handle 0; interface 2.5).",
+		le32("rsvd2", 12, "reserved, zero").Field, RDMAQueryStatsBuf.Field, RDMAQueryStatsCount.Field, rdmaCmdTail(28))
 	RDMACmdAddGIDLayout = rdmaCmd("rdma_cmd_add_gid", "NPFNIC_RDMA_CMD_ADD_GID (handle: GID index; replaces what was there).",
 		le32("rsvd2", 12, "reserved, zero").Field, RDMAAddGIDGID, rdmaCmdTail(32))
 )
@@ -334,7 +405,7 @@ var (
 )
 
 // RDMAEvent is struct npfnic_rdma_event.
-var RDMAEvent = Layout{"rdma_event", RDMAEventSize, "RDMA event queue entry (device to driver).",
+var RDMAEvent = Layout{"event", RDMAEventSize, "RDMA event queue entry (device to driver).",
 	[]Field{RDMAEventType.Field, rdmaEventRsvd8.Field, rdmaEventRsvd16.Field, RDMAEventHandle.Field, RDMAEventInfo.Field, RDMAEventSeq.Field},
 	WrittenByDevice}
 
@@ -347,13 +418,13 @@ var (
 )
 
 // RDMAStatus is struct npfnic_rdma_status.
-var RDMAStatus = Layout{"rdma_status", RDMAStatusSize, "RDMA status block (device to driver), at NPFNIC_REG_RDMA_STATUS.",
+var RDMAStatus = Layout{"status", RDMAStatusSize, "RDMA status block (device to driver), at NPFNIC_REG_RDMA_STATUS.",
 	[]Field{RDMAStatusCmdqHead.Field, RDMAStatusEQTail.Field, RDMAStatusError.Field, RDMAStatusErrorInfo.Field, rsvd32(16, 12)},
 	WrittenByDevice}
 
 // RDMALayouts lists the structures of the RDMA interface.
 var RDMALayouts = []*Layout{&RDMACmd, &RDMACmdCreateCQLayout, &RDMACmdCreateQPLayout, &RDMACmdModifyQPLayout,
-	&RDMACmdRegMRLayout, &RDMACmdAddGIDLayout, &RDMAEvent, &RDMAStatus}
+	&RDMACmdRegMRLayout, &RDMACmdQueryStatsLayout, &RDMACmdAddGIDLayout, &RDMAEvent, &RDMAStatus}
 
 // RDMARegisters lists the RDMA registers in offset order.
 var RDMARegisters = []Register{
@@ -373,6 +444,7 @@ var RDMARegisters = []Register{
 	doorbell("SQ_DOORBELL", RegSQDoorbell, BlockRDMA, "a QPN whose rxe send queue has new entries (after librxe moved its producer index)"),
 	doorbell("CQ_ARM", RegCQArm, BlockRDMA, "CQN | NPFNIC_RDMA_CQ_ARM_SOLICITED: post one CQ_COMP event for the next (solicited) completion"),
 	status("RDMA_ERROR", RegRDMAError, BlockRDMA, 0, "NPFNIC_RDMAERR_*"),
+	storage("RDMA_RECV_FAULT", RegRDMARecvFault, BlockRDMA, RDMARecvFaultRNR, "the responder's receive-fault policy: NPFNIC_RDMA_RECV_FAULT_RNR or _DROP (interface 2.5)"),
 }
 
 // RDMAValues lists the constants of the RDMA interface exported to the C
@@ -383,6 +455,8 @@ var RDMAValues = []Value{
 	{"RDMA_CTRL_RESET", RDMACtrlReset, "NPFNIC_REG_RDMA_CTRL: disable and destroy every object"},
 	{"RDMA_CTRL_BUSY", RDMACtrlBusy, "NPFNIC_REG_RDMA_CTRL (read only): the RDMA engine may still DMA"},
 	{"RDMA_CQ_ARM_SOLICITED", RDMACQArmSolicited, "NPFNIC_REG_CQ_ARM: solicited completions only"},
+	{"RDMA_RECV_FAULT_RNR", RDMARecvFaultRNR, "NPFNIC_REG_RDMA_RECV_FAULT: RNR NAK (default)"},
+	{"RDMA_RECV_FAULT_DROP", RDMARecvFaultDrop, "NPFNIC_REG_RDMA_RECV_FAULT: drop, the sender times out"},
 	{"RDMA_STATUS_ALIGN", RDMAStatusAlign, "alignment of the RDMA status block"},
 	{"RDMA_CMD_SIZE", RDMACmdSize, "bytes of a command queue entry"},
 	{"RDMA_EVENT_SIZE", RDMAEventSize, "bytes of an event queue entry"},
@@ -410,6 +484,7 @@ var RDMAValues = []Value{
 	{"RDMA_CMD_DEREG_MR", RDMACmdDeregMR, "command: deregister a memory region; no DMA uses it once the command completed"},
 	{"RDMA_CMD_ADD_GID", RDMACmdAddGID, "command: set a GID table entry"},
 	{"RDMA_CMD_DEL_GID", RDMACmdDelGID, "command: clear a GID table entry"},
+	{"RDMA_CMD_QUERY_STATS", RDMACmdQueryStats, "command: write the NPFNIC_RDMA_STATS counters to a buffer"},
 	{"RDMA_CMD_FLAG_EVENT", RDMACmdFlagEvent, "command flag: post a CMD_DONE event"},
 	{"RDMA_CMD_OK", RDMACmdOK, "command status: done"},
 	{"RDMA_CMDERR_OPCODE", RDMACmdErrOpcode, "command status: unknown opcode"},
@@ -457,4 +532,5 @@ var RDMAValues = []Value{
 	{"RDMA_ACCESS_REMOTE_READ", RDMAAccessRemoteRead, "MR access: RDMA READ from the peer"},
 	{"RDMA_ACCESS_ON_DEMAND", RDMAAccessOnDemand, "MR access: on-demand paging (pages fault in through PRI)"},
 	{"FEAT_RDMA", FeatRDMA, "NPFNIC_REG_FEATURES: the RDMA engine (registers at NPFNIC_REG_RDMA_CTRL)"},
+	{"FEAT_RDMA_ODP", FeatRDMAODP, "NPFNIC_REG_FEATURES: memory regions fault through PRI (on-demand paging)"},
 }

@@ -6,6 +6,7 @@ package cheader
 import (
 	"bytes"
 	"fmt"
+	"strings"
 
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
@@ -62,6 +63,7 @@ func Render() []byte {
 	b.WriteString("\n/*\n * RDMA (interface 2.4): registers, command queue, event queue and status\n")
 	b.WriteString(" * block. The rxe queues are the kernel's uapi/rdma/rdma_user_rxe.h.\n */\n")
 	renderValues(&b, hw.RDMAValues)
+	renderCounters(&b, hw.RDMACounters)
 	b.WriteString("\n/* RDMA registers in BAR0 (32-bit) */\n")
 	renderRegisters(&b, hw.RDMARegisters)
 	for _, l := range hw.RDMALayouts {
@@ -82,6 +84,26 @@ func renderValues(b *bytes.Buffer, vs []hw.Value) {
 		}
 		b.WriteString("\n")
 	}
+}
+
+// renderCounters emits each counter's index in the QUERY_STATS buffer,
+// their number, and their names as an initializer list.
+func renderCounters(b *bytes.Buffer, cs []hw.RDMACounter) {
+	b.WriteString("\n/* RDMA counters: indices in the NPFNIC_RDMA_CMD_QUERY_STATS buffer (le64 each) */\n")
+	for i, c := range cs {
+		line := "#define NPFNIC_RDMA_STAT_" + strings.ToUpper(c.Name)
+		fmt.Fprintf(b, "%-40s %d /* %s */\n", line, i, c.Doc)
+	}
+	fmt.Fprintf(b, "%-40s %d\n", "#define NPFNIC_RDMA_STATS", len(cs))
+	b.WriteString("#define NPFNIC_RDMA_STAT_NAMES")
+	for i, c := range cs {
+		sep := ","
+		if i == len(cs)-1 {
+			sep = ""
+		}
+		fmt.Fprintf(b, " \\\n\t\"%s\"%s", c.Name, sep)
+	}
+	b.WriteString("\n")
 }
 
 func renderRegisters(b *bytes.Buffer, rs []hw.Register) {
