@@ -791,7 +791,7 @@ _Static_assert(offsetof(struct npfnic_rdma_cmd_add_gid, gid) == 16, "npfnic_rdma
 _Static_assert(offsetof(struct npfnic_rdma_cmd_add_gid, rsvd_tail) == 32, "npfnic_rdma_cmd_add_gid.rsvd_tail offset");
 
 /* RDMA event queue entry (device to driver). */
-struct npfnic_event {
+struct npfnic_rdma_event {
 	__u8 type;                      /* NPFNIC_RDMA_EVENT_* */
 	__u8 rsvd;                      /* reserved, zero */
 	__le16 rsvd2;                   /* reserved, zero */
@@ -799,28 +799,28 @@ struct npfnic_event {
 	__le32 info;                    /* per type: the IBV_WC status that moved a QP to error */
 	__le32 seq;                     /* free-running count of events posted, this one's */
 };
-_Static_assert(sizeof(struct npfnic_event) == 16, "npfnic_event size");
-_Static_assert(offsetof(struct npfnic_event, type) == 0, "npfnic_event.type offset");
-_Static_assert(offsetof(struct npfnic_event, rsvd) == 1, "npfnic_event.rsvd offset");
-_Static_assert(offsetof(struct npfnic_event, rsvd2) == 2, "npfnic_event.rsvd2 offset");
-_Static_assert(offsetof(struct npfnic_event, handle) == 4, "npfnic_event.handle offset");
-_Static_assert(offsetof(struct npfnic_event, info) == 8, "npfnic_event.info offset");
-_Static_assert(offsetof(struct npfnic_event, seq) == 12, "npfnic_event.seq offset");
+_Static_assert(sizeof(struct npfnic_rdma_event) == 16, "npfnic_rdma_event size");
+_Static_assert(offsetof(struct npfnic_rdma_event, type) == 0, "npfnic_rdma_event.type offset");
+_Static_assert(offsetof(struct npfnic_rdma_event, rsvd) == 1, "npfnic_rdma_event.rsvd offset");
+_Static_assert(offsetof(struct npfnic_rdma_event, rsvd2) == 2, "npfnic_rdma_event.rsvd2 offset");
+_Static_assert(offsetof(struct npfnic_rdma_event, handle) == 4, "npfnic_rdma_event.handle offset");
+_Static_assert(offsetof(struct npfnic_rdma_event, info) == 8, "npfnic_rdma_event.info offset");
+_Static_assert(offsetof(struct npfnic_rdma_event, seq) == 12, "npfnic_rdma_event.seq offset");
 
 /* RDMA status block (device to driver), at NPFNIC_REG_RDMA_STATUS. */
-struct npfnic_status {
+struct npfnic_rdma_status {
 	__le32 cmdq_head;               /* free-running count of commands run (their status written) */
 	__le32 eq_tail;                 /* producer index: free-running count of events written */
 	__le32 error;                   /* NPFNIC_RDMAERR_*, 0 none */
 	__le32 error_info;              /* the offending queue index or register value */
 	__le32 rsvd[12];                /* reserved, zero */
 };
-_Static_assert(sizeof(struct npfnic_status) == 64, "npfnic_status size");
-_Static_assert(offsetof(struct npfnic_status, cmdq_head) == 0, "npfnic_status.cmdq_head offset");
-_Static_assert(offsetof(struct npfnic_status, eq_tail) == 4, "npfnic_status.eq_tail offset");
-_Static_assert(offsetof(struct npfnic_status, error) == 8, "npfnic_status.error offset");
-_Static_assert(offsetof(struct npfnic_status, error_info) == 12, "npfnic_status.error_info offset");
-_Static_assert(offsetof(struct npfnic_status, rsvd) == 16, "npfnic_status.rsvd offset");
+_Static_assert(sizeof(struct npfnic_rdma_status) == 64, "npfnic_rdma_status size");
+_Static_assert(offsetof(struct npfnic_rdma_status, cmdq_head) == 0, "npfnic_rdma_status.cmdq_head offset");
+_Static_assert(offsetof(struct npfnic_rdma_status, eq_tail) == 4, "npfnic_rdma_status.eq_tail offset");
+_Static_assert(offsetof(struct npfnic_rdma_status, error) == 8, "npfnic_rdma_status.error offset");
+_Static_assert(offsetof(struct npfnic_rdma_status, error_info) == 12, "npfnic_rdma_status.error_info offset");
+_Static_assert(offsetof(struct npfnic_rdma_status, rsvd) == 16, "npfnic_rdma_status.rsvd offset");
 
 /* Byte i of the diagnostic DMA pattern for seed (same as hw.DiagPattern). */
 static inline unsigned char npfnic_diag_pattern(unsigned int seed, unsigned int i)

@@ -405,7 +405,7 @@ var (
 )
 
 // RDMAEvent is struct npfnic_rdma_event.
-var RDMAEvent = Layout{"event", RDMAEventSize, "RDMA event queue entry (device to driver).",
+var RDMAEvent = Layout{"rdma_event", RDMAEventSize, "RDMA event queue entry (device to driver).",
 	[]Field{RDMAEventType.Field, rdmaEventRsvd8.Field, rdmaEventRsvd16.Field, RDMAEventHandle.Field, RDMAEventInfo.Field, RDMAEventSeq.Field},
 	WrittenByDevice}
 
@@ -418,7 +418,7 @@ var (
 )
 
 // RDMAStatus is struct npfnic_rdma_status.
-var RDMAStatus = Layout{"status", RDMAStatusSize, "RDMA status block (device to driver), at NPFNIC_REG_RDMA_STATUS.",
+var RDMAStatus = Layout{"rdma_status", RDMAStatusSize, "RDMA status block (device to driver), at NPFNIC_REG_RDMA_STATUS.",
 	[]Field{RDMAStatusCmdqHead.Field, RDMAStatusEQTail.Field, RDMAStatusError.Field, RDMAStatusErrorInfo.Field, rsvd32(16, 12)},
 	WrittenByDevice}
 
