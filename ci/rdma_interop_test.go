@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -129,7 +130,8 @@ func rxeStats(t *testing.T, g *testbed.RDMAGuest) map[string]int64 {
 // client: ibv_rc_pingpong with buffer validation at 1 byte, 4 KiB and
 // 64 KiB; perftest's SEND, WRITE and READ bandwidth at every size and
 // SEND latency. rxe's own counters show no sequence error and no
-// exhausted retry caused by npfnic's packets.
+// exhausted retry caused by npfnic's packets. Then npfnic's side is killed
+// mid-transfer (killMidTransfer).
 func TestRDMAInteropWithRxe(t *testing.T) {
 	p := rdmaPair(t, "rdma-rxe", testbed.RDMANPFNIC, testbed.RDMARxe, "")
 	npf, rxe := p.A, p.B
@@ -159,6 +161,7 @@ func TestRDMAInteropWithRxe(t *testing.T) {
 	if after["rcvd_pkts"] == before["rcvd_pkts"] {
 		t.Errorf("rxe counted no received packets: %v", after)
 	}
+	killMidTransfer(t, p, npf, rxe)
 }
 
 // TestRDMABetweenNPFNICs: two npfnics: ibv_rc_pingpong with validation,
@@ -211,5 +214,122 @@ func TestRDMABetweenNPFNICs(t *testing.T) {
 		// Show what tshark objects to in the first few.
 		out, _ := exec.Command(tshark, append(args, "-Y", "_ws.malformed || _ws.expert.severity >= error", "-V")...).CombinedOutput()
 		t.Fatalf("pcap: %d frames, %d decoded as RoCEv2, %d malformed or with expert errors; the first:\n%.8000s", all, roce, bad, out)
+	}
+}
+
+// killMidTransfer kills the npfnic side's perftest (SIGKILL) while the
+// device writes into its memory region: as the target of rxe's RDMA
+// WRITEs, as the receiver of its SENDs, and as the reader whose READ
+// responses land in its region. The kernel then destroys the process's
+// QPs and deregisters its MRs, unpinning their pages; the device must
+// not write into them afterwards, which its late-DMA detector (LATE_DMA,
+// ethtool's late_dma) counts: it stays 0. The process's objects all go,
+// the guest's log stays clean, and a new program's transfer with buffer
+// validation works afterwards.
+func killMidTransfer(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed.RDMAGuest) {
+	if t.Failed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	lateDMA := func() string {
+		t.Helper()
+		out, err := npf.Shell(ctx, "ethtool -S "+npf.IfName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`late_dma: (\d+)`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("ethtool -S %s has no late_dma:\n%s", npf.IfName, out)
+		}
+		return m[1]
+	}
+	for i, c := range []struct {
+		tool           string
+		server, client *testbed.RDMAGuest
+	}{
+		{"ib_write_bw", npf, rxe},
+		{"ib_send_bw", npf, rxe},
+		{"ib_read_bw", rxe, npf},
+	} {
+		// Long enough that the kill comes mid-transfer (a few hundred
+		// messages a second under TCG).
+		pt := workload.Perftest{Tool: c.tool, Size: 65536, Iters: 100000, Port: 18700 + i}
+		before := rxeStats(t, rxe)
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := p.RunClientServer(ctx, c.server, c.client, func(g *testbed.RDMAGuest, ip string) []string {
+				return pt.Args(g.Dev, g.GIDIndex, ip)
+			})
+			done <- err
+		}()
+		// The transfer runs: rxe moved 1000 packets of it.
+		for deadline := time.Now().Add(90 * time.Second); ; {
+			st := rxeStats(t, rxe)
+			if st["sent_pkts"]+st["rcvd_pkts"]-before["sent_pkts"]-before["rcvd_pkts"] > 1000 {
+				break
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("%s ended before it was killed: %v", c.tool, err)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s moved no data within 90 s: %v", c.tool, st)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		st := rxeStats(t, rxe)
+		t.Logf("%s: rxe sent %d and received %d packets before the kill", c.tool,
+			st["sent_pkts"]-before["sent_pkts"], st["rcvd_pkts"]-before["rcvd_pkts"])
+		killAll(t, npf, c.tool)
+		// The process's objects go with it; the device confirmed each
+		// DESTROY_QP and DEREG_MR before the pages went back.
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			res, err := npf.Shell(ctx, "rdma resource show qp; rdma resource show mr")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(res, c.tool) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's objects outlived it by 30 s:\n%s", c.tool, res)
+			}
+			time.Sleep(time.Second)
+		}
+		if late := lateDMA(); late != "0" {
+			t.Fatalf("%s killed mid-transfer: the device wrote %s times into memory taken back (late_dma)", c.tool, late)
+		}
+		// rxe's requester retries without end (perftest's retry_cnt 7 is
+		// "infinite" to rxe): its side goes by hand.
+		killAll(t, rxe, c.tool)
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatalf("%s completed although its npfnic side was killed", c.tool)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: the run did not end within a minute of the kills", c.tool)
+		}
+		t.Logf("%s (%s server) killed mid-transfer: objects released, late_dma 0", c.tool, c.server.Kind)
+	}
+	dmesg, err := npf.Shell(ctx, "dmesg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if badKernelLog.MatchString(dmesg) {
+		t.Fatalf("the npfnic guest's kernel log after the kills:\n%s", lastLines(dmesg, 60))
+	}
+	pingpong(t, p, npf, rxe, workload.Pingpong{Size: 4096, Iters: 20})
+}
+
+// killAll sends SIGKILL to every process of g named comm.
+func killAll(t *testing.T, g *testbed.RDMAGuest, comm string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := g.Shell(ctx, `for d in /proc/[0-9]*; do [ "$(cat $d/comm 2>/dev/null)" = `+comm+` ] && kill -9 ${d#/proc/}; done; true`); err != nil {
+		t.Fatalf("kill %s on %s: %v", comm, g.Kind, err)
 	}
 }
