@@ -70,6 +70,7 @@ enum {
 	NPFNIC_HIST_FAULT_SCHED,	/* PRQ interrupt -> work starts */
 	NPFNIC_HIST_FAULT_MAP,		/* page allocation + DMA map + PTE */
 	NPFNIC_HIST_BACKUP_LAT,		/* backup interrupt -> RX_RESOLVE */
+	NPFNIC_HIST_RDMA_FAULT,		/* PRQ interrupt -> response doorbell, RDMA's PASIDs */
 	NPFNIC_NHIST,
 };
 
@@ -362,6 +363,7 @@ void npfnic_npf_start_qp(struct npfnic_qp *qp);
 void npfnic_npf_get_stats(struct npfnic *nic, u64 *data);
 void npfnic_qp_npf_stats(struct npfnic_qp *qp, u64 *cooled, u64 *xlat);
 void npfnic_since(struct npfnic *nic, int h, u64 from);
+u64 npfnic_hist_pct(struct npfnic *nic, int h, unsigned int pct);
 
 /* npfnic_iopt.c: I/O page tables and invalidation (the table walkers assert npf.lock) */
 struct npfnic_pt *npfnic_pt_alloc(struct npfnic *nic, bool children);
@@ -383,6 +385,7 @@ irqreturn_t npfnic_invq_irq(struct npfnic *nic);
 
 /* npfnic_fault.c: page requests and responses */
 void npfnic_fault_delay(struct npfnic *nic, bool *delayed, u64 since_ns);
+void npfnic_fault_sleep(u64 since_ns);
 bool npfnic_fault_delaying(void);
 void npfnic_pri_check(struct npfnic *nic);
 int npfnic_prsp_put(struct npfnic *nic, u16 prgi, u32 pasid, bool pasid_valid, u16 code);
@@ -408,6 +411,7 @@ irqreturn_t npfnic_echo_irq(struct npfnic *nic);
 int npfnic_ib_probe(struct npfnic *nic);
 void npfnic_ib_remove(struct npfnic *nic);
 irqreturn_t npfnic_ib_irq(struct npfnic *nic);
+irqreturn_t npfnic_ib_prq_irq(struct npfnic *nic);
 bool npfnic_ib_translating(struct npfnic *nic);
 
 #endif /* NPFNIC_H */

@@ -62,12 +62,20 @@ MODULE_PARM_DESC(fault_delay_us,
  */
 void npfnic_fault_delay(struct npfnic *nic, bool *delayed, u64 since_ns)
 {
+	if (!READ_ONCE(fault_delay_us) || *delayed || !READ_ONCE(nic->npf.active))
+		return;
+	*delayed = true;
+	npfnic_fault_sleep(since_ns);
+}
+
+/* Sleeps until fault_delay_us after since_ns (0: now), if it asks for a delay. */
+void npfnic_fault_sleep(u64 since_ns)
+{
 	unsigned int us = READ_ONCE(fault_delay_us);
 	u64 now, due;
 
-	if (!us || *delayed || !READ_ONCE(nic->npf.active))
+	if (!us)
 		return;
-	*delayed = true;
 	now = ktime_get_ns();
 	if (!since_ns || since_ns > now)
 		since_ns = now;
@@ -356,8 +364,9 @@ void npfnic_prq_work(struct work_struct *work)
 
 irqreturn_t npfnic_prq_irq(struct npfnic *nic)
 {
+	/* Otherwise the RDMA side may run the engine, for its contexts' PASIDs. */
 	if (!READ_ONCE(nic->npf.active))
-		return IRQ_HANDLED;
+		return npfnic_ib_prq_irq(nic);
 	atomic64_cmpxchg(&nic->npf.prq_isr_ns, 0, ktime_get_ns());
 	queue_work(nic->wq, &nic->prq_work);
 	return IRQ_HANDLED;

@@ -71,8 +71,13 @@ static int npfnic_ib_query_device(struct ib_device *ibdev, struct ib_device_attr
 	attr->max_qp_wr = NPFNIC_IB_MAX_QP_WR;
 	attr->device_cap_flags = IB_DEVICE_RC_RNR_NAK_GEN | IB_DEVICE_PORT_ACTIVE_EVENT |
 				 IB_DEVICE_SYS_IMAGE_GUID;
-	/* On-demand paging comes with the device's fault path (next issue). */
-	attr->kernel_cap_flags = 0;
+	/* On-demand paging: the device faults through PRI (npfnic_ib_odp.c). */
+	if (dev->pri.possible) {
+		attr->kernel_cap_flags = IBK_ON_DEMAND_PAGING;
+		attr->odp_caps.general_caps = IB_ODP_SUPPORT;
+		attr->odp_caps.per_transport_caps.rc_odp_caps = IB_ODP_SUPPORT_SEND |
+			IB_ODP_SUPPORT_RECV | IB_ODP_SUPPORT_WRITE | IB_ODP_SUPPORT_READ;
+	}
 	attr->max_send_sge = NPFNIC_IB_MAX_SGE;
 	attr->max_recv_sge = NPFNIC_IB_MAX_SGE;
 	attr->max_sge_rd = NPFNIC_IB_MAX_SGE;
@@ -198,6 +203,39 @@ static int npfnic_ib_del_gid(const struct ib_gid_attr *attr, void **context)
 	return npfnic_ib_set_gid(to_npfnic_ib_dev(attr->device), attr, false);
 }
 
+/* ---- counters (rdma statistic) ---- */
+
+/* The device's counters (QUERY_STATS), then the driver's of on-demand paging. */
+static const char * const npfnic_ib_stat_names[NPFNIC_IB_NSTATS] = {
+	NPFNIC_RDMA_STAT_NAMES,
+	"odp_faults", "odp_fault_errors", "odp_pages_mapped", "odp_invalidations",
+	"odp_pages_invalidated", "odp_bad_requests", "odp_fault_p50_ns", "odp_fault_p99_ns",
+};
+
+static struct rdma_hw_stats *npfnic_ib_alloc_port_stats(struct ib_device *ibdev, u32 port)
+{
+	struct npfnic_ib_dev *dev = to_npfnic_ib_dev(ibdev);
+
+	return rdma_alloc_hw_stats_struct(dev->stat_descs, NPFNIC_IB_NSTATS,
+					  RDMA_HW_STATS_DEFAULT_LIFESPAN);
+}
+
+static int npfnic_ib_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats, u32 port,
+				  int index)
+{
+	struct npfnic_ib_dev *dev = to_npfnic_ib_dev(ibdev);
+	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_QUERY_STATS };
+	int err;
+
+	/* Without the engine they read 0; a command that failed leaves them as they were. */
+	cmd.stats.values = stats->value;
+	err = npfnic_ib_cmd(dev, &cmd);
+	if (err)
+		return err;
+	npfnic_ib_odp_get_stats(dev, stats->value + NPFNIC_RDMA_STATS);
+	return NPFNIC_IB_NSTATS;
+}
+
 /* ---- user contexts and PDs ---- */
 
 static int npfnic_ib_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata)
@@ -263,6 +301,7 @@ static const struct ib_device_ops npfnic_ib_ops = {
 	.create_cq = npfnic_ib_create_cq,
 	.create_qp = npfnic_ib_create_qp,
 	.add_gid = npfnic_ib_add_gid,
+	.alloc_hw_port_stats = npfnic_ib_alloc_port_stats,
 	.dealloc_pd = npfnic_ib_dealloc_pd,
 	.dealloc_ucontext = npfnic_ib_dealloc_ucontext,
 	.del_gid = npfnic_ib_del_gid,
@@ -272,6 +311,7 @@ static const struct ib_device_ops npfnic_ib_ops = {
 	.disassociate_ucontext = npfnic_ib_disassociate_ucontext,
 	.get_dev_fw_str = npfnic_ib_fw_str,
 	.get_dma_mr = npfnic_ib_get_dma_mr,
+	.get_hw_stats = npfnic_ib_get_hw_stats,
 	.get_link_layer = npfnic_ib_link_layer,
 	.get_netdev = npfnic_ib_get_netdev,
 	.get_port_immutable = npfnic_ib_port_immutable,
@@ -333,7 +373,7 @@ int npfnic_ib_probe(struct npfnic *nic)
 	struct pci_dev *pdev = nic->pdev;
 	struct npfnic_ib_dev *dev;
 	struct ib_device *ibdev;
-	int err;
+	int err, k;
 
 	dev = ib_alloc_device(npfnic_ib_dev, ibdev);
 	if (!dev)
@@ -348,6 +388,8 @@ int npfnic_ib_probe(struct npfnic *nic)
 	ida_init(&dev->mr_ida);
 	xa_init_flags(&dev->cqs, XA_FLAGS_LOCK_IRQ);
 	xa_init_flags(&dev->qps, XA_FLAGS_LOCK_IRQ);
+	for (k = 0; k < NPFNIC_IB_NSTATS; k++)
+		dev->stat_descs[k].name = npfnic_ib_stat_names[k];
 
 	ibdev = &dev->ibdev;
 	ibdev->node_type = RDMA_NODE_IB_CA;
@@ -366,6 +408,9 @@ int npfnic_ib_probe(struct npfnic *nic)
 	if (err)
 		goto err_dealloc;
 	npfnic_ib_ats_init(dev);
+	err = npfnic_ib_odp_init(dev);
+	if (err)
+		goto err_hw;
 	err = ib_register_device(ibdev, "npfnic%d", &pdev->dev);
 	if (err) {
 		dev_err(&pdev->dev, "register the RDMA device: %d\n", err);
@@ -384,6 +429,7 @@ int npfnic_ib_probe(struct npfnic *nic)
 err_hw:
 	npfnic_ib_hw_fini(dev);
 	npfnic_ib_ats_fini(dev);
+	npfnic_ib_odp_fini(dev);
 err_dealloc:
 	nic->ib = NULL;
 	ib_dealloc_device(ibdev);
@@ -410,6 +456,7 @@ void npfnic_ib_remove(struct npfnic *nic)
 	/* The engine first: it stops using the translations, then they go. */
 	npfnic_ib_hw_fini(dev);
 	npfnic_ib_ats_fini(dev);
+	npfnic_ib_odp_fini(dev);
 	WRITE_ONCE(nic->ib, NULL);
 	ib_dealloc_device(&dev->ibdev);
 }

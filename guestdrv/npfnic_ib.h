@@ -3,8 +3,9 @@
  * npfnic RDMA personality, shared by the ib_device (npfnic_ib.c), the
  * device's command and event queues (npfnic_ib_cmd.c), the rxe queues with
  * the CQs and QPs built on them (npfnic_ib_queue.c), the memory regions with
- * their per-context address spaces (npfnic_ib_mr.c) and the translation
- * engine those run on (npfnic_ib_ats.c).
+ * their per-context address spaces (npfnic_ib_mr.c), the translation engine
+ * those run on (npfnic_ib_ats.c) and the page requests of on-demand paging
+ * memory regions (npfnic_ib_odp.c).
  *
  * npfnic speaks rdma_rxe's user ABI (include/uapi/rdma/rdma_user_rxe.h) so
  * that Debian's stock librxe drives it: the queue buffers are laid out as
@@ -17,6 +18,7 @@
 #define NPFNIC_IB_H
 
 #include <linux/idr.h>
+#include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
@@ -51,6 +53,9 @@
 #define NPFNIC_IB_MAX_CTX	64	/* user contexts: one PASID each */
 #define NPFNIC_IB_QPN_BASE	16	/* QPNs 16.., as rdma_rxe's */
 #define NPFNIC_IB_PASID_BASE	1	/* PASID 0 is the Ethernet side's */
+/* rdma statistic: the device's counters, then the driver's of on-demand paging. */
+#define NPFNIC_IB_ODP_NSTATS	8
+#define NPFNIC_IB_NSTATS	(NPFNIC_RDMA_STATS + NPFNIC_IB_ODP_NSTATS)
 
 static_assert(NPFNIC_IB_MAX_QP_WR < NPFNIC_RDMA_MAX_QP_WR);
 static_assert(NPFNIC_IB_MAX_CQE < NPFNIC_RDMA_MAX_CQE);
@@ -108,6 +113,46 @@ struct npfnic_ib_ats {
 	u32 seq;			/* last WAIT's completion value */
 };
 
+/* One page request group of an RDMA PASID being answered (npfnic_ib_odp.c). */
+struct npfnic_ib_prg {
+	bool active;			/* requests seen, not answered yet */
+	bool failed;			/* a page of it could not be made present */
+	u32 pasid;
+	u16 flags;			/* NPFNIC_PRQ_* of its first request */
+};
+
+/*
+ * Page requests for the contexts' PASIDs (npfnic_ib_odp.c): the page
+ * request and response queues, run with the translation engine when the
+ * device has FEAT_RDMA_ODP. Their status block shares ats.ctl.
+ */
+struct npfnic_ib_pri {
+	bool possible;			/* FEAT_RDMA_ODP and a PRI capability */
+	bool enabled;			/* requests reach the work (ats.lock to change) */
+	struct npfnic_page_req *prq;
+	dma_addr_t prq_dma;
+	u32 prq_head;			/* entries consumed (free-running; the work's) */
+	struct npfnic_page_resp *prspq;
+	dma_addr_t prspq_dma;
+	u32 prspq_tail;			/* responses posted (free-running; the work's) */
+	struct npfnic_pri_status *st;
+	u32 error_seen;
+	atomic64_t isr_ns;		/* first PRQ interrupt not yet served */
+	struct workqueue_struct *wq;
+	struct work_struct work;
+	struct npfnic_ib_prg prg[NPFNIC_PRGI_MAX];
+};
+
+/* The driver's counters of on-demand paging. */
+struct npfnic_ib_odp_stats {
+	atomic64_t faults;		/* page requests for RDMA PASIDs */
+	atomic64_t fault_errors;	/* answered Invalid Request */
+	atomic64_t pages_mapped;	/* PTEs entered by faults */
+	atomic64_t invalidations;	/* notifier calls that dropped device translations */
+	atomic64_t pages_invalidated;
+	atomic64_t bad_requests;	/* queue entries the device should not have written */
+};
+
 struct npfnic_ib_dev {
 	struct ib_device ibdev;		/* first: ib_alloc_device */
 	struct npfnic *nic;
@@ -126,6 +171,18 @@ struct npfnic_ib_dev {
 
 	struct npfnic_ib_hw hw;
 	struct npfnic_ib_ats ats;
+	struct npfnic_ib_pri pri;
+
+	/*
+	 * On-demand paging: odp_lock covers ucs (PASID -> context), each
+	 * context's odp_mrs and each ODP MR's users; odp_wait wakes a dereg
+	 * waiting for a fault resolution to let go of its MR.
+	 */
+	struct mutex odp_lock;
+	struct xarray ucs;
+	wait_queue_head_t odp_wait;
+	struct npfnic_ib_odp_stats odp;
+	struct rdma_stat_desc stat_descs[NPFNIC_IB_NSTATS];	/* rdma statistic */
 	struct xarray cqs;		/* CQN -> live CQ, for events (irq-safe lock) */
 	struct xarray qps;		/* QPN -> live QP, for events (irq-safe lock) */
 };
@@ -142,6 +199,7 @@ struct npfnic_ib_ucontext {
 	struct mutex as_lock;		/* root and refs */
 	struct npfnic_pt *root;
 	struct xarray refs;
+	struct list_head odp_mrs;	/* its ODP MRs (dev->odp_lock) */
 };
 
 struct npfnic_ib_pd {
@@ -197,10 +255,14 @@ struct npfnic_ib_mr {
 	struct ib_mr ibmr;
 	struct ib_umem *umem;		/* NULL: the kernel's DMA MR */
 	struct npfnic_ib_ucontext *uc;	/* whose address space maps it */
+	struct npfnic_ib_dev *dev;
 	u32 index;			/* key >> 8 */
 	u64 va;				/* iova of the first byte */
 	u64 length;
 	int access;
+	bool odp;			/* umem is an ib_umem_odp: nothing pinned */
+	struct list_head odp_node;	/* in uc->odp_mrs while faults may map it */
+	unsigned int odp_users;		/* fault resolutions using it (dev->odp_lock) */
 };
 
 /*
@@ -218,6 +280,7 @@ enum npfnic_ib_cmd_op {
 	NPFNIC_IB_CMD_DESTROY_QP,
 	NPFNIC_IB_CMD_REG_MR,
 	NPFNIC_IB_CMD_DEREG_MR,
+	NPFNIC_IB_CMD_QUERY_STATS,
 };
 
 struct npfnic_ib_cmd {
@@ -252,6 +315,9 @@ struct npfnic_ib_cmd {
 			u64 va;
 			u64 length;
 		} mr;
+		struct {
+			u64 *values;		/* NPFNIC_RDMA_STATS of them */
+		} stats;
 	};
 };
 
@@ -301,6 +367,18 @@ bool npfnic_ib_ats_enabled(struct npfnic_ib_dev *dev);
 bool npfnic_ib_ats_possible(struct npfnic_ib_dev *dev);
 int npfnic_ib_set_pasid(struct npfnic_ib_dev *dev, u32 pasid, struct npfnic_pt *root);
 int npfnic_ib_invalidate(struct npfnic_ib_dev *dev, u32 pasid, u64 va, u64 pages);
+
+/* npfnic_ib_odp.c: page requests of the contexts' PASIDs, ODP memory regions */
+int npfnic_ib_pri_alloc(struct npfnic_ib_dev *dev);
+void npfnic_ib_pri_free(struct npfnic_ib_dev *dev);
+void npfnic_ib_pri_start(struct npfnic_ib_dev *dev);
+void npfnic_ib_pri_stop(struct npfnic_ib_dev *dev);
+int npfnic_ib_odp_init(struct npfnic_ib_dev *dev);
+void npfnic_ib_odp_fini(struct npfnic_ib_dev *dev);
+int npfnic_ib_odp_reg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr, u64 start);
+bool npfnic_ib_odp_overlaps(struct npfnic_ib_ucontext *uc, u64 va, u64 length);
+void npfnic_ib_odp_dereg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr);
+void npfnic_ib_odp_get_stats(struct npfnic_ib_dev *dev, u64 *data);
 
 /* npfnic_ib_queue.c: rxe queues, CQs and QPs */
 int npfnic_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,

@@ -14,8 +14,9 @@
  * RDMA device registers without MRs (reg_user_mr fails with -EOPNOTSUPP).
  * With ATS on, the device translates the Ethernet buffers too, in PASID 0:
  * this file maps it to all of RAM at identity (npfnic_ib_ats_identity).
- * No page request interface either: the pages of a pinned MR are always
- * present, and on-demand paging (the next step) adds PRI for these PASIDs.
+ * The page request interface runs with it when the device has
+ * FEAT_RDMA_ODP (npfnic_ib_odp.c): the pages of a pinned MR are always
+ * present, and those of an on-demand paging MR come by page request.
  *
  * The engine runs only while user contexts exist (npfnic_ib_ats_get and
  * _put): with ATS on, the device translates the Ethernet buffers too.
@@ -59,6 +60,7 @@ static void npfnic_ib_ats_free(struct npfnic_ib_dev *dev)
 		dma_free_coherent(d, NPFNIC_IB_INVQ_SIZE * sizeof(*ats->invq), ats->invq,
 				  ats->invq_dma);
 	npfnic_pt_free(dev->nic, ats->root0);
+	npfnic_ib_pri_free(dev);
 	ats->ctl = NULL;
 	ats->pasid_tbl = NULL;
 	ats->invq = NULL;
@@ -146,7 +148,8 @@ static int npfnic_ib_ats_alloc(struct npfnic_ib_dev *dev)
 	ats->pasid_tbl = dma_alloc_coherent(d, PAGE_SIZE, &ats->pasid_dma, GFP_KERNEL);
 	ats->invq = dma_alloc_coherent(d, NPFNIC_IB_INVQ_SIZE * sizeof(*ats->invq), &ats->invq_dma,
 				       GFP_KERNEL);
-	if (!ats->ctl || !ats->pasid_tbl || !ats->invq || npfnic_ib_ats_identity(dev)) {
+	if (!ats->ctl || !ats->pasid_tbl || !ats->invq || npfnic_ib_pri_alloc(dev) ||
+	    npfnic_ib_ats_identity(dev)) {
 		npfnic_ib_ats_free(dev);
 		return -ENOMEM;
 	}
@@ -181,6 +184,7 @@ static int npfnic_ib_ats_start(struct npfnic_ib_dev *dev)
 	pci_write_config_word(pdev, ats->pasid_pos + PCI_PASID_CTRL, PCI_PASID_CTRL_ENABLE);
 	pci_write_config_word(pdev, nic->ats_pos + PCI_ATS_CTRL, PCI_ATS_CTRL_ENABLE);
 	WRITE_ONCE(ats->enabled, true);
+	npfnic_ib_pri_start(dev);
 	return 0;
 }
 
@@ -191,6 +195,7 @@ static void npfnic_ib_ats_stop(struct npfnic_ib_dev *dev)
 	struct npfnic *nic = dev->nic;
 	struct pci_dev *pdev = nic->pdev;
 
+	npfnic_ib_pri_stop(dev);
 	WRITE_ONCE(ats->enabled, false);
 	pci_write_config_word(pdev, nic->ats_pos + PCI_ATS_CTRL, 0);
 	pci_write_config_word(pdev, ats->pasid_pos + PCI_PASID_CTRL, 0);

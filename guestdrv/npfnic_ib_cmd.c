@@ -38,11 +38,15 @@
 #define NPFNIC_IB_CMDQ_SIZE		64
 #define NPFNIC_IB_EQ_SIZE		1024
 #define NPFNIC_IB_CMD_TIMEOUT_MS	5000
+/* QUERY_STATS writes the counters into the status block's page, here. */
+#define NPFNIC_IB_STATS_OFFSET		256
 
 static_assert(sizeof(struct npfnic_rdma_cmd) == NPFNIC_RDMA_CMD_SIZE);
 static_assert(sizeof(struct npfnic_rdma_event) == NPFNIC_RDMA_EVENT_SIZE);
 static_assert(NPFNIC_IB_CMDQ_SIZE * NPFNIC_RDMA_CMD_SIZE <= PAGE_SIZE);
 static_assert(NPFNIC_RDMA_QUEUE_SIZE_MIN <= NPFNIC_IB_CMDQ_SIZE);
+static_assert(sizeof(struct npfnic_rdma_status) <= NPFNIC_IB_STATS_OFFSET);
+static_assert(NPFNIC_IB_STATS_OFFSET + NPFNIC_RDMA_STATS * sizeof(__le64) <= PAGE_SIZE);
 static_assert(NPFNIC_IB_EQ_SIZE <= NPFNIC_RDMA_QUEUE_SIZE_MAX);
 /* The device's QP states, attribute mask and access bits are the kernel's own. */
 #define NPFNIC_IB_SAME(hw, ib) static_assert((hw) == (ib))
@@ -133,8 +137,8 @@ static void npfnic_ib_fill_modify_qp(struct npfnic_rdma_cmd_modify_qp *c,
 }
 
 /* The entry for cmd, in the slot at the queue's tail. */
-static void npfnic_ib_fill(struct npfnic_rdma_cmd *e, const struct npfnic_ib_cmd *cmd, u8 op,
-			   u32 handle)
+static void npfnic_ib_fill(struct npfnic_ib_hw *hw, struct npfnic_rdma_cmd *e,
+			   const struct npfnic_ib_cmd *cmd, u8 op, u32 handle)
 {
 	memset(e, 0, sizeof(*e));
 	e->opcode = op;
@@ -169,6 +173,13 @@ static void npfnic_ib_fill(struct npfnic_rdma_cmd *e, const struct npfnic_ib_cmd
 		c->length = cpu_to_le64(cmd->mr.length);
 		c->access = cpu_to_le32(cmd->mr.access & NPFNIC_IB_ACCESS_HW_MASK);
 		c->pasid = cpu_to_le32(cmd->mr.pasid);
+		break;
+	}
+	case NPFNIC_IB_CMD_QUERY_STATS: {
+		struct npfnic_rdma_cmd_query_stats *c = (void *)e;
+
+		c->buf = cpu_to_le64(hw->status_dma + NPFNIC_IB_STATS_OFFSET);
+		c->count = cpu_to_le32(NPFNIC_RDMA_STATS);
 		break;
 	}
 	default:
@@ -219,6 +230,7 @@ int npfnic_ib_cmd(struct npfnic_ib_dev *dev, struct npfnic_ib_cmd *cmd)
 		[NPFNIC_IB_CMD_DESTROY_QP] = NPFNIC_RDMA_CMD_DESTROY_QP,
 		[NPFNIC_IB_CMD_REG_MR] = NPFNIC_RDMA_CMD_REG_MR,
 		[NPFNIC_IB_CMD_DEREG_MR] = NPFNIC_RDMA_CMD_DEREG_MR,
+		[NPFNIC_IB_CMD_QUERY_STATS] = NPFNIC_RDMA_CMD_QUERY_STATS,
 	};
 	struct npfnic_ib_hw *hw = &dev->hw;
 	struct npfnic *nic = dev->nic;
@@ -242,6 +254,9 @@ int npfnic_ib_cmd(struct npfnic_ib_dev *dev, struct npfnic_ib_cmd *cmd)
 	case NPFNIC_IB_CMD_DEREG_MR:
 		handle = cmd->mr.key;
 		break;
+	case NPFNIC_IB_CMD_QUERY_STATS:
+		handle = 0;
+		break;
 	default:
 		handle = cmd->qp.qpn;
 		break;
@@ -255,7 +270,7 @@ int npfnic_ib_cmd(struct npfnic_ib_dev *dev, struct npfnic_ib_cmd *cmd)
 		goto out;
 	}
 	e = &hw->cmdq[hw->cmdq_tail & (NPFNIC_IB_CMDQ_SIZE - 1)];
-	npfnic_ib_fill(e, cmd, opcodes[cmd->op], handle);
+	npfnic_ib_fill(hw, e, cmd, opcodes[cmd->op], handle);
 	dma_wmb();
 	iowrite32(++hw->cmdq_tail, nic->bar0 + NPFNIC_REG_CMDQ_TAIL);
 	/* One command at a time: the queue never holds more than this one. */
@@ -291,6 +306,13 @@ int npfnic_ib_cmd(struct npfnic_ib_dev *dev, struct npfnic_ib_cmd *cmd)
 		cmd->qp.state = READ_ONCE(r->state);
 		cmd->qp.sq_psn = le32_to_cpu(READ_ONCE(r->sq_psn)) & 0xffffff;
 		cmd->qp.rq_psn = le32_to_cpu(READ_ONCE(r->rq_psn)) & 0xffffff;
+	}
+	if (!err && cmd->op == NPFNIC_IB_CMD_QUERY_STATS) {
+		const __le64 *v = (void *)hw->status + NPFNIC_IB_STATS_OFFSET;
+		int k;
+
+		for (k = 0; k < NPFNIC_RDMA_STATS; k++)
+			cmd->stats.values[k] = le64_to_cpu(READ_ONCE(v[k]));
 	}
 out:
 	mutex_unlock(&hw->cmd_lock);

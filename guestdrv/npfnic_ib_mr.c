@@ -17,8 +17,9 @@
  * address, so an MR over a VA another MR maps to a different page (the
  * process remapped it in between) is refused.
  *
- * On-demand paging (the next step) keeps this layout: an ODP MR starts
- * with no PTEs, and the device's page requests for its PASID fill them.
+ * On-demand paging keeps this layout: an ODP MR starts with no PTEs, and
+ * the device's page requests for its PASID fill them (npfnic_ib_odp.c).
+ * Pinned and ODP MRs of one context may not overlap.
  *
  * The PASID table entry of a context points at its tables for the
  * context's life (npfnic_ib_ats.c); a dereg drops the MR's translations
@@ -56,19 +57,35 @@ int npfnic_ib_as_init(struct npfnic_ib_dev *dev, struct npfnic_ib_ucontext *uc)
 
 	mutex_init(&uc->as_lock);
 	xa_init(&uc->refs);
+	INIT_LIST_HEAD(&uc->odp_mrs);
 	uc->root = npfnic_pt_alloc(dev->nic, true);
 	if (!uc->root)
 		return -ENOMEM;
 	err = npfnic_ib_ats_get(dev);
-	if (err) {
-		npfnic_pt_free(dev->nic, uc->root);
-		return err;
-	}
-	return npfnic_ib_set_pasid(dev, uc->pasid, uc->root);
+	if (err)
+		goto err_root;
+	err = npfnic_ib_set_pasid(dev, uc->pasid, uc->root);
+	if (err)
+		goto err_ats;
+	/* Its page requests find it from now on. */
+	mutex_lock(&dev->odp_lock);
+	err = xa_err(xa_store(&dev->ucs, uc->pasid, uc, GFP_KERNEL));
+	mutex_unlock(&dev->odp_lock);
+	if (!err)
+		return 0;
+	npfnic_ib_set_pasid(dev, uc->pasid, NULL);
+err_ats:
+	npfnic_ib_ats_put(dev);
+err_root:
+	npfnic_pt_free(dev->nic, uc->root);
+	return err;
 }
 
 void npfnic_ib_as_destroy(struct npfnic_ib_dev *dev, struct npfnic_ib_ucontext *uc)
 {
+	mutex_lock(&dev->odp_lock);
+	xa_erase(&dev->ucs, uc->pasid);
+	mutex_unlock(&dev->odp_lock);
 	/*
 	 * Pages still mapped: MRs the device did not release, so it may walk
 	 * the tables; so may it if the PASID's entry could not be dropped.
@@ -206,8 +223,6 @@ struct ib_mr *npfnic_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u
 
 	if (!udata)
 		return ERR_PTR(-EOPNOTSUPP);
-	if (access & IB_ACCESS_ON_DEMAND)
-		return ERR_PTR(-EOPNOTSUPP);
 	/* The engine reaches MRs only through translation. */
 	if (dev->hw.enabled && !npfnic_ib_ats_possible(dev))
 		return ERR_PTR(-EOPNOTSUPP);
@@ -220,23 +235,35 @@ struct ib_mr *npfnic_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
 	mr->uc = uc;
+	mr->dev = dev;
 	mr->va = va;
 	mr->length = length;
 	mr->access = access;
-	mr->umem = ib_umem_get(ibpd->device, start, length, access);
-	if (IS_ERR(mr->umem)) {
-		err = PTR_ERR(mr->umem);
-		goto err_mr;
-	}
+	INIT_LIST_HEAD(&mr->odp_node);
 	id = ida_alloc_range(&dev->mr_ida, 1, NPFNIC_IB_MAX_MR, GFP_KERNEL);
 	if (id < 0) {
 		err = id == -ENOSPC ? -ENOMEM : id;
-		goto err_umem;
+		goto err_mr;
 	}
 	mr->index = id;
-	err = npfnic_ib_mr_map(dev, uc, mr);
-	if (err)
-		goto err_id;
+	if (access & IB_ACCESS_ON_DEMAND) {
+		err = npfnic_ib_odp_reg(dev, mr, start);
+		if (err)
+			goto err_id;
+	} else {
+		mr->umem = ib_umem_get(ibpd->device, start, length, access);
+		if (IS_ERR(mr->umem)) {
+			err = PTR_ERR(mr->umem);
+			goto err_id;
+		}
+		/* Under odp_lock: no ODP MR comes over these pages meanwhile. */
+		mutex_lock(&dev->odp_lock);
+		err = npfnic_ib_odp_overlaps(uc, va, length) ? -EBUSY :
+		      npfnic_ib_mr_map(dev, uc, mr);
+		mutex_unlock(&dev->odp_lock);
+		if (err)
+			goto err_umem;
+	}
 	mr->ibmr.lkey = npfnic_ib_mr_key(dev, mr->index);
 	mr->ibmr.rkey = mr->ibmr.lkey;
 	mr->ibmr.iova = va;
@@ -254,11 +281,15 @@ struct ib_mr *npfnic_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u
 	return &mr->ibmr;
 
 err_map:
+	if (mr->odp) {
+		npfnic_ib_odp_dereg(dev, mr);
+		goto err_id;
+	}
 	npfnic_ib_mr_unmap(dev, uc, mr, ib_umem_num_dma_blocks(mr->umem, PAGE_SIZE));
-err_id:
-	ida_free(&dev->mr_ida, mr->index);
 err_umem:
 	ib_umem_release(mr->umem);
+err_id:
+	ida_free(&dev->mr_ida, mr->index);
 err_mr:
 	kfree(mr);
 	return ERR_PTR(err);
@@ -287,6 +318,10 @@ int npfnic_ib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 			 ibmr->lkey);
 		return 0;
 	}
+	if (mr->odp) {
+		npfnic_ib_odp_dereg(dev, mr);
+		goto out;
+	}
 	pages = ib_umem_num_dma_blocks(mr->umem, PAGE_SIZE);
 	npfnic_ib_mr_unmap(dev, uc, mr, pages);
 	/* Cached translations of the pages go before the pages are unpinned. */
@@ -296,6 +331,7 @@ int npfnic_ib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 		return 0;
 	}
 	ib_umem_release(mr->umem);
+out:
 	ida_free(&dev->mr_ida, mr->index);
 	kfree(mr);
 	return 0;

@@ -149,7 +149,8 @@ static u64 npfnic_hist_value(unsigned int idx)
 
 /*
  * One writer per histogram at a time: fault_lat and fault_sched belong to
- * the PRQ work, backup_lat to the backup work, fault_map to npf.lock.
+ * the PRQ work, backup_lat to the backup work, fault_map to npf.lock,
+ * rdma_fault to the RDMA page request work.
  */
 static void npfnic_hist_add(struct npfnic *nic, int h, u64 ns)
 {
@@ -158,7 +159,7 @@ static void npfnic_hist_add(struct npfnic *nic, int h, u64 ns)
 	WRITE_ONCE(*n, *n + 1);
 }
 
-static u64 npfnic_hist_pct(struct npfnic *nic, int h, unsigned int pct)
+u64 npfnic_hist_pct(struct npfnic *nic, int h, unsigned int pct)
 {
 	const u32 *n = nic->hist[h].n;
 	u64 total = 0, target, sum = 0;

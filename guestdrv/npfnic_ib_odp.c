@@ -1,0 +1,576 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * npfnic RDMA: on-demand paging (interface 2.5).
+ *
+ * An MR registered with IB_ACCESS_ON_DEMAND pins nothing: ib_umem_odp_get
+ * only watches the process's range with an mmu interval notifier, and the
+ * context's I/O page tables start without the MR's pages. The device
+ * reaches a page that has no PTE (or a write to one without write
+ * permission) as a translation fault and asks for it with a page request
+ * in the PASID of the context, through the function's page request queue,
+ * which this file runs for the contexts' PASIDs alongside the translation
+ * engine (npfnic_ib_ats.c). The RC engine meanwhile answers an RNR NAK (a
+ * receive), or stalls the send queue (a send), and retries once the page
+ * response came.
+ *
+ * Resolution, in the page request work (mlx5's pagefault_mr is the
+ * model): find the MR of the PASID's context that covers the VA and hold
+ * it; ib_umem_odp_map_dma_and_lock faults the page in and DMA-maps it,
+ * and returns with umem_mutex held; the PTE is entered under the
+ * context's as_lock; umem_mutex is dropped; then the page response.
+ *
+ * Invalidation (munmap, reclaim, migration, COW, exit): the notifier
+ * takes umem_mutex, moves the interval's sequence, clears the PTEs of the
+ * range, drops the device's cached translations and waits until no DMA
+ * uses them (npfnic_ib_invalidate), then unmaps the pages. That wait never
+ * depends on a page response: the device completes an invalidation while
+ * requests of the same PASID are outstanding, so the work may sit in
+ * hmm_range_fault for the same range without a deadlock.
+ *
+ * Lock order: dev->odp_lock before as_lock (registration); umem_mutex
+ * before as_lock (resolution, invalidation); odp_lock and umem_mutex are
+ * never held together. An ODP MR shares its context's page tables with
+ * the pinned MRs, so it may not overlap another MR of its context.
+ */
+
+#include <linux/dma-mapping.h>
+#include <linux/mmu_notifier.h>
+#include <linux/pci.h>
+#include <linux/pci-ats.h>
+#include <linux/sched/mm.h>
+#include <rdma/ib_umem_odp.h>
+#include <rdma/uverbs_ioctl.h>
+
+#include "npfnic_ib.h"
+
+#define NPFNIC_IB_PRQ_SIZE	64
+#define NPFNIC_IB_PRSPQ_SIZE	64
+/* The PRI status block in ats.ctl, after the ATS status and the completion word. */
+#define NPFNIC_IB_CTL_PRI	128
+/* How long a response waits for room in the page response queue. */
+#define NPFNIC_IB_PRSP_WAIT_MS	100
+
+static_assert(NPFNIC_IB_CTL_PRI + sizeof(struct npfnic_pri_status) <= PAGE_SIZE);
+
+/* ---- the page request and response queues ---- */
+
+int npfnic_ib_pri_alloc(struct npfnic_ib_dev *dev)
+{
+	struct npfnic_ib_pri *pri = &dev->pri;
+	struct device *d = &dev->nic->pdev->dev;
+
+	if (!pri->possible || pri->prq)
+		return 0;
+	pri->prq = dma_alloc_coherent(d, NPFNIC_IB_PRQ_SIZE * sizeof(*pri->prq), &pri->prq_dma,
+				      GFP_KERNEL);
+	pri->prspq = dma_alloc_coherent(d, NPFNIC_IB_PRSPQ_SIZE * sizeof(*pri->prspq),
+					&pri->prspq_dma, GFP_KERNEL);
+	if (!pri->prq || !pri->prspq) {
+		npfnic_ib_pri_free(dev);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void npfnic_ib_pri_free(struct npfnic_ib_dev *dev)
+{
+	struct npfnic_ib_pri *pri = &dev->pri;
+	struct device *d = &dev->nic->pdev->dev;
+
+	if (pri->prq)
+		dma_free_coherent(d, NPFNIC_IB_PRQ_SIZE * sizeof(*pri->prq), pri->prq,
+				  pri->prq_dma);
+	if (pri->prspq)
+		dma_free_coherent(d, NPFNIC_IB_PRSPQ_SIZE * sizeof(*pri->prspq), pri->prspq,
+				  pri->prspq_dma);
+	pri->prq = NULL;
+	pri->prspq = NULL;
+}
+
+static void npfnic_ib_pri_write64(struct npfnic *nic, u32 lo, u64 v)
+{
+	iowrite32(lower_32_bits(v), nic->bar0 + lo);
+	iowrite32(upper_32_bits(v), nic->bar0 + lo + 4);
+}
+
+/* With ATS enabled (ats.lock held): page requests for the contexts' PASIDs on. */
+void npfnic_ib_pri_start(struct npfnic_ib_dev *dev)
+{
+	struct npfnic_ib_pri *pri = &dev->pri;
+	struct npfnic *nic = dev->nic;
+	struct pci_dev *pdev = nic->pdev;
+	u32 max_req = 0;
+
+	if (!pri->possible)
+		return;
+	pri->st = dev->ats.ctl + NPFNIC_IB_CTL_PRI;
+	pri->prq_head = 0;
+	pri->prspq_tail = 0;
+	pri->error_seen = 0;
+	memset(pri->prg, 0, sizeof(pri->prg));
+	atomic64_set(&pri->isr_ns, 0);
+	iowrite32(NPFNIC_PRI_CTRL_RESET, nic->bar0 + NPFNIC_REG_PRI_CTRL);
+	npfnic_ib_pri_write64(nic, NPFNIC_REG_PRI_STATUS_LO, dev->ats.ctl_dma + NPFNIC_IB_CTL_PRI);
+	npfnic_ib_pri_write64(nic, NPFNIC_REG_PRQ_BASE_LO, pri->prq_dma);
+	iowrite32(NPFNIC_IB_PRQ_SIZE, nic->bar0 + NPFNIC_REG_PRQ_SIZE);
+	iowrite32(NPFNIC_PRQ_VECTOR, nic->bar0 + NPFNIC_REG_PRQ_VECTOR);
+	npfnic_ib_pri_write64(nic, NPFNIC_REG_PRSPQ_BASE_LO, pri->prspq_dma);
+	iowrite32(NPFNIC_IB_PRSPQ_SIZE, nic->bar0 + NPFNIC_REG_PRSPQ_SIZE);
+	iowrite32(NPFNIC_PRI_CTRL_ENABLE, nic->bar0 + NPFNIC_REG_PRI_CTRL);
+	WRITE_ONCE(pri->enabled, true);
+	/* The PCIe capability last: Enable latches the outstanding allocation. */
+	pci_read_config_dword(pdev, nic->pri_pos + PCI_PRI_MAX_REQ, &max_req);
+	pci_write_config_dword(pdev, nic->pri_pos + PCI_PRI_ALLOC_REQ, max_req);
+	pci_write_config_word(pdev, nic->pri_pos + PCI_PRI_CTRL, PCI_PRI_CTRL_ENABLE);
+}
+
+/*
+ * Before ATS stops (ats.lock held, no context left, so no ODP MR either):
+ * Reset with Enable clear abandons whatever is outstanding, the queues
+ * stop, and the work finds nothing to do.
+ */
+void npfnic_ib_pri_stop(struct npfnic_ib_dev *dev)
+{
+	struct npfnic_ib_pri *pri = &dev->pri;
+	struct npfnic *nic = dev->nic;
+	struct pci_dev *pdev = nic->pdev;
+
+	if (!pri->possible || !pri->enabled)
+		return;
+	WRITE_ONCE(pri->enabled, false);
+	pci_write_config_word(pdev, nic->pri_pos + PCI_PRI_CTRL, 0);
+	pci_write_config_word(pdev, nic->pri_pos + PCI_PRI_CTRL, PCI_PRI_CTRL_RESET);
+	iowrite32(NPFNIC_PRI_CTRL_RESET, nic->bar0 + NPFNIC_REG_PRI_CTRL);
+	if (!npfnic_wait_quiesced(nic, nic->bar0 + NPFNIC_REG_PRI_CTRL, NPFNIC_PRI_CTRL_BUSY,
+				  "RDMA page requests"))
+		dev->ats.lost = true;
+	if (nic->nvecs > NPFNIC_PRQ_VECTOR)
+		synchronize_irq(pci_irq_vector(pdev, NPFNIC_PRQ_VECTOR));
+	flush_work(&pri->work);
+}
+
+/* Posts one page response and rings for it; false when the queue stayed full. */
+static bool npfnic_ib_prsp(struct npfnic_ib_dev *dev, u16 prgi, const struct npfnic_ib_prg *g,
+			   u16 code)
+{
+	struct npfnic_ib_pri *pri = &dev->pri;
+	struct npfnic *nic = dev->nic;
+	struct npfnic_page_resp *r;
+	bool pasid_valid = g->flags & NPFNIC_PRQ_PASID_VALID;
+	unsigned int waited = 0;
+
+	while (pri->prspq_tail - le32_to_cpu(READ_ONCE(pri->st->prspq_head)) >=
+	       NPFNIC_IB_PRSPQ_SIZE) {
+		if (waited++ >= NPFNIC_IB_PRSP_WAIT_MS || !READ_ONCE(pri->enabled) ||
+		    READ_ONCE(pri->st->error))
+			return false;
+		usleep_range(1000, 2000);
+	}
+	r = &pri->prspq[pri->prspq_tail++ & (NPFNIC_IB_PRSPQ_SIZE - 1)];
+	r->pasid = cpu_to_le32(pasid_valid ? g->pasid : 0);
+	r->prgi = cpu_to_le16(prgi);
+	r->code = cpu_to_le16(code);
+	r->flags = cpu_to_le32(pasid_valid ? NPFNIC_PRSP_PASID_VALID : 0);
+	r->rsvd = 0;
+	dma_wmb();
+	iowrite32(pri->prspq_tail, nic->bar0 + NPFNIC_REG_PRSPQ_TAIL);
+	return true;
+}
+
+/* ---- resolution ---- */
+
+/* The MR of context pasid covering va, held for a resolution (NULL: none). */
+static struct npfnic_ib_mr *npfnic_ib_odp_hold(struct npfnic_ib_dev *dev, u32 pasid, u64 va)
+{
+	struct npfnic_ib_ucontext *uc;
+	struct npfnic_ib_mr *mr, *found = NULL;
+
+	mutex_lock(&dev->odp_lock);
+	uc = xa_load(&dev->ucs, pasid);
+	if (uc) {
+		list_for_each_entry(mr, &uc->odp_mrs, odp_node) {
+			if (va - (mr->va & PAGE_MASK) < PAGE_ALIGN(mr->va + mr->length) -
+							 (mr->va & PAGE_MASK)) {
+				found = mr;
+				WRITE_ONCE(found->odp_users, found->odp_users + 1);
+				break;
+			}
+		}
+	}
+	mutex_unlock(&dev->odp_lock);
+	return found;
+}
+
+static void npfnic_ib_odp_release_hold(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr)
+{
+	mutex_lock(&dev->odp_lock);
+	WRITE_ONCE(mr->odp_users, mr->odp_users - 1);
+	if (!mr->odp_users)
+		wake_up_all(&dev->odp_wait);
+	mutex_unlock(&dev->odp_lock);
+}
+
+/* The MR's VA (in its PASID) of the process address user. */
+static u64 npfnic_ib_odp_iova(const struct npfnic_ib_mr *mr, struct ib_umem_odp *odp, u64 user)
+{
+	return (mr->va & PAGE_MASK) + (user - ib_umem_start(odp));
+}
+
+/* Makes the page at va present in the MR's context, writable if write. */
+static int npfnic_ib_odp_map(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr, u64 va,
+			     bool write)
+{
+	struct ib_umem_odp *odp = to_ib_umem_odp(mr->umem);
+	struct npfnic_ib_ucontext *uc = mr->uc;
+	u64 user = ib_umem_start(odp) + ((va & PAGE_MASK) - (mr->va & PAGE_MASK));
+	u64 mask = ODP_READ_ALLOWED_BIT;
+	dma_addr_t dma;
+	__le64 *pte;
+	int n;
+
+	if (write) {
+		if (!mr->umem->writable)
+			return -EACCES;
+		mask |= ODP_WRITE_ALLOWED_BIT;
+	}
+	n = ib_umem_odp_map_dma_and_lock(odp, user, PAGE_SIZE, mask, true);
+	if (n < 0)
+		return n;
+	/* umem_mutex held: no invalidation of the page until the PTE is in. */
+	dma = odp->dma_list[(user - ib_umem_start(odp)) >> odp->page_shift];
+	mutex_lock(&uc->as_lock);
+	pte = npfnic_pt_walk(dev->nic, uc->root, va & PAGE_MASK, true);
+	if (pte) {
+		/* The page before the entry that lets the device reach it. */
+		dma_wmb();
+		WRITE_ONCE(*pte, cpu_to_le64((dma & ODP_DMA_ADDR_MASK & NPFNIC_PTE_ADDR_MASK) |
+					     NPFNIC_PTE_PRESENT |
+					     (dma & ODP_WRITE_ALLOWED_BIT ? NPFNIC_PTE_WRITE : 0)));
+	}
+	mutex_unlock(&uc->as_lock);
+	mutex_unlock(&odp->umem_mutex);
+	if (!pte)
+		return -ENOMEM;
+	atomic64_inc(&dev->odp.pages_mapped);
+	return 0;
+}
+
+/* Resolves one page of a request: 0, or why the group is refused. */
+static int npfnic_ib_odp_fault(struct npfnic_ib_dev *dev, u32 pasid, u64 va, bool write,
+			       u64 isr)
+{
+	struct npfnic_ib_mr *mr = npfnic_ib_odp_hold(dev, pasid, va);
+	int err;
+
+	if (!mr)
+		return -ENOENT;
+	/* fault_delay_us emulates a major fault here too. */
+	npfnic_fault_sleep(isr);
+	err = npfnic_ib_odp_map(dev, mr, va, write);
+	npfnic_ib_odp_release_hold(dev, mr);
+	return err;
+}
+
+static void npfnic_ib_pri_check(struct npfnic_ib_dev *dev)
+{
+	struct npfnic_ib_pri *pri = &dev->pri;
+	u32 err = le32_to_cpu(READ_ONCE(pri->st->error));
+
+	if (err && err != pri->error_seen)
+		dev_err(&dev->nic->pdev->dev, "RDMA PRI error %u (info %u)\n", err,
+			le32_to_cpu(READ_ONCE(pri->st->error_info)));
+	pri->error_seen = err;
+}
+
+/* One queue entry: its page resolved into its group, the group answered at its last. */
+static void npfnic_ib_prq_entry(struct npfnic_ib_dev *dev, const struct npfnic_page_req *e,
+				u64 isr)
+{
+	struct npfnic_ib_pri *pri = &dev->pri;
+	u64 addr = le64_to_cpu(READ_ONCE(e->addr));
+	u32 pasid = le32_to_cpu(READ_ONCE(e->pasid));
+	u16 prgi = le16_to_cpu(READ_ONCE(e->prgi));
+	u16 flags = le16_to_cpu(READ_ONCE(e->flags));
+	struct npfnic_ib_prg *g;
+	int err;
+
+	if (prgi >= NPFNIC_PRGI_MAX) {
+		atomic64_inc(&dev->odp.bad_requests);
+		dev_warn_ratelimited(&dev->nic->pdev->dev,
+				     "RDMA page request with PRG index %u ignored\n", prgi);
+		return;
+	}
+	g = &pri->prg[prgi];
+	if (!g->active) {
+		memset(g, 0, sizeof(*g));
+		g->active = true;
+		g->pasid = pasid;
+		g->flags = flags;
+	}
+	atomic64_inc(&dev->odp.faults);
+	if (!g->failed) {
+		/* Only the contexts' PASIDs fault: PASID 0 maps all of RAM. */
+		err = flags & NPFNIC_PRQ_PASID_VALID ?
+		      npfnic_ib_odp_fault(dev, pasid, addr, flags & NPFNIC_PRQ_WRITE, isr) :
+		      -EINVAL;
+		if (err) {
+			g->failed = true;
+			dev_dbg_ratelimited(&dev->nic->pdev->dev,
+					    "RDMA page request PASID %u %#llx%s: %d\n", pasid, addr,
+					    flags & NPFNIC_PRQ_WRITE ? " (write)" : "", err);
+		}
+	}
+	if (!(flags & NPFNIC_PRQ_LAST))
+		return;
+	if (g->failed)
+		atomic64_inc(&dev->odp.fault_errors);
+	if (npfnic_ib_prsp(dev, prgi, g, g->failed ? NPFNIC_PRSP_INVALID_REQUEST :
+						      NPFNIC_PRSP_SUCCESS))
+		npfnic_since(dev->nic, NPFNIC_HIST_RDMA_FAULT, isr);
+	else
+		dev_err_ratelimited(&dev->nic->pdev->dev,
+				    "RDMA page response queue full: group %u not answered\n", prgi);
+	g->active = false;
+}
+
+/* Serves every queued page request, answering each group as its last page resolves. */
+static void npfnic_ib_prq_work(struct work_struct *work)
+{
+	struct npfnic_ib_dev *dev = container_of(work, struct npfnic_ib_dev, pri.work);
+	struct npfnic_ib_pri *pri = &dev->pri;
+	struct npfnic *nic = dev->nic;
+	u64 isr = atomic64_xchg(&pri->isr_ns, 0);
+	u32 tail;
+
+	if (!READ_ONCE(pri->enabled))
+		return;
+	npfnic_ib_pri_check(dev);
+	tail = le32_to_cpu(READ_ONCE(pri->st->prq_tail));
+	if (tail - pri->prq_head > NPFNIC_IB_PRQ_SIZE) {
+		atomic64_inc(&dev->odp.bad_requests);
+		dev_err_ratelimited(&nic->pdev->dev,
+				    "RDMA page request queue: producer index %u, %u consumed\n",
+				    tail, pri->prq_head);
+		return;
+	}
+	/* The producer index before the entries it covers. */
+	dma_rmb();
+	while (pri->prq_head != tail && READ_ONCE(pri->enabled)) {
+		npfnic_ib_prq_entry(dev, &pri->prq[pri->prq_head & (NPFNIC_IB_PRQ_SIZE - 1)], isr);
+		pri->prq_head++;
+		/* Slots back as they are served: the device queues more meanwhile. */
+		iowrite32(pri->prq_head, nic->bar0 + NPFNIC_REG_PRQ_HEAD);
+	}
+}
+
+/* The PRQ vector while the Ethernet side does not translate. */
+irqreturn_t npfnic_ib_prq_irq(struct npfnic *nic)
+{
+	struct npfnic_ib_dev *dev = READ_ONCE(nic->ib);
+
+	if (!dev || !READ_ONCE(dev->pri.enabled))
+		return IRQ_HANDLED;
+	atomic64_cmpxchg(&dev->pri.isr_ns, 0, ktime_get_ns());
+	queue_work(dev->pri.wq, &dev->pri.work);
+	return IRQ_HANDLED;
+}
+
+/* ---- invalidation ---- */
+
+/* Clears the PTEs of [va, va + pages pages) in uc's tables; returns how many were set. */
+static u64 npfnic_ib_odp_zap(struct npfnic_ib_dev *dev, struct npfnic_ib_ucontext *uc, u64 va,
+			     u64 pages)
+{
+	u64 i, zapped = 0;
+	__le64 *pte;
+
+	mutex_lock(&uc->as_lock);
+	for (i = 0; i < pages; i++) {
+		pte = npfnic_pt_walk(dev->nic, uc->root, va + i * PAGE_SIZE, false);
+		if (pte && READ_ONCE(*pte)) {
+			WRITE_ONCE(*pte, 0);
+			zapped++;
+		}
+		if (!((i + 1) % 512))
+			cond_resched();
+	}
+	mutex_unlock(&uc->as_lock);
+	return zapped;
+}
+
+static bool npfnic_ib_odp_invalidate(struct mmu_interval_notifier *mni,
+				     const struct mmu_notifier_range *range, unsigned long cur_seq)
+{
+	struct ib_umem_odp *odp = container_of(mni, struct ib_umem_odp, notifier);
+	struct npfnic_ib_mr *mr = odp->private;
+	unsigned long start, end;
+	u64 va, pages;
+
+	if (!mmu_notifier_range_blockable(range))
+		return false;
+	mutex_lock(&odp->umem_mutex);
+	mmu_interval_set_seq(mni, cur_seq);
+	start = max(range->start, ib_umem_start(odp));
+	end = min(range->end, ib_umem_end(odp));
+	/* Without private the MR is not registered yet: nothing is mapped. */
+	if (mr && start < end) {
+		struct npfnic_ib_dev *dev = mr->dev;
+
+		va = npfnic_ib_odp_iova(mr, odp, start);
+		pages = (end - start) >> PAGE_SHIFT;
+		if (npfnic_ib_odp_zap(dev, mr->uc, va, pages)) {
+			atomic64_inc(&dev->odp.invalidations);
+			atomic64_add(pages, &dev->odp.pages_invalidated);
+			/* Nothing else can be done if the device does not confirm. */
+			if (npfnic_ib_invalidate(dev, mr->uc->pasid, va, pages))
+				dev_err_ratelimited(&dev->nic->pdev->dev,
+						    "MR %#x: translations of %llu pages not dropped\n",
+						    mr->ibmr.lkey, pages);
+		}
+		ib_umem_odp_unmap_dma_pages(odp, start, end);
+	}
+	mutex_unlock(&odp->umem_mutex);
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops npfnic_ib_odp_ops = {
+	.invalidate = npfnic_ib_odp_invalidate,
+};
+
+/* ---- registration ---- */
+
+/* Whether [va, va + length) of uc has a pinned MR's page (odp_lock held). */
+static bool npfnic_ib_odp_over_pinned(struct npfnic_ib_ucontext *uc, u64 va, u64 length)
+{
+	unsigned long idx = va >> PAGE_SHIFT, last = (va + length - 1) >> PAGE_SHIFT;
+	bool pinned;
+
+	mutex_lock(&uc->as_lock);
+	pinned = xa_find(&uc->refs, &idx, last, XA_PRESENT);
+	mutex_unlock(&uc->as_lock);
+	return pinned;
+}
+
+/* Whether [va, va + length) of uc overlaps a page of one of its ODP MRs (odp_lock held). */
+bool npfnic_ib_odp_overlaps(struct npfnic_ib_ucontext *uc, u64 va, u64 length)
+{
+	unsigned long first = va >> PAGE_SHIFT, last = (va + length - 1) >> PAGE_SHIFT;
+	struct npfnic_ib_mr *mr;
+
+	list_for_each_entry(mr, &uc->odp_mrs, odp_node) {
+		if (first <= (mr->va + mr->length - 1) >> PAGE_SHIFT &&
+		    mr->va >> PAGE_SHIFT <= last)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * An ODP MR: its range watched from start (the process address of its
+ * first byte), and listed in its context so its faults resolve. Nothing
+ * is mapped: the first access of each page faults.
+ */
+int npfnic_ib_odp_reg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr, u64 start)
+{
+	struct npfnic_ib_ucontext *uc = mr->uc;
+	struct ib_umem_odp *odp;
+	int err = 0;
+
+	if (!READ_ONCE(dev->pri.possible))
+		return -EOPNOTSUPP;
+	odp = ib_umem_odp_get(&dev->ibdev, start, mr->length, mr->access, &npfnic_ib_odp_ops);
+	if (IS_ERR(odp))
+		return PTR_ERR(odp);
+	mutex_lock(&dev->odp_lock);
+	if (npfnic_ib_odp_overlaps(uc, mr->va, mr->length) ||
+	    npfnic_ib_odp_over_pinned(uc, mr->va, mr->length)) {
+		err = -EBUSY;
+	} else {
+		mutex_lock(&odp->umem_mutex);
+		odp->private = mr;
+		mutex_unlock(&odp->umem_mutex);
+		mr->umem = &odp->umem;
+		mr->odp = true;
+		list_add(&mr->odp_node, &uc->odp_mrs);
+	}
+	mutex_unlock(&dev->odp_lock);
+	if (err)
+		ib_umem_odp_release(odp);
+	return err;
+}
+
+/*
+ * Once the device released the MR (DEREG_MR), or it never knew it: no new
+ * resolution, the one running finishes, then every translation goes
+ * before the umem and its notifier.
+ */
+void npfnic_ib_odp_dereg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr)
+{
+	struct ib_umem_odp *odp = to_ib_umem_odp(mr->umem);
+	u64 va = mr->va & PAGE_MASK;
+	u64 pages = (PAGE_ALIGN(mr->va + mr->length) - va) >> PAGE_SHIFT;
+
+	mutex_lock(&dev->odp_lock);
+	list_del_init(&mr->odp_node);
+	mutex_unlock(&dev->odp_lock);
+	wait_event(dev->odp_wait, !READ_ONCE(mr->odp_users));
+	mutex_lock(&odp->umem_mutex);
+	if (npfnic_ib_odp_zap(dev, mr->uc, va, pages) &&
+	    npfnic_ib_invalidate(dev, mr->uc->pasid, va, pages))
+		dev_err(&dev->nic->pdev->dev, "MR %#x: translations not dropped at dereg\n",
+			mr->ibmr.lkey);
+	odp->private = NULL;
+	mutex_unlock(&odp->umem_mutex);
+	ib_umem_odp_release(odp);
+	mr->umem = NULL;
+}
+
+/* ---- the device's side of it ---- */
+
+/*
+ * At probe, before registration: whether ODP is possible (the device
+ * faults through PRI, and RDMA runs the translation engine), and the
+ * work that serves the requests.
+ */
+int npfnic_ib_odp_init(struct npfnic_ib_dev *dev)
+{
+	struct npfnic *nic = dev->nic;
+
+	mutex_init(&dev->odp_lock);
+	xa_init(&dev->ucs);
+	init_waitqueue_head(&dev->odp_wait);
+	INIT_WORK(&dev->pri.work, npfnic_ib_prq_work);
+	if (!IS_ENABLED(CONFIG_INFINIBAND_ON_DEMAND_PAGING) || !npfnic_ib_ats_possible(dev) ||
+	    !(nic->features & NPFNIC_FEAT_RDMA_ODP) || !nic->pri_pos)
+		return 0;
+	dev->pri.wq = alloc_ordered_workqueue("%s_odp", WQ_MEM_RECLAIM, pci_name(nic->pdev));
+	if (!dev->pri.wq)
+		return -ENOMEM;
+	dev->pri.possible = true;
+	return 0;
+}
+
+/* At removal, with every context gone. */
+void npfnic_ib_odp_fini(struct npfnic_ib_dev *dev)
+{
+	if (dev->pri.wq)
+		destroy_workqueue(dev->pri.wq);
+	dev->pri.wq = NULL;
+	WARN_ON(!xa_empty(&dev->ucs));
+	xa_destroy(&dev->ucs);
+}
+
+/* The driver's counters after the device's, in npfnic_ib_odp_stat_names' order. */
+void npfnic_ib_odp_get_stats(struct npfnic_ib_dev *dev, u64 *data)
+{
+	struct npfnic_ib_odp_stats *s = &dev->odp;
+
+	data[0] = atomic64_read(&s->faults);
+	data[1] = atomic64_read(&s->fault_errors);
+	data[2] = atomic64_read(&s->pages_mapped);
+	data[3] = atomic64_read(&s->invalidations);
+	data[4] = atomic64_read(&s->pages_invalidated);
+	data[5] = atomic64_read(&s->bad_requests);
+	data[6] = npfnic_hist_pct(dev->nic, NPFNIC_HIST_RDMA_FAULT, 50);
+	data[7] = npfnic_hist_pct(dev->nic, NPFNIC_HIST_RDMA_FAULT, 99);
+}
