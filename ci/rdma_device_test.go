@@ -2,6 +2,7 @@ package ci
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/testbed/vm"
+	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
 // TestRDMADeviceOnNPFNIC boots the RDMA image with one npfnic and checks the
@@ -79,7 +81,8 @@ func TestRDMADeviceOnNPFNIC(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	for _, want := range []string{"hca_id:\tnpfnic0", "transport:\t\t\tInfiniBand (0)",
-		"link_layer:\t\tEthernet", "max_qp:\t\t\t\t256", "fw_ver:\t\t\t\t2.4.0", "active_mtu:\t\t1024 (3)"} {
+		"link_layer:\t\tEthernet", "max_qp:\t\t\t\t256", "active_mtu:\t\t1024 (3)",
+		fmt.Sprintf("fw_ver:\t\t\t\t%d.%d.0", hw.InterfaceVersion>>16, hw.InterfaceVersion&0xffff)} {
 		if !strings.Contains(info, want) {
 			t.Errorf("ibv_devinfo -v lacks %q", want)
 		}

@@ -102,9 +102,8 @@ func perftest(t *testing.T, p *testbed.RDMAPair, server, client *testbed.RDMAGue
 	return rows
 }
 
-// rxeStats reads rdma_rxe's hardware counters (rdma statistic): the
-// receiver's own view of the RC traffic npfnic sent it.
-func rxeStats(t *testing.T, g *testbed.RDMAGuest) map[string]int64 {
+// rdmaStatistic reads the device's counters (rdma statistic) of g's port.
+func rdmaStatistic(t *testing.T, g *testbed.RDMAGuest) map[string]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -120,8 +119,16 @@ func rxeStats(t *testing.T, g *testbed.RDMAGuest) map[string]int64 {
 			i++
 		}
 	}
+	return st
+}
+
+// rxeStats reads rdma_rxe's hardware counters (rdma statistic): the
+// receiver's own view of the RC traffic npfnic sent it.
+func rxeStats(t *testing.T, g *testbed.RDMAGuest) map[string]int64 {
+	t.Helper()
+	st := rdmaStatistic(t, g)
 	if _, ok := st["rcvd_seq_err"]; !ok {
-		t.Fatalf("rdma statistic without rcvd_seq_err: %q", out)
+		t.Fatalf("rxe's rdma statistic without rcvd_seq_err: %v", st)
 	}
 	return st
 }
