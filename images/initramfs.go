@@ -50,7 +50,7 @@ var guestPrograms = map[Variant][]string{
 // is compared with, and soft-RoCE.
 var guestModules = map[Variant][]string{
 	VariantBase: append([]string{"e1000e", "virtio_net", "virtio_pci", "tun"}, agent.DriverDeps...),
-	VariantRDMA: {"crc32_generic", "rdma_rxe", "ib_uverbs"},
+	VariantRDMA: {"crc32_generic", "rdma_rxe", "ib_uverbs", "zram"},
 }
 
 const passwd = "root:x:0:0:root:/root:/bin/sh\nmemcache:x:100:100:memcached:/nonexistent:/bin/false\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"

@@ -16,6 +16,8 @@
 //	npfnic-guest dmatest   BDF LEN SEED
 //	npfnic-guest tcp-send  HOST:PORT FILE
 //	npfnic-guest tcp-recv  [HOST]:PORT FILE
+//	npfnic-guest zram-swap MIB
+//	npfnic-guest pageout   PID INTERVAL_MS DURATION_MS
 package main
 
 import (
@@ -25,6 +27,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 const usage = `usage:
@@ -34,6 +37,10 @@ const usage = `usage:
   npfnic-guest dmatest   BDF LEN SEED
   npfnic-guest tcp-send  HOST:PORT FILE      send FILE over one TCP connection
   npfnic-guest tcp-recv  [HOST]:PORT FILE    accept one connection, store it in FILE
+  npfnic-guest zram-swap MIB                 swap on a zram disk of MIB (zram loaded)
+  npfnic-guest pageout   PID INTERVAL_MS DURATION_MS
+                                             page PID's anonymous memory out, again
+                                             every INTERVAL_MS for DURATION_MS (0: once)
 BDF is a PCI address such as 0000:01:00.0; numbers accept 0x prefixes.`
 
 // sysfsPCI is where PCI functions appear; a variable for tests.
@@ -49,6 +56,9 @@ type command struct {
 	seed   uint32
 	addr   string // tcp-send, tcp-recv
 	file   string
+	pid    int           // pageout
+	every  time.Duration // pageout
+	total  time.Duration // pageout
 }
 
 var bdfRE = regexp.MustCompile(`^([0-9a-f]{4}:)?[0-9a-f]{2}:[0-1][0-9a-f]\.[0-7]$`)
@@ -148,6 +158,31 @@ func parseCommand(args []string) (command, error) {
 		}
 		c.addr, c.file = args[1], args[2]
 		return c, nil
+	case "zram-swap":
+		c.name = args[0]
+		if err := need(2); err != nil {
+			return c, err
+		}
+		if c.length, err = parseU32("size in MiB", args[1]); err != nil {
+			return c, err
+		}
+		return c, nil
+	case "pageout":
+		c.name = args[0]
+		if err := need(4); err != nil {
+			return c, err
+		}
+		var v [3]uint32
+		for i, what := range []string{"pid", "interval", "duration"} {
+			if v[i], err = parseU32(what, args[1+i]); err != nil {
+				return c, err
+			}
+		}
+		if v[0] == 0 {
+			return c, errors.New("pageout: pid 0")
+		}
+		c.pid, c.every, c.total = int(v[0]), time.Duration(v[1])*time.Millisecond, time.Duration(v[2])*time.Millisecond
+		return c, nil
 	}
 	return c, fmt.Errorf("unknown command %q", args[0])
 }
@@ -203,6 +238,10 @@ func run(c command) error {
 		return tcpSend(c.addr, c.file, os.Stdout)
 	case "tcp-recv":
 		return tcpRecv(c.addr, c.file, os.Stdout)
+	case "zram-swap":
+		return zramSwap(c.length)
+	case "pageout":
+		return pageout(c.pid, c.every, c.total)
 	}
 	return fmt.Errorf("unknown command %q", c.name)
 }

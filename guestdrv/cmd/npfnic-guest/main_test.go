@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
@@ -41,6 +42,12 @@ func TestParseCommand(t *testing.T) {
 		{args: []string{"dmatest", "0000:00:03.0", "0", "1"}, bad: true},
 		{args: []string{"dmatest", "0000:00:03.0", "x", "1"}, bad: true},
 		{args: []string{"irqtest", "0000:00:03.0", "1"}, bad: true},
+		{args: []string{"zram-swap", "256"}, want: command{name: "zram-swap", length: 256}},
+		{args: []string{"zram-swap"}, bad: true},
+		{args: []string{"pageout", "42", "100", "5000"}, want: command{name: "pageout", pid: 42, every: 100 * time.Millisecond, total: 5 * time.Second}},
+		{args: []string{"pageout", "0", "100", "5000"}, bad: true},
+		{args: []string{"pageout", "42", "100"}, bad: true},
+		{args: []string{"pageout", "x", "100", "5000"}, bad: true},
 	} {
 		got, err := parseCommand(tc.args)
 		if tc.bad {
@@ -190,5 +197,43 @@ func TestTCPSendRecvRoundTrip(t *testing.T) {
 	sum := fmt.Sprintf("%x", sha256.Sum256(data))
 	if !bytes.Equal(got, data) || !strings.Contains(sendOut.String(), sum) || !strings.Contains(recvOut.String(), sum) {
 		t.Fatalf("round trip: equal=%v send=%q recv=%q want sha %s", bytes.Equal(got, data), sendOut.String(), recvOut.String(), sum)
+	}
+}
+
+func TestSwapHeader(t *testing.T) {
+	h, err := swapHeader(64 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 4096 || string(h[4086:]) != "SWAPSPACE2" {
+		t.Fatalf("no signature at the end of the first page: %q", h[4086:])
+	}
+	if v, last := binary.LittleEndian.Uint32(h[1024:]), binary.LittleEndian.Uint32(h[1028:]); v != 1 || last != 64<<20/4096-1 {
+		t.Fatalf("version %d, last_page %d", v, last)
+	}
+	if _, err := swapHeader(4096 * 9); err == nil {
+		t.Fatal("a 9-page swap device accepted")
+	}
+}
+
+func TestAnonRanges(t *testing.T) {
+	maps := `55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0                          [heap]
+7f1e2c000000-7f1e2c021000 rw-p 00000000 00:00 0 
+7f1e30000000-7f1e30001000 r--p 00000000 00:00 0 
+7f1e34000000-7f1e34100000 rw-s 00000000 00:05 1234                       /dev/infiniband/uverbs0
+7f1e38000000-7f1e38002000 rw-p 00002000 08:01 5678                       /usr/lib/libc.so.6
+7ffd4a000000-7ffd4a021000 rw-p 00000000 00:00 0                          [stack]
+7ffd4a100000-7ffd4a102000 r-xp 00000000 00:00 0                          [vdso]
+`
+	got, err := anonRanges(strings.NewReader(maps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][2]uint64{{0x55d0c0a00000, 0x55d0c0a21000}, {0x7f1e2c000000, 0x7f1e2c021000}, {0x7ffd4a000000, 0x7ffd4a021000}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %x want %x", got, want)
+	}
+	if _, err := anonRanges(strings.NewReader("zz-yy rw-p 0 00:00 0\n")); err == nil {
+		t.Fatal("a malformed line accepted")
 	}
 }
