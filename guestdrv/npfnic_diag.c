@@ -19,8 +19,13 @@
  *    it (npfnic_backup.c);
  *  - rnpf_rate_ppm (read, write a number up to 1000000): synthetic receive
  *    faults per million received frames under drop and backup
- *    (npfnic_iopt.c), from the module parameter of the same name at probe;
- *    a write takes effect at the next frame;
+ *    (npfnic_iopt.c), or per million RDMA messages received into
+ *    on-demand paging MRs (npfnic_ib_odp.c), from the module parameter of
+ *    the same name at probe; a write takes effect at the next frame;
+ *  - rdma_recv_fault (read, write "rnr" or "drop", with the RDMA device):
+ *    what the device's RC responder does on a receive fault, an RNR NAK
+ *    (the default) or a silent drop the sender recovers from by its ACK
+ *    timeout; a write takes effect at the next fault;
  *  - fault_ahead (read, write a number up to 4096): under drop and backup,
  *    the cold RX slots backed after each resolved RX fault, beyond the one
  *    that faulted (npfnic_iopt.c), from the module parameter of the same
@@ -513,6 +518,52 @@ static int npfnic_fault_ahead_set(void *data, u64 n)
 DEFINE_DEBUGFS_ATTRIBUTE(npfnic_fault_ahead_fops, npfnic_fault_ahead_get, npfnic_fault_ahead_set,
 			 "%llu\n");
 
+/* The RDMA responder's receive-fault policy (NPFNIC_REG_RDMA_RECV_FAULT). */
+static const char * const npfnic_recv_fault_names[] = {
+	[NPFNIC_RDMA_RECV_FAULT_RNR] = "rnr",
+	[NPFNIC_RDMA_RECV_FAULT_DROP] = "drop",
+};
+
+static ssize_t npfnic_recv_fault_read(struct file *file, char __user *ubuf, size_t len,
+				      loff_t *ppos)
+{
+	struct npfnic *nic = file->private_data;
+	u32 v = ioread32(nic->bar0 + NPFNIC_REG_RDMA_RECV_FAULT);
+	char buf[16];
+	int n;
+
+	n = scnprintf(buf, sizeof(buf), "%s\n", v < ARRAY_SIZE(npfnic_recv_fault_names) ?
+		      npfnic_recv_fault_names[v] : "?");
+	return simple_read_from_buffer(ubuf, len, ppos, buf, n);
+}
+
+static ssize_t npfnic_recv_fault_write(struct file *file, const char __user *ubuf, size_t len,
+				       loff_t *ppos)
+{
+	struct npfnic *nic = file->private_data;
+	char buf[16];
+	int k;
+
+	if (*ppos || len >= sizeof(buf))
+		return -EINVAL;
+	if (copy_from_user(buf, ubuf, len))
+		return -EFAULT;
+	buf[len] = 0;
+	k = sysfs_match_string(npfnic_recv_fault_names, buf);
+	if (k < 0)
+		return k;
+	iowrite32(k, nic->bar0 + NPFNIC_REG_RDMA_RECV_FAULT);
+	return len;
+}
+
+static const struct file_operations npfnic_recv_fault_fops = {
+	.owner = THIS_MODULE,
+	.open = simple_open,
+	.read = npfnic_recv_fault_read,
+	.write = npfnic_recv_fault_write,
+	.llseek = default_llseek,
+};
+
 /* ---- probe / remove ---- */
 
 /* The function's directory; debugfs failures are not the driver's failures. */
@@ -527,6 +578,8 @@ void npfnic_diag_probe(struct npfnic *nic)
 	debugfs_create_file("inject", 0200, dir, nic, &npfnic_inject_fops);
 	debugfs_create_file_unsafe("rnpf_rate_ppm", 0600, dir, nic, &npfnic_rnpf_rate_fops);
 	debugfs_create_file_unsafe("fault_ahead", 0600, dir, nic, &npfnic_fault_ahead_fops);
+	if (nic->features & NPFNIC_FEAT_RDMA_ODP)
+		debugfs_create_file("rdma_recv_fault", 0600, dir, nic, &npfnic_recv_fault_fops);
 }
 
 void npfnic_diag_remove(struct npfnic *nic)

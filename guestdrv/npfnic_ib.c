@@ -209,7 +209,8 @@ static int npfnic_ib_del_gid(const struct ib_gid_attr *attr, void **context)
 static const char * const npfnic_ib_stat_names[NPFNIC_IB_NSTATS] = {
 	NPFNIC_RDMA_STAT_NAMES,
 	"odp_faults", "odp_fault_errors", "odp_pages_mapped", "odp_invalidations",
-	"odp_pages_invalidated", "odp_bad_requests", "odp_fault_p50_ns", "odp_fault_p99_ns",
+	"odp_pages_invalidated", "odp_bad_requests", "odp_rnpf_injected", "odp_rnpf_skipped",
+	"odp_fault_p50_ns", "odp_fault_p99_ns",
 };
 
 static struct rdma_hw_stats *npfnic_ib_alloc_port_stats(struct ib_device *ibdev, u32 port)

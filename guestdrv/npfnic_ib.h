@@ -54,7 +54,7 @@
 #define NPFNIC_IB_QPN_BASE	16	/* QPNs 16.., as rdma_rxe's */
 #define NPFNIC_IB_PASID_BASE	1	/* PASID 0 is the Ethernet side's */
 /* rdma statistic: the device's counters, then the driver's of on-demand paging. */
-#define NPFNIC_IB_ODP_NSTATS	8
+#define NPFNIC_IB_ODP_NSTATS	10
 #define NPFNIC_IB_NSTATS	(NPFNIC_RDMA_STATS + NPFNIC_IB_ODP_NSTATS)
 
 static_assert(NPFNIC_IB_MAX_QP_WR < NPFNIC_RDMA_MAX_QP_WR);
@@ -151,6 +151,8 @@ struct npfnic_ib_odp_stats {
 	atomic64_t invalidations;	/* notifier calls that dropped device translations */
 	atomic64_t pages_invalidated;
 	atomic64_t bad_requests;	/* queue entries the device should not have written */
+	atomic64_t rnpf_injected;	/* synthetic receive faults: pages evicted */
+	atomic64_t rnpf_skipped;	/* drawn, but no mapped page to evict */
 };
 
 struct npfnic_ib_dev {
@@ -182,6 +184,8 @@ struct npfnic_ib_dev {
 	struct xarray ucs;
 	wait_queue_head_t odp_wait;
 	struct npfnic_ib_odp_stats odp;
+	struct delayed_work rnpf_work;	/* synthetic receive faults (pri.wq) */
+	u64 rnpf_msgs;			/* messages_in at the last draw (the work's) */
 	struct rdma_stat_desc stat_descs[NPFNIC_IB_NSTATS];	/* rdma statistic */
 	struct xarray cqs;		/* CQN -> live CQ, for events (irq-safe lock) */
 	struct xarray qps;		/* QPN -> live QP, for events (irq-safe lock) */

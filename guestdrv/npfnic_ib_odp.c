@@ -27,6 +27,13 @@
  * requests of the same PASID are outstanding, so the work may sit in
  * hmm_range_fault for the same range without a deadlock.
  *
+ * Synthetic receive faults (rnpf_rate_ppm, as on the Ethernet side, now
+ * per received message): every NPFNIC_IB_RNPF_MS the work reads how many
+ * messages the device executed (QUERY_STATS) and draws, for each, a fault
+ * with probability rnpf_rate_ppm / 10^6; each fault drop the translation
+ * of a random mapped page of a random ODP MR, as an invalidation would,
+ * so the next access to it takes the whole fault path.
+ *
  * Lock order: dev->odp_lock before as_lock (registration); umem_mutex
  * before as_lock (resolution, invalidation); odp_lock and umem_mutex are
  * never held together. An ODP MR shares its context's page tables with
@@ -49,6 +56,9 @@
 #define NPFNIC_IB_CTL_PRI	128
 /* How long a response waits for room in the page response queue. */
 #define NPFNIC_IB_PRSP_WAIT_MS	100
+/* Synthetic receive faults: how often they are drawn, and at most how many at once. */
+#define NPFNIC_IB_RNPF_MS	10
+#define NPFNIC_IB_RNPF_MAX	64
 
 static_assert(NPFNIC_IB_CTL_PRI + sizeof(struct npfnic_pri_status) <= PAGE_SIZE);
 
@@ -122,6 +132,8 @@ void npfnic_ib_pri_start(struct npfnic_ib_dev *dev)
 	pci_read_config_dword(pdev, nic->pri_pos + PCI_PRI_MAX_REQ, &max_req);
 	pci_write_config_dword(pdev, nic->pri_pos + PCI_PRI_ALLOC_REQ, max_req);
 	pci_write_config_word(pdev, nic->pri_pos + PCI_PRI_CTRL, PCI_PRI_CTRL_ENABLE);
+	dev->rnpf_msgs = 0;
+	queue_delayed_work(pri->wq, &dev->rnpf_work, msecs_to_jiffies(NPFNIC_IB_RNPF_MS));
 }
 
 /*
@@ -147,6 +159,7 @@ void npfnic_ib_pri_stop(struct npfnic_ib_dev *dev)
 	if (nic->nvecs > NPFNIC_PRQ_VECTOR)
 		synchronize_irq(pci_irq_vector(pdev, NPFNIC_PRQ_VECTOR));
 	flush_work(&pri->work);
+	cancel_delayed_work_sync(&dev->rnpf_work);
 }
 
 /* Posts one page response and rings for it; false when the queue stayed full. */
@@ -437,6 +450,93 @@ static const struct mmu_interval_notifier_ops npfnic_ib_odp_ops = {
 	.invalidate = npfnic_ib_odp_invalidate,
 };
 
+/* ---- synthetic receive faults ---- */
+
+/*
+ * Drops the translation of page k of mr, as an invalidation of that page
+ * would; false if it had none.
+ */
+static bool npfnic_ib_odp_evict(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr, u64 k)
+{
+	struct ib_umem_odp *odp = to_ib_umem_odp(mr->umem);
+	u64 user = ib_umem_start(odp) + (k << PAGE_SHIFT);
+	u64 va = (mr->va & PAGE_MASK) + (k << PAGE_SHIFT);
+	bool evicted;
+
+	mutex_lock(&odp->umem_mutex);
+	evicted = npfnic_ib_odp_zap(dev, mr->uc, va, 1);
+	if (evicted) {
+		if (npfnic_ib_invalidate(dev, mr->uc->pasid, va, 1))
+			dev_err_ratelimited(&dev->nic->pdev->dev, "MR %#x: %#llx not invalidated\n",
+					    mr->ibmr.lkey, va);
+		ib_umem_odp_unmap_dma_pages(odp, user, user + PAGE_SIZE);
+	}
+	mutex_unlock(&odp->umem_mutex);
+	return evicted;
+}
+
+/* A random ODP MR of any context, held (NULL: none). */
+static struct npfnic_ib_mr *npfnic_ib_odp_pick(struct npfnic_ib_dev *dev)
+{
+	struct npfnic_ib_mr *mr, *found = NULL;
+	struct npfnic_ib_ucontext *uc;
+	unsigned long pasid;
+	u32 n = 0;
+
+	mutex_lock(&dev->odp_lock);
+	/* Reservoir sampling over every context's list. */
+	xa_for_each(&dev->ucs, pasid, uc) {
+		list_for_each_entry(mr, &uc->odp_mrs, odp_node) {
+			if (!get_random_u32_below(++n))
+				found = mr;
+		}
+	}
+	if (found)
+		WRITE_ONCE(found->odp_users, found->odp_users + 1);
+	mutex_unlock(&dev->odp_lock);
+	return found;
+}
+
+static void npfnic_ib_rnpf_work(struct work_struct *work)
+{
+	struct npfnic_ib_dev *dev = container_of(to_delayed_work(work), struct npfnic_ib_dev,
+						 rnpf_work);
+	u32 ppm = READ_ONCE(dev->nic->rnpf_rate_ppm);
+	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_QUERY_STATS };
+	u64 v[NPFNIC_RDMA_STATS], msgs, hits = 0;
+
+	if (!READ_ONCE(dev->pri.enabled))
+		return;
+	cmd.stats.values = v;
+	if (ppm && !npfnic_ib_cmd(dev, &cmd)) {
+		msgs = v[NPFNIC_RDMA_STAT_MESSAGES_IN] - dev->rnpf_msgs;
+		/* The first reading, or after an RDMA reset: only a baseline. */
+		if (!dev->rnpf_msgs || v[NPFNIC_RDMA_STAT_MESSAGES_IN] < dev->rnpf_msgs)
+			msgs = 0;
+		dev->rnpf_msgs = v[NPFNIC_RDMA_STAT_MESSAGES_IN];
+		for (; msgs && hits < NPFNIC_IB_RNPF_MAX; msgs--)
+			hits += get_random_u32_below(NPFNIC_PPM) < ppm;
+	} else if (!ppm) {
+		dev->rnpf_msgs = 0;
+	}
+	for (; hits; hits--) {
+		struct npfnic_ib_mr *mr = npfnic_ib_odp_pick(dev);
+		u64 pages;
+
+		if (!mr) {
+			atomic64_add(hits, &dev->odp.rnpf_skipped);
+			break;
+		}
+		pages = (PAGE_ALIGN(mr->va + mr->length) - (mr->va & PAGE_MASK)) >> PAGE_SHIFT;
+		if (npfnic_ib_odp_evict(dev, mr, get_random_u32_below(pages)))
+			atomic64_inc(&dev->odp.rnpf_injected);
+		else
+			atomic64_inc(&dev->odp.rnpf_skipped);
+		npfnic_ib_odp_release_hold(dev, mr);
+	}
+	queue_delayed_work(dev->pri.wq, &dev->rnpf_work, msecs_to_jiffies(NPFNIC_IB_RNPF_MS));
+}
+
 /* ---- registration ---- */
 
 /* Whether [va, va + length) of uc has a pinned MR's page (odp_lock held). */
@@ -540,6 +640,7 @@ int npfnic_ib_odp_init(struct npfnic_ib_dev *dev)
 	xa_init(&dev->ucs);
 	init_waitqueue_head(&dev->odp_wait);
 	INIT_WORK(&dev->pri.work, npfnic_ib_prq_work);
+	INIT_DELAYED_WORK(&dev->rnpf_work, npfnic_ib_rnpf_work);
 	if (!IS_ENABLED(CONFIG_INFINIBAND_ON_DEMAND_PAGING) || !npfnic_ib_ats_possible(dev) ||
 	    !(nic->features & NPFNIC_FEAT_RDMA_ODP) || !nic->pri_pos)
 		return 0;
@@ -571,6 +672,8 @@ void npfnic_ib_odp_get_stats(struct npfnic_ib_dev *dev, u64 *data)
 	data[3] = atomic64_read(&s->invalidations);
 	data[4] = atomic64_read(&s->pages_invalidated);
 	data[5] = atomic64_read(&s->bad_requests);
-	data[6] = npfnic_hist_pct(dev->nic, NPFNIC_HIST_RDMA_FAULT, 50);
-	data[7] = npfnic_hist_pct(dev->nic, NPFNIC_HIST_RDMA_FAULT, 99);
+	data[6] = atomic64_read(&s->rnpf_injected);
+	data[7] = atomic64_read(&s->rnpf_skipped);
+	data[8] = npfnic_hist_pct(dev->nic, NPFNIC_HIST_RDMA_FAULT, 50);
+	data[9] = npfnic_hist_pct(dev->nic, NPFNIC_HIST_RDMA_FAULT, 99);
 }
