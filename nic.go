@@ -9,8 +9,9 @@
 // a wire is attached), the MSI-X vector routing and the resets. It also owns
 // the function's address translation (package ats: the ATS register block,
 // the ATS and PASID capability enables) and page request interface
-// (package pri: the PRI register block and capability), which the datapath
-// faults through, and the DIAG_ECHO interrupt/doorbell round trip that is
+// (package pri: the PRI register block and capability), which the Ethernet
+// datapath and the RDMA engine's memory regions fault through (one page
+// request queue for both), and the DIAG_ECHO interrupt/doorbell round trip that is
 // the floor a fault's cost is compared with.
 //
 // Device work that touches guest memory (the diagnostic DMA) runs on its own
@@ -110,8 +111,9 @@ type NIC struct {
 	wire       port.Port // the backend, read through mux once attached
 	mux        *port.Mux
 	queuePairs int
-	// The engines, built by New: the Ethernet datapath, and the address
-	// translation and page request interface it faults through.
+	// The engines, built by New: the Ethernet datapath, the RDMA engine,
+	// and the address translation and page request interface both fault
+	// through.
 	dp         *ethring.Datapath
 	rdma       *rdmadev.Engine // RC over RoCEv2 (BlockRDMA)
 	xlat       *ats.Context
@@ -226,8 +228,8 @@ func New(o Options) (*NIC, error) {
 	return n, nil
 }
 
-// buildEngines builds address translation, page requests and the Ethernet
-// datapath on the function's port; if one fails, those built before it are
+// buildEngines builds address translation, page requests, the RDMA engine
+// and the Ethernet datapath on the function's port; if one fails, those built before it are
 // closed and the port is left to the caller.
 func (n *NIC) buildEngines(o Options) error {
 	x, err := ats.New(ats.Config{Mem: n.mem, Caps: n.cfg, Capacity: o.ATCCapacity,
@@ -243,7 +245,7 @@ func (n *NIC) buildEngines(o Options) error {
 	}
 	var mac [6]byte
 	copy(mac[:], n.mac)
-	rc, err := rdmadev.New(rdmadev.Config{Mem: n.mem, Xlat: x, MAC: mac, Interrupt: n.interrupt,
+	rc, err := rdmadev.New(rdmadev.Config{Mem: n.mem, Xlat: x, PRI: e, MAC: mac, Interrupt: n.interrupt,
 		Log: n.log.With("part", "rdma"), Trace: o.Trace})
 	if err != nil {
 		e.Close()

@@ -13,6 +13,7 @@ import (
 	"github.com/npfnic/npfnic/ibrc"
 	"github.com/npfnic/npfnic/ibrc/rdmadev/rdmatest"
 	"github.com/npfnic/npfnic/pcie"
+	"github.com/npfnic/npfnic/pri/pritest"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/pkthdr"
 	"github.com/npfnic/npfnic/vdevice/port"
@@ -41,6 +42,7 @@ type rdmaNIC struct {
 	g        *atstest.Guest
 	d        *rdmatest.Driver
 	ip       [4]byte
+	as       *atstest.AddressSpace // PASID 0's page tables
 	buf      *rdmatest.Buffer
 	sq, rq   *rdmatest.Queue
 	scq, rcq *rdmatest.Queue
@@ -67,9 +69,9 @@ func newRDMANIC(t *testing.T, wire port.Port, last byte) *rdmaNIC {
 	lay := n.cfg.Layout()
 	n.RegionWrite(vfiouser.RegionConfig, uint64(lay.ATS+6), binary.LittleEndian.AppendUint16(nil, pcie.ATSCtrlEnable))
 	n.RegionWrite(vfiouser.RegionConfig, uint64(lay.PASID+6), binary.LittleEndian.AppendUint16(nil, pcie.PASIDCtrlEnable))
-	as := r.g.NewAddressSpace()
-	r.g.NewDriver(bar{t, n}, 1, 16).Table.Set(0, as)
-	r.buf = rdmatest.MapBuffer(r.g, as, nicVA, 1<<16)
+	r.as = r.g.NewAddressSpace()
+	r.g.NewDriver(bar{t, n}, 1, 16).Table.Set(0, r.as)
+	r.buf = rdmatest.MapBuffer(r.g, r.as, nicVA, 1<<16)
 	r.d = rdmatest.NewDriver(r.g, bar{t, n}, 32, 32)
 	r.d.Enable()
 	must := func(c rdmatest.Cmd) {
@@ -204,6 +206,89 @@ func TestRDMAThroughBAR0(t *testing.T) {
 	}
 	if out < 6 || in < 2 {
 		t.Errorf("pcap: %d frames from a, %d to it; want the 6 data packets and their ACKs", out, in)
+	}
+}
+
+// TestRDMAPageRequestThroughPRI: the NIC's memory regions fault through
+// the function's own PRI (on-demand paging): an RDMA WRITE into a page the
+// PASID's page tables lack is RNR NAKed and becomes a page request in the
+// page request queue the driver set up through BAR0 (RC_RECV, W, the QPN);
+// once the driver maps the page and answers, the WRITE lands, and
+// QUERY_STATS through the command queue counts the fault.
+func TestRDMAPageRequestThroughPRI(t *testing.T) {
+	pa, pb := port.Pipe(64)
+	a, b := newRDMANIC(t, pa, 1), newRDMANIC(t, pb, 2)
+	if f := rd32(t, b.n, hw.RegBAR, hw.RegFeatures); f&hw.FeatRDMAODP == 0 {
+		t.Fatalf("FEATURES %#x without RDMA_ODP", f)
+	}
+	lay := b.n.cfg.Layout()
+	b.n.RegionWrite(vfiouser.RegionConfig, uint64(lay.PRI+0x0c), binary.LittleEndian.AppendUint32(nil, 64))
+	b.n.RegionWrite(vfiouser.RegionConfig, uint64(lay.PRI+4), binary.LittleEndian.AppendUint16(nil, pcie.PRICtrlEnable))
+	prq := pritest.NewDriver(b.g, bar{t, b.n}, 64, 64)
+	a.connect(t, b)
+	b.connect(t, a)
+
+	const off = 0x3000
+	va := uint64(nicVA + off)
+	pte := b.as.Unmap(va)
+	b.n.ATS().Flush()
+	data := bytes.Repeat([]byte("odp "), 500)
+	a.buf.Write(0, data)
+	w := rdmatest.Send{ID: 1, Opcode: hw.IBVWRRDMAWrite, Flags: hw.IBVSendSignaled, AutoLength: true, NumSGE: -1,
+		SGL: []rdmatest.SGE{{Addr: nicVA, Length: uint32(len(data)), LKey: nicKey}}, RemoteAddr: va, RKey: nicKey}
+	if err := a.sq.Produce(w.Encode); err != nil {
+		t.Fatal(err)
+	}
+	a.d.Regs.RegWrite(hw.RegSQDoorbell, nicQPN)
+	var groups []pritest.Group
+	deadline := time.Now().Add(5 * time.Second)
+	for len(groups) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no page request")
+		}
+		groups = prq.Groups()
+		time.Sleep(100 * time.Microsecond)
+	}
+	e := groups[0][0]
+	if len(groups) != 1 || len(groups[0]) != 1 || e.Addr != va || e.Kind != hw.FaultKindRCRecv || e.Queue != nicQPN ||
+		e.Desc != nicQPN || e.Flags&(hw.PRQWrite|hw.PRQPASIDValid) != hw.PRQWrite|hw.PRQPASIDValid || e.PASID != 0 {
+		t.Fatalf("page requests %+v", groups)
+	}
+	b.as.SetLeaf(va, pte)
+	if err := prq.Respond(pritest.ResponseFor(groups[0], hw.PRSPSuccess)); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		c, ok := a.scq.Poll()
+		if ok {
+			if c.Status != ibrc.WCSuccess {
+				t.Fatalf("WRITE: %+v", c)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the WRITE did not complete")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if !bytes.Equal(b.buf.Read(off, len(data)), data) {
+		t.Fatal("data differs")
+	}
+	n := uint32(len(hw.RDMACounters))
+	buf := b.g.Alloc(8*int(n), 8)
+	q := rdmatest.NewCmd(hw.RDMACmdQueryStats, 0)
+	hw.RDMAQueryStatsBuf.Put(q[:], buf)
+	hw.RDMAQueryStatsCount.Put(q[:], n)
+	if err := b.d.Must(q); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	for i, c := range hw.RDMACounters {
+		got[c.Name] = binary.LittleEndian.Uint64(b.g.Bytes(buf+uint64(8*i), 8))
+	}
+	if got["page_requests"] != 1 || got["rnr_naks_fault"] == 0 || got["responder_faults"] == 0 || got["messages_in"] != 1 {
+		t.Fatalf("counters %v", got)
 	}
 }
 

@@ -37,6 +37,7 @@ package ibrc
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/npfnic/npfnic/ibrc/rocev2"
 	"github.com/npfnic/npfnic/internal/clock"
@@ -70,7 +71,9 @@ type Config struct {
 	IPv4  [4]byte     // the port's address; its GID is ::ffff:IPv4
 	// Pager resolves translation faults; nil: faults are handled but not
 	// reported (the Memory is expected to resolve them by itself).
-	Pager           PageRequester
+	Pager PageRequester
+	// RecvFaultPolicy is the responder's policy at start
+	// (SetRecvFaultPolicy changes it).
 	RecvFaultPolicy FaultPolicy
 	// MaxUnackedPSNs bounds the PSNs in flight per QP (default 128).
 	MaxUnackedPSNs int
@@ -131,7 +134,8 @@ type Stats struct {
 	OutOfSeqDropped uint64 // requests dropped after a NAK was sent
 	MessagesIn      uint64 // SEND, WRITE and READ requests executed
 
-	PageRequests uint64
+	PageRequests      uint64 // page requests raised (Config.Pager's RequestPage calls)
+	PageRequestErrors uint64 // page requests that failed (done(false))
 }
 
 // Engine is one RoCEv2 port's RC transport: protection domains, memory
@@ -148,6 +152,10 @@ type Engine struct {
 	nextMR  uint32
 	keyTag  uint8
 	stats   Stats
+	// policy is the responder's FaultPolicy. It is an atomic rather than
+	// under mu so that a device register write can set it without waiting
+	// for mu, which is held across memory region accesses.
+	policy atomic.Uint32
 
 	// Output produced under mu, delivered by flush outside it.
 	txq   [][]byte
@@ -170,7 +178,7 @@ func New(cfg Config) *Engine {
 	if cfg.AckEvery <= 0 {
 		cfg.AckEvery = 16
 	}
-	return &Engine{
+	e := &Engine{
 		cfg:     cfg,
 		clk:     cfg.Clock,
 		dec:     rocev2.NewDecoder(),
@@ -179,7 +187,16 @@ func New(cfg Config) *Engine {
 		nextQPN: 0x11,
 		nextMR:  1,
 	}
+	e.policy.Store(uint32(cfg.RecvFaultPolicy))
+	return e
 }
+
+// SetRecvFaultPolicy changes the responder's receive-fault policy; it
+// applies from the next fault. It does not wait for the engine's lock.
+func (e *Engine) SetRecvFaultPolicy(p FaultPolicy) { e.policy.Store(uint32(p)) }
+
+// RecvFaultPolicy returns the responder's receive-fault policy.
+func (e *Engine) RecvFaultPolicy() FaultPolicy { return FaultPolicy(e.policy.Load()) }
 
 // GID returns the port's GID (IPv4-mapped).
 func (e *Engine) GID() [16]byte { return rocev2.GIDFromIPv4(e.cfg.IPv4) }

@@ -594,6 +594,9 @@ func (q *QP) pageRequest(role Role, mem Memory, va uint64, write bool, resolved 
 	done := func(ok bool) {
 		e.mu.Lock()
 		defer e.unlock()
+		if !ok {
+			e.stats.PageRequestErrors++
+		}
 		if q.gen != gen || q.dead {
 			return
 		}

@@ -102,7 +102,7 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 				w.failed = WCLocProtErr
 				return false
 			}
-			q.localFault(err, w.wr.SGL, off, false, &q.req.stalled, q.reqProgress)
+			q.localFault(err, w, off, false, &q.req.stalled, q.reqProgress)
 			return false
 		}
 		q.req.psn = psnAdd(psn, 1)
@@ -149,12 +149,12 @@ func (q *QP) memOf(sgl []SGE, off uint64) Memory {
 	return nil
 }
 
-// localFault handles an error of the requester's own access to the SGL at
+// localFault handles an error of the requester's own access to w's SGL at
 // message offset off (gathering a payload, or scattering a READ response
 // when write). A translation fault holds *paused until the page request
-// completes, then runs resume, or completes the WQE with LOC_ACCESS_ERR if
-// the page cannot be made present; any other error is LOC_PROT_ERR.
-func (q *QP) localFault(err error, sgl []SGE, off uint64, write bool, paused *bool, resume func()) {
+// completes, then runs resume, or completes w with LOC_ACCESS_ERR if the
+// page cannot be made present; any other error is LOC_PROT_ERR.
+func (q *QP) localFault(err error, w *sendWQE, off uint64, write bool, paused *bool, resume func()) {
 	va, _, ok := AsFault(err)
 	if !ok {
 		q.failHead(WCLocProtErr)
@@ -162,14 +162,34 @@ func (q *QP) localFault(err error, sgl []SGE, off uint64, write bool, paused *bo
 	}
 	q.e.stats.RequesterFaults++
 	*paused = true
-	q.pageRequest(RoleRequester, q.memOf(sgl, off), va, write, func(ok bool) {
+	q.pageRequest(RoleRequester, q.memOf(w.wr.SGL, off), va, write, func(ok bool) {
 		*paused = false
 		if !ok {
-			q.failHead(WCLocAccessErr)
+			q.failWQE(w, WCLocAccessErr)
 			return
 		}
 		resume()
 	})
+}
+
+// failWQE completes w with st in its turn: now if it is the oldest (and
+// the QP goes to ERR), else once the WQEs before it completed (a payload
+// that faults behind outstanding WQEs). A w that is gone (flushed, reset)
+// is left alone.
+func (q *QP) failWQE(w *sendWQE, st WCStatus) {
+	if q.state == StateErr || len(q.sq) == 0 {
+		return
+	}
+	if q.sq[0] == w {
+		q.failHead(st)
+		return
+	}
+	for _, x := range q.sq[1:] {
+		if x == w {
+			w.failed = st
+			return
+		}
+	}
 }
 
 // gather reads len(p) bytes at message offset off of an SGL.

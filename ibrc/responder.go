@@ -147,14 +147,37 @@ func (q *QP) inSeqDone(p *rocev2.Packet) {
 func (q *QP) recvFault(p *rocev2.Packet, mem Memory, va uint64) {
 	e := q.e
 	e.stats.ResponderFaults++
-	q.pageRequest(RoleResponder, mem, va, true, nil)
-	if e.cfg.RecvFaultPolicy == FaultDrop {
+	psn := p.BTH.PSN
+	q.pageRequest(RoleResponder, mem, va, true, func(ok bool) {
+		if !ok {
+			q.recvFaultFailed(psn)
+		}
+	})
+	if e.RecvFaultPolicy() == FaultDrop {
 		e.stats.FaultDrops++
 		q.resp.sentNAK = true // no sequence-error NAK: only the timeout recovers
 		return
 	}
 	e.stats.RNRNakFault++
 	q.rnrNak(p.BTH.PSN)
+}
+
+// recvFaultFailed fails the request whose data could not be placed at psn
+// because its page request failed: a remote access error NAK for that PSN
+// (a SEND's receive WR completes with WCLocAccessErr) and the QP to ERR,
+// as for an access outside the region. The requester is waiting out an
+// RNR NAK or its ACK timeout meanwhile, so the NAK goes out now. Nothing
+// happens if the responder moved past psn since (another path made the
+// page present and the retransmission was placed) or left the states
+// that respond.
+func (q *QP) recvFaultFailed(psn uint32) {
+	switch {
+	case q.state == StateReset || q.state == StateInit || q.state == StateErr:
+		return
+	case q.resp.psn != psn || q.resp.stall != nil:
+		return
+	}
+	q.classC(rocev2.NAKRemoteAccess, WCLocAccessErr)
 }
 
 func (q *QP) execSend(p *rocev2.Packet) {

@@ -83,6 +83,8 @@ func (w *worker) exec(b []byte) (status uint32, results bool) {
 		return w.addGID(h, b), false
 	case hw.RDMACmdDelGID:
 		return w.delGID(h), false
+	case hw.RDMACmdQueryStats:
+		return w.queryStats(h, b), false
 	}
 	return hw.RDMACmdErrOpcode, false
 }
@@ -205,7 +207,7 @@ func (w *worker) createQP(n uint32, b []byte) uint32 {
 	case ssge < 1 || ssge > hw.RDMAMaxSGE || rsge < 1 || rsge > hw.RDMAMaxSGE || inline > hw.RDMAMaxInline:
 		return hw.RDMACmdErrParam
 	}
-	q := &qp{n: n, pdn: hw.RDMACreateQPPD.Get(b), sqG: sg, rqG: rg, rsge: rsge,
+	q := &qp{n: n, pdn: hw.RDMACreateQPPD.Get(b), sqG: sg, rqG: rg, rsge: rsge, badWQEs: &w.e.stats.badWQEs,
 		lim: rxeq.SendLimits{MaxSGE: ssge, MaxInline: inline}, sigAll: hw.RDMACreateQPSigAll.Get(b) != 0,
 		scq: w.cqs[scqn], rcq: w.cqs[rcqn]}
 	q.dma = w.e.cfg.Mem.NewStream(streamName("qp", n))

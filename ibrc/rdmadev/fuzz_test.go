@@ -91,13 +91,17 @@ func (r *fuzzRig) run(t *testing.T, in []byte) {
 }
 
 // fuzzSeeds are valid command sequences: a CQ, a QP over rings in the
-// rig's memory brought to RTS, an MR, GIDs, queries and teardown.
+// rig's memory brought to RTS, an MR, GIDs, queries (QUERY_QP,
+// QUERY_STATS) and teardown.
 func fuzzSeeds() [][]rdmatest.Cmd {
 	cq := &rdmatest.Queue{Base: fuzzRings, Slots: 16, Log2: 6}
 	sq := &rdmatest.Queue{Base: fuzzRings + 0x1000, Slots: 16, Log2: 9}
 	rq := &rdmatest.Queue{Base: fuzzRings + 0x4000, Slots: 16, Log2: 7}
 	spec := rdmatest.QPSpec{PD: 1, SQ: sq, RQ: rq, SendCQ: 0, RecvCQ: 0, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInline: 64}
 	gid := rdmatest.GIDv4([4]byte{10, 0, 0, 1})
+	stats := rdmatest.NewCmd(hw.RDMACmdQueryStats, 0)
+	hw.RDMAQueryStatsBuf.Put(stats[:], fuzzRings+0x8000)
+	hw.RDMAQueryStatsCount.Put(stats[:], uint32(len(hw.RDMACounters)))
 	up := []rdmatest.Cmd{
 		rdmatest.AddGID(0, gid),
 		rdmatest.CreateCQ(0, cq),
@@ -109,6 +113,7 @@ func fuzzSeeds() [][]rdmatest.Cmd {
 			hw.RDMAQPAttrRNRRetry | hw.RDMAQPAttrMaxQPRdAtom, State: hw.RDMAQPRTS, Timeout: 14}),
 		rdmatest.RegMR(5, 1, 0x1000, 0x10000, hw.RDMAAccessLocalWrite, 0),
 		rdmatest.NewCmd(hw.RDMACmdQueryQP, 2),
+		stats,
 	}
 	down := append(append([]rdmatest.Cmd(nil), up...),
 		rdmatest.ModifyQP(2, rdmatest.Modify{Mask: hw.RDMAQPAttrState, State: hw.RDMAQPErr}),

@@ -50,6 +50,7 @@ type node struct {
 	ethEP *port.Endpoint
 	eth   *ethCounter
 	irqs  atomic.Int64
+	odp   odpState // with nodeOpts.odp
 	ip    [4]byte
 	mac   [6]byte
 	qpn   uint32
@@ -63,6 +64,20 @@ func newNode(t testing.TB, wire port.Port, last byte) *node { return newTracedNo
 
 // newTracedNode is newNode with the engine recording into tr.
 func newTracedNode(t testing.TB, wire port.Port, last byte, tr *trace.Recorder) *node {
+	return newNodeWith(t, wire, last, nodeOpts{trace: tr})
+}
+
+// nodeOpts are what a node may have besides the defaults.
+type nodeOpts struct {
+	trace *trace.Recorder
+	// odp gives the node a page request interface (odp_helper_test.go)
+	// that the engine's memory regions fault through; priAlloc is its
+	// Outstanding Page Request Allocation (default 64).
+	odp      bool
+	priAlloc uint32
+}
+
+func newNodeWith(t testing.TB, wire port.Port, last byte, o nodeOpts) *node {
 	t.Helper()
 	n := &node{ip: [4]byte{192, 0, 2, last}, mac: [6]byte{2, 0, 0, 0, 0, last}, qpn: 0x100 + uint32(last), eth: &ethCounter{}}
 	n.g = atstest.NewGuest(t, 32<<20)
@@ -77,8 +92,12 @@ func newTracedNode(t testing.TB, wire port.Port, last byte, tr *trace.Recorder) 
 	}
 	n.as = n.g.NewAddressSpace()
 	pt.Set(pasid, n.as)
-	if n.e, err = rdmadev.New(rdmadev.Config{Mem: n.g.Mem, Xlat: n.x, MAC: n.mac,
-		Interrupt: func(int) { n.irqs.Add(1) }, Trace: tr}); err != nil {
+	cfg := rdmadev.Config{Mem: n.g.Mem, Xlat: n.x, MAC: n.mac, Interrupt: func(int) { n.irqs.Add(1) }, Trace: o.trace}
+	if o.odp {
+		n.newPRI(t, o.priAlloc)
+		cfg.PRI = n.odp.pri
+	}
+	if n.e, err = rdmadev.New(cfg); err != nil {
 		t.Fatal(err)
 	}
 	n.mux = port.NewMux(wire, nil)

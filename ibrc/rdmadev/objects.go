@@ -59,6 +59,7 @@ type qp struct {
 	rqMu     sync.Mutex
 	rq       *rxeq.RQ
 	rqBroken atomic.Bool
+	badWQEs  *atomic.Uint64 // the engine's count of malformed entries
 
 	errStatus ibrc.WCStatus // the first error that completed on it
 	userErr   bool          // MODIFY_QP moved it to ERR: no QP_FATAL
@@ -83,6 +84,7 @@ func (q *qp) nextRecv() (ibrc.RecvWR, ibrc.WCStatus, bool) {
 	}
 	var we *rxeq.WQEError
 	if errors.As(err, &we) {
+		q.badWQEs.Add(1)
 		return ibrc.RecvWR{ID: we.WRID}, we.Status(), true
 	}
 	return w.WR, ibrc.WCSuccess, true

@@ -10,9 +10,11 @@
 // What it owns: the register state of BlockRDMA; the objects the driver
 // creates by command (QPs, CQs, MRs, GIDs, PDs implied by their numbers);
 // the rxe rings' device-side indices; the ibrc.Engine that runs RC over
-// RoCEv2 for them (replaced by RDMA_CTRL.RESET). It does not own the port:
-// the NIC hands it the frames its Claim accepts (Receive) and gives it a
-// transmit side (Config.Port).
+// RoCEv2 for them (replaced by RDMA_CTRL.RESET), and its counters
+// (QUERY_STATS). It does not own the port, nor the page request interface:
+// the NIC hands it the frames its Claim accepts (Receive), gives it a
+// transmit side (Config.Port) and its PRI (Config.PRI), which the Ethernet
+// datapath faults through too.
 //
 // Threading. RegRead and RegWrite run on the vfio-user socket goroutine
 // and never touch guest memory: they record what the driver wrote (a
@@ -25,7 +27,10 @@
 // Mux's reader) inside the ibrc engine, which takes the next receive entry
 // from the QP's rxe receive queue when a message needs one (ibrc.RecvSource:
 // a receive queue has no doorbell); the ibrc engine's timers run on the
-// clock's goroutines. The worker never holds the ibrc engine's lock while
+// clock's goroutines; a page response reaches the ibrc engine from a
+// goroutine that waits for that one group (pager.go). A write of
+// RDMA_RECV_FAULT reaches the running transport without its lock (an
+// atomic). The worker never holds the ibrc engine's lock while
 // it waits for anything; the only thing it waits for is an object's stream
 // to quiesce (DESTROY_QP, DESTROY_CQ, DEREG_MR), whose units are single
 // copies. Locks: mu (register state) before streamMu; the ibrc engine's
@@ -42,6 +47,14 @@
 // entry fails its own QP only. A region's addresses are a process's: they
 // are only ever translated (with ATS disabled an access fails rather than
 // pass them through as IOVAs), and without bus mastering nothing moves.
+//
+// Page faults (interface 2.5, on-demand paging; pager.go). A region's page
+// that does not translate is an ibrc fault: the RC engine applies its
+// policy (RNR NAK or drop at the responder, RDMA_RECV_FAULT; a stalled
+// send queue or a dropped READ response at the requester) and asks for
+// the page; with Config.PRI the request is a page request group through
+// the function's PRI, answered by the driver's page response. RESET gives
+// the new transport a pager of its own and stops the old one's waiters.
 //
 // Quiesce. Everything that touches guest memory is a guestmem.Stream: the
 // control queues and status block of an ENABLE ("rdma"), each QP's rings
@@ -86,9 +99,13 @@ type Config struct {
 	Interrupt func(vector int)
 	Clock     clock.Clock // the RC timers; nil: real time
 	Log       *slog.Logger
-	// Pager resolves translation faults of memory regions (the next
-	// issue's on-demand paging); nil: a fault is retried after a pause
-	// and, for a receive, answered with an RNR NAK meanwhile.
+	// PRI raises the page requests of memory regions' faults (on-demand
+	// paging, pager.go): the NIC's page request interface. Without it,
+	// Pager resolves them.
+	PRI PageRequests
+	// Pager resolves translation faults of memory regions when PRI is nil
+	// (tests); nil too: a fault is retried after a pause and, for a
+	// receive, answered with an RNR NAK meanwhile.
 	Pager ibrc.PageRequester
 	// Trace records the RC packets the engine sends and receives; nil
 	// records nothing.
@@ -118,14 +135,16 @@ type Engine struct {
 	done chan struct{}
 	wg   sync.WaitGroup
 
-	rc        atomic.Pointer[ibrc.Engine] // the transport of the current objects
+	rc        atomic.Pointer[ibrc.Engine] // the transport of the current objects (replaced under mu)
+	pager     atomic.Pointer[priPager]    // rc's page requester, with Config.PRI
+	tasks     tasks                       // the pagers' goroutines
 	busMaster atomic.Bool                 // PCI Command.BME: without it, no DMA
 	port      atomic.Pointer[port.Sender] // the transmit side (SetPort)
 
 	// mu guards the register state and what the register path hands the
 	// worker. Never held across guest memory.
 	mu       sync.Mutex
-	regs     [(hw.RegRDMAError-hw.RegRDMACtrl)/4 + 1]uint32
+	regs     [(hw.RegRDMARecvFault-hw.RegRDMACtrl)/4 + 1]uint32
 	enabled  bool
 	inst     *instance // the latched control queues; nil while disabled
 	gen      uint64    // bumped by RESET: the worker's objects are void
@@ -217,7 +236,8 @@ func newEngine(c Config) (*Engine, error) {
 		e.SetPort(c.Port)
 	}
 	e.w.init(e)
-	e.rc.Store(e.newRC())
+	e.tasks.init()
+	e.rc.Store(e.newRCLocked()) // e is not shared yet
 	return e, nil
 }
 
@@ -228,8 +248,12 @@ func (e *Engine) SetPort(p port.Sender) { e.port.Store(&p) }
 // errNoPort is a frame sent before SetPort.
 var errNoPort = errors.New("rdmadev: no port")
 
-// newRC builds a transport for a fresh set of objects.
-func (e *Engine) newRC() *ibrc.Engine {
+// newRCLocked builds a transport for a fresh set of objects, with the
+// receive-fault policy of RDMA_RECV_FAULT and, with Config.PRI, a pager of
+// its own (the previous transport's stops). The caller stores it in rc
+// before releasing mu, so that a write of RDMA_RECV_FAULT reaches either
+// this transport or the register it reads. Caller holds mu.
+func (e *Engine) newRCLocked() *ibrc.Engine {
 	send := ibrc.PortFunc(func(f []byte) error {
 		if e.cfg.Trace.On() {
 			traceRC(e.cfg.Trace, trace.RCTx, f)
@@ -239,8 +263,24 @@ func (e *Engine) newRC() *ibrc.Engine {
 		}
 		return errNoPort
 	})
-	return ibrc.New(ibrc.Config{Port: send, Clock: e.cfg.Clock, MAC: e.cfg.MAC, Pager: e.cfg.Pager,
-		OnEvent: e.onRCEvent})
+	pager := e.cfg.Pager
+	if e.cfg.PRI != nil {
+		p := newPriPager(e, e.cfg.PRI)
+		if old := e.pager.Swap(p); old != nil {
+			old.close()
+		}
+		pager = p
+	}
+	return ibrc.New(ibrc.Config{Port: send, Clock: e.cfg.Clock, MAC: e.cfg.MAC, Pager: pager,
+		RecvFaultPolicy: recvFaultPolicy(*e.reg(hw.RegRDMARecvFault)), OnEvent: e.onRCEvent})
+}
+
+// recvFaultPolicy is the RC engine's policy for RDMA_RECV_FAULT's value.
+func recvFaultPolicy(v uint32) ibrc.FaultPolicy {
+	if v == hw.RDMARecvFaultDrop {
+		return ibrc.FaultDrop
+	}
+	return ibrc.FaultRNRNak
 }
 
 // onRCEvent queues an ibrc engine's asynchronous event for the worker.
@@ -264,7 +304,7 @@ func (e *Engine) reg(off uint32) *uint32 { return &e.regs[(off-hw.RegRDMACtrl)/4
 
 // RegRead reads a BlockRDMA register. It does not touch guest memory.
 func (e *Engine) RegRead(off uint32) (uint32, bool) {
-	if off < hw.RegRDMACtrl || off > hw.RegRDMAError || off%4 != 0 {
+	if off < hw.RegRDMACtrl || off > hw.RegRDMARecvFault || off%4 != 0 {
 		return 0, false
 	}
 	e.mu.Lock()
@@ -290,7 +330,7 @@ func (e *Engine) RegRead(off uint32) (uint32, bool) {
 // RegWrite writes a BlockRDMA register. It records the value and wakes the
 // worker; it never waits for guest memory.
 func (e *Engine) RegWrite(off, v uint32) bool {
-	if off < hw.RegRDMACtrl || off > hw.RegRDMAError || off%4 != 0 {
+	if off < hw.RegRDMACtrl || off > hw.RegRDMARecvFault || off%4 != 0 {
 		return false
 	}
 	e.mu.Lock()
@@ -327,6 +367,13 @@ func (e *Engine) RegWrite(off, v uint32) bool {
 			}
 		}
 	case hw.RegRDMAError:
+	case hw.RegRDMARecvFault:
+		// Bit 0 is the policy; the rest is reserved and reads 0. The
+		// running transport applies it from its next fault; one RESET
+		// builds reads the register.
+		v &= hw.RDMARecvFaultDrop
+		*e.reg(off) = v
+		e.rc.Load().SetRecvFaultPolicy(recvFaultPolicy(v))
 	default:
 		*e.reg(off) = v
 	}
@@ -487,6 +534,10 @@ func (e *Engine) Close() error {
 	close(e.done)
 	e.wg.Wait()
 	e.w.teardown()
+	if p := e.pager.Load(); p != nil {
+		p.close()
+	}
+	e.tasks.closeAndWait()
 	return nil
 }
 

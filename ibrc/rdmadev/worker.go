@@ -37,6 +37,10 @@ type worker struct {
 	cmd   [hw.RDMACmdSize]byte
 	wcs   [64]ibrc.WC
 	bells []uint32
+
+	base     devCounts // the engine's counters at the last RESET
+	statVals []uint64  // QUERY_STATS scratch
+	statBuf  []byte
 }
 
 func (w *worker) init(e *Engine) {
@@ -45,6 +49,8 @@ func (w *worker) init(e *Engine) {
 	w.mrs = make(map[uint32]*mr)
 	w.pds = make(map[uint32]*ibrc.PD)
 	w.pdRefs = make(map[uint32]int)
+	w.statVals = make([]uint64, 0, len(hw.RDMACounters))
+	w.statBuf = make([]byte, 8*len(hw.RDMACounters))
 }
 
 // run is the worker goroutine.
@@ -609,7 +615,12 @@ func (w *worker) teardown() {
 		w.gids[i].valid = false
 	}
 	w.e.gids.Store(&[][4]byte{}) // a publish of the old table may have followed RESET's
-	w.e.rc.Store(w.e.newRC())
+	w.e.mu.Lock()
+	w.e.rc.Store(w.e.newRCLocked())
+	w.e.mu.Unlock()
+	// The counters QUERY_STATS reports start over with the objects (the
+	// new transport's are zero).
+	w.base = devCounts{badWQEs: w.e.stats.badWQEs.Load(), lateRefused: w.e.stats.lateRefused.Load()}
 }
 
 func streamName(kind string, n uint32) string { return fmt.Sprintf("rdma-%s%d", kind, n) }

@@ -76,16 +76,29 @@ outstanding per QP, role and access at a time. What the QP does meanwhile:
     page response came (also in the middle of a multi-packet message: the NAK names the faulting
     packet's PSN); under DROP, the request and what follows are dropped until the response, and the
     sender recovers by its local ACK timeout;
+  - responder, reading for an RDMA READ: its responses from the faulting one on, and the requests
+    that arrive behind them, wait for the response;
   - requester: a send whose payload faults stalls its send queue until the response; an RDMA READ
     response whose target faults is dropped and the rest of the READ requested again.
 A response Success retries the access (a fault again raises a new request); Invalid Request fails it
 with the errors of an access outside the MR: IBV_WC_LOC_ACCESS_ERR at the requester, a remote access
-error NAK at the responder. With PRI not enabled, or stopped, a fault fails at once in the same way.
-The device does not wait for page responses to drain before it completes an invalidation: the
-driver may invalidate while it holds a request unanswered.
+error NAK at the responder. With PRI not enabled, or stopped, a fault fails at once in the same way,
+and so does a request PRI abandons (Response Failure, PRI reset, function reset). In detail: the
+requester's work request completes with IBV_WC_LOC_ACCESS_ERR in its turn (after the ones posted
+before it); the responder NAKs the faulting PSN at once (the sender's work request completes with
+IBV_WC_REM_ACCESS_ERR), a SEND's receive entry completes with IBV_WC_LOC_ACCESS_ERR; the QP goes to
+the error state (QP_FATAL). A request PRI has no room for (credits, group index, queue space) waits
+in the device, never dropped. RDMA_RECV_FAULT (bit 0; bits 31:1 read 0) applies from the next fault;
+RDMA_CTRL = RESET leaves it as it is, DEVICE_RESET returns it to RNR. The device does not wait for
+page responses to drain before it completes an invalidation: the driver may invalidate while it
+holds a request unanswered. Nor do DEREG_MR, DESTROY_QP and RESET wait for them: a response that
+comes after them is harmless (no DMA follows it).
 
-Counters. QUERY_STATS writes the engine's counters (NPFNIC_RDMA_STAT_*, free-running since
-RDMA_CTRL = RESET, 64 bits each) into a buffer in guest memory.`
+Counters. QUERY_STATS (handle 0, else CMDERR_HANDLE) writes the engine's counters
+(NPFNIC_RDMA_STAT_*, free-running since RDMA_CTRL = RESET or DEVICE_RESET, 64 bits each,
+little-endian, in NPFNIC_RDMA_STAT_NAMES order) into a buffer in guest memory: the first min(count,
+NPFNIC_RDMA_STATS) of them; count 0 writes nothing. A buffer that is not 8-byte aligned or not in
+guest memory fails the command with CMDERR_PARAM.`
 
 // RDMA registers in BAR0 (BlockRDMA).
 const (
@@ -106,8 +119,8 @@ const (
 	RegCQArm        = 0x0a38 // WO: CQN | RDMACQArmSolicited: post one CQ_COMP event for the next completion
 	RegRDMAError    = 0x0a3c // RO: NPFNIC_RDMAERR_*, 0 none
 	// RegRDMARecvFault (interface 2.5) is the responder's policy for a
-	// receive fault: RDMARecvFaultRNR or RDMARecvFaultDrop, from the next
-	// fault on.
+	// receive fault: RDMARecvFaultRNR or RDMARecvFaultDrop (bit 0; the
+	// rest reads 0), from the next fault on. RDMA_CTRL.RESET keeps it.
 	RegRDMARecvFault = 0x0a40 // RW
 )
 
@@ -444,7 +457,7 @@ var RDMARegisters = []Register{
 	doorbell("SQ_DOORBELL", RegSQDoorbell, BlockRDMA, "a QPN whose rxe send queue has new entries (after librxe moved its producer index)"),
 	doorbell("CQ_ARM", RegCQArm, BlockRDMA, "CQN | NPFNIC_RDMA_CQ_ARM_SOLICITED: post one CQ_COMP event for the next (solicited) completion"),
 	status("RDMA_ERROR", RegRDMAError, BlockRDMA, 0, "NPFNIC_RDMAERR_*"),
-	storage("RDMA_RECV_FAULT", RegRDMARecvFault, BlockRDMA, RDMARecvFaultRNR, "the responder's receive-fault policy: NPFNIC_RDMA_RECV_FAULT_RNR or _DROP (interface 2.5)"),
+	storage("RDMA_RECV_FAULT", RegRDMARecvFault, BlockRDMA, RDMARecvFaultRNR, "the responder's receive-fault policy: NPFNIC_RDMA_RECV_FAULT_RNR or _DROP, bit 0 (interface 2.5); RDMA_CTRL RESET keeps it"),
 }
 
 // RDMAValues lists the constants of the RDMA interface exported to the C

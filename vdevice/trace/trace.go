@@ -51,7 +51,8 @@ const (
 	// found, or ^0 for a fault.
 	Walk
 	// Fault: a translation fault an engine took. A: the VA, B: the
-	// descriptor's free-running index.
+	// descriptor's free-running index (on TrackRC, a memory region's
+	// fault that raises a page request: the QPN).
 	Fault
 	// PageRequest: a page request group queued for the driver (begins
 	// the group's async slice). A: the PRG index, B: the first page.

@@ -1,0 +1,156 @@
+package ibrc_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/npfnic/npfnic/ibrc"
+)
+
+// TestFailedPageRequests: a page request that fails (the page cannot be
+// made present) fails the access as an access outside the region does:
+// the requester's WR completes with LOC_ACCESS_ERR, in its turn; the
+// responder NAKs a SEND, WRITE or READ with a remote access error for
+// the faulting PSN (a SEND's receive WR completes with LOC_ACCESS_ERR),
+// under either receive-fault policy, and the QPs go to ERR.
+func TestFailedPageRequests(t *testing.T) {
+	const (
+		src  = 64 << 10 // A's payload
+		dst  = 1 << 20  // B's receive buffer, WRITE target, READ source
+		rdst = 2 << 20  // A's READ target
+	)
+	cases := []struct {
+		name   string
+		policy ibrc.FaultPolicy
+		evictA uint64 // offset of a page of A to evict (0: none)
+		evictB uint64
+		first  bool // post a good SEND first (the failing WR is not the oldest)
+		wr     func(w *world) ibrc.SendWR
+		want   ibrc.WCStatus
+		recv   ibrc.WCStatus // B's receive completion (0: none expected)
+		errNak bool          // B sent a remote access error NAK
+	}{
+		{name: "requester send payload", evictA: src + 4096, want: ibrc.WCLocAccessErr,
+			wr: func(w *world) ibrc.SendWR { return ibrc.SendWR{Opcode: ibrc.WRSend, SGL: w.a.sge(src, 8192)} }},
+		{name: "requester send payload behind an outstanding send", evictA: src + 4096, first: true, want: ibrc.WCLocAccessErr,
+			wr: func(w *world) ibrc.SendWR { return ibrc.SendWR{Opcode: ibrc.WRSend, SGL: w.a.sge(src, 8192)} }},
+		{name: "requester write payload", evictA: src, want: ibrc.WCLocAccessErr,
+			wr: func(w *world) ibrc.SendWR {
+				return ibrc.SendWR{Opcode: ibrc.WRWrite, SGL: w.a.sge(src, 100), RemoteAddr: memBase + dst, RKey: w.b.mr.RKey()}
+			}},
+		{name: "requester read target", evictA: rdst + 4096, want: ibrc.WCLocAccessErr,
+			wr: func(w *world) ibrc.SendWR {
+				return ibrc.SendWR{Opcode: ibrc.WRRead, SGL: w.a.sge(rdst, 8192), RemoteAddr: memBase + dst, RKey: w.b.mr.RKey()}
+			}},
+		{name: "responder send rnr", evictB: dst, want: ibrc.WCRemAccessErr, recv: ibrc.WCLocAccessErr, errNak: true,
+			wr: func(w *world) ibrc.SendWR { return ibrc.SendWR{Opcode: ibrc.WRSend, SGL: w.a.sge(src, 3000)} }},
+		{name: "responder send mid-message", evictB: dst + 4096, want: ibrc.WCRemAccessErr, recv: ibrc.WCLocAccessErr, errNak: true,
+			wr: func(w *world) ibrc.SendWR { return ibrc.SendWR{Opcode: ibrc.WRSend, SGL: w.a.sge(src, 6000)} }},
+		{name: "responder send drop", policy: ibrc.FaultDrop, evictB: dst, want: ibrc.WCRemAccessErr, recv: ibrc.WCLocAccessErr, errNak: true,
+			wr: func(w *world) ibrc.SendWR { return ibrc.SendWR{Opcode: ibrc.WRSend, SGL: w.a.sge(src, 3000)} }},
+		{name: "responder write", evictB: dst + 4096, want: ibrc.WCRemAccessErr, errNak: true,
+			wr: func(w *world) ibrc.SendWR {
+				return ibrc.SendWR{Opcode: ibrc.WRWrite, SGL: w.a.sge(src, 8192), RemoteAddr: memBase + dst, RKey: w.b.mr.RKey()}
+			}},
+		{name: "responder write drop", policy: ibrc.FaultDrop, evictB: dst, want: ibrc.WCRemAccessErr, errNak: true,
+			wr: func(w *world) ibrc.SendWR {
+				return ibrc.SendWR{Opcode: ibrc.WRWrite, SGL: w.a.sge(src, 100), RemoteAddr: memBase + dst, RKey: w.b.mr.RKey()}
+			}},
+		{name: "responder read", evictB: dst + 4096, want: ibrc.WCRemAccessErr, errNak: true,
+			wr: func(w *world) ibrc.SendWR {
+				return ibrc.SendWR{Opcode: ibrc.WRRead, SGL: w.a.sge(rdst, 8192), RemoteAddr: memBase + dst, RKey: w.b.mr.RKey()}
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := opts{policy: tc.policy, timeout: 10, retry: 7, rnr: 7, pagerDelay: 20 * time.Microsecond}
+			if tc.first {
+				// The first SEND is still unacknowledged when the second's
+				// page request fails.
+				o.link.Latency = 500 * time.Microsecond
+			}
+			w := newWorld(t, o)
+			w.pager.Fail = func(ibrc.PageRequest) bool { return true }
+			if tc.evictA != 0 {
+				w.a.mem.Evict(memBase+tc.evictA, 1)
+			}
+			if tc.evictB != 0 {
+				w.b.mem.Evict(memBase+tc.evictB, 1)
+			}
+			w.b.qp.PostRecv(ibrc.RecvWR{ID: 7, SGL: w.b.sge(dst, 8192)})
+			w.b.qp.PostRecv(ibrc.RecvWR{ID: 8, SGL: w.b.sge(3<<20, 8192)})
+			n := 1
+			if tc.first {
+				w.a.qp.PostSend(ibrc.SendWR{ID: 9, Opcode: ibrc.WRSend, Flags: ibrc.SendSignaled, SGL: w.a.sge(3<<20, 100)})
+				n++
+			}
+			wr := tc.wr(w)
+			wr.ID, wr.Flags = 1, ibrc.SendSignaled
+			w.a.qp.PostSend(wr)
+			w.a.qp.PostSend(ibrc.SendWR{ID: 2, Opcode: ibrc.WRSend, SGL: w.a.sge(3<<20, 1)})
+			w.run(time.Second, func() bool { return len(w.a.wcs) == n+1 })
+			got := w.a.wcs[n-1]
+			if tc.first && (w.a.wcs[0].WRID != 9 || w.a.wcs[0].Status != ibrc.WCSuccess) {
+				t.Fatalf("the SEND before the failing WR: %+v", w.a.wcs[0])
+			}
+			if got.WRID != 1 || got.Status != tc.want || w.a.wcs[n].Status != ibrc.WCWRFlushErr {
+				t.Fatalf("completions %+v, want WR 1 %v then a flush", w.a.wcs, tc.want)
+			}
+			if w.a.qp.Query().State != ibrc.StateErr {
+				t.Fatalf("requester in %v", w.a.qp.Query().State)
+			}
+			side := w.a
+			if tc.evictB != 0 {
+				side = w.b
+			}
+			if st := side.e.Stats(); st.PageRequestErrors != 1 || st.PageRequests != 1 {
+				t.Fatalf("page requests %d, failed %d", st.PageRequests, st.PageRequestErrors)
+			}
+			if st := w.b.e.Stats(); (st.ErrNakSent == 1) != tc.errNak {
+				t.Fatalf("responder sent %d error NAKs", st.ErrNakSent)
+			}
+			if tc.errNak && w.b.qp.Query().State != ibrc.StateErr {
+				t.Fatalf("responder in %v", w.b.qp.Query().State)
+			}
+			if tc.recv != 0 {
+				w.settle(10 * time.Millisecond)
+				if len(w.b.rwcs) == 0 || w.b.rwcs[0].WRID != 7 || w.b.rwcs[0].Status != tc.recv {
+					t.Fatalf("receive completions %+v, want WR 7 %v", w.b.rwcs, tc.recv)
+				}
+			}
+		})
+	}
+}
+
+// TestRecvFaultPolicyAtRuntime: SetRecvFaultPolicy applies from the next
+// fault: under FaultDrop a receive fault is dropped (no RNR NAK, the
+// requester's ACK timeout recovers), back under FaultRNRNak it is RNR
+// NAKed, and both deliver the data.
+func TestRecvFaultPolicyAtRuntime(t *testing.T) {
+	w := newWorld(t, opts{timeout: 10, retry: 7, rnr: 7, pagerDelay: 50 * time.Microsecond})
+	fill(w.a.at(0, 8192), 5)
+	for i, p := range []ibrc.FaultPolicy{ibrc.FaultDrop, ibrc.FaultRNRNak} {
+		w.b.e.SetRecvFaultPolicy(p)
+		if got := w.b.e.RecvFaultPolicy(); got != p {
+			t.Fatalf("policy %v after setting %v", got, p)
+		}
+		before := w.b.e.Stats()
+		off := uint64(1<<20 + i*8192)
+		w.b.mem.Evict(memBase+off, 1)
+		w.b.qp.PostRecv(ibrc.RecvWR{ID: uint64(i), SGL: w.b.sge(off, 8192)})
+		w.a.qp.PostSend(ibrc.SendWR{ID: uint64(i), Opcode: ibrc.WRSend, Flags: ibrc.SendSignaled, SGL: w.a.sge(0, 8192)})
+		w.run(time.Second, func() bool { return len(w.a.wcs) == i+1 && len(w.b.rwcs) == i+1 })
+		if w.a.wcs[i].Status != ibrc.WCSuccess || w.b.rwcs[i].Status != ibrc.WCSuccess {
+			t.Fatalf("%v: %+v %+v", p, w.a.wcs[i], w.b.rwcs[i])
+		}
+		expectBytes(t, p.String(), w.b.at(off, 8192), w.a.at(0, 8192))
+		st := w.b.e.Stats()
+		drops, rnrs := st.FaultDrops-before.FaultDrops, st.RNRNakFault-before.RNRNakFault
+		if p == ibrc.FaultDrop && (drops == 0 || rnrs != 0) || p == ibrc.FaultRNRNak && (drops != 0 || rnrs == 0) {
+			t.Fatalf("%v: %d drops, %d RNR NAKs", p, drops, rnrs)
+		}
+	}
+	if st := w.a.e.Stats(); st.Timeouts == 0 {
+		t.Fatal("the dropped request was not recovered by a timeout")
+	}
+}
