@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -118,7 +120,8 @@ func vmstat(name string) uint64 {
 }
 
 // pageout pages out pid's anonymous memory every interval for duration
-// (one round if duration is 0) and reports the pages swapped out.
+// (one round if duration is 0), or until the process ends, and reports the
+// pages swapped out.
 func pageout(pid int, interval, duration time.Duration) error {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
@@ -127,8 +130,12 @@ func pageout(pid int, interval, duration time.Duration) error {
 	defer unix.Close(fd)
 	out0 := vmstat("pswpout")
 	rounds := 0
-	for start := time.Now(); ; {
+	for start, ended := time.Now(), false; !ended; {
 		maps, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+		if errors.Is(err, fs.ErrNotExist) {
+			fmt.Printf("pageout: process %d ended\n", pid)
+			break
+		}
 		if err != nil {
 			return err
 		}
@@ -148,7 +155,9 @@ func pageout(pid int, interval, duration time.Duration) error {
 			_, _, e := unix.Syscall6(unix.SYS_PROCESS_MADVISE, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])),
 				uintptr(n), unix.MADV_PAGEOUT, 0, 0)
 			if e == unix.ESRCH {
-				return fmt.Errorf("process %d is gone after %d rounds", pid, rounds)
+				fmt.Printf("pageout: process %d ended\n", pid)
+				ended = true
+				break
 			}
 			// EINVAL, ENOMEM: a range unmapped meanwhile; the next round sees it.
 			if e != 0 && e != unix.EINVAL && e != unix.ENOMEM {
@@ -160,7 +169,9 @@ func pageout(pid int, interval, duration time.Duration) error {
 		if duration == 0 || time.Since(start) >= duration {
 			break
 		}
-		time.Sleep(interval)
+		if !ended {
+			time.Sleep(interval)
+		}
 	}
 	fmt.Printf("pageout: %d rounds, %d pages swapped out\n", rounds, vmstat("pswpout")-out0)
 	return nil

@@ -1,0 +1,173 @@
+package ci
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/npfnic/npfnic/internal/testbed"
+	"github.com/npfnic/npfnic/internal/testbed/workload"
+)
+
+// On-demand paging (issue 13) between npfnic and rdma_rxe: npfnic's side
+// registers its buffers with IBV_ACCESS_ON_DEMAND (ibv_rc_pingpong -o,
+// perftest --odp), so nothing is pinned and every page the device touches
+// first faults: a page request, resolved by the driver, answered, and the
+// transfer resumed. rxe (which has no ODP) keeps its buffers pinned.
+
+// odpCounters are npfnic's rdma statistic counters of on-demand paging.
+var odpCounters = []string{"odp_faults", "odp_fault_errors", "odp_pages_mapped", "responder_faults",
+	"requester_faults", "rnr_naks_fault", "page_requests", "page_request_errors"}
+
+// odpDelta is after - before of odpCounters, failing on a counter npfnic
+// does not report.
+func odpDelta(t *testing.T, before, after map[string]int64) map[string]int64 {
+	t.Helper()
+	d := map[string]int64{}
+	for _, k := range odpCounters {
+		if _, ok := after[k]; !ok {
+			t.Fatalf("npfnic's rdma statistic has no %s: %v", k, after)
+		}
+		d[k] = after[k] - before[k]
+	}
+	return d
+}
+
+// TestRDMAODPWithRxe: npfnic with ODP memory regions against rdma_rxe,
+// npfnic as server and as client: ibv_rc_pingpong -o with buffer
+// validation, then perftest's SEND, WRITE and READ bandwidth with --odp.
+// Each run starts from cold memory (a new process): its pages fault, at
+// most once each, the data is intact, and rxe's own counter of RNR NAKs
+// received rises when npfnic receives: the NAKs of npfnic's receive faults
+// are real and well-formed to an independent RC implementation.
+func TestRDMAODPWithRxe(t *testing.T) {
+	p := rdmaPair(t, "rdma-odp", testbed.RDMANPFNIC, testbed.RDMARxe, "")
+	npf, rxe := p.A, p.B
+	if st := rdmaStatistic(t, npf); len(st) == 0 {
+		t.Fatal("npfnic reports no rdma statistic")
+	}
+	// odpArgs puts ODP on npfnic's side only (rxe has none).
+	type argser interface {
+		Args(dev string, gidIndex int, server string) []string
+	}
+	// pages, if set, bounds the PTEs the faults entered: each page of a
+	// cold buffer faults once for reading or writing, and at most once
+	// more to become writable.
+	run := func(what string, server, client *testbed.RDMAGuest, pages int64, args func(odp bool) argser) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		before, rxeBefore := rdmaStatistic(t, npf), rxeStats(t, rxe)
+		_, out, err := p.RunClientServer(ctx, server, client, func(g *testbed.RDMAGuest, ip string) []string {
+			return args(g.Kind == testbed.RDMANPFNIC).Args(g.Dev, g.GIDIndex, ip)
+		})
+		if err != nil {
+			t.Fatalf("%s (%s server): %v", what, server.Kind, err)
+		}
+		d := odpDelta(t, before, rdmaStatistic(t, npf))
+		rxeAfter := rxeStats(t, rxe)
+		rnr := rxeAfter["rcvd_rnr_err"] - rxeBefore["rcvd_rnr_err"]
+		t.Logf("%s (%s server): npfnic %v; rxe rcvd_rnr_err +%d, retry_exceeded_err +%d", what, server.Kind, d, rnr,
+			rxeAfter["retry_exceeded_err"]-rxeBefore["retry_exceeded_err"])
+		if d["odp_faults"] == 0 || d["odp_pages_mapped"] == 0 || d["page_requests"] == 0 {
+			t.Errorf("%s: no page fault from cold ODP memory: %v", what, d)
+		}
+		if pages > 0 && (d["odp_pages_mapped"] < pages || d["odp_pages_mapped"] > 2*pages) {
+			t.Errorf("%s: %d pages mapped by faults for a buffer of %d pages", what, d["odp_pages_mapped"], pages)
+		}
+		if d["odp_fault_errors"] != 0 || d["page_request_errors"] != 0 {
+			t.Errorf("%s: faults failed: %v", what, d)
+		}
+		if rxeAfter["retry_exceeded_err"] != rxeBefore["retry_exceeded_err"] || rxeAfter["rcvd_seq_err"] != rxeBefore["rcvd_seq_err"] {
+			t.Errorf("%s: rxe saw sequence errors or exhausted its retries: %v", what, rxeAfter)
+		}
+		if d["rnr_naks_fault"] > 0 && rnr == 0 {
+			t.Errorf("%s: npfnic sent %d RNR NAKs for receive faults, rxe counted none", what, d["rnr_naks_fault"])
+		}
+		return out
+	}
+	for _, side := range []struct{ server, client *testbed.RDMAGuest }{{npf, rxe}, {rxe, npf}} {
+		run("ibv_rc_pingpong -o -s 65536", side.server, side.client, 16, func(odp bool) argser {
+			return workload.Pingpong{Size: 65536, Iters: 20, ODP: odp, Validate: true}
+		})
+	}
+	// npfnic receives: its receive buffers fault, so rxe gets RNR NAKs.
+	before := rxeStats(t, rxe)
+	for _, tool := range []string{"ib_send_bw", "ib_write_bw"} {
+		run(tool+" --odp", npf, rxe, 0, func(odp bool) argser {
+			return workload.Perftest{Tool: tool, Size: 65536, Iters: 20, ODP: odp, Port: 18800}
+		})
+	}
+	if rnr := rxeStats(t, rxe)["rcvd_rnr_err"] - before["rcvd_rnr_err"]; rnr == 0 {
+		t.Errorf("rxe received no RNR NAK while npfnic's cold ODP buffers took its SENDs and WRITEs")
+	}
+	// npfnic reads: the READ responses' targets fault at the requester.
+	run("ib_read_bw --odp", rxe, npf, 0, func(odp bool) argser {
+		return workload.Perftest{Tool: "ib_read_bw", Size: 65536, Iters: 20, ODP: odp, Port: 18801}
+	})
+	reclaimUnderTraffic(t, p, npf, rxe)
+}
+
+// reclaimUnderTraffic pages the memory of npfnic's ibv_rc_pingpong -o out
+// (to swap on zram) again and again while it runs with buffer validation:
+// the kernel invalidates the pages the device maps, the driver drops their
+// translations, the device faults them back in, and every buffer either
+// side received is intact (-c).
+func reclaimUnderTraffic(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed.RDMAGuest) {
+	if t.Failed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if err := npf.VM.LoadModules(ctx, "zram"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := npf.Shell(ctx, "npfnic-guest zram-swap 256"); err != nil {
+		t.Fatalf("swap on zram: %v %s", err, out)
+	}
+	before := rdmaStatistic(t, npf)
+	// About 20 s under TCG: the pages go out during the first 5.
+	pp := workload.Pingpong{Size: 65536, Iters: 4000, Validate: true, Port: 18802}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := p.RunClientServer(ctx, npf, rxe, func(g *testbed.RDMAGuest, ip string) []string {
+			q := pp
+			q.ODP = g.Kind == testbed.RDMANPFNIC
+			return q.Args(g.Dev, g.GIDIndex, ip)
+		})
+		done <- err
+	}()
+	// Once the transfer runs, page its memory out every 100 ms for 5 s.
+	var pid string
+	for deadline := time.Now().Add(time.Minute); pid == ""; {
+		if st := rdmaStatistic(t, npf); st["odp_pages_mapped"] > before["odp_pages_mapped"] {
+			out, err := npf.Shell(ctx, `for d in /proc/[0-9]*; do [ "$(cat $d/comm 2>/dev/null)" = ibv_rc_pingpong ] && echo ${d#/proc/}; done; true`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid = strings.TrimSpace(out)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("ibv_rc_pingpong -o took no fault within a minute")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	out, err := npf.Shell(ctx, "npfnic-guest pageout "+pid+" 100 5000")
+	if err != nil {
+		t.Fatalf("pageout: %v %s", err, out)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("ibv_rc_pingpong -o -c with its memory paged out: %v", err)
+	}
+	d := odpDelta(t, before, rdmaStatistic(t, npf))
+	after := rdmaStatistic(t, npf)
+	inv := after["odp_invalidations"] - before["odp_invalidations"]
+	t.Logf("reclaim under traffic: %s; npfnic %v, invalidations +%d, pages invalidated +%d", strings.TrimSpace(out), d, inv,
+		after["odp_pages_invalidated"]-before["odp_pages_invalidated"])
+	// 16 pages: the buffer of one process, mapped once from cold; more is
+	// pages faulted back after their invalidation.
+	if inv == 0 || d["odp_pages_mapped"] <= 16 {
+		t.Errorf("no page of the running transfer was invalidated and faulted back: invalidations +%d, pages mapped +%d", inv, d["odp_pages_mapped"])
+	}
+}
