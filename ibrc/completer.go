@@ -228,7 +228,7 @@ func (q *QP) onReadResponse(p *rocev2.Packet) {
 	if err := q.scatter(w.wr.SGL, off, p.Payload); err != nil {
 		// Drop responses until the page is present, then ask again for the
 		// rest of the READ (RC cannot pause a READ responder).
-		q.localFault(err, w, off, true, &q.comp.readFault, func() {
+		q.localFault(err, w, off, psn, true, &q.comp.readFault, func() {
 			if q.outstanding() && (q.state == StateRTS || q.state == StateSQD) {
 				e.stats.ReadRetries++
 				q.req.startedRetry = false

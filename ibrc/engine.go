@@ -41,6 +41,7 @@ import (
 
 	"github.com/npfnic/npfnic/ibrc/rocev2"
 	"github.com/npfnic/npfnic/internal/clock"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // FaultPolicy is how the responder recovers from a receive fault.
@@ -82,6 +83,11 @@ type Config struct {
 	AckEvery int
 	// OnEvent receives asynchronous events.
 	OnEvent func(Event)
+	// Trace records the RC side of network page faults (package trace):
+	// a Fault on TrackRC when an access raises a page request, and an
+	// RCResume when the responder goes past a receive fault; nil records
+	// nothing.
+	Trace *trace.Recorder
 }
 
 // EventType is the kind of an asynchronous event.

@@ -11,6 +11,7 @@ import (
 	"github.com/npfnic/npfnic/ibrc/rocev2"
 	"github.com/npfnic/npfnic/ibrc/simlink"
 	"github.com/npfnic/npfnic/internal/clock"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 const (
@@ -46,20 +47,21 @@ type world struct {
 }
 
 type opts struct {
-	link          simlink.Config
-	mtu           ibrc.MTU
-	timeout       uint8
-	retry, rnr    uint8
-	minRNR        uint8
-	psnA, psnB    uint32 // start PSNs of A's and B's send queues
-	policy        ibrc.FaultPolicy
-	pagerDelay    time.Duration
-	access        ibrc.Access // QP access flags (both sides)
-	noConnect     bool
-	capture       ibrc.FrameWriter
-	maxUnacked    int
-	sendWR, recvW int
-	noPager       bool
+	link           simlink.Config
+	mtu            ibrc.MTU
+	timeout        uint8
+	retry, rnr     uint8
+	minRNR         uint8
+	psnA, psnB     uint32 // start PSNs of A's and B's send queues
+	policy         ibrc.FaultPolicy
+	pagerDelay     time.Duration
+	access         ibrc.Access // QP access flags (both sides)
+	noConnect      bool
+	capture        ibrc.FrameWriter
+	maxUnacked     int
+	sendWR, recvW  int
+	noPager        bool
+	traceA, traceB *trace.Recorder
 }
 
 func defaults(o *opts) {
@@ -107,6 +109,10 @@ func newWorld(t testing.TB, o opts) *world {
 			OnEvent: func(ev ibrc.Event) { n.events = append(n.events, ev) }}
 		if o.noPager {
 			cfg.Pager = nil
+		}
+		cfg.Trace = o.traceA
+		if side == 1 {
+			cfg.Trace = o.traceB
 		}
 		n.e = ibrc.New(cfg)
 		w.link.Attach(side, n.e.HandleFrame)

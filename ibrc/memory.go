@@ -80,6 +80,13 @@ type PageRequest struct {
 	Mem   Memory
 	VA    uint64
 	Write bool
+	// PSN is that of the packet whose data faulted: the request being
+	// placed or the READ response being read (responder), the packet being
+	// built or the READ response being scattered (requester).
+	PSN uint32
+	// Detected is clock.Nanotime when the access faulted (the device's
+	// fault timestamps, package pri).
+	Detected int64
 }
 
 // PageRequester resolves translation faults. RequestPage must not block nor

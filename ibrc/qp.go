@@ -6,6 +6,7 @@ import (
 
 	"github.com/npfnic/npfnic/ibrc/rocev2"
 	"github.com/npfnic/npfnic/internal/clock"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // QPInit are the creation parameters of a QP.
@@ -123,6 +124,10 @@ type respState struct {
 	stall    *readStall
 	backlog  [][]byte
 	commEst  bool
+	// faulted is set while a receive fault at faultPSN waits for its
+	// retransmission to be placed (the trace's RCResume).
+	faulted  bool
+	faultPSN uint32
 }
 
 type readStall struct {
@@ -580,9 +585,10 @@ func (q *QP) receive(p *rocev2.Packet, frame []byte) error {
 	return q.complete(p)
 }
 
-// pageRequest raises a page request unless one of the same kind is in
-// flight. resolved runs under the engine lock when it completes.
-func (q *QP) pageRequest(role Role, mem Memory, va uint64, write bool, resolved func(ok bool)) {
+// pageRequest raises a page request for the fault at va of the packet at
+// psn, unless one of the same kind is in flight, and records the fault in
+// the trace. resolved runs under the engine lock when it completes.
+func (q *QP) pageRequest(role Role, mem Memory, va uint64, psn uint32, write bool, resolved func(ok bool)) {
 	bit := uint8(1) << (uint8(role)*2 + b2u(write))
 	if q.faults&bit != 0 {
 		return
@@ -590,6 +596,8 @@ func (q *QP) pageRequest(role Role, mem Memory, va uint64, write bool, resolved 
 	q.faults |= bit
 	e := q.e
 	e.stats.PageRequests++
+	detected := clock.Nanotime()
+	e.cfg.Trace.Emit(trace.Fault, trace.TrackRC, va, trace.RCFaultB(q.num, psn, role == RoleResponder))
 	gen := q.gen
 	done := func(ok bool) {
 		e.mu.Lock()
@@ -611,7 +619,7 @@ func (q *QP) pageRequest(role Role, mem Memory, va uint64, write bool, resolved 
 		e.clk.AfterFunc(unreportedFaultRetry, func() { done(true) })
 		return
 	}
-	r := PageRequest{QPN: q.num, Role: role, Mem: mem, VA: va, Write: write}
+	r := PageRequest{QPN: q.num, Role: role, Mem: mem, VA: va, Write: write, PSN: psn, Detected: detected}
 	pager := e.cfg.Pager
 	e.defer_(func() { pager.RequestPage(r, done) })
 }

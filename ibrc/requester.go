@@ -102,7 +102,7 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 				w.failed = WCLocProtErr
 				return false
 			}
-			q.localFault(err, w, off, false, &q.req.stalled, q.reqProgress)
+			q.localFault(err, w, off, psn, false, &q.req.stalled, q.reqProgress)
 			return false
 		}
 		q.req.psn = psnAdd(psn, 1)
@@ -150,11 +150,12 @@ func (q *QP) memOf(sgl []SGE, off uint64) Memory {
 }
 
 // localFault handles an error of the requester's own access to w's SGL at
-// message offset off (gathering a payload, or scattering a READ response
-// when write). A translation fault holds *paused until the page request
-// completes, then runs resume, or completes w with LOC_ACCESS_ERR if the
-// page cannot be made present; any other error is LOC_PROT_ERR.
-func (q *QP) localFault(err error, w *sendWQE, off uint64, write bool, paused *bool, resume func()) {
+// message offset off for the packet at psn (gathering a payload, or
+// scattering a READ response when write). A translation fault holds
+// *paused until the page request completes, then runs resume, or
+// completes w with LOC_ACCESS_ERR if the page cannot be made present; any
+// other error is LOC_PROT_ERR.
+func (q *QP) localFault(err error, w *sendWQE, off uint64, psn uint32, write bool, paused *bool, resume func()) {
 	va, _, ok := AsFault(err)
 	if !ok {
 		q.failHead(WCLocProtErr)
@@ -162,7 +163,7 @@ func (q *QP) localFault(err error, w *sendWQE, off uint64, write bool, paused *b
 	}
 	q.e.stats.RequesterFaults++
 	*paused = true
-	q.pageRequest(RoleRequester, q.memOf(w.wr.SGL, off), va, write, func(ok bool) {
+	q.pageRequest(RoleRequester, q.memOf(w.wr.SGL, off), va, psn, write, func(ok bool) {
 		*paused = false
 		if !ok {
 			q.failWQE(w, WCLocAccessErr)

@@ -2,6 +2,7 @@ package ibrc
 
 import (
 	"github.com/npfnic/npfnic/ibrc/rocev2"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // respond handles a request packet (SEND, RDMA WRITE, RDMA READ, atomics).
@@ -126,9 +127,13 @@ func (q *QP) rnrNak(psn uint32) {
 }
 
 // inSeqDone advances the expected PSN past an executed packet and ACKs it
-// when asked to.
+// when asked to; the packet that had faulted ends its fault.
 func (q *QP) inSeqDone(p *rocev2.Packet) {
 	op := p.BTH.Opcode
+	if q.resp.faulted && p.BTH.PSN == q.resp.faultPSN {
+		q.resp.faulted = false
+		q.e.cfg.Trace.Emit(trace.RCResume, trace.TrackRC, uint64(q.num), uint64(p.BTH.PSN))
+	}
 	q.resp.psn = psnAdd(p.BTH.PSN, 1)
 	switch {
 	case op.Has(rocev2.Last):
@@ -148,7 +153,8 @@ func (q *QP) recvFault(p *rocev2.Packet, mem Memory, va uint64) {
 	e := q.e
 	e.stats.ResponderFaults++
 	psn := p.BTH.PSN
-	q.pageRequest(RoleResponder, mem, va, true, func(ok bool) {
+	q.resp.faulted, q.resp.faultPSN = true, psn
+	q.pageRequest(RoleResponder, mem, va, psn, true, func(ok bool) {
 		if !ok {
 			q.recvFaultFailed(psn)
 		}
@@ -322,7 +328,7 @@ func (q *QP) readResponses(res readRes, from uint32) {
 			if va, _, ok := AsFault(err); ok {
 				e.stats.ResponderFaults++
 				q.resp.stall = &readStall{res: res, psn: psn}
-				q.pageRequest(RoleResponder, res.mr.mem, va, false, func(ok bool) { q.resumeRead(ok) })
+				q.pageRequest(RoleResponder, res.mr.mem, va, psn, false, func(ok bool) { q.resumeRead(ok) })
 				return
 			}
 			e.stats.ErrNakSent++
@@ -349,6 +355,10 @@ func (q *QP) resumeRead(ok bool) {
 		return
 	}
 	q.readResponses(st.res, st.psn)
+	if q.resp.stall == nil || q.resp.stall.psn != st.psn {
+		// The response that had stalled went out.
+		q.e.cfg.Trace.Emit(trace.RCResume, trace.TrackRC, uint64(q.num), uint64(st.psn))
+	}
 	for q.resp.stall == nil && len(q.resp.backlog) > 0 && q.state != StateErr {
 		f := q.resp.backlog[0]
 		q.resp.backlog = q.resp.backlog[1:]

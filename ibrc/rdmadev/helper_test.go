@@ -94,7 +94,7 @@ func newNodeWith(t testing.TB, wire port.Port, last byte, o nodeOpts) *node {
 	pt.Set(pasid, n.as)
 	cfg := rdmadev.Config{Mem: n.g.Mem, Xlat: n.x, MAC: n.mac, Interrupt: func(int) { n.irqs.Add(1) }, Trace: o.trace}
 	if o.odp {
-		n.newPRI(t, o.priAlloc)
+		n.newPRI(t, o.priAlloc, o.trace)
 		cfg.PRI = n.odp.pri
 	}
 	if n.e, err = rdmadev.New(cfg); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/npfnic/npfnic/pri/pritest"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/port"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // odpState is a node's page request interface and the driver model's side
@@ -40,7 +41,7 @@ const (
 
 // newPRI builds the node's page request interface with PRI enabled and an
 // allocation of alloc requests (64 when 0).
-func (n *node) newPRI(t testing.TB, alloc uint32) {
+func (n *node) newPRI(t testing.TB, alloc uint32, tr *trace.Recorder) {
 	t.Helper()
 	if alloc == 0 {
 		alloc = 64
@@ -53,7 +54,7 @@ func (n *node) newPRI(t testing.TB, alloc uint32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.pri, err = pri.New(pri.Config{Mem: n.g.Mem, Caps: o.space}); err != nil {
+	if o.pri, err = pri.New(pri.Config{Mem: n.g.Mem, Caps: o.space, Trace: tr}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(o.pri.Close)
@@ -234,10 +235,16 @@ func (w *wireTap) rnrNaks() []tappedAck {
 // odpPair is two ODP nodes cabled by a pipe, a's end tapped (it sees what
 // b sends), their QPs connected at MTU 1024.
 func odpPair(t *testing.T, alloc uint32) (a, b *node, tap *wireTap) {
+	return odpPairTraced(t, alloc, nil)
+}
+
+// odpPairTraced is odpPair with b's engine and page request interface
+// recording into tr.
+func odpPairTraced(t *testing.T, alloc uint32, tr *trace.Recorder) (a, b *node, tap *wireTap) {
 	pa, pb := port.Pipe(256)
 	tap = newWireTap(pa)
 	a = newNodeWith(t, tap, 1, nodeOpts{odp: true, priAlloc: alloc})
-	b = newNodeWith(t, pb, 2, nodeOpts{odp: true, priAlloc: alloc})
+	b = newNodeWith(t, pb, 2, nodeOpts{odp: true, priAlloc: alloc, trace: tr})
 	a.connect(t, a.qpn, b, b.qpn, 3)
 	b.connect(t, b.qpn, a, a.qpn, 3)
 	return a, b, tap

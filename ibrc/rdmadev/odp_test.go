@@ -8,8 +8,10 @@ import (
 	"github.com/npfnic/npfnic/ibrc"
 	"github.com/npfnic/npfnic/ibrc/rdmadev"
 	"github.com/npfnic/npfnic/ibrc/rdmadev/rdmatest"
+	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/pri/pritest"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // The on-demand paging tests (interface 2.5): two engines back to back,
@@ -114,6 +116,64 @@ func TestODPResponderFaults(t *testing.T) {
 				t.Fatal("the sender counted no RNR NAK")
 			}
 		})
+	}
+}
+
+// TestODPFaultTimeline: the device's trace of a receive fault in the
+// middle of a SEND reads as one RC fault timeline (trace.RCTimelines):
+// the fault at the packet's PSN, the RNR NAK for it, the page request, the
+// response, the retransmission of that PSN, and the responder accepting
+// it, in that order; the page request group's detection stamp is the
+// fault's.
+func TestODPFaultTimeline(t *testing.T) {
+	if !trace.Compiled {
+		t.Skip("built with npfnic_notrace")
+	}
+	const dst, size = 0x20000, 8000
+	tr, _ := trace.New(1 << 14)
+	a, b, _ := odpPairTraced(t, 0, tr)
+	data := pattern(size, 5)
+	a.buf.Write(0, data)
+	b.evict(dst + 4096)
+	b.postRecv(t, b.rq, rdmatest.Recv{ID: 7, SGL: []rdmatest.SGE{{Addr: bufVA + dst, Length: 8192, LKey: mrKey}}})
+	a.post(t, a.sq, a.qpn, rdmatest.Send{ID: 1, Opcode: hw.IBVWRSend, Flags: sig, AutoLength: true, NumSGE: -1,
+		SGL: []rdmatest.SGE{{Addr: bufVA, Length: size, LKey: mrKey}}})
+	g := b.nextGroup(t)
+	b.answer(t, g, hw.PRSPSuccess)
+	if c := poll(t, a.scq, 1)[0]; c.Status != ibrc.WCSuccess {
+		t.Fatalf("sender: %+v", c)
+	}
+	if !bytes.Equal(b.buf.Read(dst, size), data) {
+		t.Fatal("data differs")
+	}
+	ev, _ := tr.Snapshot()
+	tls := trace.RCTimelines(ev, hw.PRQVectorDefault)
+	if len(tls) != 1 {
+		t.Fatalf("%d RC fault timelines, want 1: %+v", len(tls), tls)
+	}
+	tl := tls[0]
+	if tl.QPN != b.qpn || tl.PSN != startPSN+4 || !tl.Responder || tl.Refaulted || tl.NAKs < 1 {
+		t.Fatalf("timeline %+v: want QPN %#x, PSN %d, responder, at least one NAK", tl, b.qpn, startPSN+4)
+	}
+	// No interrupt in this model: every other stage, in order.
+	last := int64(0)
+	for i, s := range tl.Stages() {
+		if trace.RCStageNames[i] == "interrupt raised" {
+			continue
+		}
+		if s.Kind == 0 || s.TS < last {
+			t.Fatalf("%s: %+v (after %d)", trace.RCStageNames[i], s, last)
+		}
+		last = s.TS
+	}
+	// The group's detection stamp is taken with the fault, just before it
+	// is traced.
+	recs := b.odp.pri.Recorder().Snapshot()
+	if len(recs) != 1 {
+		t.Fatalf("%d pri records, want 1", len(recs))
+	}
+	if d := recs[0].Stamps[pri.StampDetected]; d == 0 || d > tl.Fault.TS || tl.Fault.TS-d > int64(time.Millisecond) {
+		t.Fatalf("detected at %d, the fault traced at %d", d, tl.Fault.TS)
 	}
 }
 

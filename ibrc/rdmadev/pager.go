@@ -21,7 +21,6 @@ import (
 	"github.com/npfnic/npfnic/internal/clock"
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/hw"
-	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // PageRequests is the function's page request interface as the RDMA
@@ -97,9 +96,13 @@ func (p *priPager) RequestPage(r ibrc.PageRequest, done func(ok bool)) {
 	if r.Role == ibrc.RoleResponder {
 		kind = hw.FaultKindRCRecv
 	}
+	detected := r.Detected
+	if detected == 0 {
+		detected = clock.Nanotime()
+	}
+	// ibrc traced the fault when it took it (trace.Fault on TrackRC).
 	req := pri.Request{PASID: m.pasid, PASIDValid: true, Pages: []uint64{r.VA &^ (hw.XlatPageSize - 1)},
-		Write: r.Write, Queue: uint16(r.QPN), Desc: r.QPN, Kind: kind, Detected: clock.Nanotime()}
-	p.e.cfg.Trace.Emit(trace.Fault, trace.TrackRC, r.VA, uint64(r.QPN))
+		Write: r.Write, Queue: uint16(r.QPN), Desc: r.QPN, Kind: kind, Detected: detected}
 	p.submit(req, done)
 }
 
@@ -140,7 +143,8 @@ func (p *priPager) later(d time.Duration, f func()) {
 // wait starts g's waiter: done(true) for Success, done(false) for Invalid
 // Request or an abandoned group (Response Failure, PRI or function reset).
 // The group's timing is recorded at the response (pri.Group.Finish): the
-// retried access that ends the fault happens inside ibrc later.
+// retried access that ends the fault happens inside ibrc later, and the
+// trace shows it (trace.RCResume, trace.RCTimelines).
 func (p *priPager) wait(g *pri.Group, done func(bool)) {
 	p.e.tasks.start(func() {
 		select {

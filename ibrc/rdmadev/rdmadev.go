@@ -107,8 +107,9 @@ type Config struct {
 	// (tests); nil too: a fault is retried after a pause and, for a
 	// receive, answered with an RNR NAK meanwhile.
 	Pager ibrc.PageRequester
-	// Trace records the RC packets the engine sends and receives; nil
-	// records nothing.
+	// Trace records the RC packets the engine sends and receives, its
+	// completions and events, and the RC transport's faults and their
+	// resumes (ibrc.Config.Trace); nil records nothing.
 	Trace *trace.Recorder
 }
 
@@ -272,7 +273,7 @@ func (e *Engine) newRCLocked() *ibrc.Engine {
 		pager = p
 	}
 	return ibrc.New(ibrc.Config{Port: send, Clock: e.cfg.Clock, MAC: e.cfg.MAC, Pager: pager,
-		RecvFaultPolicy: recvFaultPolicy(*e.reg(hw.RegRDMARecvFault)), OnEvent: e.onRCEvent})
+		RecvFaultPolicy: recvFaultPolicy(*e.reg(hw.RegRDMARecvFault)), OnEvent: e.onRCEvent, Trace: e.cfg.Trace})
 }
 
 // recvFaultPolicy is the RC engine's policy for RDMA_RECV_FAULT's value.

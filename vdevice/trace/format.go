@@ -47,6 +47,7 @@ var args = [kindCount]struct {
 	RCRx:           {a: "qpn_syndrome", b: "opcode_psn", aHex: true, bHex: true},
 	CQE:            {a: "cqn", b: "status_opcode", bHex: true},
 	RDMAEvent:      {a: "type", b: "handle"},
+	RCResume:       {a: "qpn", b: "psn", aHex: true, bHex: true},
 }
 
 // async names the slice a kind begins or ends.

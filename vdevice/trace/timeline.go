@@ -6,7 +6,10 @@ package trace
 // shows the device going on with the faulted buffer (Resume: for an RX
 // buffer the frame completed into that descriptor, or the rNPF resolved
 // when the frame went to the backup ring; for a TX buffer the next frame
-// sent from that queue). Events not found are left zero (Kind 0).
+// sent from that queue; for an RC receive fault its RCResume, the
+// retransmission accepted). Events not found are left zero (Kind 0).
+// RCTimelines adds what is particular to RC: the RNR NAK and the
+// retransmission's arrival.
 type Timeline struct {
 	Fault, Request, IRQ, Response, Resume Event
 }
@@ -65,6 +68,12 @@ func Timelines(events []Event, prqVector uint64) []Timeline {
 // the frame is, and its resolve, which the driver may write before or
 // after its page response); afterResponse those after the response.
 func resume(f Event, sinceFault, afterResponse []Event) Event {
+	if f.Track == TrackRC {
+		qpn, psn, _ := f.RCFault()
+		return find(afterResponse, func(x Event) bool {
+			return x.Kind == RCResume && x.A == uint64(qpn) && x.B == uint64(psn)
+		})
+	}
 	if f.Track >= trackQP && (f.Track-trackQP)%2 == 1 { // a TX queue
 		return find(afterResponse, func(x Event) bool { return x.Kind == TxFrame && x.Track == f.Track })
 	}

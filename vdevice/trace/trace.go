@@ -51,8 +51,12 @@ const (
 	// found, or ^0 for a fault.
 	Walk
 	// Fault: a translation fault an engine took. A: the VA, B: the
-	// descriptor's free-running index (on TrackRC, a memory region's
-	// fault that raises a page request: the QPN).
+	// descriptor's free-running index. On TrackRC it is a memory region's
+	// fault that raises a page request, taken when the RC engine's access
+	// faults (before its RNR NAK or its drop), and B packs where
+	// (RCFaultB): the QPN in bits 23:0, the PSN of the packet whose data
+	// faulted in bits 47:24, and bit 48 set for the responder (a receive
+	// fault, or the data of a READ response) and clear for the requester.
 	Fault
 	// PageRequest: a page request group queued for the driver (begins
 	// the group's async slice). A: the PRG index, B: the first page.
@@ -100,6 +104,15 @@ const (
 	// RDMAEvent: the RDMA engine posted an event. A: its type
 	// (NPFNIC_RDMA_EVENT_*), B: its handle.
 	RDMAEvent
+	// RCResume: the RC responder went past a receive fault (a Fault on
+	// TrackRC with the responder bit): it executed the request packet at
+	// the faulting PSN, which is the retransmission accepted after the
+	// page response (the sender retries after the RNR NAK's timer, or
+	// after its ACK timeout under the drop policy), or it sent the READ
+	// response that had stalled. A: the QPN, B: the PSN. A fault that
+	// faults again on its retransmission (a new Fault at the same QPN and
+	// PSN) has no RCResume of its own.
+	RCResume
 	kindCount
 )
 
@@ -112,6 +125,7 @@ var kindNames = [kindCount]string{
 	BackupStore: "backup store", BackupResolve: "backup resolve",
 	RxFrame: "rx frame", TxFrame: "tx frame", RxDrop: "rx drop",
 	RCTx: "rc tx", RCRx: "rc rx", CQE: "cqe", RDMAEvent: "rdma event",
+	RCResume: "rc resume",
 }
 
 func (k Kind) String() string {
@@ -256,9 +270,79 @@ func (r *Recorder) Snapshot() (events []Event, lost uint64) {
 	return events, r.total - n
 }
 
+// Since returns the events recorded from the n-th on (counting every
+// event the recorder ever took, from 0), oldest first: a reader that
+// follows a long run passes the next it got back, and takes each event
+// once. missed is how many of the events from the n-th on the ring had
+// already overwritten.
+func (r *Recorder) Since(n uint64) (events []Event, next, missed uint64) {
+	if r == nil {
+		return nil, n, 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	size := uint64(len(r.ring))
+	first := n
+	if r.total > size && first < r.total-size {
+		first = r.total - size
+	}
+	if first > r.total {
+		first = r.total
+	}
+	events = make([]Event, 0, r.total-first)
+	for i := first; i < r.total; i++ {
+		events = append(events, r.ring[i%size])
+	}
+	if first > n {
+		missed = first - n
+	}
+	return events, r.total, missed
+}
+
+// RCFaultB packs B of a Fault on TrackRC: the QPN, the PSN of the packet
+// whose data faulted, and whether the responder faulted.
+func RCFaultB(qpn, psn uint32, responder bool) uint64 {
+	b := uint64(qpn&psnMask) | uint64(psn&psnMask)<<24
+	if responder {
+		b |= 1 << 48
+	}
+	return b
+}
+
+// RCFault unpacks B of a Fault on TrackRC (RCFaultB).
+func (e Event) RCFault() (qpn, psn uint32, responder bool) {
+	return uint32(e.B & psnMask), uint32(e.B>>24) & psnMask, e.B>>48&1 != 0
+}
+
+// psnMask is 24 bits: a QPN, a PSN.
+const psnMask = 1<<24 - 1
+
+// RCPacketInfo unpacks A and B of an RCTx or RCRx event: the destination
+// QPN, the BTH opcode and PSN, and the AETH syndrome (0 for a packet
+// without an AETH).
+func (e Event) RCPacketInfo() (qpn uint32, opcode uint8, psn uint32, syndrome uint8) {
+	return uint32(e.A & psnMask), uint8(e.B >> 24), uint32(e.B & psnMask), uint8(e.A >> 32)
+}
+
+// RNRNak reports whether an RCTx or RCRx event is an RNR NAK (an
+// ACKNOWLEDGE whose AETH syndrome is 001xxxxx).
+func (e Event) RNRNak() bool {
+	_, op, _, syn := e.RCPacketInfo()
+	return (e.Kind == RCTx || e.Kind == RCRx) && op == rcAcknowledge && syn>>5 == 1
+}
+
+// RCRequest reports whether an RCTx or RCRx event is a request packet
+// (SEND, RDMA WRITE, RDMA READ request: RC opcodes 0x00-0x0c; atomics are
+// not carried).
+func (e Event) RCRequest() bool {
+	_, op, _, _ := e.RCPacketInfo()
+	return (e.Kind == RCTx || e.Kind == RCRx) && op <= rcReadRequest
+}
+
 // RoCEv2 BTH and AETH, as far as RCPacket reads them.
 const (
 	bthLen         = 12
+	rcReadRequest  = 0x0c // the last request opcode of RC (atomics aside)
 	rcAcknowledge  = 0x11 // RC ACKNOWLEDGE: BTH, AETH
 	rcReadRespLast = 0x0f // RC RDMA READ response last/only carry an AETH too
 	rcReadRespOnly = 0x10

@@ -143,6 +143,8 @@ func TestJSONRoundTrip(t *testing.T) {
 		{TS: 900_000_002_008, Kind: RCRx, Track: TrackRC, A: 0x000113, B: 0x04_00abce},
 		{TS: 900_000_002_009, Kind: CQE, Track: TrackRC, A: 3, B: 0x0580},
 		{TS: 900_000_002_010, Kind: RDMAEvent, Track: TrackRC, A: 2, B: 3},
+		{TS: 900_000_002_011, Kind: Fault, Track: TrackRC, A: 0x7f00_1234_5000, B: RCFaultB(0xffffff, 0xfedcba, true)},
+		{TS: 900_000_002_012, Kind: RCResume, Track: TrackRC, A: 0x112, B: 0xfedcba},
 	}
 	var buf bytes.Buffer
 	if err := WriteJSON(&buf, events, 42); err != nil {
