@@ -17,19 +17,21 @@ import (
 
 // runTrace implements `npfnic trace FILE`: it reads a device trace
 // (-trace of serve, boot and the experiments), pairs every page request
-// with its fault, interrupt, response and resume (trace.Timelines),
-// prints the stage latencies over all of them and one fault's stages, and
-// draws that fault as a PNG.
+// with its fault, interrupt, response and resume (trace.Timelines; for RC
+// receive faults trace.RCTimelines, with the RNR NAK and the
+// retransmission), prints the stage latencies over all of them and one
+// fault's stages, and draws that fault as a PNG.
 func runTrace(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("npfnic trace", flag.ContinueOnError)
 	out := fs.String("out", "", "draw the chosen fault's timeline into this PNG (default: FILE with .png)")
 	pick := fs.String("fault", "median", "which fault to draw: median (the round trip nearest the median), slowest, first, or its number in the list")
 	vector := fs.Int("prq-vector", hw.PRQVectorDefault, "the MSI-X vector page requests are announced on (the driver's PRQ_VECTOR)")
-	dir := fs.String("dir", "", "only faults of RX buffers (rx) or TX buffers (tx); default both")
+	dir := fs.String("dir", "", "only faults of Ethernet RX buffers (rx), TX buffers (tx), or RC receive faults (rc); default rx and tx, or rc when the trace has no Ethernet fault")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: npfnic trace [flags] FILE\n\n"+
 			"Reads a device trace written by -trace (npfnic serve, boot, exp ...), finds every page\n"+
-			"fault's stages (detected, page request queued, interrupt raised, page response, resumed),\n"+
+			"fault's stages (detected, page request queued, interrupt raised, page response, resumed;\n"+
+			"for RC receive faults also the RNR NAK and the retransmission received and accepted),\n"+
 			"prints their latencies (p50/p99) and one fault's timeline, and draws that fault as a PNG.\n"+
 			"The trace itself opens in Perfetto (ui.perfetto.dev) or chrome://tracing.\n\n")
 		fs.PrintDefaults()
@@ -62,13 +64,20 @@ func runTrace(ctx context.Context, args []string) error {
 	sort.Strings(kinds)
 	fmt.Printf("  %s\n", strings.Join(kinds, ", "))
 
-	if *dir != "" && *dir != "rx" && *dir != "tx" {
-		return fmt.Errorf("-dir %q: want rx or tx", *dir)
+	if *dir != "" && *dir != "rx" && *dir != "tx" && *dir != "rc" {
+		return fmt.Errorf("-dir %q: want rx, tx or rc", *dir)
 	}
 	var complete []trace.Timeline
-	for _, tl := range trace.Timelines(events, uint64(*vector)) {
-		if tl.Complete() && (*dir == "" || strings.HasSuffix(tl.Fault.Track.Name(), " "+*dir)) {
-			complete = append(complete, tl)
+	if *dir != "rc" {
+		for _, tl := range trace.Timelines(events, uint64(*vector)) {
+			if tl.Complete() && tl.Fault.Track != trace.TrackRC && (*dir == "" || strings.HasSuffix(tl.Fault.Track.Name(), " "+*dir)) {
+				complete = append(complete, tl)
+			}
+		}
+	}
+	if len(complete) == 0 && *dir == "" || *dir == "rc" {
+		if rc := completeRC(events, uint64(*vector)); len(rc) > 0 || *dir == "rc" {
+			return traceRC(rc, events, *pick, *out, path)
 		}
 	}
 	if len(complete) == 0 {
@@ -151,4 +160,88 @@ func pickFault(tls []trace.Timeline, how string) (trace.Timeline, int, error) {
 		return trace.Timeline{}, 0, fmt.Errorf("-fault %q: want median, slowest, first or 1..%d", how, len(tls))
 	}
 	return tls[n-1], n, nil
+}
+
+// completeRC are the RC receive faults of events whose every stage was
+// found but the RNR NAK (none under the drop policy).
+func completeRC(events []trace.Event, vector uint64) []trace.RCTimeline {
+	var out []trace.RCTimeline
+	for _, tl := range trace.RCTimelines(events, vector) {
+		complete := tl.Responder && !tl.Refaulted
+		for i, s := range tl.Stages() {
+			if s.Kind == 0 && trace.RCStageNames[i] != "RNR NAK sent" {
+				complete = false
+			}
+		}
+		if complete {
+			out = append(out, tl)
+		}
+	}
+	return out
+}
+
+// traceRC is runTrace for RC receive faults: their stages, one fault's
+// timeline and its picture.
+func traceRC(tls []trace.RCTimeline, events []trace.Event, pick, out, path string) error {
+	if len(tls) == 0 {
+		return errors.New("no complete RC receive fault in the trace (fault, page request, interrupt, response, retransmission received and accepted)")
+	}
+	fmt.Printf("\n%d RC receive faults with every stage; µs between stages (no RNR NAK under the drop policy):\n\n", len(tls))
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "stage\tn\tp50\tp99\tmax\t")
+	deltas := func(a, b int) []float64 {
+		var d []float64
+		for _, tl := range tls {
+			st := tl.Stages()
+			if st[a].Kind != 0 && st[b].Kind != 0 {
+				d = append(d, float64(st[b].TS-st[a].TS)/1000)
+			}
+		}
+		sort.Float64s(d)
+		return d
+	}
+	row := func(name string, d []float64) {
+		if len(d) > 0 {
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t\n", name, len(d), quantile(d, 0.5), quantile(d, 0.99), quantile(d, 1))
+		}
+	}
+	names := trace.RCStageNames
+	for i := 1; i < len(names); i++ {
+		from := i - 1
+		if from == 1 && len(deltas(0, 1)) == 0 { // no NAK: from the fault
+			from = 0
+		}
+		row(names[from]+" → "+names[i], deltas(from, i))
+	}
+	row("the device's share, "+names[0]+" → "+names[3], deltas(0, 3))
+	row("round trip, "+names[0]+" → "+names[4], deltas(0, 4))
+	row("total, "+names[0]+" → "+names[6], deltas(0, 6))
+	tw.Flush()
+
+	generic := make([]trace.Timeline, len(tls))
+	for i, tl := range tls {
+		generic[i] = tl.Timeline()
+	}
+	_, n, err := pickFault(generic, pick)
+	if err != nil {
+		return err
+	}
+	tl := tls[n-1]
+	fmt.Printf("\nfault %d of %d (%s): QPN %#x, PSN %#x, VA %#x; %d RNR NAKs, %d retransmissions before the page\n",
+		n, len(tls), pick, tl.QPN, tl.PSN, tl.Fault.A, tl.NAKs, tl.Early)
+	for i, s := range tl.Stages() {
+		if s.Kind != 0 {
+			fmt.Printf("  %+10.1f µs  %s (%s)\n", float64(s.TS-tl.Fault.TS)/1000, names[i], s.Kind)
+		}
+	}
+	png := out
+	if png == "" {
+		png = strings.TrimSuffix(path, ".json") + ".png"
+	}
+	title := fmt.Sprintf("npfnic: one RC receive fault (QPN %#x, PSN %#x)", tl.QPN, tl.PSN)
+	if err := report.FaultStages(png, title, events, tl.Stages(), names, 3); err != nil {
+		return err
+	}
+	fmt.Printf("\nwrote %s\n", png)
+	return nil
 }

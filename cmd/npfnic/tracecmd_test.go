@@ -75,3 +75,64 @@ func TestTraceCommand(t *testing.T) {
 		t.Error("a missing file gave no error")
 	}
 }
+
+// TestTraceCommandRC reads a trace of RC receive faults (as npfnic's
+// RDMA engine records them with an rxe sender): with -dir rc, or by
+// default when the trace has no Ethernet fault, it prints their RC stages
+// and draws one with its RNR NAK and retransmission.
+func TestTraceCommandRC(t *testing.T) {
+	if !trace.Compiled {
+		t.Skip("built with npfnic_notrace")
+	}
+	dir := t.TempDir()
+	var events []trace.Event
+	add := func(ts int64, k trace.Kind, a, b uint64) {
+		tr := trace.TrackRC
+		switch k {
+		case trace.PageRequest, trace.PageResponse:
+			tr = trace.TrackPRI
+		case trace.IRQ:
+			tr = trace.TrackIRQ
+		case trace.ATCMiss:
+			tr = trace.TrackATS
+		}
+		events = append(events, trace.Event{TS: ts, Kind: k, Track: tr, A: a, B: b})
+	}
+	const qpn, peer = 0x10, 0x13
+	for i := range 3 {
+		t0 := int64(i) * 100_000_000
+		page := uint64(0x7f00_0000_0000 + i*0x1000)
+		psn := uint64(0x1000 + 4*i)
+		add(t0, trace.RCRx, qpn, 0x01<<24|psn)
+		add(t0+500, trace.ATCMiss, page, 1)
+		add(t0+1_000, trace.Fault, page, trace.RCFaultB(qpn, uint32(psn), true))
+		add(t0+6_000, trace.RCTx, 0x2c<<32|peer, 0x11<<24|psn) // RNR NAK
+		add(t0+9_000, trace.PageRequest, uint64(i), page)
+		add(t0+9_500, trace.IRQ, hw.PRQVectorDefault, 0)
+		add(t0+400_000+int64(i)*100_000, trace.PageResponse, uint64(i), 0)
+		add(t0+8_000_000, trace.RCRx, qpn, 0x01<<24|psn)
+		add(t0+8_002_000, trace.RCResume, qpn, psn)
+	}
+	in := filepath.Join(dir, "rc.json")
+	f, err := os.Create(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := trace.WriteJSON(f, events, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for _, args := range [][]string{{"-dir", "rc"}, nil, {"-fault", "slowest"}} {
+		png := filepath.Join(dir, "rc.png")
+		os.Remove(png)
+		if err := runTrace(context.Background(), append(append([]string(nil), args...), "-out", png, in)); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if fi, err := os.Stat(png); err != nil || fi.Size() < 10_000 {
+			t.Fatalf("%v: PNG %v, %v", args, fi, err)
+		}
+	}
+	if err := runTrace(context.Background(), []string{"-dir", "rx", in}); err == nil {
+		t.Error("-dir rx found an Ethernet fault in a trace of RC faults")
+	}
+}

@@ -21,26 +21,39 @@ import (
 // the whole fault, from detection until the device used the buffer; the
 // bottom one zooms into the device's own share, detection to interrupt.
 func FaultTimeline(path, title string, events []trace.Event, tl trace.Timeline) error {
-	if tl.Fault.Kind == 0 {
+	return FaultStages(path, title, events, tl.Stages(), trace.StageNames, 2)
+}
+
+// FaultStages is FaultTimeline for any list of stages: stages are a
+// fault's events in order, the first its detection (a zero Kind is a stage
+// not found), names name them, and the zoomed panel runs from the first to
+// stages[share] (the interrupt that ends the device's share). An RC fault
+// draws its trace.RCTimeline this way, with its RNR NAK and retransmission.
+func FaultStages(path, title string, events, stages []trace.Event, names []string, share int) error {
+	if len(stages) == 0 || stages[0].Kind == 0 {
 		return fmt.Errorf("report: timeline without a fault")
 	}
-	end := tl.Fault.TS
-	for _, s := range tl.Stages() {
+	if len(names) != len(stages) || share < 1 || share >= len(stages) {
+		return fmt.Errorf("report: %d stages, %d names, share %d", len(stages), len(names), share)
+	}
+	fault := stages[0]
+	end := fault.TS
+	for _, s := range stages {
 		if s.Kind != 0 {
 			end = max(end, s.TS)
 		}
 	}
-	span := max(end-tl.Fault.TS, 10_000)
-	whole, err := timelinePlot(title+": the whole fault", events, tl, tl.Fault.TS-span/10, end+span/10)
+	span := max(end-fault.TS, 10_000)
+	whole, err := timelinePlot(title+": the whole fault", events, stages, names, fault.TS-span/10, end+span/10)
 	if err != nil {
 		return err
 	}
-	share := tl.Fault.TS + 5_000
-	if tl.IRQ.Kind != 0 {
-		share = max(tl.IRQ.TS, tl.Fault.TS+1_000)
+	shareEnd := fault.TS + 5_000
+	if stages[share].Kind != 0 {
+		shareEnd = max(stages[share].TS, fault.TS+1_000)
 	}
-	zspan := share - tl.Fault.TS
-	zoom, err := timelinePlot("the device's share: fault detected to interrupt raised", events, tl, tl.Fault.TS-zspan/4, share+zspan/4)
+	zspan := shareEnd - fault.TS
+	zoom, err := timelinePlot("the device's share: fault detected to "+names[share], events, stages, names, fault.TS-zspan/4, shareEnd+zspan/4)
 	if err != nil {
 		return err
 	}
@@ -100,14 +113,22 @@ func kindStyle(k trace.Kind) (color.Color, draw.GlyphDrawer) {
 		return olive, draw.CircleGlyph{}
 	case trace.Invalidate:
 		return black, draw.BoxGlyph{}
+	case trace.RCRx:
+		return blue, draw.RingGlyph{}
+	case trace.RCTx:
+		return cyan, draw.TriangleGlyph{}
+	case trace.RCResume:
+		return green, draw.CircleGlyph{}
+	case trace.CQE:
+		return brown, draw.CircleGlyph{}
 	}
 	return black, draw.RingGlyph{}
 }
 
-func timelinePlot(title string, events []trace.Event, tl trace.Timeline, from, to int64) (*plot.Plot, error) {
+func timelinePlot(title string, events, stages []trace.Event, names []string, from, to int64) (*plot.Plot, error) {
 	p := newPlot(title, "µs since the fault was detected", "")
 	p.Legend.Top, p.Legend.Left = true, false
-	us := func(ts int64) float64 { return float64(ts-tl.Fault.TS) / 1000 }
+	us := func(ts int64) float64 { return float64(ts-stages[0].TS) / 1000 }
 
 	var in []trace.Event
 	rows := map[trace.Track]bool{}
@@ -123,10 +144,10 @@ func timelinePlot(title string, events []trace.Event, tl trace.Timeline, from, t
 	}
 	sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })
 	rowOf := map[trace.Track]float64{}
-	names := make([]string, len(order))
+	trackNames := make([]string, len(order))
 	for i, t := range order {
 		rowOf[t] = float64(i)
-		names[i] = t.Name()
+		trackNames[i] = t.Name()
 	}
 
 	byKind := map[trace.Kind]plotter.XYs{}
@@ -162,11 +183,29 @@ func timelinePlot(title string, events []trace.Event, tl trace.Timeline, from, t
 	// The stages: a dashed line each, named at the top.
 	top := float64(len(order)) - 0.4
 	var labels plotter.XYLabels
-	for i, st := range tl.Stages() {
+	// A label goes one step lower than those too close on its left.
+	type placed struct {
+		x     float64
+		level int
+	}
+	var done []placed
+	near := 0.2 * (us(to) - us(from))
+	for i, st := range stages {
 		if st.Kind == 0 || st.TS < from || st.TS > to {
 			continue
 		}
 		x := us(st.TS)
+		level := 0
+		for taken := true; taken; {
+			taken = false
+			for _, d := range done {
+				if d.level == level && x-d.x < near {
+					taken, level = true, level+1
+					break
+				}
+			}
+		}
+		done = append(done, placed{x, level})
 		l, err := plotter.NewLine(plotter.XYs{{X: x, Y: -0.5}, {X: x, Y: top}})
 		if err != nil {
 			return nil, err
@@ -174,8 +213,8 @@ func timelinePlot(title string, events []trace.Event, tl trace.Timeline, from, t
 		l.Color = color.Gray{Y: 0x60}
 		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		p.Add(l)
-		labels.XYs = append(labels.XYs, plotter.XY{X: x, Y: top - 0.25*float64(i%3)})
-		labels.Labels = append(labels.Labels, fmt.Sprintf("%s +%.1f µs", trace.StageNames[i], x))
+		labels.XYs = append(labels.XYs, plotter.XY{X: x, Y: top - 0.22*float64(level)})
+		labels.Labels = append(labels.Labels, fmt.Sprintf("%s +%.1f µs", names[i], x))
 	}
 	if len(labels.XYs) > 0 {
 		l, err := plotter.NewLabels(labels)
@@ -187,7 +226,7 @@ func timelinePlot(title string, events []trace.Event, tl trace.Timeline, from, t
 		}
 		p.Add(l)
 	}
-	p.NominalY(names...)
+	p.NominalY(trackNames...)
 	p.Y.Min, p.Y.Max = -0.6, float64(len(order))-0.1
 	// The right fifth is the legend's, clear of the events.
 	p.X.Min, p.X.Max = us(from), us(to)+0.25*(us(to)-us(from))

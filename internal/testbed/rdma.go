@@ -13,6 +13,7 @@ import (
 	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/testbed/vm"
 	"github.com/npfnic/npfnic/vdevice/trace"
+	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
 // RDMAKind is what one guest of an RDMA pair runs.
@@ -46,6 +47,9 @@ type RDMAGuest struct {
 	IP, IfName, Dev string
 	// GIDIndex is Dev's RoCEv2 GID of IP (perftest -x, ibv_rc_pingpong -g).
 	GIDIndex int
+	// Device is the device model of an npfnic guest of StartRDMAPair,
+	// served in this process (a *npfnic.NIC); nil for rxe.
+	Device vfiouser.Device
 }
 
 // RDMAPair is two TCG guests cabled back to back through QEMU's stream
@@ -124,7 +128,7 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 			if listen {
 				spec = "stream-listen:unix:" + wire
 			}
-			cfg.NPFNICs = []vm.NPFNIC{{Server: vm.InProcessServer{Wire: spec, Trace: tr, Pcap: pcap}}}
+			cfg.NPFNICs = []vm.NPFNIC{{Server: vm.InProcessServer{Wire: spec, Trace: tr, Pcap: pcap, Device: &g.Device}}}
 			tr, pcap = nil, "" // one device per trace and capture
 		}
 		progress("booting %s (%s, %d MiB, TCG), %s the cable", cfg.Name, k, c.MemoryMiB, map[bool]string{true: "listening on", false: "connecting to"}[listen])

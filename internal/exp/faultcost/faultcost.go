@@ -379,10 +379,16 @@ func hostIperf(ctx context.Context, tb *testbed.Testbed, n int, reverse bool) er
 	return fmt.Errorf("iperf3 %s: %w", dir, err)
 }
 
+// debugfs is the driver's debugfs knobs of the npfnic function in a guest.
+type debugfs interface {
+	WriteDebugfs(ctx context.Context, name, value string) error
+	ReadDebugfs(ctx context.Context, name string) (string, error)
+}
+
 // echo starts rounds DIAG_ECHO rounds through the driver's debugfs file and
 // waits until the device has timed them (samples counts the device's
 // round trips) or the device gave up (no progress for 5 s).
-func echo(ctx context.Context, tb *testbed.Testbed, rounds int, gap time.Duration, samples func() int) error {
+func echo(ctx context.Context, tb debugfs, rounds int, gap time.Duration, samples func() int) error {
 	n0 := samples()
 	if err := tb.WriteDebugfs(ctx, "diag_echo", fmt.Sprintf("%d %d", rounds, gap.Microseconds())); err != nil {
 		return err

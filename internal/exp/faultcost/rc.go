@@ -1,0 +1,519 @@
+package faultcost
+
+// The RC half (npfnic exp fault-cost -transport rc): the stages of an RC
+// receive fault (seed 000 §4), measured on the device's clock from its
+// trace. Two TCG guests are cabled back to back (testbed.StartRDMAPair):
+// npfnic, whose driver registers on-demand paging memory regions, and
+// rdma_rxe, the independent sender. Every cycle starts a fresh
+// `ib_send_bw --odp` server on npfnic, so its receive buffer is cold: each
+// page faults once, one after another, when rxe's SENDs first reach it
+// (cold traffic); or a stream into memory the driver evicts pages of at
+// random (debugfs rnpf_rate_ppm: rnpf traffic). For each receive fault the
+// device records (package trace, paired by trace.RCFaults):
+//
+//	detected → RNR NAK sent → page request queued → interrupt raised →
+//	page response → retransmission received → retransmission accepted
+//
+// "Accepted" is the responder executing the request packet at the
+// faulting PSN (trace.RCResume); "received" is that packet's arrival, so
+// response → received is the sender's back-off (rxe waits out the RNR
+// timer, at least one jiffy) and received → accepted the device's own
+// resume. As in the Ethernet half, DIAG_ECHO measures the
+// interrupt+doorbell floor in the same guest, in the same rounds.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/npfnic/npfnic"
+	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/testbed"
+	"github.com/npfnic/npfnic/internal/testbed/workload"
+	"github.com/npfnic/npfnic/pri"
+	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/trace"
+)
+
+// RC traffic.
+const (
+	// RCTrafficCold: a fresh ib_send_bw --odp server every cycle: every
+	// page of its receive buffer faults once (first touch of the memory).
+	RCTrafficCold = "cold"
+	// RCTrafficRNPF: the same, with the driver evicting a random mapped
+	// page of the ODP memory regions for RatePPM of the messages received
+	// (debugfs rnpf_rate_ppm): faults on pages the process still has.
+	RCTrafficRNPF = "rnpf"
+)
+
+// RC defaults.
+const (
+	DefaultRCPolicy     = "rnr"
+	DefaultRCSize       = 65536 // 16 pages: 16 faults per cold cycle
+	DefaultRCIters      = 20
+	DefaultRCRNPFIters  = 2000
+	DefaultRCRatePPM    = 10000 // rnpf: 1% of the messages
+	DefaultRCCycles     = 20
+	DefaultRCEchoRounds = 200
+	DefaultRCEchoGap    = 50 * time.Millisecond
+	rcPerftestPort      = 18600
+)
+
+// RCConfig is one run of the RC half.
+type RCConfig struct {
+	Images *images.Artifacts
+	// Policy is the responder's receive-fault policy (debugfs
+	// rdma_recv_fault): rnr (default) or drop.
+	Policy string
+	// Traffic is RCTrafficCold (default) or RCTrafficRNPF.
+	Traffic string
+	// Size and Iters are each cycle's ib_send_bw -s and -n (default 64 KiB
+	// × 20; 2000 with rnpf traffic).
+	Size, Iters int
+	// RatePPM is rnpf_rate_ppm with rnpf traffic (default 10000).
+	RatePPM int
+	// Cycles are split over Rounds (defaults 20 and 5), as in Config.
+	Cycles, Rounds int
+	// EchoRounds DIAG_ECHO rounds over the run (default 200; -1: no
+	// floor), EchoGap before each (default 50 ms: the idle guest the
+	// isolated faults find).
+	EchoRounds int
+	EchoGap    time.Duration
+	// Poll makes npfnic's ib_send_bw busy-poll its CQ; by default it
+	// sleeps on completion events (-e), so its guest's one vCPU is idle
+	// when a fault's interrupt comes, as for the Ethernet half's pings.
+	Poll bool
+	// DriverParams are npfnic.ko parameters written at run time to
+	// /sys/module/npfnic/parameters ("fault_delay_us=1000" for emulated
+	// major faults); the pair loads the driver with its defaults.
+	DriverParams string
+	// LogDir keeps the guests' logs; required.
+	LogDir string
+	// Progress receives one line per step; nil is quiet.
+	Progress io.Writer
+	// Trace is the device's recorder; nil: the run makes its own (the
+	// stages come from the trace). The caller writes it out.
+	Trace *trace.Recorder
+}
+
+func (c *RCConfig) setDefaults() {
+	if c.Policy == "" {
+		c.Policy = DefaultRCPolicy
+	}
+	if c.Traffic == "" {
+		c.Traffic = RCTrafficCold
+	}
+	if c.Size == 0 {
+		c.Size = DefaultRCSize
+	}
+	if c.Iters == 0 {
+		c.Iters = DefaultRCIters
+		if c.Traffic == RCTrafficRNPF {
+			c.Iters = DefaultRCRNPFIters
+		}
+	}
+	if c.RatePPM == 0 && c.Traffic == RCTrafficRNPF {
+		c.RatePPM = DefaultRCRatePPM
+	}
+	if c.Cycles == 0 {
+		c.Cycles = DefaultRCCycles
+	}
+	if c.Rounds == 0 {
+		c.Rounds = DefaultRounds
+	}
+	if c.EchoRounds == 0 {
+		c.EchoRounds = DefaultRCEchoRounds
+	}
+	if c.EchoGap == 0 {
+		c.EchoGap = DefaultRCEchoGap
+	}
+}
+
+// Validate checks a configuration (after defaults).
+func (c *RCConfig) Validate() error {
+	c.setDefaults()
+	if c.Images == nil || c.LogDir == "" {
+		return errors.New("faultcost: RCConfig needs Images and LogDir")
+	}
+	if c.Policy != "rnr" && c.Policy != "drop" {
+		return fmt.Errorf("faultcost: RC policy %q: want rnr or drop", c.Policy)
+	}
+	if c.Traffic != RCTrafficCold && c.Traffic != RCTrafficRNPF {
+		return fmt.Errorf("faultcost: RC traffic %q: want %s or %s", c.Traffic, RCTrafficCold, RCTrafficRNPF)
+	}
+	if c.Traffic == RCTrafficCold && c.RatePPM != 0 {
+		return fmt.Errorf("faultcost: a fault rate (%d ppm) is for %s traffic", c.RatePPM, RCTrafficRNPF)
+	}
+	if c.Size < 1 || c.Size > 8<<20 || c.Iters < 5 || c.Iters > 1_000_000 || c.RatePPM < 0 || c.RatePPM > 1_000_000 {
+		return fmt.Errorf("faultcost: ib_send_bw -s %d -n %d, rate %d ppm: want 1 B to 8 MiB, 5 to 10^6 messages, 0 to 10^6 ppm", c.Size, c.Iters, c.RatePPM)
+	}
+	if c.Rounds < 1 || c.Rounds > 100 || c.Cycles < c.Rounds || c.Cycles > 10000 {
+		return fmt.Errorf("faultcost: %d rounds of %d cycles: want 1 to 100 rounds and at least one cycle each", c.Rounds, c.Cycles)
+	}
+	if c.EchoRounds < -1 || c.EchoRounds > hw.DiagEchoMax || c.EchoRounds > 0 && c.EchoRounds < c.Rounds ||
+		c.EchoGap < 0 || c.EchoGap > hw.DiagEchoGapMax*time.Microsecond {
+		return fmt.Errorf("faultcost: %d DIAG_ECHO rounds %v apart for %d rounds: out of range", c.EchoRounds, c.EchoGap, c.Rounds)
+	}
+	if _, err := parseParams(c.DriverParams); err != nil {
+		return err
+	}
+	return nil
+}
+
+// parseParams reads "name=value name=value".
+func parseParams(s string) ([][2]string, error) {
+	var out [][2]string
+	for _, f := range strings.Fields(s) {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok || k == "" || strings.ContainsAny(k, "/.") {
+			return nil, fmt.Errorf("faultcost: driver parameter %q: want name=value", f)
+		}
+		out = append(out, [2]string{k, v})
+	}
+	return out, nil
+}
+
+// trafficText describes a cycle.
+func (c *RCConfig) trafficText() string {
+	s := fmt.Sprintf("a fresh ib_send_bw --odp server on npfnic (cold memory), %d x %d B SENDs from rxe", c.Iters, c.Size)
+	if c.Traffic == RCTrafficRNPF {
+		s += fmt.Sprintf(", the driver evicting a page for %d ppm of the messages (rnpf_rate_ppm)", c.RatePPM)
+	}
+	if !c.Poll {
+		s += "; npfnic's side waits on completion events (-e)"
+	}
+	return s
+}
+
+// RCRound is what one round measured.
+type RCRound struct {
+	Faults []trace.RCTimeline
+	Echo   []time.Duration
+}
+
+// RCResult is what one run of the RC half measured.
+type RCResult struct {
+	Rounds []RCRound
+	// Faults are every round's, in order.
+	Faults []trace.RCTimeline
+	// Echo are the DIAG_ECHO round trips of the run.
+	Echo          []time.Duration
+	EchoUnmatched uint64
+	// TraceMissed counts events the trace's ring overwrote before the run
+	// read them (the faults open then are kept as they were).
+	TraceMissed uint64
+	// PRI is the device's PRI counters over the run (differences).
+	PRI pri.Stats
+	// Driver and Rxe are the differences of npfnic's and rxe's rdma
+	// statistic counters over the run; DriverEnd is npfnic's at the end
+	// (its fault latency percentiles are over the driver's life).
+	Driver, Rxe, DriverEnd map[string]int64
+	// Bandwidth is every cycle's ib_send_bw average (client side, MB/s).
+	Bandwidth []float64
+	Cycles    int
+	Warnings  []string
+	// Events are the trace's events at the end (the newest the ring
+	// holds), for the timeline of one fault.
+	Events []trace.Event
+}
+
+// RDMA statistic counters the RC table shows.
+var (
+	RCDriverStats = []string{"messages_in", "responder_faults", "rnr_naks_fault", "fault_drops", "page_requests",
+		"page_request_errors", "odp_faults", "odp_pages_mapped", "odp_fault_errors", "odp_rnpf_injected", "odp_rnpf_skipped",
+		"ack_timeouts", "retransmits"}
+	RCRxeStats = []string{"rcvd_rnr_err", "retry_rnr_exceeded_err", "retry_exceeded_err", "rcvd_seq_err", "completer_retry_err"}
+)
+
+// RunRC runs the RC half.
+func RunRC(ctx context.Context, c RCConfig) (*RCResult, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if err := testbed.CheckHost(); err != nil {
+		return nil, fmt.Errorf("faultcost: %w", err)
+	}
+	if reaped := testbed.ReapStale(); len(reaped) > 0 {
+		c.progress("removed leftovers of an earlier run: %s", strings.Join(reaped, ", "))
+	}
+	rec := c.Trace
+	if rec == nil {
+		var err error
+		if rec, err = trace.New(0); err != nil {
+			return nil, err
+		}
+	}
+	if !trace.Compiled {
+		return nil, errors.New("faultcost: the RC stages come from the device trace, which this build (npfnic_notrace) leaves out")
+	}
+	p, err := testbed.StartRDMAPair(ctx, testbed.RDMAPairConfig{Images: c.Images, A: testbed.RDMANPFNIC, B: testbed.RDMARxe,
+		Name: "fcrc", LogDir: c.LogDir, Trace: rec, Progress: c.progress})
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	npf, rxe := p.A, p.B
+	dev, ok := npf.Device.(*npfnic.NIC)
+	if !ok {
+		return nil, fmt.Errorf("faultcost: the in-process device is a %T, not an npfnic NIC", npf.Device)
+	}
+	knobs, err := newGuestKnobs(ctx, npf)
+	if err != nil {
+		return nil, err
+	}
+	if err := knobs.WriteDebugfs(ctx, "rdma_recv_fault", c.Policy); err != nil {
+		return nil, fmt.Errorf("receive-fault policy %s: %w", c.Policy, err)
+	}
+	params, _ := parseParams(c.DriverParams)
+	for _, kv := range params {
+		if err := knobs.write(ctx, "/sys/module/npfnic/parameters/"+kv[0], kv[1]); err != nil {
+			return nil, fmt.Errorf("driver parameter %s=%s: %w", kv[0], kv[1], err)
+		}
+	}
+	if err := knobs.WriteDebugfs(ctx, "rnpf_rate_ppm", strconv.Itoa(c.RatePPM)); err != nil {
+		return nil, fmt.Errorf("rnpf_rate_ppm %d: %w", c.RatePPM, err)
+	}
+	c.progress("npfnic %s: receive faults %s (debugfs rdma_recv_fault), rnpf_rate_ppm %d%s", npf.Dev, c.Policy, c.RatePPM,
+		map[bool]string{true: ", " + c.DriverParams, false: ""}[c.DriverParams != ""])
+
+	res := &RCResult{}
+	npf0, err := rdmaStatistic(ctx, npf)
+	if err != nil {
+		return nil, err
+	}
+	rxe0, err := rdmaStatistic(ctx, rxe)
+	if err != nil {
+		return nil, err
+	}
+	engine := dev.PRI()
+	pri0 := engine.Stats()
+	_, next, _ := rec.Since(math.MaxUint64) // from now on
+	faults := trace.NewRCFaults(hw.PRQVectorDefault)
+	samples := func() int { r, _ := dev.EchoRoundTrips(); return len(r) }
+	echoBefore := samples()
+	// drain feeds the trace's new events to faults and returns the faults
+	// that ended.
+	drain := func() []trace.RCTimeline {
+		ev, n, missed := rec.Since(next)
+		next = n
+		var out []trace.RCTimeline
+		if missed > 0 {
+			res.TraceMissed += missed
+			out = append(out, faults.Flush()...)
+		}
+		for _, e := range ev {
+			faults.Add(e)
+		}
+		return append(out, faults.Take()...)
+	}
+	c.progress("%d rounds of %d cycles (%s) and %d DIAG_ECHO rounds %v apart (interrupt -> process context -> doorbell)",
+		c.Rounds, c.Cycles/c.Rounds, c.trafficText(), max(c.EchoRounds/c.Rounds, 0), c.EchoGap)
+	cycle := 0
+	for round := 1; round <= c.Rounds; round++ {
+		var rr RCRound
+		floor := func() {
+			if c.EchoRounds <= 0 {
+				return
+			}
+			n0 := samples()
+			if err := echo(ctx, knobs, c.EchoRounds/c.Rounds, c.EchoGap, samples); err != nil {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("round %d: diag_echo: %v", round, err))
+				c.progress("round %d: diag_echo: %v", round, err)
+			}
+			if all, _ := dev.EchoRoundTrips(); len(all) > n0 {
+				rr.Echo = append(rr.Echo, all[n0:]...)
+			}
+		}
+		if round%2 == 0 {
+			floor()
+		}
+		for range c.Cycles / c.Rounds {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			cycle++
+			bw, err := c.cycle(ctx, p, cycle)
+			if err != nil {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("cycle %d: %v", cycle, firstLine(err.Error())))
+			}
+			if bw > 0 {
+				res.Bandwidth = append(res.Bandwidth, bw)
+			}
+			got := drain()
+			rr.Faults = append(rr.Faults, got...)
+			resumed := 0
+			for _, tl := range got {
+				if tl.Resume.Kind != 0 {
+					resumed++
+				}
+			}
+			msg := fmt.Sprintf("cycle %d/%d: %d faults ended (%d accepted after their page), %.1f MB/s", cycle, c.Cycles, len(got), resumed, bw)
+			if err != nil {
+				msg += "; " + firstLine(err.Error())
+			}
+			c.progress("%s", msg)
+			res.Cycles = cycle
+		}
+		if round%2 == 1 {
+			floor()
+		}
+		res.Rounds = append(res.Rounds, rr)
+		c.progress("round %d/%d: %d faults, %d echo rounds", round, c.Rounds, len(rr.Faults), len(rr.Echo))
+	}
+	// Faults still open (none, normally: every cycle's transfer ended).
+	if n := len(res.Rounds); n > 0 {
+		res.Rounds[n-1].Faults = append(res.Rounds[n-1].Faults, drain()...)
+		res.Rounds[n-1].Faults = append(res.Rounds[n-1].Faults, faults.Flush()...)
+	}
+	for _, r := range res.Rounds {
+		res.Faults = append(res.Faults, r.Faults...)
+		res.Echo = append(res.Echo, r.Echo...)
+	}
+	if all, unmatched := dev.EchoRoundTrips(); len(all) >= echoBefore {
+		res.EchoUnmatched = unmatched
+	}
+	pri1 := engine.Stats()
+	res.PRI = pri.Stats{
+		Groups: pri1.Groups - pri0.Groups, Requests: pri1.Requests - pri0.Requests,
+		Success: pri1.Success - pri0.Success, Invalid: pri1.Invalid - pri0.Invalid,
+		Failures: pri1.Failures - pri0.Failures, Unexpected: pri1.Unexpected - pri0.Unexpected,
+		Abandoned: pri1.Abandoned - pri0.Abandoned, Waits: pri1.Waits - pri0.Waits,
+	}
+	if npf1, err := rdmaStatistic(ctx, npf); err == nil {
+		res.Driver, res.DriverEnd = statDelta(npf0, npf1), npf1
+	} else {
+		res.Warnings = append(res.Warnings, "npfnic rdma statistic: "+err.Error())
+	}
+	if rxe1, err := rdmaStatistic(ctx, rxe); err == nil {
+		res.Rxe = statDelta(rxe0, rxe1)
+	} else {
+		res.Warnings = append(res.Warnings, "rxe rdma statistic: "+err.Error())
+	}
+	for _, g := range p.Guests() {
+		if out, err := g.Shell(ctx, "dmesg | tail -n 50"); err == nil {
+			side := "a"
+			if g == rxe {
+				side = "b"
+			}
+			_ = os.WriteFile(filepath.Join(c.LogDir, side, "dmesg-tail.txt"), []byte(out+"\n"), 0o644)
+		}
+	}
+	res.Events, _ = rec.Snapshot()
+	return res, nil
+}
+
+// cycle runs one ib_send_bw --odp between the guests, npfnic the server,
+// and returns the client's average bandwidth.
+func (c *RCConfig) cycle(ctx context.Context, p *testbed.RDMAPair, i int) (float64, error) {
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	pt := workload.Perftest{Tool: "ib_send_bw", Size: c.Size, Iters: c.Iters, Port: rcPerftestPort + i%100}
+	_, out, err := p.RunClientServer(cctx, p.A, p.B, func(g *testbed.RDMAGuest, ip string) []string {
+		q := pt
+		if g.Kind == testbed.RDMANPFNIC {
+			q.ODP = true
+			if !c.Poll {
+				q.Extra = []string{"-e"}
+			}
+		}
+		return q.Args(g.Dev, g.GIDIndex, ip)
+	})
+	if err != nil {
+		return 0, err
+	}
+	rows, perr := workload.ParsePerftest(out)
+	if perr != nil || len(rows) == 0 {
+		return 0, fmt.Errorf("ib_send_bw output: %v", perr)
+	}
+	return rows[len(rows)-1].AvgMBs, nil
+}
+
+func (c *RCConfig) progress(format string, args ...any) {
+	if c.Progress != nil {
+		fmt.Fprintf(c.Progress, format+"\n", args...)
+	}
+}
+
+// guestKnobs are the driver's files in an RDMA guest (debugfs of its
+// function, module parameters), written in one write each as
+// testbed.Testbed's are.
+type guestKnobs struct {
+	g   *testbed.RDMAGuest
+	bdf string
+}
+
+func newGuestKnobs(ctx context.Context, g *testbed.RDMAGuest) (*guestKnobs, error) {
+	out, err := g.Shell(ctx, "ls /sys/kernel/debug/npfnic")
+	if err != nil {
+		return nil, fmt.Errorf("the driver's debugfs: %w", err)
+	}
+	f := strings.Fields(out)
+	if len(f) != 1 {
+		return nil, fmt.Errorf("want one npfnic function in debugfs, found %q", out)
+	}
+	return &guestKnobs{g: g, bdf: f[0]}, nil
+}
+
+func (k *guestKnobs) debugfsPath(name string) string {
+	return "/sys/kernel/debug/npfnic/" + k.bdf + "/" + name
+}
+
+// WriteDebugfs implements debugfs.
+func (k *guestKnobs) WriteDebugfs(ctx context.Context, name, value string) error {
+	return k.write(ctx, k.debugfsPath(name), value)
+}
+
+// ReadDebugfs implements debugfs.
+func (k *guestKnobs) ReadDebugfs(ctx context.Context, name string) (string, error) {
+	b, err := k.g.VM.Get(ctx, k.debugfsPath(name))
+	return strings.TrimSpace(string(b)), err
+}
+
+// write writes value and a newline to file through dd, which fails when
+// the kernel refuses the write (the shell's echo would not).
+func (k *guestKnobs) write(ctx context.Context, file, value string) error {
+	const tmp = "/tmp/npfnic-knob-value"
+	if err := k.g.VM.Put(ctx, tmp, []byte(value+"\n"), 0o644); err != nil {
+		return err
+	}
+	_, err := k.g.Shell(ctx, fmt.Sprintf("dd if=%s of=%s 2>&1", tmp, file))
+	return err
+}
+
+// rdmaStatistic reads `rdma statistic show link DEV/1` of a guest.
+func rdmaStatistic(ctx context.Context, g *testbed.RDMAGuest) (map[string]int64, error) {
+	out, err := g.Shell(ctx, "rdma statistic show link "+g.Dev+"/1")
+	if err != nil {
+		return nil, err
+	}
+	return ParseRDMAStatistic(out), nil
+}
+
+// ParseRDMAStatistic reads the "name value" pairs of `rdma statistic show`.
+func ParseRDMAStatistic(out string) map[string]int64 {
+	st := map[string]int64{}
+	f := strings.Fields(out)
+	for i := 0; i+1 < len(f); i++ {
+		if v, err := strconv.ParseInt(f[i+1], 10, 64); err == nil {
+			st[f[i]] = v
+			i++
+		}
+	}
+	return st
+}
+
+// statDelta is b - a for every counter of b.
+func statDelta(a, b map[string]int64) map[string]int64 {
+	d := map[string]int64{}
+	for k, v := range b {
+		d[k] = v - a[k]
+	}
+	return d
+}
