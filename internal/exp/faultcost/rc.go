@@ -35,6 +35,7 @@ import (
 
 	"github.com/npfnic/npfnic"
 	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/report"
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 	"github.com/npfnic/npfnic/pri"
@@ -219,6 +220,9 @@ type RCResult struct {
 	Bandwidth []float64
 	Cycles    int
 	Warnings  []string
+	// Load is the host's 1-minute load average at the start and at the
+	// end (these machines are shared).
+	Load [2]float64
 	// Events are the trace's events at the end (the newest the ring
 	// holds), for the timeline of one fault.
 	Events []trace.Event
@@ -283,7 +287,7 @@ func RunRC(ctx context.Context, c RCConfig) (*RCResult, error) {
 	c.progress("npfnic %s: receive faults %s (debugfs rdma_recv_fault), rnpf_rate_ppm %d%s", npf.Dev, c.Policy, c.RatePPM,
 		map[bool]string{true: ", " + c.DriverParams, false: ""}[c.DriverParams != ""])
 
-	res := &RCResult{}
+	res := &RCResult{Load: [2]float64{report.HostLoad()}}
 	npf0, err := rdmaStatistic(ctx, npf)
 	if err != nil {
 		return nil, err
@@ -406,6 +410,7 @@ func RunRC(ctx context.Context, c RCConfig) (*RCResult, error) {
 		}
 	}
 	res.Events, _ = rec.Snapshot()
+	res.Load[1] = report.HostLoad()
 	return res, nil
 }
 

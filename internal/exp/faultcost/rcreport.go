@@ -27,6 +27,9 @@ func RCTable(c RCConfig, r *RCResult) string {
 	if c.DriverParams != "" {
 		fmt.Fprintf(&b, "driver parameters: %s\n", c.DriverParams)
 	}
+	if r.Load != [2]float64{} {
+		fmt.Fprintf(&b, "host load (1 min) %.1f at the start, %.1f at the end\n", r.Load[0], r.Load[1])
+	}
 	fmt.Fprintf(&b, "device-measured stages of each receive fault, from the device's trace (trace.RCTimelines); microseconds\n")
 	bd := NewRCBreakdown(r.Faults)
 	fmt.Fprintf(&b, "\nRC receive faults: %d (retransmission accepted %d, faulted again %d, unresolved %d), %d RNR NAKs sent for them (at most %d for one), %d retransmissions before the page; %d requester faults\n",

@@ -139,7 +139,7 @@ type Reference struct {
 
 // References are the published numbers the RC (and Ethernet) stages are
 // set beside: seed 000 is Lesokhin et al., "Page Fault Support for
-// Network Controllers", ASPLOS'17 (Mellanox ConnectX-4 firmware, minor
+// Network Controllers", ASPLOS'17 (Mellanox Connect-IB firmware, minor
 // faults, the sending side); seed 002 is TeRM, FAST'24 (an RNIC's ODP
 // fault on an RDMA READ of 4 KB, a major CPU fault from an SSD, averages).
 var References = []Reference{
