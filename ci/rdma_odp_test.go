@@ -40,7 +40,9 @@ func odpDelta(t *testing.T, before, after map[string]int64) map[string]int64 {
 // Each run starts from cold memory (a new process): its pages fault, at
 // most once each, the data is intact, and rxe's own counter of RNR NAKs
 // received rises when npfnic receives: the NAKs of npfnic's receive faults
-// are real and well-formed to an independent RC implementation.
+// are real and well-formed to an independent RC implementation. Then the
+// memory is reclaimed under traffic, and ODP processes are killed
+// mid-transfer.
 func TestRDMAODPWithRxe(t *testing.T) {
 	p := rdmaPair(t, "rdma-odp", testbed.RDMANPFNIC, testbed.RDMARxe, "")
 	npf, rxe := p.A, p.B
@@ -107,6 +109,7 @@ func TestRDMAODPWithRxe(t *testing.T) {
 		return workload.Perftest{Tool: "ib_read_bw", Size: 65536, Iters: 20, ODP: odp, Port: 18801}
 	})
 	reclaimUnderTraffic(t, p, npf, rxe)
+	killMidTransfer(t, p, npf, rxe, true)
 }
 
 // reclaimUnderTraffic pages the memory of npfnic's ibv_rc_pingpong -o out
