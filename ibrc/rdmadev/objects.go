@@ -59,6 +59,9 @@ type qp struct {
 	rqMu     sync.Mutex
 	rq       *rxeq.RQ
 	rqBroken atomic.Bool
+	// badWQEs is the engine's count of malformed entries (Stats.BadWQEs),
+	// which the receive path adds to.
+	badWQEs *atomic.Uint64
 
 	errStatus ibrc.WCStatus // the first error that completed on it
 	userErr   bool          // MODIFY_QP moved it to ERR: no QP_FATAL
@@ -83,6 +86,7 @@ func (q *qp) nextRecv() (ibrc.RecvWR, ibrc.WCStatus, bool) {
 	}
 	var we *rxeq.WQEError
 	if errors.As(err, &we) {
+		q.badWQEs.Add(1)
 		return ibrc.RecvWR{ID: we.WRID}, we.Status(), true
 	}
 	return w.WR, ibrc.WCSuccess, true
