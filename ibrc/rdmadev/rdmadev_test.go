@@ -282,6 +282,11 @@ func TestGarbageRings(t *testing.T) {
 	if c := poll(t, b.rcq, 1)[0]; c.QPNum != 0x301 || c.Status != ibrc.WCLocQPOpErr {
 		t.Errorf("garbage receive entry: %+v, want LOC_QP_OP_ERR", c)
 	}
+	// 0x1234_5677 masked is the number of entries posted: the first
+	// fails, the rest are flushed, each a malformed entry counted.
+	if got, want := b.e.Stats().BadWQEs, uint64(0x1234_5677&(rq2.Slots-1)); got != want {
+		t.Errorf("receiver counted %d bad WQEs, want %d", got, want)
+	}
 	for _, n := range []*node{a, b} {
 		if late := n.g.Mem.LateWrites(); late != 0 {
 			t.Errorf("%d writes outside the rings and the MR: %v", late, n.g.Mem.LateLog())

@@ -10,9 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/npfnic/npfnic"
 	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/testbed/vm"
 	"github.com/npfnic/npfnic/vdevice/trace"
+	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
 // RDMAKind is what one guest of an RDMA pair runs.
@@ -46,6 +48,9 @@ type RDMAGuest struct {
 	IP, IfName, Dev string
 	// GIDIndex is Dev's RoCEv2 GID of IP (perftest -x, ibv_rc_pingpong -g).
 	GIDIndex int
+	// NIC is an npfnic guest's device, served in this process (its RDMA
+	// engine's counters, RDMA().Stats()); nil for an rxe guest.
+	NIC *npfnic.NIC
 }
 
 // RDMAPair is two TCG guests cabled back to back through QEMU's stream
@@ -112,6 +117,7 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 	for i, k := range []RDMAKind{c.A, c.B} {
 		side := string(rune('a' + i))
 		g := &RDMAGuest{Kind: k, IP: fmt.Sprintf("%s%d", rdmaSubnet, i+1)}
+		var dev vfiouser.Device
 		cfg := vm.Config{Name: c.Name + "-" + side, Images: c.Images, Variant: images.VariantRDMA,
 			MemoryMiB: c.MemoryMiB, LogDir: filepath.Join(c.LogDir, side)}
 		listen := i == 0
@@ -124,7 +130,7 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 			if listen {
 				spec = "stream-listen:unix:" + wire
 			}
-			cfg.NPFNICs = []vm.NPFNIC{{Server: vm.InProcessServer{Wire: spec, Trace: tr, Pcap: pcap}}}
+			cfg.NPFNICs = []vm.NPFNIC{{Server: vm.InProcessServer{Wire: spec, Trace: tr, Pcap: pcap, Device: &dev}}}
 			tr, pcap = nil, "" // one device per trace and capture
 		}
 		progress("booting %s (%s, %d MiB, TCG), %s the cable", cfg.Name, k, c.MemoryMiB, map[bool]string{true: "listening on", false: "connecting to"}[listen])
@@ -135,6 +141,13 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 			p.A = g
 		} else {
 			p.B = g
+		}
+		if k == RDMANPFNIC {
+			nic, ok := dev.(*npfnic.NIC)
+			if !ok {
+				return nil, fmt.Errorf("%s: the in-process device is a %T, not an npfnic NIC", cfg.Name, dev)
+			}
+			g.NIC = nic
 		}
 	}
 	for _, g := range []*RDMAGuest{p.A, p.B} {
