@@ -209,7 +209,7 @@ func (w *worker) createQP(n uint32, b []byte) uint32 {
 	}
 	q := &qp{n: n, pdn: hw.RDMACreateQPPD.Get(b), sqG: sg, rqG: rg, rsge: rsge, badWQEs: &w.e.stats.badWQEs,
 		lim: rxeq.SendLimits{MaxSGE: ssge, MaxInline: inline}, sigAll: hw.RDMACreateQPSigAll.Get(b) != 0,
-		scq: w.cqs[scqn], rcq: w.cqs[rcqn], badWQEs: &w.e.stats.badWQEs}
+		scq: w.cqs[scqn], rcq: w.cqs[rcqn]}
 	q.dma = w.e.cfg.Mem.NewStream(streamName("qp", n))
 	if !q.newRings() {
 		return hw.RDMACmdErrParam
