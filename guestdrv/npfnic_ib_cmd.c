@@ -78,12 +78,6 @@ NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ERR, IB_QPS_ERR);
 	(IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ | \
 	 IB_ACCESS_ON_DEMAND)
 
-static void npfnic_ib_write64(struct npfnic *nic, u32 lo, u64 v)
-{
-	iowrite32(lower_32_bits(v), nic->bar0 + lo);
-	iowrite32(upper_32_bits(v), nic->bar0 + lo + 4);
-}
-
 /* ---- building one command ---- */
 
 static void npfnic_ib_fill_create_qp(struct npfnic_rdma_cmd_create_qp *c,
@@ -488,10 +482,10 @@ int npfnic_ib_hw_init(struct npfnic_ib_dev *dev)
 		npfnic_ib_hw_free(dev);
 		return -ENOMEM;
 	}
-	npfnic_ib_write64(nic, NPFNIC_REG_RDMA_STATUS_LO, hw->status_dma);
-	npfnic_ib_write64(nic, NPFNIC_REG_CMDQ_BASE_LO, hw->cmdq_dma);
+	npfnic_write64(nic, NPFNIC_REG_RDMA_STATUS_LO, hw->status_dma);
+	npfnic_write64(nic, NPFNIC_REG_CMDQ_BASE_LO, hw->cmdq_dma);
 	iowrite32(NPFNIC_IB_CMDQ_SIZE, nic->bar0 + NPFNIC_REG_CMDQ_SIZE);
-	npfnic_ib_write64(nic, NPFNIC_REG_EQ_BASE_LO, hw->eq_dma);
+	npfnic_write64(nic, NPFNIC_REG_EQ_BASE_LO, hw->eq_dma);
 	iowrite32(NPFNIC_IB_EQ_SIZE, nic->bar0 + NPFNIC_REG_EQ_SIZE);
 	iowrite32(NPFNIC_RDMA_VECTOR, nic->bar0 + NPFNIC_REG_EQ_VECTOR);
 	hw->cmdq_tail = 0;

@@ -97,12 +97,6 @@ void npfnic_ib_pri_free(struct npfnic_ib_dev *dev)
 	pri->prspq = NULL;
 }
 
-static void npfnic_ib_pri_write64(struct npfnic *nic, u32 lo, u64 v)
-{
-	iowrite32(lower_32_bits(v), nic->bar0 + lo);
-	iowrite32(upper_32_bits(v), nic->bar0 + lo + 4);
-}
-
 /* With ATS enabled (ats.lock held): page requests for the contexts' PASIDs on. */
 void npfnic_ib_pri_start(struct npfnic_ib_dev *dev)
 {
@@ -119,14 +113,8 @@ void npfnic_ib_pri_start(struct npfnic_ib_dev *dev)
 	pri->error_seen = 0;
 	memset(pri->prg, 0, sizeof(pri->prg));
 	atomic64_set(&pri->isr_ns, 0);
-	iowrite32(NPFNIC_PRI_CTRL_RESET, nic->bar0 + NPFNIC_REG_PRI_CTRL);
-	npfnic_ib_pri_write64(nic, NPFNIC_REG_PRI_STATUS_LO, dev->ats.ctl_dma + NPFNIC_IB_CTL_PRI);
-	npfnic_ib_pri_write64(nic, NPFNIC_REG_PRQ_BASE_LO, pri->prq_dma);
-	iowrite32(NPFNIC_IB_PRQ_SIZE, nic->bar0 + NPFNIC_REG_PRQ_SIZE);
-	iowrite32(NPFNIC_PRQ_VECTOR, nic->bar0 + NPFNIC_REG_PRQ_VECTOR);
-	npfnic_ib_pri_write64(nic, NPFNIC_REG_PRSPQ_BASE_LO, pri->prspq_dma);
-	iowrite32(NPFNIC_IB_PRSPQ_SIZE, nic->bar0 + NPFNIC_REG_PRSPQ_SIZE);
-	iowrite32(NPFNIC_PRI_CTRL_ENABLE, nic->bar0 + NPFNIC_REG_PRI_CTRL);
+	npfnic_pri_program(nic, dev->ats.ctl_dma + NPFNIC_IB_CTL_PRI, pri->prq_dma,
+			   NPFNIC_IB_PRQ_SIZE, pri->prspq_dma, NPFNIC_IB_PRSPQ_SIZE);
 	WRITE_ONCE(pri->enabled, true);
 	/* The PCIe capability last: Enable latches the outstanding allocation. */
 	pci_read_config_dword(pdev, nic->pri_pos + PCI_PRI_MAX_REQ, &max_req);
