@@ -47,7 +47,7 @@ var guestPrograms = map[Variant][]string{
 
 // guestModules are kernel modules shipped for loading on demand (with their
 // dependencies): what the npfnic driver links against, the QEMU NICs npfnic
-// is compared with, and soft-RoCE.
+// is compared with, soft-RoCE, and zram (swap for the ODP reclaim test).
 var guestModules = map[Variant][]string{
 	VariantBase: append([]string{"e1000e", "virtio_net", "virtio_pci", "tun"}, agent.DriverDeps...),
 	VariantRDMA: {"crc32_generic", "rdma_rxe", "ib_uverbs", "zram"},
