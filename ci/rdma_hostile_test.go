@@ -26,6 +26,14 @@ var hostileCase = regexp.MustCompile(`(?m)^(\S+)\s.*\s(ok|FAIL)$`)
 // the test if the server did not end cleanly.
 func runHostile(t *testing.T, server, client *testbed.RDMAGuest, extra ...string) (string, int) {
 	t.Helper()
+	return runHostileTool(t, server, client, hostilePort, nil, extra)
+}
+
+// runHostileTool runs npfnic-rdma-hostile's server (-serve port and
+// serverArgs) on server and its client (-c and clientArgs) on client, as
+// runHostile does.
+func runHostileTool(t *testing.T, server, client *testbed.RDMAGuest, port int, serverArgs, clientArgs []string) (string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	type res struct {
@@ -35,10 +43,11 @@ func runHostile(t *testing.T, server, client *testbed.RDMAGuest, extra ...string
 	}
 	srv := make(chan res, 1)
 	go func() {
-		r, err := server.VM.Exec(ctx, "npfnic-rdma-hostile", "-serve", fmt.Sprint(hostilePort), "-d", server.Dev, "-ip", server.IP)
+		args := append([]string{"npfnic-rdma-hostile", "-serve", fmt.Sprint(port), "-d", server.Dev, "-ip", server.IP}, serverArgs...)
+		r, err := server.VM.Exec(ctx, args...)
 		srv <- res{r.Stdout + r.Stderr, r.Exit, err}
 	}()
-	args := append([]string{"npfnic-rdma-hostile", "-c", fmt.Sprintf("%s:%d", server.IP, hostilePort), "-d", client.Dev, "-ip", client.IP}, extra...)
+	args := append([]string{"npfnic-rdma-hostile", "-c", fmt.Sprintf("%s:%d", server.IP, port), "-d", client.Dev, "-ip", client.IP}, clientArgs...)
 	r, err := client.VM.Exec(ctx, args...)
 	if err != nil {
 		t.Fatalf("hostile client: %v", err)

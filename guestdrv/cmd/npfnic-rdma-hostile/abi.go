@@ -250,6 +250,7 @@ const (
 	accessLocalWrite  = 1
 	accessRemoteWrite = 2
 	accessRemoteRead  = 4
+	accessOnDemand    = 0x40
 
 	qptRC = 2
 
@@ -300,6 +301,7 @@ var abiValues = []hw.Value{
 	{Name: "IB_UVERBS_ACCESS_LOCAL_WRITE", Value: accessLocalWrite},
 	{Name: "IB_UVERBS_ACCESS_REMOTE_WRITE", Value: accessRemoteWrite},
 	{Name: "IB_UVERBS_ACCESS_REMOTE_READ", Value: accessRemoteRead},
+	{Name: "IB_UVERBS_ACCESS_ON_DEMAND", Value: accessOnDemand},
 	{Name: "IB_UVERBS_QPT_RC", Value: qptRC},
 	{Name: "IB_QPS_RESET", Value: qpsReset},
 	{Name: "IB_QPS_INIT", Value: qpsInit},

@@ -26,6 +26,17 @@
 //
 // The client prints one line per case (name, expected, got, ok) and exits
 // 1 if any case's outcome differs from the expected one.
+//
+// With -odp-churn both sides run the ODP churn mode instead (odp.go): the
+// client registers an on-demand paged region, forks and unmaps parts of it
+// while the server's RDMA WRITEs stream into it, and checks that the
+// device never reaches a page the process no longer maps:
+//
+//	npfnic-rdma-hostile -odp-churn -serve PORT [-d DEV] [-g GID_INDEX] [-ip ADDR]
+//	npfnic-rdma-hostile -odp-churn -c SERVER:PORT [-forks N] [-munmaps N] [-d DEV] [-g GID_INDEX] [-ip ADDR]
+//
+// The client prints one line per step (step NAME ok|FAIL SECONDS DETAIL)
+// and exits 1 at the first step that fails.
 package main
 
 import (
@@ -51,6 +62,9 @@ func main() {
 	rxeSafe := flag.Bool("rxe-safe", false, "skip the cases that make rdma_rxe, as the local device, read past an entry")
 	list := flag.Bool("list", false, "list the cases and what they expect")
 	wait := flag.Duration("wait", 30*time.Second, "how long the client tries to reach the server")
+	odpChurn := flag.Bool("odp-churn", false, "run the ODP churn mode: fork and munmap of an on-demand paged region under RDMA WRITEs")
+	forks := flag.Int("forks", 6, "-odp-churn client: fork steps")
+	munmaps := flag.Int("munmaps", 2, "-odp-churn client: munmap, WRITE from the unmapped pages and remap rounds")
 	flag.Parse()
 
 	if *list {
@@ -122,6 +136,9 @@ func main() {
 	}
 	defer v.close()
 
+	if *odpChurn {
+		os.Exit(odpChurnMain(v, *servePort, *connect, *wait, uint8(sgid), gid, *dev, *forks, *munmaps))
+	}
 	if *servePort != 0 {
 		s, err := newServer(v, uint8(sgid), gid)
 		if err != nil {

@@ -48,18 +48,25 @@ func newServer(v *verbs, sgid uint8, gid [16]byte) (*server, error) {
 
 // serveOne listens on port and serves one client session.
 func (s *server) serveOne(port int) error {
+	defer s.dropQP()
+	return serveSession(port, fmt.Sprintf("MR rkey %#x at %#x, %d bytes", s.mr.rkey, s.mr.addr, s.mr.length), s.handle)
+}
+
+// serveSession listens on port and serves one client's session of
+// request lines, each answered with handle's line (an error as ERR and
+// the reason), until BYE.
+func serveSession(port int, what string, handle func(f []string) (string, error)) error {
 	l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	log.Printf("serving on port %d: MR rkey %#x at %#x, %d bytes", port, s.mr.rkey, s.mr.addr, s.mr.length)
+	log.Printf("serving on port %d: %s", port, what)
 	c, err := l.Accept()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	defer s.dropQP()
 	o := newOOB(c)
 	for {
 		f, err := o.recv()
@@ -69,7 +76,7 @@ func (s *server) serveOne(port int) error {
 		if f[0] == "BYE" {
 			return o.send("BYE")
 		}
-		answer, err := s.handle(f)
+		answer, err := handle(f)
 		if err != nil {
 			log.Printf("%v: %v", f, err)
 			answer = "ERR " + err.Error()

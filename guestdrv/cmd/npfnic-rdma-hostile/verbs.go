@@ -111,6 +111,31 @@ func (v *verbs) mmap(offset uint64, size uint32) (mapping, error) {
 	return mapping(b), err
 }
 
+// mmapAt maps a queue at the start of at, which must be unmapped
+// (MAP_FIXED_NOREPLACE) and long enough.
+func (v *verbs) mmapAt(offset uint64, size uint32, at []byte) (mapping, error) {
+	if len(at) < int(size) {
+		return nil, fmt.Errorf("a queue of %d bytes into %d", size, len(at))
+	}
+	p, err := unix.MmapPtr(int(v.f.Fd()), int64(offset), unsafe.Pointer(&at[0]), uintptr(size),
+		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_FIXED_NOREPLACE)
+	if err != nil {
+		return nil, err
+	}
+	if p != unsafe.Pointer(&at[0]) {
+		unix.MunmapPtr(p, uintptr(size))
+		return nil, fmt.Errorf("queue mapped at %p, not %p", p, &at[0])
+	}
+	return mapping(unsafe.Slice((*byte)(p), size)), nil
+}
+
+// unmapQueue unmaps a queue, whether mmap or mmapAt mapped it.
+func unmapQueue(b []byte) {
+	if unix.Munmap(b) != nil {
+		unix.MunmapPtr(unsafe.Pointer(&b[0]), uintptr(len(b)))
+	}
+}
+
 func (v *verbs) allocPD() (uint32, error) {
 	resp := make([]byte, allocPDResp.Size)
 	if err := v.command(cmdAllocPD, make([]byte, allocPD.Size), resp); err != nil {
@@ -176,13 +201,25 @@ func reqCreateCQ(user uint64, cqe uint32) []byte {
 }
 
 func (v *verbs) createCQ(user uint64, cqe uint32) (*cq, error) {
+	return v.createCQAt(user, cqe, nil)
+}
+
+// createCQAt is createCQ with the CQ's queue mapped at the start of at
+// (see mmapAt); nil: wherever the kernel puts it.
+func (v *verbs) createCQAt(user uint64, cqe uint32, at []byte) (*cq, error) {
 	resp := make([]byte, createCQResp.Size+rxeCQResp.Size)
 	if err := v.command(cmdCreateCQ, reqCreateCQ(user, cqe), resp); err != nil {
 		return nil, fmt.Errorf("CREATE_CQ: %w", err)
 	}
 	c := &cq{handle: createCQRespHandle.Get(resp), user: user}
 	drv := resp[createCQResp.Size:]
-	m, err := v.mmap(cqRespOffset.Get(drv), cqRespSize.Get(drv))
+	var m mapping
+	var err error
+	if at == nil {
+		m, err = v.mmap(cqRespOffset.Get(drv), cqRespSize.Get(drv))
+	} else {
+		m, err = v.mmapAt(cqRespOffset.Get(drv), cqRespSize.Get(drv), at)
+	}
 	if err == nil {
 		c.q, err = newQueue(m)
 	}
@@ -198,7 +235,7 @@ func (v *verbs) destroyCQ(c *cq) error {
 	destroyCQHandle.Put(req, c.handle)
 	err := v.command(cmdDestroyCQ, req, make([]byte, destroyCQResp.Size))
 	if c.q != nil {
-		unix.Munmap(c.q.buf)
+		unmapQueue(c.q.buf)
 	}
 	return err
 }
@@ -266,7 +303,7 @@ func (v *verbs) destroyQP(q *qp) error {
 	err := v.command(cmdDestroyQP, req, make([]byte, destroyQPResp.Size))
 	for _, r := range []*queue{q.sq, q.rq} {
 		if r != nil {
-			unix.Munmap(r.buf)
+			unmapQueue(r.buf)
 		}
 	}
 	return err
