@@ -22,12 +22,6 @@ const odpChurnPort = 18720
 // client: step NAME ok|FAIL SECONDS DETAIL.
 var odpChurnStep = regexp.MustCompile(`(?m)^step (\S+)\s+(ok|FAIL)\s+([0-9.]+)s (.*)$`)
 
-// TestRDMAODPForkMunmap: odpForkMunmap on a pair of its own.
-func TestRDMAODPForkMunmap(t *testing.T) {
-	p := rdmaPair(t, "rdma-odp-churn", testbed.RDMANPFNIC, testbed.RDMARxe, "")
-	odpForkMunmap(t, p, p.A, p.B)
-}
-
 // odpForkMunmap: the process that owns an ODP memory region on npfnic
 // forks and unmaps parts of it while RDMA transfers run into and out of
 // it (npfnic-rdma-hostile -odp-churn, against rdma_rxe with a pinned

@@ -42,7 +42,8 @@ func odpDelta(t *testing.T, before, after map[string]int64) map[string]int64 {
 // received rises when npfnic receives: the NAKs of npfnic's receive faults
 // are real and well-formed to an independent RC implementation. Then the
 // memory is reclaimed under traffic, and ODP processes are killed
-// mid-transfer.
+// mid-transfer, after the process forked and unmapped parts of its
+// region under traffic (odpForkMunmap).
 func TestRDMAODPWithRxe(t *testing.T) {
 	p := rdmaPair(t, "rdma-odp", testbed.RDMANPFNIC, testbed.RDMARxe, "")
 	npf, rxe := p.A, p.B
@@ -109,6 +110,7 @@ func TestRDMAODPWithRxe(t *testing.T) {
 		return workload.Perftest{Tool: "ib_read_bw", Size: 65536, Iters: 20, ODP: odp, Port: 18801}
 	})
 	reclaimUnderTraffic(t, p, npf, rxe)
+	odpForkMunmap(t, p, npf, rxe)
 	killMidTransfer(t, p, npf, rxe, true)
 }
 
