@@ -46,6 +46,9 @@ type RDMAGuest struct {
 	IP, IfName, Dev string
 	// GIDIndex is Dev's RoCEv2 GID of IP (perftest -x, ibv_rc_pingpong -g).
 	GIDIndex int
+	// BDF is the PCI function of an npfnic guest's NIC (its debugfs
+	// knobs, rdmafault.go); "" for rxe.
+	BDF string
 }
 
 // RDMAPair is two TCG guests cabled back to back through QEMU's stream
@@ -177,6 +180,9 @@ func (g *RDMAGuest) setUp(ctx context.Context) error {
 		}
 	case RDMANPFNIC:
 		if err := g.VM.LoadDriver(sctx, ""); err != nil {
+			return err
+		}
+		if err := g.findBDF(sctx); err != nil {
 			return err
 		}
 	}
