@@ -30,9 +30,12 @@
  * Synthetic receive faults (rnpf_rate_ppm, as on the Ethernet side, now
  * per received message): every NPFNIC_IB_RNPF_MS the work reads how many
  * messages the device executed (QUERY_STATS) and draws, for each, a fault
- * with probability rnpf_rate_ppm / 10^6; each fault drop the translation
+ * with probability rnpf_rate_ppm / 10^6; each fault drops the translation
  * of a random mapped page of a random ODP MR, as an invalidation would,
- * so the next access to it takes the whole fault path.
+ * so the next access to it takes the whole fault path. A fault finds no
+ * page to evict (odp_rnpf_skipped) when the MR's pages are all unmapped
+ * already, e.g. a second fault on a one-page receive buffer within the
+ * same draw.
  *
  * Lock order: dev->odp_lock before as_lock (registration); umem_mutex
  * before as_lock (resolution, invalidation); odp_lock and umem_mutex are
@@ -59,6 +62,8 @@
 /* Synthetic receive faults: how often they are drawn, and at most how many at once. */
 #define NPFNIC_IB_RNPF_MS	10
 #define NPFNIC_IB_RNPF_MAX	64
+/* Pages of an MR drawn, at most, to find a mapped one to evict. */
+#define NPFNIC_IB_RNPF_PROBES	32
 
 static_assert(NPFNIC_IB_CTL_PRI + sizeof(struct npfnic_pri_status) <= PAGE_SIZE);
 
@@ -441,19 +446,30 @@ static const struct mmu_interval_notifier_ops npfnic_ib_odp_ops = {
 /* ---- synthetic receive faults ---- */
 
 /*
- * Drops the translation of page k of mr, as an invalidation of that page
- * would; false if it had none.
+ * Drops the translation of a random mapped page of mr, as an invalidation
+ * of that page would; false if none of NPFNIC_IB_RNPF_PROBES pages drawn
+ * had one. The first mapped page drawn is taken, so every mapped page is
+ * as likely, and the pages the device never touches (the MR's unused
+ * part) do not thin the rate out.
  */
-static bool npfnic_ib_odp_evict(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr, u64 k)
+static bool npfnic_ib_odp_evict(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr)
 {
 	struct ib_umem_odp *odp = to_ib_umem_odp(mr->umem);
-	u64 user = ib_umem_start(odp) + (k << PAGE_SHIFT);
-	u64 va = (mr->va & PAGE_MASK) + (k << PAGE_SHIFT);
-	bool evicted;
+	u64 base = mr->va & PAGE_MASK;
+	u64 pages = (PAGE_ALIGN(mr->va + mr->length) - base) >> PAGE_SHIFT;
+	bool evicted = false;
+	u64 k = 0, va = base;
+	int i;
 
 	mutex_lock(&odp->umem_mutex);
-	evicted = npfnic_ib_odp_zap(dev, mr->uc, va, 1);
+	for (i = 0; i < NPFNIC_IB_RNPF_PROBES && !evicted; i++) {
+		k = get_random_u32_below(pages);
+		va = base + (k << PAGE_SHIFT);
+		evicted = npfnic_ib_odp_zap(dev, mr->uc, va, 1);
+	}
 	if (evicted) {
+		u64 user = ib_umem_start(odp) + (k << PAGE_SHIFT);
+
 		if (npfnic_ib_invalidate(dev, mr->uc->pasid, va, 1))
 			dev_err_ratelimited(&dev->nic->pdev->dev, "MR %#x: %#llx not invalidated\n",
 					    mr->ibmr.lkey, va);
@@ -509,14 +525,12 @@ static void npfnic_ib_rnpf_work(struct work_struct *work)
 	}
 	for (; hits; hits--) {
 		struct npfnic_ib_mr *mr = npfnic_ib_odp_pick(dev);
-		u64 pages;
 
 		if (!mr) {
 			atomic64_add(hits, &dev->odp.rnpf_skipped);
 			break;
 		}
-		pages = (PAGE_ALIGN(mr->va + mr->length) - (mr->va & PAGE_MASK)) >> PAGE_SHIFT;
-		if (npfnic_ib_odp_evict(dev, mr, get_random_u32_below(pages)))
+		if (npfnic_ib_odp_evict(dev, mr))
 			atomic64_inc(&dev->odp.rnpf_injected);
 		else
 			atomic64_inc(&dev->odp.rnpf_skipped);

@@ -51,6 +51,9 @@ type RDMAGuest struct {
 	// NIC is an npfnic guest's device, served in this process (its RDMA
 	// engine's counters, RDMA().Stats()); nil for an rxe guest.
 	NIC *npfnic.NIC
+	// BDF is the PCI function of an npfnic guest's NIC (its debugfs
+	// knobs, rdmafault.go); "" for rxe.
+	BDF string
 }
 
 // RDMAPair is two TCG guests cabled back to back through QEMU's stream
@@ -190,6 +193,9 @@ func (g *RDMAGuest) setUp(ctx context.Context) error {
 		}
 	case RDMANPFNIC:
 		if err := g.VM.LoadDriver(sctx, ""); err != nil {
+			return err
+		}
+		if err := g.findBDF(sctx); err != nil {
 			return err
 		}
 	}
@@ -386,4 +392,16 @@ func (p *RDMAPair) RunClientServer(ctx context.Context, server, client *RDMAGues
 		return serverOut, clientOut, fmt.Errorf("server %s: exit %d:\n%s", server.IP, s.r.Exit, serverOut)
 	}
 	return serverOut, clientOut, nil
+}
+
+// Kill sends SIGTERM to every process of the guest whose command name
+// (/proc/PID/comm) is program, one by one by its process id, and returns
+// how many it found: the way to end an ibverbs program started for an
+// open-ended run (perftest -D with a long duration).
+func (g *RDMAGuest) Kill(ctx context.Context, program string) (int, error) {
+	if strings.ContainsAny(program, " \t\n'\"$`\\;&|<>*?/") || program == "" {
+		return 0, fmt.Errorf("testbed: kill %q: want a plain program name", program)
+	}
+	out, err := g.shell(ctx, fmt.Sprintf(`for d in /proc/[0-9]*; do if [ "$(cat $d/comm 2>/dev/null)" = %s ]; then echo ${d#/proc/}; kill ${d#/proc/} 2>/dev/null; fi; done; true`, program))
+	return len(strings.Fields(out)), err
 }
