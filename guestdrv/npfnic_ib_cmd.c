@@ -398,6 +398,9 @@ static void npfnic_ib_event(struct npfnic_ib_dev *dev, const struct npfnic_rdma_
 	case NPFNIC_RDMA_EVENT_COMM_EST:
 		npfnic_ib_qp_event(dev, handle, IB_EVENT_COMM_EST);
 		break;
+	case NPFNIC_RDMA_EVENT_MSG_ALARM:
+		npfnic_ib_rnpf_alarm(dev);
+		break;
 	default:
 		dev->hw.bad_events++;
 		break;

@@ -28,14 +28,16 @@
  * hmm_range_fault for the same range without a deadlock.
  *
  * Synthetic receive faults (rnpf_rate_ppm, as on the Ethernet side, now
- * per received message): every NPFNIC_IB_RNPF_MS the work reads how many
- * messages the device executed (QUERY_STATS) and draws, for each, a fault
- * with probability rnpf_rate_ppm / 10^6; each fault drops the translation
- * of a random mapped page of a random ODP MR, as an invalidation would,
- * so the next access to it takes the whole fault path. A fault finds no
+ * per message the device's responder executes): the work draws the number
+ * of messages until the next fault (each one faults with probability
+ * rnpf_rate_ppm / 10^6) and arms the device's RDMA_MSG_ALARM with it; at
+ * the MSG_ALARM event it drops the translation of a random mapped page of
+ * a random ODP MR, as an invalidation would, so the next access to it
+ * takes the whole fault path, and arms the next gap. Faults so land
+ * between the messages they were drawn for, not after the fact. The work
+ * also looks for a changed rate every NPFNIC_IB_RNPF_MS. A fault finds no
  * page to evict (odp_rnpf_skipped) when the MR's pages are all unmapped
- * already, e.g. a second fault on a one-page receive buffer within the
- * same draw.
+ * already.
  *
  * Lock order: dev->odp_lock before as_lock (registration); umem_mutex
  * before as_lock (resolution, invalidation); odp_lock and umem_mutex are
@@ -59,9 +61,8 @@
 #define NPFNIC_IB_CTL_PRI	128
 /* How long a response waits for room in the page response queue. */
 #define NPFNIC_IB_PRSP_WAIT_MS	100
-/* Synthetic receive faults: how often they are drawn, and at most how many at once. */
+/* Synthetic receive faults: how often a changed rate is looked for. */
 #define NPFNIC_IB_RNPF_MS	10
-#define NPFNIC_IB_RNPF_MAX	64
 /* Pages of an MR drawn, at most, to find a mapped one to evict. */
 #define NPFNIC_IB_RNPF_PROBES	32
 
@@ -125,7 +126,8 @@ void npfnic_ib_pri_start(struct npfnic_ib_dev *dev)
 	pci_read_config_dword(pdev, nic->pri_pos + PCI_PRI_MAX_REQ, &max_req);
 	pci_write_config_dword(pdev, nic->pri_pos + PCI_PRI_ALLOC_REQ, max_req);
 	pci_write_config_word(pdev, nic->pri_pos + PCI_PRI_CTRL, PCI_PRI_CTRL_ENABLE);
-	dev->rnpf_msgs = 0;
+	dev->rnpf_ppm = 0;
+	clear_bit(0, &dev->rnpf_due);
 	queue_delayed_work(pri->wq, &dev->rnpf_work, msecs_to_jiffies(NPFNIC_IB_RNPF_MS));
 }
 
@@ -501,42 +503,62 @@ static struct npfnic_ib_mr *npfnic_ib_odp_pick(struct npfnic_ib_dev *dev)
 	return found;
 }
 
+/*
+ * The messages until the next synthetic fault, each faulting with
+ * probability ppm / 10^6 (1 <= ppm <= 10^6): a geometric draw, capped at
+ * what RDMA_MSG_ALARM holds.
+ */
+static u32 npfnic_ib_rnpf_gap(u32 ppm)
+{
+	u32 n = 1;
+
+	while (n < U32_MAX && get_random_u32_below(NPFNIC_PPM) >= ppm)
+		n++;
+	return n;
+}
+
+/* Drops the translation of a random mapped page of a random ODP MR. */
+static void npfnic_ib_rnpf_inject(struct npfnic_ib_dev *dev)
+{
+	struct npfnic_ib_mr *mr = npfnic_ib_odp_pick(dev);
+
+	if (!mr) {
+		atomic64_inc(&dev->odp.rnpf_skipped);
+		return;
+	}
+	if (npfnic_ib_odp_evict(dev, mr))
+		atomic64_inc(&dev->odp.rnpf_injected);
+	else
+		atomic64_inc(&dev->odp.rnpf_skipped);
+	npfnic_ib_odp_release_hold(dev, mr);
+}
+
 static void npfnic_ib_rnpf_work(struct work_struct *work)
 {
 	struct npfnic_ib_dev *dev = container_of(to_delayed_work(work), struct npfnic_ib_dev,
 						 rnpf_work);
-	u32 ppm = READ_ONCE(dev->nic->rnpf_rate_ppm);
-	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_QUERY_STATS };
-	u64 v[NPFNIC_RDMA_STATS], msgs, hits = 0;
+	u32 ppm = min_t(u32, READ_ONCE(dev->nic->rnpf_rate_ppm), NPFNIC_PPM);
+	bool due = test_and_clear_bit(0, &dev->rnpf_due);
 
 	if (!READ_ONCE(dev->pri.enabled))
 		return;
-	cmd.stats.values = v;
-	if (ppm && !npfnic_ib_cmd(dev, &cmd)) {
-		msgs = v[NPFNIC_RDMA_STAT_MESSAGES_IN] - dev->rnpf_msgs;
-		/* The first reading, or after an RDMA reset: only a baseline. */
-		if (!dev->rnpf_msgs || v[NPFNIC_RDMA_STAT_MESSAGES_IN] < dev->rnpf_msgs)
-			msgs = 0;
-		dev->rnpf_msgs = v[NPFNIC_RDMA_STAT_MESSAGES_IN];
-		for (; msgs && hits < NPFNIC_IB_RNPF_MAX; msgs--)
-			hits += get_random_u32_below(NPFNIC_PPM) < ppm;
-	} else if (!ppm) {
-		dev->rnpf_msgs = 0;
+	if (due && ppm)
+		npfnic_ib_rnpf_inject(dev);
+	/* The next gap: after this fault, or for a new rate. */
+	if (due || ppm != dev->rnpf_ppm) {
+		dev->rnpf_ppm = ppm;
+		iowrite32(ppm ? npfnic_ib_rnpf_gap(ppm) : 0,
+			  dev->nic->bar0 + NPFNIC_REG_RDMA_MSG_ALARM);
 	}
-	for (; hits; hits--) {
-		struct npfnic_ib_mr *mr = npfnic_ib_odp_pick(dev);
+	mod_delayed_work(dev->pri.wq, &dev->rnpf_work, msecs_to_jiffies(NPFNIC_IB_RNPF_MS));
+}
 
-		if (!mr) {
-			atomic64_add(hits, &dev->odp.rnpf_skipped);
-			break;
-		}
-		if (npfnic_ib_odp_evict(dev, mr))
-			atomic64_inc(&dev->odp.rnpf_injected);
-		else
-			atomic64_inc(&dev->odp.rnpf_skipped);
-		npfnic_ib_odp_release_hold(dev, mr);
-	}
-	queue_delayed_work(dev->pri.wq, &dev->rnpf_work, msecs_to_jiffies(NPFNIC_IB_RNPF_MS));
+/* The device's MSG_ALARM event (interrupt context): a fault is due now. */
+void npfnic_ib_rnpf_alarm(struct npfnic_ib_dev *dev)
+{
+	set_bit(0, &dev->rnpf_due);
+	if (READ_ONCE(dev->pri.enabled))
+		mod_delayed_work(dev->pri.wq, &dev->rnpf_work, 0);
 }
 
 /* ---- registration ---- */

@@ -279,6 +279,8 @@ func (w *worker) asyncEvents() {
 					w.drainCQ(c) // what fits goes in first; drainCQ sees the overrun
 				}
 			}
+		case ibrc.EventMessageAlarm:
+			w.postEvent(hw.RDMAEventMsgAlarm, 0, 0)
 		}
 	}
 }
