@@ -102,9 +102,12 @@ func (b *Builder) buildInitramfs(ctx context.Context, v Variant, k Kernel, modul
 			return "", err
 		}
 	}
-	dir := filepath.Join(b.opt.CacheDir, "initramfs", string(v))
+	parent := filepath.Join(b.opt.CacheDir, "initramfs")
+	dir := versionedDir(parent, string(v), key)
 	out := filepath.Join(dir, "initramfs.cpio")
+	defer pruneVersions(parent, string(v), dir)
 	if _, ok := fresh(dir, key); ok {
+		touch(dir)
 		done("cached")
 		return out, nil
 	}
