@@ -35,14 +35,16 @@ func rdmaPair(t *testing.T, name string, a, b testbed.RDMAKind, pcap string) *te
 }
 
 // pingpong runs ibv_rc_pingpong with -c (each side checks every buffer it
-// receives) between server and client.
+// receives) between server and client; ODP applies to npfnic's side.
 func pingpong(t *testing.T, p *testbed.RDMAPair, server, client *testbed.RDMAGuest, pp workload.Pingpong) workload.PingpongResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	pp.Validate = true
 	_, out, err := p.RunClientServer(ctx, server, client, func(g *testbed.RDMAGuest, ip string) []string {
-		return pp.Args(g.Dev, g.GIDIndex, ip)
+		q := pp
+		q.ODP = pp.ODP && g.Kind == testbed.RDMANPFNIC // rxe has no ODP
+		return q.Args(g.Dev, g.GIDIndex, ip)
 	})
 	if err != nil {
 		t.Fatalf("ibv_rc_pingpong -s %d, %s server, %s client: %v", pp.Size, server.Kind, client.Kind, err)
@@ -168,7 +170,7 @@ func TestRDMAInteropWithRxe(t *testing.T) {
 	if after["rcvd_pkts"] == before["rcvd_pkts"] {
 		t.Errorf("rxe counted no received packets: %v", after)
 	}
-	killMidTransfer(t, p, npf, rxe)
+	killMidTransfer(t, p, npf, rxe, false)
 }
 
 // TestRDMABetweenNPFNICs: two npfnics: ibv_rc_pingpong with validation,
@@ -228,12 +230,13 @@ func TestRDMABetweenNPFNICs(t *testing.T) {
 // device writes into its memory region: as the target of rxe's RDMA
 // WRITEs, as the receiver of its SENDs, and as the reader whose READ
 // responses land in its region. The kernel then destroys the process's
-// QPs and deregisters its MRs, unpinning their pages; the device must
-// not write into them afterwards, which its late-DMA detector (LATE_DMA,
-// ethtool's late_dma) counts: it stays 0. The process's objects all go,
-// the guest's log stays clean, and a new program's transfer with buffer
-// validation works afterwards.
-func killMidTransfer(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed.RDMAGuest) {
+// QPs and deregisters its MRs, unpinning their pages (odp: dropping the
+// translations of pages it never pinned, while faults may be in flight);
+// the device must not write into them afterwards, which its late-DMA
+// detector (LATE_DMA, ethtool's late_dma) counts: it stays 0. The
+// process's objects all go, the guest's log stays clean, and a new
+// program's transfer with buffer validation works afterwards.
+func killMidTransfer(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed.RDMAGuest, odp bool) {
 	if t.Failed() {
 		return
 	}
@@ -262,11 +265,16 @@ func killMidTransfer(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed.RDMAGu
 		// Long enough that the kill comes mid-transfer (a few hundred
 		// messages a second under TCG).
 		pt := workload.Perftest{Tool: c.tool, Size: 65536, Iters: 100000, Port: 18700 + i}
+		if odp {
+			pt.Port += 10
+		}
 		before := rxeStats(t, rxe)
 		done := make(chan error, 1)
 		go func() {
 			_, _, err := p.RunClientServer(ctx, c.server, c.client, func(g *testbed.RDMAGuest, ip string) []string {
-				return pt.Args(g.Dev, g.GIDIndex, ip)
+				q := pt
+				q.ODP = odp && g.Kind == testbed.RDMANPFNIC
+				return q.Args(g.Dev, g.GIDIndex, ip)
 			})
 			done <- err
 		}()
@@ -319,7 +327,7 @@ func killMidTransfer(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed.RDMAGu
 		case <-time.After(time.Minute):
 			t.Fatalf("%s: the run did not end within a minute of the kills", c.tool)
 		}
-		t.Logf("%s (%s server) killed mid-transfer: objects released, late_dma 0", c.tool, c.server.Kind)
+		t.Logf("%s (%s server, odp %v) killed mid-transfer: objects released, late_dma 0", c.tool, c.server.Kind, odp)
 	}
 	dmesg, err := npf.Shell(ctx, "dmesg")
 	if err != nil {
@@ -328,7 +336,7 @@ func killMidTransfer(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed.RDMAGu
 	if badKernelLog.MatchString(dmesg) {
 		t.Fatalf("the npfnic guest's kernel log after the kills:\n%s", lastLines(dmesg, 60))
 	}
-	pingpong(t, p, npf, rxe, workload.Pingpong{Size: 4096, Iters: 20})
+	pingpong(t, p, npf, rxe, workload.Pingpong{Size: 4096, Iters: 20, ODP: odp})
 }
 
 // killAll sends SIGKILL to every process of g named comm.

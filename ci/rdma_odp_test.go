@@ -40,7 +40,10 @@ func odpDelta(t *testing.T, before, after map[string]int64) map[string]int64 {
 // Each run starts from cold memory (a new process): its pages fault, at
 // most once each, the data is intact, and rxe's own counter of RNR NAKs
 // received rises when npfnic receives: the NAKs of npfnic's receive faults
-// are real and well-formed to an independent RC implementation.
+// are real and well-formed to an independent RC implementation. Then the
+// memory is reclaimed under traffic, and ODP processes are killed
+// mid-transfer, after the process forked and unmapped parts of its
+// region under traffic (odpForkMunmap).
 func TestRDMAODPWithRxe(t *testing.T) {
 	p := rdmaPair(t, "rdma-odp", testbed.RDMANPFNIC, testbed.RDMARxe, "")
 	npf, rxe := p.A, p.B
@@ -106,7 +109,71 @@ func TestRDMAODPWithRxe(t *testing.T) {
 	run("ib_read_bw --odp", rxe, npf, 0, func(odp bool) argser {
 		return workload.Perftest{Tool: "ib_read_bw", Size: 65536, Iters: 20, ODP: odp, Port: 18801}
 	})
+	syntheticReceiveFaults(t, p, npf, rxe)
 	reclaimUnderTraffic(t, p, npf, rxe)
+	odpForkMunmap(t, p, npf, rxe)
+	killMidTransfer(t, p, npf, rxe, true)
+}
+
+// syntheticReceiveFaults runs ib_send_bw --odp into npfnic for 4 s at a
+// synthetic receive-fault rate of 0.2% per message (rnpf_rate_ppm): the
+// driver evicts a mapped page of the receive MR about once every 500
+// messages, and each eviction is a real fault of the next receive (an RNR
+// NAK, which rxe counts). perftest's MR has a send half the server never
+// touches beside its receive page, so an eviction that drew pages without
+// looking for a mapped one would find none half of the time; a fault is
+// skipped only when no page is left mapped, rare at this rate.
+func syntheticReceiveFaults(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed.RDMAGuest) {
+	if t.Failed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const ppm = 2000
+	if err := npf.SetRNPFRate(ctx, ppm); err != nil {
+		t.Fatal(err)
+	}
+	before, rxeBefore := rdmaStatistic(t, npf), rxeStats(t, rxe)
+	pt := workload.Perftest{Tool: "ib_send_bw", Size: 4096, Duration: 4 * time.Second, Port: 18803}
+	_, _, err := p.RunClientServer(ctx, npf, rxe, func(g *testbed.RDMAGuest, ip string) []string {
+		q := pt
+		q.ODP = g.Kind == testbed.RDMANPFNIC
+		return q.Args(g.Dev, g.GIDIndex, ip)
+	})
+	if rerr := npf.SetRNPFRate(ctx, 0); rerr != nil {
+		t.Error(rerr)
+	}
+	if err != nil {
+		t.Fatalf("ib_send_bw --odp at %d ppm synthetic receive faults: %v", ppm, err)
+	}
+	after, rxeAfter := rdmaStatistic(t, npf), rxeStats(t, rxe)
+	d := func(k string) int64 { return after[k] - before[k] }
+	msgs, inj, skip := d("messages_in"), d("odp_rnpf_injected"), d("odp_rnpf_skipped")
+	want := float64(msgs) * ppm / 1e6
+	t.Logf("%d messages at %d ppm: %d faults injected (%.0f expected), %d skipped; responder_faults %d, rnr_naks_fault %d; rxe rcvd_rnr_err +%d",
+		msgs, ppm, inj, want, skip, d("responder_faults"), d("rnr_naks_fault"), rxeAfter["rcvd_rnr_err"]-rxeBefore["rcvd_rnr_err"])
+	if want < 10 {
+		t.Fatalf("only %d messages in 4 s: too few to judge the rate", msgs)
+	}
+	if float64(inj) < want/2 || float64(inj) > want*2 {
+		t.Errorf("%d faults injected for %.0f expected at %d ppm of %d messages", inj, want, ppm, msgs)
+	}
+	if 4*skip > inj {
+		t.Errorf("%d drawn faults skipped for %d injected: the eviction misses the mapped pages", skip, inj)
+	}
+	// Every eviction faults the next receive, but the last one may not
+	// have been reached before the run ended.
+	if d("responder_faults") < inj-1 || d("rnr_naks_fault") < inj-1 {
+		t.Errorf("%d faults injected, but only %d responder faults and %d RNR NAKs", inj, d("responder_faults"), d("rnr_naks_fault"))
+	}
+	// rxe counts the NAKs that reach its completer while it waits for
+	// them, which is most but not always all.
+	if rnr := rxeAfter["rcvd_rnr_err"] - rxeBefore["rcvd_rnr_err"]; 2*rnr < d("rnr_naks_fault") {
+		t.Errorf("npfnic sent %d RNR NAKs, rxe counted %d", d("rnr_naks_fault"), rnr)
+	}
+	if rxeAfter["retry_exceeded_err"] != rxeBefore["retry_exceeded_err"] || rxeAfter["retry_rnr_exceeded_err"] != rxeBefore["retry_rnr_exceeded_err"] {
+		t.Errorf("rxe exhausted its retries: %v", rxeAfter)
+	}
 }
 
 // reclaimUnderTraffic pages the memory of npfnic's ibv_rc_pingpong -o out

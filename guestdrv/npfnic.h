@@ -365,6 +365,13 @@ void npfnic_qp_npf_stats(struct npfnic_qp *qp, u64 *cooled, u64 *xlat);
 void npfnic_since(struct npfnic *nic, int h, u64 from);
 u64 npfnic_hist_pct(struct npfnic *nic, int h, unsigned int pct);
 
+/* Writes a 64-bit register pair (bits 31:0 at lo, 63:32 at lo + 4). */
+static inline void npfnic_write64(struct npfnic *nic, u32 lo, u64 v)
+{
+	iowrite32(lower_32_bits(v), nic->bar0 + lo);
+	iowrite32(upper_32_bits(v), nic->bar0 + lo + 4);
+}
+
 /* npfnic_iopt.c: I/O page tables and invalidation (the table walkers assert npf.lock) */
 struct npfnic_pt *npfnic_pt_alloc(struct npfnic *nic, bool children);
 void npfnic_pt_free(struct npfnic *nic, struct npfnic_pt *pt);
@@ -386,6 +393,8 @@ irqreturn_t npfnic_invq_irq(struct npfnic *nic);
 /* npfnic_fault.c: page requests and responses */
 void npfnic_fault_delay(struct npfnic *nic, bool *delayed, u64 since_ns);
 void npfnic_fault_sleep(u64 since_ns);
+void npfnic_pri_program(struct npfnic *nic, dma_addr_t status, dma_addr_t prq, u32 prq_size,
+			dma_addr_t prspq, u32 prspq_size);
 bool npfnic_fault_delaying(void);
 void npfnic_pri_check(struct npfnic *nic);
 int npfnic_prsp_put(struct npfnic *nic, u16 prgi, u32 pasid, bool pasid_valid, u16 code);

@@ -168,6 +168,26 @@ static int npfnic_fault_page(struct npfnic *nic, struct npfnic_prg *g, const str
 	}
 }
 
+/* ---- the queues ---- */
+
+/*
+ * Resets the device's page request block and enables it over a status
+ * block and the two queues; the Ethernet side and the RDMA side
+ * (npfnic_ib_odp.c) each run it while they own translation.
+ */
+void npfnic_pri_program(struct npfnic *nic, dma_addr_t status, dma_addr_t prq, u32 prq_size,
+			dma_addr_t prspq, u32 prspq_size)
+{
+	iowrite32(NPFNIC_PRI_CTRL_RESET, nic->bar0 + NPFNIC_REG_PRI_CTRL);
+	npfnic_write64(nic, NPFNIC_REG_PRI_STATUS_LO, status);
+	npfnic_write64(nic, NPFNIC_REG_PRQ_BASE_LO, prq);
+	iowrite32(prq_size, nic->bar0 + NPFNIC_REG_PRQ_SIZE);
+	iowrite32(NPFNIC_PRQ_VECTOR, nic->bar0 + NPFNIC_REG_PRQ_VECTOR);
+	npfnic_write64(nic, NPFNIC_REG_PRSPQ_BASE_LO, prspq);
+	iowrite32(prspq_size, nic->bar0 + NPFNIC_REG_PRSPQ_SIZE);
+	iowrite32(NPFNIC_PRI_CTRL_ENABLE, nic->bar0 + NPFNIC_REG_PRI_CTRL);
+}
+
 /* ---- respond: the page response queue ---- */
 
 /*

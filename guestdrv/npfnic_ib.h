@@ -185,7 +185,8 @@ struct npfnic_ib_dev {
 	wait_queue_head_t odp_wait;
 	struct npfnic_ib_odp_stats odp;
 	struct delayed_work rnpf_work;	/* synthetic receive faults (pri.wq) */
-	u64 rnpf_msgs;			/* messages_in at the last draw (the work's) */
+	unsigned long rnpf_due;		/* bit 0: the device's MSG_ALARM came */
+	u32 rnpf_ppm;			/* the rate the alarm is armed for (the work's) */
 	struct rdma_stat_desc stat_descs[NPFNIC_IB_NSTATS];	/* rdma statistic */
 	struct xarray cqs;		/* CQN -> live CQ, for events (irq-safe lock) */
 	struct xarray qps;		/* QPN -> live QP, for events (irq-safe lock) */
@@ -383,6 +384,7 @@ int npfnic_ib_odp_reg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr, u64 st
 bool npfnic_ib_odp_overlaps(struct npfnic_ib_ucontext *uc, u64 va, u64 length);
 void npfnic_ib_odp_dereg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr);
 void npfnic_ib_odp_get_stats(struct npfnic_ib_dev *dev, u64 *data);
+void npfnic_ib_rnpf_alarm(struct npfnic_ib_dev *dev);
 
 /* npfnic_ib_queue.c: rxe queues, CQs and QPs */
 int npfnic_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,

@@ -67,12 +67,6 @@ static void npfnic_ib_ats_free(struct npfnic_ib_dev *dev)
 	ats->root0 = NULL;
 }
 
-static void npfnic_ib_ats_write64(struct npfnic *nic, u32 lo, u64 v)
-{
-	iowrite32(lower_32_bits(v), nic->bar0 + lo);
-	iowrite32(upper_32_bits(v), nic->bar0 + lo + 4);
-}
-
 /*
  * PASID 0 while RDMA runs translation: the device translates the Ethernet
  * queues' buffers whenever ATS is on, and under rx_policy off they are
@@ -173,10 +167,10 @@ static int npfnic_ib_ats_start(struct npfnic_ib_dev *dev)
 	ats->invq_tail = 0;
 	ats->seq = 0;
 	iowrite32(NPFNIC_ATS_CTRL_RESET, nic->bar0 + NPFNIC_REG_ATS_CTRL);
-	npfnic_ib_ats_write64(nic, NPFNIC_REG_ATS_STATUS_LO, ats->ctl_dma);
-	npfnic_ib_ats_write64(nic, NPFNIC_REG_PASID_TABLE_LO, ats->pasid_dma);
+	npfnic_write64(nic, NPFNIC_REG_ATS_STATUS_LO, ats->ctl_dma);
+	npfnic_write64(nic, NPFNIC_REG_PASID_TABLE_LO, ats->pasid_dma);
 	iowrite32(NPFNIC_IB_PASID_TBL, nic->bar0 + NPFNIC_REG_PASID_TABLE_SIZE);
-	npfnic_ib_ats_write64(nic, NPFNIC_REG_INVQ_BASE_LO, ats->invq_dma);
+	npfnic_write64(nic, NPFNIC_REG_INVQ_BASE_LO, ats->invq_dma);
 	iowrite32(NPFNIC_IB_INVQ_SIZE, nic->bar0 + NPFNIC_REG_INVQ_SIZE);
 	iowrite32(NPFNIC_INVQ_VECTOR, nic->bar0 + NPFNIC_REG_INVQ_VECTOR);
 	iowrite32(nic->atc_entries, nic->bar0 + NPFNIC_REG_ATC_CAPACITY);

@@ -78,12 +78,6 @@ NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ERR, IB_QPS_ERR);
 	(IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ | \
 	 IB_ACCESS_ON_DEMAND)
 
-static void npfnic_ib_write64(struct npfnic *nic, u32 lo, u64 v)
-{
-	iowrite32(lower_32_bits(v), nic->bar0 + lo);
-	iowrite32(upper_32_bits(v), nic->bar0 + lo + 4);
-}
-
 /* ---- building one command ---- */
 
 static void npfnic_ib_fill_create_qp(struct npfnic_rdma_cmd_create_qp *c,
@@ -328,21 +322,18 @@ void npfnic_ib_sq_doorbell(struct npfnic_ib_dev *dev, u32 qpn)
 }
 
 /*
- * The arm must be in the device before user space polls the CQ after
- * arming (the verbs' way to close the race): a completion the poll does
- * not see then lands after the arm and raises the event. A posted write
- * may still be on its way while a completion lands; the read behind it
- * returns only once the device took the write. It costs one BAR read per
- * arm (~220 us under TCG), against a completion channel that hangs.
+ * A posted write: user space polls the CQ right after arming, and a
+ * completion may land between that poll and the arm's arrival. The device
+ * closes that race itself (an arm that finds completions user space has
+ * not consumed raises the event at once, RDMADoc), so no read has to wait
+ * for the write (one BAR read is ~220 us under TCG, on every
+ * ibv_req_notify_cq).
  */
 void npfnic_ib_cq_arm(struct npfnic_ib_dev *dev, u32 cqn, bool solicited)
 {
-	void __iomem *bar0 = dev->nic->bar0;
-
-	if (!dev->hw.enabled)
-		return;
-	iowrite32(cqn | (solicited ? NPFNIC_RDMA_CQ_ARM_SOLICITED : 0), bar0 + NPFNIC_REG_CQ_ARM);
-	ioread32(bar0 + NPFNIC_REG_RDMA_ERROR);
+	if (dev->hw.enabled)
+		iowrite32(cqn | (solicited ? NPFNIC_RDMA_CQ_ARM_SOLICITED : 0),
+			  dev->nic->bar0 + NPFNIC_REG_CQ_ARM);
 }
 
 /* ---- events ---- */
@@ -406,6 +397,9 @@ static void npfnic_ib_event(struct npfnic_ib_dev *dev, const struct npfnic_rdma_
 		break;
 	case NPFNIC_RDMA_EVENT_COMM_EST:
 		npfnic_ib_qp_event(dev, handle, IB_EVENT_COMM_EST);
+		break;
+	case NPFNIC_RDMA_EVENT_MSG_ALARM:
+		npfnic_ib_rnpf_alarm(dev);
 		break;
 	default:
 		dev->hw.bad_events++;
@@ -488,10 +482,10 @@ int npfnic_ib_hw_init(struct npfnic_ib_dev *dev)
 		npfnic_ib_hw_free(dev);
 		return -ENOMEM;
 	}
-	npfnic_ib_write64(nic, NPFNIC_REG_RDMA_STATUS_LO, hw->status_dma);
-	npfnic_ib_write64(nic, NPFNIC_REG_CMDQ_BASE_LO, hw->cmdq_dma);
+	npfnic_write64(nic, NPFNIC_REG_RDMA_STATUS_LO, hw->status_dma);
+	npfnic_write64(nic, NPFNIC_REG_CMDQ_BASE_LO, hw->cmdq_dma);
 	iowrite32(NPFNIC_IB_CMDQ_SIZE, nic->bar0 + NPFNIC_REG_CMDQ_SIZE);
-	npfnic_ib_write64(nic, NPFNIC_REG_EQ_BASE_LO, hw->eq_dma);
+	npfnic_write64(nic, NPFNIC_REG_EQ_BASE_LO, hw->eq_dma);
 	iowrite32(NPFNIC_IB_EQ_SIZE, nic->bar0 + NPFNIC_REG_EQ_SIZE);
 	iowrite32(NPFNIC_RDMA_VECTOR, nic->bar0 + NPFNIC_REG_EQ_VECTOR);
 	hw->cmdq_tail = 0;

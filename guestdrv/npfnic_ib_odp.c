@@ -28,11 +28,16 @@
  * hmm_range_fault for the same range without a deadlock.
  *
  * Synthetic receive faults (rnpf_rate_ppm, as on the Ethernet side, now
- * per received message): every NPFNIC_IB_RNPF_MS the work reads how many
- * messages the device executed (QUERY_STATS) and draws, for each, a fault
- * with probability rnpf_rate_ppm / 10^6; each fault drop the translation
- * of a random mapped page of a random ODP MR, as an invalidation would,
- * so the next access to it takes the whole fault path.
+ * per message the device's responder executes): the work draws the number
+ * of messages until the next fault (each one faults with probability
+ * rnpf_rate_ppm / 10^6) and arms the device's RDMA_MSG_ALARM with it; at
+ * the MSG_ALARM event it drops the translation of a random mapped page of
+ * a random ODP MR, as an invalidation would, so the next access to it
+ * takes the whole fault path, and arms the next gap. Faults so land
+ * between the messages they were drawn for, not after the fact. The work
+ * also looks for a changed rate every NPFNIC_IB_RNPF_MS. A fault finds no
+ * page to evict (odp_rnpf_skipped) when the MR's pages are all unmapped
+ * already.
  *
  * Lock order: dev->odp_lock before as_lock (registration); umem_mutex
  * before as_lock (resolution, invalidation); odp_lock and umem_mutex are
@@ -56,9 +61,10 @@
 #define NPFNIC_IB_CTL_PRI	128
 /* How long a response waits for room in the page response queue. */
 #define NPFNIC_IB_PRSP_WAIT_MS	100
-/* Synthetic receive faults: how often they are drawn, and at most how many at once. */
+/* Synthetic receive faults: how often a changed rate is looked for. */
 #define NPFNIC_IB_RNPF_MS	10
-#define NPFNIC_IB_RNPF_MAX	64
+/* Pages of an MR drawn, at most, to find a mapped one to evict. */
+#define NPFNIC_IB_RNPF_PROBES	32
 
 static_assert(NPFNIC_IB_CTL_PRI + sizeof(struct npfnic_pri_status) <= PAGE_SIZE);
 
@@ -97,12 +103,6 @@ void npfnic_ib_pri_free(struct npfnic_ib_dev *dev)
 	pri->prspq = NULL;
 }
 
-static void npfnic_ib_pri_write64(struct npfnic *nic, u32 lo, u64 v)
-{
-	iowrite32(lower_32_bits(v), nic->bar0 + lo);
-	iowrite32(upper_32_bits(v), nic->bar0 + lo + 4);
-}
-
 /* With ATS enabled (ats.lock held): page requests for the contexts' PASIDs on. */
 void npfnic_ib_pri_start(struct npfnic_ib_dev *dev)
 {
@@ -119,20 +119,15 @@ void npfnic_ib_pri_start(struct npfnic_ib_dev *dev)
 	pri->error_seen = 0;
 	memset(pri->prg, 0, sizeof(pri->prg));
 	atomic64_set(&pri->isr_ns, 0);
-	iowrite32(NPFNIC_PRI_CTRL_RESET, nic->bar0 + NPFNIC_REG_PRI_CTRL);
-	npfnic_ib_pri_write64(nic, NPFNIC_REG_PRI_STATUS_LO, dev->ats.ctl_dma + NPFNIC_IB_CTL_PRI);
-	npfnic_ib_pri_write64(nic, NPFNIC_REG_PRQ_BASE_LO, pri->prq_dma);
-	iowrite32(NPFNIC_IB_PRQ_SIZE, nic->bar0 + NPFNIC_REG_PRQ_SIZE);
-	iowrite32(NPFNIC_PRQ_VECTOR, nic->bar0 + NPFNIC_REG_PRQ_VECTOR);
-	npfnic_ib_pri_write64(nic, NPFNIC_REG_PRSPQ_BASE_LO, pri->prspq_dma);
-	iowrite32(NPFNIC_IB_PRSPQ_SIZE, nic->bar0 + NPFNIC_REG_PRSPQ_SIZE);
-	iowrite32(NPFNIC_PRI_CTRL_ENABLE, nic->bar0 + NPFNIC_REG_PRI_CTRL);
+	npfnic_pri_program(nic, dev->ats.ctl_dma + NPFNIC_IB_CTL_PRI, pri->prq_dma,
+			   NPFNIC_IB_PRQ_SIZE, pri->prspq_dma, NPFNIC_IB_PRSPQ_SIZE);
 	WRITE_ONCE(pri->enabled, true);
 	/* The PCIe capability last: Enable latches the outstanding allocation. */
 	pci_read_config_dword(pdev, nic->pri_pos + PCI_PRI_MAX_REQ, &max_req);
 	pci_write_config_dword(pdev, nic->pri_pos + PCI_PRI_ALLOC_REQ, max_req);
 	pci_write_config_word(pdev, nic->pri_pos + PCI_PRI_CTRL, PCI_PRI_CTRL_ENABLE);
-	dev->rnpf_msgs = 0;
+	dev->rnpf_ppm = 0;
+	clear_bit(0, &dev->rnpf_due);
 	queue_delayed_work(pri->wq, &dev->rnpf_work, msecs_to_jiffies(NPFNIC_IB_RNPF_MS));
 }
 
@@ -453,19 +448,30 @@ static const struct mmu_interval_notifier_ops npfnic_ib_odp_ops = {
 /* ---- synthetic receive faults ---- */
 
 /*
- * Drops the translation of page k of mr, as an invalidation of that page
- * would; false if it had none.
+ * Drops the translation of a random mapped page of mr, as an invalidation
+ * of that page would; false if none of NPFNIC_IB_RNPF_PROBES pages drawn
+ * had one. The first mapped page drawn is taken, so every mapped page is
+ * as likely, and the pages the device never touches (the MR's unused
+ * part) do not thin the rate out.
  */
-static bool npfnic_ib_odp_evict(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr, u64 k)
+static bool npfnic_ib_odp_evict(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr)
 {
 	struct ib_umem_odp *odp = to_ib_umem_odp(mr->umem);
-	u64 user = ib_umem_start(odp) + (k << PAGE_SHIFT);
-	u64 va = (mr->va & PAGE_MASK) + (k << PAGE_SHIFT);
-	bool evicted;
+	u64 base = mr->va & PAGE_MASK;
+	u64 pages = (PAGE_ALIGN(mr->va + mr->length) - base) >> PAGE_SHIFT;
+	bool evicted = false;
+	u64 k = 0, va = base;
+	int i;
 
 	mutex_lock(&odp->umem_mutex);
-	evicted = npfnic_ib_odp_zap(dev, mr->uc, va, 1);
+	for (i = 0; i < NPFNIC_IB_RNPF_PROBES && !evicted; i++) {
+		k = get_random_u32_below(pages);
+		va = base + (k << PAGE_SHIFT);
+		evicted = npfnic_ib_odp_zap(dev, mr->uc, va, 1);
+	}
 	if (evicted) {
+		u64 user = ib_umem_start(odp) + (k << PAGE_SHIFT);
+
 		if (npfnic_ib_invalidate(dev, mr->uc->pasid, va, 1))
 			dev_err_ratelimited(&dev->nic->pdev->dev, "MR %#x: %#llx not invalidated\n",
 					    mr->ibmr.lkey, va);
@@ -497,44 +503,62 @@ static struct npfnic_ib_mr *npfnic_ib_odp_pick(struct npfnic_ib_dev *dev)
 	return found;
 }
 
+/*
+ * The messages until the next synthetic fault, each faulting with
+ * probability ppm / 10^6 (1 <= ppm <= 10^6): a geometric draw, capped at
+ * what RDMA_MSG_ALARM holds.
+ */
+static u32 npfnic_ib_rnpf_gap(u32 ppm)
+{
+	u32 n = 1;
+
+	while (n < U32_MAX && get_random_u32_below(NPFNIC_PPM) >= ppm)
+		n++;
+	return n;
+}
+
+/* Drops the translation of a random mapped page of a random ODP MR. */
+static void npfnic_ib_rnpf_inject(struct npfnic_ib_dev *dev)
+{
+	struct npfnic_ib_mr *mr = npfnic_ib_odp_pick(dev);
+
+	if (!mr) {
+		atomic64_inc(&dev->odp.rnpf_skipped);
+		return;
+	}
+	if (npfnic_ib_odp_evict(dev, mr))
+		atomic64_inc(&dev->odp.rnpf_injected);
+	else
+		atomic64_inc(&dev->odp.rnpf_skipped);
+	npfnic_ib_odp_release_hold(dev, mr);
+}
+
 static void npfnic_ib_rnpf_work(struct work_struct *work)
 {
 	struct npfnic_ib_dev *dev = container_of(to_delayed_work(work), struct npfnic_ib_dev,
 						 rnpf_work);
-	u32 ppm = READ_ONCE(dev->nic->rnpf_rate_ppm);
-	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_QUERY_STATS };
-	u64 v[NPFNIC_RDMA_STATS], msgs, hits = 0;
+	u32 ppm = min_t(u32, READ_ONCE(dev->nic->rnpf_rate_ppm), NPFNIC_PPM);
+	bool due = test_and_clear_bit(0, &dev->rnpf_due);
 
 	if (!READ_ONCE(dev->pri.enabled))
 		return;
-	cmd.stats.values = v;
-	if (ppm && !npfnic_ib_cmd(dev, &cmd)) {
-		msgs = v[NPFNIC_RDMA_STAT_MESSAGES_IN] - dev->rnpf_msgs;
-		/* The first reading, or after an RDMA reset: only a baseline. */
-		if (!dev->rnpf_msgs || v[NPFNIC_RDMA_STAT_MESSAGES_IN] < dev->rnpf_msgs)
-			msgs = 0;
-		dev->rnpf_msgs = v[NPFNIC_RDMA_STAT_MESSAGES_IN];
-		for (; msgs && hits < NPFNIC_IB_RNPF_MAX; msgs--)
-			hits += get_random_u32_below(NPFNIC_PPM) < ppm;
-	} else if (!ppm) {
-		dev->rnpf_msgs = 0;
+	if (due && ppm)
+		npfnic_ib_rnpf_inject(dev);
+	/* The next gap: after this fault, or for a new rate. */
+	if (due || ppm != dev->rnpf_ppm) {
+		dev->rnpf_ppm = ppm;
+		iowrite32(ppm ? npfnic_ib_rnpf_gap(ppm) : 0,
+			  dev->nic->bar0 + NPFNIC_REG_RDMA_MSG_ALARM);
 	}
-	for (; hits; hits--) {
-		struct npfnic_ib_mr *mr = npfnic_ib_odp_pick(dev);
-		u64 pages;
+	mod_delayed_work(dev->pri.wq, &dev->rnpf_work, msecs_to_jiffies(NPFNIC_IB_RNPF_MS));
+}
 
-		if (!mr) {
-			atomic64_add(hits, &dev->odp.rnpf_skipped);
-			break;
-		}
-		pages = (PAGE_ALIGN(mr->va + mr->length) - (mr->va & PAGE_MASK)) >> PAGE_SHIFT;
-		if (npfnic_ib_odp_evict(dev, mr, get_random_u32_below(pages)))
-			atomic64_inc(&dev->odp.rnpf_injected);
-		else
-			atomic64_inc(&dev->odp.rnpf_skipped);
-		npfnic_ib_odp_release_hold(dev, mr);
-	}
-	queue_delayed_work(dev->pri.wq, &dev->rnpf_work, msecs_to_jiffies(NPFNIC_IB_RNPF_MS));
+/* The device's MSG_ALARM event (interrupt context): a fault is due now. */
+void npfnic_ib_rnpf_alarm(struct npfnic_ib_dev *dev)
+{
+	set_bit(0, &dev->rnpf_due);
+	if (READ_ONCE(dev->pri.enabled))
+		mod_delayed_work(dev->pri.wq, &dev->rnpf_work, 0);
 }
 
 /* ---- registration ---- */

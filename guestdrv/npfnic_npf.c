@@ -249,12 +249,6 @@ static void npfnic_npf_free(struct npfnic *nic)
 	npf->bk_bufs = NULL;
 }
 
-static void npfnic_write64(struct npfnic *nic, u32 lo, u64 v)
-{
-	iowrite32(lower_32_bits(v), nic->bar0 + lo);
-	iowrite32(upper_32_bits(v), nic->bar0 + lo + 4);
-}
-
 /* The PCIe ATS and PRI capabilities: enabled for the session, else off. */
 static void npfnic_caps(struct npfnic *nic, bool on)
 {
@@ -345,14 +339,8 @@ int npfnic_npf_open(struct npfnic *nic)
 	iowrite32(NPFNIC_ATS_CTRL_ENABLE, nic->bar0 + NPFNIC_REG_ATS_CTRL);
 
 	/* Page requests and responses. */
-	iowrite32(NPFNIC_PRI_CTRL_RESET, nic->bar0 + NPFNIC_REG_PRI_CTRL);
-	npfnic_write64(nic, NPFNIC_REG_PRI_STATUS_LO, npf->ctl_dma + NPFNIC_CTL_PRI);
-	npfnic_write64(nic, NPFNIC_REG_PRQ_BASE_LO, npf->prq_dma);
-	iowrite32(NPFNIC_PRQ_SIZE, nic->bar0 + NPFNIC_REG_PRQ_SIZE);
-	iowrite32(NPFNIC_PRQ_VECTOR, nic->bar0 + NPFNIC_REG_PRQ_VECTOR);
-	npfnic_write64(nic, NPFNIC_REG_PRSPQ_BASE_LO, npf->prspq_dma);
-	iowrite32(NPFNIC_PRSPQ_SIZE, nic->bar0 + NPFNIC_REG_PRSPQ_SIZE);
-	iowrite32(NPFNIC_PRI_CTRL_ENABLE, nic->bar0 + NPFNIC_REG_PRI_CTRL);
+	npfnic_pri_program(nic, npf->ctl_dma + NPFNIC_CTL_PRI, npf->prq_dma, NPFNIC_PRQ_SIZE,
+			   npf->prspq_dma, NPFNIC_PRSPQ_SIZE);
 
 	npfnic_caps(nic, true);
 

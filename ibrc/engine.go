@@ -98,6 +98,9 @@ const (
 	EventCommEstablished EventType = iota
 	EventSQDrained
 	EventCQError
+	// EventMessageAlarm: the requests SetMessageAlarm counted down were
+	// executed.
+	EventMessageAlarm
 )
 
 // Event is an asynchronous event.
@@ -162,6 +165,9 @@ type Engine struct {
 	// under mu so that a device register write can set it without waiting
 	// for mu, which is held across memory region accesses.
 	policy atomic.Uint32
+	// alarm is the requests still to execute before EventMessageAlarm (0:
+	// none); an atomic for the same reason as policy.
+	alarm atomic.Uint64
 
 	// Output produced under mu, delivered by flush outside it.
 	txq   [][]byte
@@ -203,6 +209,33 @@ func (e *Engine) SetRecvFaultPolicy(p FaultPolicy) { e.policy.Store(uint32(p)) }
 
 // RecvFaultPolicy returns the responder's receive-fault policy.
 func (e *Engine) RecvFaultPolicy() FaultPolicy { return FaultPolicy(e.policy.Load()) }
+
+// SetMessageAlarm arms one EventMessageAlarm after the responder executed
+// n more requests (Stats.MessagesIn); 0 cancels. It replaces any alarm
+// armed before and does not wait for the engine's lock.
+func (e *Engine) SetMessageAlarm(n uint64) { e.alarm.Store(n) }
+
+// MessageAlarm returns the requests still to execute before the alarm (0:
+// none armed).
+func (e *Engine) MessageAlarm() uint64 { return e.alarm.Load() }
+
+// messageExecuted counts one executed request and counts the alarm down
+// (engine lock held).
+func (e *Engine) messageExecuted() {
+	e.stats.MessagesIn++
+	for {
+		n := e.alarm.Load()
+		if n == 0 {
+			return
+		}
+		if e.alarm.CompareAndSwap(n, n-1) {
+			if n == 1 {
+				e.event(Event{Type: EventMessageAlarm})
+			}
+			return
+		}
+	}
+}
 
 // GID returns the port's GID (IPv4-mapped).
 func (e *Engine) GID() [16]byte { return rocev2.GIDFromIPv4(e.cfg.IPv4) }

@@ -154,3 +154,52 @@ func TestRecvFaultPolicyAtRuntime(t *testing.T) {
 		t.Fatal("the dropped request was not recovered by a timeout")
 	}
 }
+
+// TestMessageAlarm: SetMessageAlarm(n) raises one EventMessageAlarm when
+// the responder has executed n more requests, whatever their kind; a new
+// value replaces the countdown and 0 cancels it.
+func TestMessageAlarm(t *testing.T) {
+	alarms := func(n *node) int {
+		k := 0
+		for _, ev := range n.events {
+			if ev.Type == ibrc.EventMessageAlarm {
+				k++
+			}
+		}
+		return k
+	}
+	for _, tc := range []struct {
+		name   string
+		arm    []uint64 // SetMessageAlarm calls before the messages
+		msgs   int      // SENDs then executed
+		alarms int      // EventMessageAlarms expected
+		left   uint64   // MessageAlarm afterwards
+	}{
+		{"fires at the count", []uint64{3}, 3, 1, 0},
+		{"not before", []uint64{4}, 3, 0, 1},
+		{"once only", []uint64{1}, 3, 1, 0},
+		{"replaced", []uint64{1, 5}, 3, 0, 2},
+		{"cancelled", []uint64{2, 0}, 3, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, opts{timeout: 10, retry: 7, rnr: 7})
+			for _, n := range tc.arm {
+				w.b.e.SetMessageAlarm(n)
+			}
+			for i := 0; i < tc.msgs; i++ {
+				w.b.qp.PostRecv(ibrc.RecvWR{ID: uint64(i), SGL: w.b.sge(uint64(i)*64, 64)})
+				w.a.qp.PostSend(ibrc.SendWR{ID: uint64(i), Opcode: ibrc.WRSend, Flags: ibrc.SendSignaled, SGL: w.a.sge(0, 64)})
+			}
+			w.run(time.Second, func() bool { return len(w.a.wcs) == tc.msgs && len(w.b.rwcs) == tc.msgs })
+			if got := alarms(w.b); got != tc.alarms {
+				t.Errorf("%d alarms, want %d", got, tc.alarms)
+			}
+			if got := w.b.e.MessageAlarm(); got != tc.left {
+				t.Errorf("%d requests left on the alarm, want %d", got, tc.left)
+			}
+			if got := alarms(w.a); got != 0 {
+				t.Errorf("the requester raised %d alarms", got)
+			}
+		})
+	}
+}

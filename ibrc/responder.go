@@ -139,7 +139,7 @@ func (q *QP) inSeqDone(p *rocev2.Packet) {
 	case op.Has(rocev2.Last):
 		q.resp.inMsg = 0
 		q.resp.msn = (q.resp.msn + 1) & psnMask
-		q.e.stats.MessagesIn++
+		q.e.messageExecuted()
 	case op.Has(rocev2.First):
 		q.resp.inMsg = op.Flags() & (rocev2.Send | rocev2.Write)
 	}
@@ -304,7 +304,7 @@ func (q *QP) execRead(p *rocev2.Packet) {
 	q.resp.readNext = (q.resp.readNext + 1) % len(q.resp.reads)
 	q.resp.psn = psnAdd(res.last, 1)
 	q.resp.msn = (q.resp.msn + 1) & psnMask
-	q.e.stats.MessagesIn++
+	q.e.messageExecuted()
 	q.readResponses(res, res.first)
 }
 

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Key accumulates the inputs of one build step into a content hash, so a step
@@ -141,6 +142,58 @@ func fresh(dir string, key *Key) (stamp, bool) {
 		return s, false
 	}
 	return s, true
+}
+
+// versionsKept is how many builds of one versioned step stay in the cache.
+const versionsKept = 4
+
+// versionedDir is the directory of the build of a step whose inputs hash
+// to key: parent/name-KEY. Builds of different sources (two checkouts, or
+// two CI jobs sharing one cache) get directories of their own, so one
+// never replaces the artifacts another is booting VMs from, and switching
+// back to a tree rebuilds nothing. pruneVersions bounds how many stay.
+func versionedDir(parent, name string, key *Key) string {
+	return filepath.Join(parent, name+"-"+key.Short())
+}
+
+// pruneVersions removes all but the newest versionsKept builds of name in
+// parent (and never keep, the one just used).
+func pruneVersions(parent, name, keep string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	type version struct {
+		path string
+		mod  time.Time
+	}
+	var vs []version
+	for _, e := range entries {
+		n := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(n, name+"-") || strings.HasSuffix(n, ".tmp") || strings.HasSuffix(n, ".old") {
+			continue
+		}
+		if info, err := e.Info(); err == nil {
+			vs = append(vs, version{filepath.Join(parent, n), info.ModTime()})
+		}
+	}
+	sort.Slice(vs, func(i, j int) bool { return vs[i].mod.After(vs[j].mod) })
+	kept := 0
+	for _, v := range vs {
+		if v.path == keep || kept < versionsKept-1 {
+			if v.path != keep {
+				kept++
+			}
+			continue
+		}
+		_ = os.RemoveAll(v.path)
+	}
+}
+
+// touch marks dir as used now, for pruneVersions.
+func touch(dir string) {
+	now := time.Now()
+	_ = os.Chtimes(dir, now, now)
 }
 
 // replaceDir atomically swaps a freshly built directory into place.

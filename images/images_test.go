@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCompareDebianVersions(t *testing.T) {
@@ -284,5 +287,46 @@ func TestHostPackagesListed(t *testing.T) {
 		if !found {
 			t.Errorf("host package %s missing from host-packages.txt (%v)", want, pkgs)
 		}
+	}
+}
+
+// TestVersionedDirs: builds of different inputs get directories of their
+// own, and pruning keeps the newest versionsKept of a name, the one in use
+// always, and nothing of another name or a build in progress.
+func TestVersionedDirs(t *testing.T) {
+	parent := t.TempDir()
+	a := versionedDir(parent, "rdma", NewKey("initramfs", "2").Add("tool", "a"))
+	b := versionedDir(parent, "rdma", NewKey("initramfs", "2").Add("tool", "b"))
+	if a == b || filepath.Dir(a) != parent || !strings.HasPrefix(filepath.Base(a), "rdma-") {
+		t.Fatalf("versioned dirs %s and %s", a, b)
+	}
+	base := time.Now().Add(-time.Hour)
+	var dirs []string
+	for i := 0; i < 7; i++ {
+		d := filepath.Join(parent, fmt.Sprintf("rdma-%016x", i))
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		at := base.Add(time.Duration(i) * time.Minute)
+		if err := os.Chtimes(d, at, at); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, d)
+	}
+	for _, other := range []string{"base-0000000000000000", "rdma-0000000000000009.tmp", "rdmax"} {
+		if err := os.Mkdir(filepath.Join(parent, other), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pruneVersions(parent, "rdma", dirs[0]) // the oldest is the one in use
+	var left []string
+	entries, _ := os.ReadDir(parent)
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	want := []string{"base-0000000000000000", "rdma-0000000000000000", "rdma-0000000000000004", "rdma-0000000000000005",
+		"rdma-0000000000000006", "rdma-0000000000000009.tmp", "rdmax"}
+	if !slices.Equal(left, want) {
+		t.Fatalf("after pruning: %v\nwant %v", left, want)
 	}
 }

@@ -47,7 +47,7 @@ var guestPrograms = map[Variant][]string{
 
 // guestModules are kernel modules shipped for loading on demand (with their
 // dependencies): what the npfnic driver links against, the QEMU NICs npfnic
-// is compared with, and soft-RoCE.
+// is compared with, soft-RoCE, and zram (swap for the ODP reclaim test).
 var guestModules = map[Variant][]string{
 	VariantBase: append([]string{"e1000e", "virtio_net", "virtio_pci", "tun"}, agent.DriverDeps...),
 	VariantRDMA: {"crc32_generic", "rdma_rxe", "ib_uverbs", "zram"},
@@ -102,9 +102,12 @@ func (b *Builder) buildInitramfs(ctx context.Context, v Variant, k Kernel, modul
 			return "", err
 		}
 	}
-	dir := filepath.Join(b.opt.CacheDir, "initramfs", string(v))
+	parent := filepath.Join(b.opt.CacheDir, "initramfs")
+	dir := versionedDir(parent, string(v), key)
 	out := filepath.Join(dir, "initramfs.cpio")
+	defer pruneVersions(parent, string(v), dir)
 	if _, ok := fresh(dir, key); ok {
+		touch(dir)
 		done("cached")
 		return out, nil
 	}

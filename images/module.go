@@ -19,9 +19,12 @@ func (b *Builder) buildModule(ctx context.Context, k Kernel) (string, error) {
 	if err := addTopLevel(key, src, driverSources); err != nil {
 		return "", err
 	}
-	dir := filepath.Join(b.opt.CacheDir, "module", k.Release)
+	parent := filepath.Join(b.opt.CacheDir, "module")
+	dir := versionedDir(parent, k.Release, key)
 	ko := filepath.Join(dir, "npfnic.ko")
+	defer pruneVersions(parent, k.Release, dir)
 	if _, ok := fresh(dir, key); ok {
+		touch(dir)
 		done("cached")
 		return ko, nil
 	}

@@ -41,7 +41,7 @@ var experiments = []command{
 	{"datapath", runExpDatapath, "the same TCG guest through QEMU's e1000e, QEMU's virtio-net and npfnic: iperf3 both ways, memcached/memaslap"},
 	{"fault-cost", runExpFaultCost, "Lesokhin et al. ASPLOS'17, Figure 3/Table 4: per-stage cost of a network page fault (p50/p99) against an interrupt+doorbell floor"},
 	{"rdma", runExpRDMA, "unmodified perftest between two TCG guests: rdma_rxe and npfnic paired every way, bandwidth and latency against rxe-rxe"},
-	{"rnpf-rate", runExpRNPFRate, "Lesokhin et al. ASPLOS'17, Figure 10 (left): TCP stream throughput against the rate of synthetic receive faults, backup ring vs drop, minor and major"},
+	{"rnpf-rate", runExpRNPFRate, "Lesokhin et al. ASPLOS'17, Figure 10: stream throughput against the rate of synthetic receive faults, minor and major: TCP with the backup ring vs drop (left), or with -transport rc ib_send_bw --odp with RNR NAK vs drop (right)"},
 	{"rnr", runExpRNR, "RC throughput vs receive-fault rate: RNR NAK vs drop-and-timeout (Lesokhin et al. ASPLOS'17, Fig. 10 right)"},
 }
 

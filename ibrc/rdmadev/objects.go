@@ -59,7 +59,9 @@ type qp struct {
 	rqMu     sync.Mutex
 	rq       *rxeq.RQ
 	rqBroken atomic.Bool
-	badWQEs  *atomic.Uint64 // the engine's count of malformed entries
+	// badWQEs is the engine's count of malformed entries (Stats.BadWQEs),
+	// which the receive path adds to.
+	badWQEs *atomic.Uint64
 
 	errStatus ibrc.WCStatus // the first error that completed on it
 	userErr   bool          // MODIFY_QP moved it to ERR: no QP_FATAL

@@ -533,3 +533,47 @@ func TestODPQuiesce(t *testing.T) {
 		})
 	}
 }
+
+// TestMsgAlarmRegister: RDMA_MSG_ALARM = 3 posts one MSG_ALARM event once
+// the responder executed three more requests, not before; the register
+// reads the requests still to go, and RDMA_CTRL RESET cancels it.
+func TestMsgAlarmRegister(t *testing.T) {
+	a, b := pair(t, 3)
+	left := func() uint32 {
+		v, _ := b.e.RegRead(hw.RegRDMAMsgAlarm)
+		return v
+	}
+	b.e.RegWrite(hw.RegRDMAMsgAlarm, 3)
+	send := func(id uint64) {
+		t.Helper()
+		b.postRecv(t, b.rq, rdmatest.Recv{ID: id, SGL: []rdmatest.SGE{{Addr: bufVA + 0x10000, Length: 4096, LKey: mrKey}}})
+		a.post(t, a.sq, a.qpn, rdmatest.Send{ID: id, Opcode: hw.IBVWRSend, Flags: sig, AutoLength: true, NumSGE: -1,
+			SGL: []rdmatest.SGE{{Addr: bufVA, Length: 100, LKey: mrKey}}})
+		if c := poll(t, a.scq, 1)[0]; c.Status != ibrc.WCSuccess {
+			t.Fatalf("send %d: %+v", id, c)
+		}
+		poll(t, b.rcq, 1)
+	}
+	send(1)
+	send(2)
+	if v := left(); v != 1 {
+		t.Fatalf("after two requests the alarm reads %d, want 1", v)
+	}
+	for _, ev := range b.d.Events() {
+		if ev.Type == hw.RDMAEventMsgAlarm {
+			t.Fatalf("MSG_ALARM after two of three requests: %+v", ev)
+		}
+	}
+	send(3)
+	b.waitEvent(t, hw.RDMAEventMsgAlarm, 0)
+	if v := left(); v != 0 {
+		t.Fatalf("after the alarm it reads %d", v)
+	}
+	b.e.RegWrite(hw.RegRDMAMsgAlarm, 5)
+	if err := b.d.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if v := left(); v != 0 {
+		t.Fatalf("RDMA_CTRL RESET left the alarm at %d", v)
+	}
+}

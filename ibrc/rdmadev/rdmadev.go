@@ -72,6 +72,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -145,7 +146,7 @@ type Engine struct {
 	// mu guards the register state and what the register path hands the
 	// worker. Never held across guest memory.
 	mu       sync.Mutex
-	regs     [(hw.RegRDMARecvFault-hw.RegRDMACtrl)/4 + 1]uint32
+	regs     [(hw.RegRDMAMsgAlarm-hw.RegRDMACtrl)/4 + 1]uint32
 	enabled  bool
 	inst     *instance // the latched control queues; nil while disabled
 	gen      uint64    // bumped by RESET: the worker's objects are void
@@ -305,7 +306,7 @@ func (e *Engine) reg(off uint32) *uint32 { return &e.regs[(off-hw.RegRDMACtrl)/4
 
 // RegRead reads a BlockRDMA register. It does not touch guest memory.
 func (e *Engine) RegRead(off uint32) (uint32, bool) {
-	if off < hw.RegRDMACtrl || off > hw.RegRDMARecvFault || off%4 != 0 {
+	if off < hw.RegRDMACtrl || off > hw.RegRDMAMsgAlarm || off%4 != 0 {
 		return 0, false
 	}
 	e.mu.Lock()
@@ -324,6 +325,8 @@ func (e *Engine) RegRead(off uint32) (uint32, bool) {
 		return e.errCode, true
 	case hw.RegCmdqTail, hw.RegEQHead, hw.RegEQArm, hw.RegSQDoorbell, hw.RegCQArm:
 		return 0, true // write only
+	case hw.RegRDMAMsgAlarm:
+		return uint32(min(e.rc.Load().MessageAlarm(), math.MaxUint32)), true
 	}
 	return *e.reg(off), true
 }
@@ -331,7 +334,7 @@ func (e *Engine) RegRead(off uint32) (uint32, bool) {
 // RegWrite writes a BlockRDMA register. It records the value and wakes the
 // worker; it never waits for guest memory.
 func (e *Engine) RegWrite(off, v uint32) bool {
-	if off < hw.RegRDMACtrl || off > hw.RegRDMARecvFault || off%4 != 0 {
+	if off < hw.RegRDMACtrl || off > hw.RegRDMAMsgAlarm || off%4 != 0 {
 		return false
 	}
 	e.mu.Lock()
@@ -375,6 +378,10 @@ func (e *Engine) RegWrite(off, v uint32) bool {
 		v &= hw.RDMARecvFaultDrop
 		*e.reg(off) = v
 		e.rc.Load().SetRecvFaultPolicy(recvFaultPolicy(v))
+	case hw.RegRDMAMsgAlarm:
+		// The running transport counts down; the one RESET builds starts
+		// without an alarm.
+		e.rc.Load().SetMessageAlarm(uint64(v))
 	default:
 		*e.reg(off) = v
 	}

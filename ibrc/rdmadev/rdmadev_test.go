@@ -279,8 +279,18 @@ func TestGarbageRings(t *testing.T) {
 		t.Errorf("send into a garbage receive queue: %+v, want REM_OP_ERR", c)
 	}
 	b.waitEvent(t, hw.RDMAEventQPFatal, 0x301)
-	if c := poll(t, b.rcq, 1)[0]; c.QPNum != 0x301 || c.Status != ibrc.WCLocQPOpErr {
-		t.Errorf("garbage receive entry: %+v, want LOC_QP_OP_ERR", c)
+	// 0x1234_5677 masked is the number of entries posted: the first
+	// fails, the rest are flushed (whenever the engine runs, so their
+	// completions are awaited), each a malformed entry counted before its
+	// completion is written.
+	posted := int(0x1234_5677 & (rq2.Slots - 1))
+	for i, c := range poll(t, b.rcq, posted) {
+		if c.QPNum != 0x301 || i == 0 && c.Status != ibrc.WCLocQPOpErr || i > 0 && c.Status != ibrc.WCWRFlushErr {
+			t.Errorf("garbage receive entry %d: %+v, want LOC_QP_OP_ERR then WR_FLUSH_ERR", i, c)
+		}
+	}
+	if got := b.e.Stats().BadWQEs; got != uint64(posted) {
+		t.Errorf("receiver counted %d bad WQEs, want %d", got, posted)
 	}
 	for _, n := range []*node{a, b} {
 		if late := n.g.Mem.LateWrites(); late != 0 {

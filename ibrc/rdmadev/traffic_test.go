@@ -62,6 +62,11 @@ func TestBadReceives(t *testing.T) {
 			if b.rq.Consumer() != b.rq.Producer() {
 				t.Errorf("receive slots not retired: %d/%d", b.rq.Consumer(), b.rq.Producer())
 			}
+			// A malformed receive entry counts as a bad WQE, as a
+			// malformed send entry does; a bad key is no malformed entry.
+			if want := map[bool]uint64{true: 1}[tc.garbage]; b.e.Stats().BadWQEs != want {
+				t.Errorf("receiver counted %d bad WQEs, want %d", b.e.Stats().BadWQEs, want)
+			}
 		})
 	}
 }

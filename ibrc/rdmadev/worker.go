@@ -279,6 +279,8 @@ func (w *worker) asyncEvents() {
 					w.drainCQ(c) // what fits goes in first; drainCQ sees the overrun
 				}
 			}
+		case ibrc.EventMessageAlarm:
+			w.postEvent(hw.RDMAEventMsgAlarm, 0, 0)
 		}
 	}
 }
@@ -566,6 +568,7 @@ func (w *worker) flushRQ(q *qp) (moved bool) {
 		var we *rxeq.WQEError
 		if errors.As(err, &we) {
 			id, err = we.WRID, nil
+			w.e.stats.badWQEs.Add(1) // flushed, as pumpSQ counts a malformed send entry it flushes
 		}
 		if ok && err == nil {
 			err = q.rq.Retire()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/npfnic/npfnic"
 	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/testbed/vm"
 	"github.com/npfnic/npfnic/vdevice/trace"
@@ -47,9 +48,12 @@ type RDMAGuest struct {
 	IP, IfName, Dev string
 	// GIDIndex is Dev's RoCEv2 GID of IP (perftest -x, ibv_rc_pingpong -g).
 	GIDIndex int
-	// Device is the device model of an npfnic guest of StartRDMAPair,
-	// served in this process (a *npfnic.NIC); nil for rxe.
-	Device vfiouser.Device
+	// NIC is an npfnic guest's device, served in this process (its RDMA
+	// engine's counters, RDMA().Stats()); nil for an rxe guest.
+	NIC *npfnic.NIC
+	// BDF is the PCI function of an npfnic guest's NIC (its debugfs
+	// knobs, rdmafault.go); "" for rxe.
+	BDF string
 }
 
 // RDMAPair is two TCG guests cabled back to back through QEMU's stream
@@ -116,6 +120,7 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 	for i, k := range []RDMAKind{c.A, c.B} {
 		side := string(rune('a' + i))
 		g := &RDMAGuest{Kind: k, IP: fmt.Sprintf("%s%d", rdmaSubnet, i+1)}
+		var dev vfiouser.Device
 		cfg := vm.Config{Name: c.Name + "-" + side, Images: c.Images, Variant: images.VariantRDMA,
 			MemoryMiB: c.MemoryMiB, LogDir: filepath.Join(c.LogDir, side)}
 		listen := i == 0
@@ -128,7 +133,7 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 			if listen {
 				spec = "stream-listen:unix:" + wire
 			}
-			cfg.NPFNICs = []vm.NPFNIC{{Server: vm.InProcessServer{Wire: spec, Trace: tr, Pcap: pcap, Device: &g.Device}}}
+			cfg.NPFNICs = []vm.NPFNIC{{Server: vm.InProcessServer{Wire: spec, Trace: tr, Pcap: pcap, Device: &dev}}}
 			tr, pcap = nil, "" // one device per trace and capture
 		}
 		progress("booting %s (%s, %d MiB, TCG), %s the cable", cfg.Name, k, c.MemoryMiB, map[bool]string{true: "listening on", false: "connecting to"}[listen])
@@ -139,6 +144,13 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 			p.A = g
 		} else {
 			p.B = g
+		}
+		if k == RDMANPFNIC {
+			nic, ok := dev.(*npfnic.NIC)
+			if !ok {
+				return nil, fmt.Errorf("%s: the in-process device is a %T, not an npfnic NIC", cfg.Name, dev)
+			}
+			g.NIC = nic
 		}
 	}
 	for _, g := range []*RDMAGuest{p.A, p.B} {
@@ -181,6 +193,9 @@ func (g *RDMAGuest) setUp(ctx context.Context) error {
 		}
 	case RDMANPFNIC:
 		if err := g.VM.LoadDriver(sctx, ""); err != nil {
+			return err
+		}
+		if err := g.findBDF(sctx); err != nil {
 			return err
 		}
 	}
@@ -377,4 +392,16 @@ func (p *RDMAPair) RunClientServer(ctx context.Context, server, client *RDMAGues
 		return serverOut, clientOut, fmt.Errorf("server %s: exit %d:\n%s", server.IP, s.r.Exit, serverOut)
 	}
 	return serverOut, clientOut, nil
+}
+
+// Kill sends SIGTERM to every process of the guest whose command name
+// (/proc/PID/comm) is program, one by one by its process id, and returns
+// how many it found: the way to end an ibverbs program started for an
+// open-ended run (perftest -D with a long duration).
+func (g *RDMAGuest) Kill(ctx context.Context, program string) (int, error) {
+	if strings.ContainsAny(program, " \t\n'\"$`\\;&|<>*?/") || program == "" {
+		return 0, fmt.Errorf("testbed: kill %q: want a plain program name", program)
+	}
+	out, err := g.shell(ctx, fmt.Sprintf(`for d in /proc/[0-9]*; do if [ "$(cat $d/comm 2>/dev/null)" = %s ]; then echo ${d#/proc/}; kill ${d#/proc/} 2>/dev/null; fi; done; true`, program))
+	return len(strings.Fields(out)), err
 }

@@ -38,3 +38,27 @@ func TestFindRoCEv2GID(t *testing.T) {
 		}
 	}
 }
+
+func TestParseBoundFunctions(t *testing.T) {
+	for _, tc := range []struct {
+		out  string
+		want []string
+	}{
+		{"/sys/bus/pci/drivers/npfnic/0000:01:00.0\n", []string{"0000:01:00.0"}},
+		{"/sys/bus/pci/drivers/npfnic/0000:01:00.0\n/sys/bus/pci/drivers/npfnic/0000:02:1f.7\n", []string{"0000:01:00.0", "0000:02:1f.7"}},
+		{"/sys/bus/pci/drivers/npfnic/0000:*\n", nil}, // no function: the glob prints itself
+		{"", nil},
+	} {
+		if got := ParseBoundFunctions(tc.out); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("ParseBoundFunctions(%q) = %q, want %q", tc.out, got, tc.want)
+		}
+	}
+}
+
+func TestParseRDMAStatistic(t *testing.T) {
+	out := "link npfnic0/1 rx_frames 127069 tx_frames 1969 messages_in 1953 rnr_naks_fault 16\n    odp_faults 16 odp_fault_p50_ns 688128\n"
+	want := map[string]int64{"rx_frames": 127069, "tx_frames": 1969, "messages_in": 1953, "rnr_naks_fault": 16, "odp_faults": 16, "odp_fault_p50_ns": 688128}
+	if got := ParseRDMAStatistic(out); !reflect.DeepEqual(got, want) {
+		t.Fatalf("ParseRDMAStatistic = %v, want %v", got, want)
+	}
+}

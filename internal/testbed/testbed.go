@@ -438,16 +438,21 @@ func (tb *Testbed) WriteDebugfs(ctx context.Context, name, value string) error {
 
 // writeKnob writes value and a newline to a driver file in one write.
 func (tb *Testbed) writeKnob(ctx context.Context, file, value string) error {
+	return writeKnob(ctx, tb.VM, file, value)
+}
+
+// writeKnob writes value and a newline to a file in guest v in one write.
+func writeKnob(ctx context.Context, v *vm.VM, file, value string) error {
 	// Through dd: the shell's echo > FILE reports success even when the
 	// kernel refuses the write; dd exits non-zero. dd reads the value
 	// from a file, in one read, so it reaches the kernel in one write:
 	// from a pipe, gosh's echo writes "1" and "\n" separately, and a
 	// second write of "\n" alone failed with EINVAL under load.
 	const tmp = "/tmp/npfnic-knob-value"
-	if err := tb.VM.Put(ctx, tmp, []byte(value+"\n"), 0o644); err != nil {
+	if err := v.Put(ctx, tmp, []byte(value+"\n"), 0o644); err != nil {
 		return err
 	}
-	_, err := tb.Shell(ctx, fmt.Sprintf("dd if=%s of=%s 2>&1", tmp, file))
+	_, err := v.Output(ctx, "/bin/sh", "-c", fmt.Sprintf("dd if=%s of=%s 2>&1", tmp, file))
 	return err
 }
 

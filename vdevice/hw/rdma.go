@@ -94,6 +94,12 @@ page responses to drain before it completes an invalidation: the driver may inva
 holds a request unanswered. Nor do DEREG_MR, DESTROY_QP and RESET wait for them: a response that
 comes after them is harmless (no DMA follows it).
 
+Message alarm. RDMA_MSG_ALARM = N arms a countdown of the requests the responder executes (those
+messages_in counts); the one that reaches 0 posts a MSG_ALARM event (handle 0) and disarms it. A
+write replaces the countdown, 0 cancels it, a read returns what is left, RDMA_CTRL RESET cancels it.
+The driver draws synthetic receive faults per message with it: it evicts a page at the alarm, then
+arms the next gap.
+
 Counters. QUERY_STATS (handle 0, else CMDERR_HANDLE) writes the engine's counters
 (NPFNIC_RDMA_STAT_*, free-running since RDMA_CTRL = RESET or DEVICE_RESET, 64 bits each,
 little-endian, in NPFNIC_RDMA_STAT_NAMES order) into a buffer in guest memory: the first min(count,
@@ -122,6 +128,10 @@ const (
 	// receive fault: RDMARecvFaultRNR or RDMARecvFaultDrop (bit 0; the
 	// rest reads 0), from the next fault on. RDMA_CTRL.RESET keeps it.
 	RegRDMARecvFault = 0x0a40 // RW
+	// RegRDMAMsgAlarm (interface 2.5): write N to have the engine post one
+	// MSG_ALARM event after the responder executed N more requests (the
+	// messages_in counter); 0 cancels. Reads the requests still to go.
+	RegRDMAMsgAlarm = 0x0a44 // RW
 )
 
 // RDMA values.
@@ -208,6 +218,7 @@ const (
 	RDMAEventQPReqErr    = 5 // handle: QPN; the remote side reported an invalid request
 	RDMAEventQPAccessErr = 6 // handle: QPN; the remote side reported a remote access error
 	RDMAEventCommEst     = 7 // handle: QPN; first packet received in RTR
+	RDMAEventMsgAlarm    = 8 // handle 0: the requests RDMA_MSG_ALARM asked for were executed (interface 2.5)
 )
 
 // RDMA engine errors (RDMA_ERROR and the status block's error).
@@ -458,6 +469,7 @@ var RDMARegisters = []Register{
 	doorbell("CQ_ARM", RegCQArm, BlockRDMA, "CQN | NPFNIC_RDMA_CQ_ARM_SOLICITED: post one CQ_COMP event for the next (solicited) completion"),
 	status("RDMA_ERROR", RegRDMAError, BlockRDMA, 0, "NPFNIC_RDMAERR_*"),
 	storage("RDMA_RECV_FAULT", RegRDMARecvFault, BlockRDMA, RDMARecvFaultRNR, "the responder's receive-fault policy: NPFNIC_RDMA_RECV_FAULT_RNR or _DROP, bit 0 (interface 2.5); RDMA_CTRL RESET keeps it"),
+	command("RDMA_MSG_ALARM", RegRDMAMsgAlarm, BlockRDMA, AccessRW, "write N: one MSG_ALARM event after the responder executed N more requests, 0 cancels; reads the requests to go; RDMA_CTRL RESET cancels it (interface 2.5)"),
 }
 
 // RDMAValues lists the constants of the RDMA interface exported to the C
@@ -514,6 +526,7 @@ var RDMAValues = []Value{
 	{"RDMA_EVENT_QP_REQ_ERR", RDMAEventQPReqErr, "event: the peer reported an invalid request"},
 	{"RDMA_EVENT_QP_ACCESS_ERR", RDMAEventQPAccessErr, "event: the peer reported a remote access error"},
 	{"RDMA_EVENT_COMM_EST", RDMAEventCommEst, "event: a QP in RTR received its first packet"},
+	{"RDMA_EVENT_MSG_ALARM", RDMAEventMsgAlarm, "event: RDMA_MSG_ALARM's count of executed requests was reached"},
 	{"RDMAERR_BAD_STATUS_ADDR", RDMAErrBadStatusAddr, "RDMA status block outside guest memory or misaligned"},
 	{"RDMAERR_BAD_CMDQ", RDMAErrBadCmdq, "command queue invalid or outside guest memory"},
 	{"RDMAERR_BAD_CMDQ_TAIL", RDMAErrBadCmdqTail, "CMDQ_TAIL moved backwards or too far"},

@@ -300,7 +300,7 @@ var Windows = []Window{
 	{XlatRegBase, ATSRegEnd, "address translation (ATS)", []Block{BlockATS}},
 	{ATSRegEnd, PRIRegEnd, "page requests (PRI)", []Block{BlockPRI}},
 	{RegBackupBaseLo, RegBackupVector + 4, "backup ring", []Block{BlockBackup}},
-	{RegRDMACtrl, RegRDMARecvFault + 4, "RDMA engine", []Block{BlockRDMA}},
+	{RegRDMACtrl, RegRDMAMsgAlarm + 4, "RDMA engine", []Block{BlockRDMA}},
 	{QPRegBase, QPRegBase + QPMax*QPRegStride, "queue pairs: pair q at NPFNIC_QP_BASE(q)", []Block{BlockPair}},
 }
 

@@ -94,7 +94,7 @@ func TestActionRegisters(t *testing.T) {
 		"DIAG_IRQ", "DIAG_DMA_CTRL", "DIAG_ECHO_CTRL", "DIAG_ECHO", "CTRL", "MISC_IRQ_ARM", "BACKUP_TAIL", "BACKUP_CTRL",
 		"ATS_CTRL", "INVQ_TAIL", "PRI_CTRL", "PRQ_HEAD", "PRSPQ_TAIL",
 		"QP_TX_TAIL", "QP_RX_TAIL", "QP_CTRL", "QP_IRQ_ARM", "QP_RX_RESOLVE", "QP_RX_TAIL_IRQ",
-		"RDMA_CTRL", "CMDQ_TAIL", "EQ_HEAD", "EQ_ARM", "SQ_DOORBELL", "CQ_ARM",
+		"RDMA_CTRL", "CMDQ_TAIL", "EQ_HEAD", "EQ_ARM", "SQ_DOORBELL", "CQ_ARM", "RDMA_MSG_ALARM",
 	}
 	var got []string
 	for _, tab := range allRegisters() {

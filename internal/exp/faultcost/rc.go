@@ -33,7 +33,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/npfnic/npfnic"
 	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/report"
 	"github.com/npfnic/npfnic/internal/testbed"
@@ -91,9 +90,9 @@ type RCConfig struct {
 	// sleeps on completion events (-e), so its guest's one vCPU is idle
 	// when a fault's interrupt comes, as for the Ethernet half's pings.
 	Poll bool
-	// DriverParams are npfnic.ko parameters written at run time to
-	// /sys/module/npfnic/parameters ("fault_delay_us=1000" for emulated
-	// major faults); the pair loads the driver with its defaults.
+	// DriverParams are npfnic.ko parameters to set at run time (the pair
+	// loads the driver with its defaults): "fault_delay_us=N" for
+	// emulated major faults is the one there is.
 	DriverParams string
 	// LogDir keeps the guests' logs; required.
 	LogDir string
@@ -162,10 +161,27 @@ func (c *RCConfig) Validate() error {
 		c.EchoGap < 0 || c.EchoGap > hw.DiagEchoGapMax*time.Microsecond {
 		return fmt.Errorf("faultcost: %d DIAG_ECHO rounds %v apart for %d rounds: out of range", c.EchoRounds, c.EchoGap, c.Rounds)
 	}
-	if _, err := parseParams(c.DriverParams); err != nil {
+	if _, err := c.faultDelay(); err != nil {
 		return err
 	}
 	return nil
+}
+
+// faultDelay reads fault_delay_us from DriverParams.
+func (c *RCConfig) faultDelay() (time.Duration, error) {
+	params, err := parseParams(c.DriverParams)
+	if err != nil {
+		return 0, err
+	}
+	var d time.Duration
+	for _, kv := range params {
+		us, err := strconv.Atoi(kv[1])
+		if kv[0] != "fault_delay_us" || err != nil || us < 0 || us > 1_000_000 {
+			return 0, fmt.Errorf("faultcost: driver parameter %s=%s: the RC half sets fault_delay_us=N (0 to 10^6) at run time, nothing else", kv[0], kv[1])
+		}
+		d = time.Duration(us) * time.Microsecond
+	}
+	return d, nil
 }
 
 // parseParams reads "name=value name=value".
@@ -264,35 +280,29 @@ func RunRC(ctx context.Context, c RCConfig) (*RCResult, error) {
 	}
 	defer p.Close()
 	npf, rxe := p.A, p.B
-	dev, ok := npf.Device.(*npfnic.NIC)
-	if !ok {
-		return nil, fmt.Errorf("faultcost: the in-process device is a %T, not an npfnic NIC", npf.Device)
+	dev := npf.NIC
+	if dev == nil {
+		return nil, errors.New("faultcost: the npfnic guest's device is not served in this process")
 	}
-	knobs, err := newGuestKnobs(ctx, npf)
-	if err != nil {
-		return nil, err
-	}
-	if err := knobs.WriteDebugfs(ctx, "rdma_recv_fault", c.Policy); err != nil {
+	if err := npf.SetRecvFault(ctx, c.Policy); err != nil {
 		return nil, fmt.Errorf("receive-fault policy %s: %w", c.Policy, err)
 	}
-	params, _ := parseParams(c.DriverParams)
-	for _, kv := range params {
-		if err := knobs.write(ctx, "/sys/module/npfnic/parameters/"+kv[0], kv[1]); err != nil {
-			return nil, fmt.Errorf("driver parameter %s=%s: %w", kv[0], kv[1], err)
-		}
+	delay, _ := c.faultDelay()
+	if err := npf.SetFaultDelay(ctx, delay); err != nil {
+		return nil, fmt.Errorf("fault_delay_us: %w", err)
 	}
-	if err := knobs.WriteDebugfs(ctx, "rnpf_rate_ppm", strconv.Itoa(c.RatePPM)); err != nil {
+	if err := npf.SetRNPFRate(ctx, c.RatePPM); err != nil {
 		return nil, fmt.Errorf("rnpf_rate_ppm %d: %w", c.RatePPM, err)
 	}
 	c.progress("npfnic %s: receive faults %s (debugfs rdma_recv_fault), rnpf_rate_ppm %d%s", npf.Dev, c.Policy, c.RatePPM,
 		map[bool]string{true: ", " + c.DriverParams, false: ""}[c.DriverParams != ""])
 
 	res := &RCResult{Load: [2]float64{report.HostLoad()}}
-	npf0, err := rdmaStatistic(ctx, npf)
+	npf0, err := npf.Statistic(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rxe0, err := rdmaStatistic(ctx, rxe)
+	rxe0, err := rxe.Statistic(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -327,7 +337,7 @@ func RunRC(ctx context.Context, c RCConfig) (*RCResult, error) {
 				return
 			}
 			n0 := samples()
-			if err := echo(ctx, knobs, c.EchoRounds/c.Rounds, c.EchoGap, samples); err != nil {
+			if err := echo(ctx, npf, c.EchoRounds/c.Rounds, c.EchoGap, samples); err != nil {
 				res.Warnings = append(res.Warnings, fmt.Sprintf("round %d: diag_echo: %v", round, err))
 				c.progress("round %d: diag_echo: %v", round, err)
 			}
@@ -390,12 +400,12 @@ func RunRC(ctx context.Context, c RCConfig) (*RCResult, error) {
 		Failures: pri1.Failures - pri0.Failures, Unexpected: pri1.Unexpected - pri0.Unexpected,
 		Abandoned: pri1.Abandoned - pri0.Abandoned, Waits: pri1.Waits - pri0.Waits,
 	}
-	if npf1, err := rdmaStatistic(ctx, npf); err == nil {
+	if npf1, err := npf.Statistic(ctx); err == nil {
 		res.Driver, res.DriverEnd = statDelta(npf0, npf1), npf1
 	} else {
 		res.Warnings = append(res.Warnings, "npfnic rdma statistic: "+err.Error())
 	}
-	if rxe1, err := rdmaStatistic(ctx, rxe); err == nil {
+	if rxe1, err := rxe.Statistic(ctx); err == nil {
 		res.Rxe = statDelta(rxe0, rxe1)
 	} else {
 		res.Warnings = append(res.Warnings, "rxe rdma statistic: "+err.Error())
@@ -444,74 +454,6 @@ func (c *RCConfig) progress(format string, args ...any) {
 	if c.Progress != nil {
 		fmt.Fprintf(c.Progress, format+"\n", args...)
 	}
-}
-
-// guestKnobs are the driver's files in an RDMA guest (debugfs of its
-// function, module parameters), written in one write each as
-// testbed.Testbed's are.
-type guestKnobs struct {
-	g   *testbed.RDMAGuest
-	bdf string
-}
-
-func newGuestKnobs(ctx context.Context, g *testbed.RDMAGuest) (*guestKnobs, error) {
-	out, err := g.Shell(ctx, "ls /sys/kernel/debug/npfnic")
-	if err != nil {
-		return nil, fmt.Errorf("the driver's debugfs: %w", err)
-	}
-	f := strings.Fields(out)
-	if len(f) != 1 {
-		return nil, fmt.Errorf("want one npfnic function in debugfs, found %q", out)
-	}
-	return &guestKnobs{g: g, bdf: f[0]}, nil
-}
-
-func (k *guestKnobs) debugfsPath(name string) string {
-	return "/sys/kernel/debug/npfnic/" + k.bdf + "/" + name
-}
-
-// WriteDebugfs implements debugfs.
-func (k *guestKnobs) WriteDebugfs(ctx context.Context, name, value string) error {
-	return k.write(ctx, k.debugfsPath(name), value)
-}
-
-// ReadDebugfs implements debugfs.
-func (k *guestKnobs) ReadDebugfs(ctx context.Context, name string) (string, error) {
-	b, err := k.g.VM.Get(ctx, k.debugfsPath(name))
-	return strings.TrimSpace(string(b)), err
-}
-
-// write writes value and a newline to file through dd, which fails when
-// the kernel refuses the write (the shell's echo would not).
-func (k *guestKnobs) write(ctx context.Context, file, value string) error {
-	const tmp = "/tmp/npfnic-knob-value"
-	if err := k.g.VM.Put(ctx, tmp, []byte(value+"\n"), 0o644); err != nil {
-		return err
-	}
-	_, err := k.g.Shell(ctx, fmt.Sprintf("dd if=%s of=%s 2>&1", tmp, file))
-	return err
-}
-
-// rdmaStatistic reads `rdma statistic show link DEV/1` of a guest.
-func rdmaStatistic(ctx context.Context, g *testbed.RDMAGuest) (map[string]int64, error) {
-	out, err := g.Shell(ctx, "rdma statistic show link "+g.Dev+"/1")
-	if err != nil {
-		return nil, err
-	}
-	return ParseRDMAStatistic(out), nil
-}
-
-// ParseRDMAStatistic reads the "name value" pairs of `rdma statistic show`.
-func ParseRDMAStatistic(out string) map[string]int64 {
-	st := map[string]int64{}
-	f := strings.Fields(out)
-	for i := 0; i+1 < len(f); i++ {
-		if v, err := strconv.ParseInt(f[i+1], 10, 64); err == nil {
-			st[f[i]] = v
-			i++
-		}
-	}
-	return st
 }
 
 // statDelta is b - a for every counter of b.

@@ -148,6 +148,8 @@ func TestRCConfigValidate(t *testing.T) {
 		func(c *RCConfig) { c.EchoGap = time.Hour },
 		func(c *RCConfig) { c.DriverParams = "fault_delay_us" },
 		func(c *RCConfig) { c.DriverParams = "../x=1" },
+		func(c *RCConfig) { c.DriverParams = "fault_ahead=0" },
+		func(c *RCConfig) { c.DriverParams = "fault_delay_us=-1" },
 	} {
 		c := base()
 		bad(&c)
@@ -158,14 +160,14 @@ func TestRCConfigValidate(t *testing.T) {
 	if p, err := parseParams(" fault_delay_us=100  fault_ahead=0 "); err != nil || len(p) != 2 || p[0] != [2]string{"fault_delay_us", "100"} {
 		t.Errorf("parseParams: %v %v", p, err)
 	}
+	c = base()
+	c.DriverParams = "fault_delay_us=250"
+	if d, err := c.faultDelay(); err != nil || d != 250*time.Microsecond || c.Validate() != nil {
+		t.Errorf("fault_delay_us=250: %v %v", d, err)
+	}
 }
 
-func TestParseRDMAStatistic(t *testing.T) {
-	out := "link npfnic0/1 rx_frames 5201 tx_frames 439 rnr_naks_fault 19 odp_fault_p50_ns 204800 odp_fault_p99_ns 32505856\n"
-	st := ParseRDMAStatistic(out)
-	if st["rx_frames"] != 5201 || st["rnr_naks_fault"] != 19 || st["odp_fault_p99_ns"] != 32505856 || len(st) != 5 {
-		t.Fatalf("%v", st)
-	}
+func TestStatDelta(t *testing.T) {
 	if d := statDelta(map[string]int64{"a": 3, "b": 1}, map[string]int64{"a": 5, "c": 2}); d["a"] != 2 || d["c"] != 2 || len(d) != 2 {
 		t.Errorf("delta %v", d)
 	}

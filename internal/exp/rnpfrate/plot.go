@@ -32,10 +32,19 @@ var policyColor = map[string]color.Color{
 // zeroX is where rate 0 sits on the logarithmic axis: a decade below the
 // smallest rate measured.
 func zeroX(cells []Cell) float64 {
+	ppms := make([]int, len(cells))
+	for i, c := range cells {
+		ppms[i] = c.PPM
+	}
+	return zeroXOf(ppms)
+}
+
+// zeroXOf is zeroX of the rates in ppm.
+func zeroXOf(ppms []int) float64 {
 	min := 1.0
-	for _, c := range cells {
-		if c.PPM > 0 {
-			min = math.Min(min, float64(c.PPM)/testbed.PPM)
+	for _, ppm := range ppms {
+		if ppm > 0 {
+			min = math.Min(min, float64(ppm)/testbed.PPM)
 		}
 	}
 	return math.Pow(10, math.Floor(math.Log10(min))-1)
@@ -155,7 +164,7 @@ func SavePlot(path string, c Config, cells []Cell) error {
 	inner := draw.Crop(dc, 0, -vg.Points(rightAxis), 0, 0)
 	p.Draw(inner)
 	if pin > 0 {
-		drawRelativeAxis(p, inner, pin)
+		drawRelativeAxis(p, inner, pin, "relative to pin")
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
@@ -172,15 +181,15 @@ func SavePlot(path string, c Config, cells []Cell) error {
 }
 
 // drawRelativeAxis draws, right of p's data area, an axis of the same
-// y values divided by pin: throughput relative to the optimum.
-func drawRelativeAxis(p *plot.Plot, c draw.Canvas, pin float64) {
+// y values divided by pin (the optimum), titled label.
+func drawRelativeAxis(p *plot.Plot, c draw.Canvas, pin float64, label string) {
 	da := p.DataCanvas(c)
 	_, ty := p.Transforms(&da)
 	x := da.Max.X
 	line := draw.LineStyle{Color: color.Black, Width: vg.Points(0.5)}
 	da.StrokeLine2(line, x, da.Min.Y, x, da.Max.Y)
-	label := p.Y.Tick.Label
-	label.XAlign, label.YAlign = draw.XLeft, draw.YCenter
+	tick := p.Y.Tick.Label
+	tick.XAlign, tick.YAlign = draw.XLeft, draw.YCenter
 	for _, t := range (plot.DefaultTicks{}).Ticks(p.Y.Min/pin, p.Y.Max/pin) {
 		y := ty(t.Value * pin)
 		if y < da.Min.Y || y > da.Max.Y {
@@ -191,10 +200,10 @@ func drawRelativeAxis(p *plot.Plot, c draw.Canvas, pin float64) {
 			continue
 		}
 		da.StrokeLine2(line, x, y, x+vg.Points(6), y)
-		c.FillText(label, vg.Point{X: x + vg.Points(8), Y: y}, t.Label)
+		c.FillText(tick, vg.Point{X: x + vg.Points(8), Y: y}, t.Label)
 	}
 	title := p.Y.Label.TextStyle
 	title.Rotation = -math.Pi / 2
 	title.XAlign, title.YAlign = draw.XCenter, draw.YCenter
-	c.FillText(title, vg.Point{X: x + vg.Points(46), Y: (da.Min.Y + da.Max.Y) / 2}, "relative to pin")
+	c.FillText(title, vg.Point{X: x + vg.Points(46), Y: (da.Min.Y + da.Max.Y) / 2}, label)
 }

@@ -23,8 +23,10 @@
 // shared host (or of the guest over a boot) lines up with neither the
 // policy nor the rate.
 //
-// The transport is Ethernet; -transport rc (ib_send_bw into npfnic with RNR
-// NAK against drop) is the RC half, which needs RDMA on npfnic.
+// That is the Ethernet half (Figure 10, left). The RC half (-transport rc,
+// Figure 10, right: ib_send_bw into npfnic, RNR NAK against drop) is in
+// rc.go; the two share the configuration, the rates and the interleaving
+// of the rounds.
 package rnpfrate
 
 import (
@@ -48,6 +50,10 @@ import (
 // Policies are the RX policies in the order a round loads them.
 var Policies = []string{"pin", "drop", "backup"}
 
+// RCPolicies are the RC responder's receive-fault policies (the driver's
+// rdma_recv_fault) in the order a round runs them.
+var RCPolicies = []string{testbed.RecvFaultRNR, testbed.RecvFaultDrop}
+
 // Faults are the fault kinds: minor (resolved at once) and major (an
 // emulated disk access of MajorDelay).
 var Faults = []string{"minor", "major"}
@@ -59,13 +65,21 @@ const (
 	TransportRC  = "rc"
 )
 
-// DefaultRates are Figure 10's rNPF rates per packet, with 0.
+// DefaultRates are Figure 10's rNPF rates per packet (RC: per message),
+// with 0.
 var DefaultRates = []float64{0, 1e-4, 1e-3, 1e-2, 1e-1}
 
 // Defaults.
 const (
 	DefaultTime   = 5 * time.Second
 	DefaultRounds = 3
+	// DefaultRCTime is the length of one RC measurement: about 150,000
+	// messages of DefaultRCMsgSize under TCG, 15 at a rate of 10⁻⁴.
+	DefaultRCTime = 10 * time.Second
+	// DefaultRCMsgSize is the RC SEND size: one packet at the path MTU of
+	// the cable (1024), so that a rate per message is one per packet as
+	// in `npfnic exp rnr`, and the most messages per second.
+	DefaultRCMsgSize = 1024
 	// DefaultMajorDelay is the paper's major fault, a disk access: "T is
 	// 10 milliseconds (major page fault)" (seed 000 §3).
 	DefaultMajorDelay = 10 * time.Millisecond
@@ -77,11 +91,12 @@ type Config struct {
 	Images *images.Artifacts
 	// Transport is TransportEth (default) or TransportRC.
 	Transport string
-	// Policies to compare; default Policies. Pin is the optimum every
-	// ratio is taken against; without it there are no ratios.
+	// Policies to compare; default Policies (RC: RCPolicies). Pin is the
+	// optimum every ratio is taken against; without it there are no
+	// ratios. RC's optimum is rate 0.
 	Policies []string
-	// Rates are rNPFs per received packet, 0 to 1; default DefaultRates.
-	// They are applied in parts per million.
+	// Rates are rNPFs per received packet (RC: per message), 0 to 1;
+	// default DefaultRates. They are applied in parts per million.
 	Rates []float64
 	// Faults are the fault kinds to run at each non-zero rate; default
 	// Faults.
@@ -89,12 +104,16 @@ type Config struct {
 	// MajorDelay is fault_delay_us for major faults; default 10 ms.
 	MajorDelay time.Duration
 	// Time is the length of one iperf3 run (whole seconds); default 5 s.
+	// RC: of one measurement window, default DefaultRCTime.
 	Time time.Duration
 	// Rounds repeats everything, policies interleaved; default 3.
 	Rounds int
-	// DriverExtra is appended to every insmod.
+	// DriverExtra is appended to every insmod (Ethernet only).
 	DriverExtra string
-	// MemoryMiB and CPUs are the guest's; default 1024 MiB and 1 vCPU.
+	// MsgSize is RC's SEND size in bytes; default DefaultRCMsgSize.
+	MsgSize int
+	// MemoryMiB and CPUs are the guest's (RC: each guest's memory, one
+	// vCPU); default 1024 MiB and 1 vCPU.
 	MemoryMiB, CPUs int
 	// LogDir keeps the guest's logs; required.
 	LogDir string
@@ -109,8 +128,12 @@ func (c *Config) setDefaults() {
 	if c.Transport == "" {
 		c.Transport = TransportEth
 	}
+	rc := c.Transport == TransportRC
 	if len(c.Policies) == 0 {
 		c.Policies = slices.Clone(Policies)
+		if rc {
+			c.Policies = slices.Clone(RCPolicies)
+		}
 	}
 	if len(c.Rates) == 0 {
 		c.Rates = slices.Clone(DefaultRates)
@@ -123,6 +146,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.Time == 0 {
 		c.Time = DefaultTime
+		if rc {
+			c.Time = DefaultRCTime
+		}
+	}
+	if c.MsgSize == 0 && rc {
+		c.MsgSize = DefaultRCMsgSize
 	}
 	if c.Rounds == 0 {
 		c.Rounds = DefaultRounds
@@ -135,22 +164,27 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// ErrRCUnavailable is what -transport rc answers until npfnic carries
-// RDMA: the RC half of Figure 10 needs ib_send_bw into npfnic with
-// on-demand paging.
-var ErrRCUnavailable = errors.New("rnpfrate: -transport rc (ib_send_bw --odp into npfnic, RNR NAK against drop) needs RDMA with on-demand paging on npfnic, which it does not carry yet; the simulated RC sweep is `npfnic exp rnr`")
-
 // Validate checks what a user chose (after defaults); Run checks the rest.
 func (c *Config) Validate() error {
 	c.setDefaults()
+	policies, unit := Policies, "packet"
 	switch c.Transport {
 	case TransportEth:
+		if c.MsgSize != 0 {
+			return errors.New("rnpfrate: a message size is for -transport rc")
+		}
 	case TransportRC:
-		return ErrRCUnavailable
+		policies, unit = RCPolicies, "message"
+		if c.DriverExtra != "" {
+			return errors.New("rnpfrate: -transport rc loads the driver with its defaults: no extra driver parameters")
+		}
+		if c.MsgSize < 1 || c.MsgSize > 1<<20 {
+			return fmt.Errorf("rnpfrate: message size %d: want 1 byte to 1 MiB", c.MsgSize)
+		}
 	default:
 		return fmt.Errorf("rnpfrate: transport %q: want %s or %s", c.Transport, TransportEth, TransportRC)
 	}
-	if err := unique("policy", c.Policies, []string{"pin", "drop", "backup"}); err != nil {
+	if err := unique("policy", c.Policies, policies); err != nil {
 		return err
 	}
 	if err := unique("fault kind", c.Faults, Faults); err != nil {
@@ -160,7 +194,7 @@ func (c *Config) Validate() error {
 	for _, r := range c.Rates {
 		ppm := PPM(r)
 		if r < 0 || r > 1 || (r > 0 && ppm == 0) {
-			return fmt.Errorf("rnpfrate: rate %g: want 0, or from 1e-6 to 1 per packet", r)
+			return fmt.Errorf("rnpfrate: rate %g: want 0, or from 1e-6 to 1 per %s", r, unit)
 		}
 		if seen[ppm] {
 			return fmt.Errorf("rnpfrate: rate %g listed twice", r)
@@ -316,12 +350,15 @@ func (c *Config) points(policy string, round int) []Point {
 	return out
 }
 
-// Run runs the experiment and returns every run's result; a failed run
-// does not stop the others (look at Result.Err). The guest is booted once
-// and rebooted if it dies.
+// Run runs the Ethernet experiment and returns every run's result; a
+// failed run does not stop the others (look at Result.Err). The guest is
+// booted once and rebooted if it dies. RunRC runs the RC half.
 func Run(ctx context.Context, c Config) ([]Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
+	}
+	if c.Transport != TransportEth {
+		return nil, fmt.Errorf("rnpfrate: Run is the Ethernet half; -transport %s runs with RunRC", c.Transport)
 	}
 	if c.Images == nil || c.LogDir == "" {
 		return nil, errors.New("rnpfrate: Config needs Images and LogDir")

@@ -26,7 +26,13 @@ func TestValidate(t *testing.T) {
 		want string // substring of the error; "" for none
 	}{
 		{"defaults", func(*Config) {}, ""},
-		{"rc", func(c *Config) { c.Transport = TransportRC }, "needs RDMA"},
+		{"rc", func(c *Config) { c.Transport = TransportRC }, ""},
+		{"rc with eth policies", func(c *Config) { c.Transport = TransportRC; c.Policies = []string{"rnr", "backup"} }, "unknown policy"},
+		{"eth with rc policies", func(c *Config) { c.Policies = []string{"rnr"} }, "unknown policy"},
+		{"rc driver params", func(c *Config) { c.Transport = TransportRC; c.DriverExtra = "atc_entries=64" }, "no extra driver parameters"},
+		{"rc message size", func(c *Config) { c.Transport = TransportRC; c.MsgSize = 2 << 20 }, "message size"},
+		{"eth message size", func(c *Config) { c.MsgSize = 1024 }, "-transport rc"},
+		{"rc rate", func(c *Config) { c.Transport = TransportRC; c.Rates = []float64{2} }, "per message"},
 		{"bad transport", func(c *Config) { c.Transport = "udp" }, "transport"},
 		{"unknown policy", func(c *Config) { c.Policies = []string{"pin", "off"} }, "unknown policy"},
 		{"policy twice", func(c *Config) { c.Policies = []string{"drop", "drop"} }, "twice"},
@@ -53,10 +59,17 @@ func TestValidate(t *testing.T) {
 			}
 		})
 	}
-	c := validConfig()
-	c.Transport = TransportRC
-	if err := c.Validate(); !errors.Is(err, ErrRCUnavailable) {
-		t.Errorf("-transport rc: %v, want ErrRCUnavailable", err)
+	// The defaults depend on the transport.
+	eth, rc := validConfig(), validConfig()
+	rc.Transport = TransportRC
+	if err := errors.Join(eth.Validate(), rc.Validate()); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(eth.Policies, Policies) || eth.Time != DefaultTime || eth.MsgSize != 0 {
+		t.Errorf("eth defaults: %v, %v, %d", eth.Policies, eth.Time, eth.MsgSize)
+	}
+	if !slices.Equal(rc.Policies, []string{"rnr", "drop"}) || rc.Time != DefaultRCTime || rc.MsgSize != DefaultRCMsgSize {
+		t.Errorf("rc defaults: %v, %v, %d", rc.Policies, rc.Time, rc.MsgSize)
 	}
 }
 

@@ -134,14 +134,7 @@ func (g Goal) Met() bool { return g.Measured && g.Ratio >= g.Min }
 // faults are listed too, as information (Goals marks them with Min 0).
 func Goals(cells []Cell) []Goal {
 	ratio := func(text string, min float64, a, b Cell, aok, bok bool) Goal {
-		g := Goal{Text: text, Min: min, Ratio: math.NaN()}
-		if aok && bok && b.Mbps > 0 {
-			g.Ratio, g.Measured = a.Mbps/b.Mbps, true
-		}
-		if aok && bok && b.Mbps == 0 && a.Mbps > 0 {
-			g.Ratio, g.Measured = math.Inf(1), true
-		}
-		return g
+		return newGoal(text, min, a.Mbps, b.Mbps, aok && bok)
 	}
 	pin, pinOK := find(cells, "pin", "", 0)
 	var goals []Goal
@@ -162,6 +155,19 @@ func Goals(cells []Cell) []Goal {
 			ratio(fmt.Sprintf("10%% %s: backup / drop", f), min(3), b10, d10, b10ok, d10ok))
 	}
 	return goals
+}
+
+// newGoal is the goal that a / b >= min, measured if ok: a ratio, or
+// infinity when b is 0 and a is not.
+func newGoal(text string, min, a, b float64, ok bool) Goal {
+	g := Goal{Text: text, Min: min, Ratio: math.NaN()}
+	if ok && b > 0 {
+		g.Ratio, g.Measured = a/b, true
+	}
+	if ok && b == 0 && a > 0 {
+		g.Ratio, g.Measured = math.Inf(1), true
+	}
+	return g
 }
 
 // GoalsText lists the goals: MET, MISSED, not measured, or (for major

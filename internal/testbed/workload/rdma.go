@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The RDMA workloads are Debian's unmodified ibverbs programs: perftest's
@@ -23,6 +24,10 @@ type Perftest struct {
 	// Iters is the number of iterations per size (-n); 0: perftest's
 	// default.
 	Iters int
+	// Duration, instead of a number of iterations, runs the test this
+	// long (-D, whole seconds, at least one); perftest reports the
+	// messages of the middle of it, leaving out a margin at each end.
+	Duration time.Duration
 	// ODP registers the buffers with IBV_ACCESS_ON_DEMAND (--odp).
 	ODP bool
 	// Port is the TCP port of the out-of-band exchange (-p); 0: perftest's
@@ -45,6 +50,9 @@ func (p Perftest) Args(dev string, gidIndex int, server string) []string {
 	}
 	if p.Iters > 0 {
 		args = append(args, "-n", strconv.Itoa(p.Iters))
+	}
+	if p.Duration > 0 {
+		args = append(args, "-D", strconv.Itoa(int(max(p.Duration.Round(time.Second), time.Second)/time.Second)))
 	}
 	if p.ODP {
 		args = append(args, "--odp")

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The testdata are real outputs of Debian bookworm's perftest 4.5 and
@@ -102,6 +103,8 @@ func TestRDMAArgs(t *testing.T) {
 			"ibv_rc_pingpong -d rxe0 -g 1 -s 4096 -n 100 -e -c 10.81.0.1"},
 		{Pingpong{Port: 18515}.Args("npfnic0", 1, ""), "ibv_rc_pingpong -d npfnic0 -g 1 -p 18515"},
 		{Perftest{Tool: "ib_write_bw", Port: 18516}.Args("npfnic0", 1, "10.81.0.2"), "ib_write_bw -d npfnic0 -x 1 -p 18516 10.81.0.2"},
+		{Perftest{Tool: "ib_send_bw", Size: 4096, Duration: 90 * time.Second, ODP: true}.Args("npfnic0", 1, ""), "ib_send_bw -d npfnic0 -x 1 -s 4096 -D 90 --odp"},
+		{Perftest{Tool: "ib_send_bw", Duration: 300 * time.Millisecond}.Args("rxe0", 1, "10.81.0.1"), "ib_send_bw -d rxe0 -x 1 -D 1 10.81.0.1"},
 	} {
 		if got := strings.Join(tc.got, " "); got != tc.want {
 			t.Errorf("args %q, want %q", got, tc.want)

@@ -1,0 +1,493 @@
+package rnpfrate
+
+// The RC half (seed 000 Figure 10, right): Debian's unmodified ib_send_bw
+// streams SENDs from rdma_rxe in one TCG guest into npfnic in another
+// (testbed.StartRDMAPair: npfnic's guest A serves with --odp, so its
+// buffers are on-demand paged; rxe's guest B, without ODP, is the client).
+// The driver injects synthetic receive faults per message the device
+// executed into an ODP MR (rnpf_rate_ppm: a random mapped page of the MR
+// evicted as an invalidation would), so that the next SEND into that page
+// takes the whole fault path: translation fault, page request, driver,
+// page response. The responder answers the fault with an RNR NAK (policy
+// rnr; rxe retransmits after its RNR timer) or drops the packet (policy
+// drop; rxe retransmits after its local ACK timeout).
+//
+// One ib_send_bw runs for all the points of a policy in a round (a
+// session), so its memory region is warmed once, at rate 0, before the
+// first window, like the paper's receive ring that is "pre-faulted at
+// startup"; after every window at a non-zero rate the rate goes back to 0
+// and the evicted pages fault back (rewarm) before the next window. A
+// window is measured on the device's counters, read at its two ends:
+// messages_in (the SENDs npfnic's responder executed) over the window's
+// time is the throughput, and rxe's own counters say what the sender saw.
+// The rounds interleave as in the Ethernet half: the policy order rotates
+// every round, the rates go up on odd rounds and down on even ones.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/npfnic/npfnic/internal/report"
+	"github.com/npfnic/npfnic/internal/testbed"
+	"github.com/npfnic/npfnic/internal/testbed/workload"
+)
+
+// Perftest's transport timers on the sender (perftest_parameters.h:
+// DEF_QP_TIME, MIN_RNR_TIMER) and rdma_rxe's handling of them.
+const (
+	// PerftestQPTimeout is perftest's local ACK timeout code: 4.096 µs ·
+	// 2^14 ≈ 67 ms, how long rxe waits before it retransmits what a drop
+	// lost.
+	PerftestQPTimeout = 14
+	// PerftestMinRNRTimer is the RNR timer code perftest gives its QPs,
+	// 0.64 ms, which npfnic's RNR NAKs carry; rxe waits at least one
+	// jiffy (4 ms at the guest kernel's HZ=250) before each RNR retry.
+	PerftestMinRNRTimer = 12
+)
+
+// rcWarmWindow is one look at a session while it warms: messages must
+// flow through it without a fault. rcWarmTries bounds the looks.
+const (
+	rcWarmWindow = time.Second
+	rcWarmTries  = 30
+	// rcPort is the first perftest port; every session takes the next,
+	// so that a server left behind never answers a later client.
+	rcPort = 18900
+)
+
+// RCCounters are what the counters of both guests grew by during a window.
+type RCCounters struct {
+	// npfnic (rdma statistic: the device's and the driver's counters).
+	Messages          int64 // messages_in: SENDs the responder executed
+	Injected, Skipped int64 // odp_rnpf_injected, odp_rnpf_skipped
+	Faults            int64 // responder_faults
+	RNRNaks           int64 // rnr_naks_fault
+	FaultDrops        int64 // fault_drops
+	NoWQENaks         int64 // rnr_naks_no_wqe: a SEND found no receive posted
+	FaultErrors       int64 // page_request_errors + odp_fault_errors
+	// rdma_rxe on the sender.
+	RxeRNR           int64 // rcvd_rnr_err: RNR NAKs received
+	RxeRetries       int64 // completer_retry_err: retransmissions started (ACK timeouts)
+	RxeRetryExceeded int64 // retry_exceeded_err + retry_rnr_exceeded_err: rxe gave up
+}
+
+// RCCountersOf is the growth of the counters between two readings of
+// npfnic's (npf) and rxe's rdma statistic; a counter that went backwards
+// counts from 0.
+func RCCountersOf(npf0, npf1, rxe0, rxe1 map[string]int64) RCCounters {
+	d := func(before, after map[string]int64, names ...string) int64 {
+		var sum int64
+		for _, k := range names {
+			if after[k] < before[k] {
+				sum += after[k]
+			} else {
+				sum += after[k] - before[k]
+			}
+		}
+		return sum
+	}
+	return RCCounters{
+		Messages: d(npf0, npf1, "messages_in"), Injected: d(npf0, npf1, "odp_rnpf_injected"),
+		Skipped: d(npf0, npf1, "odp_rnpf_skipped"), Faults: d(npf0, npf1, "responder_faults"),
+		RNRNaks: d(npf0, npf1, "rnr_naks_fault"), FaultDrops: d(npf0, npf1, "fault_drops"),
+		NoWQENaks:   d(npf0, npf1, "rnr_naks_no_wqe"),
+		FaultErrors: d(npf0, npf1, "page_request_errors", "odp_fault_errors"),
+		RxeRNR:      d(rxe0, rxe1, "rcvd_rnr_err"), RxeRetries: d(rxe0, rxe1, "completer_retry_err"),
+		RxeRetryExceeded: d(rxe0, rxe1, "retry_exceeded_err", "retry_rnr_exceeded_err"),
+	}
+}
+
+// Rate is the injected faults per million messages (0 without messages).
+func (k RCCounters) Rate() float64 {
+	if k.Messages == 0 {
+		return 0
+	}
+	return float64(k.Injected) * testbed.PPM / float64(k.Messages)
+}
+
+// RCResult is one window at one point.
+type RCResult struct {
+	Point
+	Round int
+	// MsgSize is the SEND size, Seconds the window's length.
+	MsgSize int
+	Seconds float64
+	// Counters grew by this during the window.
+	Counters RCCounters
+	// Rewarm is the faults it took to map back what the window left
+	// evicted (outside the measurement).
+	Rewarm   int64
+	HostLoad float64
+	Err      error
+}
+
+// MsgsPerSec is the SENDs npfnic executed per second of the window.
+func (r RCResult) MsgsPerSec() float64 {
+	if r.Seconds <= 0 {
+		return 0
+	}
+	return float64(r.Counters.Messages) / r.Seconds
+}
+
+// MBps is the window's throughput in 10^6 bytes per second, as perftest
+// counts (0 for a failed window).
+func (r RCResult) MBps() float64 {
+	if r.Err != nil {
+		return 0
+	}
+	return r.MsgsPerSec() * float64(r.MsgSize) / 1e6
+}
+
+// RunRC runs the RC half and returns every window's result; a failed
+// window does not stop the others (look at RCResult.Err). The pair of
+// guests is booted once and again if one dies; a session whose perftest
+// ended starts again for the next point.
+func RunRC(ctx context.Context, c Config) ([]RCResult, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if c.Transport != TransportRC {
+		return nil, errors.New("rnpfrate: RunRC is the RC half (-transport rc)")
+	}
+	if c.Images == nil || c.LogDir == "" {
+		return nil, errors.New("rnpfrate: Config needs Images and LogDir")
+	}
+	total := 0
+	for round := 1; round <= c.Rounds; round++ {
+		for _, p := range c.Policies {
+			total += len(c.points(p, round))
+		}
+	}
+	var (
+		pair    *testbed.RDMAPair
+		boots   int
+		port    = rcPort
+		results []RCResult
+		start   = time.Now()
+	)
+	defer func() {
+		if pair != nil {
+			pair.Close()
+		}
+	}()
+	for round := 1; round <= c.Rounds; round++ {
+		for _, policy := range c.policyOrder(round) {
+			if err := ctx.Err(); err != nil {
+				return results, err
+			}
+			points := c.points(policy, round)
+			var s *rcSession
+			for _, p := range points {
+				r := RCResult{Point: p, Round: round, MsgSize: c.MsgSize}
+				label := fmt.Sprintf("[%d/%d] round %d: %s", len(results)+1, total, round, p)
+				if pair != nil && pairDead(pair) {
+					c.progress("a guest died; booting a new pair (logs of the old one in %s)", c.LogDir)
+					s.stop(ctx)
+					s = nil
+					pair.Close()
+					pair = nil
+				}
+				if pair == nil {
+					boots++
+					var err error
+					if pair, err = c.bootRC(ctx, boots); err != nil {
+						return results, err
+					}
+				}
+				if s == nil {
+					port++
+					var err error
+					if s, err = c.startSession(ctx, pair, policy, round, port, len(points)); err != nil {
+						r.Err = err
+					}
+				}
+				if r.Err == nil {
+					c.measureRC(ctx, pair, s, &r, label)
+					if s.exited() {
+						c.progress("%s: ib_send_bw ended (outputs in %s)", label, s.logBase)
+						s.stop(ctx)
+						s = nil
+					}
+				}
+				r.HostLoad = report.HostLoad()
+				if r.Err != nil {
+					c.progress("%s: FAILED: %v", label, r.Err)
+				}
+				results = append(results, r)
+				if done := len(results); done < total {
+					per := time.Since(start) / time.Duration(done)
+					c.progress("%d of %d windows done in %.0f s; about %.0f s to go", done, total, time.Since(start).Seconds(), (per * time.Duration(total-done)).Seconds())
+				}
+			}
+			s.stop(ctx)
+		}
+	}
+	return results, ctx.Err()
+}
+
+func pairDead(p *testbed.RDMAPair) bool {
+	for _, g := range p.Guests() {
+		select {
+		case <-g.VM.Exited():
+			return true
+		default:
+		}
+	}
+	return false
+}
+
+// bootRC boots the pair: npfnic (A, the perftest server) and rxe (B).
+func (c *Config) bootRC(ctx context.Context, n int) (*testbed.RDMAPair, error) {
+	return testbed.StartRDMAPair(ctx, testbed.RDMAPairConfig{
+		Images: c.Images, A: testbed.RDMANPFNIC, B: testbed.RDMARxe, Name: "rnpfrc", MemoryMiB: c.MemoryMiB,
+		LogDir: filepath.Join(c.LogDir, fmt.Sprintf("pair-%d", n)), Trace: c.Trace,
+		Progress: func(f string, args ...any) { c.progress("  "+f, args...) },
+	})
+}
+
+// rcSession is one ib_send_bw between the pair, running while a round
+// measures one policy.
+type rcSession struct {
+	pair    *testbed.RDMAPair
+	done    chan struct{} // closed once both sides exited
+	err     error         // RunClientServer's, once done
+	logBase string        // where the outputs go
+	stopped bool
+}
+
+// exited reports whether perftest is no longer running.
+func (s *rcSession) exited() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// sessionTime is how long a session's ib_send_bw is asked to run: far
+// more than its points need; stop ends it.
+func (c *Config) sessionTime(points int) time.Duration {
+	return time.Duration(points+2)*(c.Time+30*time.Second) + 2*time.Minute
+}
+
+// startSession sets the policy, minor faults and rate 0, starts
+// ib_send_bw from rxe into npfnic and waits until its memory region is
+// warm: messages flow with no fault.
+func (c *Config) startSession(ctx context.Context, pair *testbed.RDMAPair, policy string, round, port, points int) (*rcSession, error) {
+	npf, rxe := pair.A, pair.B
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for _, set := range []func() error{
+		func() error { return npf.SetRecvFault(sctx, policy) },
+		func() error { return npf.SetFaultDelay(sctx, 0) },
+		func() error { return npf.SetRNPFRate(sctx, 0) },
+	} {
+		if err := set(); err != nil {
+			return nil, err
+		}
+	}
+	pt := workload.Perftest{Tool: "ib_send_bw", Size: c.MsgSize, Duration: c.sessionTime(points), Port: port}
+	s := &rcSession{pair: pair, done: make(chan struct{}),
+		logBase: filepath.Join(c.LogDir, fmt.Sprintf("round%d-%s-port%d", round, policy, port))}
+	c.progress("%s: ib_send_bw --odp -s %d from rxe into npfnic (port %d), warming its memory region at rate 0", policy, c.MsgSize, port)
+	go func() {
+		defer close(s.done)
+		// Bounded by perftest's own duration (and a margin), not by ctx: stop
+		// ends it.
+		rctx, rcancel := context.WithTimeout(context.Background(), pt.Duration+2*time.Minute)
+		defer rcancel()
+		serverOut, clientOut, err := pair.RunClientServer(rctx, npf, rxe, func(g *testbed.RDMAGuest, server string) []string {
+			q := pt
+			q.ODP = g.Kind == testbed.RDMANPFNIC
+			return q.Args(g.Dev, g.GIDIndex, server)
+		})
+		s.err = err
+		_ = os.MkdirAll(filepath.Dir(s.logBase), 0o755)
+		_ = os.WriteFile(s.logBase+"-server.txt", []byte(serverOut), 0o644)
+		_ = os.WriteFile(s.logBase+"-client.txt", []byte(clientOut), 0o644)
+	}()
+	n, err := c.warmRC(ctx, s)
+	if err != nil {
+		s.stop(ctx)
+		return nil, fmt.Errorf("warming ib_send_bw's memory region: %w", err)
+	}
+	c.progress("%s: memory region warm after %d faults", policy, n)
+	return s, nil
+}
+
+// stop ends the session's perftest on both guests and waits until
+// RunClientServer returned. A nil session is fine.
+func (s *rcSession) stop(ctx context.Context) {
+	if s == nil || s.stopped {
+		return
+	}
+	s.stopped = true
+	if !s.exited() {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		for _, g := range s.pair.Guests() {
+			_, _ = g.Kill(sctx, "ib_send_bw")
+		}
+		cancel()
+	}
+	select {
+	case <-s.done:
+	case <-time.After(time.Minute):
+	}
+}
+
+// sessionError says why a session ended.
+func (s *rcSession) sessionError() error {
+	if s.err != nil {
+		return fmt.Errorf("ib_send_bw ended: %s (outputs in %s-*.txt)", firstLine(s.err.Error()), s.logBase)
+	}
+	return fmt.Errorf("ib_send_bw ended (outputs in %s-*.txt)", s.logBase)
+}
+
+// warmRC waits until a window of rcWarmWindow sees messages and no
+// fault, and returns the faults it saw before.
+func (c *Config) warmRC(ctx context.Context, s *rcSession) (int64, error) {
+	var faults int64
+	npf := s.pair.A
+	for range rcWarmTries {
+		if s.exited() {
+			return faults, s.sessionError()
+		}
+		a, _, err := statistic(ctx, npf)
+		if err != nil {
+			return faults, err
+		}
+		if err := sleep(ctx, s, rcWarmWindow); err != nil {
+			return faults, err
+		}
+		b, _, err := statistic(ctx, npf)
+		if err != nil {
+			return faults, err
+		}
+		k := RCCountersOf(a, b, nil, nil)
+		faults += k.Faults
+		if k.Messages > 0 && k.Faults == 0 {
+			return faults, nil
+		}
+	}
+	return faults, fmt.Errorf("no window of %v without a fault (or without a message) at rate 0 in %d tries; %d faults", rcWarmWindow, rcWarmTries, faults)
+}
+
+// sleep waits d, or less if the context ends or the session's perftest
+// exits (an error, either way).
+func sleep(ctx context.Context, s *rcSession, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.done:
+		return s.sessionError()
+	}
+}
+
+// statistic reads a guest's rdma statistic and returns it with the time
+// of the reading: the middle of the call.
+func statistic(ctx context.Context, g *testbed.RDMAGuest) (map[string]int64, time.Time, error) {
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	st, err := g.Statistic(sctx)
+	t1 := time.Now()
+	if err != nil {
+		return nil, t1, fmt.Errorf("rdma statistic on %s: %w", g.Kind, err)
+	}
+	return st, t0.Add(t1.Sub(t0) / 2), nil
+}
+
+// measureRC measures one window at r's point and fills in r; afterwards
+// the rate is back at 0, faults are minor, and the region is warm again.
+func (c *Config) measureRC(ctx context.Context, pair *testbed.RDMAPair, s *rcSession, r *RCResult, label string) {
+	npf, rxe := pair.A, pair.B
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if r.PPM > 0 {
+		delay := time.Duration(0)
+		if r.Fault == "major" {
+			delay = c.MajorDelay
+		}
+		if err := npf.SetFaultDelay(sctx, delay); err != nil {
+			r.Err = err
+			return
+		}
+		if err := npf.SetRNPFRate(sctx, r.PPM); err != nil {
+			r.Err = err
+			return
+		}
+	}
+	r.Err = func() error {
+		n0, t0, err := statistic(ctx, npf)
+		if err != nil {
+			return err
+		}
+		x0, _, err := statistic(ctx, rxe)
+		if err != nil {
+			return err
+		}
+		c.progress("%s: %v window ...", label, c.Time)
+		if err := sleep(ctx, s, c.Time); err != nil {
+			return err
+		}
+		x1, _, err := statistic(ctx, rxe)
+		if err != nil {
+			return err
+		}
+		n1, t1, err := statistic(ctx, npf)
+		if err != nil {
+			return err
+		}
+		r.Seconds = t1.Sub(t0).Seconds()
+		r.Counters = RCCountersOf(n0, n1, x0, x1)
+		if s.exited() {
+			return s.sessionError()
+		}
+		return nil
+	}()
+	if r.Err == nil {
+		k := r.Counters
+		c.progress("%s: %.2f MB/s (%.0f messages/s); %d faults injected (%.0f ppm of %d messages), %d skipped; responder faults %d, RNR NAKs %d, drops %d; rxe: RNR NAKs %d, retries %d, gave up %d",
+			label, r.MBps(), r.MsgsPerSec(), k.Injected, k.Rate(), k.Messages, k.Skipped, k.Faults, k.RNRNaks, k.FaultDrops, k.RxeRNR, k.RxeRetries, k.RxeRetryExceeded)
+		if k.FaultErrors > 0 || k.RxeRetryExceeded > 0 {
+			r.Err = fmt.Errorf("%d faults failed, rxe gave up %d times", k.FaultErrors, k.RxeRetryExceeded)
+		}
+	}
+	if r.PPM == 0 {
+		return
+	}
+	// Back to rate 0 and minor faults, and fault back what is still
+	// evicted, so that the next window starts warm.
+	if err := npf.SetRNPFRate(sctx, 0); err != nil && r.Err == nil {
+		r.Err = err
+	}
+	if err := npf.SetFaultDelay(sctx, 0); err != nil && r.Err == nil {
+		r.Err = err
+	}
+	if s.exited() {
+		return
+	}
+	if n, err := c.warmRC(ctx, s); err != nil && r.Err == nil {
+		r.Err = fmt.Errorf("rewarming the memory region: %w", err)
+	} else {
+		r.Rewarm = n
+	}
+}
+
+// rcHeaderLines describe the RC half (Header's counterpart).
+func rcHeaderLines(c Config) string {
+	return fmt.Sprintf("rNPF-rate sweep, RC (seed 000 Figure 10, right): ib_send_bw --odp, %d-byte SENDs from rdma_rxe into npfnic (two TCG guests),\n"+
+		"one perftest per policy and round, the throughput of %v windows on npfnic's counters (messages_in);\n"+
+		"synthetic receive faults per message (driver rnpf_rate_ppm: a random mapped page of the ODP MR evicted, as an invalidation would);\n"+
+		"the responder answers a receive fault with an RNR NAK (rnr) or drops it (drop). The sender, rxe: after a drop, perftest's ACK timeout\n"+
+		"(qp_timeout %d: 4.096 µs · 2^%d ≈ %.0f ms); after an RNR NAK, perftest's min_rnr_timer %d (0.64 ms), but rxe waits >= 4 ms per RNR retry (a jiffy, HZ=250);\n"+
+		"minor faults resolved at once, major after fault_delay_us = %v; memory region warmed at rate 0 before every window; median of %d rounds (min-max)\n",
+		c.MsgSize, c.Time, PerftestQPTimeout, PerftestQPTimeout, 4.096e-3*float64(int(1)<<PerftestQPTimeout), PerftestMinRNRTimer, c.MajorDelay, c.Rounds)
+}

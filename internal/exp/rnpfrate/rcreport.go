@@ -1,0 +1,181 @@
+package rnpfrate
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/npfnic/npfnic/ibrc/rnrsweep"
+	"github.com/npfnic/npfnic/internal/report"
+)
+
+// RCHeader says what the RC half measured and how.
+func RCHeader(c Config) string {
+	c.setDefaults()
+	return rcHeaderLines(c)
+}
+
+// RCTable formats the cells, the optimum, RNR / drop at every rate and
+// the goals.
+func RCTable(c Config, results []RCResult) string {
+	sum := SummarizeRC(results)
+	var b strings.Builder
+	b.WriteString(RCHeader(c))
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "policy\tfaults\trate\tMB/s\t(min-max)\tx opt\tmsgs/s\tmeasured\tinjected\tskipped\tfaults\tRNR NAKs\tdrops\trxe RNR\trxe retries\tms/fault\tfailed\t\n")
+	for _, s := range sum.Cells {
+		fault := s.Fault
+		if fault == "" {
+			fault = "-"
+		}
+		if !s.Done() {
+			fmt.Fprintf(tw, "%s\t%s\t%s\tFAILED\t\t\t\t\t\t\t\t\t\t\t\t\t%d/%d\t\n", s.Policy, fault, RateText(s.PPM), s.Failed, s.Runs)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t(%.2f-%.2f)\t%s\t%.0f\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t%s\t\n",
+			s.Policy, fault, RateText(s.PPM), s.MBps, s.Lo, s.Hi, relText(s.Rel), s.MsgsPerSec, measuredText(s.MeasuredPPM),
+			s.Injected, s.Skipped, s.Faults, s.RNRNaks, s.FaultDrops, s.RxeRNR, s.RxeRetries, msText(s.CostPerFault), rcFailedText(s))
+	}
+	tw.Flush()
+	if sum.OptRuns > 0 {
+		fmt.Fprintf(&b, "\noptimum (every rate-0 window, both policies): %.2f MB/s (%.2f-%.2f, %d windows), %.0f messages/s\n",
+			sum.Optimum, sum.OptLo, sum.OptHi, sum.OptRuns, sum.OptMsgsPerSec)
+	}
+	b.WriteString("\nRNR NAK / drop (medians):\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "rate\tfaults\trnr MB/s\tdrop MB/s\trnr/drop\t\n")
+	for _, r := range RCRatios(sum.Cells) {
+		fault := r.Fault
+		if fault == "" {
+			fault = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", RateText(r.PPM), fault, mbText(r.RNR), mbText(r.Drop), ratioText(r.Ratio))
+	}
+	tw.Flush()
+	b.WriteString("\ngoals (on the medians):\n")
+	b.WriteString(GoalsText(RCGoals(sum.Cells)))
+	for _, r := range results {
+		if r.Err != nil {
+			fmt.Fprintf(&b, "\nround %d, %s failed: %s", r.Round, r.Point, firstLine(r.Err.Error()))
+		}
+	}
+	return b.String()
+}
+
+func measuredText(ppm float64) string {
+	if ppm == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%.2g", ppm/1e6)
+}
+
+func msText(ms float64) string {
+	if math.IsNaN(ms) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", ms)
+}
+
+func mbText(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func rcFailedText(s RCCell) string {
+	if s.Failed == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d", s.Failed, s.Runs)
+}
+
+// RCRunsHeader names the columns of rnpf-rate-rc-runs.csv.
+func RCRunsHeader() []string {
+	return []string{"round", "policy", "faults", "rate", "rate_ppm", "msg_bytes", "seconds", "messages", "mbps", "msgs_per_sec",
+		"rnpf_injected", "rnpf_skipped", "measured_ppm", "responder_faults", "rnr_naks_fault", "fault_drops", "rnr_naks_no_wqe",
+		"fault_errors", "rxe_rcvd_rnr_err", "rxe_completer_retry_err", "rxe_retry_exceeded", "rewarm_faults", "host_load", "error"}
+}
+
+// RCRunsRows are every window with its counters.
+func RCRunsRows(results []RCResult) [][]string {
+	var rows [][]string
+	for _, r := range results {
+		errText := ""
+		if r.Err != nil {
+			errText = firstLine(r.Err.Error())
+		}
+		k := r.Counters
+		rows = append(rows, report.Row(r.Round, r.Policy, r.Fault, RateText(r.PPM), r.PPM, r.MsgSize, r.Seconds, k.Messages, r.MBps(), r.MsgsPerSec(),
+			k.Injected, k.Skipped, k.Rate(), k.Faults, k.RNRNaks, k.FaultDrops, k.NoWQENaks,
+			k.FaultErrors, k.RxeRNR, k.RxeRetries, k.RxeRetryExceeded, r.Rewarm, r.HostLoad, errText))
+	}
+	return rows
+}
+
+// RCCellsHeader names the columns of rnpf-rate-rc.csv.
+func RCCellsHeader() []string {
+	return []string{"policy", "faults", "rate", "rate_ppm", "runs", "failed", "mbps_median", "mbps_min", "mbps_max", "rel_optimum",
+		"rnr_over_drop", "msgs_per_sec", "measured_ppm", "rnpf_injected", "rnpf_skipped", "responder_faults", "rnr_naks_fault", "fault_drops",
+		"rxe_rcvd_rnr_err", "rxe_completer_retry_err", "cost_per_fault_ms"}
+}
+
+// RCCellsRows are the medians per point, each with RNR / drop at its
+// fault kind and rate.
+func RCCellsRows(cells []RCCell) [][]string {
+	ratio := map[[2]any]float64{}
+	for _, r := range RCRatios(cells) {
+		ratio[[2]any{r.Fault, r.PPM}] = r.Ratio
+	}
+	var rows [][]string
+	for _, s := range cells {
+		q, ok := ratio[[2]any{s.Fault, s.PPM}]
+		if !ok {
+			q = math.NaN()
+		}
+		rows = append(rows, report.Row(s.Policy, s.Fault, RateText(s.PPM), s.PPM, s.Runs, s.Failed, s.MBps, s.Lo, s.Hi, s.Rel,
+			q, s.MsgsPerSec, s.MeasuredPPM, s.Injected, s.Skipped, s.Faults, s.RNRNaks, s.FaultDrops, s.RxeRNR, s.RxeRetries, s.CostPerFault))
+	}
+	return rows
+}
+
+// WriteRCOutputs writes into dir: rnpf-rate-rc-runs.csv (every window
+// with its counters), rnpf-rate-rc.csv (medians per point),
+// rnpf-rate-rc.txt (the table) and rnpf-rate-rc.png (the figure, with the
+// virtual-time sweep beside it if sim is set); and sim's own outputs
+// (`npfnic exp rnr`'s rnr.csv and rnr.png) in dir/rnr-sim.
+func WriteRCOutputs(dir string, c Config, results []RCResult, sim *Sim) ([]string, error) {
+	sum := SummarizeRC(results)
+	var files []string
+	p := filepath.Join(dir, "rnpf-rate-rc-runs.csv")
+	if err := report.WriteCSV(p, RCRunsHeader(), RCRunsRows(results)); err != nil {
+		return nil, err
+	}
+	files = append(files, p)
+	p = filepath.Join(dir, "rnpf-rate-rc.csv")
+	if err := report.WriteCSV(p, RCCellsHeader(), RCCellsRows(sum.Cells)); err != nil {
+		return nil, err
+	}
+	files = append(files, p)
+	p = filepath.Join(dir, "rnpf-rate-rc.txt")
+	if err := os.WriteFile(p, []byte(RCTable(c, results)), 0o644); err != nil {
+		return nil, err
+	}
+	files = append(files, p)
+	if sim != nil {
+		csvPath, pngPath, err := rnrsweep.WriteOutputs(filepath.Join(dir, "rnr-sim"), sim.Config, sim.Base, sim.Points)
+		if err != nil {
+			return files, err
+		}
+		files = append(files, csvPath, pngPath)
+	}
+	p = filepath.Join(dir, "rnpf-rate-rc.png")
+	if err := SaveRCPlot(p, c, sum, sim); err != nil {
+		return files, err
+	}
+	return append(files, p), nil
+}

@@ -1,0 +1,173 @@
+package rnpfrate
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/npfnic/npfnic/internal/report"
+	"github.com/npfnic/npfnic/internal/testbed"
+)
+
+// RCCell is one point of the RC half over its rounds.
+type RCCell struct {
+	Point
+	// Runs and Failed count the rounds.
+	Runs, Failed int
+	// MBps is the median throughput, Lo and Hi the slowest and fastest
+	// round; Rel is MBps relative to the optimum (NaN without one).
+	MBps, Lo, Hi, Rel float64
+	// Medians over the rounds that ran: messages per second, the
+	// measured fault rate (ppm of the messages), and the counters.
+	MsgsPerSec, MeasuredPPM                                            float64
+	Injected, Skipped, Faults, RNRNaks, FaultDrops, RxeRNR, RxeRetries float64
+	// CostPerFault is how much longer the stream took per injected fault
+	// than the optimum, in ms: (1/mps − 1/mps₀) · messages / faults. It is
+	// the time the sender stood still for a fault: its RNR wait or ACK
+	// timeout, the packets it resent, and the fault's resolution. NaN
+	// without faults or an optimum.
+	CostPerFault float64
+	msgs         float64 // median messages per window
+}
+
+// Done reports whether the cell has a measurement.
+func (c RCCell) Done() bool { return c.Runs > c.Failed }
+
+// RCSummary is the RC half's cells and its optimum.
+type RCSummary struct {
+	Cells []RCCell
+	// Optimum is the median throughput of every window at rate 0, of
+	// either policy (without a fault the policy does nothing), OptLo and
+	// OptHi their spread, OptRuns how many; OptMsgsPerSec their median
+	// message rate. 0 without a rate-0 window.
+	Optimum, OptLo, OptHi, OptMsgsPerSec float64
+	OptRuns                              int
+}
+
+// SummarizeRC groups the windows by point, in the order the points first
+// ran, and takes every cell relative to the optimum.
+func SummarizeRC(results []RCResult) RCSummary {
+	var order []Point
+	by := map[Point][]RCResult{}
+	var opt, optMsgs []float64
+	for _, r := range results {
+		if _, ok := by[r.Point]; !ok {
+			order = append(order, r.Point)
+		}
+		by[r.Point] = append(by[r.Point], r)
+		if r.PPM == 0 && r.Err == nil {
+			opt, optMsgs = append(opt, r.MBps()), append(optMsgs, r.MsgsPerSec())
+		}
+	}
+	var sum RCSummary
+	if len(opt) > 0 {
+		sum.Optimum, sum.OptMsgsPerSec, sum.OptRuns = report.Median(opt), report.Median(optMsgs), len(opt)
+		sum.OptLo, sum.OptHi = report.Spread(opt)
+	}
+	for _, p := range order {
+		c := RCCell{Point: p, Runs: len(by[p]), Rel: math.NaN(), CostPerFault: math.NaN()}
+		var mbps, mps, ppm, msgs, inj, skip, faults, naks, drops, xrnr, xretry []float64
+		for _, r := range by[p] {
+			if r.Err != nil {
+				c.Failed++
+				continue
+			}
+			k := r.Counters
+			mbps, mps, ppm = append(mbps, r.MBps()), append(mps, r.MsgsPerSec()), append(ppm, k.Rate())
+			msgs, inj, skip = append(msgs, float64(k.Messages)), append(inj, float64(k.Injected)), append(skip, float64(k.Skipped))
+			faults, naks, drops = append(faults, float64(k.Faults)), append(naks, float64(k.RNRNaks)), append(drops, float64(k.FaultDrops))
+			xrnr, xretry = append(xrnr, float64(k.RxeRNR)), append(xretry, float64(k.RxeRetries))
+		}
+		if len(mbps) > 0 {
+			m := report.Median
+			c.MBps, c.MsgsPerSec, c.MeasuredPPM, c.msgs = m(mbps), m(mps), m(ppm), m(msgs)
+			c.Lo, c.Hi = report.Spread(mbps)
+			c.Injected, c.Skipped, c.Faults = m(inj), m(skip), m(faults)
+			c.RNRNaks, c.FaultDrops, c.RxeRNR, c.RxeRetries = m(naks), m(drops), m(xrnr), m(xretry)
+			if sum.Optimum > 0 {
+				c.Rel = c.MBps / sum.Optimum
+			}
+			if p.PPM > 0 && c.Injected > 0 && c.MsgsPerSec > 0 && sum.OptMsgsPerSec > 0 {
+				c.CostPerFault = (1/c.MsgsPerSec - 1/sum.OptMsgsPerSec) * c.msgs / c.Injected * 1e3
+			}
+		}
+		sum.Cells = append(sum.Cells, c)
+	}
+	return sum
+}
+
+// findRC returns the cell of a point; rate 0 is found for any fault kind.
+func findRC(cells []RCCell, policy, fault string, ppm int) (RCCell, bool) {
+	if ppm == 0 {
+		fault = ""
+	}
+	for _, c := range cells {
+		if c.Policy == policy && c.PPM == ppm && c.Fault == fault && c.Done() {
+			return c, true
+		}
+	}
+	return RCCell{}, false
+}
+
+// RCRatio is RNR NAK against drop at one fault kind and rate.
+type RCRatio struct {
+	Fault     string // "" at rate 0
+	PPM       int
+	RNR, Drop float64 // median MB/s (NaN: not measured)
+	Ratio     float64 // RNR / Drop (NaN: not measured; +Inf: drop is 0)
+}
+
+// RCRatios lists RNR / drop at rate 0, then for each fault kind at each
+// rate, ascending.
+func RCRatios(cells []RCCell) []RCRatio {
+	var ppms []int
+	for _, c := range cells {
+		if c.PPM > 0 && !slices.Contains(ppms, c.PPM) {
+			ppms = append(ppms, c.PPM)
+		}
+	}
+	slices.Sort(ppms)
+	one := func(fault string, ppm int) RCRatio {
+		r := RCRatio{Fault: fault, PPM: ppm, RNR: math.NaN(), Drop: math.NaN(), Ratio: math.NaN()}
+		a, aok := findRC(cells, testbed.RecvFaultRNR, fault, ppm)
+		b, bok := findRC(cells, testbed.RecvFaultDrop, fault, ppm)
+		if aok {
+			r.RNR = a.MBps
+		}
+		if bok {
+			r.Drop = b.MBps
+		}
+		if g := newGoal("", 0, r.RNR, r.Drop, aok && bok); g.Measured {
+			r.Ratio = g.Ratio
+		}
+		return r
+	}
+	out := []RCRatio{one("", 0)}
+	for _, f := range Faults {
+		for _, ppm := range ppms {
+			out = append(out, one(f, ppm))
+		}
+	}
+	return out
+}
+
+// RCGoals is the goal for the RC half, RNR NAK at least 5× drop
+// at a 1% fault rate with minor faults, and the same ratio for major
+// faults and at 10%, as information (Min 0).
+func RCGoals(cells []RCCell) []Goal {
+	var goals []Goal
+	for _, f := range Faults {
+		for _, g := range []struct {
+			ppm int
+			min float64
+		}{{10000, 5}, {100000, 0}} {
+			if f != "minor" {
+				g.min = 0
+			}
+			a, aok := findRC(cells, testbed.RecvFaultRNR, f, g.ppm)
+			b, bok := findRC(cells, testbed.RecvFaultDrop, f, g.ppm)
+			goals = append(goals, newGoal(fmt.Sprintf("%g%% %s: rnr / drop", float64(g.ppm)/1e4, f), g.min, a.MBps, b.MBps, aok && bok))
+		}
+	}
+	return goals
+}
