@@ -184,7 +184,7 @@ struct npfnic_ib_dev {
 	struct xarray ucs;
 	wait_queue_head_t odp_wait;
 	struct npfnic_ib_odp_stats odp;
-	struct delayed_work rnpf_work;	/* synthetic receive faults (pri.wq) */
+	struct delayed_work rnpf_work;	/* synthetic receive faults (system_unbound_wq) */
 	unsigned long rnpf_due;		/* bit 0: the device's MSG_ALARM came */
 	u32 rnpf_ppm;			/* the rate the alarm is armed for (the work's) */
 	struct rdma_stat_desc stat_descs[NPFNIC_IB_NSTATS];	/* rdma statistic */

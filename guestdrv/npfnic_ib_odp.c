@@ -128,7 +128,8 @@ void npfnic_ib_pri_start(struct npfnic_ib_dev *dev)
 	pci_write_config_word(pdev, nic->pri_pos + PCI_PRI_CTRL, PCI_PRI_CTRL_ENABLE);
 	dev->rnpf_ppm = 0;
 	clear_bit(0, &dev->rnpf_due);
-	queue_delayed_work(pri->wq, &dev->rnpf_work, msecs_to_jiffies(NPFNIC_IB_RNPF_MS));
+	/* Not behind the fault resolutions of pri->wq: a due fault waits for none. */
+	queue_delayed_work(system_unbound_wq, &dev->rnpf_work, msecs_to_jiffies(NPFNIC_IB_RNPF_MS));
 }
 
 /*
@@ -542,15 +543,18 @@ static void npfnic_ib_rnpf_work(struct work_struct *work)
 
 	if (!READ_ONCE(dev->pri.enabled))
 		return;
-	if (due && ppm)
-		npfnic_ib_rnpf_inject(dev);
-	/* The next gap: after this fault, or for a new rate. */
+	/*
+	 * The next gap first, after this fault or for a new rate: the
+	 * messages executed while the page is evicted count towards it.
+	 */
 	if (due || ppm != dev->rnpf_ppm) {
 		dev->rnpf_ppm = ppm;
 		iowrite32(ppm ? npfnic_ib_rnpf_gap(ppm) : 0,
 			  dev->nic->bar0 + NPFNIC_REG_RDMA_MSG_ALARM);
 	}
-	mod_delayed_work(dev->pri.wq, &dev->rnpf_work, msecs_to_jiffies(NPFNIC_IB_RNPF_MS));
+	if (due && ppm)
+		npfnic_ib_rnpf_inject(dev);
+	mod_delayed_work(system_unbound_wq, &dev->rnpf_work, msecs_to_jiffies(NPFNIC_IB_RNPF_MS));
 }
 
 /* The device's MSG_ALARM event (interrupt context): a fault is due now. */
@@ -558,7 +562,7 @@ void npfnic_ib_rnpf_alarm(struct npfnic_ib_dev *dev)
 {
 	set_bit(0, &dev->rnpf_due);
 	if (READ_ONCE(dev->pri.enabled))
-		mod_delayed_work(dev->pri.wq, &dev->rnpf_work, 0);
+		mod_delayed_work(system_unbound_wq, &dev->rnpf_work, 0);
 }
 
 /* ---- registration ---- */
@@ -678,6 +682,8 @@ int npfnic_ib_odp_init(struct npfnic_ib_dev *dev)
 /* At removal, with every context gone. */
 void npfnic_ib_odp_fini(struct npfnic_ib_dev *dev)
 {
+	/* The RDMA vector is quiet now (npfnic_ib_hw_fini): no alarm requeues it. */
+	cancel_delayed_work_sync(&dev->rnpf_work);
 	if (dev->pri.wq)
 		destroy_workqueue(dev->pri.wq);
 	dev->pri.wq = NULL;
