@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -109,17 +108,9 @@ func rdmaStatistic(t *testing.T, g *testbed.RDMAGuest) map[string]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := g.Shell(ctx, "rdma statistic show link "+g.Dev+"/1")
+	st, err := g.Statistic(ctx)
 	if err != nil {
 		t.Fatal(err)
-	}
-	st := map[string]int64{}
-	f := strings.Fields(out)
-	for i := 0; i+1 < len(f); i++ {
-		if v, err := strconv.ParseInt(f[i+1], 10, 64); err == nil {
-			st[f[i]] = v
-			i++
-		}
 	}
 	return st
 }
