@@ -585,7 +585,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_REG_CQ_ARM                0x0a38 /* WO doorbell: CQN | NPFNIC_RDMA_CQ_ARM_SOLICITED: post one CQ_COMP event for the next (solicited) completion */
 #define NPFNIC_REG_RDMA_ERROR            0x0a3c /* RO: NPFNIC_RDMAERR_* */
 #define NPFNIC_REG_RDMA_RECV_FAULT       0x0a40 /* RW: the responder's receive-fault policy: NPFNIC_RDMA_RECV_FAULT_RNR or _DROP, bit 0 (interface 2.5); RDMA_CTRL RESET keeps it */
-#define NPFNIC_REG_RDMA_MSG_ALARM        0x0a44 /* RW command: write N: one MSG_ALARM event after the responder executed N more requests, 0 cancels; reads the requests to go; RDMA_CTRL RESET cancels it (interface 2.5) */
+#define NPFNIC_REG_RDMA_MSG_ALARM        0x0a44 /* RW command: write N: one MSG_ALARM event after the responder executed N more requests (after an alarm: counted from the request that set it off), 0 cancels; reads the requests to go; RDMA_CTRL RESET cancels it (interface 2.5) */
 
 /* RDMA command queue entry: the header; the rest of the 64 bytes depends on the opcode. */
 struct npfnic_rdma_cmd {

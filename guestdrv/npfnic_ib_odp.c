@@ -554,7 +554,8 @@ static void npfnic_ib_rnpf_work(struct work_struct *work)
 	}
 	if (due && ppm)
 		npfnic_ib_rnpf_inject(dev);
-	mod_delayed_work(system_unbound_wq, &dev->rnpf_work, msecs_to_jiffies(NPFNIC_IB_RNPF_MS));
+	/* Not mod_: an alarm meanwhile queued this work to run at once. */
+	queue_delayed_work(system_unbound_wq, &dev->rnpf_work, msecs_to_jiffies(NPFNIC_IB_RNPF_MS));
 }
 
 /* The device's MSG_ALARM event (interrupt context): a fault is due now. */

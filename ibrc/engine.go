@@ -165,9 +165,9 @@ type Engine struct {
 	// under mu so that a device register write can set it without waiting
 	// for mu, which is held across memory region accesses.
 	policy atomic.Uint32
-	// alarm is the requests still to execute before EventMessageAlarm (0:
-	// none); an atomic for the same reason as policy.
-	alarm atomic.Uint64
+	// alarm is the message alarm (SetMessageAlarm); its own lock, for
+	// the same reason as policy.
+	alarm messageAlarm
 
 	// Output produced under mu, delivered by flush outside it.
 	txq   [][]byte
@@ -210,30 +210,63 @@ func (e *Engine) SetRecvFaultPolicy(p FaultPolicy) { e.policy.Store(uint32(p)) }
 // RecvFaultPolicy returns the responder's receive-fault policy.
 func (e *Engine) RecvFaultPolicy() FaultPolicy { return FaultPolicy(e.policy.Load()) }
 
-// SetMessageAlarm arms one EventMessageAlarm after the responder executed
-// n more requests (Stats.MessagesIn); 0 cancels. It replaces any alarm
-// armed before and does not wait for the engine's lock.
-func (e *Engine) SetMessageAlarm(n uint64) { e.alarm.Store(n) }
+// messageAlarm counts executed requests down to an EventMessageAlarm.
+type messageAlarm struct {
+	mu    sync.Mutex
+	left  uint64 // requests still to execute before the alarm; 0: disarmed
+	since uint64 // requests executed since the last alarm went off, while disarmed
+	fired bool   // an alarm went off and none was armed or cancelled since
+}
+
+// SetMessageAlarm arms one EventMessageAlarm after n requests executed by
+// the responder (Stats.MessagesIn), counted from now, or, right after an
+// alarm went off, from the request that set it off: the requests executed
+// in between count towards n, so gaps chain exactly (if they already make
+// n, the next request sets it off). 0 cancels. It does not wait for the
+// engine's lock.
+func (e *Engine) SetMessageAlarm(n uint64) {
+	a := &e.alarm
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case n == 0:
+		a.left, a.fired = 0, false
+	case a.fired:
+		a.left = max(n-min(n, a.since), 1)
+		a.fired = false
+	default:
+		a.left = n
+	}
+	a.since = 0
+}
 
 // MessageAlarm returns the requests still to execute before the alarm (0:
 // none armed).
-func (e *Engine) MessageAlarm() uint64 { return e.alarm.Load() }
+func (e *Engine) MessageAlarm() uint64 {
+	e.alarm.mu.Lock()
+	defer e.alarm.mu.Unlock()
+	return e.alarm.left
+}
 
-// messageExecuted counts one executed request and counts the alarm down
-// (engine lock held).
+// messageExecuted counts one executed request and the alarm down (engine
+// lock held).
 func (e *Engine) messageExecuted() {
 	e.stats.MessagesIn++
-	for {
-		n := e.alarm.Load()
-		if n == 0 {
-			return
+	a := &e.alarm
+	a.mu.Lock()
+	fire := false
+	switch {
+	case a.left > 0:
+		a.left--
+		if a.left == 0 {
+			fire, a.fired, a.since = true, true, 0
 		}
-		if e.alarm.CompareAndSwap(n, n-1) {
-			if n == 1 {
-				e.event(Event{Type: EventMessageAlarm})
-			}
-			return
-		}
+	case a.fired:
+		a.since++
+	}
+	a.mu.Unlock()
+	if fire {
+		e.event(Event{Type: EventMessageAlarm})
 	}
 }
 

@@ -203,3 +203,53 @@ func TestMessageAlarm(t *testing.T) {
 		})
 	}
 }
+
+// TestMessageAlarmChains: an alarm set right after one went off counts
+// from the request that set that one off, so gaps of n requests chain
+// exactly however late the new alarm comes; if the late requests already
+// make n, the next one sets it off.
+func TestMessageAlarmChains(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		late, gap    int // requests executed before the next SetMessageAlarm(gap)
+		more, alarms int // requests then executed, alarms then seen
+	}{
+		{"in time", 0, 3, 3, 1},
+		{"late, counted", 2, 3, 1, 1},
+		{"late, not yet", 1, 4, 2, 0},
+		{"late past the gap", 5, 3, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, opts{timeout: 10, retry: 7, rnr: 7})
+			sent := 0
+			send := func(k int) {
+				for i := 0; i < k; i++ {
+					w.b.qp.PostRecv(ibrc.RecvWR{ID: uint64(sent), SGL: w.b.sge(uint64(sent%64)*64, 64)})
+					w.a.qp.PostSend(ibrc.SendWR{ID: uint64(sent), Opcode: ibrc.WRSend, Flags: ibrc.SendSignaled, SGL: w.a.sge(0, 64)})
+					sent++
+				}
+				w.run(time.Second, func() bool { return len(w.b.rwcs) == sent })
+			}
+			alarms := func() int {
+				k := 0
+				for _, ev := range w.b.events {
+					if ev.Type == ibrc.EventMessageAlarm {
+						k++
+					}
+				}
+				return k
+			}
+			w.b.e.SetMessageAlarm(1)
+			send(1)
+			if alarms() != 1 {
+				t.Fatal("the first alarm did not go off")
+			}
+			send(tc.late)
+			w.b.e.SetMessageAlarm(uint64(tc.gap))
+			send(tc.more)
+			if got := alarms() - 1; got != tc.alarms {
+				t.Errorf("%d alarms after %d late and %d more requests for a gap of %d, want %d", got, tc.late, tc.more, tc.gap, tc.alarms)
+			}
+		})
+	}
+}

@@ -96,9 +96,11 @@ comes after them is harmless (no DMA follows it).
 
 Message alarm. RDMA_MSG_ALARM = N arms a countdown of the requests the responder executes (those
 messages_in counts); the one that reaches 0 posts a MSG_ALARM event (handle 0) and disarms it. A
-write replaces the countdown, 0 cancels it, a read returns what is left, RDMA_CTRL RESET cancels it.
-The driver draws synthetic receive faults per message with it: it evicts a page at the alarm, then
-arms the next gap.
+write right after an alarm went off counts from the request that set it off: the requests executed
+since count towards N (if they make N already, the next request sets it off), so gaps chain exactly
+however late the driver answers. Any other write replaces the countdown, 0 cancels it, a read
+returns what is left, RDMA_CTRL RESET cancels it. The driver draws synthetic receive faults per
+message with it: at each alarm it arms the next gap, then evicts a page.
 
 Counters. QUERY_STATS (handle 0, else CMDERR_HANDLE) writes the engine's counters
 (NPFNIC_RDMA_STAT_*, free-running since RDMA_CTRL = RESET or DEVICE_RESET, 64 bits each,
@@ -130,7 +132,8 @@ const (
 	RegRDMARecvFault = 0x0a40 // RW
 	// RegRDMAMsgAlarm (interface 2.5): write N to have the engine post one
 	// MSG_ALARM event after the responder executed N more requests (the
-	// messages_in counter); 0 cancels. Reads the requests still to go.
+	// messages_in counter; right after an alarm, counted from the request
+	// that set it off); 0 cancels. Reads the requests still to go.
 	RegRDMAMsgAlarm = 0x0a44 // RW
 )
 
@@ -469,7 +472,7 @@ var RDMARegisters = []Register{
 	doorbell("CQ_ARM", RegCQArm, BlockRDMA, "CQN | NPFNIC_RDMA_CQ_ARM_SOLICITED: post one CQ_COMP event for the next (solicited) completion"),
 	status("RDMA_ERROR", RegRDMAError, BlockRDMA, 0, "NPFNIC_RDMAERR_*"),
 	storage("RDMA_RECV_FAULT", RegRDMARecvFault, BlockRDMA, RDMARecvFaultRNR, "the responder's receive-fault policy: NPFNIC_RDMA_RECV_FAULT_RNR or _DROP, bit 0 (interface 2.5); RDMA_CTRL RESET keeps it"),
-	command("RDMA_MSG_ALARM", RegRDMAMsgAlarm, BlockRDMA, AccessRW, "write N: one MSG_ALARM event after the responder executed N more requests, 0 cancels; reads the requests to go; RDMA_CTRL RESET cancels it (interface 2.5)"),
+	command("RDMA_MSG_ALARM", RegRDMAMsgAlarm, BlockRDMA, AccessRW, "write N: one MSG_ALARM event after the responder executed N more requests (after an alarm: counted from the request that set it off), 0 cancels; reads the requests to go; RDMA_CTRL RESET cancels it (interface 2.5)"),
 }
 
 // RDMAValues lists the constants of the RDMA interface exported to the C
