@@ -216,6 +216,9 @@ type messageAlarm struct {
 	left  uint64 // requests still to execute before the alarm; 0: disarmed
 	since uint64 // requests executed since the last alarm went off, while disarmed
 	fired bool   // an alarm went off and none was armed or cancelled since
+	// on is left > 0 || fired, read without mu: executed requests take
+	// the lock only while an alarm needs them counted.
+	on atomic.Bool
 }
 
 // SetMessageAlarm arms one EventMessageAlarm after n requests executed by
@@ -238,6 +241,7 @@ func (e *Engine) SetMessageAlarm(n uint64) {
 		a.left = n
 	}
 	a.since = 0
+	a.on.Store(a.left > 0 || a.fired)
 }
 
 // MessageAlarm returns the requests still to execute before the alarm (0:
@@ -253,6 +257,9 @@ func (e *Engine) MessageAlarm() uint64 {
 func (e *Engine) messageExecuted() {
 	e.stats.MessagesIn++
 	a := &e.alarm
+	if !a.on.Load() {
+		return
+	}
 	a.mu.Lock()
 	fire := false
 	switch {

@@ -236,7 +236,6 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	// the floor last on odd rounds and first on even ones, so that faults
 	// and floor see the same (shared) host.
 	echoBefore, _ := dev.EchoRoundTrips()
-	samples := func() int { r, _ := dev.EchoRoundTrips(); return len(r) }
 	c.progress("%d rounds of %d cycles (cool the RX ring, %s) and %d DIAG_ECHO rounds (interrupt -> process context -> doorbell)",
 		c.Rounds, c.Cycles/c.Rounds, c.trafficText(), max(c.EchoRounds/c.Rounds, 0))
 	var recs []pri.Record
@@ -245,17 +244,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	for round := 1; round <= c.Rounds; round++ {
 		var rr Round
 		floor := func() {
-			if c.EchoRounds <= 0 {
-				return
-			}
-			n0 := samples()
-			if err := echo(ctx, tb, c.EchoRounds/c.Rounds, c.EchoGap, samples); err != nil {
-				res.Warnings = append(res.Warnings, fmt.Sprintf("round %d: diag_echo: %v", round, err))
-				c.progress("round %d: diag_echo: %v", round, err)
-			}
-			if all, _ := dev.EchoRoundTrips(); len(all) > n0 {
-				rr.Echo = append(rr.Echo, all[n0:]...)
-			}
+			rr.Echo = append(rr.Echo, floorRound(ctx, tb, dev, c.EchoRounds/c.Rounds, c.EchoGap, round, c.progress, &res.Warnings)...)
 		}
 		if round%2 == 0 {
 			floor()
@@ -388,6 +377,26 @@ type debugfs interface {
 // echo starts rounds DIAG_ECHO rounds through the driver's debugfs file and
 // waits until the device has timed them (samples counts the device's
 // round trips) or the device gave up (no progress for 5 s).
+// floorRound runs one round's share of the DIAG_ECHO floor (rounds round
+// trips, gap apart) through tb's driver and returns those dev timed; a
+// failure is reported and kept as a warning.
+func floorRound(ctx context.Context, tb debugfs, dev *npfnic.NIC, rounds int, gap time.Duration, round int,
+	warn func(format string, args ...any), warnings *[]string) []time.Duration {
+	if rounds <= 0 {
+		return nil
+	}
+	samples := func() int { r, _ := dev.EchoRoundTrips(); return len(r) }
+	n0 := samples()
+	if err := echo(ctx, tb, rounds, gap, samples); err != nil {
+		*warnings = append(*warnings, fmt.Sprintf("round %d: diag_echo: %v", round, err))
+		warn("round %d: diag_echo: %v", round, err)
+	}
+	if all, _ := dev.EchoRoundTrips(); len(all) > n0 {
+		return all[n0:]
+	}
+	return nil
+}
+
 func echo(ctx context.Context, tb debugfs, rounds int, gap time.Duration, samples func() int) error {
 	n0 := samples()
 	if err := tb.WriteDebugfs(ctx, "diag_echo", fmt.Sprintf("%d %d", rounds, gap.Microseconds())); err != nil {

@@ -333,17 +333,7 @@ func RunRC(ctx context.Context, c RCConfig) (*RCResult, error) {
 	for round := 1; round <= c.Rounds; round++ {
 		var rr RCRound
 		floor := func() {
-			if c.EchoRounds <= 0 {
-				return
-			}
-			n0 := samples()
-			if err := echo(ctx, npf, c.EchoRounds/c.Rounds, c.EchoGap, samples); err != nil {
-				res.Warnings = append(res.Warnings, fmt.Sprintf("round %d: diag_echo: %v", round, err))
-				c.progress("round %d: diag_echo: %v", round, err)
-			}
-			if all, _ := dev.EchoRoundTrips(); len(all) > n0 {
-				rr.Echo = append(rr.Echo, all[n0:]...)
-			}
+			rr.Echo = append(rr.Echo, floorRound(ctx, npf, dev, c.EchoRounds/c.Rounds, c.EchoGap, round, c.progress, &res.Warnings)...)
 		}
 		if round%2 == 0 {
 			floor()

@@ -43,22 +43,9 @@ func RCTable(c RCConfig, r *RCResult) string {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", RCRowNames[i][0], RCRowSpan(c.Policy, i), d.N, us(d.P50), us(d.P90), us(d.P99), us(d.Max), us(d.Mean))
 	}
-	if floor.N > 0 {
-		fmt.Fprintf(tw, "floor\tDIAG_ECHO irq -> doorbell\t%d\t%s\t%s\t%s\t%s\t%s\t\n", floor.N, us(floor.P50), us(floor.P90), us(floor.P99), us(floor.Max), us(floor.Mean))
-		if rt := bd.Rows[RCRowRoundTrip]; rt.N > 0 && floor.P50 > 0 && floor.P90 > 0 && floor.P99 > 0 && floor.Mean > 0 {
-			fmt.Fprintf(tw, "ratio\tround trip / floor\t\t%.2fx\t%.2fx\t%.2fx\t\t%.2fx\t\n",
-				float64(rt.P50)/float64(floor.P50), float64(rt.P90)/float64(floor.P90), float64(rt.P99)/float64(floor.P99), float64(rt.Mean)/float64(floor.Mean))
-		}
-	}
+	writeFloor(tw, floor, bd.Rows[RCRowRoundTrip])
 	tw.Flush()
-	if dev := bd.Rows[RCRowDevice]; dev.N > 0 {
-		verdict := "MET"
-		if dev.P99 > DeviceP99Goal {
-			verdict = "MISSED"
-		}
-		fmt.Fprintf(&b, "the device's share (detected -> interrupt, RNR NAK included): p50 %s us, p99 %s us; goal p99 <= %s us: %s\n",
-			us(dev.P50), us(dev.P99), us(DeviceP99Goal), verdict)
-	}
+	b.WriteString(deviceGoalText(bd.Rows[RCRowDevice], "detected -> interrupt, RNR NAK included"))
 	b.WriteString(rcRoundsText(r))
 	if bd.Receive == 0 {
 		b.WriteString("\nno RC receive fault in the trace\n")

@@ -2,6 +2,7 @@ package faultcost
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -22,6 +23,33 @@ var DriverStats = []string{
 	"prsp_success", "prsp_invalid", "prsp_failure", "invalidations", "cools", "atc_hits", "atc_misses",
 	"fault_lat_p50_ns", "fault_lat_p99_ns", "fault_sched_p50_ns", "fault_map_p50_ns",
 	"backup_lat_p50_ns", "backup_lat_p99_ns",
+}
+
+// writeFloor adds the DIAG_ECHO floor's row and, where neither has a zero
+// statistic, the round trip's ratio to it.
+func writeFloor(tw io.Writer, floor, rt Dist) {
+	if floor.N == 0 {
+		return
+	}
+	fmt.Fprintf(tw, "floor\tDIAG_ECHO irq -> doorbell\t%d\t%s\t%s\t%s\t%s\t%s\t\n", floor.N, us(floor.P50), us(floor.P90), us(floor.P99), us(floor.Max), us(floor.Mean))
+	if rt.N > 0 && floor.P50 > 0 && floor.P90 > 0 && floor.P99 > 0 && floor.Mean > 0 {
+		fmt.Fprintf(tw, "ratio\tround trip / floor\t\t%.2fx\t%.2fx\t%.2fx\t\t%.2fx\t\n",
+			float64(rt.P50)/float64(floor.P50), float64(rt.P90)/float64(floor.P90), float64(rt.P99)/float64(floor.P99), float64(rt.Mean)/float64(floor.Mean))
+	}
+}
+
+// deviceGoalText is the device's share (span) against DeviceP99Goal, or
+// nothing without samples.
+func deviceGoalText(dev Dist, span string) string {
+	if dev.N == 0 {
+		return ""
+	}
+	verdict := "MET"
+	if dev.P99 > DeviceP99Goal {
+		verdict = "MISSED"
+	}
+	return fmt.Sprintf("the device's share (%s): p50 %s us, p99 %s us; goal p99 <= %s us: %s\n",
+		span, us(dev.P50), us(dev.P99), us(DeviceP99Goal), verdict)
 }
 
 func us(d time.Duration) string {
@@ -55,23 +83,9 @@ func Table(c Config, r *Result) string {
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", RowNames[i][0], RowNames[i][1], d.N, us(d.P50), us(d.P90), us(d.P99), us(d.Max), us(d.Mean))
 		}
-		if floor.N > 0 {
-			fmt.Fprintf(tw, "floor\tDIAG_ECHO irq -> doorbell\t%d\t%s\t%s\t%s\t%s\t%s\t\n", floor.N, us(floor.P50), us(floor.P90), us(floor.P99), us(floor.Max), us(floor.Mean))
-			rt := bd.Rows[RowRoundTrip]
-			if rt.N > 0 && floor.P50 > 0 && floor.P99 > 0 {
-				fmt.Fprintf(tw, "ratio\tround trip / floor\t\t%.2fx\t%.2fx\t%.2fx\t\t%.2fx\t\n",
-					float64(rt.P50)/float64(floor.P50), float64(rt.P90)/float64(floor.P90), float64(rt.P99)/float64(floor.P99), float64(rt.Mean)/float64(floor.Mean))
-			}
-		}
+		writeFloor(tw, floor, bd.Rows[RowRoundTrip])
 		tw.Flush()
-		if dev := bd.Rows[RowDevice]; dev.N > 0 {
-			verdict := "MET"
-			if dev.P99 > DeviceP99Goal {
-				verdict = "MISSED"
-			}
-			fmt.Fprintf(&b, "the device's share (detected -> interrupt): p50 %s us, p99 %s us; goal p99 <= %s us: %s\n",
-				us(dev.P50), us(dev.P99), us(DeviceP99Goal), verdict)
-		}
+		b.WriteString(deviceGoalText(bd.Rows[RowDevice], "detected -> interrupt"))
 	}
 	b.WriteString(roundsText(r))
 	if len(r.Records) == 0 {

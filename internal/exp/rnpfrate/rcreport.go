@@ -73,26 +73,10 @@ func measuredText(ppm float64) string {
 	return fmt.Sprintf("%.2g", ppm/1e6)
 }
 
-func msText(ms float64) string {
-	if math.IsNaN(ms) {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f", ms)
-}
+func msText(ms float64) string { return orDash(ms, "%.1f") }
+func mbText(v float64) string  { return orDash(v, "%.2f") }
 
-func mbText(v float64) string {
-	if math.IsNaN(v) {
-		return "-"
-	}
-	return fmt.Sprintf("%.2f", v)
-}
-
-func rcFailedText(s RCCell) string {
-	if s.Failed == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%d/%d", s.Failed, s.Runs)
-}
+func rcFailedText(s RCCell) string { return failedOf(s.Failed, s.Runs) }
 
 // RCRunsHeader names the columns of rnpf-rate-rc-runs.csv.
 func RCRunsHeader() []string {

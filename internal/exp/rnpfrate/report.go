@@ -55,26 +55,26 @@ func Table(c Config, results []Result) string {
 	return b.String()
 }
 
-func relText(r float64) string {
-	if math.IsNaN(r) {
+// orDash formats v, or "-" for NaN (nothing to compare with).
+func orDash(v float64, format string) string {
+	if math.IsNaN(v) {
 		return "-"
 	}
-	return fmt.Sprintf("%.2f", r)
+	return fmt.Sprintf(format, v)
 }
 
-func costText(us float64) string {
-	if math.IsNaN(us) {
+func relText(r float64) string   { return orDash(r, "%.2f") }
+func costText(us float64) string { return orDash(us, "%.0f") }
+
+// failedOf is "-", or the failed runs of all.
+func failedOf(failed, runs int) string {
+	if failed == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.0f", us)
+	return fmt.Sprintf("%d/%d", failed, runs)
 }
 
-func failedText(s Cell) string {
-	if s.Failed == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%d/%d", s.Failed, s.Runs)
-}
+func failedText(s Cell) string { return failedOf(s.Failed, s.Runs) }
 
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
