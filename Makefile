@@ -10,7 +10,7 @@ FUZZMINIMIZETIME ?= 100x
 FUZZ ?=
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: run test images unit vmtest fuzz vet checkpatch soak
+.PHONY: run test images unit vmtest fuzz vet checkpatch soak stress-ci
 
 run: images
 	$(GO) run ./cmd/npfnic demo
@@ -50,3 +50,9 @@ soak: images
 # FUZZMINIMIZETIME bounds go's minimization of new inputs).
 fuzz:
 	FUZZTIME=$(FUZZTIME) FUZZMINIMIZETIME=$(FUZZMINIMIZETIME) FUZZ='$(FUZZ)' bash ci/fuzz.sh
+
+# The VM suite three times back to back beside CPU hogs, as a loaded CI
+# machine runs it: finds the flakes before CI does (ci/stress.sh;
+# STRESS_RUNS, STRESS_HOGS, STRESS_RUN).
+stress-ci: images
+	bash ci/stress.sh

@@ -66,27 +66,12 @@ func perftest(t *testing.T, p *testbed.RDMAPair, server, client *testbed.RDMAGue
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var out string
-	var err error
-	for attempt := 0; ; attempt++ {
-		// perftest's own clock sampling fails now and then on a stalled
-		// TCG guest: a new run on a port of its own, at most twice.
-		pt.Port = 18600 + attempt
-		_, out, err = p.RunClientServer(ctx, server, client, func(g *testbed.RDMAGuest, ip string) []string {
-			return pt.Args(g.Dev, g.GIDIndex, ip)
-		})
-		if err == nil || attempt == 2 || !workload.PerftestClockFailed(err.Error()) {
-			break
-		}
-		t.Logf("%s: perftest could not sample the guest's clock; again", pt.Tool)
-	}
+	pt.Port = 18600
+	res, err := p.Perftest(ctx, server, client, testbed.PerftestRun{Perftest: pt, Logf: t.Logf})
 	if err != nil {
 		t.Fatalf("%s, %s server, %s client: %v", pt.Tool, server.Kind, client.Kind, err)
 	}
-	rows, err := workload.ParsePerftest(out)
-	if err != nil {
-		t.Fatalf("%s: %v", pt.Tool, err)
-	}
+	rows := res.Rows
 	if pt.All && len(rows) < 20 {
 		t.Fatalf("%s -a: %d sizes", pt.Tool, len(rows))
 	}
@@ -262,11 +247,11 @@ func killMidTransfer(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed.RDMAGu
 		before := rxeStats(t, rxe)
 		done := make(chan error, 1)
 		go func() {
-			_, _, err := p.RunClientServer(ctx, c.server, c.client, func(g *testbed.RDMAGuest, ip string) []string {
-				q := pt
-				q.ODP = odp && g.Kind == testbed.RDMANPFNIC
-				return q.Args(g.Dev, g.GIDIndex, ip)
-			})
+			run := testbed.PerftestRun{Perftest: pt, Logf: t.Logf}
+			if odp {
+				run.Side = testbed.ODPOnNPFNIC
+			}
+			_, err := p.Perftest(ctx, c.server, c.client, run)
 			done <- err
 		}()
 		// The transfer runs: rxe moved 1000 packets of it.

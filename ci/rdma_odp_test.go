@@ -50,22 +50,16 @@ func TestRDMAODPWithRxe(t *testing.T) {
 	if st := rdmaStatistic(t, npf); len(st) == 0 {
 		t.Fatal("npfnic reports no rdma statistic")
 	}
-	// odpArgs puts ODP on npfnic's side only (rxe has none).
-	type argser interface {
-		Args(dev string, gidIndex int, server string) []string
-	}
 	// pages, if set, bounds the PTEs the faults entered: each page of a
 	// cold buffer faults once for reading or writing, and at most once
-	// more to become writable.
-	run := func(what string, server, client *testbed.RDMAGuest, pages int64, args func(odp bool) argser) string {
+	// more to become writable. transfer runs the program, with ODP on
+	// npfnic's side only (rxe has none).
+	run := func(what string, server, client *testbed.RDMAGuest, pages int64, transfer func(ctx context.Context) error) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		before, rxeBefore := rdmaStatistic(t, npf), rxeStats(t, rxe)
-		_, out, err := p.RunClientServer(ctx, server, client, func(g *testbed.RDMAGuest, ip string) []string {
-			return args(g.Kind == testbed.RDMANPFNIC).Args(g.Dev, g.GIDIndex, ip)
-		})
-		if err != nil {
+		if err := transfer(ctx); err != nil {
 			t.Fatalf("%s (%s server): %v", what, server.Kind, err)
 		}
 		d := odpDelta(t, before, rdmaStatistic(t, npf))
@@ -88,27 +82,32 @@ func TestRDMAODPWithRxe(t *testing.T) {
 		if d["rnr_naks_fault"] > 0 && rnr == 0 {
 			t.Errorf("%s: npfnic sent %d RNR NAKs for receive faults, rxe counted none", what, d["rnr_naks_fault"])
 		}
-		return out
+	}
+	perftestODP := func(server, client *testbed.RDMAGuest, pt workload.Perftest) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := p.Perftest(ctx, server, client, testbed.PerftestRun{Perftest: pt, Side: testbed.ODPOnNPFNIC, Logf: t.Logf})
+			return err
+		}
 	}
 	for _, side := range []struct{ server, client *testbed.RDMAGuest }{{npf, rxe}, {rxe, npf}} {
-		run("ibv_rc_pingpong -o -s 65536", side.server, side.client, 16, func(odp bool) argser {
-			return workload.Pingpong{Size: 65536, Iters: 20, ODP: odp, Validate: true}
+		run("ibv_rc_pingpong -o -s 65536", side.server, side.client, 16, func(ctx context.Context) error {
+			_, _, err := p.RunClientServer(ctx, side.server, side.client, func(g *testbed.RDMAGuest, ip string) []string {
+				pp := workload.Pingpong{Size: 65536, Iters: 20, ODP: g.Kind == testbed.RDMANPFNIC, Validate: true}
+				return pp.Args(g.Dev, g.GIDIndex, ip)
+			})
+			return err
 		})
 	}
 	// npfnic receives: its receive buffers fault, so rxe gets RNR NAKs.
 	before := rxeStats(t, rxe)
 	for _, tool := range []string{"ib_send_bw", "ib_write_bw"} {
-		run(tool+" --odp", npf, rxe, 0, func(odp bool) argser {
-			return workload.Perftest{Tool: tool, Size: 65536, Iters: 20, ODP: odp, Port: 18800}
-		})
+		run(tool+" --odp", npf, rxe, 0, perftestODP(npf, rxe, workload.Perftest{Tool: tool, Size: 65536, Iters: 20, Port: 18800}))
 	}
 	if rnr := rxeStats(t, rxe)["rcvd_rnr_err"] - before["rcvd_rnr_err"]; rnr == 0 {
 		t.Errorf("rxe received no RNR NAK while npfnic's cold ODP buffers took its SENDs and WRITEs")
 	}
 	// npfnic reads: the READ responses' targets fault at the requester.
-	run("ib_read_bw --odp", rxe, npf, 0, func(odp bool) argser {
-		return workload.Perftest{Tool: "ib_read_bw", Size: 65536, Iters: 20, ODP: odp, Port: 18801}
-	})
+	run("ib_read_bw --odp", rxe, npf, 0, perftestODP(rxe, npf, workload.Perftest{Tool: "ib_read_bw", Size: 65536, Iters: 20, Port: 18801}))
 	syntheticReceiveFaults(t, p, npf, rxe)
 	reclaimUnderTraffic(t, p, npf, rxe)
 	odpForkMunmap(t, p, npf, rxe)
@@ -135,11 +134,7 @@ func syntheticReceiveFaults(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed
 	}
 	before, rxeBefore := rdmaStatistic(t, npf), rxeStats(t, rxe)
 	pt := workload.Perftest{Tool: "ib_send_bw", Size: 4096, Duration: 4 * time.Second, Port: 18803}
-	_, _, err := p.RunClientServer(ctx, npf, rxe, func(g *testbed.RDMAGuest, ip string) []string {
-		q := pt
-		q.ODP = g.Kind == testbed.RDMANPFNIC
-		return q.Args(g.Dev, g.GIDIndex, ip)
-	})
+	_, err := p.Perftest(ctx, npf, rxe, testbed.PerftestRun{Perftest: pt, Side: testbed.ODPOnNPFNIC, Logf: t.Logf})
 	if rerr := npf.SetRNPFRate(ctx, 0); rerr != nil {
 		t.Error(rerr)
 	}

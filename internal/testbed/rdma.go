@@ -13,6 +13,7 @@ import (
 	"github.com/npfnic/npfnic"
 	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/testbed/vm"
+	"github.com/npfnic/npfnic/internal/testbed/workload"
 	"github.com/npfnic/npfnic/vdevice/trace"
 	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
@@ -61,8 +62,9 @@ type RDMAGuest struct {
 // cable's socket, the second connects. Each runs rdma_rxe over virtio-net
 // or npfnic, with distinct MACs (QEMU gives every guest the same one).
 type RDMAPair struct {
-	A, B *RDMAGuest
-	dir  string
+	A, B     *RDMAGuest
+	dir      string
+	progress func(format string, args ...any)
 }
 
 // RDMAPairConfig configures StartRDMAPair.
@@ -106,7 +108,7 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 	if progress == nil {
 		progress = func(string, ...any) {}
 	}
-	p := &RDMAPair{}
+	p := &RDMAPair{progress: progress}
 	if p.dir, err = os.MkdirTemp("", "npfnic-rdma-"); err != nil {
 		return nil, err
 	}
@@ -343,8 +345,17 @@ func (p *RDMAPair) Guests() []*RDMAGuest { return []*RDMAGuest{p.A, p.B} }
 // the client while the server is not listening yet (its out-of-band TCP
 // port). args builds each side's command line from its guest and the
 // server's address ("" on the server). It returns both outputs; a side that
-// exits non-zero is an error carrying its output.
+// exits non-zero is an error carrying its output. perftest's programs go
+// through Perftest, which knows their one benign failure; they are refused
+// here.
 func (p *RDMAPair) RunClientServer(ctx context.Context, server, client *RDMAGuest, args func(g *RDMAGuest, serverIP string) []string) (serverOut, clientOut string, err error) {
+	if a := args(server, ""); len(a) > 0 && workload.IsPerftestTool(a[0]) {
+		return "", "", fmt.Errorf("testbed: %s is perftest's: run it with RDMAPair.Perftest", a[0])
+	}
+	return p.runClientServer(ctx, server, client, args)
+}
+
+func (p *RDMAPair) runClientServer(ctx context.Context, server, client *RDMAGuest, args func(g *RDMAGuest, serverIP string) []string) (serverOut, clientOut string, err error) {
 	type result struct {
 		r   vm.Result
 		err error

@@ -420,24 +420,19 @@ func (c *RCConfig) cycle(ctx context.Context, p *testbed.RDMAPair, i int) (float
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	pt := workload.Perftest{Tool: "ib_send_bw", Size: c.Size, Iters: c.Iters, Port: rcPerftestPort + i%100}
-	_, out, err := p.RunClientServer(cctx, p.A, p.B, func(g *testbed.RDMAGuest, ip string) []string {
-		q := pt
-		if g.Kind == testbed.RDMANPFNIC {
-			q.ODP = true
-			if !c.Poll {
-				q.Extra = []string{"-e"}
+	res, err := p.Perftest(cctx, p.A, p.B, testbed.PerftestRun{Perftest: pt, Logf: c.progress,
+		Side: func(g *testbed.RDMAGuest, q *workload.Perftest) {
+			if g.Kind == testbed.RDMANPFNIC {
+				q.ODP = true
+				if !c.Poll {
+					q.Extra = []string{"-e"}
+				}
 			}
-		}
-		return q.Args(g.Dev, g.GIDIndex, ip)
-	})
+		}})
 	if err != nil {
 		return 0, err
 	}
-	rows, perr := workload.ParsePerftest(out)
-	if perr != nil || len(rows) == 0 {
-		return 0, fmt.Errorf("ib_send_bw output: %v", perr)
-	}
-	return rows[len(rows)-1].AvgMBs, nil
+	return res.Rows[len(res.Rows)-1].AvgMBs, nil
 }
 
 func (c *RCConfig) progress(format string, args ...any) {

@@ -196,30 +196,17 @@ func (c *Config) measure(ctx context.Context, p *testbed.RDMAPair, pr Pair, roun
 	run.Port = port
 	tctx, cancel := context.WithTimeout(ctx, testTimeout)
 	defer cancel()
-	serverOut, out, err := p.RunClientServer(tctx, p.A, p.B, func(g *testbed.RDMAGuest, server string) []string {
-		return run.Args(g.Dev, g.GIDIndex, server)
-	})
-	if err != nil && workload.PerftestClockFailed(err.Error()) {
-		// perftest's clock sampling, not the transfer, failed: once more,
-		// on a port of its own.
-		run.Port += 10000
-		serverOut, out, err = p.RunClientServer(tctx, p.A, p.B, func(g *testbed.RDMAGuest, server string) []string {
-			return run.Args(g.Dev, g.GIDIndex, server)
-		})
-	}
+	res, err := p.Perftest(tctx, p.A, p.B, testbed.PerftestRun{Perftest: run, Logf: c.progress})
 	// Both sides' outputs stay beside the guests' logs.
 	base := filepath.Join(c.LogDir, pr.String(), fmt.Sprintf("round%d-%s", round, strings.ReplaceAll(t.Name, " ", "-")))
-	if werr := errors.Join(os.WriteFile(base+"-server.txt", []byte(serverOut), 0o644),
-		os.WriteFile(base+"-client.txt", []byte(out), 0o644)); werr != nil && err == nil {
+	if werr := errors.Join(os.WriteFile(base+"-server.txt", []byte(res.ServerOut), 0o644),
+		os.WriteFile(base+"-client.txt", []byte(res.ClientOut), 0o644)); werr != nil && err == nil {
 		err = werr
 	}
 	if err != nil {
 		return 0, fmt.Errorf("%w (outputs in %s-*.txt)", err, base)
 	}
-	rows, err := workload.ParsePerftest(out)
-	if err != nil {
-		return 0, err
-	}
+	rows := res.Rows
 	if t.Latency {
 		if rows[0].Latency == nil {
 			return 0, errors.New("no latency columns in the output")

@@ -301,15 +301,11 @@ func (c *Config) startSession(ctx context.Context, pair *testbed.RDMAPair, polic
 		// ends it.
 		rctx, rcancel := context.WithTimeout(context.Background(), pt.Duration+2*time.Minute)
 		defer rcancel()
-		serverOut, clientOut, err := pair.RunClientServer(rctx, npf, rxe, func(g *testbed.RDMAGuest, server string) []string {
-			q := pt
-			q.ODP = g.Kind == testbed.RDMANPFNIC
-			return q.Args(g.Dev, g.GIDIndex, server)
-		})
+		res, err := pair.Perftest(rctx, npf, rxe, testbed.PerftestRun{Perftest: pt, Side: testbed.ODPOnNPFNIC, Logf: c.progress})
 		s.err = err
 		_ = os.MkdirAll(filepath.Dir(s.logBase), 0o755)
-		_ = os.WriteFile(s.logBase+"-server.txt", []byte(serverOut), 0o644)
-		_ = os.WriteFile(s.logBase+"-client.txt", []byte(clientOut), 0o644)
+		_ = os.WriteFile(s.logBase+"-server.txt", []byte(res.ServerOut), 0o644)
+		_ = os.WriteFile(s.logBase+"-client.txt", []byte(res.ClientOut), 0o644)
 	}()
 	n, err := c.warmRC(ctx, s)
 	if err != nil {

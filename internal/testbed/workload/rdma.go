@@ -149,6 +149,21 @@ func ParsePerftest(out string) ([]PerftestRow, error) {
 	return rows, nil
 }
 
+// IsPerftestTool reports whether program is one of perftest's
+// ib_{send,write,read,atomic}_{bw,lat}.
+func IsPerftestTool(program string) bool {
+	rest, isIB := strings.CutPrefix(program, "ib_")
+	verb, kind, ok := strings.Cut(rest, "_")
+	if !isIB || !ok || (kind != "bw" && kind != "lat") {
+		return false
+	}
+	switch verb {
+	case "send", "write", "read", "atomic":
+		return true
+	}
+	return false
+}
+
 // PerftestClockFailed reports whether a perftest run failed to produce
 // its report because its own measurement of the CPU clock did not hold
 // ("Correlation coefficient r^2: ... < 0.9", "Can't produce a report"):

@@ -73,6 +73,18 @@ func TestPerftestClockFailed(t *testing.T) {
 	}
 }
 
+func TestIsPerftestTool(t *testing.T) {
+	for prog, want := range map[string]bool{
+		"ib_send_bw": true, "ib_write_lat": true, "ib_read_bw": true, "ib_atomic_lat": true,
+		"ibv_rc_pingpong": false, "ib_send": false, "ib_foo_bw": false, "xib_send_bw": false, "": false,
+		"npfnic-rdma-hostile": false,
+	} {
+		if IsPerftestTool(prog) != want {
+			t.Errorf("IsPerftestTool(%q) = %v", prog, !want)
+		}
+	}
+}
+
 func TestParsePingpong(t *testing.T) {
 	data, err := os.ReadFile("testdata/rc_pingpong-4096.txt")
 	if err != nil {
