@@ -218,10 +218,14 @@ func (q *QP) onReadResponse(p *rocev2.Packet) {
 		q.failHead(WCBadRespErr)
 		return
 	}
-	off := uint64(psnDiff(psn, w.firstPSN)) * uint64(q.mtu)
+	// A READ longer than the window is asked for in parts (windowRoom),
+	// each answered First..Last: a Last before the WQE's last PSN is a
+	// part's end, and a whole MTU like any other response before it.
+	off := uint64(psnDiff(psn, w.firstPSN)) * uint64(w.mtu)
 	rem := w.length - off
 	n := uint64(len(p.Payload))
-	if op.Has(rocev2.Last) && n != rem || !op.Has(rocev2.Last) && (n != uint64(q.mtu) || rem <= n) {
+	end := psn == w.lastPSN
+	if end && (!op.Has(rocev2.Last) || n != rem) || !end && n != uint64(w.mtu) {
 		q.failHead(WCBadRespErr)
 		return
 	}
@@ -238,7 +242,7 @@ func (q *QP) onReadResponse(p *rocev2.Packet) {
 		return
 	}
 	q.comp.psn = psnAdd(psn, 1)
-	if op.Has(rocev2.Last) {
+	if end {
 		q.completeHead(WCSuccess)
 	}
 	q.onProgress()

@@ -30,9 +30,14 @@ type QPInit struct {
 type RecvSource func() (wr RecvWR, status WCStatus, ok bool)
 
 type sendWQE struct {
-	wr       SendWR
-	length   uint64
-	npkts    int // PSNs the WQE consumes
+	wr     SendWR
+	length uint64
+	// mtu and npkts are the path MTU the WQE is segmented by and the PSNs
+	// it consumes, fixed when it starts: an SQD->SQD path MTU change
+	// applies to WQEs started after it, never to the PSN layout of one
+	// in flight.
+	mtu      int
+	npkts    int
 	firstPSN uint32
 	lastPSN  uint32
 	started  bool // PSNs assigned: its first packet went out at least once
@@ -460,6 +465,17 @@ func (q *QP) moveToErr() {
 	q.resp.wqe, q.resp.stall, q.resp.backlog = nil, nil, nil
 }
 
+// packets is the number of PSNs a message of n bytes takes at path MTU
+// mtu: one for an empty message. An mtu of 0 (a QP with no path, which
+// only states that never packetise have) counts one packet per message
+// rather than dividing by zero.
+func packets(n uint64, mtu int) int {
+	if n == 0 || mtu <= 0 {
+		return 1
+	}
+	return int((n + uint64(mtu) - 1) / uint64(mtu))
+}
+
 // sglLen is the message length an SGL describes.
 func sglLen(sgl []SGE) uint64 {
 	var n uint64
@@ -505,17 +521,16 @@ func (q *QP) PostSend(wr SendWR) error {
 	case len(q.sq) >= q.init.Cap.MaxSendWR:
 		return ErrQueueFull
 	}
-	wr.SGL = append([]SGE(nil), wr.SGL...)
-	wr.Inline = append([]byte(nil), wr.Inline...)
-	w := &sendWQE{wr: wr, length: n, npkts: 1}
-	if n > 0 {
-		w.npkts = int((n + uint64(q.mtu) - 1) / uint64(q.mtu))
-	}
 	if q.state == StateErr {
+		// Flushed, never packetised: a QP that went to ERR from RESET or
+		// INIT never had a path (no MTU to segment by).
 		q.init.SendCQ.push(WC{WRID: wr.ID, Status: WCWRFlushErr, Opcode: wcOpcode(wr.Opcode), QPN: q.num})
 		q.sendsDone++
 		return nil
 	}
+	wr.SGL = append([]SGE(nil), wr.SGL...)
+	wr.Inline = append([]byte(nil), wr.Inline...)
+	w := &sendWQE{wr: wr, length: n}
 	q.sq = append(q.sq, w)
 	q.reqProgress()
 	return nil

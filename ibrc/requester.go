@@ -31,7 +31,7 @@ func (q *QP) reqProgress() {
 				return
 			}
 		}
-		if int(psnDiff(q.req.psn, q.comp.psn)) >= q.e.cfg.MaxUnackedPSNs {
+		if q.windowRoom(w) <= 0 {
 			return
 		}
 		if !q.sendPacket(w) {
@@ -40,12 +40,45 @@ func (q *QP) reqProgress() {
 	}
 }
 
-// sendPacket sends the next packet of w; false when it could not (fault
-// stall or error).
+// windowRoom is how many PSNs w may take now: the window's room for a
+// SEND or WRITE packet; for a READ request, which takes the PSNs of all
+// its responses at once, the PSNs it asks for (0: wait). A READ whose
+// responses fit in the room asks for all of them; one that needs more
+// than the whole window waits until nothing is outstanding and then asks
+// for a window's worth, the rest in later requests, so fewer PSNs than
+// the window (< 2^23) are ever outstanding, whatever the READ's length.
+func (q *QP) windowRoom(w *sendWQE) int {
+	out := int(psnDiff(q.req.psn, q.comp.psn))
+	room := q.e.cfg.MaxUnackedPSNs - out
+	if room <= 0 || !w.isRead() {
+		return room
+	}
+	need := packets(w.length, q.mtu)
+	if w.started {
+		need = int(psnDiff(w.lastPSN, q.req.psn)) + 1
+	}
+	switch {
+	case need <= room:
+		return need
+	case out == 0:
+		return room
+	}
+	return 0
+}
+
+// sendPacket sends the next packet of w (for a READ, its next request);
+// false when it could not (fault stall or error).
 func (q *QP) sendPacket(w *sendWQE) bool {
 	e := q.e
 	if !w.started {
+		if q.mtu <= 0 {
+			// Only RTS and SQD send, and both have a path; a QP
+			// without one fails rather than segment by zero.
+			q.failHead(WCLocQPOpErr)
+			return false
+		}
 		w.started = true
+		w.mtu, w.npkts = q.mtu, packets(w.length, q.mtu)
 		w.firstPSN = q.req.psn
 		w.lastPSN = psnAdd(q.req.psn, w.npkts-1)
 		if w.isRead() {
@@ -59,17 +92,22 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 	var err error
 	if w.isRead() {
 		off := q.req.offset
+		k := q.windowRoom(w)
+		n := min(w.length-off, uint64(k)*uint64(w.mtu))
 		h.BTH.Opcode = rocev2.OpReadRequest
 		h.RETH.RKey = w.wr.RKey
 		h.RETH.VA = w.wr.RemoteAddr + off
-		h.RETH.DMALength = uint32(w.length - off)
+		h.RETH.DMALength = uint32(n)
 		frame, _ = rocev2.BuildFrame(&q.path, &h, 0, func([]byte) error { return nil })
-		q.req.psn = psnAdd(w.lastPSN, 1)
-		q.req.next++
-		q.req.offset = 0
+		q.req.psn = psnAdd(psn, k)
+		q.req.offset += n
+		if q.req.offset == w.length {
+			q.req.next++
+			q.req.offset = 0
+		}
 	} else {
 		off := q.req.offset
-		n := min(uint64(q.mtu), w.length-off)
+		n := min(uint64(w.mtu), w.length-off)
 		first, last := off == 0, off+n == w.length
 		imm := w.wr.Opcode == WRSendImm || w.wr.Opcode == WRWriteImm
 		if w.wr.Opcode == WRSend || w.wr.Opcode == WRSendImm {
@@ -329,7 +367,7 @@ func (q *QP) setCursor(psn uint32) {
 		if psnDiff(psn, w.lastPSN) <= 0 {
 			k := max(0, int(psnDiff(psn, w.firstPSN)))
 			q.req.next = i
-			q.req.offset = min(uint64(k)*uint64(q.mtu), w.length)
+			q.req.offset = min(uint64(k)*uint64(w.mtu), w.length)
 			q.req.psn = psnAdd(w.firstPSN, k)
 			return
 		}

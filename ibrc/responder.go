@@ -295,10 +295,7 @@ func (q *QP) execRead(p *rocev2.Packet) {
 			return
 		}
 	}
-	npkts := 1
-	if l > 0 {
-		npkts = int((l + uint64(q.mtu) - 1) / uint64(q.mtu))
-	}
+	npkts := packets(l, q.mtu)
 	res := readRes{first: p.BTH.PSN, last: psnAdd(p.BTH.PSN, npkts-1), va: r.VA, length: l, rkey: r.RKey, mr: mr, valid: true}
 	q.resp.reads[q.resp.readNext] = res
 	q.resp.readNext = (q.resp.readNext + 1) % len(q.resp.reads)
