@@ -349,9 +349,9 @@ func (n *NIC) MAC() net.HardwareAddr { return append(net.HardwareAddr(nil), n.ma
 func (n *NIC) ClientDisconnected() {
 	n.log.Info("client gone; queues stopped, device state kept")
 	n.abortDMA()
+	n.rdma.Reset() // before translation: its regions never pass through
 	n.resetFaults()
 	n.dp.Reset()
-	n.rdma.Reset()
 	n.waitQuiesced("client disconnect")
 }
 
@@ -398,9 +398,11 @@ func (n *NIC) Reset() error {
 	if !n.abortDMA() {
 		n.dmaStatus.Store(hw.DiagDMAStatusIdle)
 	}
+	// RDMA first: its regions' accesses translate or fail, and none is
+	// to begin while translation goes to its reset state.
+	n.rdma.Reset()
 	n.resetFaults()
 	n.dp.Reset()
-	n.rdma.Reset()
 	n.dp.SetBusMaster(n.cfg.BusMaster())
 	n.rdma.SetBusMaster(n.cfg.BusMaster())
 	n.waitQuiesced("device reset")

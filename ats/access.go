@@ -172,12 +172,28 @@ func (h *Handle) copyVia(dma *guestmem.Stream, p []byte, off int, write bool) er
 // retries Access after the page response. With ATS disabled, va is already
 // an IOVA: it is only split at page boundaries (pasid is ignored).
 func (c *Context) Access(pasid uint32, va uint64, n int, write bool) (Handle, error) {
+	return c.access(pasid, va, n, write, false)
+}
+
+// AccessTranslated is Access for an address that is only ever translated,
+// a process's virtual address in an RDMA memory region: with ATS disabled
+// it fails with FaultDisabled rather than pass va through as an IOVA. The
+// enable bit is read once, so an access racing a write of ATS Enable
+// either translates or fails, never both.
+func (c *Context) AccessTranslated(pasid uint32, va uint64, n int, write bool) (Handle, error) {
+	return c.access(pasid, va, n, write, true)
+}
+
+func (c *Context) access(pasid uint32, va uint64, n int, write, mustTranslate bool) (Handle, error) {
 	end := va + uint64(n)
 	if n <= 0 || n > MaxAccess || end < va {
 		return Handle{}, c.fault(&Fault{Kind: FaultAddress, PASID: pasid, VA: va, Write: write, Level: -1})
 	}
 	pages := int((end-1)>>pageShift - va>>pageShift + 1)
 	translating := c.atsOn.Load()
+	if !translating && mustTranslate {
+		return Handle{}, c.fault(&Fault{Kind: FaultDisabled, PASID: pasid, VA: va, Write: write, Level: -1})
+	}
 	if translating && end > vaLimit {
 		return Handle{}, c.fault(&Fault{Kind: FaultAddress, PASID: pasid, VA: va, Write: write, Level: -1})
 	}

@@ -223,6 +223,29 @@ func TestPassthrough(t *testing.T) {
 	h.Release()
 }
 
+// TestAccessTranslated: an address that is only ever translated fails
+// with FaultDisabled while ATS is off, and translates once it is on.
+func TestAccessTranslated(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	frame := e.g.AllocPage()
+	e.space(0).Map(0x1000, frame, true)
+	e.c.ATSControl(false, 0)
+	_, err := e.c.AccessTranslated(0, frame, 8, true)
+	var f *ats.Fault
+	if !errors.As(err, &f) || f.Kind != ats.FaultDisabled || f.NeedsPageRequest() {
+		t.Fatalf("AccessTranslated with ATS off: %v", err)
+	}
+	if s := e.c.Stats(); s.Passthrough != 0 || s.Faults[ats.FaultDisabled] != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+	e.c.ATSControl(true, 0)
+	h, err := e.c.AccessTranslated(0, 0x1000, 8, true)
+	if err != nil || h.Segments()[0].IOVA != frame {
+		t.Fatalf("AccessTranslated with ATS on: %v %x", err, h.Segments())
+	}
+	h.Release()
+}
+
 // TestPASIDEnable: without the PASID capability enabled only PASID 0
 // translates.
 func TestPASIDEnable(t *testing.T) {

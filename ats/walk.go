@@ -18,6 +18,7 @@ const (
 	FaultAddress                           // VA beyond 48 bits, address wrap, or a bad length
 	FaultTable                             // the PASID table, a page table or the page lies outside guest memory
 	FaultReserved                          // reserved bits set in a present entry
+	FaultDisabled                          // an access that must translate (AccessTranslated) with ATS disabled
 	numFaultKinds
 )
 
@@ -35,6 +36,8 @@ func (k FaultKind) String() string {
 		return "translation structure outside guest memory"
 	case FaultReserved:
 		return "reserved bits set"
+	case FaultDisabled:
+		return "translation disabled"
 	}
 	return "unknown"
 }

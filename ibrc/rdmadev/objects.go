@@ -146,16 +146,16 @@ func (m *mrMem) access(va uint64, p []byte, write bool) error {
 	if !m.e.busMaster.Load() {
 		return &ibrc.FaultError{VA: va, Write: write} // retried once bus mastering is back
 	}
-	if !m.xlat.ATSEnabled() {
-		return errNoTranslation
-	}
 	for len(p) > 0 {
 		n := min(len(p), ats.MaxAccess)
-		h, err := m.xlat.Access(m.pasid, va, n, write)
+		h, err := m.xlat.AccessTranslated(m.pasid, va, n, write)
 		if err != nil {
 			var f *ats.Fault
-			if errors.As(err, &f) && f.NeedsPageRequest() {
+			switch {
+			case errors.As(err, &f) && f.NeedsPageRequest():
 				return &xlatFault{f}
+			case errors.As(err, &f) && f.Kind == ats.FaultDisabled:
+				return errNoTranslation
 			}
 			return err
 		}
