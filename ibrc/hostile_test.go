@@ -19,6 +19,7 @@ type victim struct {
 	e    *ibrc.Engine
 	qp   *ibrc.QP
 	mr   *ibrc.MR
+	mem  *memsim.Mem
 	out  [][]byte
 	path rocev2.Path // from the peer to the victim
 	cq   *ibrc.CQ
@@ -65,6 +66,7 @@ func newVictimWith(t testing.TB, o victimOpts) *victim {
 	v.e = ibrc.New(cfg)
 	pd := v.e.CreatePD()
 	mem := memsim.New(memBase, o.memSize, 4096)
+	v.mem = mem
 	v.mr, _ = pd.RegisterMR(mem, memBase, uint64(o.memSize), ibrc.AccessLocalWrite|ibrc.AccessRemoteWrite|ibrc.AccessRemoteRead)
 	v.cq, _ = v.e.CreateCQ(64)
 	v.qp, _ = pd.CreateQP(ibrc.QPInit{SendCQ: v.cq, RecvCQ: v.cq, Cap: ibrc.QPCap{MaxSendWR: 16, MaxRecvWR: 16}})

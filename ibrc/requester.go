@@ -1,6 +1,8 @@
 package ibrc
 
 import (
+	"errors"
+
 	"github.com/npfnic/npfnic/ibrc/rocev2"
 )
 
@@ -173,16 +175,23 @@ func (q *QP) failHead(st WCStatus) {
 	q.moveToErr()
 }
 
-// memOf returns the Memory behind the SGE at byte offset off.
-func (q *QP) memOf(sgl []SGE, off uint64) Memory {
-	for _, s := range sgl {
-		if off < uint64(s.Length) {
-			if m := q.e.mrs[s.LKey]; m != nil {
-				return m.mem
-			}
-			return nil
-		}
-		off -= uint64(s.Length)
+// sglFault is a translation fault of an SGL access with the region it
+// hit: a packet may span SGEs of regions in different address spaces, and
+// the page request goes to the one that faulted, not to the region where
+// the packet starts.
+type sglFault struct {
+	error
+	mem Memory
+}
+
+func (f *sglFault) Unwrap() error { return f.error }
+
+// faultMem is the region of an SGL access's fault (walkSGL), nil for any
+// other error.
+func faultMem(err error) Memory {
+	var f *sglFault
+	if errors.As(err, &f) {
+		return f.mem
 	}
 	return nil
 }
@@ -201,7 +210,7 @@ func (q *QP) localFault(err error, w *sendWQE, off uint64, psn uint32, write boo
 	}
 	q.e.stats.RequesterFaults++
 	*paused = true
-	q.pageRequest(RoleRequester, q.memOf(w.wr.SGL, off), va, psn, write, func(ok bool) {
+	q.pageRequest(RoleRequester, faultMem(err), va, psn, write, func(ok bool) {
 		*paused = false
 		if !ok {
 			q.failWQE(w, WCLocAccessErr)
@@ -266,6 +275,9 @@ func (q *QP) walkSGL(sgl []SGE, off uint64, n int, need Access, f func(m *MR, va
 			return sglError("SGE outside a valid memory region")
 		}
 		if err := f(m, s.Addr+off, done, done+k); err != nil {
+			if _, _, fault := AsFault(err); fault {
+				return &sglFault{err, m.mem}
+			}
 			return err
 		}
 		done += k

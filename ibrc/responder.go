@@ -207,7 +207,7 @@ func (q *QP) execSend(p *rocev2.Packet) {
 	}
 	if err := q.scatter(w.wr.SGL, q.resp.offset, p.Payload); err != nil {
 		if va, _, ok := AsFault(err); ok {
-			q.recvFault(p, q.memOf(w.wr.SGL, q.resp.offset), va)
+			q.recvFault(p, faultMem(err), va)
 			return
 		}
 		q.classC(rocev2.NAKRemoteOp, WCLocProtErr)
@@ -247,6 +247,11 @@ func (q *QP) execWrite(p *rocev2.Packet) {
 		}
 		va, resid = r.VA, l
 		q.resp.wLen = l
+	} else if mr != nil && mr.dead {
+		// Deregistered between the packets of this WRITE: the rest of
+		// the message has nowhere to go.
+		q.classC(rocev2.NAKRemoteAccess, WCRemAccessErr)
+		return
 	}
 	if n > resid || op.Has(rocev2.Last) && n != resid {
 		q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
