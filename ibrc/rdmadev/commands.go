@@ -369,6 +369,14 @@ func (w *worker) destroyQP(n uint32) uint32 {
 	w.e.mu.Unlock()
 	w.e.retire(q.dma)
 	_ = q.rc.Destroy() // no receive path calls nextRecv after this
+	// Completions the transport made for this QP before it went are
+	// still in its CQs: they are charged to it now, while its number is
+	// its own, not to a QP created with the same number before the
+	// next drain (whose ring slots they would retire).
+	w.drainCQ(q.scq)
+	if q.rcq != q.scq {
+		w.drainCQ(q.rcq)
+	}
 	w.wait(q.dma.Done())
 	delete(w.qps, n)
 	q.scq.refs--

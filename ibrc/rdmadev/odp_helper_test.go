@@ -197,6 +197,8 @@ type wireTap struct {
 	dec  *rocev2.Decoder
 	mu   sync.Mutex
 	acks []tappedAck
+	// gate holds the tapped side's sends while a test holds it (Lock).
+	gate sync.RWMutex
 }
 
 type tappedAck struct {
@@ -217,6 +219,13 @@ func (w *wireTap) Recv(buf []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// Send implements port.Port: it waits while the test holds the gate.
+func (w *wireTap) Send(frame []byte) error {
+	w.gate.RLock()
+	defer w.gate.RUnlock()
+	return w.Port.Send(frame)
 }
 
 // rnrNaks returns the RNR NAKs seen so far.

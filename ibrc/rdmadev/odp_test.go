@@ -2,6 +2,7 @@ package rdmadev_test
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 	"time"
 
@@ -131,7 +132,7 @@ func TestODPFaultTimeline(t *testing.T) {
 	}
 	const dst, size = 0x20000, 8000
 	tr, _ := trace.New(1 << 14)
-	a, b, _ := odpPairTraced(t, 0, tr)
+	a, b, tap := odpPairTraced(t, 0, tr)
 	data := pattern(size, 5)
 	a.buf.Write(0, data)
 	b.evict(dst + 4096)
@@ -139,7 +140,17 @@ func TestODPFaultTimeline(t *testing.T) {
 	a.post(t, a.sq, a.qpn, rdmatest.Send{ID: 1, Opcode: hw.IBVWRSend, Flags: sig, AutoLength: true, NumSGE: -1,
 		SGL: []rdmatest.SGE{{Addr: bufVA, Length: size, LKey: mrKey}}})
 	g := b.nextGroup(t)
+	// The driver maps the page before it responds, and the device walks
+	// the tables itself: a retransmission between the two is placed
+	// before the response, a valid order, but not the one this timeline
+	// checks. The sender waits until the device took the response.
+	tap.gate.Lock()
 	b.answer(t, g, hw.PRSPSuccess)
+	waitFor(t, "the page response in the trace", func() bool {
+		ev, _ := tr.Snapshot()
+		return slices.ContainsFunc(ev, func(e trace.Event) bool { return e.Kind == trace.PageResponse })
+	})
+	tap.gate.Unlock()
 	if c := poll(t, a.scq, 1)[0]; c.Status != ibrc.WCSuccess {
 		t.Fatalf("sender: %+v", c)
 	}
