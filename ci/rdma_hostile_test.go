@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/npfnic/npfnic/ibrc/rdmadev"
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 	"github.com/npfnic/npfnic/vdevice/hw"
@@ -80,8 +81,22 @@ func runHostileTool(t *testing.T, server, client *testbed.RDMAGuest, port int, s
 // device runs in it.
 func TestRDMAHostileUserSpace(t *testing.T) {
 	p := rdmaPair(t, "rdma-hostile", testbed.RDMANPFNIC, testbed.RDMARxe, "")
-	npf, rxe := p.A, p.B
+	hostileBesideLiveTraffic(t, p, p.A, p.B)
+}
+
+// hostileBesideLiveTraffic runs npfnic-rdma-hostile's client on npf, an
+// npfnic guest, against its server on peer (rdma_rxe or npfnic), beside an
+// ibv_rc_pingpong with buffer validation between the same two guests, and
+// checks what TestRDMAHostileUserSpace says. A peer that is an npfnic too
+// takes the garbage's traffic on its responder, with live traffic of its
+// own: it must stay as healthy as the attacker's device.
+func hostileBesideLiveTraffic(t *testing.T, p *testbed.RDMAPair, npf, peer *testbed.RDMAGuest) {
+	t.Helper()
 	before := npf.NIC.RDMA().Stats()
+	var peerBefore rdmadev.Stats
+	if peer.NIC != nil {
+		peerBefore = peer.NIC.RDMA().Stats()
+	}
 
 	// The QP that must not be harmed: ibv_rc_pingpong checking every
 	// buffer, npfnic the client, long enough to outlast the garbage.
@@ -96,7 +111,7 @@ func TestRDMAHostileUserSpace(t *testing.T) {
 	ppDone := make(chan ppResult, 1)
 	go func() {
 		pp := workload.Pingpong{Size: 4096, Iters: ppIters, Validate: true}
-		_, out, err := p.RunClientServer(ctx, rxe, npf, func(g *testbed.RDMAGuest, ip string) []string {
+		_, out, err := p.RunClientServer(ctx, peer, npf, func(g *testbed.RDMAGuest, ip string) []string {
 			return pp.Args(g.Dev, g.GIDIndex, ip)
 		})
 		ppDone <- ppResult{out, err, time.Now()}
@@ -118,9 +133,9 @@ func TestRDMAHostileUserSpace(t *testing.T) {
 	}
 
 	start := time.Now()
-	out, exit := runHostile(t, rxe, npf)
+	out, exit := runHostile(t, peer, npf)
 	hostileEnd := time.Now()
-	t.Logf("npfnic-rdma-hostile, npfnic client, rdma_rxe server (%.1fs):\n%s", hostileEnd.Sub(start).Seconds(), out)
+	t.Logf("npfnic-rdma-hostile, npfnic client, %s server (%.1fs):\n%s", peer.Kind, hostileEnd.Sub(start).Seconds(), out)
 	lines := hostileCase.FindAllStringSubmatch(out, -1)
 	if exit != 0 || len(lines) < 25 {
 		var failed []string
@@ -146,8 +161,8 @@ func TestRDMAHostileUserSpace(t *testing.T) {
 	t.Logf("ibv_rc_pingpong -c -n %d beside it: %.0f usec/iter, ended %.1fs after the garbage", ppIters, r.UsecPerIter, pp.at.Sub(hostileEnd).Seconds())
 
 	// Ethernet still works, both ways.
-	run(t, npf.VM, "ping -c 2 -w 10 "+rxe.IP)
-	run(t, rxe.VM, "ping -c 2 -w 10 "+npf.IP)
+	run(t, npf.VM, "ping -c 2 -w 10 "+peer.IP)
+	run(t, peer.VM, "ping -c 2 -w 10 "+npf.IP)
 
 	// The device counted the malformed entries, and its rings and regions
 	// never failed: user space's garbage is no engine error.
@@ -167,8 +182,20 @@ func TestRDMAHostileUserSpace(t *testing.T) {
 	if v, _ := npf.NIC.RDMA().RegRead(hw.RegRDMAError); v != 0 {
 		t.Errorf("RDMA_ERROR %#x: user space's garbage became an engine error", v)
 	}
+	if peer.NIC != nil {
+		ps := peer.NIC.RDMA().Stats()
+		t.Logf("the peer npfnic's counters: NAKs sent %d, discarded %d, ring errors %d, late refused %d",
+			ps.RC.ErrNakSent-peerBefore.RC.ErrNakSent, ps.RC.RxDiscarded-peerBefore.RC.RxDiscarded,
+			ps.RingErrors-peerBefore.RingErrors, ps.LateRefused-peerBefore.LateRefused)
+		if ps.RingErrors != peerBefore.RingErrors || ps.LateRefused != peerBefore.LateRefused {
+			t.Errorf("the peer npfnic: ring errors %d, late refused MR accesses %d", ps.RingErrors-peerBefore.RingErrors, ps.LateRefused-peerBefore.LateRefused)
+		}
+		if v, _ := peer.NIC.RDMA().RegRead(hw.RegRDMAError); v != 0 {
+			t.Errorf("the peer npfnic's RDMA_ERROR %#x: the attacker's traffic became an engine error", v)
+		}
+	}
 
-	for _, g := range []*testbed.RDMAGuest{npf, rxe} {
+	for _, g := range []*testbed.RDMAGuest{npf, peer} {
 		if m := badKernelLog.FindString(run(t, g.VM, "dmesg")); m != "" {
 			t.Errorf("the %s guest's kernel log has %q:\n%s", g.Kind, m, lastLines(run(t, g.VM, "dmesg"), 40))
 		}

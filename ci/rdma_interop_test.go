@@ -164,6 +164,9 @@ func TestRDMABetweenNPFNICs(t *testing.T) {
 		perftest(t, p, p.A, p.B, workload.Perftest{Tool: tool, All: true, Iters: 5})
 	}
 	perftest(t, p, p.A, p.B, workload.Perftest{Tool: "ib_send_lat", Size: 64, Iters: 100})
+	// Both peers hostile at once: B's user space writes garbage into its
+	// rings against A, which serves live traffic meanwhile.
+	hostileBesideLiveTraffic(t, p, p.B, p.A)
 	p.Close() // the device closes its port, which completes the capture
 
 	tshark, err := exec.LookPath("tshark")
