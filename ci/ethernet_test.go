@@ -155,7 +155,7 @@ func ethtoolStats(t *testing.T, v *vm.VM, ifname string) map[string]uint64 {
 func TestEthernetARPICMPAndTCP(t *testing.T) {
 	v, link, ifname := npfnicGuest(t, "eth", "")
 	link.ping(t, link.guestIP)
-	run(t, v, "ping -c 3 "+link.hostIP)
+	run(t, v, "ping -c 3 -w 5000 "+link.hostIP)
 	if neigh := link.host(t, 10*time.Second, "ip", "neigh", "show", link.guestIP); !strings.Contains(neigh, "lladdr") {
 		t.Errorf("host did not resolve the guest by ARP: %q", neigh)
 	}

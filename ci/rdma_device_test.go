@@ -141,7 +141,7 @@ func TestRDMADeviceOnNPFNIC(t *testing.T) {
 	// With contexts open the device translates (their MRs' PASIDs), the
 	// Ethernet buffers too: Ethernet still works, through translation.
 	for i := 0; ; i++ {
-		r, err := v.Run(ctx, "ping -c 1 10.77.0.3")
+		r, err := v.Run(ctx, "ping -c 1 -w 5000 10.77.0.3")
 		if err == nil && r.Exit == 0 {
 			break
 		}
