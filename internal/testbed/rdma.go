@@ -360,9 +360,16 @@ func (p *RDMAPair) runClientServer(ctx context.Context, server, client *RDMAGues
 		r   vm.Result
 		err error
 	}
+	// The programs end a little before ctx does, so that one that hangs
+	// is reported with what it printed.
+	limit := time.Duration(0)
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		limit = max(left-min(left/4, 20*time.Second), time.Millisecond)
+	}
 	done := make(chan result, 1)
 	go func() {
-		r, err := server.VM.Exec(ctx, args(server, "")...)
+		r, err := server.VM.ExecWithin(ctx, limit, args(server, "")...)
 		done <- result{r, err}
 	}()
 	var cr vm.Result
@@ -377,7 +384,7 @@ func (p *RDMAPair) runClientServer(ctx context.Context, server, client *RDMAGues
 		case <-ctx.Done():
 			return "", "", ctx.Err()
 		}
-		if cr, err = client.VM.Exec(ctx, args(client, server.IP)...); err != nil {
+		if cr, err = client.VM.ExecWithin(ctx, limit, args(client, server.IP)...); err != nil {
 			return "", "", err
 		}
 		connectFailed := strings.Contains(cr.Stdout+cr.Stderr, "Couldn't connect") ||
@@ -397,6 +404,9 @@ func (p *RDMAPair) runClientServer(ctx context.Context, server, client *RDMAGues
 	switch {
 	case s.err != nil:
 		return serverOut, clientOut, s.err
+	case cr.TimedOut:
+		return serverOut, clientOut, fmt.Errorf("client %s: still running after %v, killed:\n%s\nserver %s (exit %d):\n%s",
+			client.IP, limit.Round(time.Second), clientOut, server.IP, s.r.Exit, serverOut)
 	case cr.Exit != 0:
 		return serverOut, clientOut, fmt.Errorf("client %s: exit %d:\n%s", client.IP, cr.Exit, clientOut)
 	case s.r.Exit != 0:

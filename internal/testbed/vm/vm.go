@@ -466,9 +466,21 @@ func (v *VM) call(ctx context.Context, req agent.Request) (agent.Response, error
 // Exec runs a program in the guest and returns its output and exit status;
 // a non-zero exit is not an error (look at Result.Exit), a lost guest is.
 func (v *VM) Exec(ctx context.Context, argv ...string) (Result, error) {
+	return v.ExecWithin(ctx, 0, argv...)
+}
+
+// ExecWithin is Exec with the program killed by the guest's agent after
+// limit (0: at ctx's deadline), which then returns what it printed with
+// TimedOut set. A limit short of ctx's deadline leaves time for that
+// answer: a program that hangs is reported with its output, rather than
+// as the context's error alone.
+func (v *VM) ExecWithin(ctx context.Context, limit time.Duration, argv ...string) (Result, error) {
 	req := agent.Request{Op: agent.OpRun, Argv: argv}
-	if dl, ok := ctx.Deadline(); ok {
-		req.Timeout = time.Until(dl).Milliseconds()
+	if dl, ok := ctx.Deadline(); ok && (limit <= 0 || time.Until(dl) < limit) {
+		limit = time.Until(dl)
+	}
+	if limit > 0 {
+		req.Timeout = max(limit.Milliseconds(), 1)
 	}
 	resp, err := v.call(ctx, req)
 	if err != nil {
