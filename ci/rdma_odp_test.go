@@ -213,7 +213,11 @@ func reclaimUnderTraffic(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed.RD
 		if time.Now().After(deadline) {
 			t.Fatal("ibv_rc_pingpong -o took no fault within a minute")
 		}
-		time.Sleep(200 * time.Millisecond)
+		select {
+		case err := <-done:
+			t.Fatalf("ibv_rc_pingpong -o -c ended before its memory was paged out: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	out, err := npf.Shell(ctx, "npfnic-guest pageout "+pid+" 100 5000")
 	if err != nil {

@@ -33,7 +33,7 @@ var teardownPolicies = []string{"off", "pin", "drop", "backup"}
 
 // badKernelLog matches what a clean teardown never prints: WARN()s, BUGs,
 // oopses, and the driver's quiesce timeouts ("... its memory is leaked").
-var badKernelLog = regexp.MustCompile(`(?i)WARNING:|BUG:|BUG |Oops|general protection|Call Trace|leak`)
+var badKernelLog = regexp.MustCompile(`WARNING:|BUG:|BUG |Oops|general protection|Call Trace|(?i:leak)`)
 
 // deviceLateDMA reads LATE_DMA straight from the in-process device model
 // (not through the guest): the late writes its detector refused since the
