@@ -50,7 +50,9 @@ import (
 // target drives the worker's passes itself, so nothing of the engine
 // runs on another goroutine and a hang is a hang of the input. Go's map
 // order makes a worker pass visit QPs in varying order, so a failure that
-// depends on it may need a few runs to reproduce.
+// depends on it may need a few runs to reproduce. About 1.9-2.4k
+// inputs/s on this 2-CPU machine at load 11-15 (some 300 µs an input
+// without the fuzzer's instrumentation).
 //
 // Its seeds are testdata/fuzz/FuzzRDMASendPath/seed-*, written from
 // sendFuzzSeeds (TestSendPathSeedFiles).
