@@ -150,7 +150,15 @@ func (q *QP) onRNRNak(psn uint32, timer uint8) {
 			return
 		}
 		q.req.startedRetry = false
-		q.retryFrom(q.req.rnrPSN)
+		// A delayed or duplicated copy of the NAKed request may have
+		// been accepted and acknowledged meanwhile: go back no further
+		// than the oldest unacknowledged PSN, or a PSN the peer already
+		// took would be reused.
+		from := q.req.rnrPSN
+		if psnDiff(q.comp.psn, from) > 0 {
+			from = q.comp.psn
+		}
+		q.retryFrom(from)
 	})
 }
 
