@@ -25,7 +25,26 @@
 // received frames with HandleFrame; it takes its timers from a clock.Clock
 // (clock.Virtual makes tests and experiments deterministic and fast).
 // Every callback it makes (port sends, page requests, CQ notifications,
-// async events) happens after it has released its lock, in order.
+// async events) happens after it has released its lock, in order, except
+// that frames a full port refused go out after later callbacks.
+//
+// Threading and the transmit path (transmit.go). The engine has no
+// goroutine: it runs on its callers' (HandleFrame's, the verbs', its
+// timers', page responses'), and whoever releases its lock hands what was
+// built meanwhile to the Port. None of them waits for the wire, or a port
+// reader that answers a READ would wait for its peer's reader doing the
+// same: a Port that cannot take a frame now returns ErrPortFull, and the
+// engine holds its output until the port's owner calls PortReady, from
+// the goroutine that drains the port, which then builds and sends what
+// waited. What the engine holds is bounded: packets that carry data (READ
+// responses, requests) are built only while the transmit queue has room,
+// a READ from a cursor a burst at a time (so a 2 GiB READ costs its
+// responder a cursor, and no more for its duplicates), and ACKs and NAKs
+// past the queue's bound are dropped, as a lost frame would be. The lock
+// is held across memory region accesses, one packet's data at a time.
+// Lock order: txMu (the one goroutine handing frames to the port and
+// running callbacks) before mu, before a CQ's lock; the Port is called
+// without mu.
 //
 // FuzzHandleFrame builds a whole engine, memory region and connected QP
 // for every input, sends its own READ and SEND, and then runs the QP's
@@ -145,6 +164,11 @@ type Stats struct {
 
 	PageRequests      uint64 // page requests raised (Config.Pager's RequestPage calls)
 	PageRequestErrors uint64 // page requests that failed (done(false))
+
+	// TxDropped counts ACKs and NAKs dropped because the transmit queue
+	// was full (the port took nothing for a long while): RC recovers them
+	// as it does lost frames.
+	TxDropped uint64
 }
 
 // Engine is one RoCEv2 port's RC transport: protection domains, memory
@@ -169,11 +193,16 @@ type Engine struct {
 	// the same reason as policy.
 	alarm messageAlarm
 
-	// Output produced under mu, delivered by flush outside it.
-	txq   [][]byte
-	cbq   []func()
-	txMu  sync.Mutex
-	stash [][]byte
+	// The transmit path (transmit.go): output produced under mu and
+	// delivered by flush outside it.
+	txq       [][]byte // frames the port has not taken yet, oldest first
+	txOut     int      // frames the running flush took from txq and is handing over
+	cbq       []func()
+	txMu      sync.Mutex // held by the one goroutine that flushes
+	portFull  bool       // the port refused a frame (ErrPortFull): none until PortReady
+	readyGen  uint64     // PortReady calls, so that a flush sees one that raced its refusal
+	txWait    []*QP      // QPs with packets to build once there is room, in turn order
+	txWaiting map[*QP]bool
 }
 
 // New returns an engine.
@@ -191,13 +220,14 @@ func New(cfg Config) *Engine {
 		cfg.AckEvery = 16
 	}
 	e := &Engine{
-		cfg:     cfg,
-		clk:     cfg.Clock,
-		dec:     rocev2.NewDecoder(),
-		qps:     make(map[uint32]*QP),
-		mrs:     make(map[uint32]*MR),
-		nextQPN: 0x11,
-		nextMR:  1,
+		cfg:       cfg,
+		clk:       cfg.Clock,
+		dec:       rocev2.NewDecoder(),
+		qps:       make(map[uint32]*QP),
+		mrs:       make(map[uint32]*MR),
+		nextQPN:   0x11,
+		nextMR:    1,
+		txWaiting: make(map[*QP]bool),
 	}
 	e.policy.Store(uint32(cfg.RecvFaultPolicy))
 	return e
@@ -292,46 +322,6 @@ func (e *Engine) unlock() {
 	e.mu.Unlock()
 	e.flush()
 }
-
-// flush sends queued frames and runs queued callbacks in the order they
-// were produced. One goroutine at a time does it; a nested call (a callback
-// that re-enters the engine) leaves its output to the running flush.
-func (e *Engine) flush() {
-	for {
-		if !e.txMu.TryLock() {
-			return
-		}
-		for {
-			e.mu.Lock()
-			frames, cbs := e.txq, e.cbq
-			e.txq, e.cbq = nil, nil
-			e.mu.Unlock()
-			if len(frames) == 0 && len(cbs) == 0 {
-				break
-			}
-			for _, f := range frames {
-				_ = e.cfg.Port.SendFrame(f)
-			}
-			for _, cb := range cbs {
-				cb()
-			}
-		}
-		e.txMu.Unlock()
-		e.mu.Lock()
-		empty := len(e.txq) == 0 && len(e.cbq) == 0
-		e.mu.Unlock()
-		if empty {
-			return
-		}
-	}
-}
-
-func (e *Engine) send(frame []byte) {
-	e.stats.TxFrames++
-	e.txq = append(e.txq, frame)
-}
-
-func (e *Engine) defer_(f func()) { e.cbq = append(e.cbq, f) }
 
 func (e *Engine) event(ev Event) {
 	if h := e.cfg.OnEvent; h != nil {

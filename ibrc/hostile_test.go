@@ -19,7 +19,7 @@ type victim struct {
 	e    *ibrc.Engine
 	qp   *ibrc.QP
 	mr   *ibrc.MR
-	mem  *memsim.Mem
+	mem  *memsim.Mem // the region's memory, unless victimOpts.mem replaced it
 	out  [][]byte
 	path rocev2.Path // from the peer to the victim
 	cq   *ibrc.CQ
@@ -39,6 +39,12 @@ type victimOpts struct {
 	// retry and rnrRetry are the QP's retry counts (7: the hostile-packet
 	// tests' value, and for rnrRetry retry forever).
 	retry, rnrRetry uint8
+	// mem is the region's memory (memSize bytes at memBase); nil: memsim.
+	mem ibrc.Memory
+	// port takes what the engine sends instead of victim.out.
+	port ibrc.PortFunc
+	// pager takes the page requests; nil: they never complete.
+	pager ibrc.PageRequester
 }
 
 func newVictim(t testing.TB) *victim { return newVictimWith(t, victimOpts{}) }
@@ -57,17 +63,24 @@ func newVictimWith(t testing.TB, o victimOpts) *victim {
 		o.rnrRetry = 7
 	}
 	v := &victim{dec: rocev2.NewDecoder()}
-	cfg := ibrc.Config{Port: ibrc.PortFunc(func(f []byte) error { v.out = append(v.out, f); return nil }),
-		MAC: macB, IPv4: ipB, Pager: ibrc.PageRequesterFunc(func(r ibrc.PageRequest, done func(bool)) {})}
+	if o.port == nil {
+		o.port = func(f []byte) error { v.out = append(v.out, f); return nil }
+	}
+	if o.pager == nil {
+		o.pager = ibrc.PageRequesterFunc(func(r ibrc.PageRequest, done func(bool)) {})
+	}
+	cfg := ibrc.Config{Port: o.port, MAC: macB, IPv4: ipB, Pager: o.pager}
 	if o.virtual {
 		v.clk = clock.NewVirtual(time.Unix(1700000000, 0))
 		cfg.Clock = v.clk
 	}
 	v.e = ibrc.New(cfg)
 	pd := v.e.CreatePD()
-	mem := memsim.New(memBase, o.memSize, 4096)
-	v.mem = mem
-	v.mr, _ = pd.RegisterMR(mem, memBase, uint64(o.memSize), ibrc.AccessLocalWrite|ibrc.AccessRemoteWrite|ibrc.AccessRemoteRead)
+	if o.mem == nil {
+		v.mem = memsim.New(memBase, o.memSize, 4096)
+		o.mem = v.mem
+	}
+	v.mr, _ = pd.RegisterMR(o.mem, memBase, uint64(o.memSize), ibrc.AccessLocalWrite|ibrc.AccessRemoteWrite|ibrc.AccessRemoteRead)
 	v.cq, _ = v.e.CreateCQ(64)
 	v.qp, _ = pd.CreateQP(ibrc.QPInit{SendCQ: v.cq, RecvCQ: v.cq, Cap: ibrc.QPCap{MaxSendWR: 16, MaxRecvWR: 16}})
 	steps := []struct {

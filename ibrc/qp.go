@@ -59,6 +59,7 @@ type readRes struct {
 	length      uint64
 	rkey        uint32
 	mr          *MR
+	mtu         int // its segmentation: the path MTU when it arrived
 	valid       bool
 }
 
@@ -133,11 +134,6 @@ type respState struct {
 	// retransmission to be placed (the trace's RCResume).
 	faulted  bool
 	faultPSN uint32
-}
-
-type readStall struct {
-	res readRes
-	psn uint32
 }
 
 const maxBacklog = 64

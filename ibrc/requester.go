@@ -71,6 +71,9 @@ func (q *QP) windowRoom(w *sendWQE) int {
 // sendPacket sends the next packet of w (for a READ, its next request);
 // false when it could not (fault stall or error).
 func (q *QP) sendPacket(w *sendWQE) bool {
+	if !q.e.txRoom(q) {
+		return false // the transmit path gives q a turn when it has room
+	}
 	e := q.e
 	if !w.started {
 		if q.mtu <= 0 {

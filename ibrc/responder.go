@@ -15,7 +15,8 @@ func (q *QP) respond(p *rocev2.Packet, frame []byte) error {
 		}
 	}
 	if q.resp.stall != nil {
-		// READ responses wait for a page; later requests wait behind them.
+		// A READ is still being answered (or waits for a page): later
+		// requests wait behind it, as their responses follow its own.
 		if len(q.resp.backlog) < maxBacklog {
 			q.resp.backlog = append(q.resp.backlog, append([]byte(nil), frame...))
 			return nil
@@ -301,23 +302,65 @@ func (q *QP) execRead(p *rocev2.Packet) {
 		}
 	}
 	npkts := packets(l, q.mtu)
-	res := readRes{first: p.BTH.PSN, last: psnAdd(p.BTH.PSN, npkts-1), va: r.VA, length: l, rkey: r.RKey, mr: mr, valid: true}
+	res := readRes{first: p.BTH.PSN, last: psnAdd(p.BTH.PSN, npkts-1), va: r.VA, length: l, rkey: r.RKey, mr: mr, mtu: q.mtu, valid: true}
 	q.resp.reads[q.resp.readNext] = res
 	q.resp.readNext = (q.resp.readNext + 1) % len(q.resp.reads)
 	q.resp.psn = psnAdd(res.last, 1)
 	q.resp.msn = (q.resp.msn + 1) & psnMask
 	q.e.messageExecuted()
-	q.readResponses(res, res.first)
+	q.answerRead(res, res.first)
 }
 
-// readResponses sends the responses of res from PSN from on; a fault
-// reading the data stalls them until the page arrives.
-func (q *QP) readResponses(res readRes, from uint32) {
+// readStall is the READ being answered: its responses from psn on are
+// still to go out, a turn at a time as the transmit path has room
+// (readStep), or they wait for the page of psn's data (fault). It is all
+// a READ holds, whatever length the peer asked for. Requests that arrive
+// meanwhile wait behind it (backlog): responses go out in PSN order.
+type readStall struct {
+	res  readRes
+	from uint32 // the PSN this answer started at: its First response
+	psn  uint32 // the next response
+	// fault: waiting for the page of psn's data; resume: psn's data
+	// faulted, and its response going out ends the fault (the trace's
+	// RCResume).
+	fault, resume bool
+}
+
+// answerRead starts sending the responses of res from PSN from on (a new
+// READ, or a duplicate asking again from there).
+func (q *QP) answerRead(res readRes, from uint32) {
+	q.resp.stall = &readStall{res: res, from: from, psn: from}
+	q.readStep()
+}
+
+// readStep sends the next responses of the READ being answered, at most
+// readBurst and only while the transmit path has room; the transmit side
+// gives it its next turn (txTurn). A response's data is read only when it
+// is about to go out, from a region that is still registered: once the
+// region is deregistered the READ ends with a remote access error, as it
+// would have begun with one. A fault reading the data stalls the READ
+// until the page arrives.
+func (q *QP) readStep() {
 	e := q.e
-	for psn := from; psnDiff(psn, res.last) <= 0; psn = psnAdd(psn, 1) {
-		off := uint64(psnDiff(psn, res.first)) * uint64(q.mtu)
-		n := min(uint64(q.mtu), res.length-off)
-		first, last := psn == from, psn == res.last
+	st := q.resp.stall
+	res := &st.res
+	for range readBurst {
+		if res.mr != nil && res.mr.dead {
+			q.resp.stall = nil
+			e.stats.ErrNakSent++
+			q.sendAck(st.psn, rocev2.NAKSyndrome(rocev2.NAKRemoteAccess))
+			q.moveToErr()
+			return
+		}
+		if !e.txRoom(q) {
+			return
+		}
+		psn := st.psn
+		// Offsets are the READ's own segmentation: the path MTU may have
+		// changed since (SQD), and res's range was checked for this one.
+		off := uint64(psnDiff(psn, res.first)) * uint64(res.mtu)
+		n := min(uint64(res.mtu), res.length-off)
+		first, last := psn == st.from, psn == res.last
 		h := rocev2.Headers{BTH: rocev2.BTH{Opcode: rocev2.ReadRespOpcode(first, last), PKey: q.attr.PKey, DestQP: q.attr.DestQPN, PSN: psn}}
 		h.AETH = rocev2.AETH{Syndrome: rocev2.ACKSyndrome(rocev2.CreditsInvalid), MSN: q.resp.msn}
 		f, err := rocev2.BuildFrame(&q.path, &h, int(n), func(b []byte) error {
@@ -329,38 +372,37 @@ func (q *QP) readResponses(res readRes, from uint32) {
 		if err != nil {
 			if va, _, ok := AsFault(err); ok {
 				e.stats.ResponderFaults++
-				q.resp.stall = &readStall{res: res, psn: psn}
+				st.fault = true
 				q.pageRequest(RoleResponder, res.mr.mem, va, psn, false, func(ok bool) { q.resumeRead(ok) })
 				return
 			}
+			q.resp.stall = nil
 			e.stats.ErrNakSent++
 			q.sendAck(psn, rocev2.NAKSyndrome(rocev2.NAKRemoteOp))
 			q.moveToErr()
 			return
 		}
 		e.send(f)
+		if st.resume {
+			st.resume = false
+			e.cfg.Trace.Emit(trace.RCResume, trace.TrackRC, uint64(q.num), uint64(psn))
+		}
+		if last {
+			q.resp.stall = nil
+			return
+		}
+		st.psn = psnAdd(psn, 1)
 	}
+	e.txWaitFor(q)
 }
 
-// resumeRead continues stalled READ responses, then the requests that
-// arrived meanwhile.
-func (q *QP) resumeRead(ok bool) {
-	st := q.resp.stall
-	if st == nil || q.state == StateErr || q.state == StateReset {
+// readTurn continues the READ being answered and, once it is done, the
+// requests that waited behind it.
+func (q *QP) readTurn() {
+	if st := q.resp.stall; st == nil || st.fault {
 		return
 	}
-	q.resp.stall = nil
-	if !ok {
-		q.e.stats.ErrNakSent++
-		q.sendAck(st.psn, rocev2.NAKSyndrome(rocev2.NAKRemoteAccess))
-		q.moveToErr()
-		return
-	}
-	q.readResponses(st.res, st.psn)
-	if q.resp.stall == nil || q.resp.stall.psn != st.psn {
-		// The response that had stalled went out.
-		q.e.cfg.Trace.Emit(trace.RCResume, trace.TrackRC, uint64(q.num), uint64(st.psn))
-	}
+	q.readStep()
 	for q.resp.stall == nil && len(q.resp.backlog) > 0 && q.state != StateErr {
 		f := q.resp.backlog[0]
 		q.resp.backlog = q.resp.backlog[1:]
@@ -369,6 +411,25 @@ func (q *QP) resumeRead(ok bool) {
 			q.respond(pkt, f)
 		}
 	}
+}
+
+// resumeRead continues a READ whose data faulted once the page request
+// completed.
+func (q *QP) resumeRead(ok bool) {
+	st := q.resp.stall
+	if st == nil || !st.fault || q.state == StateErr || q.state == StateReset {
+		return
+	}
+	st.fault = false
+	if !ok {
+		q.resp.stall = nil
+		q.e.stats.ErrNakSent++
+		q.sendAck(st.psn, rocev2.NAKSyndrome(rocev2.NAKRemoteAccess))
+		q.moveToErr()
+		return
+	}
+	st.resume = true
+	q.readTurn()
 }
 
 // duplicate handles a request with a PSN before the expected one: SENDs
@@ -382,7 +443,7 @@ func (q *QP) duplicate(p *rocev2.Packet) {
 	if op.Has(rocev2.Read) {
 		for _, r := range q.resp.reads {
 			if r.valid && psnDiff(psn, r.first) >= 0 && psnDiff(psn, r.last) <= 0 && r.rkey == p.RETH.RKey {
-				q.readResponses(r, psn)
+				q.answerRead(r, psn)
 				return
 			}
 		}
