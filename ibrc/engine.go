@@ -34,17 +34,18 @@
 // built meanwhile to the Port. None of them waits for the wire, or a port
 // reader that answers a READ would wait for its peer's reader doing the
 // same: a Port that cannot take a frame now returns ErrPortFull, and the
-// engine holds its output until the port's owner calls PortReady, from
-// the goroutine that drains the port, which then builds and sends what
-// waited. What the engine holds is bounded: packets that carry data (READ
-// responses, requests) are built only while the transmit queue has room,
-// a READ from a cursor a burst at a time (so a 2 GiB READ costs its
-// responder a cursor, and no more for its duplicates), and ACKs and NAKs
-// past the queue's bound are dropped, as a lost frame would be. The lock
+// engine holds its output until PortReady. What it holds is bounded:
+// packets that carry data (READ responses, requests) are built only while
+// the transmit queue has room, a READ from a cursor a burst at a time (so
+// a 2 GiB READ costs its responder a cursor, and no more for its
+// duplicates), and ACKs and NAKs past the queue's bound are dropped, as a
+// lost frame would be. With a PacedPort, what waited for room is built
+// only on the port's transmit goroutine (PortReady), so a port reader
+// builds at most a burst for a READ request before it reads on. The lock
 // is held across memory region accesses, one packet's data at a time.
 // Lock order: txMu (the one goroutine handing frames to the port and
-// running callbacks) before mu, before a CQ's lock; the Port is called
-// without mu.
+// running callbacks; PortReady waits for it) before mu, before a CQ's
+// lock; the Port is called without mu.
 //
 // FuzzHandleFrame builds a whole engine, memory region and connected QP
 // for every input, sends its own READ and SEND, and then runs the QP's
@@ -199,8 +200,8 @@ type Engine struct {
 	txOut     int      // frames the running flush took from txq and is handing over
 	cbq       []func()
 	txMu      sync.Mutex // held by the one goroutine that flushes
+	paced     PacedPort  // cfg.Port, if it is one
 	portFull  bool       // the port refused a frame (ErrPortFull): none until PortReady
-	readyGen  uint64     // PortReady calls, so that a flush sees one that raced its refusal
 	txWait    []*QP      // QPs with packets to build once there is room, in turn order
 	txWaiting map[*QP]bool
 }
@@ -229,6 +230,7 @@ func New(cfg Config) *Engine {
 		nextMR:    1,
 		txWaiting: make(map[*QP]bool),
 	}
+	e.paced, _ = cfg.Port.(PacedPort)
 	e.policy.Store(uint32(cfg.RecvFaultPolicy))
 	return e
 }

@@ -42,7 +42,7 @@ type victimOpts struct {
 	// mem is the region's memory (memSize bytes at memBase); nil: memsim.
 	mem ibrc.Memory
 	// port takes what the engine sends instead of victim.out.
-	port ibrc.PortFunc
+	port ibrc.Port
 	// pager takes the page requests; nil: they never complete.
 	pager ibrc.PageRequester
 }
@@ -64,7 +64,7 @@ func newVictimWith(t testing.TB, o victimOpts) *victim {
 	}
 	v := &victim{dec: rocev2.NewDecoder()}
 	if o.port == nil {
-		o.port = func(f []byte) error { v.out = append(v.out, f); return nil }
+		o.port = ibrc.PortFunc(func(f []byte) error { v.out = append(v.out, f); return nil })
 	}
 	if o.pager == nil {
 		o.pager = ibrc.PageRequesterFunc(func(r ibrc.PageRequest, done func(bool)) {})

@@ -60,7 +60,7 @@ func TestHugeReadStreamed(t *testing.T) {
 		last = f
 		return nil
 	}
-	v := newVictimWith(t, victimOpts{mtu: ibrc.MTU256, memSize: size, mem: mem, port: port})
+	v := newVictimWith(t, victimOpts{mtu: ibrc.MTU256, memSize: size, mem: mem, port: ibrc.PortFunc(port)})
 	run := func(name string, psn uint32, want int) {
 		t.Helper()
 		runtime.GC()
@@ -241,6 +241,20 @@ func (p *heldPort) send(f []byte) error {
 	return nil
 }
 
+// pacedPort is a PacedPort that takes room frames and counts Pull calls;
+// the test plays its transmit goroutine (PortReady).
+type pacedPort struct {
+	heldPort
+	room, pulls int
+}
+
+func (p *pacedPort) SendFrame(f []byte) error {
+	p.full = len(p.out) >= p.room
+	return p.send(f)
+}
+
+func (p *pacedPort) Pull() { p.pulls++ }
+
 // decode decodes what the port took since the last call.
 func (p *heldPort) decode(t *testing.T) []rocev2.Packet {
 	t.Helper()
@@ -262,8 +276,12 @@ func (p *heldPort) decode(t *testing.T) []rocev2.Packet {
 // than the transmit queue's room, a SEND that follows waits behind it,
 // and PortReady sends the rest in PSN order, the SEND's ACK last; a READ
 // whose region is deregistered while it waits stops there with a remote
-// access NAK, without reading the region again; the requester builds no
-// more than the room either; and ACKs and NAKs beyond
+// access NAK, without reading the region again; a duplicate of the READ
+// being answered moves its cursor back rather than queue a second pass
+// behind it; the requester builds no
+// more than the room either; with a PacedPort, a READ request makes its
+// receiver build one burst and ask the port for the rest (Pull), which
+// PortReady builds as the port takes it; and ACKs and NAKs beyond
 // what the queue holds are dropped and counted, not queued without bound.
 func TestPortFull(t *testing.T) {
 	const room = 64 // txRoomFrames
@@ -273,7 +291,7 @@ func TestPortFull(t *testing.T) {
 	t.Run("in order", func(t *testing.T) {
 		p := &heldPort{full: true}
 		mem := &readLog{Mem: memsim.New(memBase, 1<<20, 4096), armed: true}
-		v := newVictimWith(t, victimOpts{mem: mem, port: p.send})
+		v := newVictimWith(t, victimOpts{mem: mem, port: ibrc.PortFunc(p.send)})
 		v.e.HandleFrame(read(v, 1000, 64<<10))
 		v.e.HandleFrame(v.frame(rocev2.OpSendOnly, 1064, []byte("after"), nil))
 		if len(p.out) != 0 || len(mem.after) > room {
@@ -297,7 +315,7 @@ func TestPortFull(t *testing.T) {
 	t.Run("region deregistered", func(t *testing.T) {
 		p := &heldPort{full: true}
 		mem := &readLog{Mem: memsim.New(memBase, 1<<20, 4096)}
-		v := newVictimWith(t, victimOpts{mem: mem, port: p.send})
+		v := newVictimWith(t, victimOpts{mem: mem, port: ibrc.PortFunc(p.send)})
 		v.e.HandleFrame(read(v, 1000, 256<<10))
 		if err := v.mr.Deregister(); err != nil {
 			t.Fatal(err)
@@ -320,9 +338,27 @@ func TestPortFull(t *testing.T) {
 			t.Errorf("QP in %v, want ERR", st)
 		}
 	})
+	t.Run("duplicate while answering", func(t *testing.T) {
+		p := &heldPort{full: true}
+		v := newVictimWith(t, victimOpts{port: ibrc.PortFunc(p.send)})
+		v.e.HandleFrame(read(v, 1000, 256<<10))
+		v.e.HandleFrame(read(v, 1010, 246<<10)) // the requester timed out, having 1000-1009
+		p.full = false
+		v.e.PortReady()
+		got := p.decode(t)
+		if len(got) != room+246 {
+			t.Fatalf("%d responses, want the %d built before the duplicate and then 1010-1255 once", len(got), room)
+		}
+		if r := got[room]; r.BTH.PSN != 1010 || !r.BTH.Opcode.Has(rocev2.First) || got[len(got)-1].BTH.PSN != 1255 {
+			t.Fatalf("after the duplicate: %v PSN %d ... PSN %d", r.BTH.Opcode, r.BTH.PSN, got[len(got)-1].BTH.PSN)
+		}
+		if n := v.e.Stats().DupRequests; n != 1 {
+			t.Fatalf("%d duplicate requests counted", n)
+		}
+	})
 	t.Run("requester", func(t *testing.T) {
 		p := &heldPort{full: true}
-		v := newVictimWith(t, victimOpts{port: p.send})
+		v := newVictimWith(t, victimOpts{port: ibrc.PortFunc(p.send)})
 		err := v.qp.PostSend(ibrc.SendWR{ID: 1, Opcode: ibrc.WRWrite, SGL: []ibrc.SGE{{Addr: memBase, Length: 256 << 10, LKey: v.mr.LKey()}},
 			RemoteAddr: 0x1000, RKey: 1})
 		if err != nil {
@@ -343,10 +379,35 @@ func TestPortFull(t *testing.T) {
 			}
 		}
 	})
+	t.Run("paced", func(t *testing.T) {
+		p := &pacedPort{room: 100}
+		mem := &readLog{Mem: memsim.New(memBase, 1<<20, 4096), armed: true}
+		v := newVictimWith(t, victimOpts{mem: mem, port: p})
+		v.e.HandleFrame(read(v, 1000, 256<<10))
+		if len(p.out) != 16 || len(mem.after) != 16 || p.pulls != 1 {
+			t.Fatalf("the READ request's receiver built %d responses (%d read) and pulled %d times, want a burst of 16 and a pull",
+				len(p.out), len(mem.after), p.pulls)
+		}
+		v.e.PortReady()
+		if len(p.out) != p.room || len(mem.after) > p.room+room {
+			t.Fatalf("PortReady sent %d responses (%d read), want the port's %d and at most %d read", len(p.out), len(mem.after), p.room, p.room+room)
+		}
+		p.room = 1000
+		v.e.PortReady()
+		got := p.heldPort.decode(t)
+		if len(got) != 256 || len(mem.after) != 256 {
+			t.Fatalf("%d responses sent, %d read, want 256", len(got), len(mem.after))
+		}
+		for i, pkt := range got {
+			if pkt.BTH.PSN != 1000+uint32(i) {
+				t.Fatalf("response %d has PSN %d", i, pkt.BTH.PSN)
+			}
+		}
+	})
 	t.Run("ACKs bounded", func(t *testing.T) {
 		const writes, maxQueue = 3000, 1024 // maxTxFrames
 		p := &heldPort{full: true}
-		v := newVictimWith(t, victimOpts{port: p.send})
+		v := newVictimWith(t, victimOpts{port: ibrc.PortFunc(p.send)})
 		for i := range writes {
 			v.e.HandleFrame(v.frame(rocev2.OpWriteOnly, 1000+uint32(i), []byte("data"), nil))
 		}

@@ -15,6 +15,9 @@ func (q *QP) respond(p *rocev2.Packet, frame []byte) error {
 		}
 	}
 	if q.resp.stall != nil {
+		if q.replayRead(p) {
+			return nil
+		}
 		// A READ is still being answered (or waits for a page): later
 		// requests wait behind it, as their responses follow its own.
 		if len(q.resp.backlog) < maxBacklog {
@@ -331,6 +334,24 @@ type readStall struct {
 func (q *QP) answerRead(res readRes, from uint32) {
 	q.resp.stall = &readStall{res: res, from: from, psn: from}
 	q.readStep()
+}
+
+// replayRead handles a duplicate of the READ being answered: its
+// responses start again from the PSN asked for, as the requester has what
+// came before. Re-executing it after the READ (the backlog) would send
+// again all the responses the requester did not ask for again, as many
+// as the READ has, and a requester whose ACK timeout is shorter than a
+// long READ takes would ask again for each, which buries the link.
+func (q *QP) replayRead(p *rocev2.Packet) bool {
+	st := q.resp.stall
+	psn := p.BTH.PSN
+	if st.fault || p.BTH.Opcode != rocev2.OpReadRequest || psnDiff(psn, q.resp.psn) >= 0 ||
+		psnDiff(psn, st.res.first) < 0 || psnDiff(psn, st.res.last) > 0 || p.RETH.RKey != st.res.rkey {
+		return false
+	}
+	q.e.stats.DupRequests++
+	st.from, st.psn = psn, psn
+	return true
 }
 
 // readStep sends the next responses of the READ being answered, at most

@@ -4,26 +4,44 @@ import "errors"
 
 // The transmit path. Everything the engine sends is built under its lock
 // into txq and handed to the Port by flush, outside the lock, on whichever
-// goroutine released it (or the one calling PortReady). A port that cannot
-// take a frame now refuses it with ErrPortFull instead of blocking; the
-// frame stays first in txq and nothing more goes out until PortReady. So
-// no caller of the engine (the port's reader in HandleFrame above all)
-// ever waits for the wire.
+// goroutine released it. A port that cannot take a frame now refuses it
+// with ErrPortFull instead of blocking; the frame stays first in txq and
+// nothing more goes out until PortReady. So no caller of the engine (the
+// port's reader in HandleFrame above all) ever waits for the wire.
 //
 // What may wait in txq is bounded. Packets that carry data, READ responses
 // and request packets, are built only while txq holds fewer than
-// txRoomFrames: a QP that finds no room joins txWait, and flush gives the
-// waiting QPs turns (pump) as the port takes frames, a READ at most
-// readBurst responses a turn. So however long a READ the peer asks for,
-// the responder holds one cursor for it (readStall) and never more than
-// txRoomFrames of responses. ACKs and NAKs are not held back (a receive
-// path cannot wait), but beyond maxTxFrames they are dropped, which RC
-// recovers from as from a lost frame.
+// txRoomFrames: a QP that finds no room, or a READ that sent its burst,
+// joins txWait, and the QPs there get turns (pump) as the port takes
+// frames, a READ at most readBurst responses a turn. So however long a
+// READ the peer asks for, the responder holds one cursor for it
+// (readStall) and never more than txRoomFrames of responses. ACKs and
+// NAKs are not held back (a receive path cannot wait), but beyond
+// maxTxFrames they are dropped, which RC recovers from as from a lost
+// frame.
+//
+// Who builds the packets that waited depends on the port. A PacedPort has
+// a transmit goroutine of its own, and only that goroutine builds them
+// (PortReady, after Pull or a refusal): the goroutines that call into the
+// engine build at most one burst of what they caused, so a port reader
+// answering a 2 GiB READ goes back to reading at once. Any other port
+// takes frames synchronously, so whichever goroutine flushes is the
+// transmit side and builds them while the port takes them.
 
 // ErrPortFull is what a Port's SendFrame returns when it cannot take the
 // frame now and does not want to block for it. The frame stays the
 // engine's, and the engine sends nothing more until PortReady.
 var ErrPortFull = errors.New("ibrc: port full")
+
+// PacedPort is a Port with a transmit goroutine of its own, from which it
+// calls Engine.PortReady when asked to (Pull) or after it refused a frame
+// (ErrPortFull), once it has room.
+type PacedPort interface {
+	Port
+	// Pull asks for a PortReady call: the engine has packets to build. It
+	// must not block nor call into the engine.
+	Pull()
+}
 
 const (
 	// txRoomFrames bounds the frames waiting in txq that data packets may
@@ -33,40 +51,51 @@ const (
 	// ACKs and NAKs of the frames a stalled port keeps receiving.
 	maxTxFrames = 1024
 	// readBurst bounds the responses a READ sends in one turn, so that
-	// READs of different QPs take turns.
+	// READs of different QPs take turns, and what a received READ request
+	// makes its receiver build before it returns.
 	readBurst = 16
 )
 
-// PortReady tells the engine that its port, which refused a frame with
-// ErrPortFull, can take frames again. The engine sends what waited, and
-// builds and sends what it held back for lack of room, on the caller's
-// goroutine, until the port is full again or nothing is left; it reads
-// memory regions meanwhile (READ responses). It must not be called from
-// within SendFrame.
+// PortReady tells the engine that its port can take frames: after it
+// refused one (ErrPortFull), or, for a PacedPort, when the engine asked
+// (Pull). The engine sends what waited, and builds and sends what it held
+// back for lack of room, on the caller's goroutine, until the port is full
+// again or nothing is left; it reads memory regions meanwhile (READ
+// responses). It waits for a flush running on another goroutine to
+// finish; it must not be called from within SendFrame.
 func (e *Engine) PortReady() {
+	e.txMu.Lock()
 	e.mu.Lock()
-	e.readyGen++
 	e.portFull = false
 	e.mu.Unlock()
-	e.flush()
+	for e.flushRound(true) {
+	}
+	e.txMu.Unlock()
+	e.flush() // what others produced while they found txMu taken
 }
 
-// flush hands queued frames to the port, gives waiting QPs turns as the
-// port takes them, and runs queued callbacks, in the order they were
-// produced. One goroutine at a time does it; a nested call (a callback
-// that re-enters the engine) or a concurrent one leaves its output to the
-// running flush, which looks for more before it returns.
+// flush hands queued frames to the port and runs queued callbacks, in the
+// order they were produced; for a port that is not paced, it also gives
+// waiting QPs turns as the port takes frames. One goroutine at a time does
+// it; a nested call (a callback that re-enters the engine) or a concurrent
+// one leaves its output to the running flush, which looks for more before
+// it returns. A paced port is asked for a PortReady if QPs wait.
 func (e *Engine) flush() {
+	pump := e.paced == nil
 	for {
 		if !e.txMu.TryLock() {
 			return
 		}
-		for e.flushRound() {
+		for e.flushRound(pump) {
 		}
 		e.txMu.Unlock()
 		e.mu.Lock()
-		more := e.outputLocked()
+		more := e.outputLocked(pump)
+		pull := !pump && !more && !e.portFull && len(e.txWait) > 0
 		e.mu.Unlock()
+		if pull {
+			e.paced.Pull()
+		}
 		if !more {
 			return
 		}
@@ -74,11 +103,13 @@ func (e *Engine) flush() {
 }
 
 // flushRound does one round of flush, reporting whether it had anything
-// to do. Caller holds txMu.
-func (e *Engine) flushRound() bool {
+// to do; with pump, waiting QPs get turns first. Caller holds txMu.
+func (e *Engine) flushRound(pump bool) bool {
 	e.mu.Lock()
 	e.txOut = 0 // the previous round's frames are the port's
-	e.pumpLocked()
+	if pump {
+		e.pumpLocked()
+	}
 	var frames [][]byte
 	if !e.portFull {
 		frames, e.txq = e.txq, nil
@@ -86,19 +117,17 @@ func (e *Engine) flushRound() bool {
 	}
 	cbs := e.cbq
 	e.cbq = nil
-	gen := e.readyGen
 	e.mu.Unlock()
 	if len(frames) == 0 && len(cbs) == 0 {
 		return false
 	}
 	for i, f := range frames {
 		if e.cfg.Port.SendFrame(f) == ErrPortFull {
+			// PortReady waits for txMu, so it comes after this.
 			e.mu.Lock()
 			e.txq = append(frames[i:], e.txq...)
 			e.txOut = 0
-			// A PortReady since gen may have come before the refusal
-			// was seen: then try again rather than wait for another.
-			e.portFull = e.readyGen == gen
+			e.portFull = true
 			e.mu.Unlock()
 			break
 		}
@@ -111,14 +140,14 @@ func (e *Engine) flushRound() bool {
 
 // outputLocked reports whether flush has something to do. Caller holds
 // mu.
-func (e *Engine) outputLocked() bool {
+func (e *Engine) outputLocked(pump bool) bool {
 	if len(e.cbq) > 0 {
 		return true
 	}
 	if e.portFull {
 		return false
 	}
-	return len(e.txq) > 0 || len(e.txWait) > 0 && e.roomLocked()
+	return len(e.txq) > 0 || pump && len(e.txWait) > 0 && e.roomLocked()
 }
 
 // roomLocked reports whether data packets may be built now. Caller holds
