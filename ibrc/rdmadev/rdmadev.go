@@ -30,12 +30,23 @@
 // clock's goroutines; a page response reaches the ibrc engine from a
 // goroutine that waits for that one group (pager.go). A write of
 // RDMA_RECV_FAULT reaches the running transport without its lock (an
-// atomic). The worker never holds the ibrc engine's lock while
-// it waits for anything; the only thing it waits for is an object's stream
-// to quiesce (DESTROY_QP, DESTROY_CQ, DEREG_MR), whose units are single
-// copies. Locks: mu (register state) before streamMu; the ibrc engine's
-// lock before a QP's rqMu; nothing is held across guest memory but the
-// ibrc engine's lock and rqMu (a ring or region copy).
+// atomic). What the ibrc engine sends goes through the transmitter
+// (transmit.go): a bounded queue and the one goroutine that calls the
+// port's Send, which blocks while the peer does not read. Nothing else
+// waits for the wire, so the port's reader keeps reading (two NICs that
+// READ from each other wedged both readers in Send, Ethernet included).
+// The transmitter paces the ibrc engine (ibrc.PacedPort): the READ
+// responses and requests that did not fit are built, reading guest
+// memory, on its goroutine (PortReady), not on the port's reader; RESET
+// drops the old transport's queued frames. The worker never holds the
+// ibrc engine's lock while it waits for anything; the only thing it waits
+// for is an object's stream to quiesce (DESTROY_QP, DESTROY_CQ,
+// DEREG_MR), whose units are single copies. Locks: mu (register state)
+// before streamMu and the transmitter's mu; the transmitter's readyMu
+// before the ibrc engine's locks (its txMu, then its mu) before a QP's
+// rqMu; the ibrc engine hands frames to the transmitter (its mu) without
+// its own mu; nothing is held across guest memory but the ibrc engine's
+// locks, readyMu and rqMu (a ring or region copy).
 //
 // Trust. The driver is trusted as far as the register contract goes, and
 // no further: every address, size and handle of a command is checked, and a
@@ -173,7 +184,8 @@ type Engine struct {
 	asyncMu sync.Mutex
 	async   []ibrc.Event
 
-	w worker // the worker goroutine's state
+	w  worker      // the worker goroutine's state
+	tx transmitter // the RC transport's transmit path (transmit.go)
 
 	testRegMR func(*mrMem) // tests: sees each region's Memory (on the worker)
 	// testBeforeDrain runs on the worker after a pass took the register
@@ -210,6 +222,7 @@ func New(c Config) (*Engine, error) {
 	}
 	e.wg.Add(1)
 	go e.run()
+	go e.tx.run() // not waited for: its Send may block until the port closes
 	return e, nil
 }
 
@@ -238,6 +251,7 @@ func newEngine(c Config) (*Engine, error) {
 		e.SetPort(c.Port)
 	}
 	e.w.init(e)
+	e.tx.init(e)
 	e.tasks.init()
 	e.rc.Store(e.newRCLocked()) // e is not shared yet
 	return e, nil
@@ -256,15 +270,8 @@ var errNoPort = errors.New("rdmadev: no port")
 // before releasing mu, so that a write of RDMA_RECV_FAULT reaches either
 // this transport or the register it reads. Caller holds mu.
 func (e *Engine) newRCLocked() *ibrc.Engine {
-	send := ibrc.PortFunc(func(f []byte) error {
-		if e.cfg.Trace.On() {
-			traceRC(e.cfg.Trace, trace.RCTx, f)
-		}
-		if p := e.port.Load(); p != nil {
-			return (*p).Send(f)
-		}
-		return errNoPort
-	})
+	send := &txPort{t: &e.tx}
+	e.tx.purge() // the frames of the transport this one replaces
 	pager := e.cfg.Pager
 	if e.cfg.PRI != nil {
 		p := newPriPager(e, e.cfg.PRI)
@@ -273,8 +280,10 @@ func (e *Engine) newRCLocked() *ibrc.Engine {
 		}
 		pager = p
 	}
-	return ibrc.New(ibrc.Config{Port: send, Clock: e.cfg.Clock, MAC: e.cfg.MAC, Pager: pager,
+	rc := ibrc.New(ibrc.Config{Port: send, Clock: e.cfg.Clock, MAC: e.cfg.MAC, Pager: pager,
 		RecvFaultPolicy: recvFaultPolicy(*e.reg(hw.RegRDMARecvFault)), OnEvent: e.onRCEvent, Trace: e.cfg.Trace})
+	send.rc = rc
+	return rc
 }
 
 // recvFaultPolicy is the RC engine's policy for RDMA_RECV_FAULT's value.
@@ -531,7 +540,9 @@ func (e *Engine) retire(s *guestmem.Stream) {
 }
 
 // Close stops the worker and destroys every object. Guest memory is not
-// touched afterwards.
+// touched afterwards. It does not wait for a frame the port's Send is
+// still blocked on: the transmit goroutine ends when the port lets go of
+// it (close the port after the engines).
 func (e *Engine) Close() error {
 	select {
 	case <-e.done:
@@ -541,6 +552,7 @@ func (e *Engine) Close() error {
 	e.Reset()
 	close(e.done)
 	e.wg.Wait()
+	e.tx.close()
 	e.w.teardown()
 	if p := e.pager.Load(); p != nil {
 		p.close()
