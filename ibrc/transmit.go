@@ -172,12 +172,13 @@ func (e *Engine) txWaitFor(q *QP) {
 	}
 }
 
-// pumpLocked gives the QPs waiting for room turns, in order, while there
-// is room; one that still has packets to build waits again behind the
-// others. It ends: a turn that leaves its QP waiting either built packets
-// (readBurst of them) or found no room. Caller holds mu.
+// pumpLocked gives the QPs waiting for room a turn each, in order, while
+// there is room; one that still has packets to build waits again behind
+// the others, for the next round. A round is one pass, so that mu, held
+// across the memory reads of what it builds, is let go between them (a
+// port reader waits for it). Caller holds mu.
 func (e *Engine) pumpLocked() {
-	for len(e.txWait) > 0 && e.roomLocked() {
+	for n := len(e.txWait); n > 0 && e.roomLocked(); n-- {
 		q := e.txWait[0]
 		e.txWait[0] = nil
 		e.txWait = e.txWait[1:]

@@ -147,6 +147,12 @@ func (n *node) createQP(t testing.TB, qpn uint32) (sq, rq *rdmatest.Queue) {
 // connect brings qpn to RTS towards peer's QP peerQPN.
 func (n *node) connect(t testing.TB, qpn uint32, peer *node, peerQPN uint32, mtu uint8) {
 	t.Helper()
+	n.connectTimeout(t, qpn, peer, peerQPN, mtu, 14)
+}
+
+// connectTimeout is connect with the local ACK timeout's code.
+func (n *node) connectTimeout(t testing.TB, qpn uint32, peer *node, peerQPN uint32, mtu, timeout uint8) {
+	t.Helper()
 	n.must(t, rdmatest.ModifyQP(qpn, rdmatest.Modify{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrAccessFlags,
 		State: hw.RDMAQPInit, Access: hw.RDMAAccessRemoteWrite | hw.RDMAAccessRemoteRead}))
 	n.must(t, rdmatest.ModifyQP(qpn, rdmatest.Modify{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrAV | hw.RDMAQPAttrPathMTU |
@@ -155,7 +161,7 @@ func (n *node) connect(t testing.TB, qpn uint32, peer *node, peerQPN uint32, mtu
 		DGID: rdmatest.GIDv4(peer.ip), DMAC: peer.mac}))
 	n.must(t, rdmatest.ModifyQP(qpn, rdmatest.Modify{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrSQPSN | hw.RDMAQPAttrTimeout |
 		hw.RDMAQPAttrRetryCnt | hw.RDMAQPAttrRNRRetry | hw.RDMAQPAttrMaxQPRdAtom,
-		State: hw.RDMAQPRTS, SQPSN: 100, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}))
+		State: hw.RDMAQPRTS, SQPSN: 100, Timeout: timeout, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}))
 }
 
 // pair is two nodes cabled by a pipe, their QPs connected at mtu.
