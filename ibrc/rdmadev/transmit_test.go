@@ -34,36 +34,60 @@ func eventually(d time.Duration, cond func() bool) bool {
 	return true
 }
 
-// TestMutualReads: two NICs each READ 512 KiB from the other at MTU 256
-// over a pipe that holds 256 frames each way, several times over. Both
-// directions carry more than the cable buffers, so a port reader that
-// sends READ responses itself blocks in Send while its peer's does the
-// same, and both ports stop for good, Ethernet too (the review saw 3 runs
-// in 10 hang at a larger MTU; at 256, every run hung in its first round).
-// Each round must complete with the right data, and Ethernet frames must
-// cross both ways afterwards.
+// TestMutualReads: two NICs each READ 512 KiB from the other at MTU 256,
+// on four QPs at once, over a pipe that holds 256 frames each way, several
+// times over. A requester asks for a window (128 PSNs) of a READ at a
+// time, so four QPs' worth of responses is more than the cable buffers in
+// each direction: a port reader that sends READ responses itself blocks in
+// Send while its peer's does the same, and both ports stop for good,
+// Ethernet too (the review saw 3 runs in 10 hang with one QP, before
+// READs were windowed; here every run hung in its first round). Each
+// round must complete with the right data, and Ethernet frames must cross
+// both ways afterwards.
 //
 // The ACK timeout is 1 s rather than connect's 67 ms: under -race on a
 // loaded machine the cable's 256 frames alone can take longer than that
 // to drain, and the retries that follow (a timed-out requester asks
 // again, and again) are RC's business, not this test's.
 func TestMutualReads(t *testing.T) {
+	const (
+		nqp  = 4
+		size = 512 << 10 // per node: 2048 responses at MTU 256
+		part = size / nqp
+	)
 	pa, pb := port.Pipe(256)
 	a, b := newNode(t, pa, 1), newNode(t, pb, 2)
-	a.connectTimeout(t, a.qpn, b, b.qpn, 1, 18) // MTU 256: 2048 responses per READ
-	b.connectTimeout(t, b.qpn, a, a.qpn, 1, 18)
-	const size = 512 << 10
+	type qp struct {
+		n  uint32
+		sq *rdmatest.Queue
+	}
+	qps := map[*node][]qp{a: {{n: a.qpn, sq: a.sq}}, b: {{n: b.qpn, sq: b.sq}}}
+	for i := range uint32(nqp - 1) {
+		for _, n := range []*node{a, b} {
+			sq, _ := n.createQP(t, n.qpn+0x10+i)
+			qps[n] = append(qps[n], qp{n.qpn + 0x10 + i, sq})
+		}
+	}
+	for i := range nqp {
+		a.connectTimeout(t, qps[a][i].n, b, qps[b][i].n, 1, 18)
+		b.connectTimeout(t, qps[b][i].n, a, qps[a][i].n, 1, 18)
+	}
 	a.buf.Write(0, pattern(size, 1))
 	b.buf.Write(0, pattern(size, 2))
 	for round := range 4 {
 		for _, n := range []*node{a, b} {
 			n.buf.Write(size, make([]byte, size))
-			n.post(t, n.sq, n.qpn, rdmatest.Send{ID: uint64(round), Opcode: hw.IBVWRRDMARead, Flags: sig, AutoLength: true, NumSGE: -1,
-				RemoteAddr: bufVA, RKey: mrKey, SGL: []rdmatest.SGE{{Addr: bufVA + size, Length: size, LKey: mrKey}}})
+			for i, q := range qps[n] {
+				off := uint64(i * part)
+				n.post(t, q.sq, q.n, rdmatest.Send{ID: uint64(round), Opcode: hw.IBVWRRDMARead, Flags: sig, AutoLength: true, NumSGE: -1,
+					RemoteAddr: bufVA + off, RKey: mrKey, SGL: []rdmatest.SGE{{Addr: bufVA + size + off, Length: part, LKey: mrKey}}})
+			}
 		}
 		for _, n := range []*node{a, b} {
-			if c := poll(t, n.scq, 1)[0]; c.WRID != uint64(round) || c.Status != ibrc.WCSuccess {
-				t.Fatalf("round %d: node %d's READ: %+v", round, n.ip[3], c)
+			for _, c := range poll(t, n.scq, nqp) {
+				if c.WRID != uint64(round) || c.Status != ibrc.WCSuccess {
+					t.Fatalf("round %d: a READ of node %d: %+v", round, n.ip[3], c)
+				}
 			}
 		}
 		if !bytes.Equal(a.buf.Read(size, size), pattern(size, 2)) || !bytes.Equal(b.buf.Read(size, size), pattern(size, 1)) {
