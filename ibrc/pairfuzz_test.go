@@ -5,9 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -343,40 +341,12 @@ func (s *pairSide) fence(va, n uint64, write bool) {
 			return
 		}
 	}
-	if !write && pairKnown("dead-mr-read") {
-		for _, m := range s.mrs {
-			if m.dead && m.samePD && m.acc&ibrc.AccessRemoteRead != 0 && in(m.lo, m.hi) {
-				return
-			}
-		}
-	}
 	op := "read"
 	if write {
 		op = "write"
 	}
 	s.fences = append(s.fences, fmt.Sprintf("side %d: %s of [%#x, +%d) (offset %#x) outside what may be touched, by %s",
 		s.n, op, va, n, va-pairBase, engineCallers()))
-}
-
-// pairKnown reports whether NPFNIC_FUZZ_KNOWN (a comma-separated list)
-// names a known finding that exploratory runs tolerate so that they go on
-// looking for others. Unset, every finding fails:
-//
-//	dead-mr-read: the responder replays a duplicate RDMA READ (and resumes
-//	a stalled one) from the region it looked up for the original request,
-//	after that region was deregistered (responder.go, duplicate and
-//	resumeRead; testdata/fuzz/FuzzRCPair/dead-mr-duplicate-read).
-//
-//	rnr-rewind: an RNR NAK's timer retries from the NAKed PSN even when an
-//	ACK moved past it meanwhile (completer.go, onRNRNak), and the next
-//	work request reuses acknowledged PSNs: a READ completes with success
-//	without its first packet's data (testdata/fuzz/FuzzRCPair/
-//	rnr-timer-rewinds-acked-psn), or one longer than the window waits for
-//	ever with nothing in flight and no timer (d0b7d4c50f3d674c).
-//	Tolerated by checking neither data nor completion once either side
-//	received an RNR NAK.
-func pairKnown(name string) bool {
-	return slices.Contains(strings.Split(os.Getenv("NPFNIC_FUZZ_KNOWN"), ","), name)
 }
 
 // engineCallers names the ibrc functions on the stack, innermost first:
@@ -532,9 +502,6 @@ func runPair(t *testing.T, in []byte) {
 		r.check()
 	}
 	r.drain()
-	if r.rnrRewind() {
-		return
-	}
 	for _, s := range r.sides {
 		if got := s.qp.SendsCompleted(); got != uint64(len(s.sends)) {
 			t.Fatalf("side %d: %d of %d send requests completed once quiescent (QP in %v)", s.n, got, len(s.sends), s.qp.Query().State)
@@ -872,23 +839,9 @@ func (s *pairSide) wildSGE(p *pairProg) ibrc.SGE {
 }
 
 // dataChecks reports whether completed data must be intact: nothing was
-// forged (and no known finding is tolerated).
+// forged.
 func (r *pairRig) dataChecks() bool {
-	return !r.forged && !r.rnrRewind()
-}
-
-// rnrRewind reports whether the known finding rnr-rewind is tolerated and
-// may have struck: a side received an RNR NAK.
-func (r *pairRig) rnrRewind() bool {
-	if !pairKnown("rnr-rewind") {
-		return false
-	}
-	for _, s := range r.sides {
-		if s.e.Stats().RNRNakReceived > 0 {
-			return true
-		}
-	}
-	return false
+	return !r.forged
 }
 
 // check polls both sides' completions and checks them, the fences and the
