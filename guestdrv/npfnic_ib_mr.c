@@ -25,7 +25,9 @@
  * context's life (npfnic_ib_ats.c); a dereg drops the MR's translations
  * with an invalidation before its pages are unpinned.
  *
- * Locking: a context's as_lock covers its tables and refs.
+ * Locking: a context's as_lock covers its tables (their growth: the
+ * on-demand paging paths walk them without it) and refs. The mmu
+ * notifier never takes it, so allocating under it is allowed.
  */
 
 #include <rdma/ib_umem.h>
@@ -163,8 +165,11 @@ static void npfnic_ib_mr_unmap(struct npfnic_ib_dev *dev, struct npfnic_ib_ucont
 	u64 va = mr->va & PAGE_MASK, i;
 
 	mutex_lock(&uc->as_lock);
-	for (i = 0; i < pages; i++)
+	for (i = 0; i < pages; i++) {
 		npfnic_ib_as_put(dev, uc, va + i * PAGE_SIZE, mr->umem->writable);
+		if (!((i + 1) % 512))
+			cond_resched();
+	}
 	mutex_unlock(&uc->as_lock);
 }
 
