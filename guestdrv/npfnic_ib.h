@@ -266,7 +266,8 @@ struct npfnic_ib_mr {
 	u64 length;
 	int access;
 	bool odp;			/* umem is an ib_umem_odp: nothing pinned */
-	struct list_head odp_node;	/* in uc->odp_mrs while faults may map it */
+	struct list_head odp_node;	/* in uc->odp_mrs while it owns its pages */
+	bool odp_dying;			/* dereg began: no resolution takes it (odp_lock) */
 	unsigned int odp_users;		/* fault resolutions using it (dev->odp_lock) */
 };
 

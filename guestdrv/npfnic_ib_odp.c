@@ -54,7 +54,8 @@
  * before as_lock (pinned registration) and before umem_mutex (ODP
  * registration sets the umem's private). An ODP MR shares its context's
  * page tables with the pinned MRs, so it may not overlap another MR of
- * its context.
+ * its context; it keeps its pages reserved (in uc->odp_mrs) until its
+ * translations are gone.
  */
 
 #include <linux/dma-mapping.h>
@@ -210,8 +211,9 @@ static struct npfnic_ib_mr *npfnic_ib_odp_hold(struct npfnic_ib_dev *dev, u32 pa
 	uc = xa_load(&dev->ucs, pasid);
 	if (uc) {
 		list_for_each_entry(mr, &uc->odp_mrs, odp_node) {
-			if (va - (mr->va & PAGE_MASK) < PAGE_ALIGN(mr->va + mr->length) -
-							 (mr->va & PAGE_MASK)) {
+			if (!mr->odp_dying &&
+			    va - (mr->va & PAGE_MASK) < PAGE_ALIGN(mr->va + mr->length) -
+							(mr->va & PAGE_MASK)) {
 				found = mr;
 				WRITE_ONCE(found->odp_users, found->odp_users + 1);
 				break;
@@ -515,7 +517,7 @@ static struct npfnic_ib_mr *npfnic_ib_odp_pick(struct npfnic_ib_dev *dev)
 	/* Reservoir sampling over every context's list. */
 	xa_for_each(&dev->ucs, pasid, uc) {
 		list_for_each_entry(mr, &uc->odp_mrs, odp_node) {
-			if (!get_random_u32_below(++n))
+			if (!mr->odp_dying && !get_random_u32_below(++n))
 				found = mr;
 		}
 	}
@@ -628,6 +630,9 @@ int npfnic_ib_odp_reg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr, u64 st
 
 	if (!READ_ONCE(dev->pri.possible))
 		return -EOPNOTSUPP;
+	/* A fault maps one 4 KiB page: no huge pages in the umem's lists. */
+	if (mr->access & IB_ACCESS_HUGETLB)
+		return -EOPNOTSUPP;
 	odp = ib_umem_odp_get(&dev->ibdev, start, mr->length, mr->access, &npfnic_ib_odp_ops);
 	if (IS_ERR(odp))
 		return PTR_ERR(odp);
@@ -651,23 +656,28 @@ int npfnic_ib_odp_reg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr, u64 st
 
 /*
  * Once the device released the MR (DEREG_MR), or it never knew it: no new
- * resolution, the one running finishes, then every translation goes
- * before the umem and its notifier.
+ * resolution takes the MR, the one running finishes, every translation
+ * goes, then the umem and its notifier; only then may another MR come
+ * over its pages.
  */
 void npfnic_ib_odp_dereg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr)
 {
 	struct ib_umem_odp *odp = to_ib_umem_odp(mr->umem);
 
 	mutex_lock(&dev->odp_lock);
-	list_del_init(&mr->odp_node);
+	mr->odp_dying = true;
 	mutex_unlock(&dev->odp_lock);
 	wait_event(dev->odp_wait, !READ_ONCE(mr->odp_users));
 	mutex_lock(&odp->umem_mutex);
 	npfnic_ib_odp_drop(dev, mr, odp, ib_umem_start(odp), ib_umem_end(odp));
 	odp->private = NULL;
 	mutex_unlock(&odp->umem_mutex);
+	/* Waits for a notifier call still running. */
 	ib_umem_odp_release(odp);
 	mr->umem = NULL;
+	mutex_lock(&dev->odp_lock);
+	list_del_init(&mr->odp_node);
+	mutex_unlock(&dev->odp_lock);
 }
 
 /* ---- the device's side of it ---- */
