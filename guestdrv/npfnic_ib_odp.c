@@ -655,7 +655,10 @@ int npfnic_ib_odp_reg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr, u64 st
 }
 
 /*
- * Once the device released the MR (DEREG_MR), or it never knew it: no new
+ * The MR's end, whatever the device said of DEREG_MR: it reaches the
+ * pages only through the context's translation, so once their PTEs are
+ * cleared and invalidated it reaches none of them, and the notifier must
+ * go before the context, the device or the module does. No new
  * resolution takes the MR, the one running finishes, every translation
  * goes, then the umem and its notifier; only then may another MR come
  * over its pages.
