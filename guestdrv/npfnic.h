@@ -425,5 +425,6 @@ void npfnic_ib_remove(struct npfnic *nic);
 irqreturn_t npfnic_ib_irq(struct npfnic *nic);
 irqreturn_t npfnic_ib_prq_irq(struct npfnic *nic);
 bool npfnic_ib_translating(struct npfnic *nic);
+int npfnic_ib_inject(struct npfnic *nic, const char *what);
 
 #endif /* NPFNIC_H */

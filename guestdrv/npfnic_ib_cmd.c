@@ -334,6 +334,12 @@ int npfnic_ib_cmd(struct npfnic_ib_dev *dev, struct npfnic_ib_cmd *cmd)
 		err = npfnic_ib_cmd_dead(hw, cmd, false);
 		goto out;
 	}
+	/* diag inject rdma_dereg_timeout: as if the device never answered. */
+	if (cmd->op == NPFNIC_IB_CMD_DEREG_MR && test_and_clear_bit(0, &hw->inject_dereg)) {
+		dev_err(&nic->pdev->dev, "RDMA command %u (handle %#x): no status (injected)\n",
+			opcodes[cmd->op], handle);
+		goto dead;
+	}
 	e = &hw->cmdq[hw->cmdq_tail & (NPFNIC_IB_CMDQ_SIZE - 1)];
 	npfnic_ib_fill(hw, e, cmd, opcodes[cmd->op], handle);
 	dma_wmb();
@@ -383,6 +389,23 @@ dead:
 	npfnic_ib_hw_kill(dev);
 	err = npfnic_ib_cmd_dead(hw, cmd, true);
 	goto out;
+}
+
+/*
+ * diag inject rdma_dereg_timeout: the next DEREG_MR gets no status, as
+ * from a device that stopped answering (the engine is killed then).
+ */
+int npfnic_ib_inject(struct npfnic *nic, const char *what)
+{
+	struct npfnic_ib_dev *dev = READ_ONCE(nic->ib);
+
+	if (strcmp(what, "rdma_dereg_timeout"))
+		return -EINVAL;
+	if (!dev || !dev->hw.enabled)
+		return -EOPNOTSUPP;
+	set_bit(0, &dev->hw.inject_dereg);
+	dev_info(&nic->pdev->dev, "inject %s: armed\n", what);
+	return 0;
 }
 
 /* ---- doorbells ---- */
