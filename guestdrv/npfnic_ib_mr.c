@@ -256,6 +256,12 @@ struct ib_mr *npfnic_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u
 	/* The engine reaches MRs only through translation. */
 	if (dev->hw.enabled && !npfnic_ib_ats_possible(dev))
 		return ERR_PTR(-EOPNOTSUPP);
+	/*
+	 * A dead engine takes no REG_MR: no page is entered for it, where a
+	 * lost engine's stale MR of the context could reach it.
+	 */
+	if (READ_ONCE(dev->hw.dead))
+		return ERR_PTR(-EIO);
 	/* The device translates page by page: the VA keeps the buffer's offset in its page. */
 	if (!length || length > NPFNIC_IB_MAX_MR_SIZE || offset_in_page(va ^ start) ||
 	    va >= BIT_ULL(NPFNIC_IB_VA_BITS) || length > BIT_ULL(NPFNIC_IB_VA_BITS) - va)
