@@ -376,6 +376,9 @@ static inline void npfnic_write64(struct npfnic *nic, u32 lo, u64 v)
 struct npfnic_pt *npfnic_pt_alloc(struct npfnic *nic, bool children);
 void npfnic_pt_free(struct npfnic *nic, struct npfnic_pt *pt);
 __le64 *npfnic_pt_walk(struct npfnic *nic, struct npfnic_pt *root, u64 va, bool alloc);
+struct npfnic_pt *npfnic_pt_next_leaf(struct npfnic_pt *root, u64 *va, u64 end);
+u64 npfnic_pt_leaf_end(u64 va, u64 end);
+u64 npfnic_pt_clear(struct npfnic_pt *root, u64 va, u64 end);
 __le64 *npfnic_pte(struct npfnic *nic, u64 va, bool alloc);
 bool npfnic_pte_present(__le64 *pte);
 int npfnic_fault_rx_slot(struct npfnic *nic, struct npfnic_qp *qp, u32 i);
@@ -422,5 +425,6 @@ void npfnic_ib_remove(struct npfnic *nic);
 irqreturn_t npfnic_ib_irq(struct npfnic *nic);
 irqreturn_t npfnic_ib_prq_irq(struct npfnic *nic);
 bool npfnic_ib_translating(struct npfnic *nic);
+int npfnic_ib_inject(struct npfnic *nic, const char *what);
 
 #endif /* NPFNIC_H */

@@ -16,7 +16,9 @@
  *    rx_policy bad_pte (pair Q), bad_pasid, bad_prgi, prsp_storm and
  *    inv_unmapped (here); with backup, bad_backup_status, bad_backup_queue
  *    and bad_backup_desc corrupt the next backup entry as the driver reads
- *    it (npfnic_backup.c);
+ *    it (npfnic_backup.c); with the RDMA engine, rdma_dereg_timeout makes
+ *    the next DEREG_MR get no status, which kills the engine
+ *    (npfnic_ib_cmd.c);
  *  - rnpf_rate_ppm (read, write a number up to 1000000): synthetic receive
  *    faults per million received frames under drop and backup
  *    (npfnic_iopt.c), or per million RDMA messages received into
@@ -465,7 +467,10 @@ static ssize_t npfnic_inject_write(struct file *file, const char __user *ubuf, s
 		return err;
 	if (sscanf(buf, "%23s %u", what, &q) < 1)
 		return -EINVAL;
-	err = npfnic_inject(file->private_data, what, q);
+	if (!strncmp(what, "rdma_", 5))
+		err = npfnic_ib_inject(file->private_data, what);
+	else
+		err = npfnic_inject(file->private_data, what, q);
 	return err ? err : len;
 }
 

@@ -76,7 +76,9 @@ struct npfnic_ib_gid {
 /* The device's RDMA engine: command queue, event queue, status block (npfnic_ib_cmd.c). */
 struct npfnic_ib_hw {
 	bool enabled;			/* the device has the engine and it runs */
-	bool dead;			/* a command timed out, or the engine stopped */
+	bool dead;			/* killed: a command timed out, or an engine error */
+	bool quiesced;			/* reset and idle: holds no object, uses no memory */
+	unsigned long inject_dereg;	/* bit 0: the next DEREG_MR gets no status (diag) */
 	struct mutex cmd_lock;		/* the command queue: one command at a time */
 	wait_queue_head_t cmd_wait;	/* woken by CMD_DONE events */
 	struct npfnic_rdma_cmd *cmdq;
@@ -266,7 +268,8 @@ struct npfnic_ib_mr {
 	u64 length;
 	int access;
 	bool odp;			/* umem is an ib_umem_odp: nothing pinned */
-	struct list_head odp_node;	/* in uc->odp_mrs while faults may map it */
+	struct list_head odp_node;	/* in uc->odp_mrs while it owns its pages */
+	bool odp_dying;			/* dereg began: no resolution takes it (odp_lock) */
 	unsigned int odp_users;		/* fault resolutions using it (dev->odp_lock) */
 };
 
@@ -360,6 +363,7 @@ static inline struct npfnic_ib_mr *to_npfnic_ib_mr(struct ib_mr *ibmr)
 int npfnic_ib_hw_init(struct npfnic_ib_dev *dev);
 void npfnic_ib_hw_fini(struct npfnic_ib_dev *dev);
 int npfnic_ib_cmd(struct npfnic_ib_dev *dev, struct npfnic_ib_cmd *cmd);
+bool npfnic_ib_hw_stop(struct npfnic_ib_dev *dev);
 void npfnic_ib_sq_doorbell(struct npfnic_ib_dev *dev, u32 qpn);
 void npfnic_ib_cq_arm(struct npfnic_ib_dev *dev, u32 cqn, bool solicited);
 

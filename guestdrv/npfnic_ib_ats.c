@@ -24,8 +24,12 @@
  * Invalidation follows npfnic_iopt.c: the descriptors, one WAIT with an
  * interrupt (INVQ vector, which wakes npf.inv_wait), then sleep until the
  * completion word shows it. Once it does, the device uses no dropped
- * translation, and the pages may be unpinned. A failed invalidation leaves
- * the caller leaking what the device might still reach.
+ * translation, and the pages may be unpinned. Only the RDMA engine uses
+ * the contexts' translations, so an invalidation that fails stops it
+ * (npfnic_ib_hw_stop): once it is idle it reaches nothing, and the
+ * invalidation counts as done. Else the caller leaks what the device
+ * might still reach (an on-demand paging MR's pages cannot be kept: they
+ * go with the process's mappings whatever the driver does).
  *
  * Locking: ats.lock serialises invalidations, the PASID table and the
  * engine's start and stop.
@@ -260,7 +264,9 @@ static bool npfnic_ib_inv_done(struct npfnic_ib_ats *ats, u32 seq)
 /*
  * Drops the translations of pasid: pages from va on (RANGE), or all of
  * them (pages 0: PASID), and waits until the device uses none of them.
- * 0 without translation (nothing was ever reachable).
+ * 0 without translation (nothing was ever reachable), or when the RDMA
+ * engine had to be stopped and is idle. Called from the mmu notifier:
+ * allocates nothing.
  */
 int npfnic_ib_invalidate(struct npfnic_ib_dev *dev, u32 pasid, u64 va, u64 pages)
 {
@@ -310,6 +316,8 @@ int npfnic_ib_invalidate(struct npfnic_ib_dev *dev, u32 pasid, u64 va, u64 pages
 	}
 out:
 	mutex_unlock(&ats->lock);
+	if (err && npfnic_ib_hw_stop(dev))
+		err = 0;
 	return err;
 }
 

@@ -8,10 +8,19 @@
  * Commands run one at a time (cmd_lock): the driver writes a 64-byte
  * entry with status PENDING and NPFNIC_RDMA_CMD_FLAG_EVENT, moves
  * CMDQ_TAIL, and sleeps until the device wrote the status, woken by the
- * CMD_DONE event (and polling, for a device that lost its events). A
- * command that gets no status within NPFNIC_IB_CMD_TIMEOUT_MS marks the
- * engine dead: every later command fails, and what the device may still
- * use (queues, MR pages) is leaked by the destroy paths, never freed.
+ * CMD_DONE event (and polling, for a device that lost its events).
+ *
+ * A command that gets no status within NPFNIC_IB_CMD_TIMEOUT_MS, or an
+ * engine error, kills the engine, as mlx5 enters its internal error
+ * state: no command is posted any more, and RDMA_CTRL RESET destroys
+ * every object the device holds. Once BUSY clears the engine touches no
+ * memory (quiesced): from then on the commands that end the device's use
+ * of memory (DESTROY_CQ, DESTROY_QP, DEREG_MR, DEL_GID) succeed without
+ * it, so the destroy paths free everything, and the others fail with
+ * -EIO. An engine that stays busy is not trusted with anything: every
+ * command fails, and what the device may still use (queues, MR pages) is
+ * leaked by the destroy paths, never freed; -ETIMEDOUT tells a create's
+ * error path that the device may use what the command named.
  *
  * Events are read in the interrupt handler (EQ_VECTOR, armed again after
  * each batch). CQ and QP events go to the core's handlers (uverbs turns
@@ -199,6 +208,65 @@ static int npfnic_ib_cmd_errno(u32 status)
 	}
 }
 
+/* The commands that end the device's use of an object (and of its memory). */
+static bool npfnic_ib_cmd_releases(enum npfnic_ib_cmd_op op)
+{
+	return op == NPFNIC_IB_CMD_DESTROY_CQ || op == NPFNIC_IB_CMD_DESTROY_QP ||
+	       op == NPFNIC_IB_CMD_DEREG_MR || op == NPFNIC_IB_CMD_DEL_GID;
+}
+
+/*
+ * Kills the engine (cmd_lock held): no command is posted from now on,
+ * RDMA_CTRL RESET destroys every object the device holds, and once BUSY
+ * clears it touches no memory.
+ */
+static void npfnic_ib_hw_kill(struct npfnic_ib_dev *dev)
+{
+	struct npfnic_ib_hw *hw = &dev->hw;
+	struct npfnic *nic = dev->nic;
+
+	lockdep_assert_held(&hw->cmd_lock);
+	if (hw->dead)
+		return;
+	WRITE_ONCE(hw->dead, true);
+	iowrite32(NPFNIC_RDMA_CTRL_RESET, nic->bar0 + NPFNIC_REG_RDMA_CTRL);
+	if (npfnic_wait_quiesced(nic, nic->bar0 + NPFNIC_REG_RDMA_CTRL, NPFNIC_RDMA_CTRL_BUSY,
+				 "RDMA engine"))
+		WRITE_ONCE(hw->quiesced, true);
+	dev_err(&nic->pdev->dev, "RDMA engine reset: %s\n", hw->quiesced ?
+		"its objects are gone, their memory is freed as they are destroyed" :
+		"still busy, what it may use is leaked");
+}
+
+/* The outcome of a command on a dead engine (cmd_lock held). */
+static int npfnic_ib_cmd_dead(struct npfnic_ib_hw *hw, const struct npfnic_ib_cmd *cmd,
+			      bool posted)
+{
+	if (hw->quiesced)
+		return npfnic_ib_cmd_releases(cmd->op) ? 0 : -EIO;
+	return posted ? -ETIMEDOUT : -EIO;
+}
+
+/*
+ * Stops the engine for good, from a path that could not take a
+ * translation away from it (npfnic_ib_invalidate): true once it touches
+ * no memory, so nothing it was given is in use any more.
+ */
+bool npfnic_ib_hw_stop(struct npfnic_ib_dev *dev)
+{
+	struct npfnic_ib_hw *hw = &dev->hw;
+	bool quiesced;
+
+	mutex_lock(&hw->cmd_lock);
+	if (hw->enabled && !hw->dead) {
+		dev_err(&dev->nic->pdev->dev, "RDMA translation lost: stopping the engine\n");
+		npfnic_ib_hw_kill(dev);
+	}
+	quiesced = hw->quiesced;
+	mutex_unlock(&hw->cmd_lock);
+	return quiesced;
+}
+
 static bool npfnic_ib_cmd_done(struct npfnic_ib_hw *hw, struct npfnic_rdma_cmd *e)
 {
 	return le32_to_cpu(READ_ONCE(e->status)) != NPFNIC_RDMA_CMD_PENDING ||
@@ -209,7 +277,10 @@ static bool npfnic_ib_cmd_done(struct npfnic_ib_hw *hw, struct npfnic_rdma_cmd *
  * Runs one command on the device and returns its outcome as an errno; 0
  * without the engine. The commands that end the device's use of memory
  * (DESTROY_CQ, DESTROY_QP, DEREG_MR) returning an error means the memory
- * must be leaked.
+ * must be leaked; they return 0 once a dead engine is quiesced. Any other
+ * command returning -ETIMEDOUT reached the device, which may use what it
+ * named (a create's queues) until it is destroyed: never, the engine
+ * being lost.
  */
 int npfnic_ib_cmd(struct npfnic_ib_dev *dev, struct npfnic_ib_cmd *cmd)
 {
@@ -260,8 +331,14 @@ int npfnic_ib_cmd(struct npfnic_ib_dev *dev, struct npfnic_ib_cmd *cmd)
 
 	mutex_lock(&hw->cmd_lock);
 	if (hw->dead) {
-		err = -EIO;
+		err = npfnic_ib_cmd_dead(hw, cmd, false);
 		goto out;
+	}
+	/* diag inject rdma_dereg_timeout: as if the device never answered. */
+	if (cmd->op == NPFNIC_IB_CMD_DEREG_MR && test_and_clear_bit(0, &hw->inject_dereg)) {
+		dev_err(&nic->pdev->dev, "RDMA command %u (handle %#x): no status (injected)\n",
+			opcodes[cmd->op], handle);
+		goto dead;
 	}
 	e = &hw->cmdq[hw->cmdq_tail & (NPFNIC_IB_CMDQ_SIZE - 1)];
 	npfnic_ib_fill(hw, e, cmd, opcodes[cmd->op], handle);
@@ -271,23 +348,19 @@ int npfnic_ib_cmd(struct npfnic_ib_dev *dev, struct npfnic_ib_cmd *cmd)
 	deadline = jiffies + msecs_to_jiffies(NPFNIC_IB_CMD_TIMEOUT_MS);
 	while (!npfnic_ib_cmd_done(hw, e)) {
 		if (time_after(jiffies, deadline)) {
-			hw->dead = true;
 			dev_err(&nic->pdev->dev,
 				"RDMA command %u (handle %#x) got no status in %u ms: engine dead\n",
 				opcodes[cmd->op], handle, NPFNIC_IB_CMD_TIMEOUT_MS);
-			err = -ETIMEDOUT;
-			goto out;
+			goto dead;
 		}
 		wait_event_timeout(hw->cmd_wait, npfnic_ib_cmd_done(hw, e), msecs_to_jiffies(10));
 	}
 	dma_rmb();
 	if (READ_ONCE(hw->status->error)) {
-		hw->dead = true;
 		dev_err(&nic->pdev->dev, "RDMA engine error %u (info %#x)\n",
 			le32_to_cpu(READ_ONCE(hw->status->error)),
 			le32_to_cpu(READ_ONCE(hw->status->error_info)));
-		err = -EIO;
-		goto out;
+		goto dead;
 	}
 	status = le32_to_cpu(READ_ONCE(e->status));
 	err = npfnic_ib_cmd_errno(status);
@@ -311,13 +384,35 @@ int npfnic_ib_cmd(struct npfnic_ib_dev *dev, struct npfnic_ib_cmd *cmd)
 out:
 	mutex_unlock(&hw->cmd_lock);
 	return err;
+
+dead:
+	npfnic_ib_hw_kill(dev);
+	err = npfnic_ib_cmd_dead(hw, cmd, true);
+	goto out;
+}
+
+/*
+ * diag inject rdma_dereg_timeout: the next DEREG_MR gets no status, as
+ * from a device that stopped answering (the engine is killed then).
+ */
+int npfnic_ib_inject(struct npfnic *nic, const char *what)
+{
+	struct npfnic_ib_dev *dev = READ_ONCE(nic->ib);
+
+	if (strcmp(what, "rdma_dereg_timeout"))
+		return -EINVAL;
+	if (!dev || !dev->hw.enabled)
+		return -EOPNOTSUPP;
+	set_bit(0, &dev->hw.inject_dereg);
+	dev_info(&nic->pdev->dev, "inject %s: armed\n", what);
+	return 0;
 }
 
 /* ---- doorbells ---- */
 
 void npfnic_ib_sq_doorbell(struct npfnic_ib_dev *dev, u32 qpn)
 {
-	if (dev->hw.enabled)
+	if (dev->hw.enabled && !READ_ONCE(dev->hw.dead))
 		iowrite32(qpn, dev->nic->bar0 + NPFNIC_REG_SQ_DOORBELL);
 }
 
@@ -331,7 +426,7 @@ void npfnic_ib_sq_doorbell(struct npfnic_ib_dev *dev, u32 qpn)
  */
 void npfnic_ib_cq_arm(struct npfnic_ib_dev *dev, u32 cqn, bool solicited)
 {
-	if (dev->hw.enabled)
+	if (dev->hw.enabled && !READ_ONCE(dev->hw.dead))
 		iowrite32(cqn | (solicited ? NPFNIC_RDMA_CQ_ARM_SOLICITED : 0),
 			  dev->nic->bar0 + NPFNIC_REG_CQ_ARM);
 }
@@ -414,7 +509,8 @@ irqreturn_t npfnic_ib_irq(struct npfnic *nic)
 	struct npfnic_ib_hw *hw;
 	u32 tail;
 
-	if (!dev || !READ_ONCE(dev->hw.enabled))
+	/* A dead engine's events are not looked at: it was reset. */
+	if (!dev || !READ_ONCE(dev->hw.enabled) || READ_ONCE(dev->hw.dead))
 		return IRQ_HANDLED;
 	hw = &dev->hw;
 	spin_lock(&hw->eq_lock);
@@ -500,8 +596,8 @@ int npfnic_ib_hw_init(struct npfnic_ib_dev *dev)
 
 /*
  * Stops the engine once every object is gone (ib_unregister_device
- * destroyed them): reset, wait for BUSY to clear, then free its queues, or
- * leak them if the device stays busy.
+ * destroyed them): reset, wait for BUSY to clear (unless a kill did
+ * already), then free its queues, or leak them if the device stays busy.
  */
 void npfnic_ib_hw_fini(struct npfnic_ib_dev *dev)
 {
@@ -513,9 +609,12 @@ void npfnic_ib_hw_fini(struct npfnic_ib_dev *dev)
 	WRITE_ONCE(hw->enabled, false);
 	if (nic->nvecs > NPFNIC_RDMA_VECTOR)
 		synchronize_irq(pci_irq_vector(nic->pdev, NPFNIC_RDMA_VECTOR));
-	iowrite32(NPFNIC_RDMA_CTRL_RESET, nic->bar0 + NPFNIC_REG_RDMA_CTRL);
-	if (!npfnic_wait_quiesced(nic, nic->bar0 + NPFNIC_REG_RDMA_CTRL, NPFNIC_RDMA_CTRL_BUSY,
-				  "RDMA engine"))
-		return;
+	if (!hw->quiesced) {
+		iowrite32(NPFNIC_RDMA_CTRL_RESET, nic->bar0 + NPFNIC_REG_RDMA_CTRL);
+		if (!npfnic_wait_quiesced(nic, nic->bar0 + NPFNIC_REG_RDMA_CTRL,
+					  NPFNIC_RDMA_CTRL_BUSY, "RDMA engine"))
+			return;
+		WRITE_ONCE(hw->quiesced, true);
+	}
 	npfnic_ib_hw_free(dev);
 }

@@ -23,9 +23,18 @@
  *
  * The PASID table entry of a context points at its tables for the
  * context's life (npfnic_ib_ats.c); a dereg drops the MR's translations
- * with an invalidation before its pages are unpinned.
+ * with an invalidation before its pages are unpinned. The device reaches
+ * the pages only through those translations: once the invalidation
+ * completed it reaches none of them, whatever it answered to DEREG_MR (a
+ * dead engine's is answered once it is reset and idle, npfnic_ib_cmd.c),
+ * so the pages are unpinned then, and kept pinned (leaked) only when the
+ * invalidation fails. A registration that fails after its pages were
+ * entered drops them the same way: the device may have reached them
+ * through an MR whose REG_MR got no answer.
  *
- * Locking: a context's as_lock covers its tables and refs.
+ * Locking: a context's as_lock covers its tables (their growth: the
+ * on-demand paging paths walk them without it) and refs. The mmu
+ * notifier never takes it, so allocating under it is allowed.
  */
 
 #include <rdma/ib_umem.h>
@@ -163,9 +172,30 @@ static void npfnic_ib_mr_unmap(struct npfnic_ib_dev *dev, struct npfnic_ib_ucont
 	u64 va = mr->va & PAGE_MASK, i;
 
 	mutex_lock(&uc->as_lock);
-	for (i = 0; i < pages; i++)
+	for (i = 0; i < pages; i++) {
 		npfnic_ib_as_put(dev, uc, va + i * PAGE_SIZE, mr->umem->writable);
+		if (!((i + 1) % 512))
+			cond_resched();
+	}
 	mutex_unlock(&uc->as_lock);
+}
+
+/*
+ * Takes a pinned MR's pages away from the device: their PTEs (where no
+ * other MR keeps them), then whatever it cached of them. 0 once it
+ * reaches none of them: the pages may be unpinned.
+ */
+static int npfnic_ib_mr_drop(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr)
+{
+	u64 pages = ib_umem_num_dma_blocks(mr->umem, PAGE_SIZE);
+	int err;
+
+	npfnic_ib_mr_unmap(dev, mr->uc, mr, pages);
+	err = npfnic_ib_invalidate(dev, mr->uc->pasid, mr->va, pages);
+	if (err)
+		dev_warn(&dev->nic->pdev->dev, "MR %#x: translations not dropped (%d): pages leaked\n",
+			 mr->ibmr.lkey, err);
+	return err;
 }
 
 /* Enters every page of the MR at its VA; on failure none stays entered. */
@@ -226,6 +256,12 @@ struct ib_mr *npfnic_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u
 	/* The engine reaches MRs only through translation. */
 	if (dev->hw.enabled && !npfnic_ib_ats_possible(dev))
 		return ERR_PTR(-EOPNOTSUPP);
+	/*
+	 * A dead engine takes no REG_MR: no page is entered for it, where a
+	 * lost engine's stale MR of the context could reach it.
+	 */
+	if (READ_ONCE(dev->hw.dead))
+		return ERR_PTR(-EIO);
 	/* The device translates page by page: the VA keeps the buffer's offset in its page. */
 	if (!length || length > NPFNIC_IB_MAX_MR_SIZE || offset_in_page(va ^ start) ||
 	    va >= BIT_ULL(NPFNIC_IB_VA_BITS) || length > BIT_ULL(NPFNIC_IB_VA_BITS) - va)
@@ -285,7 +321,9 @@ err_map:
 		npfnic_ib_odp_dereg(dev, mr);
 		goto err_id;
 	}
-	npfnic_ib_mr_unmap(dev, uc, mr, ib_umem_num_dma_blocks(mr->umem, PAGE_SIZE));
+	/* A REG_MR without an answer may have reached the device. */
+	if (npfnic_ib_mr_drop(dev, mr))
+		goto err_id;
 err_umem:
 	ib_umem_release(mr->umem);
 err_id:
@@ -295,43 +333,38 @@ err_mr:
 	return ERR_PTR(err);
 }
 
+/*
+ * The core's destroy paths may not fail: 0 always. DEREG_MR first, so the
+ * device stops using the key; then the translations go whatever it
+ * answered, since they alone let it reach the pages. An on-demand paging
+ * MR's notifier goes in any case: left registered, it would run at the
+ * next munmap or exit on a freed context, or on an unloaded module.
+ */
 int npfnic_ib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
 	struct npfnic_ib_dev *dev = to_npfnic_ib_dev(ibmr->device);
 	struct npfnic_ib_mr *mr = to_npfnic_ib_mr(ibmr);
 	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_DEREG_MR };
-	struct npfnic_ib_ucontext *uc = mr->uc;
-	u64 pages;
+	int err;
 
 	if (!mr->umem) {
 		kfree(mr);
 		return 0;
 	}
 	cmd.mr.key = ibmr->lkey;
-	cmd.mr.pasid = uc->pasid;
-	/*
-	 * A device that does not confirm the MR's end may still reach its
-	 * pages: they stay pinned and mapped (leaked) rather than freed.
-	 */
-	if (npfnic_ib_cmd(dev, &cmd)) {
-		dev_warn(&dev->nic->pdev->dev, "MR %#x not released by the device: leaked\n",
-			 ibmr->lkey);
-		return 0;
-	}
+	cmd.mr.pasid = mr->uc->pasid;
+	err = npfnic_ib_cmd(dev, &cmd);
+	if (err)
+		dev_warn(&dev->nic->pdev->dev, "MR %#x not released by the device (%d): dropping its translations\n",
+			 ibmr->lkey, err);
 	if (mr->odp) {
 		npfnic_ib_odp_dereg(dev, mr);
-		goto out;
+	} else {
+		/* Cached translations of the pages go before the pages are unpinned. */
+		if (npfnic_ib_mr_drop(dev, mr))
+			return 0;
+		ib_umem_release(mr->umem);
 	}
-	pages = ib_umem_num_dma_blocks(mr->umem, PAGE_SIZE);
-	npfnic_ib_mr_unmap(dev, uc, mr, pages);
-	/* Cached translations of the pages go before the pages are unpinned. */
-	if (npfnic_ib_invalidate(dev, uc->pasid, mr->va, pages)) {
-		dev_warn(&dev->nic->pdev->dev, "MR %#x: translations not dropped: pages leaked\n",
-			 ibmr->lkey);
-		return 0;
-	}
-	ib_umem_release(mr->umem);
-out:
 	ida_free(&dev->mr_ida, mr->index);
 	kfree(mr);
 	return 0;

@@ -15,9 +15,10 @@
  *
  * Resolution, in the page request work (mlx5's pagefault_mr is the
  * model): find the MR of the PASID's context that covers the VA and hold
- * it; ib_umem_odp_map_dma_and_lock faults the page in and DMA-maps it,
- * and returns with umem_mutex held; the PTE is entered under the
- * context's as_lock; umem_mutex is dropped; then the page response.
+ * it; make sure the page tables down to the VA's PTE exist (as_lock, the
+ * only allocation on the way); ib_umem_odp_map_dma_and_lock faults the
+ * page in and DMA-maps it, and returns with umem_mutex held; the PTE is
+ * entered; umem_mutex is dropped; then the page response.
  *
  * Invalidation (munmap, reclaim, migration, COW, exit): the notifier
  * takes umem_mutex, moves the interval's sequence, clears the PTEs of the
@@ -25,7 +26,10 @@
  * uses them (npfnic_ib_invalidate), then unmaps the pages. That wait never
  * depends on a page response: the device completes an invalidation while
  * requests of the same PASID are outstanding, so the work may sit in
- * hmm_range_fault for the same range without a deadlock.
+ * hmm_range_fault for the same range without a deadlock. Clearing skips
+ * the tables that do not exist (npfnic_pt_clear), and an MR with no page
+ * mapped is not looked at: invalidating a huge, sparse range costs what
+ * is mapped in it.
  *
  * Synthetic receive faults (rnpf_rate_ppm, as on the Ethernet side, now
  * per message the device's responder executes): the work draws the number
@@ -39,10 +43,19 @@
  * page to evict (odp_rnpf_skipped) when the MR's pages are all unmapped
  * already.
  *
- * Lock order: dev->odp_lock before as_lock (registration); umem_mutex
- * before as_lock (resolution, invalidation); odp_lock and umem_mutex are
- * never held together. An ODP MR shares its context's page tables with
- * the pinned MRs, so it may not overlap another MR of its context.
+ * Locking. Reclaim runs the notifier, so nothing that holds a lock the
+ * notifier may wait for allocates memory that can reclaim: the notifier
+ * takes umem_mutex, then ats.lock (npfnic_ib_invalidate), never as_lock,
+ * and umem_mutex is never held while allocating or taking as_lock. The
+ * PTEs of an ODP MR are its own (MRs of a context do not overlap) and
+ * change only under its umem_mutex; the tables they sit in are walked
+ * without as_lock, which npfnic_pt_walk allows: tables are only added, and
+ * the context's tree lives longer than its MRs. Order: dev->odp_lock
+ * before as_lock (pinned registration) and before umem_mutex (ODP
+ * registration sets the umem's private). An ODP MR shares its context's
+ * page tables with the pinned MRs, so it may not overlap another MR of
+ * its context; it keeps its pages reserved (in uc->odp_mrs) until its
+ * translations are gone.
  */
 
 #include <linux/dma-mapping.h>
@@ -198,8 +211,9 @@ static struct npfnic_ib_mr *npfnic_ib_odp_hold(struct npfnic_ib_dev *dev, u32 pa
 	uc = xa_load(&dev->ucs, pasid);
 	if (uc) {
 		list_for_each_entry(mr, &uc->odp_mrs, odp_node) {
-			if (va - (mr->va & PAGE_MASK) < PAGE_ALIGN(mr->va + mr->length) -
-							 (mr->va & PAGE_MASK)) {
+			if (!mr->odp_dying &&
+			    va - (mr->va & PAGE_MASK) < PAGE_ALIGN(mr->va + mr->length) -
+							(mr->va & PAGE_MASK)) {
 				found = mr;
 				WRITE_ONCE(found->odp_users, found->odp_users + 1);
 				break;
@@ -242,24 +256,27 @@ static int npfnic_ib_odp_map(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr,
 			return -EACCES;
 		mask |= ODP_WRITE_ALLOWED_BIT;
 	}
+	/*
+	 * The tables down to the PTE first, under as_lock alone: a table
+	 * allocation may reclaim, and reclaim may run the notifier, which
+	 * takes umem_mutex. They stay until the context goes.
+	 */
+	mutex_lock(&uc->as_lock);
+	pte = npfnic_pt_walk(dev->nic, uc->root, va & PAGE_MASK, true);
+	mutex_unlock(&uc->as_lock);
+	if (!pte)
+		return -ENOMEM;
 	n = ib_umem_odp_map_dma_and_lock(odp, user, PAGE_SIZE, mask, true);
 	if (n < 0)
 		return n;
 	/* umem_mutex held: no invalidation of the page until the PTE is in. */
 	dma = odp->dma_list[(user - ib_umem_start(odp)) >> odp->page_shift];
-	mutex_lock(&uc->as_lock);
-	pte = npfnic_pt_walk(dev->nic, uc->root, va & PAGE_MASK, true);
-	if (pte) {
-		/* The page before the entry that lets the device reach it. */
-		dma_wmb();
-		WRITE_ONCE(*pte, cpu_to_le64((dma & ODP_DMA_ADDR_MASK & NPFNIC_PTE_ADDR_MASK) |
-					     NPFNIC_PTE_PRESENT |
-					     (dma & ODP_WRITE_ALLOWED_BIT ? NPFNIC_PTE_WRITE : 0)));
-	}
-	mutex_unlock(&uc->as_lock);
+	/* The page before the entry that lets the device reach it. */
+	dma_wmb();
+	WRITE_ONCE(*pte, cpu_to_le64((dma & ODP_DMA_ADDR_MASK & NPFNIC_PTE_ADDR_MASK) |
+				     NPFNIC_PTE_PRESENT |
+				     (dma & ODP_WRITE_ALLOWED_BIT ? NPFNIC_PTE_WRITE : 0)));
 	mutex_unlock(&odp->umem_mutex);
-	if (!pte)
-		return -ENOMEM;
 	atomic64_inc(&dev->odp.pages_mapped);
 	return 0;
 }
@@ -386,24 +403,39 @@ irqreturn_t npfnic_ib_prq_irq(struct npfnic *nic)
 
 /* ---- invalidation ---- */
 
-/* Clears the PTEs of [va, va + pages pages) in uc's tables; returns how many were set. */
-static u64 npfnic_ib_odp_zap(struct npfnic_ib_dev *dev, struct npfnic_ib_ucontext *uc, u64 va,
-			     u64 pages)
+/*
+ * Takes the process's pages [start, end) of mr away from the device
+ * (umem_mutex held): clears their PTEs, drops the device's cached
+ * translations of them and waits until no DMA uses them, then DMA-unmaps
+ * them. Returns how many PTEs were set. A page is mapped only with its
+ * leaf table in place (npfnic_ib_odp_map), so only those tables' parts of
+ * the range are looked at, and none when the MR maps nothing: the cost
+ * follows what is mapped, not the size of the range.
+ */
+static u64 npfnic_ib_odp_drop(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr,
+			      struct ib_umem_odp *odp, unsigned long start, unsigned long end)
 {
-	u64 i, zapped = 0;
-	__le64 *pte;
+	u64 va = npfnic_ib_odp_iova(mr, odp, start), va_end = va + (end - start);
+	struct npfnic_pt *root = mr->uc->root;
+	u64 zapped, v, to;
 
-	mutex_lock(&uc->as_lock);
-	for (i = 0; i < pages; i++) {
-		pte = npfnic_pt_walk(dev->nic, uc->root, va + i * PAGE_SIZE, false);
-		if (pte && READ_ONCE(*pte)) {
-			WRITE_ONCE(*pte, 0);
-			zapped++;
-		}
-		if (!((i + 1) % 512))
-			cond_resched();
+	lockdep_assert_held(&odp->umem_mutex);
+	if (!odp->npages)
+		return 0;
+	zapped = npfnic_pt_clear(root, va, va_end);
+	/*
+	 * Nothing else can be done if the device does not confirm: it is
+	 * stopped then (npfnic_ib_invalidate), and the pages go either way.
+	 */
+	if (zapped && npfnic_ib_invalidate(dev, mr->uc->pasid, va, (end - start) >> PAGE_SHIFT))
+		dev_err_ratelimited(&dev->nic->pdev->dev,
+				    "MR %#x: translations of %#llx..%#llx not dropped\n",
+				    mr->ibmr.lkey, va, va_end);
+	for (v = va; npfnic_pt_next_leaf(root, &v, va_end); v = to) {
+		to = npfnic_pt_leaf_end(v, va_end);
+		ib_umem_odp_unmap_dma_pages(odp, start + (v - va), start + (to - va));
+		cond_resched();
 	}
-	mutex_unlock(&uc->as_lock);
 	return zapped;
 }
 
@@ -413,7 +445,7 @@ static bool npfnic_ib_odp_invalidate(struct mmu_interval_notifier *mni,
 	struct ib_umem_odp *odp = container_of(mni, struct ib_umem_odp, notifier);
 	struct npfnic_ib_mr *mr = odp->private;
 	unsigned long start, end;
-	u64 va, pages;
+	u64 zapped;
 
 	if (!mmu_notifier_range_blockable(range))
 		return false;
@@ -421,22 +453,16 @@ static bool npfnic_ib_odp_invalidate(struct mmu_interval_notifier *mni,
 	mmu_interval_set_seq(mni, cur_seq);
 	start = max(range->start, ib_umem_start(odp));
 	end = min(range->end, ib_umem_end(odp));
-	/* Without private the MR is not registered yet: nothing is mapped. */
+	/*
+	 * Without private the MR is not registered yet, or its dereg took
+	 * every page away already: nothing is mapped.
+	 */
 	if (mr && start < end) {
-		struct npfnic_ib_dev *dev = mr->dev;
-
-		va = npfnic_ib_odp_iova(mr, odp, start);
-		pages = (end - start) >> PAGE_SHIFT;
-		if (npfnic_ib_odp_zap(dev, mr->uc, va, pages)) {
-			atomic64_inc(&dev->odp.invalidations);
-			atomic64_add(pages, &dev->odp.pages_invalidated);
-			/* Nothing else can be done if the device does not confirm. */
-			if (npfnic_ib_invalidate(dev, mr->uc->pasid, va, pages))
-				dev_err_ratelimited(&dev->nic->pdev->dev,
-						    "MR %#x: translations of %llu pages not dropped\n",
-						    mr->ibmr.lkey, pages);
+		zapped = npfnic_ib_odp_drop(mr->dev, mr, odp, start, end);
+		if (zapped) {
+			atomic64_inc(&mr->dev->odp.invalidations);
+			atomic64_add(zapped, &mr->dev->odp.pages_invalidated);
 		}
-		ib_umem_odp_unmap_dma_pages(odp, start, end);
 	}
 	mutex_unlock(&odp->umem_mutex);
 	return true;
@@ -461,22 +487,19 @@ static bool npfnic_ib_odp_evict(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *
 	u64 base = mr->va & PAGE_MASK;
 	u64 pages = (PAGE_ALIGN(mr->va + mr->length) - base) >> PAGE_SHIFT;
 	bool evicted = false;
-	u64 k = 0, va = base;
+	unsigned long user;
+	__le64 *pte;
 	int i;
 
 	mutex_lock(&odp->umem_mutex);
-	for (i = 0; i < NPFNIC_IB_RNPF_PROBES && !evicted; i++) {
-		k = get_random_u32_below(pages);
-		va = base + (k << PAGE_SHIFT);
-		evicted = npfnic_ib_odp_zap(dev, mr->uc, va, 1);
-	}
-	if (evicted) {
-		u64 user = ib_umem_start(odp) + (k << PAGE_SHIFT);
+	for (i = 0; i < NPFNIC_IB_RNPF_PROBES && odp->npages && !evicted; i++) {
+		u64 k = get_random_u32_below(pages);
 
-		if (npfnic_ib_invalidate(dev, mr->uc->pasid, va, 1))
-			dev_err_ratelimited(&dev->nic->pdev->dev, "MR %#x: %#llx not invalidated\n",
-					    mr->ibmr.lkey, va);
-		ib_umem_odp_unmap_dma_pages(odp, user, user + PAGE_SIZE);
+		pte = npfnic_pt_walk(dev->nic, mr->uc->root, base + (k << PAGE_SHIFT), false);
+		if (pte && READ_ONCE(*pte)) {
+			user = ib_umem_start(odp) + (k << PAGE_SHIFT);
+			evicted = npfnic_ib_odp_drop(dev, mr, odp, user, user + PAGE_SIZE);
+		}
 	}
 	mutex_unlock(&odp->umem_mutex);
 	return evicted;
@@ -494,7 +517,7 @@ static struct npfnic_ib_mr *npfnic_ib_odp_pick(struct npfnic_ib_dev *dev)
 	/* Reservoir sampling over every context's list. */
 	xa_for_each(&dev->ucs, pasid, uc) {
 		list_for_each_entry(mr, &uc->odp_mrs, odp_node) {
-			if (!get_random_u32_below(++n))
+			if (!mr->odp_dying && !get_random_u32_below(++n))
 				found = mr;
 		}
 	}
@@ -607,6 +630,9 @@ int npfnic_ib_odp_reg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr, u64 st
 
 	if (!READ_ONCE(dev->pri.possible))
 		return -EOPNOTSUPP;
+	/* A fault maps one 4 KiB page: no huge pages in the umem's lists. */
+	if (mr->access & IB_ACCESS_HUGETLB)
+		return -EOPNOTSUPP;
 	odp = ib_umem_odp_get(&dev->ibdev, start, mr->length, mr->access, &npfnic_ib_odp_ops);
 	if (IS_ERR(odp))
 		return PTR_ERR(odp);
@@ -629,29 +655,32 @@ int npfnic_ib_odp_reg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr, u64 st
 }
 
 /*
- * Once the device released the MR (DEREG_MR), or it never knew it: no new
- * resolution, the one running finishes, then every translation goes
- * before the umem and its notifier.
+ * The MR's end, whatever the device said of DEREG_MR: it reaches the
+ * pages only through the context's translation, so once their PTEs are
+ * cleared and invalidated it reaches none of them, and the notifier must
+ * go before the context, the device or the module does. No new
+ * resolution takes the MR, the one running finishes, every translation
+ * goes, then the umem and its notifier; only then may another MR come
+ * over its pages.
  */
 void npfnic_ib_odp_dereg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr)
 {
 	struct ib_umem_odp *odp = to_ib_umem_odp(mr->umem);
-	u64 va = mr->va & PAGE_MASK;
-	u64 pages = (PAGE_ALIGN(mr->va + mr->length) - va) >> PAGE_SHIFT;
 
 	mutex_lock(&dev->odp_lock);
-	list_del_init(&mr->odp_node);
+	mr->odp_dying = true;
 	mutex_unlock(&dev->odp_lock);
 	wait_event(dev->odp_wait, !READ_ONCE(mr->odp_users));
 	mutex_lock(&odp->umem_mutex);
-	if (npfnic_ib_odp_zap(dev, mr->uc, va, pages) &&
-	    npfnic_ib_invalidate(dev, mr->uc->pasid, va, pages))
-		dev_err(&dev->nic->pdev->dev, "MR %#x: translations not dropped at dereg\n",
-			mr->ibmr.lkey);
+	npfnic_ib_odp_drop(dev, mr, odp, ib_umem_start(odp), ib_umem_end(odp));
 	odp->private = NULL;
 	mutex_unlock(&odp->umem_mutex);
+	/* Waits for a notifier call still running. */
 	ib_umem_odp_release(odp);
 	mr->umem = NULL;
+	mutex_lock(&dev->odp_lock);
+	list_del_init(&mr->odp_node);
+	mutex_unlock(&dev->odp_lock);
 }
 
 /* ---- the device's side of it ---- */

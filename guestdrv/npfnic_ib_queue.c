@@ -18,7 +18,11 @@
  * device to stop using the queue (its destroy command), then removes the
  * entry; the memory is freed in mmap_free, once user space unmapped it too.
  * The device never touches a queue after its destroy command completed, so
- * what user space still writes there reaches nothing.
+ * what user space still writes there reaches nothing. A destroy command
+ * that fails leaves the buffer leaked, never freed: so does one that a
+ * create's error path issues, and a create command that reached the
+ * device without an answer (-ETIMEDOUT: the device may have taken the
+ * queue, and cannot be told to let it go).
  *
  * Every index, key and length in the queues is written by user space: the
  * device takes a queue's shape from its create command, never from the
@@ -154,6 +158,7 @@ int npfnic_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	struct npfnic_ib_cq *cq = to_npfnic_ib_cq(ibcq);
 	struct rxe_create_cq_resp resp = {};
 	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_CREATE_CQ };
+	bool leak = false;
 	u32 entries;
 	int id, err;
 
@@ -176,8 +181,10 @@ int npfnic_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	cmd.cq.cqn = cq->cqn;
 	cmd.cq.q = &cq->q;
 	err = npfnic_ib_cmd(dev, &cmd);
-	if (err)
+	if (err) {
+		leak = err == -ETIMEDOUT;
 		goto err_queue;
+	}
 	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
 	if (err)
 		goto err_cmd;
@@ -189,9 +196,9 @@ int npfnic_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 
 err_cmd:
 	cmd.op = NPFNIC_IB_CMD_DESTROY_CQ;
-	npfnic_ib_cmd(dev, &cmd);
+	leak = npfnic_ib_cmd(dev, &cmd);
 err_queue:
-	npfnic_ib_queue_release(&cq->q, false);
+	npfnic_ib_queue_release(&cq->q, leak);
 err_id:
 	ida_free(&dev->cq_ida, cq->cqn);
 	return err;
@@ -268,6 +275,7 @@ int npfnic_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct
 	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_CREATE_QP };
 	struct rxe_create_qp_resp resp = {};
 	struct npfnic_ib_ucontext *uc;
+	bool leak = false;
 	struct ib_qp_cap cap;
 	u32 sq_wr, rq_wr;
 	int id, err;
@@ -322,8 +330,10 @@ int npfnic_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct
 	cmd.qp.recv_cqn = to_npfnic_ib_cq(init->recv_cq)->cqn;
 	cmd.qp.qp = qp;
 	err = npfnic_ib_cmd(dev, &cmd);
-	if (err)
+	if (err) {
+		leak = err == -ETIMEDOUT;
 		goto err_rq;
+	}
 	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
 	if (err)
 		goto err_cmd;
@@ -335,11 +345,11 @@ int npfnic_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct
 
 err_cmd:
 	cmd.op = NPFNIC_IB_CMD_DESTROY_QP;
-	npfnic_ib_cmd(dev, &cmd);
+	leak = npfnic_ib_cmd(dev, &cmd);
 err_rq:
-	npfnic_ib_queue_release(&qp->rq, false);
+	npfnic_ib_queue_release(&qp->rq, leak);
 err_sq:
-	npfnic_ib_queue_release(&qp->sq, false);
+	npfnic_ib_queue_release(&qp->sq, leak);
 err_id:
 	ida_free(&dev->qp_ida, ibqp->qp_num);
 	return err;

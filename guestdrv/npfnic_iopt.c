@@ -112,9 +112,13 @@ void npfnic_pt_free(struct npfnic *nic, struct npfnic_pt *pt)
  * The leaf entry of va in the tables under root, creating the tables on
  * the way when alloc is set (NULL when one is missing, or out of memory).
  * Intermediate entries are present and writable: whether a page is
- * writable is the leaf's call. The caller holds the lock of root's address
- * space: npf.lock for PASID 0 (npfnic_pte), a user context's as_lock for
- * the RDMA ones (npfnic_ib_mr.c).
+ * writable is the leaf's call. A walk that allocates holds the lock of
+ * root's address space: npf.lock for PASID 0 (npfnic_pte), a user
+ * context's as_lock for the RDMA ones (npfnic_ib_mr.c). Tables are only
+ * added until the whole tree is freed, and a new one is published only
+ * once initialised, so a walk without alloc (and npfnic_pt_next_leaf,
+ * npfnic_pt_clear) may run without that lock where the tree cannot be
+ * freed meanwhile (the RDMA contexts' on-demand paging, npfnic_ib_odp.c).
  */
 __le64 *npfnic_pt_walk(struct npfnic *nic, struct npfnic_pt *root, u64 va, bool alloc)
 {
@@ -125,7 +129,7 @@ __le64 *npfnic_pt_walk(struct npfnic *nic, struct npfnic_pt *root, u64 va, bool 
 		return NULL;
 	for (level = NPFNIC_XLAT_LEVELS; level > 1; level--) {
 		unsigned int idx = npfnic_pt_index(va, level);
-		struct npfnic_pt *next = pt->child[idx];
+		struct npfnic_pt *next = READ_ONCE(pt->child[idx]);
 
 		if (!next) {
 			if (!alloc)
@@ -133,7 +137,8 @@ __le64 *npfnic_pt_walk(struct npfnic *nic, struct npfnic_pt *root, u64 va, bool 
 			next = npfnic_pt_alloc(nic, level - 1 > 1);
 			if (!next)
 				return NULL;
-			pt->child[idx] = next;
+			/* Initialised before lockless walks can find it. */
+			smp_store_release(&pt->child[idx], next);
 			/* The zeroed table before the entry that lets the device walk it. */
 			dma_wmb();
 			WRITE_ONCE(pt->e[idx], cpu_to_le64((next->dma & NPFNIC_PTE_ADDR_MASK) |
@@ -142,6 +147,68 @@ __le64 *npfnic_pt_walk(struct npfnic *nic, struct npfnic_pt *root, u64 va, bool 
 		pt = next;
 	}
 	return &pt->e[npfnic_pt_index(va, 1)];
+}
+
+/* The bytes one leaf table maps. */
+#define NPFNIC_PT_LEAF_SPAN	BIT_ULL(NPFNIC_XLAT_PAGE_SHIFT + NPFNIC_XLAT_LEVEL_BITS)
+
+/*
+ * The leaf table under root that maps *va, after moving *va forward past
+ * the tables that are missing (whole subtrees at a time), or NULL once *va
+ * reaches end: a walk over a huge, sparse range costs what is present in
+ * it. The lock rules are npfnic_pt_walk's without alloc.
+ */
+struct npfnic_pt *npfnic_pt_next_leaf(struct npfnic_pt *root, u64 *va, u64 end)
+{
+	while (root && *va < end) {
+		struct npfnic_pt *pt = root, *next;
+		int level;
+		u64 span;
+
+		for (level = NPFNIC_XLAT_LEVELS; level > 1; level--) {
+			next = READ_ONCE(pt->child[npfnic_pt_index(*va, level)]);
+			if (!next)
+				break;
+			pt = next;
+		}
+		if (level == 1)
+			return pt;
+		/* What the missing entry of this level would have mapped. */
+		span = BIT_ULL(NPFNIC_XLAT_PAGE_SHIFT + NPFNIC_XLAT_LEVEL_BITS * (level - 1));
+		*va = (*va & ~(span - 1)) + span;
+	}
+	return NULL;
+}
+
+/* The end of the leaf table's part of [va, end). */
+u64 npfnic_pt_leaf_end(u64 va, u64 end)
+{
+	return min(end, (va & ~(NPFNIC_PT_LEAF_SPAN - 1)) + NPFNIC_PT_LEAF_SPAN);
+}
+
+/*
+ * Clears the leaf entries of [va, end) under root and returns how many
+ * were set; missing tables are skipped whole (npfnic_pt_next_leaf). May
+ * sleep between tables. The device may hold the cleared translations
+ * until they are invalidated.
+ */
+u64 npfnic_pt_clear(struct npfnic_pt *root, u64 va, u64 end)
+{
+	struct npfnic_pt *pt;
+	u64 cleared = 0, to;
+	unsigned int i;
+
+	for (; (pt = npfnic_pt_next_leaf(root, &va, end)); va = to) {
+		to = npfnic_pt_leaf_end(va, end);
+		for (i = npfnic_pt_index(va, 1); i <= npfnic_pt_index(to - 1, 1); i++) {
+			if (READ_ONCE(pt->e[i])) {
+				WRITE_ONCE(pt->e[i], 0);
+				cleared++;
+			}
+		}
+		cond_resched();
+	}
+	return cleared;
 }
 
 /* The leaf entry of va in PASID 0's tables (npfnic_pt_walk). */
