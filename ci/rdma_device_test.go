@@ -157,7 +157,7 @@ func TestRDMADeviceOnNPFNIC(t *testing.T) {
 
 	// The client killed with its SEND in flight (the device retransmits
 	// it): its QP, CQ and MR go, the server's stay.
-	run(t, v, `for d in /proc/[0-9]*; do if [ "$(cat $d/comm 2>/dev/null)" = ibv_rc_pingpong ] && grep -q 10.77.0.2 $d/cmdline; then kill -9 ${d#/proc/}; fi; done`)
+	run(t, v, `for p in $(pidof ibv_rc_pingpong); do if grep -q 10.77.0.2 /proc/$p/cmdline; then kill -9 $p; fi; done`)
 	<-pp
 	waitResources("the server's objects alone", func(res string) bool {
 		return strings.Count(res, "comm ibv_rc_pingpong") == 3
@@ -172,7 +172,9 @@ func TestRDMADeviceOnNPFNIC(t *testing.T) {
 	if out := run(t, v, "ibv_devices"); !strings.Contains(out, "npfnic0") {
 		t.Errorf("ibv_devices after insmod:\n%s", out)
 	}
-	run(t, v, `for d in /proc/[0-9]*; do if [ "$(cat $d/comm 2>/dev/null)" = ibv_rc_pingpong ]; then kill -9 ${d#/proc/}; fi; done`)
+	if _, err := v.Signal(context.Background(), "ibv_rc_pingpong", "KILL"); err != nil {
+		t.Fatal(err)
+	}
 	<-pp
 	run(t, v, "rmmod npfnic")
 

@@ -323,7 +323,7 @@ func killAll(t *testing.T, g *testbed.RDMAGuest, comm string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := g.Shell(ctx, `for d in /proc/[0-9]*; do [ "$(cat $d/comm 2>/dev/null)" = `+comm+` ] && kill -9 ${d#/proc/}; done; true`); err != nil {
+	if _, err := g.VM.Signal(ctx, comm, "KILL"); err != nil {
 		t.Fatalf("kill %s on %s: %v", comm, g.Kind, err)
 	}
 }
