@@ -11,6 +11,42 @@ import (
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
+// mrRig is one engine over 8 MiB of guest memory with translation on, an
+// enabled driver model, PASID 3's address space and the Memory of each
+// region the engine registers (mems): the tests that drive a region's
+// accesses themselves, as the RC engine would.
+type mrRig struct {
+	g    *atstest.Guest
+	x    *ats.Context
+	as   *atstest.AddressSpace
+	e    *Engine
+	d    *rdmatest.Driver
+	mems chan *mrMem
+}
+
+func newMRRig(t *testing.T) *mrRig {
+	r := &mrRig{g: atstest.NewGuest(t, 8<<20), mems: make(chan *mrMem, 1)}
+	var err error
+	if r.x, err = ats.New(ats.Config{Mem: r.g.Mem}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.x.Close)
+	pt := r.g.NewPASIDTable(16)
+	if err := r.x.SetPASIDTable(pt.Base, 16); err != nil {
+		t.Fatal(err)
+	}
+	r.as = r.g.NewAddressSpace()
+	pt.Set(3, r.as)
+	if r.e, err = New(Config{Mem: r.g.Mem, Xlat: r.x}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.e.Close() })
+	r.e.testRegMR = func(m *mrMem) { r.mems <- m }
+	r.d = rdmatest.NewDriver(r.g, r.e, 16, 16)
+	r.d.Enable()
+	return r
+}
+
 // TestDeregFencesInFlightAccess: the RC engine may hold a region across
 // the packets of a message (ibrc caches it), so DEREG_MR's guarantee must
 // not rest on key lookups: copies keep hammering the region's Memory from
@@ -18,27 +54,8 @@ import (
 // completed none of them reaches guest memory (the pages are fenced right
 // after the command: a late write would be counted) and all fail.
 func TestDeregFencesInFlightAccess(t *testing.T) {
-	g := atstest.NewGuest(t, 8<<20)
-	x, err := ats.New(ats.Config{Mem: g.Mem})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	pt := g.NewPASIDTable(16)
-	if err := x.SetPASIDTable(pt.Base, 16); err != nil {
-		t.Fatal(err)
-	}
-	as := g.NewAddressSpace()
-	pt.Set(3, as)
-	e, err := New(Config{Mem: g.Mem, Xlat: x})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	mems := make(chan *mrMem, 1)
-	e.testRegMR = func(m *mrMem) { mems <- m }
-	d := rdmatest.NewDriver(g, e, 16, 16)
-	d.Enable()
+	r := newMRRig(t)
+	g, as, d, mems := r.g, r.as, r.d, r.mems
 	const va = 0x5000_0000
 	buf := rdmatest.MapBuffer(g, as, va, 64<<10)
 	if err := d.Must(rdmatest.RegMR(9, 1, va, 64<<10, hw.RDMAAccessLocalWrite, 3)); err != nil {

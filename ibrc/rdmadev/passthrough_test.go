@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npfnic/npfnic/ats"
-	"github.com/npfnic/npfnic/ats/atstest"
 	"github.com/npfnic/npfnic/ibrc/rdmadev/rdmatest"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
@@ -21,28 +19,9 @@ import (
 // written. The region checked the enable bit once and ats loaded it again,
 // so an access in between went through untranslated.
 func TestMRAccessNeverPassesThrough(t *testing.T) {
-	g := atstest.NewGuest(t, 8<<20)
-	x, err := ats.New(ats.Config{Mem: g.Mem})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
+	r := newMRRig(t)
+	g, x, as, d := r.g, r.x, r.as, r.d
 	x.ATSControl(true, 0)
-	pt := g.NewPASIDTable(16)
-	if err := x.SetPASIDTable(pt.Base, 16); err != nil {
-		t.Fatal(err)
-	}
-	as := g.NewAddressSpace()
-	pt.Set(3, as)
-	e, err := New(Config{Mem: g.Mem, Xlat: x})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	mems := make(chan *mrMem, 1)
-	e.testRegMR = func(m *mrMem) { mems <- m }
-	d := rdmatest.NewDriver(g, e, 16, 16)
-	d.Enable()
 	const size = 16 << 10
 	trap := g.Alloc(size, 4096) // guest-physical; never mapped in as
 	sentinel := bytes.Repeat([]byte{0xee}, size)
@@ -51,7 +30,7 @@ func TestMRAccessNeverPassesThrough(t *testing.T) {
 	if err := d.Must(rdmatest.RegMR(9, 1, trap, size, hw.RDMAAccessLocalWrite|hw.RDMAAccessRemoteWrite, 3)); err != nil {
 		t.Fatal(err)
 	}
-	mem := <-mems
+	mem := <-r.mems
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	var translated, refused atomic.Int64
