@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,7 +102,7 @@ func TestRDMADeregTimeout(t *testing.T) {
 	}
 	killAll := func() {
 		t.Helper()
-		if _, err := v.Signal(context.Background(), "ibv_rc_pingpong", "KILL"); err != nil {
+		if _, err := v.Signal(context.Background(), "ibv_rc_pingpong", syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -172,7 +173,7 @@ func TestRDMADeviceOnNPFNIC(t *testing.T) {
 	if out := run(t, v, "ibv_devices"); !strings.Contains(out, "npfnic0") {
 		t.Errorf("ibv_devices after insmod:\n%s", out)
 	}
-	if _, err := v.Signal(context.Background(), "ibv_rc_pingpong", "KILL"); err != nil {
+	if _, err := v.Signal(context.Background(), "ibv_rc_pingpong", syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-pp

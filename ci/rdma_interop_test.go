@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -323,7 +324,7 @@ func killAll(t *testing.T, g *testbed.RDMAGuest, comm string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := g.VM.Signal(ctx, comm, "KILL"); err != nil {
+	if _, err := g.VM.Signal(ctx, comm, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill %s on %s: %v", comm, g.Kind, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/npfnic/npfnic"
@@ -420,6 +421,6 @@ func (p *RDMAPair) runClientServer(ctx context.Context, server, client *RDMAGues
 // how many it found: the way to end an ibverbs program started for an
 // open-ended run (perftest -D with a long duration).
 func (g *RDMAGuest) Kill(ctx context.Context, program string) (int, error) {
-	pids, err := g.VM.Signal(ctx, program, "TERM")
+	pids, err := g.VM.Signal(ctx, program, syscall.SIGTERM)
 	return len(pids), err
 }
