@@ -982,8 +982,10 @@ func TestHandshakeAndStallDeadlines(t *testing.T) {
 		{"half a message after VERSION", true, getInfo()[:20]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := dial(t, path)
+			// The server's deadline runs from its accept, which may come
+			// before dial returns: the clock starts before the dial.
 			start := time.Now()
+			c := dial(t, path)
 			if tc.negotiate {
 				c.negotiate()
 			}
