@@ -170,7 +170,7 @@ type Engine struct {
 	alarm messageAlarm
 
 	// Output produced under mu, delivered by flush outside it.
-	txq   [][]byte
+	txq   []txFrame
 	cbq   []func()
 	txMu  sync.Mutex
 	stash [][]byte
@@ -310,7 +310,10 @@ func (e *Engine) flush() {
 				break
 			}
 			for _, f := range frames {
-				_ = e.cfg.Port.SendFrame(f)
+				_ = e.cfg.Port.SendFrame(f.frame)
+				if f.req != nil {
+					f.req.queued.Add(-1)
+				}
 			}
 			for _, cb := range cbs {
 				cb()
@@ -326,9 +329,23 @@ func (e *Engine) flush() {
 	}
 }
 
+// txFrame is a frame queued for the port; req is the QP whose request
+// packet it is (QP.queued), nil for a response.
+type txFrame struct {
+	frame []byte
+	req   *QP
+}
+
 func (e *Engine) send(frame []byte) {
 	e.stats.TxFrames++
-	e.txq = append(e.txq, frame)
+	e.txq = append(e.txq, txFrame{frame: frame})
+}
+
+// sendRequest queues a request packet of q.
+func (e *Engine) sendRequest(q *QP, frame []byte) {
+	e.stats.TxFrames++
+	q.queued.Add(1)
+	e.txq = append(e.txq, txFrame{frame: frame, req: q})
 }
 
 func (e *Engine) defer_(f func()) { e.cbq = append(e.cbq, f) }

@@ -39,6 +39,8 @@ type victimOpts struct {
 	// retry and rnrRetry are the QP's retry counts (7: the hostile-packet
 	// tests' value, and for rnrRetry retry forever).
 	retry, rnrRetry uint8
+	// port, if set, takes what the engine sends instead of victim.out.
+	port ibrc.Port
 }
 
 func newVictim(t testing.TB) *victim { return newVictimWith(t, victimOpts{}) }
@@ -59,6 +61,9 @@ func newVictimWith(t testing.TB, o victimOpts) *victim {
 	v := &victim{dec: rocev2.NewDecoder()}
 	cfg := ibrc.Config{Port: ibrc.PortFunc(func(f []byte) error { v.out = append(v.out, f); return nil }),
 		MAC: macB, IPv4: ipB, Pager: ibrc.PageRequesterFunc(func(r ibrc.PageRequest, done func(bool)) {})}
+	if o.port != nil {
+		cfg.Port = o.port
+	}
 	if o.virtual {
 		v.clk = clock.NewVirtual(time.Unix(1700000000, 0))
 		cfg.Clock = v.clk

@@ -2,6 +2,7 @@ package ibrc
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/npfnic/npfnic/ibrc/rocev2"
@@ -85,6 +86,11 @@ type QP struct {
 	req  reqState
 	comp compState
 	resp respState
+	// queued counts the QP's request packets the engine queued and has
+	// not yet handed to the port (Engine.flush): a slow peer backs the
+	// port up, and the local ACK timer must not expire on packets that
+	// have not left (onTimeout).
+	queued atomic.Int64
 }
 
 type reqState struct {

@@ -159,7 +159,7 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 	} else {
 		q.req.high = q.req.psn
 	}
-	e.send(frame)
+	e.sendRequest(q, frame)
 	q.armTimer()
 	return true
 }
@@ -349,6 +349,13 @@ func (q *QP) restartTimer() {
 
 func (q *QP) onTimeout() {
 	if q.state != StateRTS && q.state != StateSQD || !q.outstanding() || q.req.rnrWait {
+		return
+	}
+	if q.queued.Load() > 0 {
+		// Packets of the QP still wait for a port backed up behind a slow
+		// peer: they have not timed out on the wire, and a retry would
+		// queue the window again behind them. The timer runs again.
+		q.armTimer()
 		return
 	}
 	if q.req.retryCnt == 0 {

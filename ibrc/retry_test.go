@@ -1,0 +1,79 @@
+package ibrc_test
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/npfnic/npfnic/ibrc"
+	"github.com/npfnic/npfnic/ibrc/rocev2"
+)
+
+// Retries against a slow peer (issue 22, found by the RDMA soak between
+// npfnic and rdma_rxe in two TCG guests): a retry is owed to a packet
+// that left and was not answered, never to the port's backlog or to the
+// peer repeating itself.
+
+// TestTimerWaitsForQueuedPackets: while the port has not taken the QP's
+// packets (a stream socket to a peer that reads slowly), its local ACK
+// timer expires without a retry: it neither queues the window again
+// behind the waiting copies nor spends retry_cnt. Before, each expiry
+// queued the window again, the new packets waited behind the stale
+// copies, and the QP ended with RETRY_EXC_ERR while the peer acknowledged
+// everything that reached it.
+func TestTimerWaitsForQueuedPackets(t *testing.T) {
+	gate, entered := make(chan struct{}), make(chan struct{}, 1)
+	var mu sync.Mutex
+	var sent [][]byte
+	port := ibrc.PortFunc(func(f []byte) error {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-gate
+		mu.Lock()
+		sent = append(sent, f)
+		mu.Unlock()
+		return nil
+	})
+	v := newVictimWith(t, victimOpts{virtual: true, retry: 2, port: port})
+	done := make(chan error, 1)
+	go func() {
+		// This goroutine's unlock hands the packet to the port, which
+		// holds it.
+		done <- v.qp.PostSend(ibrc.SendWR{ID: 1, Opcode: ibrc.WRSend, Flags: ibrc.SendSignaled,
+			SGL: []ibrc.SGE{{Addr: memBase, Length: 10, LKey: v.mr.LKey()}}})
+	}()
+	<-entered
+	// Ten expiries of the 67 ms timer, more than retry_cnt allows.
+	for i := 0; i < 10; i++ {
+		if !v.clk.Step() {
+			var wc [4]ibrc.WC
+			n := v.cq.Poll(wc[:])
+			t.Fatalf("expiry %d: no timer armed; QP in %v, completions %+v", i, v.qp.Query().State, wc[:n])
+		}
+	}
+	st := v.e.Stats()
+	var wc [4]ibrc.WC
+	if n := v.cq.Poll(wc[:]); n != 0 || st.Timeouts != 0 || st.Retransmits != 0 || st.TxFrames != 1 {
+		t.Fatalf("timer expiries behind a held port: completions %+v, %d timeouts, %d retransmits, %d frames queued",
+			wc[:n], st.Timeouts, st.Retransmits, st.TxFrames)
+	}
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if len(sent) != 1 {
+		t.Fatalf("%d frames reached the port, want the one SEND", len(sent))
+	}
+	mu.Unlock()
+	// Sent now; unanswered, it is retransmitted by the timer as before.
+	v.clk.Step()
+	if st := v.e.Stats(); st.Timeouts != 1 || st.Retransmits != 1 {
+		t.Fatalf("after the port took it: %d timeouts, %d retransmits; want 1 each", st.Timeouts, st.Retransmits)
+	}
+	v.e.HandleFrame(v.frame(rocev2.OpAck, 5, nil, func(h *rocev2.Headers) { h.AETH.Syndrome = rocev2.ACKSyndrome(31) }))
+	if n := v.cq.Poll(wc[:]); n != 1 || wc[0].Status != ibrc.WCSuccess {
+		t.Fatalf("after the ACK: %+v", wc[:n])
+	}
+}
