@@ -86,6 +86,7 @@ func (q *QP) onProgress() {
 	q.req.retryCnt = q.attr.RetryCnt
 	q.req.rnrRetry = q.attr.RNRRetry
 	q.req.startedRetry = false
+	q.req.rnrNAKed = false
 	if psnDiff(q.comp.psn, q.req.psn) > 0 {
 		// Acknowledged beyond where a retry had rewound to.
 		q.setCursor(q.comp.psn)
@@ -132,6 +133,7 @@ func (q *QP) onRNRNak(psn uint32, timer uint8) {
 	}
 	q.req.rnrWait = true
 	q.req.rnrPSN = psn
+	q.req.rnrNAKed = true
 	q.setCursor(psn)
 	if q.req.timer != nil {
 		q.req.timer.Stop()
@@ -165,6 +167,14 @@ func (q *QP) onNak(psn uint32, code uint8) {
 	}
 	if code == rocev2.NAKPSNSeqError {
 		e.stats.SeqNakReceived++
+		if q.req.rnrNAKed && psn == q.req.rnrPSN {
+			// The packets sent after the one the peer RNR NAKed reached
+			// it out of sequence, and it says so (rdma_rxe does): the
+			// same condition again, which the RNR timer's retry answers
+			// (or did). It costs no transport retry: charged on every
+			// RNR wait, it ended QPs whose rnr_retry is infinite.
+			return
+		}
 		if q.outstanding() {
 			q.retryCounted(psn)
 		}

@@ -101,6 +101,7 @@ type reqState struct {
 	readsOut     int    // READ WQEs started and not completed
 	rnrWait      bool
 	rnrPSN       uint32
+	rnrNAKed     bool // the peer RNR NAKed rnrPSN and acknowledged nothing since
 	rnrTimer     clock.Timer
 	stalled      bool // gathering payload faulted; waiting for the page
 	timer        clock.Timer
