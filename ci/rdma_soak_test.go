@@ -216,7 +216,7 @@ func (s *rdmaSoak) startTraffic() {
 		}
 		tr.done <- err
 	}()
-	s.waitFlowing("the round's traffic", 100, tr.done)
+	s.waitFlowing("the round's traffic, starting", 100, tr.done)
 }
 
 // waitFlowing waits until npfnic's device both sent and received n more
@@ -232,7 +232,7 @@ func (s *rdmaSoak) waitFlowing(what string, n uint64, ended <-chan error) {
 		}
 		select {
 		case err := <-ended:
-			t.Fatalf("round %d: %s ended before it flowed: %v", s.round, what, err)
+			t.Fatalf("round %d: %s: the program ended: %v", s.round, what, err)
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -260,7 +260,7 @@ func (s *rdmaSoak) stopTraffic(running bool) {
 			t.Fatalf("round %d: the traffic ended during the step: %v", s.round, err)
 		default:
 		}
-		s.waitFlowing("the traffic after the step", 20, tr.done)
+		s.waitFlowing("the traffic, flowing after the step", 20, tr.done)
 	}
 	for _, g := range []*testbed.RDMAGuest{s.npf, s.rxe} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
