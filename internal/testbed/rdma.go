@@ -80,8 +80,11 @@ type RDMAPairConfig struct {
 	Trace *trace.Recorder
 	// Pcap, if set, records every frame of the first npfnic's port in this
 	// file (npfnic serve --pcap).
-	Pcap     string
-	Progress func(format string, args ...any)
+	Pcap string
+	// AllowReboot lets the guests reboot (RDMAPair.Reboot) instead of
+	// QEMU exiting.
+	AllowReboot bool
+	Progress    func(format string, args ...any)
 }
 
 // The pair's addresses: 10.81.0.1 (A) and 10.81.0.2 (B).
@@ -125,7 +128,7 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 		g := &RDMAGuest{Kind: k, IP: fmt.Sprintf("%s%d", rdmaSubnet, i+1)}
 		var dev vfiouser.Device
 		cfg := vm.Config{Name: c.Name + "-" + side, Images: c.Images, Variant: images.VariantRDMA,
-			MemoryMiB: c.MemoryMiB, LogDir: filepath.Join(c.LogDir, side)}
+			MemoryMiB: c.MemoryMiB, LogDir: filepath.Join(c.LogDir, side), AllowReboot: c.AllowReboot}
 		listen := i == 0
 		switch k {
 		case RDMARxe:
@@ -310,6 +313,45 @@ func (p *RDMAPair) waitReachable(ctx context.Context) error {
 	}
 }
 
+// Reboot resets one guest of the pair mid-whatever (vm.VM.Reboot: for an
+// npfnic guest, a DEVICE_RESET of its NIC, whose in-process device and
+// port stay) and sets it up again as StartRDMAPair did: drivers, address,
+// ibverbs device and GID index, and the other end reachable. Its programs
+// are gone; the other guest's are not. Needs RDMAPairConfig.AllowReboot.
+func (p *RDMAPair) Reboot(ctx context.Context, g *RDMAGuest) error {
+	if err := g.VM.Reboot(ctx); err != nil {
+		return err
+	}
+	return p.reconfigure(ctx, g)
+}
+
+// ReloadDriver unloads npfnic.ko from an npfnic guest of the pair
+// (rmmod, which must succeed even while processes hold the device open:
+// the core disassociates their contexts) and loads it again, set up as
+// StartRDMAPair did. It returns how long rmmod took.
+func (p *RDMAPair) ReloadDriver(ctx context.Context, g *RDMAGuest) (time.Duration, error) {
+	if err := g.npfnic(); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if _, err := g.shell(ctx, "rmmod npfnic"); err != nil {
+		return time.Since(start), err
+	}
+	took := time.Since(start)
+	if out, err := g.shell(ctx, "ls /sys/class/infiniband"); err != nil || out != "" {
+		return took, fmt.Errorf("RDMA devices left after rmmod npfnic: %q %v", out, err)
+	}
+	return took, p.reconfigure(ctx, g)
+}
+
+// reconfigure sets a guest whose drivers are not loaded up again.
+func (p *RDMAPair) reconfigure(ctx context.Context, g *RDMAGuest) error {
+	if err := g.setUp(ctx); err != nil {
+		return fmt.Errorf("%s guest %s: %w", g.Kind, g.IP, err)
+	}
+	return p.waitReachable(ctx)
+}
+
 // Close shuts both guests down and removes the cable's socket.
 func (p *RDMAPair) Close() {
 	for _, g := range []*RDMAGuest{p.A, p.B} {
@@ -417,10 +459,28 @@ func (p *RDMAPair) runClientServer(ctx context.Context, server, client *RDMAGues
 }
 
 // Kill sends SIGTERM to every process of the guest whose command name
-// (/proc/PID/comm) is program, one by one by its process id, and returns
-// how many it found: the way to end an ibverbs program started for an
-// open-ended run (perftest -D with a long duration).
+// (/proc/PID/comm) is program, by its process id, and returns how many it
+// found: the way to end an ibverbs program started for an open-ended run
+// (perftest -D with a long duration).
 func (g *RDMAGuest) Kill(ctx context.Context, program string) (int, error) {
 	pids, err := g.VM.Signal(ctx, program, syscall.SIGTERM)
 	return len(pids), err
+}
+
+// Signal sends sig to every process of the guest whose command name
+// (/proc/PID/comm, at most 15 characters) is one of programs (vm.VM.Signal)
+// and returns how many it found.
+func (g *RDMAGuest) Signal(ctx context.Context, sig int, programs ...string) (int, error) {
+	if len(programs) == 0 {
+		return 0, errors.New("testbed: signal: no program named")
+	}
+	n := 0
+	for _, p := range programs {
+		pids, err := g.VM.Signal(ctx, p, syscall.Signal(sig))
+		n += len(pids)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }

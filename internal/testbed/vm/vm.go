@@ -376,6 +376,41 @@ func (v *VM) captureConsole(conn net.Conn) {
 // WaitReady waits until the guest agent answers, e.g. after a reboot.
 func (v *VM) WaitReady(ctx context.Context) error { return v.waitAgent(ctx) }
 
+// Reboot resets the guest the hard way (sysrq b: no shutdown, the
+// machine reset QEMU turns into a DEVICE_RESET of every vfio-user device)
+// and returns once the new boot's agent answers. Needs Config.AllowReboot:
+// without it QEMU exits, which Reboot reports.
+func (v *VM) Reboot(ctx context.Context) error {
+	const marker = "/tmp/before-reboot"
+	if r, err := v.Run(ctx, "touch "+marker); err != nil || r.Exit != 0 {
+		return fmt.Errorf("reboot: mark the old boot: %v %s", err, r.Stderr)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+	_, _ = v.Run(rctx, "echo b > /proc/sysrq-trigger") // the guest dies mid-command
+	rcancel()
+	for {
+		if err := v.WaitReady(ctx); err != nil {
+			return fmt.Errorf("after reboot: %w", err)
+		}
+		// An answer to a ping sent before the reset may come from the
+		// old boot: this is the new one once the marker is gone.
+		r, err := v.Run(ctx, "test -e "+marker) // gosh's test: there is no test program
+		if err != nil {
+			return fmt.Errorf("after reboot: %w", err)
+		}
+		if r.Exit != 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the guest did not reboot: %w", ctx.Err())
+		case <-v.exited:
+			return v.deathError(errors.New("reboot"))
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
 // waitAgent pings until the guest agent answers: the guest has booted.
 func (v *VM) waitAgent(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, v.cfg.BootTimeout)
