@@ -109,10 +109,14 @@ func TestRDMADeregTimeout(t *testing.T) {
 	pingpong()
 	waitQPs("the server's QP (INIT) and ODP MR", serverUp)
 	pingpong("10.77.0.2")
-	waitQPs("two QPs in RTS", func(res string) bool { return strings.Count(res, "type RC state RTS") == 2 })
-	for deadline := time.Now().Add(30 * time.Second); pagesMapped() == mapped; {
+	// The client's SEND faults its ODP buffer in as it is gathered. It is
+	// never answered (no RDMA at the cable's other end), so the client
+	// ends with RETRY_EXC_ERR about 0.5 s later: the test waits for the
+	// fault, not for the client's QP, which a loaded host's once-a-second
+	// check could miss (stress-ci). The server's context and ODP MR stay.
+	for deadline := time.Now().Add(time.Minute); pagesMapped() == mapped; {
 		if time.Now().After(deadline) {
-			t.Fatal("the client's SEND faulted no ODP page in within 30 s")
+			t.Fatal("the client's SEND faulted no ODP page in within a minute")
 		}
 		time.Sleep(time.Second)
 	}
