@@ -204,6 +204,11 @@ type Engine struct {
 	portFull  bool       // the port refused a frame (ErrPortFull): none until PortReady
 	txWait    []*QP      // QPs with packets to build once there is room, in turn order
 	txWaiting map[*QP]bool
+	// txQueued counts the frames send queued, left those that the port
+	// put on the wire or dropped: frames leave in the order they were
+	// queued, so the frame queued n-th has left once left >= n.
+	txQueued uint64
+	left     atomic.Uint64
 }
 
 // New returns an engine.

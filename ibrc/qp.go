@@ -101,6 +101,7 @@ type reqState struct {
 	stalled      bool // gathering payload faulted; waiting for the page
 	timer        clock.Timer
 	timerTok     *int
+	lastSent     uint64 // where the engine queued the last request packet (Engine.send)
 	retryCnt     uint8
 	rnrRetry     uint8
 	startedRetry bool

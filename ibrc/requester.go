@@ -162,7 +162,9 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 	} else {
 		q.req.high = q.req.psn
 	}
-	e.send(frame)
+	if seq := e.send(frame); seq != 0 {
+		q.req.lastSent = seq
+	}
 	q.armTimer()
 	return true
 }
@@ -352,6 +354,14 @@ func (q *QP) restartTimer() {
 
 func (q *QP) onTimeout() {
 	if q.state != StateRTS && q.state != StateSQD || !q.outstanding() || q.req.rnrWait {
+		return
+	}
+	if q.e.waiting(q.req.lastSent) {
+		// The port has not put the QP's last packet on the wire yet (a
+		// stream to a peer that reads slowly backs it up): nothing timed
+		// out on the wire, and a retry would queue the window again
+		// behind the copies still waiting. The timer runs again.
+		q.armTimer()
 		return
 	}
 	if q.req.retryCnt == 0 {

@@ -1,6 +1,7 @@
 package ibrc_test
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/npfnic/npfnic/ibrc"
@@ -56,4 +57,114 @@ func TestSeqNakAfterRNRNakCostsNoRetry(t *testing.T) {
 	if st := v.e.Stats(); st.RNRNakReceived != 10 || st.SeqNakReceived != 10 {
 		t.Fatalf("%d RNR NAKs and %d sequence NAKs counted, want 10 each", st.RNRNakReceived, st.SeqNakReceived)
 	}
+}
+
+// Retries against a slow peer (issue 22, found by the RDMA soak between
+// npfnic and rdma_rxe in two TCG guests): a retry is owed to a packet that
+// left and went unanswered, never to the port's backlog. Before, the
+// local ACK timer ran from queueing: each expiry queued the window again
+// behind the copies still waiting, and the QP ended with RETRY_EXC_ERR
+// while the peer acknowledged everything that reached it.
+
+// postHeld posts one signaled 10-byte SEND on v's QP.
+func postHeld(t *testing.T, v *victim) {
+	t.Helper()
+	if err := v.qp.PostSend(ibrc.SendWR{ID: 1, Opcode: ibrc.WRSend, Flags: ibrc.SendSignaled,
+		SGL: []ibrc.SGE{{Addr: memBase, Length: 10, LKey: v.mr.LKey()}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// expireHeld lets the local ACK timer expire ten times, more than v's
+// retry_cnt of 2 allows, and checks that none retried.
+func expireHeld(t *testing.T, v *victim) {
+	t.Helper()
+	for i := 0; i < 10; i++ {
+		if !v.clk.Step() {
+			var wc [4]ibrc.WC
+			n := v.cq.Poll(wc[:])
+			t.Fatalf("expiry %d: no timer armed; QP in %v, completions %+v", i, v.qp.Query().State, wc[:n])
+		}
+	}
+	st := v.e.Stats()
+	var wc [4]ibrc.WC
+	if n := v.cq.Poll(wc[:]); n != 0 || st.Timeouts != 0 || st.Retransmits != 0 || st.TxFrames != 1 {
+		t.Fatalf("timer expiries behind a held port: completions %+v, %d timeouts, %d retransmits, %d frames queued",
+			wc[:n], st.Timeouts, st.Retransmits, st.TxFrames)
+	}
+}
+
+// retriesOnceLeft checks that, once the SEND left, an unanswered expiry
+// retransmits it as before, and that its ACK completes it.
+func retriesOnceLeft(t *testing.T, v *victim) {
+	t.Helper()
+	v.clk.Step()
+	if st := v.e.Stats(); st.Timeouts != 1 || st.Retransmits != 1 {
+		t.Fatalf("after the port sent it: %d timeouts, %d retransmits; want 1 each", st.Timeouts, st.Retransmits)
+	}
+	v.e.HandleFrame(v.frame(rocev2.OpAck, 5, nil, func(h *rocev2.Headers) { h.AETH.Syndrome = rocev2.ACKSyndrome(31) }))
+	var wc [4]ibrc.WC
+	if n := v.cq.Poll(wc[:]); n != 1 || wc[0].Status != ibrc.WCSuccess {
+		t.Fatalf("after the ACK: %+v", wc[:n])
+	}
+}
+
+// TestTimerWaitsForBlockedPort: a port whose SendFrame blocks (a stream
+// socket to a peer that reads slowly) holds the SEND; the timer's
+// expiries meanwhile neither retry nor spend retry_cnt.
+func TestTimerWaitsForBlockedPort(t *testing.T) {
+	gate, entered := make(chan struct{}), make(chan struct{}, 1)
+	var mu sync.Mutex
+	var sent int
+	port := ibrc.PortFunc(func(f []byte) error {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-gate
+		mu.Lock()
+		sent++
+		mu.Unlock()
+		return nil
+	})
+	v := newVictimWith(t, victimOpts{virtual: true, retry: 2, port: port})
+	done := make(chan struct{})
+	go func() {
+		// This goroutine's unlock hands the packet to the port, which
+		// holds it.
+		postHeld(t, v)
+		close(done)
+	}()
+	<-entered
+	expireHeld(t, v)
+	close(gate)
+	<-done
+	mu.Lock()
+	if sent != 1 {
+		t.Fatalf("%d frames reached the port, want the one SEND", sent)
+	}
+	mu.Unlock()
+	retriesOnceLeft(t, v)
+}
+
+// leavingPort is a PacedPort that takes every frame and tells the engine
+// it left only when the test says so (FrameLeft), as rdmadev's transmit
+// goroutine does once the stream took it.
+type leavingPort struct{ frames int }
+
+func (p *leavingPort) SendFrame([]byte) error { p.frames++; return nil }
+func (p *leavingPort) Pull()                  {}
+
+// TestTimerWaitsForPacedPort: a PacedPort took the SEND but has not put it
+// on the wire; the timer waits for FrameLeft before it counts a retry.
+func TestTimerWaitsForPacedPort(t *testing.T) {
+	port := &leavingPort{}
+	v := newVictimWith(t, victimOpts{virtual: true, retry: 2, port: port})
+	postHeld(t, v)
+	if port.frames != 1 {
+		t.Fatalf("the port took %d frames, want the SEND", port.frames)
+	}
+	expireHeld(t, v)
+	v.e.FrameLeft()
+	retriesOnceLeft(t, v)
 }

@@ -35,7 +35,9 @@ var ErrPortFull = errors.New("ibrc: port full")
 
 // PacedPort is a Port with a transmit goroutine of its own, from which it
 // calls Engine.PortReady when asked to (Pull) or after it refused a frame
-// (ErrPortFull), once it has room.
+// (ErrPortFull), once it has room. It calls Engine.FrameLeft for each
+// frame it took, in order, once the frame is on the wire or dropped: the
+// local ACK timer runs from then (QP.onTimeout), not from queueing.
 type PacedPort interface {
 	Port
 	// Pull asks for a PortReady call: the engine has packets to build. It
@@ -122,7 +124,12 @@ func (e *Engine) flushRound(pump bool) bool {
 		return false
 	}
 	for i, f := range frames {
-		if e.cfg.Port.SendFrame(f) == ErrPortFull {
+		err := e.cfg.Port.SendFrame(f)
+		if err != ErrPortFull && (err != nil || e.paced == nil) {
+			// Sent, or lost; a paced port that took it tells (FrameLeft).
+			e.left.Add(1)
+		}
+		if err == ErrPortFull {
 			// PortReady waits for txMu, so it comes after this.
 			e.mu.Lock()
 			e.txq = append(frames[i:], e.txq...)
@@ -201,15 +208,25 @@ func (q *QP) txTurn() {
 	}
 }
 
-// send queues a frame. Caller holds mu.
-func (e *Engine) send(frame []byte) {
+// FrameLeft tells the engine that its PacedPort put a frame it took on
+// the wire, or dropped it. It does not wait for the engine's lock.
+func (e *Engine) FrameLeft() { e.left.Add(1) }
+
+// send queues a frame and returns its place in the engine's output
+// (txQueued), 0 if it was dropped. Caller holds mu.
+func (e *Engine) send(frame []byte) uint64 {
 	if len(e.txq)+e.txOut >= maxTxFrames {
 		e.stats.TxDropped++
-		return
+		return 0
 	}
 	e.stats.TxFrames++
 	e.txq = append(e.txq, frame)
+	e.txQueued++
+	return e.txQueued
 }
+
+// waiting reports whether the frame send placed at seq has not left yet.
+func (e *Engine) waiting(seq uint64) bool { return seq > e.left.Load() }
 
 // defer_ queues a callback for after the lock is released. Caller holds
 // mu.

@@ -136,6 +136,7 @@ func (t *transmitter) run() {
 				_ = (*p).Send(f.frame)
 			}
 		}
+		f.rc.FrameLeft()
 	}
 }
 
