@@ -398,11 +398,13 @@ func (p *RDMAPair) RunClientServer(ctx context.Context, server, client *RDMAGues
 	return p.runClientServer(ctx, server, client, args)
 }
 
+// execResult is what a program run in a guest returned.
+type execResult struct {
+	r   vm.Result
+	err error
+}
+
 func (p *RDMAPair) runClientServer(ctx context.Context, server, client *RDMAGuest, args func(g *RDMAGuest, serverIP string) []string) (serverOut, clientOut string, err error) {
-	type result struct {
-		r   vm.Result
-		err error
-	}
 	// The programs end a little before ctx does, so that one that hangs
 	// is reported with what it printed.
 	limit := time.Duration(0)
@@ -410,10 +412,10 @@ func (p *RDMAPair) runClientServer(ctx context.Context, server, client *RDMAGues
 		left := time.Until(dl)
 		limit = max(left-min(left/4, 20*time.Second), time.Millisecond)
 	}
-	done := make(chan result, 1)
+	done := make(chan execResult, 1)
 	go func() {
 		r, err := server.VM.ExecWithin(ctx, limit, args(server, "")...)
-		done <- result{r, err}
+		done <- execResult{r, err}
 	}()
 	var cr vm.Result
 	for attempt := 0; ; attempt++ {
@@ -437,11 +439,11 @@ func (p *RDMAPair) runClientServer(ctx context.Context, server, client *RDMAGues
 		}
 	}
 	clientOut = cr.Stdout + cr.Stderr
-	var s result
+	var s execResult
 	select {
 	case s = <-done:
 	case <-time.After(30 * time.Second):
-		return "", clientOut, fmt.Errorf("server %s did not finish 30 s after the client", server.IP)
+		return serverHung(ctx, server, client, args(server, "")[0], cr, done)
 	}
 	serverOut = s.r.Stdout + s.r.Stderr
 	switch {
@@ -456,6 +458,33 @@ func (p *RDMAPair) runClientServer(ctx context.Context, server, client *RDMAGues
 		return serverOut, clientOut, fmt.Errorf("server %s: exit %d:\n%s", server.IP, s.r.Exit, serverOut)
 	}
 	return serverOut, clientOut, nil
+}
+
+// serverHung reports a server that did not finish 30 s after its client:
+// with what both printed (the server's up to a SIGKILL sent now) and the
+// QPs both guests still hold, for a client that ended early leaves its
+// server waiting for messages that will not come.
+func serverHung(ctx context.Context, server, client *RDMAGuest, program string, cr vm.Result, done <-chan execResult) (serverOut, clientOut string, err error) {
+	clientOut = cr.Stdout + cr.Stderr
+	qps := func(g *RDMAGuest) string {
+		r, err := g.VM.Exec(ctx, "rdma", "resource", "show", "qp")
+		if err != nil {
+			return err.Error()
+		}
+		return r.Stdout + r.Stderr
+	}
+	state := fmt.Sprintf("QPs on %s:\n%s\nQPs on %s:\n%s", server.IP, qps(server), client.IP, qps(client))
+	if _, err := server.Signal(ctx, int(syscall.SIGKILL), filepath.Base(program)); err != nil {
+		state += "\nSIGKILL: " + err.Error()
+	}
+	serverOut = "(no output: still running 10 s after SIGKILL)"
+	select {
+	case s := <-done:
+		serverOut = s.r.Stdout + s.r.Stderr
+	case <-time.After(10 * time.Second):
+	}
+	return serverOut, clientOut, fmt.Errorf("server %s did not finish 30 s after the client (exit %d), killed:\n%s\nclient %s:\n%s\n%s",
+		server.IP, cr.Exit, serverOut, client.IP, clientOut, state)
 }
 
 // Kill sends SIGTERM to every process of the guest whose command name
