@@ -299,6 +299,9 @@ var cases = []hostileCase{
 			}
 			return s + "; " + e.checkPeer(writeArea, 64), nil
 		}},
+	// Well-formed work cut short: the consumer moves the QP to the error
+	// state (MODIFY_QP) while its READs are in flight, then destroys it.
+	{name: "modify-err-inflight", want: modifyErrWant, run: modifyErrInflight},
 	// The well-formed traffic, on a fresh QP after all of the above.
 	{name: "good-traffic", want: "send SUCCESS, peer got it; write SUCCESS, peer has it; read SUCCESS, bytes right; " +
 		"recv SUCCESS, bytes right; peer SENT SUCCESS", run: goodTraffic},
@@ -354,4 +357,68 @@ func goodTraffic(e *caseEnv) (string, error) {
 	}
 	out = append(out, s)
 	return strings.Join(out, "; "), nil
+}
+
+// The READs and receives of modify-err-inflight, and what it expects: the
+// READs complete in order, the first k (any k) SUCCESS with the server's
+// bytes in place and the rest WR_FLUSH_ERR; the receives are flushed.
+const (
+	inflightReads, inflightRecvs, inflightSlot = 6, 4, 256
+)
+
+var modifyErrWant = fmt.Sprintf("reads in order SUCCESS… WR_FLUSH_ERR…, bytes right; recv WR_FLUSH_ERR×%d", inflightRecvs)
+
+// modifyErrInflight posts receives and RDMA READs of the server's canary
+// (its last area) into the client's READ target, moves the QP to ERR at
+// once, with READs and their responses in flight, and checks every
+// completion. Which READs finish first is a race; that they complete in
+// order, each success with its bytes, and that everything else is
+// flushed is not. The case's QP is destroyed after it (caseEnv.close)
+// and nothing may land in the client's buffer afterwards (clientHarm).
+func modifyErrInflight(e *caseEnv) (string, error) {
+	for i := range inflightRecvs {
+		e.postRecv(recvWQE{id: uint64(100 + i), sgl: []sge{e.lsge(scratch+i*inflightSlot, inflightSlot)}}.sum())
+	}
+	ws := make([]sendWQE, inflightReads)
+	for i := range ws {
+		ws[i] = sendWQE{id: uint64(1 + i), opcode: hw.IBVWRRDMARead, flags: hw.IBVSendSignaled,
+			remoteAddr: e.rmr.addr + scratch + uint64(i*inflightSlot), rkey: e.rmr.rkey,
+			sgl: []sge{e.lsge(writeArea+i*inflightSlot, inflightSlot)}}.sum()
+	}
+	if err := e.post(ws...); err != nil {
+		return "", err
+	}
+	if err := e.v.modifyQP(e.qp, qpAttr{mask: qpState, state: qpsErr}); err != nil {
+		return "", fmt.Errorf("modify to ERR: %w", err)
+	}
+	sends := e.scq.q.pollN(inflightReads, e.wait)
+	recvs := e.rcq.q.pollN(inflightRecvs, e.wait)
+	target := e.buf[mrOff+writeArea : mrOff+writeArea+inflightReads*inflightSlot]
+	defer fillCanary(target, mrOff+writeArea)
+	ok := len(sends) == inflightReads
+	flushed := false
+	for i, c := range sends {
+		switch {
+		case c.wrID != uint64(1+i):
+			ok = false
+		case c.status == hw.IBVWCSuccess && !flushed:
+			b := target[i*inflightSlot : (i+1)*inflightSlot]
+			if firstNot(b, mrOff+scratch+i*inflightSlot, canary) >= 0 {
+				ok = false
+			}
+		case c.status == hw.IBVWCWRFlushErr:
+			flushed = true
+		default:
+			ok = false
+		}
+	}
+	r := "recv " + describe(recvs, inflightRecvs, []uint64{100, 101, 102, 103})
+	if !ok {
+		var ids []uint64
+		for i := range inflightReads {
+			ids = append(ids, uint64(1+i))
+		}
+		return "reads " + describe(sends, inflightReads, ids) + " (out of order, wrong bytes or status); " + r, nil
+	}
+	return "reads in order SUCCESS… WR_FLUSH_ERR…, bytes right; " + r, nil
 }

@@ -21,7 +21,7 @@
 // Usage:
 //
 //	npfnic-rdma-hostile -serve PORT [-d DEV] [-g GID_INDEX] [-ip ADDR]
-//	npfnic-rdma-hostile -c SERVER:PORT [-d DEV] [-g GID_INDEX] [-ip ADDR] [-run RE] [-skip RE]
+//	npfnic-rdma-hostile -c SERVER:PORT [-d DEV] [-g GID_INDEX] [-ip ADDR] [-run RE] [-skip RE] [-repeat N]
 //	npfnic-rdma-hostile -list
 //
 // The client prints one line per case (name, expected, got, ok) and exits
@@ -61,6 +61,7 @@ func main() {
 	skipRE := flag.String("skip", "", "skip the cases whose names match")
 	rxeSafe := flag.Bool("rxe-safe", false, "skip the cases that make rdma_rxe, as the local device, read past an entry")
 	list := flag.Bool("list", false, "list the cases and what they expect")
+	repeat := flag.Int("repeat", 1, "run the selected cases this many times over (QP churn)")
 	wait := flag.Duration("wait", 30*time.Second, "how long the client tries to reach the server")
 	odpChurn := flag.Bool("odp-churn", false, "run the ODP churn mode: fork and munmap of an on-demand paged region under RDMA WRITEs")
 	forks := flag.Int("forks", 6, "-odp-churn client: fork steps")
@@ -167,6 +168,13 @@ func main() {
 				todo = append(todo, c)
 			}
 		}
+	}
+	if *repeat < 1 {
+		log.Fatalf("-repeat %d: want at least 1", *repeat)
+	}
+	once := todo
+	for i := 1; i < *repeat; i++ {
+		todo = append(todo, once...)
 	}
 	res, err := c.runCases(todo, run, skip, os.Stdout)
 	failed := 0
