@@ -38,12 +38,19 @@ unit:
 vmtest: images
 	NPFNIC_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 40m -v ./ci/...
 
-# Teardown under traffic, long: SOAK_ROUNDS rounds of rmmod/insmod, ip link
-# down/up, ethtool -G and cool, with a guest reset every 10 rounds, under
-# iperf3 both ways, rotating the RX policies (make test runs 5 rounds).
+# The soaks, long (make test runs 5 rounds of each). SOAK=eth (the
+# default): SOAK_ROUNDS rounds of rmmod/insmod, ip link down/up, ethtool -G
+# and cool, with a guest reset every 10 rounds, under iperf3 both ways,
+# rotating the RX policies. SOAK=rdma: an npfnic guest and an rdma_rxe
+# guest under perftest both ways while npfnic's side cycles QP churn, MR
+# churn, kills mid-transfer, rmmod with live contexts and device resets.
+SOAK ?= eth
 SOAK_ROUNDS ?= 500
+soak_test_eth := TestTeardownUnderTraffic
+soak_test_rdma := TestRDMASoak
 soak: images
-	NPFNIC_SOAK_ROUNDS=$(SOAK_ROUNDS) NPFNIC_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 6h -v -run '^TestTeardownUnderTraffic$$' ./ci/
+	@test -n "$(soak_test_$(SOAK))" || { echo "SOAK=$(SOAK): want eth or rdma"; exit 1; }
+	NPFNIC_SOAK_ROUNDS=$(SOAK_ROUNDS) NPFNIC_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 24h -v -run '^$(soak_test_$(SOAK))$$' ./ci/
 
 # Every Fuzz target of every package, FUZZTIME each, then a table of execs
 # and execs/s per target (ci/fuzz.sh; FUZZ=REGEX picks targets,
