@@ -546,7 +546,8 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_STAT_ERR_NAKS_SENT   15 /* remote access, invalid request and operation error NAKs the responder sent */
 #define NPFNIC_RDMA_STAT_BAD_WQES        16 /* malformed send or receive queue entries completed with an error */
 #define NPFNIC_RDMA_STAT_LATE_REFUSED    17 /* memory region accesses refused because the region was being deregistered */
-#define NPFNIC_RDMA_STATS                18
+#define NPFNIC_RDMA_STAT_TX_DROPPED      18 /* ACKs and NAKs dropped because the port took nothing for long (RC recovers them as lost frames) */
+#define NPFNIC_RDMA_STATS                19
 #define NPFNIC_RDMA_STAT_NAMES \
 	"rx_frames", \
 	"tx_frames", \
@@ -565,7 +566,8 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 	"seq_naks_sent", \
 	"err_naks_sent", \
 	"bad_wqes", \
-	"late_refused"
+	"late_refused", \
+	"tx_dropped"
 
 /* RDMA registers in BAR0 (32-bit) */
 #define NPFNIC_REG_RDMA_CTRL             0x0a00 /* RW command: NPFNIC_RDMA_CTRL_ENABLE latches the RDMA registers; write NPFNIC_RDMA_CTRL_RESET to destroy every object (reads back 0) */

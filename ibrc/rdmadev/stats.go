@@ -55,6 +55,8 @@ func counterValue(name string, rc *ibrc.Stats, dev devCounts) (v uint64, ok bool
 		return dev.badWQEs, true
 	case "late_refused":
 		return dev.lateRefused, true
+	case "tx_dropped":
+		return rc.TxDropped, true
 	}
 	return 0, false
 }

@@ -16,7 +16,7 @@ func TestQueryStatsNames(t *testing.T) {
 	rc := ibrc.Stats{}
 	fields := []*uint64{&rc.RxFrames, &rc.TxFrames, &rc.MessagesIn, &rc.Retransmits, &rc.Timeouts, &rc.RNRNakReceived,
 		&rc.RNRNakNoWQE, &rc.RNRNakFault, &rc.FaultDrops, &rc.ResponderFaults, &rc.RequesterFaults, &rc.ReadRetries,
-		&rc.PageRequests, &rc.PageRequestErrors, &rc.SeqNakSent, &rc.ErrNakSent}
+		&rc.PageRequests, &rc.PageRequestErrors, &rc.SeqNakSent, &rc.ErrNakSent, &rc.TxDropped}
 	for i, f := range fields {
 		*f = uint64(100 + i)
 	}

@@ -31,6 +31,7 @@ var statsOf = map[string]func(s rdmadev.Stats) uint64{
 	"err_naks_sent":       func(s rdmadev.Stats) uint64 { return s.RC.ErrNakSent },
 	"bad_wqes":            func(s rdmadev.Stats) uint64 { return s.BadWQEs },
 	"late_refused":        func(s rdmadev.Stats) uint64 { return s.LateRefused },
+	"tx_dropped":          func(s rdmadev.Stats) uint64 { return s.RC.TxDropped },
 }
 
 // queryStats runs QUERY_STATS with buf and count; it returns the status.

@@ -375,6 +375,7 @@ var RDMACounters = []RDMACounter{
 	{"err_naks_sent", "remote access, invalid request and operation error NAKs the responder sent"},
 	{"bad_wqes", "malformed send or receive queue entries completed with an error"},
 	{"late_refused", "memory region accesses refused because the region was being deregistered"},
+	{"tx_dropped", "ACKs and NAKs dropped because the port took nothing for long (RC recovers them as lost frames)"},
 }
 
 // ADD_GID: one entry of the port's GID table (RoCEv2).
