@@ -240,6 +240,7 @@ func (q *QP) Destroy() error {
 	q.reset()
 	q.dead = true
 	delete(e.qps, q.num)
+	e.txForget(q)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"weak"
 
 	"github.com/npfnic/npfnic/ibrc"
 	"github.com/npfnic/npfnic/ibrc/memsim"
@@ -436,4 +437,37 @@ func TestPortFull(t *testing.T) {
 			t.Fatalf("after the port drained: %d frames", len(got))
 		}
 	})
+}
+
+// TestDestroyedQPLeavesTurns: a QP waiting for its turn at a port that
+// takes nothing (a READ of 256 KiB being answered) and then destroyed is
+// not kept by the engine: a port stuck for good must not hold every QP
+// destroyed behind it. Before, the turn list kept it until the port took
+// frames again.
+func TestDestroyedQPLeavesTurns(t *testing.T) {
+	p := &heldPort{full: true}
+	v := newVictimWith(t, victimOpts{port: ibrc.PortFunc(p.send)})
+	// Four READs of 256 responses each, as many as the QP takes: enough
+	// to fill what the engine queues, so no turn comes while the port is
+	// held.
+	for i := range uint32(4) {
+		v.e.HandleFrame(v.frame(rocev2.OpReadRequest, 1000+256*i, nil, func(h *rocev2.Headers) { h.RETH.DMALength = 256 << 10 }))
+	}
+	if n := len(p.out); n != 0 {
+		t.Fatalf("the held port took %d frames", n)
+	}
+	gone := weak.Make(v.qp)
+	if err := v.qp.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	v.qp = nil
+	runtime.GC()
+	if gone.Value() != nil {
+		t.Fatal("the engine still holds the destroyed QP")
+	}
+	p.full = false
+	v.e.PortReady() // no turn for it, and nothing more built
+	if got := p.decode(t); len(got) > 64 {
+		t.Fatalf("%d frames after the QP was destroyed, want at most those queued before (64)", len(got))
+	}
 }

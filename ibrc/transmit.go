@@ -1,6 +1,9 @@
 package ibrc
 
-import "errors"
+import (
+	"errors"
+	"slices"
+)
 
 // The transmit path. Everything the engine sends is built under its lock
 // into txq and handed to the Port by flush, outside the lock, on whichever
@@ -179,6 +182,16 @@ func (e *Engine) txWaitFor(q *QP) {
 	}
 }
 
+// txForget takes a destroyed q out of the turns: a port that takes
+// nothing for long must not hold on to it. Caller holds mu.
+func (e *Engine) txForget(q *QP) {
+	if !e.txWaiting[q] {
+		return
+	}
+	delete(e.txWaiting, q)
+	e.txWait = slices.DeleteFunc(e.txWait, func(w *QP) bool { return w == q })
+}
+
 // pumpLocked gives the QPs waiting for room a turn each, in order, while
 // there is room; one that still has packets to build waits again behind
 // the others, for the next round. A round is one pass, so that mu, held
@@ -190,9 +203,7 @@ func (e *Engine) pumpLocked() {
 		e.txWait[0] = nil
 		e.txWait = e.txWait[1:]
 		delete(e.txWaiting, q)
-		if !q.dead {
-			q.txTurn()
-		}
+		q.txTurn()
 	}
 	if len(e.txWait) == 0 {
 		e.txWait = nil // let the array go
