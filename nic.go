@@ -33,9 +33,9 @@ import (
 
 	"github.com/npfnic/npfnic/ats"
 	"github.com/npfnic/npfnic/ethring"
-	"github.com/npfnic/npfnic/ibrc/rdmadev"
 	"github.com/npfnic/npfnic/pcie"
 	"github.com/npfnic/npfnic/pri"
+	"github.com/npfnic/npfnic/rdma"
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/port"
@@ -115,7 +115,7 @@ type NIC struct {
 	// and the address translation and page request interface both fault
 	// through.
 	dp         *ethring.Datapath
-	rdma       *rdmadev.Engine // RC over RoCEv2 (BlockRDMA)
+	rdma       *rdma.Engine // RC over RoCEv2 (BlockRDMA)
 	xlat       *ats.Context
 	pri        *pri.Engine
 	blocks     [hw.BlockCount]regBlock // BAR0's owners (bar0.go)
@@ -245,7 +245,7 @@ func (n *NIC) buildEngines(o Options) error {
 	}
 	var mac [6]byte
 	copy(mac[:], n.mac)
-	rc, err := rdmadev.New(rdmadev.Config{Mem: n.mem, Xlat: x, PRI: e, MAC: mac, Interrupt: n.interrupt,
+	rc, err := rdma.New(rdma.Config{Mem: n.mem, Xlat: x, PRI: e, MAC: mac, Interrupt: n.interrupt,
 		Log: n.log.With("part", "rdma"), Trace: o.Trace})
 	if err != nil {
 		e.Close()
@@ -328,7 +328,7 @@ func (n *NIC) interrupt(v int) {
 func (n *NIC) Datapath() *ethring.Datapath { return n.dp }
 
 // RDMA returns the RDMA engine, for tests and statistics.
-func (n *NIC) RDMA() *rdmadev.Engine { return n.rdma }
+func (n *NIC) RDMA() *rdma.Engine { return n.rdma }
 
 // ATS returns the function's address translation, for tests, statistics
 // and experiments.

@@ -2,14 +2,14 @@ package npfnic
 
 import (
 	"github.com/npfnic/npfnic/ethring"
-	"github.com/npfnic/npfnic/ibrc/rdmadev"
+	"github.com/npfnic/npfnic/rdma"
 	"github.com/npfnic/npfnic/vdevice/port"
 )
 
 // The function owns its port (Options.Wire): a port.Mux over the backend,
 // into which each engine plugs its receive side and from which it takes
 // its transmit Endpoint. The RC engine claims RoCEv2 frames to the
-// device's GIDs (rdmadev.Engine.Claim); Ethernet is the default engine: it
+// device's GIDs (rdma.Engine.Claim); Ethernet is the default engine: it
 // receives every frame no other engine claims. Neither engine sees the
 // other.
 
@@ -17,7 +17,7 @@ import (
 // into the function's port, then starts reading the port. Without a
 // backend neither has a port and the link is down. If it fails, the port
 // is not read and stays open.
-func (n *NIC) plugEngines(c ethring.Config, rc *rdmadev.Engine) (*ethring.Datapath, error) {
+func (n *NIC) plugEngines(c ethring.Config, rc *rdma.Engine) (*ethring.Datapath, error) {
 	if n.wire == nil {
 		return ethring.New(c)
 	}

@@ -11,9 +11,9 @@ import (
 
 	"github.com/npfnic/npfnic/ats/atstest"
 	"github.com/npfnic/npfnic/ibrc"
-	"github.com/npfnic/npfnic/ibrc/rdmadev/rdmatest"
 	"github.com/npfnic/npfnic/pcie"
 	"github.com/npfnic/npfnic/pri/pritest"
+	"github.com/npfnic/npfnic/rdma/rdmatest"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/pkthdr"
 	"github.com/npfnic/npfnic/vdevice/port"

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npfnic/npfnic/ibrc/rdmadev"
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
+	"github.com/npfnic/npfnic/rdma"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
@@ -93,7 +93,7 @@ func TestRDMAHostileUserSpace(t *testing.T) {
 func hostileBesideLiveTraffic(t *testing.T, p *testbed.RDMAPair, npf, peer *testbed.RDMAGuest) {
 	t.Helper()
 	before := npf.NIC.RDMA().Stats()
-	var peerBefore rdmadev.Stats
+	var peerBefore rdma.Stats
 	if peer.NIC != nil {
 		peerBefore = peer.NIC.RDMA().Stats()
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/npfnic/npfnic/ibrc"
-	"github.com/npfnic/npfnic/ibrc/memsim"
+	"github.com/npfnic/npfnic/ibrc/ibrctest"
 	"github.com/npfnic/npfnic/ibrc/rocev2"
 )
 
@@ -52,7 +52,7 @@ func TestPageRequestGoesToFaultingRegion(t *testing.T) {
 		MAC: macB, IPv4: ipB, Pager: ibrc.PageRequesterFunc(func(r ibrc.PageRequest, done func(bool)) { reqs = append(reqs, r) })})
 	pd := v.e.CreatePD()
 	const otherBase = 0x7e00_0000_0000
-	memA, memB := memsim.New(memBase, 1<<16, 4096), memsim.New(otherBase, 1<<16, 4096)
+	memA, memB := ibrctest.NewMem(memBase, 1<<16, 4096), ibrctest.NewMem(otherBase, 1<<16, 4096)
 	mrA, _ := pd.RegisterMR(memA, memBase, 1<<16, ibrc.AccessLocalWrite)
 	v.mr = mrA
 	mrB, _ := pd.RegisterMR(memB, otherBase, 1<<16, ibrc.AccessLocalWrite)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
-	"github.com/npfnic/npfnic/ibrc/simlink"
+	"github.com/npfnic/npfnic/ibrc/ibrctest"
 )
 
 // TestSendSegmentation sends messages around the MTU boundaries, with and
@@ -170,12 +170,12 @@ func TestRNRRetryInfinite(t *testing.T) {
 func TestRetryExceeded(t *testing.T) {
 	for _, retry := range []uint8{0, 3, 7} {
 		t.Run(fmt.Sprint("retry_cnt=", retry), func(t *testing.T) {
-			w := newWorld(t, opts{retry: retry, timeout: 10, link: simlink.Config{
-				Filter: func(side int, n uint64, f []byte) simlink.Action {
+			w := newWorld(t, opts{retry: retry, timeout: 10, link: ibrctest.LinkConfig{
+				Filter: func(side int, n uint64, f []byte) ibrctest.Action {
 					if side == 0 {
-						return simlink.Drop
+						return ibrctest.Drop
 					}
-					return simlink.Deliver
+					return ibrctest.Deliver
 				}}})
 			w.b.qp.PostRecv(ibrc.RecvWR{ID: 1, SGL: w.b.sge(0, 64)})
 			w.a.qp.PostSend(ibrc.SendWR{ID: 1, Opcode: ibrc.WRSend, Flags: ibrc.SendSignaled, SGL: w.a.sge(0, 10)})

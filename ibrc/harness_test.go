@@ -7,9 +7,8 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
-	"github.com/npfnic/npfnic/ibrc/memsim"
+	"github.com/npfnic/npfnic/ibrc/ibrctest"
 	"github.com/npfnic/npfnic/ibrc/rocev2"
-	"github.com/npfnic/npfnic/ibrc/simlink"
 	"github.com/npfnic/npfnic/internal/clock"
 	"github.com/npfnic/npfnic/vdevice/trace"
 )
@@ -29,7 +28,7 @@ var (
 type node struct {
 	e        *ibrc.Engine
 	pd       *ibrc.PD
-	mem      *memsim.Mem
+	mem      *ibrctest.Mem
 	mr       *ibrc.MR
 	scq, rcq *ibrc.CQ
 	qp       *ibrc.QP
@@ -41,13 +40,13 @@ type node struct {
 type world struct {
 	t     testing.TB
 	clk   *clock.Virtual
-	link  *simlink.Link
-	pager *memsim.Pager
+	link  *ibrctest.Link
+	pager *ibrctest.Pager
 	a, b  *node
 }
 
 type opts struct {
-	link           simlink.Config
+	link           ibrctest.LinkConfig
 	mtu            ibrc.MTU
 	timeout        uint8
 	retry, rnr     uint8
@@ -96,8 +95,8 @@ func newWorld(t testing.TB, o opts) *world {
 	defaults(&o)
 	w := &world{t: t, clk: clock.NewVirtual(time.Unix(1700000000, 0))}
 	o.link.Clock = w.clk
-	w.link = simlink.New(o.link)
-	w.pager = &memsim.Pager{Clock: w.clk, Delay: o.pagerDelay}
+	w.link = ibrctest.NewLink(o.link)
+	w.pager = &ibrctest.Pager{Clock: w.clk, Delay: o.pagerDelay}
 	mk := func(side int, mac [6]byte, ip [4]byte) *node {
 		n := &node{}
 		port := w.link.Port(side)
@@ -117,7 +116,7 @@ func newWorld(t testing.TB, o opts) *world {
 		n.e = ibrc.New(cfg)
 		w.link.Attach(side, n.e.HandleFrame)
 		n.pd = n.e.CreatePD()
-		n.mem = memsim.New(memBase, memSize, 4096)
+		n.mem = ibrctest.NewMem(memBase, memSize, 4096)
 		var err error
 		n.mr, err = n.pd.RegisterMR(n.mem, memBase, memSize, ibrc.AccessLocalWrite|ibrc.AccessRemoteWrite|ibrc.AccessRemoteRead)
 		if err != nil {
@@ -230,11 +229,11 @@ func expectBytes(t testing.TB, what string, got, want []byte) {
 
 // linkDropFirst returns a link config that drops frames from A for which
 // drop returns true.
-func linkDropFirst(drop func(f []byte) bool) simlink.Config {
-	return simlink.Config{Filter: func(side int, n uint64, f []byte) simlink.Action {
+func linkDropFirst(drop func(f []byte) bool) ibrctest.LinkConfig {
+	return ibrctest.LinkConfig{Filter: func(side int, n uint64, f []byte) ibrctest.Action {
 		if side == 0 && drop(f) {
-			return simlink.Drop
+			return ibrctest.Drop
 		}
-		return simlink.Deliver
+		return ibrctest.Deliver
 	}}
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
-	"github.com/npfnic/npfnic/ibrc/memsim"
+	"github.com/npfnic/npfnic/ibrc/ibrctest"
 	"github.com/npfnic/npfnic/ibrc/rocev2"
 	"github.com/npfnic/npfnic/internal/clock"
 )
@@ -19,7 +19,7 @@ type victim struct {
 	e    *ibrc.Engine
 	qp   *ibrc.QP
 	mr   *ibrc.MR
-	mem  *memsim.Mem // the region's memory, unless victimOpts.mem replaced it
+	mem  *ibrctest.Mem // the region's memory, unless victimOpts.mem replaced it
 	out  [][]byte
 	path rocev2.Path // from the peer to the victim
 	cq   *ibrc.CQ
@@ -39,7 +39,7 @@ type victimOpts struct {
 	// retry and rnrRetry are the QP's retry counts (7: the hostile-packet
 	// tests' value, and for rnrRetry retry forever).
 	retry, rnrRetry uint8
-	// mem is the region's memory (memSize bytes at memBase); nil: memsim.
+	// mem is the region's memory (memSize bytes at memBase); nil: ibrctest.
 	mem ibrc.Memory
 	// port takes what the engine sends instead of victim.out.
 	port ibrc.Port
@@ -77,7 +77,7 @@ func newVictimWith(t testing.TB, o victimOpts) *victim {
 	v.e = ibrc.New(cfg)
 	pd := v.e.CreatePD()
 	if o.mem == nil {
-		v.mem = memsim.New(memBase, o.memSize, 4096)
+		v.mem = ibrctest.NewMem(memBase, o.memSize, 4096)
 		o.mem = v.mem
 	}
 	v.mr, _ = pd.RegisterMR(o.mem, memBase, uint64(o.memSize), ibrc.AccessLocalWrite|ibrc.AccessRemoteWrite|ibrc.AccessRemoteRead)

@@ -6,9 +6,8 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
-	"github.com/npfnic/npfnic/ibrc/memsim"
+	"github.com/npfnic/npfnic/ibrc/ibrctest"
 	"github.com/npfnic/npfnic/ibrc/rocev2"
-	"github.com/npfnic/npfnic/ibrc/simlink"
 	"github.com/npfnic/npfnic/internal/clock"
 )
 
@@ -18,11 +17,11 @@ import (
 // receive faults. Run with -race to check the locking.
 func TestRealClockConcurrent(t *testing.T) {
 	clk := clock.Real{}
-	link := simlink.New(simlink.Config{Clock: clk, Latency: 20 * time.Microsecond, Loss: 0.01, Dup: 0.01, Seed: 9})
-	pager := &memsim.Pager{Clock: clk, Delay: 50 * time.Microsecond}
+	link := ibrctest.NewLink(ibrctest.LinkConfig{Clock: clk, Latency: 20 * time.Microsecond, Loss: 0.01, Dup: 0.01, Seed: 9})
+	pager := &ibrctest.Pager{Clock: clk, Delay: 50 * time.Microsecond}
 	type side struct {
 		e   *ibrc.Engine
-		mem *memsim.Mem
+		mem *ibrctest.Mem
 		mr  *ibrc.MR
 		cq  *ibrc.CQ
 		qp  *ibrc.QP
@@ -45,7 +44,7 @@ func TestRealClockConcurrent(t *testing.T) {
 			return err
 		})
 		pd := s[i].e.CreatePD()
-		s[i].mem = memsim.New(memBase, 1<<20, 4096)
+		s[i].mem = ibrctest.NewMem(memBase, 1<<20, 4096)
 		s[i].mr, _ = pd.RegisterMR(s[i].mem, memBase, 1<<20, ibrc.AccessLocalWrite)
 		s[i].cq, _ = s[i].e.CreateCQ(1024)
 		s[i].qp, _ = pd.CreateQP(ibrc.QPInit{SendCQ: s[i].cq, RecvCQ: s[i].cq, Cap: ibrc.QPCap{MaxSendWR: 512, MaxRecvWR: 512}})

@@ -8,7 +8,7 @@ import (
 	"weak"
 
 	"github.com/npfnic/npfnic/ibrc"
-	"github.com/npfnic/npfnic/ibrc/memsim"
+	"github.com/npfnic/npfnic/ibrc/ibrctest"
 	"github.com/npfnic/npfnic/ibrc/rocev2"
 )
 
@@ -99,9 +99,9 @@ func TestHugeReadStreamed(t *testing.T) {
 	}
 }
 
-// readLog is memsim memory that logs the reads made after it was armed.
+// readLog is ibrctest.Mem memory that logs the reads made after it was armed.
 type readLog struct {
-	*memsim.Mem
+	*ibrctest.Mem
 	armed bool
 	after []string
 }
@@ -121,7 +121,7 @@ func (m *readLog) ReadAt(va uint64, p []byte) error {
 func TestReadOfDeadMR(t *testing.T) {
 	nakAccess := rocev2.NAKSyndrome(rocev2.NAKRemoteAccess)
 	t.Run("duplicate", func(t *testing.T) {
-		mem := &readLog{Mem: memsim.New(memBase, 1<<20, 4096)}
+		mem := &readLog{Mem: ibrctest.NewMem(memBase, 1<<20, 4096)}
 		v := newVictimWith(t, victimOpts{mem: mem})
 		read := v.frame(rocev2.OpReadRequest, 1000, nil, func(h *rocev2.Headers) { h.RETH.DMALength = 4096 })
 		v.e.HandleFrame(read)
@@ -147,7 +147,7 @@ func TestReadOfDeadMR(t *testing.T) {
 		}
 	})
 	t.Run("stalled", func(t *testing.T) {
-		mem := &readLog{Mem: memsim.New(memBase, 1<<20, 4096)}
+		mem := &readLog{Mem: ibrctest.NewMem(memBase, 1<<20, 4096)}
 		var resolve func(bool)
 		pager := ibrc.PageRequesterFunc(func(r ibrc.PageRequest, done func(bool)) { resolve = done })
 		v := newVictimWith(t, victimOpts{mem: mem, pager: pager})
@@ -186,7 +186,7 @@ func TestReadOfDeadMR(t *testing.T) {
 // was segmented: the last KiB.
 func TestDuplicateReadAfterMTUChange(t *testing.T) {
 	const regionSize = 64 << 10
-	mem := &readLog{Mem: memsim.New(memBase, 1<<20, 4096)}
+	mem := &readLog{Mem: ibrctest.NewMem(memBase, 1<<20, 4096)}
 	data := make([]byte, 4096)
 	for i := range data {
 		data[i] = byte(i * 13)
@@ -291,7 +291,7 @@ func TestPortFull(t *testing.T) {
 	}
 	t.Run("in order", func(t *testing.T) {
 		p := &heldPort{full: true}
-		mem := &readLog{Mem: memsim.New(memBase, 1<<20, 4096), armed: true}
+		mem := &readLog{Mem: ibrctest.NewMem(memBase, 1<<20, 4096), armed: true}
 		v := newVictimWith(t, victimOpts{mem: mem, port: ibrc.PortFunc(p.send)})
 		v.e.HandleFrame(read(v, 1000, 64<<10))
 		v.e.HandleFrame(v.frame(rocev2.OpSendOnly, 1064, []byte("after"), nil))
@@ -315,7 +315,7 @@ func TestPortFull(t *testing.T) {
 	})
 	t.Run("region deregistered", func(t *testing.T) {
 		p := &heldPort{full: true}
-		mem := &readLog{Mem: memsim.New(memBase, 1<<20, 4096)}
+		mem := &readLog{Mem: ibrctest.NewMem(memBase, 1<<20, 4096)}
 		v := newVictimWith(t, victimOpts{mem: mem, port: ibrc.PortFunc(p.send)})
 		v.e.HandleFrame(read(v, 1000, 256<<10))
 		if err := v.mr.Deregister(); err != nil {
@@ -389,7 +389,7 @@ func TestPortFull(t *testing.T) {
 	})
 	t.Run("paced", func(t *testing.T) {
 		p := &pacedPort{room: 100}
-		mem := &readLog{Mem: memsim.New(memBase, 1<<20, 4096), armed: true}
+		mem := &readLog{Mem: ibrctest.NewMem(memBase, 1<<20, 4096), armed: true}
 		v := newVictimWith(t, victimOpts{mem: mem, port: p})
 		v.e.HandleFrame(read(v, 1000, 256<<10))
 		if len(p.out) != 16 || len(mem.after) != 16 || p.pulls != 1 {

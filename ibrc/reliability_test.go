@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
-	"github.com/npfnic/npfnic/ibrc/simlink"
+	"github.com/npfnic/npfnic/ibrc/ibrctest"
 )
 
 // workload posts n messages A->B mixing SEND, SEND with immediate, RDMA
@@ -129,21 +129,21 @@ func TestImpairedLink(t *testing.T) {
 	type want struct{ timeouts, seqNaks, rnrFault, dups, reqFaults bool }
 	cases := []struct {
 		name           string
-		link           simlink.Config
+		link           ibrctest.LinkConfig
 		faultB, faultA float64
 		policy         ibrc.FaultPolicy
 		psnA           uint32
 		want           want
 	}{
-		{name: "loss", link: simlink.Config{Loss: 0.03, Seed: 1}, want: want{seqNaks: true, dups: true}},
-		{name: "duplication", link: simlink.Config{Dup: 0.05, Seed: 2}, want: want{dups: true}},
-		{name: "reordering", link: simlink.Config{Reorder: 0.05, Seed: 3}, want: want{seqNaks: true, dups: true}},
-		{name: "all", link: simlink.Config{Loss: 0.02, Dup: 0.02, Reorder: 0.02, Seed: 4}, want: want{seqNaks: true, dups: true}},
+		{name: "loss", link: ibrctest.LinkConfig{Loss: 0.03, Seed: 1}, want: want{seqNaks: true, dups: true}},
+		{name: "duplication", link: ibrctest.LinkConfig{Dup: 0.05, Seed: 2}, want: want{dups: true}},
+		{name: "reordering", link: ibrctest.LinkConfig{Reorder: 0.05, Seed: 3}, want: want{seqNaks: true, dups: true}},
+		{name: "all", link: ibrctest.LinkConfig{Loss: 0.02, Dup: 0.02, Reorder: 0.02, Seed: 4}, want: want{seqNaks: true, dups: true}},
 		{name: "receive-faults-rnr", faultB: 0.05, want: want{rnrFault: true}},
 		{name: "receive-faults-drop", faultB: 0.02, policy: ibrc.FaultDrop, want: want{timeouts: true}},
-		{name: "all-faults-and-loss", link: simlink.Config{Loss: 0.01, Dup: 0.01, Reorder: 0.01, Seed: 5},
+		{name: "all-faults-and-loss", link: ibrctest.LinkConfig{Loss: 0.01, Dup: 0.01, Reorder: 0.01, Seed: 5},
 			faultA: 0.02, faultB: 0.03, want: want{timeouts: true, rnrFault: true, reqFaults: true}},
-		{name: "psn-wrap", link: simlink.Config{Loss: 0.02, Seed: 6}, faultB: 0.02, psnA: 1<<24 - 300,
+		{name: "psn-wrap", link: ibrctest.LinkConfig{Loss: 0.02, Seed: 6}, faultB: 0.02, psnA: 1<<24 - 300,
 			want: want{timeouts: true, rnrFault: true}},
 	}
 	for _, tc := range cases {

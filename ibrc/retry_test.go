@@ -148,7 +148,7 @@ func TestTimerWaitsForBlockedPort(t *testing.T) {
 }
 
 // leavingPort is a PacedPort that takes every frame and tells the engine
-// it left only when the test says so (FrameLeft), as rdmadev's transmit
+// it left only when the test says so (FrameLeft), as package rdma's transmit
 // goroutine does once the stream took it.
 type leavingPort struct{ frames int }
 

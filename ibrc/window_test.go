@@ -5,9 +5,8 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
-	"github.com/npfnic/npfnic/ibrc/memsim"
+	"github.com/npfnic/npfnic/ibrc/ibrctest"
 	"github.com/npfnic/npfnic/ibrc/rocev2"
-	"github.com/npfnic/npfnic/ibrc/simlink"
 	"github.com/npfnic/npfnic/internal/clock"
 )
 
@@ -28,7 +27,7 @@ func newLoneQP(t *testing.T, maxUnacked int, mrLen uint64) *loneQP {
 		Port: ibrc.PortFunc(func(f []byte) error { l.frames = append(l.frames, append([]byte(nil), f...)); return nil })})
 	pd := l.e.CreatePD()
 	var err error
-	if l.mr, err = pd.RegisterMR(memsim.New(memBase, 1<<16, 4096), memBase, mrLen, ibrc.AccessLocalWrite|ibrc.AccessRemoteRead); err != nil {
+	if l.mr, err = pd.RegisterMR(ibrctest.NewMem(memBase, 1<<16, 4096), memBase, mrLen, ibrc.AccessLocalWrite|ibrc.AccessRemoteRead); err != nil {
 		t.Fatal(err)
 	}
 	l.scq, _ = l.e.CreateCQ(64)
@@ -151,14 +150,14 @@ func TestReadPSNsStayInWindow(t *testing.T) {
 func TestReadLongerThanWindow(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		link simlink.Config
+		link ibrctest.LinkConfig
 	}{
-		{"clean", simlink.Config{}},
-		{"lossy", simlink.Config{Filter: func(side int, n uint64, f []byte) simlink.Action {
+		{"clean", ibrctest.LinkConfig{}},
+		{"lossy", ibrctest.LinkConfig{Filter: func(side int, n uint64, f []byte) ibrctest.Action {
 			if n%11 == 5 {
-				return simlink.Drop
+				return ibrctest.Drop
 			}
-			return simlink.Deliver
+			return ibrctest.Deliver
 		}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,17 +10,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/npfnic/npfnic/internal/exp/rdma"
+	"github.com/npfnic/npfnic/internal/exp/rdmaperf"
 )
 
-// runExpRDMA runs `npfnic exp rdma`: see internal/exp/rdma.
+// runExpRDMA runs `npfnic exp rdma`: see internal/exp/rdmaperf.
 func runExpRDMA(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("npfnic exp rdma", flag.ContinueOnError)
 	opt := addImageFlags(fs)
 	out := fs.String("out", "out/exp/rdma", "output directory: CSV, PNG, the table and the guests' logs")
-	pairs := fs.String("pairs", rdma.DefaultPairs, "pairings to measure, SERVER-CLIENT, each rxe (rdma_rxe over virtio-net) or npfnic")
-	rounds := fs.Int("rounds", rdma.DefaultRounds, "rounds; each runs every test on every pair, the pairs' order rotated")
-	iters := fs.Int("iters", rdma.DefaultIters, "perftest iterations per test (-n)")
+	pairs := fs.String("pairs", rdmaperf.DefaultPairs, "pairings to measure, SERVER-CLIENT, each rxe (rdma_rxe over virtio-net) or npfnic")
+	rounds := fs.Int("rounds", rdmaperf.DefaultRounds, "rounds; each runs every test on every pair, the pairs' order rotated")
+	iters := fs.Int("iters", rdmaperf.DefaultIters, "perftest iterations per test (-n)")
 	quiet := addQuietFlag(fs)
 	tf := addTraceFlags(fs)
 	fs.Usage = func() {
@@ -36,11 +36,11 @@ func runExpRDMA(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	ps, err := rdma.ParsePairs(*pairs)
+	ps, err := rdmaperf.ParsePairs(*pairs)
 	if err != nil {
 		return fmt.Errorf("-pairs: %w", err)
 	}
-	c := rdma.Config{Pairs: ps, Rounds: *rounds, Iters: *iters, LogDir: filepath.Join(*out, "logs"), Progress: progress}
+	c := rdmaperf.Config{Pairs: ps, Rounds: *rounds, Iters: *iters, LogDir: filepath.Join(*out, "logs"), Progress: progress}
 	if err := c.Validate(); err != nil {
 		return err
 	}
@@ -53,10 +53,10 @@ func runExpRDMA(ctx context.Context, args []string) error {
 	if err := os.RemoveAll(c.LogDir); err != nil {
 		return err
 	}
-	results, runErr := rdma.Run(ctx, c)
+	results, runErr := rdmaperf.Run(ctx, c)
 	if len(results) > 0 {
-		fmt.Print("\n" + rdma.Table(c, results))
-		files, err := rdma.WriteOutputs(*out, c, results)
+		fmt.Print("\n" + rdmaperf.Table(c, results))
+		files, err := rdmaperf.WriteOutputs(*out, c, results)
 		if err != nil {
 			return err
 		}
@@ -68,7 +68,7 @@ func runExpRDMA(ctx context.Context, args []string) error {
 	if runErr != nil {
 		return runErr
 	}
-	for _, cell := range rdma.Summarize(c, results) {
+	for _, cell := range rdmaperf.Summarize(c, results) {
 		if cell.OK == 0 {
 			return errors.New("some pairs measured nothing (see failures above)")
 		}

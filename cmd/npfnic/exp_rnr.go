@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
-	"github.com/npfnic/npfnic/ibrc/rnrsweep"
+	"github.com/npfnic/npfnic/internal/exp/rnrsweep"
 )
 
 // runExpRNR runs `npfnic exp rnr`: the receive-fault frequency sweep of the
-// RC transport on a simulated link (see package ibrc/rnrsweep for the model).
+// RC transport on a simulated link (see package internal/exp/rnrsweep for the model).
 func runExpRNR(ctx context.Context, args []string) error {
 	c := rnrsweep.DefaultConfig()
 	fs := flag.NewFlagSet("npfnic exp rnr", flag.ContinueOnError)

@@ -7,9 +7,8 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
-	"github.com/npfnic/npfnic/ibrc/memsim"
+	"github.com/npfnic/npfnic/ibrc/ibrctest"
 	"github.com/npfnic/npfnic/ibrc/rocev2"
-	"github.com/npfnic/npfnic/ibrc/simlink"
 	"github.com/npfnic/npfnic/internal/clock"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
@@ -24,7 +23,7 @@ const (
 // memory", and librxe's ends of those queues.
 type rxeNode struct {
 	e          *ibrc.Engine
-	mem        *memsim.Mem
+	mem        *ibrctest.Mem
 	mr         *ibrc.MR
 	scq, rcq   *ibrc.CQ
 	qp         *ibrc.QP
@@ -39,12 +38,12 @@ type rxeNode struct {
 	sendsDone  uint64 // send WRs of the engine whose slots were retired
 }
 
-func newRxeNode(t *testing.T, clk clock.Clock, link *simlink.Link, side int, mac [6]byte, ip [4]byte) *rxeNode {
+func newRxeNode(t *testing.T, clk clock.Clock, link *ibrctest.Link, side int, mac [6]byte, ip [4]byte) *rxeNode {
 	n := &rxeNode{}
 	n.e = ibrc.New(ibrc.Config{Port: link.Port(side), Clock: clk, MAC: mac, IPv4: ip})
 	link.Attach(side, n.e.HandleFrame)
 	pd := n.e.CreatePD()
-	n.mem = memsim.New(mrBase, mrSize, 4096)
+	n.mem = ibrctest.NewMem(mrBase, mrSize, 4096)
 	var err error
 	if n.mr, err = pd.RegisterMR(n.mem, mrBase, mrSize, ibrc.AccessLocalWrite|ibrc.AccessRemoteWrite|ibrc.AccessRemoteRead); err != nil {
 		t.Fatal(err)
@@ -173,7 +172,7 @@ func (n *rxeNode) pump(t *testing.T) {
 // data, RDMA READ, and an atomic the device refuses.
 func TestThroughEngine(t *testing.T) {
 	clk := clock.NewVirtual(time.Unix(1700000000, 0))
-	link := simlink.New(simlink.Config{Clock: clk, BitsPerSecond: 10e9, Latency: 2 * time.Microsecond})
+	link := ibrctest.NewLink(ibrctest.LinkConfig{Clock: clk, BitsPerSecond: 10e9, Latency: 2 * time.Microsecond})
 	macA, macB := [6]byte{2, 0, 0, 0, 0, 0xa}, [6]byte{2, 0, 0, 0, 0, 0xb}
 	ipA, ipB := [4]byte{192, 0, 2, 1}, [4]byte{192, 0, 2, 2}
 	a, b := newRxeNode(t, clk, link, 0, macA, ipA), newRxeNode(t, clk, link, 1, macB, ipB)

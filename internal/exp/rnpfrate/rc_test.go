@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
-	"github.com/npfnic/npfnic/ibrc/rnrsweep"
+	"github.com/npfnic/npfnic/internal/exp/rnrsweep"
 )
 
 func rcConfig(t *testing.T) Config {

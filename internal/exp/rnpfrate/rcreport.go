@@ -8,7 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/npfnic/npfnic/ibrc/rnrsweep"
+	"github.com/npfnic/npfnic/internal/exp/rnrsweep"
 	"github.com/npfnic/npfnic/internal/report"
 )
 

@@ -6,11 +6,11 @@ import (
 	"io"
 	"time"
 
-	"github.com/npfnic/npfnic/ibrc/rnrsweep"
+	"github.com/npfnic/npfnic/internal/exp/rnrsweep"
 )
 
 // Sim is the virtual-time sweep of `npfnic exp rnr` (package
-// ibrc/rnrsweep: two ibrc engines on a simulated link, faults per packet),
+// internal/exp/rnrsweep: two ibrc engines on a simulated link, faults per packet),
 // which the RC half draws beside its measurements.
 type Sim struct {
 	Config rnrsweep.Config

@@ -1,0 +1,85 @@
+package rdmaperf
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/npfnic/npfnic/internal/testbed"
+)
+
+func TestParsePairs(t *testing.T) {
+	ps, err := ParsePairs(DefaultPairs)
+	if err != nil || len(ps) != 3 || ps[1] != (Pair{testbed.RDMANPFNIC, testbed.RDMARxe}) {
+		t.Fatalf("ParsePairs(%q) = %v, %v", DefaultPairs, ps, err)
+	}
+	for _, bad := range []string{"rxe", "rxe-mlx5", "npfnic-", "rxe-rxe,,"} {
+		if _, err := ParsePairs(bad); err == nil {
+			t.Errorf("ParsePairs(%q) accepted", bad)
+		}
+	}
+}
+
+// TestReport: medians and ratios to rxe-rxe, goals judged on them, a
+// failed pair reported as such, and the outputs written.
+func TestReport(t *testing.T) {
+	c := Config{LogDir: t.TempDir()}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	rxe, nn, nr := c.Pairs[0], c.Pairs[2], c.Pairs[1]
+	var results []Result
+	for round := 1; round <= 3; round++ {
+		for _, tt := range Tests {
+			base, fast := 10.0+float64(round), 150.0+float64(round)
+			if tt.Latency {
+				base, fast = 600, 100
+			}
+			results = append(results,
+				Result{Pair: rxe, Test: tt.Name, Round: round, Value: base},
+				Result{Pair: nn, Test: tt.Name, Round: round, Value: fast},
+				Result{Pair: nr, Test: tt.Name, Round: round, Err: errors.New("no ibverbs device\nmore")})
+		}
+	}
+	cells := Summarize(c, results)
+	for _, cell := range cells {
+		switch {
+		case cell.Pair == rxe && !cell.Test.Latency && (cell.Median != 12 || cell.Lo != 11 || cell.Hi != 13):
+			t.Errorf("rxe %s: %+v", cell.Test.Name, cell)
+		case cell.Pair == nn && !cell.Test.Latency && math.Abs(Ratio(cells, cell)-152.0/12) > 1e-9:
+			t.Errorf("npfnic-npfnic %s ratio %v", cell.Test.Name, Ratio(cells, cell))
+		case cell.Pair == nr && (cell.OK != 0 || cell.Failed != 3 || !math.IsNaN(Ratio(cells, cell))):
+			t.Errorf("failed pair %s: %+v", cell.Test.Name, cell)
+		}
+	}
+	tab := Table(c, results)
+	for _, want := range []string{
+		"goal npfnic-npfnic >= 10x rxe-rxe bandwidth: MET",
+		"goal npfnic-npfnic <= 0.3x rxe-rxe latency: MET",
+		"goal npfnic-rxe >= 1.5x rxe-rxe bandwidth: NOT MEASURED",
+		"goal npfnic-npfnic >= 10x rxe-rxe bandwidth: MET (write_bw 64K 12.67x",
+		"npfnic-rxe write_bw 64K: 3 of 3 rounds failed: no ibverbs device",
+	} {
+		if !strings.Contains(tab, want) {
+			t.Errorf("table lacks %q:\n%s", want, tab)
+		}
+	}
+	// Goals of a pair the run did not include are not measured.
+	c2 := c
+	c2.Pairs = c.Pairs[:1]
+	if tab := Table(c2, results[:0]); !strings.Contains(tab, "goal npfnic-npfnic >= 10x rxe-rxe bandwidth: NOT MEASURED") {
+		t.Errorf("goals without the pair:\n%s", tab)
+	}
+	files, err := WriteOutputs(c.LogDir, c, results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if fi, err := os.Stat(f); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", filepath.Base(f), err)
+		}
+	}
+}

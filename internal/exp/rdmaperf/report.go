@@ -1,0 +1,236 @@
+package rdmaperf
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/npfnic/npfnic/internal/report"
+	"github.com/npfnic/npfnic/internal/testbed"
+)
+
+// Cell is one pair's summary of one test over the rounds.
+type Cell struct {
+	Pair           Pair
+	Test           Test
+	Median, Lo, Hi float64 // over the rounds that succeeded; NaN if none
+	OK, Failed     int
+	Err            error // the last failure
+}
+
+// Summarize gives a cell per test and pair, in Tests and c.Pairs order.
+func Summarize(c Config, results []Result) []Cell {
+	var cells []Cell
+	for _, t := range Tests {
+		for _, p := range c.Pairs {
+			cell := Cell{Pair: p, Test: t, Median: math.NaN(), Lo: math.NaN(), Hi: math.NaN()}
+			var vals []float64
+			for _, r := range results {
+				if r.Pair != p || r.Test != t.Name {
+					continue
+				}
+				if r.Err != nil {
+					cell.Failed++
+					cell.Err = r.Err
+					continue
+				}
+				vals = append(vals, r.Value)
+			}
+			cell.OK = len(vals)
+			if len(vals) > 0 {
+				cell.Median = report.Median(vals)
+				cell.Lo, cell.Hi = report.Spread(vals)
+			}
+			cells = append(cells, cell)
+		}
+	}
+	return cells
+}
+
+// baseline is the rxe↔rxe cell of t, if measured.
+func baseline(cells []Cell, t Test) (Cell, bool) {
+	for _, c := range cells {
+		if c.Test.Name == t.Name && c.Pair == (Pair{testbed.RDMARxe, testbed.RDMARxe}) && c.OK > 0 {
+			return c, true
+		}
+	}
+	return Cell{}, false
+}
+
+// Ratio is a cell's median over rxe↔rxe's: for bandwidth how many times
+// faster, for latency the latency ratio (lower is better). NaN without both.
+func Ratio(cells []Cell, c Cell) float64 {
+	b, ok := baseline(cells, c.Test)
+	if !ok || c.OK == 0 || b.Median == 0 {
+		return math.NaN()
+	}
+	return c.Median / b.Median
+}
+
+// Goal is what the issue asks of a pair, per kind of test.
+type Goal struct {
+	Pair    Pair
+	Latency bool
+	// Bandwidth: ratio at least Min; latency: ratio at most Max.
+	Min, Max float64
+}
+
+// Goals are issue 12's: npfnic↔npfnic at least 10× rxe↔rxe's bandwidth and
+// at most 0.3× its latency; npfnic↔rxe at least 1.5× its bandwidth.
+var Goals = []Goal{
+	{Pair: Pair{testbed.RDMANPFNIC, testbed.RDMANPFNIC}, Min: 10},
+	{Pair: Pair{testbed.RDMANPFNIC, testbed.RDMANPFNIC}, Latency: true, Max: 0.3},
+	{Pair: Pair{testbed.RDMANPFNIC, testbed.RDMARxe}, Min: 1.5},
+}
+
+// Table prints the medians (with min–max) and ratios, then the goals.
+func Table(c Config, results []Result) string {
+	cells := Summarize(c, results)
+	var b strings.Builder
+	fmt.Fprintf(&b, "perftest between two TCG guests cabled back to back, %d rounds of -n %d, medians (min-max); ratio to rxe-rxe\n\n", c.Rounds, c.Iters)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	head := []string{"test"}
+	for _, p := range c.Pairs {
+		head = append(head, p.String())
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, t := range Tests {
+		row := []string{t.Name + " (" + unit(t) + ")"}
+		for _, cell := range cells {
+			if cell.Test.Name != t.Name {
+				continue
+			}
+			row = append(row, formatCell(cells, cell))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	}
+	tw.Flush()
+	b.WriteString("\n")
+	for _, g := range Goals {
+		b.WriteString(goalLine(cells, g) + "\n")
+	}
+	var failed []string
+	for _, cell := range cells {
+		if cell.Failed > 0 {
+			failed = append(failed, fmt.Sprintf("  %s %s: %d of %d rounds failed: %s", cell.Pair, cell.Test.Name, cell.Failed,
+				cell.Failed+cell.OK, firstLine(cell.Err)))
+		}
+	}
+	if len(failed) > 0 {
+		b.WriteString("\nfailures:\n" + strings.Join(failed, "\n") + "\n")
+	}
+	return b.String()
+}
+
+func formatCell(cells []Cell, c Cell) string {
+	if c.OK == 0 {
+		return "failed"
+	}
+	s := fmt.Sprintf("%.3g (%.3g-%.3g)", c.Median, c.Lo, c.Hi)
+	if r := Ratio(cells, c); !math.IsNaN(r) && c.Pair != (Pair{testbed.RDMARxe, testbed.RDMARxe}) {
+		s += fmt.Sprintf(" %.2fx", r)
+	}
+	return s
+}
+
+// goalLine judges one goal on every test of its kind.
+func goalLine(cells []Cell, g Goal) string {
+	var parts []string
+	verdict := "MET"
+	for _, c := range cells {
+		if c.Pair != g.Pair || c.Test.Latency != g.Latency {
+			continue
+		}
+		r := Ratio(cells, c)
+		switch {
+		case math.IsNaN(r):
+			verdict = "NOT MEASURED"
+			parts = append(parts, c.Test.Name+" -")
+			continue
+		case g.Latency && r > g.Max, !g.Latency && r < g.Min:
+			if verdict == "MET" {
+				verdict = "MISSED"
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s %.2fx", c.Test.Name, r))
+	}
+	if len(parts) == 0 {
+		verdict = "NOT MEASURED"
+	}
+	want := fmt.Sprintf(">= %gx rxe-rxe bandwidth", g.Min)
+	if g.Latency {
+		want = fmt.Sprintf("<= %gx rxe-rxe latency", g.Max)
+	}
+	line := fmt.Sprintf("goal %s %s: %s", g.Pair, want, verdict)
+	if len(parts) > 0 {
+		line += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return line
+}
+
+// WriteOutputs writes rdma.csv (every round), rdma-summary.csv, rdma.txt
+// (the table) and rdma.png (bandwidth and latency by pair).
+func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
+	var rows [][]string
+	for _, r := range results {
+		errText := ""
+		if r.Err != nil {
+			errText = firstLine(r.Err)
+		}
+		rows = append(rows, report.Row(r.Round, r.Pair.String(), r.Test, r.Value, errText))
+	}
+	files := []string{filepath.Join(dir, "rdma.csv"), filepath.Join(dir, "rdma-summary.csv"), filepath.Join(dir, "rdma.txt"), filepath.Join(dir, "rdma.png")}
+	if err := report.WriteCSV(files[0], []string{"round", "pair", "test", "value", "error"}, rows); err != nil {
+		return nil, err
+	}
+	cells := Summarize(c, results)
+	rows = nil
+	for _, cell := range cells {
+		rows = append(rows, report.Row(cell.Pair.String(), cell.Test.Name, unit(cell.Test), cell.Median, cell.Lo, cell.Hi, Ratio(cells, cell), cell.OK, cell.Failed))
+	}
+	if err := report.WriteCSV(files[1], []string{"pair", "test", "unit", "median", "min", "max", "ratio_to_rxe_rxe", "rounds_ok", "rounds_failed"}, rows); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(files[2], []byte(Table(c, results)), 0o644); err != nil {
+		return nil, err
+	}
+	if err := report.SavePNG(files[3], 900, 360, charts(c, cells)...); err != nil {
+		return nil, err
+	}
+	return files, nil
+}
+
+func charts(c Config, cells []Cell) []report.Chart {
+	bw := report.BarChart{Title: "RC bandwidth, perftest at 64 KiB (median)", XLabel: "test", YLabel: "MB/s", LegendRoom: true}
+	lat := report.BarChart{Title: "RC latency, ib_send_lat at 64 bytes (median, typical)", XLabel: "test", YLabel: "µs", LegendRoom: true}
+	for _, t := range Tests {
+		if t.Latency {
+			lat.Categories = append(lat.Categories, t.Name)
+		} else {
+			bw.Categories = append(bw.Categories, t.Name)
+		}
+	}
+	for _, p := range c.Pairs {
+		sb, sl := report.BarSeries{Name: p.String()}, report.BarSeries{Name: p.String()}
+		for _, cell := range cells {
+			if cell.Pair != p {
+				continue
+			}
+			v := cell.Median
+			if math.IsNaN(v) {
+				v = 0
+			}
+			if cell.Test.Latency {
+				sl.Values = append(sl.Values, v)
+			} else {
+				sb.Values = append(sb.Values, v)
+			}
+		}
+		bw.Series = append(bw.Series, sb)
+		lat.Series = append(lat.Series, sl)
+	}
+	return []report.Chart{bw, lat}
+}

@@ -1,0 +1,470 @@
+package rdma
+
+import (
+	"errors"
+	"math/bits"
+
+	"github.com/npfnic/npfnic/ibrc"
+	"github.com/npfnic/npfnic/ibrc/rxeq"
+	"github.com/npfnic/npfnic/vdevice/hw"
+)
+
+// runCommands runs the commands posted up to tail, in order: read the
+// entry, run it, write its status (and QUERY_QP's results), move cmdq_head,
+// and post CMD_DONE if asked.
+func (w *worker) runCommands(tail uint32) {
+	in := w.inst
+	for !w.halted && w.cmdHead != tail {
+		if tail-w.cmdHead > in.cmdqSize {
+			w.fail(hw.RDMAErrBadCmdqTail, tail)
+			return
+		}
+		idx := w.cmdHead
+		addr := in.cmdq + uint64(idx%in.cmdqSize)*hw.RDMACmdSize
+		if !in.dma.Begin() {
+			return
+		}
+		err := in.dma.ReadAt(addr, w.cmd[:])
+		in.dma.End()
+		if err != nil {
+			w.fail(hw.RDMAErrBadCmdq, idx)
+			return
+		}
+		st, results := w.exec(w.cmd[:])
+		if !in.dma.Begin() {
+			return // disabled or reset meanwhile: the command's effect is void with its objects
+		}
+		if results {
+			err = in.dma.WriteAt(addr+12, w.cmd[12:])
+		}
+		if err == nil {
+			err = in.dma.WriteU32(addr+uint64(hw.RDMACmdStatus.Offset), st)
+		}
+		w.cmdHead++
+		if err == nil {
+			err = in.dma.WriteU32(in.status+uint64(hw.RDMAStatusCmdqHead.Offset), w.cmdHead)
+		}
+		in.dma.End()
+		w.e.stats.commands.Add(1)
+		if err != nil {
+			w.fail(hw.RDMAErrBadCmdq, idx)
+			return
+		}
+		if hw.RDMACmdFlags.Get(w.cmd[:])&hw.RDMACmdFlagEvent != 0 {
+			w.postEvent(hw.RDMAEventCmdDone, idx, 0)
+		}
+	}
+}
+
+// exec runs one command and returns its status; results reports that b's
+// bytes from 12 on hold results to write back (QUERY_QP). It never panics,
+// whatever b holds.
+func (w *worker) exec(b []byte) (status uint32, results bool) {
+	h := hw.RDMACmdHandle.Get(b)
+	switch hw.RDMACmdOpcode.Get(b) {
+	case hw.RDMACmdCreateCQ:
+		return w.createCQ(h, b), false
+	case hw.RDMACmdDestroyCQ:
+		return w.destroyCQ(h), false
+	case hw.RDMACmdCreateQP:
+		return w.createQP(h, b), false
+	case hw.RDMACmdModifyQP:
+		return w.modifyQP(h, b), false
+	case hw.RDMACmdQueryQP:
+		st := w.queryQP(h, b)
+		return st, st == hw.RDMACmdOK
+	case hw.RDMACmdDestroyQP:
+		return w.destroyQP(h), false
+	case hw.RDMACmdRegMR:
+		return w.regMR(h, b), false
+	case hw.RDMACmdDeregMR:
+		return w.deregMR(h), false
+	case hw.RDMACmdAddGID:
+		return w.addGID(h, b), false
+	case hw.RDMACmdDelGID:
+		return w.delGID(h), false
+	case hw.RDMACmdQueryStats:
+		return w.queryStats(h, b), false
+	}
+	return hw.RDMACmdErrOpcode, false
+}
+
+// geometry checks a registered rxe queue: slots a power of two in
+// 2..maxSlots, an element size the ABI allows, and returns the buffer it
+// spans. The bounds keep the product far from overflowing.
+func geometry(base uint64, slots, log2 uint32, maxSlots uint32) (rxeq.Geometry, bool) {
+	if slots < 2 || slots > maxSlots || bits.OnesCount32(slots) != 1 || log2 > rxeq.MaxLog2ElemSize {
+		return rxeq.Geometry{}, false
+	}
+	g := rxeq.Geometry{Base: base, Slots: slots, Log2ElemSize: uint8(log2),
+		Size: hw.RxeQueueHeaderSize + uint64(slots)<<log2}
+	if wraps(g.Base, g.Size) {
+		return rxeq.Geometry{}, false
+	}
+	return g, true
+}
+
+func (w *worker) createCQ(n uint32, b []byte) uint32 {
+	if n >= hw.RDMAMaxCQ || w.cqs[n] != nil {
+		return hw.RDMACmdErrHandle
+	}
+	g, ok := geometry(hw.RDMACreateCQBuf.Get(b), hw.RDMACreateCQSlots.Get(b), hw.RDMACreateCQLog2Elem.Get(b), hw.RDMAMaxCQE)
+	if !ok {
+		return hw.RDMACmdErrParam
+	}
+	dma := w.e.cfg.Mem.NewStream(streamName("cq", n))
+	ring, err := rxeq.NewCQ(dma, g)
+	if err != nil {
+		return hw.RDMACmdErrParam
+	}
+	// The engine's queue in front of the ring, which the worker drains on
+	// every completion: twice the ring, so a ring up to 2048 slots
+	// overruns first, and at most cqBacklog completions behind the worker
+	// (its buffer is allocated at once: 256 CQs of the largest ring must
+	// not cost the host gigabytes).
+	rc, err := w.e.rc.Load().CreateCQ(min(2*int(g.Slots), cqBacklog))
+	if err != nil {
+		return hw.RDMACmdErrParam
+	}
+	c := &cq{n: n, dma: dma, ring: ring, rc: rc}
+	rc.SetNotify(func() {
+		c.pending.Store(true)
+		w.e.wake()
+	})
+	dma.Own(g.Base, g.Size)
+	w.e.addStream(dma)
+	w.cqs[n] = c
+	w.e.mu.Lock()
+	w.e.liveCQ[n] = true
+	w.e.mu.Unlock()
+	return hw.RDMACmdOK
+}
+
+// cqBacklog bounds the completions the engine's queue holds for the
+// worker.
+const cqBacklog = 4096
+
+func (w *worker) destroyCQ(n uint32) uint32 {
+	if n >= hw.RDMAMaxCQ || w.cqs[n] == nil {
+		return hw.RDMACmdErrHandle
+	}
+	c := w.cqs[n]
+	if c.refs > 0 {
+		return hw.RDMACmdErrBusy
+	}
+	w.e.mu.Lock()
+	w.e.liveCQ[n] = false
+	w.e.mu.Unlock()
+	w.cqs[n] = nil
+	w.e.retire(c.dma)
+	w.wait(c.dma.Done())
+	return hw.RDMACmdOK
+}
+
+// wait waits for a stream to quiesce (or the engine to close). Only the
+// object's last unit can be in flight: a copy of a few pages.
+func (w *worker) wait(done <-chan struct{}) {
+	select {
+	case <-done:
+	case <-w.e.done:
+	}
+}
+
+func (w *worker) pd(n uint32) *ibrc.PD {
+	p := w.pds[n]
+	if p == nil {
+		p = w.e.rc.Load().CreatePD()
+		w.pds[n] = p
+	}
+	w.pdRefs[n]++
+	return p
+}
+
+func (w *worker) putPD(n uint32) {
+	if w.pdRefs[n]--; w.pdRefs[n] <= 0 {
+		delete(w.pdRefs, n)
+		delete(w.pds, n)
+	}
+}
+
+func (w *worker) createQP(n uint32, b []byte) uint32 {
+	switch {
+	case n < 2 || n > hw.RDMAQPNMax || w.qps[n] != nil:
+		return hw.RDMACmdErrHandle
+	case len(w.qps) >= hw.RDMAMaxQP:
+		return hw.RDMACmdErrResource
+	}
+	sg, ok1 := geometry(hw.RDMACreateQPSQBuf.Get(b), hw.RDMACreateQPSQSlots.Get(b), hw.RDMACreateQPSQLog2Elem.Get(b), hw.RDMAMaxQPWR)
+	rg, ok2 := geometry(hw.RDMACreateQPRQBuf.Get(b), hw.RDMACreateQPRQSlots.Get(b), hw.RDMACreateQPRQLog2Elem.Get(b), hw.RDMAMaxQPWR)
+	scqn, rcqn := hw.RDMACreateQPSendCQ.Get(b), hw.RDMACreateQPRecvCQ.Get(b)
+	ssge, rsge := int(hw.RDMACreateQPMaxSendSGE.Get(b)), int(hw.RDMACreateQPMaxRecvSGE.Get(b))
+	inline := int(hw.RDMACreateQPMaxInline.Get(b))
+	switch {
+	case !ok1 || !ok2:
+		return hw.RDMACmdErrParam
+	case scqn >= hw.RDMAMaxCQ || rcqn >= hw.RDMAMaxCQ || w.cqs[scqn] == nil || w.cqs[rcqn] == nil:
+		return hw.RDMACmdErrParam
+	case ssge < 1 || ssge > hw.RDMAMaxSGE || rsge < 1 || rsge > hw.RDMAMaxSGE || inline > hw.RDMAMaxInline:
+		return hw.RDMACmdErrParam
+	}
+	q := &qp{n: n, pdn: hw.RDMACreateQPPD.Get(b), sqG: sg, rqG: rg, rsge: rsge, badWQEs: &w.e.stats.badWQEs,
+		lim: rxeq.SendLimits{MaxSGE: ssge, MaxInline: inline}, sigAll: hw.RDMACreateQPSigAll.Get(b) != 0,
+		scq: w.cqs[scqn], rcq: w.cqs[rcqn]}
+	q.dma = w.e.cfg.Mem.NewStream(streamName("qp", n))
+	if !q.newRings() {
+		return hw.RDMACmdErrParam
+	}
+	rc, err := w.pd(q.pdn).CreateQPNum(n, ibrc.QPInit{SendCQ: q.scq.rc, RecvCQ: q.rcq.rc,
+		Cap:        ibrc.QPCap{MaxSendWR: int(sg.Slots), MaxRecvWR: int(rg.Slots), MaxSendSGE: ssge, MaxRecvSGE: rsge, MaxInline: inline},
+		RecvSource: q.nextRecv})
+	if err != nil {
+		w.putPD(q.pdn)
+		return hw.RDMACmdErrParam
+	}
+	q.rc = rc
+	q.dma.Own(sg.Base, sg.Size)
+	q.dma.Own(rg.Base, rg.Size)
+	w.e.addStream(q.dma)
+	q.scq.refs++
+	q.rcq.refs++
+	w.qps[n] = q
+	w.e.mu.Lock()
+	w.e.liveQP[n] = true
+	w.e.mu.Unlock()
+	return hw.RDMACmdOK
+}
+
+// newRings registers the QP's rxe rings, the device's indices at 0.
+func (q *qp) newRings() bool {
+	sq, err := rxeq.NewSQ(q.dma, q.sqG, q.lim)
+	if err != nil {
+		return false
+	}
+	rq, err := rxeq.NewRQ(q.dma, q.rqG, q.rsge)
+	if err != nil {
+		return false
+	}
+	q.sq, q.rq = sq, rq
+	return true
+}
+
+// discard returns the slots of the entries the engine had taken to user
+// space without completions: the QP went to RESET, whose work requests
+// vanish. The rings' indices stay where they are (rdma_rxe's reset keeps
+// them too); entries posted and not yet fetched stay posted.
+func (q *qp) discard() {
+	q.bad, q.signaled = nil, nil
+	if !q.dma.Begin() {
+		return
+	}
+	defer q.dma.End()
+	for q.sq.Outstanding() > 0 && q.sq.Retire() == nil {
+	}
+	q.rqMu.Lock()
+	for q.rq.Outstanding() > 0 && q.rq.Retire() == nil {
+	}
+	q.rqMu.Unlock()
+	q.sqBroken = false
+	q.rqBroken.Store(false)
+}
+
+// modifyMask is what MODIFY_QP's mask may hold; other ib_qp_attr_mask bits
+// (IB_QP_PORT, IB_QP_PKEY_INDEX, IB_QP_CUR_STATE, ...) mean nothing to a
+// one-port, one-P_Key device and are ignored, so the driver may pass the
+// core's mask through.
+const modifyMask = hw.RDMAQPAttrState | hw.RDMAQPAttrAccessFlags | hw.RDMAQPAttrAV | hw.RDMAQPAttrPathMTU |
+	hw.RDMAQPAttrTimeout | hw.RDMAQPAttrRetryCnt | hw.RDMAQPAttrRNRRetry | hw.RDMAQPAttrRQPSN |
+	hw.RDMAQPAttrMaxQPRdAtom | hw.RDMAQPAttrMinRNRTimer | hw.RDMAQPAttrSQPSN | hw.RDMAQPAttrMaxDestRdAtm |
+	hw.RDMAQPAttrDestQPN
+
+func (w *worker) modifyQP(n uint32, b []byte) uint32 {
+	q := w.qps[n]
+	if q == nil {
+		return hw.RDMACmdErrHandle
+	}
+	mask := ibrc.AttrMask(hw.RDMAModifyQPMask.Get(b) & modifyMask)
+	a := ibrc.QPAttr{
+		State: ibrc.QPState(hw.RDMAModifyQPState.Get(b)), PathMTU: ibrc.MTU(hw.RDMAModifyQPPathMTU.Get(b)),
+		Timeout: hw.RDMAModifyQPTimeout.Get(b), RetryCnt: hw.RDMAModifyQPRetryCnt.Get(b),
+		RNRRetry: hw.RDMAModifyQPRNRRetry.Get(b), MinRNRTimer: hw.RDMAModifyQPMinRNRTimer.Get(b),
+		MaxRdAtomic: hw.RDMAModifyQPMaxRdAtomic.Get(b), MaxDestRdAtomic: hw.RDMAModifyQPMaxDestRd.Get(b),
+		AccessFlags: ibrc.Access(hw.RDMAModifyQPAccess.Get(b) & (hw.RDMAAccessLocalWrite | hw.RDMAAccessRemoteWrite | hw.RDMAAccessRemoteRead)),
+		DestQPN:     hw.RDMAModifyQPDestQPN.Get(b), RQPSN: hw.RDMAModifyQPRQPSN.Get(b), SQPSN: hw.RDMAModifyQPSQPSN.Get(b),
+	}
+	if mask&ibrc.AttrMaxRdAtomic != 0 && a.MaxRdAtomic > hw.RDMAMaxRdAtomic ||
+		mask&ibrc.AttrMaxDestRdAtomic != 0 && a.MaxDestRdAtomic > hw.RDMAMaxRdAtomic {
+		return hw.RDMACmdErrParam
+	}
+	if mask&ibrc.AttrAV != 0 {
+		copy(a.AV.DGID[:], b[hw.RDMAModifyQPDGID.Offset:hw.RDMAModifyQPDGID.Offset+16])
+		copy(a.AV.DestMAC[:], b[hw.RDMAModifyQPDMAC.Offset:hw.RDMAModifyQPDMAC.Offset+6])
+		a.AV.HopLimit = hw.RDMAModifyQPHopLimit.Get(b)
+		si := hw.RDMAModifyQPSGIDIndex.Get(b)
+		if int(si) >= len(w.gids) || !w.gids[si].valid {
+			return hw.RDMACmdErrParam
+		}
+		ip, ok := ipv4OfGID(w.gids[si].gid)
+		if !ok {
+			return hw.RDMACmdErrParam // RoCEv2 over IPv4 only
+		}
+		a.AV.SrcIP = ip
+	}
+	cur := q.rc.Query().State
+	next := cur
+	if mask&ibrc.AttrState != 0 {
+		next = a.State
+	}
+	if cur == ibrc.StateReset && next == ibrc.StateInit {
+		mask |= ibrc.AttrPKey // the one P_Key, 0xffff
+		a.PKey = 0xffff
+	}
+	if err := q.rc.ModifyQP(&a, mask); err != nil {
+		switch {
+		case errors.Is(err, ibrc.ErrInvalidModify):
+			return hw.RDMACmdErrState
+		case errors.Is(err, ibrc.ErrDestroyed):
+			return hw.RDMACmdErrHandle
+		}
+		return hw.RDMACmdErrParam
+	}
+	switch next {
+	case ibrc.StateReset:
+		w.drainCQ(q.scq)
+		w.drainCQ(q.rcq)
+		q.discard()
+		q.errStatus, q.userErr, q.fatalSent = 0, false, false
+	case ibrc.StateErr:
+		if cur != ibrc.StateErr {
+			q.userErr = true
+		}
+	case ibrc.StateRTS:
+		w.pumpSQ(q) // entries posted before RTS
+	}
+	return hw.RDMACmdOK
+}
+
+func (w *worker) queryQP(n uint32, b []byte) uint32 {
+	q := w.qps[n]
+	if q == nil {
+		return hw.RDMACmdErrHandle
+	}
+	a := q.rc.Query()
+	send, expect := q.rc.PSNs()
+	clear(b[12:])
+	hw.RDMAModifyQPMask.Put(b, hw.RDMAQPAttrState|hw.RDMAQPAttrRQPSN|hw.RDMAQPAttrSQPSN)
+	hw.RDMAQueryQPState.Put(b, uint8(a.State))
+	hw.RDMAQueryQPRQPSN.Put(b, expect)
+	hw.RDMAQueryQPSQPSN.Put(b, send)
+	return hw.RDMACmdOK
+}
+
+func (w *worker) destroyQP(n uint32) uint32 {
+	q := w.qps[n]
+	if q == nil {
+		return hw.RDMACmdErrHandle
+	}
+	w.e.mu.Lock()
+	delete(w.e.liveQP, n)
+	delete(w.e.bells, n)
+	w.e.mu.Unlock()
+	w.e.retire(q.dma)
+	_ = q.rc.Destroy() // no receive path calls nextRecv after this
+	// Completions the transport made for this QP before it went are
+	// still in its CQs: they are charged to it now, while its number is
+	// its own, not to a QP created with the same number before the
+	// next drain (whose ring slots they would retire).
+	w.drainCQ(q.scq)
+	if q.rcq != q.scq {
+		w.drainCQ(q.rcq)
+	}
+	w.wait(q.dma.Done())
+	delete(w.qps, n)
+	q.scq.refs--
+	q.rcq.refs--
+	w.putPD(q.pdn)
+	return hw.RDMACmdOK
+}
+
+func (w *worker) regMR(key uint32, b []byte) uint32 {
+	switch {
+	case key == 0 || w.mrs[key] != nil:
+		return hw.RDMACmdErrHandle
+	case len(w.mrs) >= hw.RDMAMaxMR:
+		return hw.RDMACmdErrResource
+	}
+	va, length := hw.RDMARegMRVA.Get(b), hw.RDMARegMRLength.Get(b)
+	acc := hw.RDMARegMRAccess.Get(b)
+	const known = hw.RDMAAccessLocalWrite | hw.RDMAAccessRemoteWrite | hw.RDMAAccessRemoteRead | hw.RDMAAccessOnDemand
+	switch {
+	case length == 0 || length > hw.RDMAMaxMRSize || wraps(va, length):
+		return hw.RDMACmdErrParam
+	case acc&^known != 0:
+		return hw.RDMACmdErrParam
+	case acc&hw.RDMAAccessRemoteWrite != 0 && acc&hw.RDMAAccessLocalWrite == 0:
+		return hw.RDMACmdErrParam
+	}
+	pdn := hw.RDMARegMRPD.Get(b)
+	m := &mr{key: key, pdn: pdn, mem: &mrMem{e: w.e, xlat: w.e.cfg.Xlat, pasid: hw.RDMARegMRPASID.Get(b),
+		dma: w.e.cfg.Mem.NewStream(streamName("mr", key))}}
+	rc, err := w.pd(pdn).RegisterMRKey(m.mem, key, va, length, ibrc.Access(acc&^hw.RDMAAccessOnDemand))
+	if err != nil {
+		w.putPD(pdn)
+		return hw.RDMACmdErrParam
+	}
+	m.rc = rc
+	w.e.addStream(m.mem.dma)
+	w.mrs[key] = m
+	if h := w.e.testRegMR; h != nil {
+		h(m.mem)
+	}
+	return hw.RDMACmdOK
+}
+
+func (w *worker) deregMR(key uint32) uint32 {
+	m := w.mrs[key]
+	if m == nil {
+		return hw.RDMACmdErrHandle
+	}
+	_ = m.rc.Deregister() // no new lookup finds it
+	w.e.retire(m.mem.dma) // no new copy starts
+	w.wait(m.mem.dma.Done())
+	delete(w.mrs, key)
+	w.putPD(m.pdn)
+	return hw.RDMACmdOK
+}
+
+func (w *worker) addGID(i uint32, b []byte) uint32 {
+	if i >= hw.RDMAMaxGID {
+		return hw.RDMACmdErrHandle
+	}
+	w.gids[i].valid = true
+	copy(w.gids[i].gid[:], b[hw.RDMAAddGIDGID.Offset:hw.RDMAAddGIDGID.Offset+16])
+	w.publishGIDs()
+	return hw.RDMACmdOK
+}
+
+func (w *worker) delGID(i uint32) uint32 {
+	if i >= hw.RDMAMaxGID || !w.gids[i].valid {
+		return hw.RDMACmdErrHandle
+	}
+	w.gids[i].valid = false
+	w.publishGIDs()
+	return hw.RDMACmdOK
+}
+
+// publishGIDs hands the IPv4 addresses of the GID table to the port's
+// claim and the RC engine; the lowest entry's is the engine's own.
+func (w *worker) publishGIDs() {
+	var ips [][4]byte
+	for _, g := range w.gids {
+		if ip, ok := ipv4OfGID(g.gid); g.valid && ok {
+			ips = append(ips, ip)
+		}
+	}
+	rc := w.e.rc.Load()
+	rc.SetLocalIPs(ips)
+	if len(ips) > 0 {
+		rc.SetIPv4(ips[0])
+	}
+	w.e.gids.Store(&ips)
+}

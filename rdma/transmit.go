@@ -1,0 +1,166 @@
+package rdma
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/npfnic/npfnic/ibrc"
+	"github.com/npfnic/npfnic/vdevice/trace"
+)
+
+// txDepth bounds the frames the RC transport handed over that the port
+// has not taken yet: beyond it the transport is refused
+// (ibrc.ErrPortFull), and it is let go on (PortReady) once half of them
+// left. It is short because every frame in it is latency for the RC
+// timers of the peer (a READ's responses behind 128 others).
+const txDepth = 128
+
+// errClosed is a frame sent after Close.
+var errClosed = errors.New("rdma: closed")
+
+// txFrame is a frame and the transport that built it.
+type txFrame struct {
+	rc    *ibrc.Engine
+	frame []byte
+}
+
+// transmitter is the RC engine's transmit path: a bounded queue between
+// the transport, which hands it frames from whatever goroutine released
+// the transport's lock (the port's reader, the worker, a timer), and the
+// goroutine that gives them to the port, whose Send may block while the
+// peer does not read. Only that goroutine waits for the wire, so the
+// port's reader keeps reading whatever the peer does: two NICs reading
+// from each other no longer wait for each other's readers. It paces the
+// transport (ibrc.PacedPort): when the transport has packets to build
+// (Pull) or was refused, this goroutine lets it build and queue them
+// (PortReady) once the queue has room, so a long READ's responses are
+// read from guest memory here, not on the port's reader. Frames of a
+// transport that RESET replaced are dropped, queued or not.
+type transmitter struct {
+	e    *Engine
+	mu   sync.Mutex
+	cond sync.Cond
+	ring [txDepth]txFrame
+	r, w uint64       // frames taken, frames queued
+	wake *ibrc.Engine // pulled or refused: PortReady once there is room
+	done bool         // Close: the goroutine stops
+	// readyMu is held across PortReady calls and taken by close to set
+	// done (before mu), so that close waits one out.
+	readyMu sync.Mutex
+}
+
+func (t *transmitter) init(e *Engine) {
+	t.e = e
+	t.cond.L = &t.mu
+}
+
+// txPort is one transport's side of the transmitter.
+type txPort struct {
+	t  *transmitter
+	rc *ibrc.Engine // set once, before the transport is published
+}
+
+// SendFrame implements ibrc.Port.
+func (p *txPort) SendFrame(f []byte) error { return p.t.put(p.rc, f) }
+
+// Pull implements ibrc.PacedPort.
+func (p *txPort) Pull() { p.t.pull(p.rc) }
+
+// put queues frame of rc, or refuses it with ibrc.ErrPortFull.
+func (t *transmitter) put(rc *ibrc.Engine, frame []byte) error {
+	if t.e.port.Load() == nil {
+		return errNoPort
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return errClosed
+	}
+	if t.w-t.r == txDepth {
+		t.wake = rc
+		return ibrc.ErrPortFull
+	}
+	t.ring[t.w%txDepth] = txFrame{rc: rc, frame: frame}
+	t.w++
+	t.cond.Signal()
+	if tr := t.e.cfg.Trace; tr.On() {
+		// Traced as the transport sends it, in order with its page
+		// requests and events, rather than when the port takes it.
+		traceRC(tr, trace.RCTx, frame)
+	}
+	return nil
+}
+
+// pull asks for a PortReady of rc.
+func (t *transmitter) pull(rc *ibrc.Engine) {
+	t.mu.Lock()
+	t.wake = rc
+	t.mu.Unlock()
+	t.cond.Signal()
+}
+
+// purge drops the queued frames: RESET replaced their transport.
+func (t *transmitter) purge() {
+	t.mu.Lock()
+	for ; t.r != t.w; t.r++ {
+		t.ring[t.r%txDepth] = txFrame{}
+	}
+	t.wake = nil
+	t.mu.Unlock()
+}
+
+// run is the transmit goroutine. It does not end while the port blocks
+// its Send: Close leaves it to the port's closing.
+func (t *transmitter) run() {
+	for {
+		t.mu.Lock()
+		for t.r == t.w && t.wake == nil && !t.done {
+			t.cond.Wait()
+		}
+		if t.done {
+			t.mu.Unlock()
+			return
+		}
+		if rc := t.wake; rc != nil && t.w-t.r <= txDepth/2 {
+			t.wake = nil
+			t.mu.Unlock()
+			t.ready(rc)
+			continue
+		}
+		f := t.ring[t.r%txDepth]
+		t.ring[t.r%txDepth] = txFrame{}
+		t.r++
+		t.mu.Unlock()
+		if f.rc == t.e.rc.Load() {
+			if p := t.e.port.Load(); p != nil {
+				_ = (*p).Send(f.frame)
+			}
+		}
+		f.rc.FrameLeft()
+	}
+}
+
+// ready lets rc build and send, unless it was replaced or the engine
+// closed.
+func (t *transmitter) ready(rc *ibrc.Engine) {
+	t.readyMu.Lock()
+	defer t.readyMu.Unlock()
+	t.mu.Lock()
+	done := t.done
+	t.mu.Unlock()
+	if !done && rc == t.e.rc.Load() {
+		rc.PortReady()
+	}
+}
+
+// close stops the goroutine (once the port lets go of it), after any
+// PortReady it is in: the transport is not entered from here afterwards.
+func (t *transmitter) close() {
+	t.readyMu.Lock()
+	t.mu.Lock()
+	t.done = true
+	t.mu.Unlock()
+	t.readyMu.Unlock()
+	t.purge()
+	t.cond.Broadcast()
+}
