@@ -117,7 +117,7 @@ type NIC struct {
 	dp         *ethring.Datapath
 	rdma       *rdma.Engine // RC over RoCEv2 (BlockRDMA)
 	xlat       *ats.Context
-	pri        *pri.Engine
+	pri        *pri.Requester
 	blocks     [hw.BlockCount]regBlock // BAR0's owners (bar0.go)
 	trace      *trace.Recorder
 	partialLog rateLimit
@@ -336,7 +336,7 @@ func (n *NIC) ATS() *ats.Context { return n.xlat }
 
 // PRI returns the function's page request interface; its Recorder holds
 // the stage timing of every fault.
-func (n *NIC) PRI() *pri.Engine { return n.pri }
+func (n *NIC) PRI() *pri.Requester { return n.pri }
 
 // MAC returns the station address.
 func (n *NIC) MAC() net.HardwareAddr { return append(net.HardwareAddr(nil), n.mac...) }

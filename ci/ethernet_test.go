@@ -388,7 +388,7 @@ func TestTwoVMsCabledThroughStream(t *testing.T) {
 	defer os.RemoveAll(dir)
 	wire := filepath.Join(dir, "wire.sock")
 	a := startVM(t, vm.Config{Name: "npfnic-end", NPFNICs: []vm.NPFNIC{{Server: vm.InProcessServer{Wire: "stream-listen:unix:" + wire}}}})
-	b := startVM(t, vm.Config{Name: "e1000e-end", NICs: []vm.NIC{{Model: "e1000e", Netdev: vm.Netdev{Kind: "stream", Path: wire}}}})
+	b := startVM(t, vm.Config{Name: "e1000e-end", NICs: []vm.QEMUNIC{{Model: "e1000e", Netdev: vm.Netdev{Kind: "stream", Path: wire}}}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := a.LoadDriver(ctx, ""); err != nil {

@@ -26,7 +26,7 @@ var (
 )
 
 type node struct {
-	e        *ibrc.Engine
+	e        *ibrc.Transport
 	pd       *ibrc.PD
 	mem      *ibrctest.Mem
 	mr       *ibrc.MR

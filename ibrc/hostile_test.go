@@ -16,7 +16,7 @@ const peerQPN = 0x99
 // victim is one engine whose QP is connected to a peer that exists only as
 // the frames a test crafts; everything the engine sends is collected.
 type victim struct {
-	e    *ibrc.Engine
+	e    *ibrc.Transport
 	qp   *ibrc.QP
 	mr   *ibrc.MR
 	mem  *ibrctest.Mem // the region's memory, unless victimOpts.mem replaced it

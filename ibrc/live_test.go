@@ -20,7 +20,7 @@ func TestRealClockConcurrent(t *testing.T) {
 	link := ibrctest.NewLink(ibrctest.LinkConfig{Clock: clk, Latency: 20 * time.Microsecond, Loss: 0.01, Dup: 0.01, Seed: 9})
 	pager := &ibrctest.Pager{Clock: clk, Delay: 50 * time.Microsecond}
 	type side struct {
-		e   *ibrc.Engine
+		e   *ibrc.Transport
 		mem *ibrctest.Mem
 		mr  *ibrc.MR
 		cq  *ibrc.CQ

@@ -112,7 +112,7 @@ func (f PageRequesterFunc) RequestPage(r PageRequest, done func(ok bool)) { f(r,
 // runs on whatever goroutine released the engine's lock, a port reader's
 // included, so it should not block: a port that cannot take the frame now
 // returns ErrPortFull (the frame stays the engine's) and calls
-// Engine.PortReady once it can.
+// Transport.PortReady once it can.
 type Port interface {
 	SendFrame(frame []byte) error
 }

@@ -264,7 +264,7 @@ type pairRecv struct {
 // pairSide is one engine and what the test knows of it.
 type pairSide struct {
 	n       int
-	e       *ibrc.Engine
+	e       *ibrc.Transport
 	mem     *fenceMem
 	mrs     [pairNumMR]*pairMR
 	scq     *ibrc.CQ

@@ -65,7 +65,7 @@ type readRes struct {
 
 // QP is a reliable-connected queue pair.
 type QP struct {
-	e      *Engine
+	e      *Transport
 	pd     *PD
 	num    uint32
 	init   QPInit
@@ -101,7 +101,7 @@ type reqState struct {
 	stalled      bool // gathering payload faulted; waiting for the page
 	timer        clock.Timer
 	timerTok     *int
-	lastSent     uint64 // where the engine queued the last request packet (Engine.send)
+	lastSent     uint64 // where the engine queued the last request packet (Transport.send)
 	retryCnt     uint8
 	rnrRetry     uint8
 	startedRetry bool

@@ -37,8 +37,8 @@ import (
 var ErrPortFull = errors.New("ibrc: port full")
 
 // PacedPort is a Port with a transmit goroutine of its own, from which it
-// calls Engine.PortReady when asked to (Pull) or after it refused a frame
-// (ErrPortFull), once it has room. It calls Engine.FrameLeft for each
+// calls Transport.PortReady when asked to (Pull) or after it refused a frame
+// (ErrPortFull), once it has room. It calls Transport.FrameLeft for each
 // frame it took, in order, once the frame is on the wire or dropped: the
 // local ACK timer runs from then (QP.onTimeout), not from queueing.
 type PacedPort interface {
@@ -68,7 +68,7 @@ const (
 // again or nothing is left; it reads memory regions meanwhile (READ
 // responses). It waits for a flush running on another goroutine to
 // finish; it must not be called from within SendFrame.
-func (e *Engine) PortReady() {
+func (e *Transport) PortReady() {
 	e.txMu.Lock()
 	e.mu.Lock()
 	e.portFull = false
@@ -85,7 +85,7 @@ func (e *Engine) PortReady() {
 // it; a nested call (a callback that re-enters the engine) or a concurrent
 // one leaves its output to the running flush, which looks for more before
 // it returns. A paced port is asked for a PortReady if QPs wait.
-func (e *Engine) flush() {
+func (e *Transport) flush() {
 	pump := e.paced == nil
 	for {
 		if !e.txMu.TryLock() {
@@ -109,7 +109,7 @@ func (e *Engine) flush() {
 
 // flushRound does one round of flush, reporting whether it had anything
 // to do; with pump, waiting QPs get turns first. Caller holds txMu.
-func (e *Engine) flushRound(pump bool) bool {
+func (e *Transport) flushRound(pump bool) bool {
 	e.mu.Lock()
 	e.txOut = 0 // the previous round's frames are the port's
 	if pump {
@@ -150,7 +150,7 @@ func (e *Engine) flushRound(pump bool) bool {
 
 // outputLocked reports whether flush has something to do. Caller holds
 // mu.
-func (e *Engine) outputLocked(pump bool) bool {
+func (e *Transport) outputLocked(pump bool) bool {
 	if len(e.cbq) > 0 {
 		return true
 	}
@@ -162,11 +162,11 @@ func (e *Engine) outputLocked(pump bool) bool {
 
 // roomLocked reports whether data packets may be built now. Caller holds
 // mu.
-func (e *Engine) roomLocked() bool { return len(e.txq)+e.txOut < txRoomFrames }
+func (e *Transport) roomLocked() bool { return len(e.txq)+e.txOut < txRoomFrames }
 
 // txRoom reports whether q may build a data packet now; if not, q gets a
 // turn (txTurn) once the port took enough. Caller holds mu.
-func (e *Engine) txRoom(q *QP) bool {
+func (e *Transport) txRoom(q *QP) bool {
 	if e.roomLocked() {
 		return true
 	}
@@ -175,7 +175,7 @@ func (e *Engine) txRoom(q *QP) bool {
 }
 
 // txWaitFor gives q a turn after the QPs already waiting. Caller holds mu.
-func (e *Engine) txWaitFor(q *QP) {
+func (e *Transport) txWaitFor(q *QP) {
 	if !e.txWaiting[q] {
 		e.txWaiting[q] = true
 		e.txWait = append(e.txWait, q)
@@ -184,7 +184,7 @@ func (e *Engine) txWaitFor(q *QP) {
 
 // txForget takes a destroyed q out of the turns: a port that takes
 // nothing for long must not hold on to it. Caller holds mu.
-func (e *Engine) txForget(q *QP) {
+func (e *Transport) txForget(q *QP) {
 	if !e.txWaiting[q] {
 		return
 	}
@@ -197,7 +197,7 @@ func (e *Engine) txForget(q *QP) {
 // the others, for the next round. A round is one pass, so that mu, held
 // across the memory reads of what it builds, is let go between them (a
 // port reader waits for it). Caller holds mu.
-func (e *Engine) pumpLocked() {
+func (e *Transport) pumpLocked() {
 	for n := len(e.txWait); n > 0 && e.roomLocked(); n-- {
 		q := e.txWait[0]
 		e.txWait[0] = nil
@@ -221,11 +221,11 @@ func (q *QP) txTurn() {
 
 // FrameLeft tells the engine that its PacedPort put a frame it took on
 // the wire, or dropped it. It does not wait for the engine's lock.
-func (e *Engine) FrameLeft() { e.left.Add(1) }
+func (e *Transport) FrameLeft() { e.left.Add(1) }
 
 // send queues a frame and returns its place in the engine's output
 // (txQueued), 0 if it was dropped. Caller holds mu.
-func (e *Engine) send(frame []byte) uint64 {
+func (e *Transport) send(frame []byte) uint64 {
 	if len(e.txq)+e.txOut >= maxTxFrames {
 		e.stats.TxDropped++
 		return 0
@@ -237,8 +237,8 @@ func (e *Engine) send(frame []byte) uint64 {
 }
 
 // waiting reports whether the frame send placed at seq has not left yet.
-func (e *Engine) waiting(seq uint64) bool { return seq > e.left.Load() }
+func (e *Transport) waiting(seq uint64) bool { return seq > e.left.Load() }
 
 // defer_ queues a callback for after the lock is released. Caller holds
 // mu.
-func (e *Engine) defer_(f func()) { e.cbq = append(e.cbq, f) }
+func (e *Transport) defer_(f func()) { e.cbq = append(e.cbq, f) }

@@ -13,7 +13,7 @@ import (
 // loneQP is one engine whose frames go nowhere but into a list, with one
 // QP over a region of simulated memory: a requester with no peer.
 type loneQP struct {
-	e      *ibrc.Engine
+	e      *ibrc.Transport
 	qp     *ibrc.QP
 	mr     *ibrc.MR
 	scq    *ibrc.CQ

@@ -235,7 +235,7 @@ func BenchmarkFaultFlow(b *testing.B) {
 	reportStages(b, f.e)
 }
 
-func reportStages(b *testing.B, e *pri.Engine) {
+func reportStages(b *testing.B, e *pri.Requester) {
 	sum := pri.Summarize(e.Recorder().Snapshot())
 	for st, name := range pri.StageNames {
 		d := sum.Stages[st]

@@ -50,7 +50,7 @@ func (q *irqs) count(v int) int {
 type env struct {
 	g     *atstest.Guest
 	space *pcie.Space
-	e     *pri.Engine
+	e     *pri.Requester
 	drv   *pritest.Driver
 	irq   *irqs
 }
@@ -150,7 +150,7 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-func mustSubmit(t testing.TB, e *pri.Engine, r pri.Request) *pri.Group {
+func mustSubmit(t testing.TB, e *pri.Requester, r pri.Request) *pri.Group {
 	t.Helper()
 	g, err := e.Submit(ctxT(t), r)
 	if err != nil {

@@ -77,7 +77,7 @@ type Interrupts interface {
 	Trigger(vector int) error
 }
 
-// Config sets up an Engine.
+// Config sets up a Requester.
 type Config struct {
 	Mem  *guestmem.Memory // required
 	Caps Caps             // required
@@ -131,7 +131,7 @@ type Request struct {
 
 // Group is a page request group in flight.
 type Group struct {
-	e          *Engine
+	e          *Requester
 	prgi       uint16
 	pasid      uint32
 	pasidValid bool
@@ -217,8 +217,10 @@ type Stats struct {
 	Allocation  uint32 // Outstanding Page Request Allocation latched at enable
 }
 
-// Engine is the PRI of one PCI function. Create it with New.
-type Engine struct {
+// Requester is the device side of PRI for one PCI function: it sends
+// page requests in groups, takes the page responses, and times each
+// fault's stages. Create it with New.
+type Requester struct {
 	mem  *guestmem.Memory
 	caps Caps
 	irq  Interrupts
@@ -254,7 +256,7 @@ type Engine struct {
 
 // New returns an engine in the state the capability's registers give
 // (normally PRI disabled); its response goroutine runs until Close.
-func New(cfg Config) (*Engine, error) {
+func New(cfg Config) (*Requester, error) {
 	if cfg.Mem == nil || cfg.Caps == nil {
 		return nil, errors.New("pri: Config.Mem and Config.Caps are required")
 	}
@@ -264,7 +266,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{
+	e := &Requester{
 		mem: cfg.Mem, caps: cfg.Caps, irq: cfg.IRQ, rec: cfg.Recorder, log: cfg.Log, trace: cfg.Trace,
 		changed:  make(chan struct{}),
 		writeSem: make(chan struct{}, 1),
@@ -283,7 +285,7 @@ func New(cfg Config) (*Engine, error) {
 
 // Close abandons every outstanding group, fails waiting submitters with
 // ErrClosed and stops the response goroutine.
-func (e *Engine) Close() {
+func (e *Requester) Close() {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -299,10 +301,10 @@ func (e *Engine) Close() {
 }
 
 // Recorder returns the fault timing recorder.
-func (e *Engine) Recorder() *Recorder { return e.rec }
+func (e *Requester) Recorder() *Recorder { return e.rec }
 
 // Stats returns the counters.
-func (e *Engine) Stats() Stats {
+func (e *Requester) Stats() Stats {
 	s := Stats{
 		Groups: e.groupsN.Load(), Requests: e.requestsN.Load(), Success: e.successN.Load(),
 		Invalid: e.invalidN.Load(), Failures: e.failuresN.Load(), Unexpected: e.unexpectedN.Load(),
@@ -318,7 +320,7 @@ func (e *Engine) Stats() Stats {
 // MaxGroupPages is the largest group Submit accepts now: the allocation
 // and the page request queue size, whichever is smaller (0 when PRI or the
 // queue is off). The datapath splits larger faults into several groups.
-func (e *Engine) MaxGroupPages() int {
+func (e *Requester) MaxGroupPages() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.enabled || !e.q.on || e.q.prqBad {
@@ -328,7 +330,7 @@ func (e *Engine) MaxGroupPages() int {
 }
 
 // notifyLocked wakes every waiter.
-func (e *Engine) notifyLocked() {
+func (e *Requester) notifyLocked() {
 	close(e.changed)
 	e.changed = make(chan struct{})
 }
@@ -340,7 +342,7 @@ func (e *Engine) notifyLocked() {
 // so an enable latches even if the engine believes PRI is already on: its
 // configuration space was reset without hooks since (a function reset
 // that reset the engine first).
-func (e *Engine) PRIControl(enabled bool) {
+func (e *Requester) PRIControl(enabled bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch {
@@ -360,7 +362,7 @@ func (e *Engine) PRIControl(enabled bool) {
 // stopIfIdleLocked sets Stopped once PRI is disabled and nothing is
 // outstanding. Stopped is only ever changed under mu, so it cannot race
 // with an enable.
-func (e *Engine) stopIfIdleLocked() {
+func (e *Requester) stopIfIdleLocked() {
 	if !e.enabled && e.ngroups == 0 {
 		e.caps.SetPRIStopped(true)
 	}
@@ -369,7 +371,7 @@ func (e *Engine) stopIfIdleLocked() {
 // PRIReset applies a write of the PRI Reset bit (pcie.Hooks.PRIReset).
 // With Enable clear it abandons every outstanding group and clears the
 // credit count; with Enable set it has no effect.
-func (e *Engine) PRIReset() {
+func (e *Requester) PRIReset() {
 	e.mu.Lock()
 	if e.enabled || e.caps.PRIEnabled() {
 		e.mu.Unlock()
@@ -387,7 +389,7 @@ func (e *Engine) PRIReset() {
 // first, or keeps on a client disconnect), so engine and capability agree.
 // It stops the queues' DMA without waiting: Quiesced and WaitQuiesced tell
 // when none is left.
-func (e *Engine) Reset() {
+func (e *Requester) Reset() {
 	e.mu.Lock()
 	e.abandonAllLocked(ErrReset)
 	e.enabled, e.failed, e.alloc, e.nextPRGI = false, false, 0, 0
@@ -403,7 +405,7 @@ func (e *Engine) Reset() {
 }
 
 // abandonAllLocked completes every outstanding group with err.
-func (e *Engine) abandonAllLocked(err error) {
+func (e *Requester) abandonAllLocked(err error) {
 	for i, g := range e.groups {
 		if g != nil {
 			e.groups[i] = nil
@@ -416,7 +418,7 @@ func (e *Engine) abandonAllLocked(err error) {
 
 // complete publishes a group's result. Caller holds mu and has removed g
 // from groups.
-func (e *Engine) complete(g *Group, code Code, err error) {
+func (e *Requester) complete(g *Group, code Code, err error) {
 	g.code, g.err = code, err
 	if g.stamps[StampResponse].Load() == 0 {
 		g.stamps[StampResponse].Store(clock.Nanotime())
@@ -426,7 +428,7 @@ func (e *Engine) complete(g *Group, code Code, err error) {
 }
 
 // removeLocked takes an outstanding group off the books.
-func (e *Engine) removeLocked(g *Group) {
+func (e *Requester) removeLocked(g *Group) {
 	e.groups[g.prgi] = nil
 	e.ngroups--
 	e.used -= uint32(g.pages)
@@ -437,7 +439,7 @@ func (e *Engine) removeLocked(g *Group) {
 // credits, a free group index and queue space (back-pressure); it fails at
 // once when PRI cannot issue requests at all (ErrDisabled, ErrStopped,
 // ErrNoQueue, ErrTooLarge) and with ctx's error if ctx ends first.
-func (e *Engine) Submit(ctx context.Context, r Request) (*Group, error) {
+func (e *Requester) Submit(ctx context.Context, r Request) (*Group, error) {
 	return e.submit(ctx, r, true)
 }
 
@@ -445,13 +447,13 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Group, error) {
 // request is not remembered; the caller decides what to do (e.g. an RX
 // path that must not stall reception steers the frame elsewhere and
 // submits later).
-func (e *Engine) TrySubmit(r Request) (*Group, error) {
+func (e *Requester) TrySubmit(r Request) (*Group, error) {
 	return e.submit(context.Background(), r, false)
 }
 
 // Resolve is Submit followed by Wait; it returns the group (for Finish)
 // even when the response is an error.
-func (e *Engine) Resolve(ctx context.Context, r Request) (*Group, error) {
+func (e *Requester) Resolve(ctx context.Context, r Request) (*Group, error) {
 	g, err := e.Submit(ctx, r)
 	if err != nil {
 		return nil, err
@@ -460,7 +462,7 @@ func (e *Engine) Resolve(ctx context.Context, r Request) (*Group, error) {
 }
 
 // admitLocked says whether PRI can take a group of n pages at all.
-func (e *Engine) admitLocked(n int) error {
+func (e *Requester) admitLocked(n int) error {
 	switch {
 	case e.closed:
 		return ErrClosed
@@ -477,7 +479,7 @@ func (e *Engine) admitLocked(n int) error {
 }
 
 // freePRGILocked returns a free group index, round robin, or -1.
-func (e *Engine) freePRGILocked() int {
+func (e *Requester) freePRGILocked() int {
 	for i := range hw.PRGIMax {
 		p := (int(e.nextPRGI) + i) % hw.PRGIMax
 		if e.groups[p] == nil {
@@ -489,7 +491,7 @@ func (e *Engine) freePRGILocked() int {
 }
 
 // waitLocked releases mu until something changes or ctx ends.
-func (e *Engine) waitLocked(ctx context.Context) error {
+func (e *Requester) waitLocked(ctx context.Context) error {
 	ch := e.changed
 	e.mu.Unlock()
 	var err error
@@ -502,7 +504,7 @@ func (e *Engine) waitLocked(ctx context.Context) error {
 	return err
 }
 
-func (e *Engine) submit(ctx context.Context, r Request, wait bool) (*Group, error) {
+func (e *Requester) submit(ctx context.Context, r Request, wait bool) (*Group, error) {
 	detected := r.Detected
 	if detected == 0 {
 		detected = clock.Nanotime()
@@ -668,7 +670,7 @@ func (e *Engine) submit(ctx context.Context, r Request, wait bool) (*Group, erro
 
 // acquireWrite takes the right to write page requests; without wait it
 // only tries.
-func (e *Engine) acquireWrite(ctx context.Context, wait bool) bool {
+func (e *Requester) acquireWrite(ctx context.Context, wait bool) bool {
 	if !wait {
 		select {
 		case e.writeSem <- struct{}{}:
@@ -686,7 +688,7 @@ func (e *Engine) acquireWrite(ctx context.Context, wait bool) bool {
 }
 
 // dropLocked takes back a group that was never delivered.
-func (e *Engine) dropLocked(g *Group, err error) {
+func (e *Requester) dropLocked(g *Group, err error) {
 	if e.groups[g.prgi] == g {
 		e.removeLocked(g)
 		e.complete(g, Code(0xff), err)
@@ -697,7 +699,7 @@ func (e *Engine) dropLocked(g *Group, err error) {
 
 // queueFailed puts the page request queue in its error state after a
 // write into guest memory failed, and fails the group being written.
-func (e *Engine) queueFailed(g *Group, gen uint64, code, info uint32) error {
+func (e *Requester) queueFailed(g *Group, gen uint64, code, info uint32) error {
 	e.mu.Lock()
 	if e.q.gen == gen {
 		e.q.prqBad = true
@@ -710,7 +712,7 @@ func (e *Engine) queueFailed(g *Group, gen uint64, code, info uint32) error {
 	return ErrNoQueue
 }
 
-func (e *Engine) trigger(vector int) {
+func (e *Requester) trigger(vector int) {
 	if e.irq == nil {
 		return
 	}

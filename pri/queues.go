@@ -10,7 +10,7 @@ import (
 )
 
 // queues is the PRI register block and the state of the two queues. All
-// of it is guarded by Engine.mu.
+// of it is guarded by Requester.mu.
 //
 // Quiesce: each PRI_CTRL enable starts an instance with its own
 // guestmem.Stream (dma). Page request writes with their status update and
@@ -76,7 +76,7 @@ func (q *queues) busy() bool {
 // (PRI_CTRL.ENABLE) nor have a stopped instance with a unit in flight:
 // from then on PRI reads and writes none of the driver's queues or status
 // block and raises no interrupt. It is PRI_CTRL.BUSY inverted.
-func (e *Engine) Quiesced() bool {
+func (e *Requester) Quiesced() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return !e.q.busy()
@@ -86,7 +86,7 @@ func (e *Engine) Quiesced() bool {
 // Reset, or PRI_CTRL reset or disable), or ctx ends. An instance still
 // enabled is not waited for. Bound ctx: a unit in flight may wait on the
 // vfio-user client (see hw.Quiesce).
-func (e *Engine) WaitQuiesced(ctx context.Context) error {
+func (e *Requester) WaitQuiesced(ctx context.Context) error {
 	for {
 		e.mu.Lock()
 		done := e.q.draining.Next()
@@ -112,9 +112,9 @@ func (q *queues) setErrorLocked(code, info uint32) {
 
 // Kick makes the engine look at the response doorbell again; the PCI
 // function calls it when bus mastering is turned on.
-func (e *Engine) Kick() { e.wake() }
+func (e *Requester) Kick() { e.wake() }
 
-func (e *Engine) wake() {
+func (e *Requester) wake() {
 	select {
 	case e.kick <- struct{}{}:
 	default:
@@ -124,7 +124,7 @@ func (e *Engine) wake() {
 // RegRead reads a PRI register (BAR0 offsets hw.ATSRegEnd up to
 // hw.PRIRegEnd); ok is false for other offsets. Write-only registers read
 // as zero. It never blocks on guest memory.
-func (e *Engine) RegRead(off uint32) (v uint32, ok bool) {
+func (e *Requester) RegRead(off uint32) (v uint32, ok bool) {
 	if off < hw.ATSRegEnd || off >= hw.PRIRegEnd || off%4 != 0 {
 		return 0, false
 	}
@@ -150,7 +150,7 @@ func (e *Engine) RegRead(off uint32) (v uint32, ok bool) {
 // RegWrite writes a PRI register; ok is false for offsets outside the PRI
 // block. It never blocks on guest memory: enabling latches the registers
 // and the response goroutine probes the memory afterwards.
-func (e *Engine) RegWrite(off, v uint32) (ok bool) {
+func (e *Requester) RegWrite(off, v uint32) (ok bool) {
 	if off < hw.ATSRegEnd || off >= hw.PRIRegEnd || off%4 != 0 {
 		return false
 	}
@@ -194,7 +194,7 @@ func (e *Engine) RegWrite(off, v uint32) (ok bool) {
 
 // teardownLocked abandons every outstanding group when the queues go
 // away (no response can arrive any more).
-func (e *Engine) teardownLocked() {
+func (e *Requester) teardownLocked() {
 	if e.ngroups > 0 {
 		e.abandonAllLocked(ErrNoQueue)
 		e.stopIfIdleLocked()
@@ -203,7 +203,7 @@ func (e *Engine) teardownLocked() {
 
 // latchLocked applies PRI_CTRL.ENABLE: checks that need no guest memory
 // happen here, the response goroutine probes the memory.
-func (e *Engine) latchLocked() {
+func (e *Requester) latchLocked() {
 	q := &e.q
 	q.stopDMA()
 	q.dma = e.mem.NewStream("pri")
@@ -247,7 +247,7 @@ func (e *Engine) latchLocked() {
 	}
 }
 
-func (e *Engine) run() {
+func (e *Requester) run() {
 	defer e.wg.Done()
 	for {
 		select {
@@ -265,7 +265,7 @@ const headBatch = 32
 
 // service probes freshly enabled queues, publishes errors, and consumes
 // the posted page responses.
-func (e *Engine) service() {
+func (e *Requester) service() {
 	e.mu.Lock()
 	if !e.q.on || e.q.dma == nil {
 		e.mu.Unlock()
@@ -336,7 +336,7 @@ func (e *Engine) service() {
 	}
 }
 
-func (e *Engine) haltResponses(gen uint64, code, info uint32) {
+func (e *Requester) haltResponses(gen uint64, code, info uint32) {
 	e.mu.Lock()
 	if e.q.gen == gen {
 		e.q.prspHalted = true
@@ -351,7 +351,7 @@ func (e *Engine) haltResponses(gen uint64, code, info uint32) {
 // The status block write also clears the fields the response goroutine
 // owns; prq_tail belongs to the submitters (and is zero: the driver
 // zeroes the block before enabling).
-func (e *Engine) probe(gen uint64, dma *guestmem.Stream) bool {
+func (e *Requester) probe(gen uint64, dma *guestmem.Stream) bool {
 	e.mu.Lock()
 	q := e.q
 	e.mu.Unlock()
@@ -400,7 +400,7 @@ func (e *Engine) probe(gen uint64, dma *guestmem.Stream) bool {
 }
 
 // respond applies one page response.
-func (e *Engine) respond(pasid uint32, prgi, code uint16, flags uint32) {
+func (e *Requester) respond(pasid uint32, prgi, code uint16, flags uint32) {
 	now := clock.Nanotime()
 	e.mu.Lock()
 	if e.failed {

@@ -22,7 +22,7 @@ import (
 // does.
 type odpState struct {
 	space *pcie.Space
-	pri   *pri.Engine
+	pri   *pri.Requester
 	drv   *pritest.Driver
 
 	mu      sync.Mutex

@@ -24,7 +24,7 @@ import (
 )
 
 // PageRequests is the function's page request interface as the RDMA
-// engine uses it; *pri.Engine implements it.
+// engine uses it; *pri.Requester implements it.
 type PageRequests interface {
 	TrySubmit(r pri.Request) (*pri.Group, error)
 }
@@ -40,7 +40,7 @@ const (
 	busMasterRetry = 100 * time.Microsecond
 )
 
-// priPager is the ibrc.PageRequester of one ibrc.Engine (one RESET's
+// priPager is the ibrc.PageRequester of one ibrc.Transport (one RESET's
 // objects): it turns a fault into a PRI page request group of the faulting
 // page, in the region's PASID, with the QPN as the NIC context the driver
 // sees (queue = QPN & 0xffff, desc = QPN) and the kind of the side that

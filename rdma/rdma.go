@@ -2,14 +2,14 @@
 // the command queue, the event queue and the RDMA status block of
 // vdevice/hw's RDMA interface (rdma.go, RDMADoc), and the glue that runs
 // the driver's queue pairs, completion queues and memory regions on an
-// ibrc.Engine: rdma_rxe's user queues in guest memory (package rxeq) feed
+// ibrc.Transport: rdma_rxe's user queues in guest memory (package rxeq) feed
 // the engine's work requests and take its completions, and every byte of a
 // memory region moves through address translation (package ats) in the
 // region's PASID.
 //
 // What it owns: the register state of BlockRDMA; the objects the driver
 // creates by command (QPs, CQs, MRs, GIDs, PDs implied by their numbers);
-// the rxe rings' device-side indices; the ibrc.Engine that runs RC over
+// the rxe rings' device-side indices; the ibrc.Transport that runs RC over
 // RoCEv2 for them (replaced by RDMA_CTRL.RESET), and its counters
 // (QUERY_STATS). It does not own the port, nor the page request interface:
 // the NIC hands it the frames its Claim accepts (Receive), gives it a
@@ -148,11 +148,11 @@ type Engine struct {
 	done chan struct{}
 	wg   sync.WaitGroup
 
-	rc        atomic.Pointer[ibrc.Engine] // the transport of the current objects (replaced under mu)
-	pager     atomic.Pointer[priPager]    // rc's page requester, with Config.PRI
-	tasks     tasks                       // the pagers' goroutines
-	busMaster atomic.Bool                 // PCI Command.BME: without it, no DMA
-	port      atomic.Pointer[port.Sender] // the transmit side (SetPort)
+	rc        atomic.Pointer[ibrc.Transport] // the transport of the current objects (replaced under mu)
+	pager     atomic.Pointer[priPager]       // rc's page requester, with Config.PRI
+	tasks     tasks                          // the pagers' goroutines
+	busMaster atomic.Bool                    // PCI Command.BME: without it, no DMA
+	port      atomic.Pointer[port.Sender]    // the transmit side (SetPort)
 
 	// mu guards the register state and what the register path hands the
 	// worker. Never held across guest memory.
@@ -269,7 +269,7 @@ var errNoPort = errors.New("rdma: no port")
 // its own (the previous transport's stops). The caller stores it in rc
 // before releasing mu, so that a write of RDMA_RECV_FAULT reaches either
 // this transport or the register it reads. Caller holds mu.
-func (e *Engine) newRCLocked() *ibrc.Engine {
+func (e *Engine) newRCLocked() *ibrc.Transport {
 	send := &txPort{t: &e.tx}
 	e.tx.purge() // the frames of the transport this one replaces
 	pager := e.cfg.Pager

@@ -20,7 +20,7 @@ var errClosed = errors.New("rdma: closed")
 
 // txFrame is a frame and the transport that built it.
 type txFrame struct {
-	rc    *ibrc.Engine
+	rc    *ibrc.Transport
 	frame []byte
 }
 
@@ -41,9 +41,9 @@ type transmitter struct {
 	mu   sync.Mutex
 	cond sync.Cond
 	ring [txDepth]txFrame
-	r, w uint64       // frames taken, frames queued
-	wake *ibrc.Engine // pulled or refused: PortReady once there is room
-	done bool         // Close: the goroutine stops
+	r, w uint64          // frames taken, frames queued
+	wake *ibrc.Transport // pulled or refused: PortReady once there is room
+	done bool            // Close: the goroutine stops
 	// readyMu is held across PortReady calls and taken by close to set
 	// done (before mu), so that close waits one out.
 	readyMu sync.Mutex
@@ -57,7 +57,7 @@ func (t *transmitter) init(e *Engine) {
 // txPort is one transport's side of the transmitter.
 type txPort struct {
 	t  *transmitter
-	rc *ibrc.Engine // set once, before the transport is published
+	rc *ibrc.Transport // set once, before the transport is published
 }
 
 // SendFrame implements ibrc.Port.
@@ -67,7 +67,7 @@ func (p *txPort) SendFrame(f []byte) error { return p.t.put(p.rc, f) }
 func (p *txPort) Pull() { p.t.pull(p.rc) }
 
 // put queues frame of rc, or refuses it with ibrc.ErrPortFull.
-func (t *transmitter) put(rc *ibrc.Engine, frame []byte) error {
+func (t *transmitter) put(rc *ibrc.Transport, frame []byte) error {
 	if t.e.port.Load() == nil {
 		return errNoPort
 	}
@@ -92,7 +92,7 @@ func (t *transmitter) put(rc *ibrc.Engine, frame []byte) error {
 }
 
 // pull asks for a PortReady of rc.
-func (t *transmitter) pull(rc *ibrc.Engine) {
+func (t *transmitter) pull(rc *ibrc.Transport) {
 	t.mu.Lock()
 	t.wake = rc
 	t.mu.Unlock()
@@ -142,7 +142,7 @@ func (t *transmitter) run() {
 
 // ready lets rc build and send, unless it was replaced or the engine
 // closed.
-func (t *transmitter) ready(rc *ibrc.Engine) {
+func (t *transmitter) ready(rc *ibrc.Transport) {
 	t.readyMu.Lock()
 	defer t.readyMu.Unlock()
 	t.mu.Lock()

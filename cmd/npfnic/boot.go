@@ -23,14 +23,14 @@ func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 // parseNIC turns "MODEL[:KIND[=ARG]]" into a QEMU NIC, e.g. "e1000e:user",
 // "virtio:tap=tap0", "e1000e:stream=/tmp/wire.sock" (QEMU connects) or
 // "e1000e:stream-server=/tmp/wire.sock" (QEMU listens).
-func parseNIC(s string) (vm.NIC, error) {
+func parseNIC(s string) (vm.QEMUNIC, error) {
 	model, backend, _ := strings.Cut(s, ":")
 	switch model {
 	case "e1000e":
 	case "virtio", "virtio-net", "virtio-net-pci":
 		model = "virtio-net-pci"
 	default:
-		return vm.NIC{}, fmt.Errorf("NIC model %q: want e1000e or virtio", model)
+		return vm.QEMUNIC{}, fmt.Errorf("NIC model %q: want e1000e or virtio", model)
 	}
 	if backend == "" {
 		backend = "user"
@@ -44,9 +44,9 @@ func parseNIC(s string) (vm.NIC, error) {
 	case "stream", "stream-server":
 		nd.Kind, nd.Path, nd.Server = "stream", arg, kind == "stream-server"
 	default:
-		return vm.NIC{}, fmt.Errorf("NIC backend %q: want user, tap=IFNAME, stream=PATH or stream-server=PATH", kind)
+		return vm.QEMUNIC{}, fmt.Errorf("NIC backend %q: want user, tap=IFNAME, stream=PATH or stream-server=PATH", kind)
 	}
-	return vm.NIC{Model: model, Netdev: nd}, nil
+	return vm.QEMUNIC{Model: model, Netdev: nd}, nil
 }
 
 func runBoot(ctx context.Context, args []string) error {

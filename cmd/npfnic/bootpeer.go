@@ -50,7 +50,7 @@ func startRDMAPeer(ctx context.Context, a *images.Artifacts) (p *rdmaPeerGuest, 
 	p.wire = filepath.Join(p.dir, "wire.sock")
 	fmt.Fprintf(os.Stderr, "booting the rdma_rxe peer (%s) on the cable %s\n", rdmaPeerIP, p.wire)
 	p.vm, err = vm.Start(ctx, vm.Config{Name: "npfnic-boot-peer", Images: a, Variant: images.VariantRDMA,
-		NICs: []vm.NIC{{Model: "virtio-net-pci", MAC: "52:54:00:81:00:02", Netdev: vm.Netdev{Kind: "stream", Path: p.wire, Server: true}}}})
+		NICs: []vm.QEMUNIC{{Model: "virtio-net-pci", MAC: "52:54:00:81:00:02", Netdev: vm.Netdev{Kind: "stream", Path: p.wire, Server: true}}}})
 	if err != nil {
 		os.RemoveAll(p.dir)
 		return nil, fmt.Errorf("rdma_rxe peer: %w", err)

@@ -22,7 +22,7 @@ const (
 // whose send, receive and completion queues are rxe queues in "guest
 // memory", and librxe's ends of those queues.
 type rxeNode struct {
-	e          *ibrc.Engine
+	e          *ibrc.Transport
 	mem        *ibrctest.Mem
 	mr         *ibrc.MR
 	scq, rcq   *ibrc.CQ

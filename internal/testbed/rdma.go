@@ -132,7 +132,7 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 		listen := i == 0
 		switch k {
 		case RDMARxe:
-			cfg.NICs = []vm.NIC{{Model: "virtio-net-pci", MAC: fmt.Sprintf("52:54:00:81:00:%02x", i+1),
+			cfg.NICs = []vm.QEMUNIC{{Model: "virtio-net-pci", MAC: fmt.Sprintf("52:54:00:81:00:%02x", i+1),
 				Netdev: vm.Netdev{Kind: "stream", Path: wire, Server: listen}}}
 		case RDMANPFNIC:
 			spec := "stream:unix:" + wire

@@ -17,7 +17,7 @@ import (
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
-// Regs is the register interface of the PRI block (pri.Engine).
+// Regs is the register interface of the PRI block (pri.Requester).
 type Regs interface {
 	RegWrite(off, v uint32) bool
 	RegRead(off uint32) (uint32, bool)

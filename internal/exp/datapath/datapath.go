@@ -34,9 +34,9 @@ import (
 	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
-// NIC is one kind of NIC under test: how to attach it to a guest with its
+// NICUnderTest is one kind of NIC under test: how to attach it to a guest with its
 // host end on a tap, and how the guest drives it.
-type NIC struct {
+type NICUnderTest struct {
 	// Name selects it (-nics) and names its files: "e1000e", "virtio", "npfnic".
 	Name string
 	// Label names it in tables and charts.
@@ -52,11 +52,11 @@ type NIC struct {
 
 // NICs is every NIC the experiment knows, in the order it runs them: the
 // two QEMU baselines first, npfnic last.
-var NICs = []NIC{
+var NICs = []NICUnderTest{
 	{
 		Name: "e1000e", Label: "QEMU e1000e", GuestDriver: "e1000e",
 		attach: func(_ *Config, cfg *vm.Config, tap string) error {
-			cfg.NICs = append(cfg.NICs, vm.NIC{Model: "e1000e", Netdev: vm.Netdev{Kind: "tap", Ifname: tap}})
+			cfg.NICs = append(cfg.NICs, vm.QEMUNIC{Model: "e1000e", Netdev: vm.Netdev{Kind: "tap", Ifname: tap}})
 			return nil
 		},
 		load: func(ctx context.Context, v *vm.VM) error { return v.LoadModules(ctx, "e1000e") },
@@ -65,7 +65,7 @@ var NICs = []NIC{
 		Name: "virtio", Label: "QEMU virtio-net", GuestDriver: "virtio_net",
 		attach: func(_ *Config, cfg *vm.Config, tap string) error {
 			// vhost=off: the datapath runs in QEMU, like e1000e's.
-			cfg.NICs = append(cfg.NICs, vm.NIC{Model: "virtio-net-pci", Netdev: vm.Netdev{Kind: "tap", Ifname: tap, Extra: "vhost=off"}})
+			cfg.NICs = append(cfg.NICs, vm.QEMUNIC{Model: "virtio-net-pci", Netdev: vm.Netdev{Kind: "tap", Ifname: tap, Extra: "vhost=off"}})
 			return nil
 		},
 		load: func(ctx context.Context, v *vm.VM) error { return v.LoadModules(ctx, "virtio_net", "virtio_pci") },
@@ -90,12 +90,12 @@ var NICs = []NIC{
 
 // LookupNICs parses a comma-separated list of NIC names ("e1000e,virtio")
 // into NICs, in the order given; "all" or "" selects every NIC.
-func LookupNICs(list string) ([]NIC, error) {
+func LookupNICs(list string) ([]NICUnderTest, error) {
 	list = strings.TrimSpace(list)
 	if list == "" || list == "all" {
-		return append([]NIC(nil), NICs...), nil
+		return append([]NICUnderTest(nil), NICs...), nil
 	}
-	var out []NIC
+	var out []NICUnderTest
 	seen := map[string]bool{}
 	for _, n := range strings.Split(list, ",") {
 		n = strings.TrimSpace(n)
@@ -130,7 +130,7 @@ type Config struct {
 	// Images are the guest images (images.Builder.Build); required.
 	Images *images.Artifacts
 	// NICs to measure, in order; default all of NICs.
-	NICs []NIC
+	NICs []NICUnderTest
 	// MemoryMiB and CPUs are the guest's, the same for every NIC.
 	MemoryMiB int // default 1024
 	CPUs      int // default 1
@@ -149,7 +149,7 @@ type Config struct {
 	// LogDir keeps each guest's console log, QMP transcript and device
 	// server log under LogDir/NIC; default a temporary directory.
 	LogDir string
-	// NPFNICServer makes the device server for the npfnic NIC, its
+	// NPFNICServer makes the device server for the npfnic NICUnderTest, its
 	// Ethernet port on the given wire spec ("tap:IFNAME", see package
 	// vdevice/port); default InProcessNPFNIC.
 	NPFNICServer func(wire string) (vm.DeviceServer, error)
@@ -172,7 +172,7 @@ const (
 
 func (c *Config) setDefaults() {
 	if len(c.NICs) == 0 {
-		c.NICs = append([]NIC(nil), NICs...)
+		c.NICs = append([]NICUnderTest(nil), NICs...)
 	}
 	if c.MemoryMiB == 0 {
 		c.MemoryMiB = DefaultMemoryMiB
@@ -312,7 +312,7 @@ func (c *Config) progress(format string, args ...any) {
 }
 
 // runNIC boots the guest with one NIC and measures it.
-func runNIC(ctx context.Context, c *Config, idx int, nic NIC, round int) (r Result) {
+func runNIC(ctx context.Context, c *Config, idx int, nic NICUnderTest, round int) (r Result) {
 	r = Result{NIC: nic.Name, Label: nic.Label}
 	fail := func(format string, args ...any) Result {
 		r.Err = fmt.Errorf(format, args...)

@@ -192,7 +192,7 @@ func RunPoint(c Config, rate float64, resolution time.Duration, rec ibrc.FaultPo
 	macs := [2][6]byte{{2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}}
 	ips := [2][4]byte{{192, 0, 2, 1}, {192, 0, 2, 2}}
 	type side struct {
-		e   *ibrc.Engine
+		e   *ibrc.Transport
 		mem *ibrctest.Mem
 		mr  *ibrc.MR
 		cq  *ibrc.CQ

@@ -38,8 +38,8 @@ type NPFNIC struct {
 	Socket string
 }
 
-// NIC is one of QEMU's own NICs, for side-by-side comparisons and peers.
-type NIC struct {
+// QEMUNIC is one of QEMU's own NICs, for side-by-side comparisons and peers.
+type QEMUNIC struct {
 	Model  string // "e1000e", "virtio-net-pci"
 	Netdev Netdev
 	MAC    string // optional
@@ -66,7 +66,7 @@ type Config struct {
 	MemoryMiB int            // default 1024
 	CPUs      int            // default 1
 	NPFNICs   []NPFNIC
-	NICs      []NIC
+	NICs      []QEMUNIC
 	// DefaultServer serves npfnic devices that name no server.
 	DefaultServer DeviceServer
 	// Append is added to the kernel command line.

@@ -84,7 +84,7 @@ func (p FaultPolicy) String() string {
 	return "rnr"
 }
 
-// Config configures an Engine.
+// Config configures a Transport.
 type Config struct {
 	Port  Port        // where frames go; required
 	Clock clock.Clock // nil: the real clock
@@ -172,9 +172,9 @@ type Stats struct {
 	TxDropped uint64
 }
 
-// Engine is one RoCEv2 port's RC transport: protection domains, memory
+// Transport is one RoCEv2 port's RC transport: protection domains, memory
 // regions, CQs and QPs. Its methods are safe for concurrent use.
-type Engine struct {
+type Transport struct {
 	mu      sync.Mutex
 	cfg     Config
 	clk     clock.Clock
@@ -212,7 +212,7 @@ type Engine struct {
 }
 
 // New returns an engine.
-func New(cfg Config) *Engine {
+func New(cfg Config) *Transport {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
@@ -225,7 +225,7 @@ func New(cfg Config) *Engine {
 	if cfg.AckEvery <= 0 {
 		cfg.AckEvery = 16
 	}
-	e := &Engine{
+	e := &Transport{
 		cfg:       cfg,
 		clk:       cfg.Clock,
 		dec:       rocev2.NewDecoder(),
@@ -242,10 +242,10 @@ func New(cfg Config) *Engine {
 
 // SetRecvFaultPolicy changes the responder's receive-fault policy; it
 // applies from the next fault. It does not wait for the engine's lock.
-func (e *Engine) SetRecvFaultPolicy(p FaultPolicy) { e.policy.Store(uint32(p)) }
+func (e *Transport) SetRecvFaultPolicy(p FaultPolicy) { e.policy.Store(uint32(p)) }
 
 // RecvFaultPolicy returns the responder's receive-fault policy.
-func (e *Engine) RecvFaultPolicy() FaultPolicy { return FaultPolicy(e.policy.Load()) }
+func (e *Transport) RecvFaultPolicy() FaultPolicy { return FaultPolicy(e.policy.Load()) }
 
 // messageAlarm counts executed requests down to an EventMessageAlarm.
 type messageAlarm struct {
@@ -264,7 +264,7 @@ type messageAlarm struct {
 // in between count towards n, so gaps chain exactly (if they already make
 // n, the next request sets it off). 0 cancels. It does not wait for the
 // engine's lock.
-func (e *Engine) SetMessageAlarm(n uint64) {
+func (e *Transport) SetMessageAlarm(n uint64) {
 	a := &e.alarm
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -283,7 +283,7 @@ func (e *Engine) SetMessageAlarm(n uint64) {
 
 // MessageAlarm returns the requests still to execute before the alarm (0:
 // none armed).
-func (e *Engine) MessageAlarm() uint64 {
+func (e *Transport) MessageAlarm() uint64 {
 	e.alarm.mu.Lock()
 	defer e.alarm.mu.Unlock()
 	return e.alarm.left
@@ -291,7 +291,7 @@ func (e *Engine) MessageAlarm() uint64 {
 
 // messageExecuted counts one executed request and the alarm down (engine
 // lock held).
-func (e *Engine) messageExecuted() {
+func (e *Transport) messageExecuted() {
 	e.stats.MessagesIn++
 	a := &e.alarm
 	if !a.on.Load() {
@@ -315,22 +315,22 @@ func (e *Engine) messageExecuted() {
 }
 
 // GID returns the port's GID (IPv4-mapped).
-func (e *Engine) GID() [16]byte { return rocev2.GIDFromIPv4(e.cfg.IPv4) }
+func (e *Transport) GID() [16]byte { return rocev2.GIDFromIPv4(e.cfg.IPv4) }
 
 // Stats returns a snapshot of the counters.
-func (e *Engine) Stats() Stats {
+func (e *Transport) Stats() Stats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.stats
 }
 
 // unlock releases mu and delivers queued frames and callbacks.
-func (e *Engine) unlock() {
+func (e *Transport) unlock() {
 	e.mu.Unlock()
 	e.flush()
 }
 
-func (e *Engine) event(ev Event) {
+func (e *Transport) event(ev Event) {
 	if h := e.cfg.OnEvent; h != nil {
 		e.defer_(func() { h(ev) })
 	}
@@ -339,7 +339,7 @@ func (e *Engine) event(ev Event) {
 // HandleFrame processes one received Ethernet frame. It returns why a frame
 // was dropped without any response (nil when it was consumed, including
 // when the engine answered it with a NAK). The engine does not keep frame.
-func (e *Engine) HandleFrame(frame []byte) error {
+func (e *Transport) HandleFrame(frame []byte) error {
 	e.mu.Lock()
 	defer e.unlock()
 	e.stats.RxFrames++
@@ -370,7 +370,7 @@ func (e *Engine) HandleFrame(frame []byte) error {
 
 // isLocal reports whether ip is one of the port's addresses. Caller holds
 // mu.
-func (e *Engine) isLocal(ip [4]byte) bool {
+func (e *Transport) isLocal(ip [4]byte) bool {
 	if ip == e.cfg.IPv4 {
 		return true
 	}
@@ -384,7 +384,7 @@ func (e *Engine) isLocal(ip [4]byte) bool {
 
 // SetLocalIPs sets the addresses, besides Config.IPv4, that the port
 // answers: a device with a GID table accepts RC packets to every GID in it.
-func (e *Engine) SetLocalIPs(ips [][4]byte) {
+func (e *Transport) SetLocalIPs(ips [][4]byte) {
 	e.mu.Lock()
 	e.local = append(e.local[:0:0], ips...)
 	e.mu.Unlock()
@@ -393,7 +393,7 @@ func (e *Engine) SetLocalIPs(ips [][4]byte) {
 // SetIPv4 changes the port's own address (Config.IPv4), which QPs whose
 // address vector names no source address send from; paths set from now on
 // use it.
-func (e *Engine) SetIPv4(ip [4]byte) {
+func (e *Transport) SetIPv4(ip [4]byte) {
 	e.mu.Lock()
 	e.cfg.IPv4 = ip
 	e.mu.Unlock()
@@ -421,11 +421,11 @@ func unwrap(err error) error {
 
 // PD is a protection domain: QPs can use only its memory regions.
 type PD struct {
-	e *Engine
+	e *Transport
 }
 
 // CreatePD returns a new protection domain.
-func (e *Engine) CreatePD() *PD { return &PD{e: e} }
+func (e *Transport) CreatePD() *PD { return &PD{e: e} }
 
 // MR is a registered memory region: [VA, VA+Length) of Mem.
 type MR struct {
@@ -507,7 +507,7 @@ func (m *MR) Deregister() error {
 }
 
 // lookupMR finds the region of key for an access of length bytes at va.
-func (e *Engine) lookupMR(key uint32, pd *PD, need Access, va, length uint64) *MR {
+func (e *Transport) lookupMR(key uint32, pd *PD, need Access, va, length uint64) *MR {
 	m := e.mrs[key]
 	if m == nil || m.key != key || m.pd != pd || m.access&need != need {
 		return nil
@@ -520,7 +520,7 @@ func (e *Engine) lookupMR(key uint32, pd *PD, need Access, va, length uint64) *M
 
 // CQ is a completion queue.
 type CQ struct {
-	e        *Engine
+	e        *Transport
 	mu       sync.Mutex
 	buf      []WC
 	head, n  int
@@ -530,7 +530,7 @@ type CQ struct {
 }
 
 // CreateCQ returns a completion queue with room for depth completions.
-func (e *Engine) CreateCQ(depth int) (*CQ, error) {
+func (e *Transport) CreateCQ(depth int) (*CQ, error) {
 	if depth <= 0 {
 		return nil, ErrInvalidArg
 	}
