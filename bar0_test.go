@@ -219,7 +219,7 @@ func TestPartialWritesOfRealRegisters(t *testing.T) {
 			t.Errorf("%s after a %d-byte write: %#x", tc.name, len(tc.p), got)
 		}
 	}
-	if n.Datapath().Enabled() || n.Datapath().Pair(0).Busy() {
+	if n.Ethernet().Enabled() || n.Ethernet().Pair(0).Busy() {
 		t.Fatal("a partial write enabled the datapath")
 	}
 	for _, tc := range []struct {
@@ -312,7 +312,7 @@ func TestPartialWriteLogIsRateLimited(t *testing.T) {
 // interrupts are attached.
 func TestNICWorksBeforeAttach(t *testing.T) {
 	n, _ := newLoggedNIC(t)
-	if n.Datapath() == nil || n.ATS() == nil || n.PRI() == nil || n.Memory() == nil {
+	if n.Ethernet() == nil || n.ATS() == nil || n.PRI() == nil || n.Memory() == nil {
 		t.Fatal("an engine is missing")
 	}
 	if got := rd32(t, n, hw.RegBAR, hw.RegATCCapacity); got != 1024 {

@@ -71,7 +71,7 @@ func (r *ethRig) at(iova uint64, n int) []byte { return r.ram[iova-ramIOVA : iov
 
 func (r *ethRig) waitFor(what string, cond func() bool) {
 	r.t.Helper()
-	testutil.WaitFor(r.t, what, cond, func() any { return r.n.Datapath().Stats() })
+	testutil.WaitFor(r.t, what, cond, func() any { return r.n.Ethernet().Stats() })
 }
 
 func (r *ethRig) fired(v int) int {
@@ -284,7 +284,7 @@ func TestDatapathResets(t *testing.T) {
 	setup()
 	r.n.RegionWrite(vfiouser.RegionConfig, pcie.OffCommand, []byte{0x02, 0}) // bus master off
 	r.peer.Send(make([]byte, 60))
-	r.waitFor("drop without bus mastering", func() bool { return r.n.Datapath().Stats().RxDropsDisabled == 1 })
+	r.waitFor("drop without bus mastering", func() bool { return r.n.Ethernet().Stats().RxDropsDisabled == 1 })
 	r.n.RegionWrite(vfiouser.RegionConfig, pcie.OffCommand, []byte{0x06, 0})
 	r.peer.Send(make([]byte, 60))
 	r.waitFor("rx with bus mastering", func() bool { return rxHead() == 1 })
@@ -295,16 +295,16 @@ func TestDatapathResets(t *testing.T) {
 	if r.rd(hw.RegCtrl) != 0 || r.rd(hw.QPBase(0)+hw.QPCtrl) != 0 || r.rd(hw.RegStatusAddrLo) != 0 {
 		t.Fatal("DEVICE_RESET left the datapath configured")
 	}
-	if r.n.Datapath().Stats().Pairs[0].Enabled {
+	if r.n.Ethernet().Stats().Pairs[0].Enabled {
 		t.Fatal("pair still running after DEVICE_RESET")
 	}
 	r.n.RegionWrite(vfiouser.RegionConfig, pcie.OffCommand, []byte{0x06, 0})
 	setup()
 	r.mem.UnmapAll()
 	r.n.ClientDisconnected()
-	if st := r.n.Datapath().Stats(); st.Enabled || st.Pairs[0].Enabled {
+	if st := r.n.Ethernet().Stats(); st.Enabled || st.Pairs[0].Enabled {
 		t.Fatalf("queues running after disconnect: %+v", st)
 	}
 	r.peer.Send(make([]byte, 60)) // nothing to DMA into, nothing crashes
-	r.waitFor("frame dropped", func() bool { return r.n.Datapath().Stats().RxDropsDisabled == 2 })
+	r.waitFor("frame dropped", func() bool { return r.n.Ethernet().Stats().RxDropsDisabled == 2 })
 }

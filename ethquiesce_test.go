@@ -112,7 +112,7 @@ func TestBackupDisableWhileStoreBlocked(t *testing.T) {
 	for i := range 20 {
 		r.send(testFrame(100, byte(2+i)))
 	}
-	r.waitFor("frames handled", func() bool { return r.n.Datapath().Stats().Pairs[0].RxFaultDrops >= 20 })
+	r.waitFor("frames handled", func() bool { return r.n.Ethernet().Stats().Pairs[0].RxFaultDrops >= 20 })
 	if n := r.rd(hw.RegLateDMA); n != 0 {
 		t.Fatalf("LATE_DMA %d: %v", n, r.g.Mem.LateLog())
 	}
@@ -138,7 +138,7 @@ func TestTxFaultWaitDoesNotHoldQuiesce(t *testing.T) {
 	hw.TxDescFlags.Put(d, hw.TxdEOP)
 	r.txTail = 1
 	r.wr(hw.QPBase(0)+hw.QPTxTail, r.txTail)
-	r.waitFor("TX stalled on its fault", func() bool { return r.n.Datapath().Stats().Pairs[0].TxFaults > 0 })
+	r.waitFor("TX stalled on its fault", func() bool { return r.n.Ethernet().Stats().Pairs[0].TxFaults > 0 })
 	time.Sleep(time.Millisecond) // well inside the wait for the response
 	if v := r.rd(hw.QPBase(0) + hw.QPCtrl); v != hw.QPCtrlEnable|hw.QPCtrlBusy {
 		t.Fatalf("QP_CTRL %#x while stalled", v)

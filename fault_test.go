@@ -244,7 +244,7 @@ func (r *faultRig) readVA(va uint64, n int) []byte {
 
 func (r *faultRig) waitFor(what string, cond func() bool) {
 	r.t.Helper()
-	testutil.WaitFor(r.t, what, cond, func() any { return r.n.Datapath().Stats() })
+	testutil.WaitFor(r.t, what, cond, func() any { return r.n.Ethernet().Stats() })
 }
 
 func testFrame(n int, seed byte) []byte {
@@ -292,7 +292,7 @@ func TestRxDropPolicyColdRing(t *testing.T) {
 			t.Fatalf("descriptor %d: status %#x len %d", c, hw.RxDescStatus.Get(d), hw.RxDescPktLen.Get(d))
 		}
 	}
-	ps := r.n.Datapath().Stats().Pairs[0]
+	ps := r.n.Ethernet().Stats().Pairs[0]
 	if ps.RxBackup != 0 || ps.RxFaultErrors != 0 {
 		t.Errorf("drop policy used the backup ring or failed descriptors: %+v", ps)
 	}
@@ -395,7 +395,7 @@ func TestRxBackupPolicy(t *testing.T) {
 	}
 	// A resolve naming nothing pending is ignored and counted.
 	r.wr(hw.QPBase(0)+hw.QPRxResolve, 12345)
-	r.waitFor("bad resolve counted", func() bool { return r.n.Datapath().Stats().Pairs[0].RxBadResolves == 1 })
+	r.waitFor("bad resolve counted", func() bool { return r.n.Ethernet().Stats().Pairs[0].RxBadResolves == 1 })
 	if h := r.qp(hw.QPStatusRxHead); h != 10 {
 		t.Errorf("rx_head moved to %d on a bad resolve", h)
 	}
@@ -506,7 +506,7 @@ func TestRxUntranslatable(t *testing.T) {
 			t.Errorf("descriptor %d status %#x, want %#x", c, st, want)
 		}
 	}
-	if e := r.n.Datapath().Stats().Pairs[0].RxFaultErrors; e != 2 {
+	if e := r.n.Ethernet().Stats().Pairs[0].RxFaultErrors; e != 2 {
 		t.Errorf("RxFaultErrors %d, want 2", e)
 	}
 }
@@ -637,13 +637,13 @@ func BenchmarkRxFrame(b *testing.B) {
 			f := testFrame(1500, 1)
 			b.SetBytes(int64(len(f)))
 			b.ResetTimer()
-			dp := r.n.Datapath()
+			dp := r.n.Ethernet()
 			for i := 0; i < b.N; i++ {
 				dp.Receive(f) // the wire reader's call, inline
 				post(1)
 			}
 			b.StopTimer()
-			if s := r.n.Datapath().Stats().Pairs[0]; s.RxFaults != 0 || s.RxFrames != uint64(b.N) {
+			if s := r.n.Ethernet().Stats().Pairs[0]; s.RxFaults != 0 || s.RxFrames != uint64(b.N) {
 				b.Fatalf("faults %d frames %d, want 0 and %d", s.RxFaults, s.RxFrames, b.N)
 			}
 		})
@@ -663,14 +663,14 @@ func TestBackupRingBadBuffers(t *testing.T) {
 	r.postRX(8)
 	r.send(testFrame(100, 1)) // entry 0: too small
 	r.waitFor("frame too big for the backup buffer dropped", func() bool {
-		return r.n.Datapath().Stats().BackupDropsLarge == 1 && r.qp(hw.QPStatusRxFaultDrops) == 1
+		return r.n.Ethernet().Stats().BackupDropsLarge == 1 && r.qp(hw.QPStatusRxFaultDrops) == 1
 	})
 	hw.BackupDescBufLen.Put(small, 2048) // the driver fixes it; the device reads it again
 	r.send(testFrame(100, 2))
 	r.waitFor("stored in entry 0", func() bool { return r.header(hw.StatusBackupHead) == 1 })
 	r.send(testFrame(100, 3)) // entry 1: outside guest RAM
 	r.waitFor("device error", func() bool { return r.header(hw.StatusError) == hw.DevErrBadBackupRing })
-	if e := r.n.Datapath().Stats().Pairs[0].Error; e != 0 {
+	if e := r.n.Ethernet().Stats().Pairs[0].Error; e != 0 {
 		t.Fatalf("pair error %d after a bad backup buffer", e)
 	}
 }

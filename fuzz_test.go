@@ -63,19 +63,19 @@ func FuzzRxBackup(f *testing.F) {
 		}
 		r.t = t
 		r.restart(bmSize)
-		start := r.n.Datapath().Pair(0).Stats()
+		start := r.n.Ethernet().Pair(0).Stats()
 		type rnpf struct{ desc, bit uint32 }
 		var pending []rnpf
 		resolves := start.RxResolves
 		// resolve writes RX_RESOLVE and waits until the device handled it;
 		// it reports whether the device ignored it.
 		resolve := func(bit uint32) (ignored bool) {
-			before := r.n.Datapath().Pair(0).Stats().RxBadResolves
+			before := r.n.Ethernet().Pair(0).Stats().RxBadResolves
 			r.wr(hw.QPBase(0)+hw.QPRxResolve, bit)
 			resolves++
 			deadline := time.Now().Add(5 * time.Second)
 			for {
-				ps := r.n.Datapath().Pair(0).Stats()
+				ps := r.n.Ethernet().Pair(0).Stats()
 				if ps.RxResolves == resolves {
 					return ps.RxBadResolves != before
 				}
@@ -98,9 +98,9 @@ func FuzzRxBackup(f *testing.F) {
 			}
 		}
 		check := func(step int) {
-			ps := r.n.Datapath().Pair(0).Stats()
-			if ps.Error != 0 || r.n.Datapath().DeviceError() != 0 {
-				t.Fatalf("step %d: pair error %d device error %d", step, ps.Error, r.n.Datapath().DeviceError())
+			ps := r.n.Ethernet().Pair(0).Stats()
+			if ps.Error != 0 || r.n.Ethernet().DeviceError() != 0 {
+				t.Fatalf("step %d: pair error %d device error %d", step, ps.Error, r.n.Ethernet().DeviceError())
 			}
 			head := r.qp(hw.QPStatusRxHead)
 			if int32(r.rxTail-head) < 0 {
@@ -162,7 +162,7 @@ func FuzzRxBackup(f *testing.F) {
 			arg := uint32(op >> 2)
 			switch op & 3 {
 			case 0:
-				r.n.Datapath().Receive(testFrame(60, byte(frames)))
+				r.n.Ethernet().Receive(testFrame(60, byte(frames)))
 				frames++
 			case 1:
 				// A correct IOuser reposts only what it consumed.
@@ -197,7 +197,7 @@ func FuzzRxBackup(f *testing.F) {
 			settle()
 			check(len(ops))
 		}
-		ps := r.n.Datapath().Pair(0).Stats()
+		ps := r.n.Ethernet().Pair(0).Stats()
 		accepted := uint32(ps.RxFrames - start.RxFrames + ps.RxBackup - start.RxBackup)
 		if head := r.qp(hw.QPStatusRxHead); head != accepted {
 			t.Fatalf("rx_head %d, but %d frames accepted", head, accepted)

@@ -114,7 +114,7 @@ type NIC struct {
 	// The engines, built by New: the Ethernet datapath, the RDMA engine,
 	// and the address translation and page request interface both fault
 	// through.
-	dp         *ethring.Datapath
+	dp         *ethring.Engine
 	rdma       *rdma.Engine // RC over RoCEv2 (BlockRDMA)
 	xlat       *ats.Context
 	pri        *pri.Requester
@@ -324,8 +324,8 @@ func (n *NIC) interrupt(v int) {
 	}
 }
 
-// Datapath returns the Ethernet datapath, for tests and statistics.
-func (n *NIC) Datapath() *ethring.Datapath { return n.dp }
+// Ethernet returns the Ethernet engine, for tests and statistics.
+func (n *NIC) Ethernet() *ethring.Engine { return n.dp }
 
 // RDMA returns the RDMA engine, for tests and statistics.
 func (n *NIC) RDMA() *rdma.Engine { return n.rdma }

@@ -17,7 +17,7 @@ import (
 // into the function's port, then starts reading the port. Without a
 // backend neither has a port and the link is down. If it fails, the port
 // is not read and stays open.
-func (n *NIC) plugEngines(c ethring.Config, rc *rdma.Engine) (*ethring.Datapath, error) {
+func (n *NIC) plugEngines(c ethring.Config, rc *rdma.Engine) (*ethring.Engine, error) {
 	if n.wire == nil {
 		return ethring.New(c)
 	}

@@ -69,7 +69,7 @@ func TestDeviceResetTurnsTranslationOff(t *testing.T) {
 	if got := r.g.Bytes(buf, len(frame)); string(got) != string(frame) {
 		t.Fatal("frame not in the IOVA buffer")
 	}
-	if ps := r.n.Datapath().Stats().Pairs[0]; ps.RxFaults != 0 {
+	if ps := r.n.Ethernet().Stats().Pairs[0]; ps.RxFaults != 0 {
 		t.Errorf("%d RX faults with translation off", ps.RxFaults)
 	}
 }

@@ -174,7 +174,7 @@ func TestRDMAThroughBAR0(t *testing.T) {
 	if ev := b.d.Events(); len(ev) != 1 || ev[0].Type != hw.RDMAEventCQComp || ev[0].Handle != 1 {
 		t.Errorf("events %+v, want one CQ_COMP on CQ 1", ev)
 	}
-	if s := b.n.Datapath().Stats(); s.RxDropsDisabled+s.RxDropsNoQueue != 0 {
+	if s := b.n.Ethernet().Stats(); s.RxDropsDisabled+s.RxDropsNoQueue != 0 {
 		t.Errorf("RoCEv2 frames reached Ethernet: %+v", s)
 	}
 

@@ -86,7 +86,7 @@ func benchRxPath(b *testing.B, size int, translated, pipe bool) {
 			post(done)
 		}
 	}()
-	dp := r.n.Datapath()
+	dp := r.n.Ethernet()
 	frames0 := dp.Stats().Pairs[0].RxFrames
 	b.SetBytes(int64(size))
 	b.ReportAllocs()

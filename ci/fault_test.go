@@ -213,7 +213,7 @@ func devCounters(t *testing.T, tb *testbed.Testbed) deviceCounters {
 	t.Helper()
 	n := deviceOf(t, tb)
 	var c deviceCounters
-	for _, p := range n.Datapath().Stats().Pairs {
+	for _, p := range n.Ethernet().Stats().Pairs {
 		c.rxFaultErrors += p.RxFaultErrors
 		c.txFaultErrors += p.TxFaultErrors
 	}

@@ -19,7 +19,7 @@ import (
 // register writes on the vfio-user socket goroutine never wait behind a
 // frame being stored (which touches guest memory).
 type backupRing struct {
-	d *Datapath
+	d *Engine
 
 	regMu   sync.Mutex // the register file below
 	regBase uint64
@@ -53,7 +53,7 @@ type backupRun struct {
 	dma *guestmem.Stream
 }
 
-func (b *backupRing) init(d *Datapath) {
+func (b *backupRing) init(d *Engine) {
 	b.d = d
 	b.vector.Store(hw.BackupVectorDefault)
 }
@@ -80,7 +80,7 @@ func (b *backupRing) head() uint32 {
 
 // BackupReadReg reads a backup ring register (hw.RegBackup*); ok is false
 // for other offsets.
-func (d *Datapath) BackupReadReg(off uint32) (v uint32, ok bool) {
+func (d *Engine) BackupReadReg(off uint32) (v uint32, ok bool) {
 	b := &d.backup
 	if off == hw.RegBackupVector {
 		return b.vector.Load(), true
@@ -110,7 +110,7 @@ func (d *Datapath) BackupReadReg(off uint32) (v uint32, ok bool) {
 
 // BackupWriteReg writes a backup ring register; ok is false for other
 // offsets. It never touches guest memory.
-func (d *Datapath) BackupWriteReg(off, v uint32) (ok bool) {
+func (d *Engine) BackupWriteReg(off, v uint32) (ok bool) {
 	b := &d.backup
 	switch off {
 	case hw.RegBackupVector:

@@ -63,7 +63,7 @@ import (
 	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
-// Config sets up a Datapath.
+// Config sets up a Engine.
 type Config struct {
 	Mem *guestmem.Memory // guest memory; required
 	// Port is the Ethernet engine's transmit side of the NIC's port (a
@@ -87,15 +87,16 @@ type Config struct {
 	Xlat *ats.Context
 	// PRI raises page requests for translation faults; nil: a fault can
 	// not be resolved, and the operation fails (RXD_ERROR, tx_fault_errors).
-	PRI *pri.Engine
+	PRI *pri.Requester
 	// Trace records descriptor fetches, buffer DMA, faults, backup-ring
 	// stores and resolves, frames and deferred interrupts; nil records
 	// nothing.
 	Trace *trace.Recorder
 }
 
-// Datapath is the Ethernet function's datapath. Create it with New.
-type Datapath struct {
+// Engine is the NIC's Ethernet engine: its queue pairs, the status block
+// and the RX fault policies. Create it with New.
+type Engine struct {
 	mem   *guestmem.Memory
 	wire  port.Sender
 	log   *slog.Logger
@@ -131,7 +132,7 @@ type Datapath struct {
 	tailRaise bool // raise the backup vector after the next header write
 
 	xlat   *ats.Context
-	pri    *pri.Engine
+	pri    *pri.Requester
 	backup backupRing
 	hdrMu  sync.Mutex // orders writes of the status block header
 
@@ -173,13 +174,13 @@ func (sb *statusBlock) write(off uint64, p []byte) error {
 
 // retire stops the stream of an engine the driver disabled and keeps it
 // until it quiesced, for CTRL's BUSY bit. It never waits.
-func (d *Datapath) retire(s *guestmem.Stream) {
+func (d *Engine) retire(s *guestmem.Stream) {
 	s.Stop()
 	d.track(s)
 }
 
 // track keeps s for CTRL's BUSY bit until it quiesced.
-func (d *Datapath) track(s *guestmem.Stream) {
+func (d *Engine) track(s *guestmem.Stream) {
 	d.drainMu.Lock()
 	d.draining.Add(s)
 	d.drainMu.Unlock()
@@ -188,7 +189,7 @@ func (d *Datapath) track(s *guestmem.Stream) {
 // Busy reports whether the datapath may still DMA (CTRL_BUSY): a status
 // block is set, a pair is enabled or draining, the backup ring is enabled,
 // or an engine stopped by a disable or reset has not quiesced.
-func (d *Datapath) Busy() bool {
+func (d *Engine) Busy() bool {
 	if d.status.Load() != nil || d.backup.run.Load() != nil {
 		return true
 	}
@@ -204,7 +205,7 @@ func (d *Datapath) Busy() bool {
 
 // New validates c, builds the datapath and starts its control goroutine.
 // The link is up when a port is attached.
-func New(c Config) (*Datapath, error) {
+func New(c Config) (*Engine, error) {
 	if c.Mem == nil {
 		return nil, errors.New("ethring: Config.Mem is required")
 	}
@@ -223,7 +224,7 @@ func New(c Config) (*Datapath, error) {
 	if c.Interrupt == nil {
 		c.Interrupt = func(int) {}
 	}
-	d := &Datapath{mem: c.Mem, wire: c.Port, log: c.Log, clock: c.Clock, irq: c.Interrupt,
+	d := &Engine{mem: c.Mem, wire: c.Port, log: c.Log, clock: c.Clock, irq: c.Interrupt,
 		kick: make(chan struct{}, 1), done: make(chan struct{}), rxDropNoBuf: c.RxDropNoBuf,
 		xlat: c.Xlat, pri: c.PRI, trace: c.Trace}
 	d.backup.init(d)
@@ -239,10 +240,10 @@ func New(c Config) (*Datapath, error) {
 }
 
 // QueuePairs is the number of usable pairs (REG_QP_MAX).
-func (d *Datapath) QueuePairs() int { return len(d.pairs) }
+func (d *Engine) QueuePairs() int { return len(d.pairs) }
 
 // Pair returns pair q, or nil if q is out of range.
-func (d *Datapath) Pair(q int) *Pair {
+func (d *Engine) Pair(q int) *Pair {
 	if q < 0 || q >= len(d.pairs) {
 		return nil
 	}
@@ -250,25 +251,25 @@ func (d *Datapath) Pair(q int) *Pair {
 }
 
 // SetEnabled sets CTRL.ENABLE: with it clear, no pair moves frames.
-func (d *Datapath) SetEnabled(on bool) {
+func (d *Engine) SetEnabled(on bool) {
 	d.enabled.Store(on)
 	d.kickPairs()
 	d.rxWake()
 }
 
 // Enabled reports CTRL.ENABLE.
-func (d *Datapath) Enabled() bool { return d.enabled.Load() }
+func (d *Engine) Enabled() bool { return d.enabled.Load() }
 
 // SetBusMaster tells the datapath whether the function may master the bus
 // (PCI Command register): without it, no pair moves frames. The default is
 // true.
-func (d *Datapath) SetBusMaster(on bool) {
+func (d *Engine) SetBusMaster(on bool) {
 	d.busMaster.Store(on)
 	d.kickPairs()
 	d.rxWake()
 }
 
-func (d *Datapath) kickPairs() {
+func (d *Engine) kickPairs() {
 	for _, p := range d.pairs {
 		if in := p.inst.Load(); in != nil {
 			in.wake()
@@ -277,12 +278,12 @@ func (d *Datapath) kickPairs() {
 }
 
 // running reports whether frames may move at all.
-func (d *Datapath) running() bool { return d.enabled.Load() && d.busMaster.Load() }
+func (d *Engine) running() bool { return d.enabled.Load() && d.busMaster.Load() }
 
 // SetStatusAddr latches the status block address (STATUS_ADDR_HI written).
 // The control goroutine checks it and writes the whole block; a bad address
 // raises NPFNIC_DEVERR_BAD_STATUS_ADDR.
-func (d *Datapath) SetStatusAddr(addr uint64) {
+func (d *Engine) SetStatusAddr(addr uint64) {
 	d.ctlMu.Lock()
 	d.statusReq, d.statusDirty = addr, true
 	d.ctlMu.Unlock()
@@ -291,7 +292,7 @@ func (d *Datapath) SetStatusAddr(addr uint64) {
 
 // SetLink changes the link state reported in the status block and raises
 // a misc event.
-func (d *Datapath) SetLink(up bool) {
+func (d *Engine) SetLink(up bool) {
 	if d.link.Swap(up) == up {
 		return
 	}
@@ -302,13 +303,13 @@ func (d *Datapath) SetLink(up bool) {
 }
 
 // Link reports the link state.
-func (d *Datapath) Link() bool { return d.link.Load() }
+func (d *Engine) Link() bool { return d.link.Load() }
 
 // ArmMisc arms the misc vector for the next misc event (MISC_IRQ_ARM).
-func (d *Datapath) ArmMisc() { d.misc.arm() }
+func (d *Engine) ArmMisc() { d.misc.arm() }
 
 // DeviceError returns the device error (NPFNIC_DEVERR_*, 0 none).
-func (d *Datapath) DeviceError() uint32 {
+func (d *Engine) DeviceError() uint32 {
 	d.ctlMu.Lock()
 	defer d.ctlMu.Unlock()
 	return d.devErr
@@ -318,7 +319,7 @@ func (d *Datapath) DeviceError() uint32 {
 // DEVICE_RESET, client gone): every pair disabled with its registers
 // cleared, CTRL.ENABLE off, the status block address forgotten, device
 // errors cleared, interrupts disarmed. It does not wait for guest memory.
-func (d *Datapath) Reset() {
+func (d *Engine) Reset() {
 	d.enabled.Store(false)
 	d.ctlMu.Lock()
 	d.ctlGen++
@@ -340,7 +341,7 @@ func (d *Datapath) Reset() {
 // Close stops every goroutine and waits for them; a Receive waiting for RX
 // buffers returns. Guest memory is not touched afterwards. The port is the
 // NIC's, not the datapath's: it stays open.
-func (d *Datapath) Close() error {
+func (d *Engine) Close() error {
 	d.closeOnce.Do(func() {
 		d.Reset()
 		close(d.done)
@@ -349,7 +350,7 @@ func (d *Datapath) Close() error {
 	return nil
 }
 
-func (d *Datapath) wakeControl() {
+func (d *Engine) wakeControl() {
 	select {
 	case d.kick <- struct{}{}:
 	default:
@@ -358,7 +359,7 @@ func (d *Datapath) wakeControl() {
 
 // control applies status block and link changes, which touch guest
 // memory and so stay off the register path.
-func (d *Datapath) control() {
+func (d *Engine) control() {
 	defer d.wg.Done()
 	for {
 		select {
@@ -392,7 +393,7 @@ func (d *Datapath) control() {
 // byte writable. The block is written in full (header and every pair's
 // current state), so the driver sees a consistent block from the start.
 // The block replaced, if any, is retired.
-func (d *Datapath) applyStatus(gen, addr uint64) {
+func (d *Engine) applyStatus(gen, addr uint64) {
 	sb := &statusBlock{addr: addr, dma: d.mem.NewStream("status")}
 	sb.dma.Own(addr, hw.StatusBlockSize)
 	fail := func(why error) {
@@ -454,7 +455,7 @@ func (d *Datapath) applyStatus(gen, addr uint64) {
 // stopped already (the first failed write retires it), so the header goes
 // through a stream of its own, which CTRL's BUSY covers until it
 // quiesced.
-func (d *Datapath) headerError(addr uint64) {
+func (d *Engine) headerError(addr uint64) {
 	eb := &statusBlock{addr: addr, dma: d.mem.NewStream("status")}
 	d.track(eb.dma)
 	d.writeHeaderAt(eb)
@@ -462,7 +463,7 @@ func (d *Datapath) headerError(addr uint64) {
 }
 
 // writeHeader rewrites the header at the current status block, if any.
-func (d *Datapath) writeHeader() bool {
+func (d *Engine) writeHeader() bool {
 	sb := d.status.Load()
 	if sb == nil {
 		return true // nothing to write, but the event still happened
@@ -474,7 +475,7 @@ func (d *Datapath) writeHeader() bool {
 	return true
 }
 
-func (d *Datapath) writeHeaderAt(sb *statusBlock) error {
+func (d *Engine) writeHeaderAt(sb *statusBlock) error {
 	var h [hw.StatusHeaderSize]byte
 	if d.link.Load() {
 		hw.StatusLink.Put(h[:], hw.LinkUp)
@@ -494,7 +495,7 @@ func (d *Datapath) writeHeaderAt(sb *statusBlock) error {
 // one, with the value get returns under hdrMu: concurrent publishers of
 // one field then write in the order they read, so the newest value lands
 // last.
-func (d *Datapath) publishHeader(f hw.Le32, get func() uint32) {
+func (d *Engine) publishHeader(f hw.Le32, get func() uint32) {
 	sb := d.status.Load()
 	if sb == nil {
 		return
@@ -512,7 +513,7 @@ func (d *Datapath) publishHeader(f hw.Le32, get func() uint32) {
 // statusFault handles a failed write to a status block that was good when
 // latched (the driver unmapped it): the device forgets it and reports
 // NPFNIC_DEVERR_BAD_STATUS_ADDR.
-func (d *Datapath) statusFault(sb *statusBlock, err error) {
+func (d *Engine) statusFault(sb *statusBlock, err error) {
 	if !d.status.CompareAndSwap(sb, nil) {
 		return
 	}
@@ -528,7 +529,7 @@ func (d *Datapath) statusFault(sb *statusBlock, err error) {
 
 // noteLate logs a write the late-DMA detector refused, with the
 // detector's log: it is a device bug (hw.RegLateDMA counts them).
-func (d *Datapath) noteLate(err error) {
+func (d *Engine) noteLate(err error) {
 	var fe *guestmem.FaultError
 	if errors.As(err, &fe) && fe.Reason == guestmem.FaultLate {
 		d.log.Warn("late DMA refused", "err", err, "late_writes", d.mem.LateWrites(), "log", fmt.Sprint(d.mem.LateLog()))
@@ -536,7 +537,7 @@ func (d *Datapath) noteLate(err error) {
 }
 
 // PortDown implements port.Receiver: the backend closed, the link is down.
-func (d *Datapath) PortDown() { d.SetLink(false) }
+func (d *Engine) PortDown() { d.SetLink(false) }
 
 // Receive implements port.Receiver: it delivers one frame from the port to
 // the pair steer picks among the enabled ones. Tests and benchmarks may
@@ -553,7 +554,7 @@ func (d *Datapath) PortDown() { d.SetLink(false) }
 // enable. With Config.RxDropNoBuf the frame is dropped at once instead.
 // As with QEMU's single tap queue, a pair without buffers holds back the
 // frames behind it for every pair.
-func (d *Datapath) Receive(frame []byte) {
+func (d *Engine) Receive(frame []byte) {
 	// One parse serves steering and the checksum check, however often the
 	// frame is steered.
 	var h pkthdr.Headers
@@ -594,7 +595,7 @@ func (d *Datapath) Receive(frame []byte) {
 }
 
 // rxWaitChan returns a channel that rxWake closes.
-func (d *Datapath) rxWaitChan() <-chan struct{} {
+func (d *Engine) rxWaitChan() <-chan struct{} {
 	d.rxw.mu.Lock()
 	defer d.rxw.mu.Unlock()
 	if d.rxw.ch == nil {
@@ -605,7 +606,7 @@ func (d *Datapath) rxWaitChan() <-chan struct{} {
 
 // rxWake wakes every Receive waiting for an RX buffer, to look again. It
 // never blocks and costs a lock when nobody waits.
-func (d *Datapath) rxWake() {
+func (d *Engine) rxWake() {
 	d.rxw.mu.Lock()
 	if d.rxw.ch != nil {
 		close(d.rxw.ch)
@@ -617,7 +618,7 @@ func (d *Datapath) rxWake() {
 // steer picks the pair for a frame of flow hash hash (flowHash) among the
 // enabled pairs (so a driver that enabled only some pairs gets every
 // frame); frames without a flow go to the first.
-func (d *Datapath) steer(hash uint32) *Pair {
+func (d *Engine) steer(hash uint32) *Pair {
 	n := 0
 	for _, p := range d.pairs {
 		if p.accepting() {
@@ -664,7 +665,7 @@ type Stats struct {
 }
 
 // Stats returns the counters.
-func (d *Datapath) Stats() Stats {
+func (d *Engine) Stats() Stats {
 	s := Stats{Link: d.link.Load(), Enabled: d.enabled.Load(), DeviceError: d.DeviceError(),
 		RxDropsNoQueue: d.rxNoQueue.Load(), RxDropsDisabled: d.rxDisabled.Load(),
 		MiscInterrupts: d.misc.fired.Load(),

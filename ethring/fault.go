@@ -73,7 +73,7 @@ func (in *instance) latchFaults(policy, pasid, bmSize uint32) {
 }
 
 // translating reports whether buffer addresses are VAs to translate.
-func (d *Datapath) translating() bool { return d.xlat != nil && d.xlat.ATSEnabled() }
+func (d *Engine) translating() bool { return d.xlat != nil && d.xlat.ATSEnabled() }
 
 // bufDMA copies p to (write) or from the buffer at addr: a VA of the
 // pair's PASID while translating, an IOVA otherwise. The caller holds a

@@ -28,7 +28,7 @@ type guest struct {
 	ram  []byte // the guest's view of its memory
 	iova uint64 // IOVA of ram[0]
 	next uint64 // bump allocator, offset into ram
-	d    *Datapath
+	d    *Engine
 	mux  *port.Mux // the port the datapath is plugged into
 	peer *port.PipePort
 	irq  *irqCounter
@@ -349,7 +349,7 @@ func (s qpStatus) String() string {
 
 // plugIn builds a datapath as the NIC does: the default engine of a Mux
 // over backend, which reads it from here on.
-func plugIn(t testing.TB, backend port.Port, cfg Config) (*Datapath, *port.Mux) {
+func plugIn(t testing.TB, backend port.Port, cfg Config) (*Engine, *port.Mux) {
 	t.Helper()
 	mux := port.NewMux(backend, nil)
 	ep, err := mux.Attach("ethernet", nil)

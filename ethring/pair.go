@@ -16,7 +16,7 @@ import (
 // Pair is one queue pair: a TX ring and an RX ring sharing an MSI-X vector
 // and a part of the status block.
 type Pair struct {
-	d *Datapath
+	d *Engine
 	q int
 
 	regMu          sync.Mutex // the register file below
@@ -54,7 +54,7 @@ type pairCounters struct {
 	rxResolves                                      atomic.Uint64
 }
 
-func newPair(d *Datapath, q int) *Pair {
+func newPair(d *Engine, q int) *Pair {
 	p := &Pair{d: d, q: q}
 	p.irq.init(d.clock, p.fireIRQ, d.trace, hw.QPVector(q))
 	return p

@@ -13,7 +13,7 @@ import "github.com/npfnic/npfnic/vdevice/hw"
 // ring or queue pair blocks; ok is false for other offsets. Write-only
 // registers, and the registers of pairs the function does not offer, read
 // 0. It never blocks on guest memory.
-func (d *Datapath) RegRead(off uint32) (v uint32, ok bool) {
+func (d *Engine) RegRead(off uint32) (v uint32, ok bool) {
 	if p, rel, in := d.pairReg(off); in {
 		if p != nil {
 			v = p.ReadReg(rel)
@@ -49,7 +49,7 @@ func (d *Datapath) RegRead(off uint32) (v uint32, ok bool) {
 // RegWrite writes the register at BAR0 offset off of the datapath, backup
 // ring or queue pair blocks; ok is false for other offsets. It never
 // touches guest memory, so it is safe on the vfio-user socket goroutine.
-func (d *Datapath) RegWrite(off, v uint32) (ok bool) {
+func (d *Engine) RegWrite(off, v uint32) (ok bool) {
 	if p, rel, in := d.pairReg(off); in {
 		if p != nil {
 			p.WriteReg(rel, v)
@@ -89,7 +89,7 @@ func (d *Datapath) RegWrite(off, v uint32) (ok bool) {
 // pairReg maps a BAR0 offset inside the queue pairs' window to the pair
 // (nil for a pair the function does not offer) and the offset within its
 // block; in is false outside the window.
-func (d *Datapath) pairReg(off uint32) (p *Pair, rel uint32, in bool) {
+func (d *Engine) pairReg(off uint32) (p *Pair, rel uint32, in bool) {
 	if off < hw.QPRegBase || off >= hw.QPBase(hw.QPMax) {
 		return nil, 0, false
 	}

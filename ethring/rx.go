@@ -30,7 +30,7 @@ type rxSlot struct {
 //
 // With hold set, a frame for which no buffer is posted is neither placed
 // nor counted: receive returns the instance and noBuf, and the caller
-// waits for the driver (Datapath.Receive). Without it the frame is dropped
+// waits for the driver (Engine.Receive). Without it the frame is dropped
 // and counted in rx_drops_no_buf. Under the backup policy with rNPFs
 // pending, the driver has not been told about the frames since the oldest
 // one and so can not post more buffers: a frame without a buffer then goes

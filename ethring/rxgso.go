@@ -14,7 +14,7 @@ import (
 // so the guest still sees finished frames of at most hw.MaxFrame bytes.
 //
 // The point is back-pressure, not speed: a receive that waits for RX
-// buffers (Datapath.Receive) stops the reader, and the TAP's queue, which
+// buffers (Engine.Receive) stops the reader, and the TAP's queue, which
 // counts packets, then holds super-packets, a TCP window's worth, where it
 // held 1000 MTU frames and dropped the rest.
 
@@ -32,7 +32,7 @@ type rxGSOStats struct {
 // accepts it (checksum at the TCP checksum field), an mss of 0 or one
 // whose segments would exceed hw.MaxFrame, or a checksum field outside the
 // frame, drops the frame (rx_gso_bad in Stats). It clobbers frame.
-func (d *Datapath) ReceiveGSO(frame []byte, gso port.GSOInfo) {
+func (d *Engine) ReceiveGSO(frame []byte, gso port.GSOInfo) {
 	typ := gso.Type &^ port.GSOECN
 	switch {
 	case typ == port.GSONone:
