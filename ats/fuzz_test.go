@@ -22,7 +22,7 @@ const fuzzRAM = 16 * 4096
 // reaches every RAM content a raw image does, while a chain of tables stays
 // a few dozen bytes: the fuzzer's minimizer, quadratic in the input length,
 // spent whole minutes on each new 24 KiB image of the earlier raw-RAM input
-// (the 88 execs/s of issue 10), and mutations land on entries rather than
+// (issue 10), and mutations land on entries rather than
 // on zero filler.
 const walkRecord = 2 + 8
 

@@ -305,8 +305,7 @@ func fixup(f []byte) []byte {
 // a 16 KiB region and two retries: on the real clock every input left retransmission
 // timers behind that fired into dead victims on other goroutines for
 // hundreds of milliseconds, and MTU-sized seeds four times as long made
-// the fuzzer's minimizer (quadratic in input length) slower still (1-3k
-// execs/s then).
+// the fuzzer's minimizer (quadratic in input length) slower still.
 func FuzzHandleFrame(f *testing.F) {
 	v := newFuzzVictim(f)
 	mtu := make([]byte, ibrc.MTU256.Bytes())

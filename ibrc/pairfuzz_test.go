@@ -52,9 +52,8 @@ import (
 // a template, a clock.Virtual), so a failure reproduces from its input
 // alone; nothing runs on another goroutine. The input is eight
 // configuration bytes (pairConfig) and a program of operations
-// (pairOp*). About 3.4k inputs/s on this 2-CPU machine at load 10-12
-// (an input takes some 250 µs without the fuzzer's instrumentation; 4096-
-// deep CQs made it 1.2 ms). Its seeds are testdata/fuzz/FuzzRCPair/seed-*,
+// (pairOp*). CQs are kept shallow because their allocation dominated the
+// cost of an input (make fuzz prints the rates). Its seeds are testdata/fuzz/FuzzRCPair/seed-*,
 // written from pairSeeds (TestRCPairSeedFiles).
 func FuzzRCPair(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) { runPair(t, in) })

@@ -16,10 +16,10 @@ import (
 //
 // Cost: each input is a function reset, up to 8 groups through the page
 // request queue and up to 64 responses through a 16-entry response ring,
-// every ring-full a handoff to the engine's response goroutine. On this
-// 2-CPU machine, shared, that is 10-13k execs/s at load 4-5 and 8.7k at
-// load 8 (ci/fuzz.sh prints the load with the rates). It ran at 240/s when
-// the helpers slept (a sub-millisecond time.Sleep lasts ~1.3 ms here).
+// every ring-full a handoff to the engine's response goroutine (ci/fuzz.sh
+// prints the rates with the host's load). The helpers never sleep: a
+// sub-millisecond time.Sleep lasts a scheduler tick, which made sleeping
+// helpers the whole cost of an input.
 func FuzzPageResponses(f *testing.F) {
 	ev := newEnv(f, envOpts{capacity: 64, rsp: 16})
 	resp := func(prgi uint16, pasid uint32, code uint16, flags uint32) []byte {

@@ -1,5 +1,5 @@
 // Package testutil holds the helpers that the tests of several packages
-// share (today: waiting for a condition that other goroutines make true).
+// share: waiting for a condition that other goroutines make true.
 // Only _test.go files import it.
 package testutil
 

@@ -53,7 +53,7 @@ const (
 	// self-clearing bits (RESET) read 0.
 	KindCommand
 	// KindRW1C: bits the device sets and the driver clears by writing 1
-	// (no BAR0 register is RW1C in interface 2.3).
+	// (no BAR0 register is RW1C).
 	KindRW1C
 )
 

@@ -1,7 +1,7 @@
 // Package pkthdr is the one view of a frame's headers that receive
-// steering, checksum offload, TSO and — next — RoCEv2 classification
-// share: Parse reads Ethernet (up to two VLAN tags, 802.1Q or 802.1ad),
-// IPv4 or IPv6 (skipping hop-by-hop, routing, destination options and
+// steering, checksum offload, TSO and RoCEv2 classification (rdma's claim
+// on the port) share: Parse reads Ethernet (up to two VLAN tags, 802.1Q
+// or 802.1ad), IPv4 or IPv6 (skipping hop-by-hop, routing, destination options and
 // fragment headers) and the TCP or UDP header once, and Headers records
 // where each header starts and what the features ask of it. Before it,
 // each feature parsed for itself and they disagreed on QinQ frames and on

@@ -1,4 +1,4 @@
-// Package rdma is the RDMA experiment (`npfnic exp rdma`): Debian's
+// Package rdmaperf is the RDMA experiment (`npfnic exp rdma`): Debian's
 // unmodified perftest between two TCG guests cabled back to back, for each
 // pairing of RC implementations — rdma_rxe with rdma_rxe (the baseline:
 // the transport runs on the emulated guest CPU), npfnic with rdma_rxe, and
