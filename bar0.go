@@ -12,33 +12,18 @@ import (
 // BAR0 is routed by the register table (hw.Lookup), not by switch
 // statements here: the table says which block owns a register, whether a
 // write has any effect, and what a write covering only some of its bytes
-// does (hw.PartialWriteRule). Each block decodes whole 32-bit values of its
-// own registers and nothing else, so adding a register touches the table
-// and its owner only.
-
-// regBlock is one block of BAR0 registers (hw.Block). Offsets are BAR0's;
-// ok is false for an offset the block does not decode (a table that hands
-// a block a register it does not know is a bug: TestEveryRegisterHasItsOwner).
-// Neither method may wait on guest memory: they run on the vfio-user socket
-// goroutine.
-type regBlock interface {
-	RegRead(off uint32) (v uint32, ok bool)
-	RegWrite(off, v uint32) (ok bool)
-}
+// does (hw.PartialWriteRule). Each block (hw.RegisterBlock) gets the
+// table's row of a register of its own, whole, and decodes nothing else, so
+// adding a register touches the table and its owner only.
 
 // routeBlocks fills the block table: the function's identity and
 // diagnostics, the Ethernet engine (datapath, backup ring, queue pairs),
 // address translation, page requests and the RDMA engine.
 func (n *NIC) routeBlocks() {
-	n.blocks = [hw.BlockCount]regBlock{
-		hw.BlockIdentity: identityRegs{n},
-		hw.BlockDiag:     diagRegs{n},
-		hw.BlockDatapath: n.dp,
-		hw.BlockBackup:   n.dp,
-		hw.BlockPair:     n.dp,
-		hw.BlockATS:      n.xlat,
-		hw.BlockPRI:      n.pri,
-		hw.BlockRDMA:     n.rdma,
+	for _, owner := range []hw.RegisterBlock{identityRegs{n}, diagRegs{n}, n.dp, n.xlat, n.pri, n.rdma} {
+		for _, b := range owner.Blocks() {
+			n.blocks[b] = owner
+		}
 	}
 }
 
@@ -63,11 +48,11 @@ func (n *NIC) readReg(reg uint64) uint32 {
 	if reg >= hw.RegBARSize {
 		return 0
 	}
-	r, _, ok := hw.Lookup(uint32(reg))
+	r, q, ok := hw.Lookup(uint32(reg))
 	if !ok || r.Access == hw.AccessWO {
 		return 0
 	}
-	v, _ := n.blocks[r.Block].RegRead(uint32(reg))
+	v, _ := n.blocks[r.Block].ReadRegister(r, q)
 	return v
 }
 
@@ -105,13 +90,13 @@ func (n *NIC) writeReg(reg uint64, v, mask uint32) {
 			n.partialWrite(r, q, reg, v, mask)
 			return
 		}
-		old, _ := b.RegRead(uint32(reg))
+		old, _ := b.ReadRegister(r, q)
 		v = old&^mask | v&mask
 	}
 	if r.Kind == hw.KindDoorbell && n.trace.On() {
 		n.trace.Emit(trace.Doorbell, doorbellTrack(r, q), reg, uint64(v))
 	}
-	b.RegWrite(uint32(reg), v)
+	b.WriteRegister(r, q, v)
 }
 
 // doorbellTrack is the trace track of a doorbell: its queue's direction,
@@ -179,8 +164,12 @@ func (l *rateLimit) allow(now time.Time) (ok bool, suppressed uint64) {
 // queue pairs and features. Every register is read-only.
 type identityRegs struct{ n *NIC }
 
-func (b identityRegs) RegRead(off uint32) (uint32, bool) {
-	switch off {
+// Blocks implements hw.RegisterBlock.
+func (identityRegs) Blocks() []hw.Block { return []hw.Block{hw.BlockIdentity} }
+
+// ReadRegister implements hw.RegisterBlock.
+func (b identityRegs) ReadRegister(r hw.Register, _ int) (uint32, bool) {
+	switch r.Offset {
 	case hw.RegID:
 		return hw.Magic, true
 	case hw.RegVersion:
@@ -197,8 +186,6 @@ func (b identityRegs) RegRead(off uint32) (uint32, bool) {
 	return 0, false
 }
 
-// RegWrite ignores the write: the identity registers are read-only.
-func (b identityRegs) RegWrite(off, _ uint32) bool {
-	_, ok := b.RegRead(off)
-	return ok
-}
+// WriteRegister implements hw.RegisterBlock. The function never calls it:
+// every identity register is read-only.
+func (b identityRegs) WriteRegister(hw.Register, int, uint32) bool { return false }

@@ -11,11 +11,14 @@ import (
 // (echo.go) and the late-DMA counter.
 type diagRegs struct{ n *NIC }
 
-func (b diagRegs) RegRead(off uint32) (uint32, bool) {
+// Blocks implements hw.RegisterBlock.
+func (diagRegs) Blocks() []hw.Block { return []hw.Block{hw.BlockDiag} }
+
+// ReadRegister implements hw.RegisterBlock.
+func (b diagRegs) ReadRegister(r hw.Register, _ int) (uint32, bool) {
 	n := b.n
+	off := r.Offset
 	switch off {
-	case hw.RegDiagIRQ, hw.RegDiagDMACtrl, hw.RegDiagEchoCtrl:
-		return 0, true
 	case hw.RegDiagDMAStatus:
 		return n.diagStatus(), true
 	case hw.RegDiagEcho:
@@ -42,8 +45,10 @@ func (b diagRegs) RegRead(off uint32) (uint32, bool) {
 	return 0, false
 }
 
-func (b diagRegs) RegWrite(off, v uint32) bool {
+// WriteRegister implements hw.RegisterBlock.
+func (b diagRegs) WriteRegister(r hw.Register, _ int, v uint32) bool {
 	n := b.n
+	off := r.Offset
 	switch off {
 	case hw.RegDiagIRQ:
 		n.diagIRQ(v)
@@ -60,8 +65,6 @@ func (b diagRegs) RegWrite(off, v uint32) bool {
 	case hw.RegDiagEchoGap:
 		n.echo.setGap(v)
 		return true
-	case hw.RegDiagDMAStatus, hw.RegLateDMA:
-		return true // read-only
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()

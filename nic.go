@@ -118,7 +118,7 @@ type NIC struct {
 	rdma       *rdma.Engine // RC over RoCEv2 (BlockRDMA)
 	xlat       *ats.Context
 	pri        *pri.Requester
-	blocks     [hw.BlockCount]regBlock // BAR0's owners (bar0.go)
+	blocks     [hw.BlockCount]hw.RegisterBlock // BAR0's owners (bar0.go)
 	trace      *trace.Recorder
 	partialLog rateLimit
 	closeOnce  sync.Once

@@ -294,7 +294,7 @@ func TestConfigSpaceHooks(t *testing.T) {
 		t.Fatal("ATS Enable not applied")
 	}
 	// The STU widens invalidations to 4-page units.
-	drv := e.g.NewDriver(c, 4, 8)
+	drv := e.g.NewDriver(hw.Offsets(c), 4, 8)
 	as := e.g.NewAddressSpace()
 	drv.Table.Set(0, as)
 	for i := range 8 {
@@ -529,7 +529,7 @@ func TestATCRegisters(t *testing.T) {
 		}
 	}
 	reg := func(off uint32) uint32 {
-		v, ok := e.c.RegRead(off)
+		v, ok := hw.Offsets(e.c).RegRead(off)
 		if !ok {
 			t.Fatalf("register %#x not in the ATS block", off)
 		}
@@ -558,7 +558,7 @@ func TestATCRegisters(t *testing.T) {
 		{hw.ATCCapacityMax, hw.ATCCapacityMax, 8},
 	}
 	for _, s := range steps {
-		e.c.RegWrite(hw.RegATCCapacity, s.write)
+		hw.Offsets(e.c).RegWrite(hw.RegATCCapacity, s.write)
 		if got := reg(hw.RegATCCapacity); got != s.capacity {
 			t.Errorf("after writing %d: capacity %d, want %d", s.write, got, s.capacity)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/npfnic/npfnic/ats"
 	"github.com/npfnic/npfnic/ats/atstest"
+	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
 // caps is a configuration space stand-in with settable bits.
@@ -94,7 +95,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 	t.Cleanup(c.Close)
 	e.c = c
 	if !o.noDriver {
-		e.drv = e.g.NewDriver(c, o.table, o.queue)
+		e.drv = e.g.NewDriver(hw.Offsets(c), o.table, o.queue)
 	}
 	return e
 }

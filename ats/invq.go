@@ -117,13 +117,13 @@ func (q *invQueue) setErrorLocked(code, info uint32, halt bool) {
 	}
 }
 
-// RegRead reads an ATS register (BAR0 offsets hw.XlatRegBase up to
-// hw.ATSRegEnd); ok is false for other offsets. Write-only registers read
-// as zero. It never blocks on guest memory.
-func (c *Context) RegRead(off uint32) (v uint32, ok bool) {
-	if off < hw.XlatRegBase || off >= hw.ATSRegEnd || off%4 != 0 {
-		return 0, false
-	}
+// Blocks implements hw.RegisterBlock.
+func (c *Context) Blocks() []hw.Block { return []hw.Block{hw.BlockATS} }
+
+// ReadRegister implements hw.RegisterBlock for the ATS block. It never
+// blocks on guest memory.
+func (c *Context) ReadRegister(r hw.Register, _ int) (v uint32, ok bool) {
+	off := r.Offset
 	switch off {
 	case hw.RegATCHits:
 		return uint32(c.hits.Load() - c.hitsBase.Load()), true
@@ -144,25 +144,19 @@ func (c *Context) RegRead(off uint32) (v uint32, ok bool) {
 			v |= hw.ATSCtrlBusy
 		}
 		return v, true
-	case hw.RegInvqTail:
-		return 0, true
 	case hw.RegATSError:
 		return q.errCode, true
 	}
 	return q.r(off), true
 }
 
-// RegWrite writes an ATS register; ok is false for offsets outside the ATS
-// block. It never blocks on guest memory or DMA: enabling latches the
-// registers and installs the PASID table, and the queue goroutine probes
-// guest memory afterwards.
-func (c *Context) RegWrite(off, v uint32) (ok bool) {
-	if off < hw.XlatRegBase || off >= hw.ATSRegEnd || off%4 != 0 {
-		return false
-	}
+// WriteRegister implements hw.RegisterBlock for the ATS block. It never
+// blocks on guest memory or DMA: enabling latches the registers and
+// installs the PASID table, and the queue goroutine probes guest memory
+// afterwards.
+func (c *Context) WriteRegister(r hw.Register, _ int, v uint32) (ok bool) {
+	off := r.Offset
 	switch off {
-	case hw.RegATCHits, hw.RegATCMisses:
-		return true // read-only
 	case hw.RegATCCapacity:
 		if v > hw.ATCCapacityMax {
 			c.log.Warn("ATC_CAPACITY out of range; ignored", "value", v)

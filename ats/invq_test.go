@@ -39,8 +39,8 @@ func TestInvQueue(t *testing.T) {
 	wait := e.g.Alloc(4, 4)
 	for _, vec := range []int{hw.InvqVectorDefault, 3} {
 		if vec != hw.InvqVectorDefault {
-			e.c.RegWrite(hw.RegATSCtrl, 0)
-			e.c.RegWrite(hw.RegInvqVector, uint32(vec))
+			hw.Offsets(e.c).RegWrite(hw.RegATSCtrl, 0)
+			hw.Offsets(e.c).RegWrite(hw.RegInvqVector, uint32(vec))
 			e.drv.Enable()
 		}
 		if err := e.drv.Post(atstest.Desc{Op: hw.InvOpWait, Flags: hw.InvFlagIRQ, Addr: wait, Data: uint32(vec)}); err != nil {
@@ -130,7 +130,7 @@ func TestInvQueueBadInput(t *testing.T) {
 			return []atstest.Desc{{Op: hw.InvOpWait, Flags: 2, Addr: e.g.Alloc(8, 8)}}
 		}, hw.ATSErrBadInvDesc, 0, 0},
 		{"tail beyond the queue", func(e *env) []atstest.Desc {
-			e.c.RegWrite(hw.RegInvqTail, 1000)
+			hw.Offsets(e.c).RegWrite(hw.RegInvqTail, 1000)
 			return nil
 		}, hw.ATSErrBadTail, 1000, 0},
 		{"queue outside guest RAM", func(e *env) []atstest.Desc {
@@ -206,7 +206,7 @@ func TestInvQueueBadInput(t *testing.T) {
 			h.Release()
 			// After a reset and a good configuration the block works.
 			e.drv.Reset()
-			if got, _ := e.c.RegRead(hw.RegATSError); got != 0 {
+			if got, _ := hw.Offsets(e.c).RegRead(hw.RegATSError); got != 0 {
 				t.Fatalf("ATS_ERROR %d after reset", got)
 			}
 			if err := e.drv.Sync(atstest.All()); err != nil {
@@ -224,19 +224,19 @@ func TestInvQueueBadInput(t *testing.T) {
 // reenable disables the ATS block, writes register/value pairs and
 // enables it again.
 func reenable(e *env, kv ...uint32) {
-	e.c.RegWrite(hw.RegATSCtrl, 0)
+	hw.Offsets(e.c).RegWrite(hw.RegATSCtrl, 0)
 	for i := 0; i+1 < len(kv); i += 2 {
-		e.c.RegWrite(kv[i], kv[i+1])
+		hw.Offsets(e.c).RegWrite(kv[i], kv[i+1])
 	}
-	e.c.RegWrite(hw.RegATSCtrl, hw.ATSCtrlEnable)
-	e.c.RegWrite(hw.RegInvqTail, 0) // kick the queue goroutine to probe
+	hw.Offsets(e.c).RegWrite(hw.RegATSCtrl, hw.ATSCtrlEnable)
+	hw.Offsets(e.c).RegWrite(hw.RegInvqTail, 0) // kick the queue goroutine to probe
 }
 
 func waitATSError(t *testing.T, c *ats.Context) uint32 {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		if v, _ := c.RegRead(hw.RegATSError); v != 0 {
+		if v, _ := hw.Offsets(c).RegRead(hw.RegATSError); v != 0 {
 			return v
 		}
 		time.Sleep(time.Millisecond)
@@ -258,17 +258,17 @@ func isDeviceError(err error, code, info uint32) bool {
 func TestATSRegisters(t *testing.T) {
 	e := newEnv(t, envOpts{noDriver: true})
 	c := e.c
-	if v, ok := c.RegRead(hw.RegInvqVector); !ok || v != hw.InvqVectorDefault {
+	if v, ok := hw.Offsets(c).RegRead(hw.RegInvqVector); !ok || v != hw.InvqVectorDefault {
 		t.Fatalf("INVQ_VECTOR reset value %d", v)
 	}
 	for _, r := range hw.TranslationRegisters {
 		if r.Offset >= hw.ATSRegEnd || atcRegister(r.Offset) {
 			continue // ATC registers: TestATCRegisters
 		}
-		if !c.RegWrite(r.Offset, 0x1234_5000) {
+		if !hw.Offsets(c).RegWrite(r.Offset, 0x1234_5000) {
 			t.Fatalf("%s not claimed", r.Name)
 		}
-		v, ok := c.RegRead(r.Offset)
+		v, ok := hw.Offsets(c).RegRead(r.Offset)
 		want := uint32(0x1234_5000)
 		switch r.Access {
 		case hw.AccessWO, hw.AccessRO:
@@ -282,21 +282,21 @@ func TestATSRegisters(t *testing.T) {
 		}
 	}
 	for _, off := range []uint32{hw.XlatRegBase - 4, hw.ATSRegEnd, hw.RegPRICtrl, hw.RegATSCtrl + 2, 0} {
-		if c.RegWrite(off, 1) {
+		if hw.Offsets(c).RegWrite(off, 1) {
 			t.Errorf("offset %#x claimed by the ATS block", off)
 		}
-		if _, ok := c.RegRead(off); ok {
+		if _, ok := hw.Offsets(c).RegRead(off); ok {
 			t.Errorf("offset %#x readable in the ATS block", off)
 		}
 	}
-	c.RegWrite(hw.RegATSCtrl, hw.ATSCtrlEnable)
-	if v, _ := c.RegRead(hw.RegATSCtrl); v != hw.ATSCtrlEnable|hw.ATSCtrlBusy {
+	hw.Offsets(c).RegWrite(hw.RegATSCtrl, hw.ATSCtrlEnable)
+	if v, _ := hw.Offsets(c).RegRead(hw.RegATSCtrl); v != hw.ATSCtrlEnable|hw.ATSCtrlBusy {
 		t.Fatalf("ATS_CTRL reads %#x after enable, want ENABLE|BUSY", v)
 	}
-	c.RegWrite(hw.RegATCCapacity, 3)
-	c.RegWrite(hw.RegATSCtrl, hw.ATSCtrlReset)
-	waitCtrlIdle(t, c, hw.RegATSCtrl, hw.ATSCtrlBusy)
-	if v, _ := c.RegRead(hw.RegATCCapacity); v != ats.DefaultCapacity {
+	hw.Offsets(c).RegWrite(hw.RegATCCapacity, 3)
+	hw.Offsets(c).RegWrite(hw.RegATSCtrl, hw.ATSCtrlReset)
+	waitCtrlIdle(t, hw.Offsets(c), hw.RegATSCtrl, hw.ATSCtrlBusy)
+	if v, _ := hw.Offsets(c).RegRead(hw.RegATCCapacity); v != ats.DefaultCapacity {
 		t.Errorf("ATC_CAPACITY reads %d after reset, want the default %d", v, ats.DefaultCapacity)
 	}
 	for _, r := range hw.TranslationRegisters {
@@ -307,7 +307,7 @@ func TestATSRegisters(t *testing.T) {
 		if r.Offset == hw.RegInvqVector {
 			want = hw.InvqVectorDefault
 		}
-		if v, _ := c.RegRead(r.Offset); v != want {
+		if v, _ := hw.Offsets(c).RegRead(r.Offset); v != want {
 			t.Errorf("%s reads %#x after reset", r.Name, v)
 		}
 	}

@@ -69,7 +69,7 @@ func TestATSQuiesce(t *testing.T) {
 
 				wrote := make(chan struct{})
 				go func() {
-					e.c.RegWrite(hw.RegATSCtrl, st.ctrl)
+					hw.Offsets(e.c).RegWrite(hw.RegATSCtrl, st.ctrl)
 					close(wrote)
 				}()
 				select {
@@ -78,7 +78,7 @@ func TestATSQuiesce(t *testing.T) {
 					t.Fatal("ATS_CTRL write blocked on the unit in flight")
 				}
 				for range 20 {
-					if v, _ := e.c.RegRead(hw.RegATSCtrl); v&hw.ATSCtrlBusy == 0 {
+					if v, _ := hw.Offsets(e.c).RegRead(hw.RegATSCtrl); v&hw.ATSCtrlBusy == 0 {
 						t.Fatalf("ATS_CTRL reads %#x while a unit is held in flight, want BUSY", v)
 					}
 					if e.c.Quiesced() {
@@ -96,7 +96,7 @@ func TestATSQuiesce(t *testing.T) {
 				if err := e.drv.Stop(st.ctrl == hw.ATSCtrlReset); err != nil {
 					t.Fatal(err)
 				}
-				if v, _ := e.c.RegRead(hw.RegATSCtrl); v != 0 {
+				if v, _ := hw.Offsets(e.c).RegRead(hw.RegATSCtrl); v != 0 {
 					t.Fatalf("ATS_CTRL reads %#x after the handshake, want 0", v)
 				}
 
@@ -106,13 +106,13 @@ func TestATSQuiesce(t *testing.T) {
 				accesses, irqs := r.Accesses(), len(e.irq.got)
 				e.irq.mu.Unlock()
 				for i := range 50 {
-					e.c.RegWrite(hw.RegInvqTail, uint32(i+3))
+					hw.Offsets(e.c).RegWrite(hw.RegInvqTail, uint32(i+3))
 					_, err := e.c.Access(1, va, 64, true)
 					var f *ats.Fault
 					if !errors.As(err, &f) || f.Kind != ats.FaultPASID {
 						t.Fatalf("Access after ATS was stopped: %v, want a PASID fault", err)
 					}
-					e.c.RegRead(hw.RegATSCtrl)
+					hw.Offsets(e.c).RegRead(hw.RegATSCtrl)
 				}
 				time.Sleep(20 * time.Millisecond) // let the queue goroutine run
 				if n := r.Accesses(); n != accesses {
@@ -162,7 +162,7 @@ func TestATSResetFollowsConfig(t *testing.T) {
 
 func waitCtrlBusy(t *testing.T, c *ats.Context, busy bool) {
 	t.Helper()
-	if v, _ := c.RegRead(hw.RegATSCtrl); (v&hw.ATSCtrlBusy != 0) != busy {
+	if v, _ := hw.Offsets(c).RegRead(hw.RegATSCtrl); (v&hw.ATSCtrlBusy != 0) != busy {
 		t.Fatalf("ATS_CTRL reads %#x, want BUSY=%v", v, busy)
 	}
 }

@@ -179,7 +179,7 @@ func hostileBesideLiveTraffic(t *testing.T, p *testbed.RDMAPair, npf, peer *test
 	if st.RingErrors != before.RingErrors || st.LateRefused != before.LateRefused {
 		t.Errorf("ring errors %d, late refused MR accesses %d", st.RingErrors-before.RingErrors, st.LateRefused-before.LateRefused)
 	}
-	if v, _ := npf.NIC.RDMA().RegRead(hw.RegRDMAError); v != 0 {
+	if v, _ := hw.Offsets(npf.NIC.RDMA()).RegRead(hw.RegRDMAError); v != 0 {
 		t.Errorf("RDMA_ERROR %#x: user space's garbage became an engine error", v)
 	}
 	if peer.NIC != nil {
@@ -190,7 +190,7 @@ func hostileBesideLiveTraffic(t *testing.T, p *testbed.RDMAPair, npf, peer *test
 		if ps.RingErrors != peerBefore.RingErrors || ps.LateRefused != peerBefore.LateRefused {
 			t.Errorf("the peer npfnic: ring errors %d, late refused MR accesses %d", ps.RingErrors-peerBefore.RingErrors, ps.LateRefused-peerBefore.LateRefused)
 		}
-		if v, _ := peer.NIC.RDMA().RegRead(hw.RegRDMAError); v != 0 {
+		if v, _ := hw.Offsets(peer.NIC.RDMA()).RegRead(hw.RegRDMAError); v != 0 {
 			t.Errorf("the peer npfnic's RDMA_ERROR %#x: the attacker's traffic became an engine error", v)
 		}
 	}

@@ -504,7 +504,7 @@ func (s *rdmaSoak) checkRound(step string) {
 	if late := binary.LittleEndian.Uint32(b[:]); late != 0 {
 		t.Fatalf("round %d (%s): the device's LATE_DMA is %d (its log, out/ci/..., names the writes)", s.round, step, late)
 	}
-	if v, _ := s.npf.NIC.RDMA().RegRead(hw.RegRDMAError); v != 0 {
+	if v, _ := hw.Offsets(s.npf.NIC.RDMA()).RegRead(hw.RegRDMAError); v != 0 {
 		t.Fatalf("round %d (%s): RDMA_ERROR %#x", s.round, step, v)
 	}
 	for _, g := range []*testbed.RDMAGuest{s.npf, s.rxe} {

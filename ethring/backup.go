@@ -78,9 +78,9 @@ func (b *backupRing) head() uint32 {
 	return 0
 }
 
-// BackupReadReg reads a backup ring register (hw.RegBackup*); ok is false
+// backupReadReg reads a backup ring register (hw.RegBackup*); ok is false
 // for other offsets.
-func (d *Engine) BackupReadReg(off uint32) (v uint32, ok bool) {
+func (d *Engine) backupReadReg(off uint32) (v uint32, ok bool) {
 	b := &d.backup
 	if off == hw.RegBackupVector {
 		return b.vector.Load(), true
@@ -94,8 +94,6 @@ func (d *Engine) BackupReadReg(off uint32) (v uint32, ok bool) {
 		return uint32(b.regBase >> 32), true
 	case hw.RegBackupSize:
 		return b.regSize, true
-	case hw.RegBackupTail:
-		return 0, true
 	case hw.RegBackupCtrl:
 		if b.enabled {
 			return hw.BackupCtrlEnable | hw.BackupCtrlBusy, true
@@ -108,9 +106,9 @@ func (d *Engine) BackupReadReg(off uint32) (v uint32, ok bool) {
 	return 0, false
 }
 
-// BackupWriteReg writes a backup ring register; ok is false for other
+// backupWriteReg writes a backup ring register; ok is false for other
 // offsets. It never touches guest memory.
-func (d *Engine) BackupWriteReg(off, v uint32) (ok bool) {
+func (d *Engine) backupWriteReg(off, v uint32) (ok bool) {
 	b := &d.backup
 	switch off {
 	case hw.RegBackupVector:

@@ -5,22 +5,25 @@ import "github.com/npfnic/npfnic/vdevice/hw"
 // The Ethernet engine's BAR0 registers, decoded here so that each has one
 // owner (hw.Register.Block): the datapath's own (CTRL, the status block
 // address, MISC_IRQ_ARM), the backup ring's and every queue pair's. The
-// PCI function routes whole 32-bit accesses to them after applying the
-// partial-write rule (hw.PartialWriteRule), and never a write to a
-// read-only register; offsets are BAR0's.
+// PCI function hands them over whole, with the table's rules applied
+// (hw.RegisterBlock).
 
-// RegRead reads the register at BAR0 offset off of the datapath, backup
-// ring or queue pair blocks; ok is false for other offsets. Write-only
-// registers, and the registers of pairs the function does not offer, read
-// 0. It never blocks on guest memory.
-func (d *Engine) RegRead(off uint32) (v uint32, ok bool) {
-	if p, rel, in := d.pairReg(off); in {
-		if p != nil {
-			v = p.ReadReg(rel)
+// Blocks implements hw.RegisterBlock.
+func (d *Engine) Blocks() []hw.Block {
+	return []hw.Block{hw.BlockDatapath, hw.BlockBackup, hw.BlockPair}
+}
+
+// ReadRegister implements hw.RegisterBlock for the datapath, backup ring
+// and queue pair blocks. The registers of pairs the function does not
+// offer read 0.
+func (d *Engine) ReadRegister(r hw.Register, q int) (v uint32, ok bool) {
+	if r.Block == hw.BlockPair {
+		if p := d.Pair(q); p != nil {
+			v = p.ReadReg(r.Offset)
 		}
 		return v, true
 	}
-	switch off {
+	switch r.Offset {
 	case hw.RegCtrl:
 		// BUSY while the datapath may still DMA: a status block, an
 		// enabled pair or backup ring, or one that a disable or CTRL_RESET
@@ -40,23 +43,21 @@ func (d *Engine) RegRead(off uint32) (v uint32, ok bool) {
 		d.ctlMu.Lock()
 		defer d.ctlMu.Unlock()
 		return uint32(d.statusAddr >> 32), true
-	case hw.RegMiscIRQArm:
-		return 0, true
 	}
-	return d.BackupReadReg(off)
+	return d.backupReadReg(r.Offset)
 }
 
-// RegWrite writes the register at BAR0 offset off of the datapath, backup
-// ring or queue pair blocks; ok is false for other offsets. It never
-// touches guest memory, so it is safe on the vfio-user socket goroutine.
-func (d *Engine) RegWrite(off, v uint32) (ok bool) {
-	if p, rel, in := d.pairReg(off); in {
-		if p != nil {
-			p.WriteReg(rel, v)
+// WriteRegister implements hw.RegisterBlock for the datapath, backup ring
+// and queue pair blocks. It never touches guest memory, so it is safe on
+// the vfio-user socket goroutine.
+func (d *Engine) WriteRegister(r hw.Register, q int, v uint32) (ok bool) {
+	if r.Block == hw.BlockPair {
+		if p := d.Pair(q); p != nil {
+			p.WriteReg(r.Offset, v)
 		}
 		return true
 	}
-	switch off {
+	switch r.Offset {
 	case hw.RegCtrl:
 		// RESET first (self-clearing), then ENABLE as written, so writing
 		// ENABLE|RESET restarts the datapath from scratch.
@@ -81,18 +82,7 @@ func (d *Engine) RegWrite(off, v uint32) (ok bool) {
 			d.ArmMisc()
 		}
 	default:
-		return d.BackupWriteReg(off, v)
+		return d.backupWriteReg(r.Offset, v)
 	}
 	return true
-}
-
-// pairReg maps a BAR0 offset inside the queue pairs' window to the pair
-// (nil for a pair the function does not offer) and the offset within its
-// block; in is false outside the window.
-func (d *Engine) pairReg(off uint32) (p *Pair, rel uint32, in bool) {
-	if off < hw.QPRegBase || off >= hw.QPBase(hw.QPMax) {
-		return nil, 0, false
-	}
-	rel = off - hw.QPRegBase
-	return d.Pair(int(rel / hw.QPRegStride)), rel % hw.QPRegStride, true
 }

@@ -13,7 +13,7 @@ func TestStatusAddrRegisters(t *testing.T) {
 	g := newGuest(t, guestOpts{pairs: 1})
 	reg := func(off uint32) uint32 {
 		t.Helper()
-		v, ok := g.d.RegRead(off)
+		v, ok := hw.Offsets(g.d).RegRead(off)
 		if !ok {
 			t.Fatalf("%#x not decoded", off)
 		}
@@ -21,7 +21,7 @@ func TestStatusAddrRegisters(t *testing.T) {
 	}
 	write := func(off, v uint32) {
 		t.Helper()
-		if !g.d.RegWrite(off, v) {
+		if !hw.Offsets(g.d).RegWrite(off, v) {
 			t.Fatalf("%#x not decoded", off)
 		}
 	}
@@ -60,35 +60,35 @@ func TestStatusAddrRegisters(t *testing.T) {
 func TestRegisterBlocks(t *testing.T) {
 	g := newGuest(t, guestOpts{pairs: 2})
 	for off, r := range hw.AllRegisters() {
-		_, ok := g.d.RegRead(off)
+		_, ok := hw.Offsets(g.d).RegRead(off)
 		mine := r.Block == hw.BlockDatapath || r.Block == hw.BlockBackup || r.Block == hw.BlockPair
 		if ok != mine {
 			t.Errorf("%s (%v) at %#x: decoded %v", r.Name, r.Block, off, ok)
 		}
 	}
-	if !g.d.RegWrite(hw.QPBase(1)+hw.QPTxSize, 64) || g.d.Pair(1).ReadReg(hw.QPTxSize) != 64 {
+	if !hw.Offsets(g.d).RegWrite(hw.QPBase(1)+hw.QPTxSize, 64) || g.d.Pair(1).ReadReg(hw.QPTxSize) != 64 {
 		t.Fatal("pair 1's TX_SIZE not written through its BAR0 offset")
 	}
 	// A pair the function does not offer reads 0 and ignores writes.
-	if !g.d.RegWrite(hw.QPBase(2)+hw.QPTxSize, 64) {
+	if !hw.Offsets(g.d).RegWrite(hw.QPBase(2)+hw.QPTxSize, 64) {
 		t.Fatal("pair 2's block not decoded")
 	}
-	if v, _ := g.d.RegRead(hw.QPBase(2) + hw.QPTxSize); v != 0 {
+	if v, _ := hw.Offsets(g.d).RegRead(hw.QPBase(2) + hw.QPTxSize); v != 0 {
 		t.Fatalf("pair 2's TX_SIZE reads %d", v)
 	}
-	write := func(off, v uint32) { g.d.RegWrite(off, v) }
+	write := func(off, v uint32) { hw.Offsets(g.d).RegWrite(off, v) }
 	write(hw.RegCtrl, 0)
-	if v, _ := g.d.RegRead(hw.RegCtrl); v&hw.CtrlEnable != 0 || g.d.Enabled() {
+	if v, _ := hw.Offsets(g.d).RegRead(hw.RegCtrl); v&hw.CtrlEnable != 0 || g.d.Enabled() {
 		t.Fatalf("CTRL %#x after disable", v)
 	}
 	write(hw.RegCtrl, hw.CtrlEnable|hw.CtrlBusy) // BUSY is read-only
-	if v, _ := g.d.RegRead(hw.RegCtrl); v != hw.CtrlEnable|hw.CtrlBusy || !g.d.Enabled() {
+	if v, _ := hw.Offsets(g.d).RegRead(hw.RegCtrl); v != hw.CtrlEnable|hw.CtrlBusy || !g.d.Enabled() {
 		t.Fatalf("CTRL %#x after enable (a status block is set: BUSY)", v)
 	}
 	write(hw.RegMiscIRQArm, 1)
 	g.d.SetLink(false)
 	g.waitFor("misc interrupt armed through MISC_IRQ_ARM", func() bool { return g.irq.count(hw.MiscVector) == 1 })
-	if v, _ := g.d.RegRead(hw.RegMiscIRQArm); v != 0 {
+	if v, _ := hw.Offsets(g.d).RegRead(hw.RegMiscIRQArm); v != 0 {
 		t.Fatalf("MISC_IRQ_ARM reads %#x", v)
 	}
 }

@@ -41,7 +41,7 @@ func newFlow(t testing.TB, o envOpts) *flow {
 	}
 	t.Cleanup(c.Close)
 	f := &flow{env: ev, c: c, pasid: 5, frames: map[uint64]uint64{}, deny: func(uint64) bool { return false }}
-	f.atsd = ev.g.NewDriver(c, 8, 64)
+	f.atsd = ev.g.NewDriver(hw.Offsets(c), 8, 64)
 	f.as = ev.g.NewAddressSpace()
 	f.atsd.Table.Set(f.pasid, f.as)
 	return f

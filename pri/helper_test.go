@@ -100,7 +100,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 		ev.setPRI(true)
 	}
 	if !o.noDriver {
-		ev.drv = pritest.NewDriver(ev.g, e, o.prq, o.rsp)
+		ev.drv = pritest.NewDriver(ev.g, hw.Offsets(e), o.prq, o.rsp)
 	}
 	return ev
 }

@@ -444,7 +444,7 @@ func TestUnexpectedResponses(t *testing.T) {
 func TestQueueDisableAbandons(t *testing.T) {
 	ev := newEnv(t, envOpts{})
 	g := mustSubmit(t, ev.e, req(0x1000))
-	ev.e.RegWrite(hw.RegPRICtrl, 0)
+	hw.Offsets(ev.e).RegWrite(hw.RegPRICtrl, 0)
 	if err := waitDone(t, g); !errors.Is(err, pri.ErrNoQueue) {
 		t.Fatalf("after queue disable: %v", err)
 	}
@@ -457,7 +457,7 @@ func TestQueueDisableAbandons(t *testing.T) {
 	if err := waitDone(t, g); !errors.Is(err, pri.ErrReset) {
 		t.Fatalf("after function reset: %v", err)
 	}
-	if v, _ := ev.e.RegRead(hw.RegPRQVector); v != hw.PRQVectorDefault {
+	if v, _ := hw.Offsets(ev.e).RegRead(hw.RegPRQVector); v != hw.PRQVectorDefault {
 		t.Fatalf("PRQ_VECTOR %d after reset", v)
 	}
 }
@@ -466,7 +466,7 @@ func TestQueueDisableAbandons(t *testing.T) {
 // interrupt the host cannot deliver is counted without losing the request.
 func TestVectorAndIRQErrors(t *testing.T) {
 	ev := newEnv(t, envOpts{})
-	ev.e.RegWrite(hw.RegPRICtrl, 0)
+	hw.Offsets(ev.e).RegWrite(hw.RegPRICtrl, 0)
 	ev.drv.Vector = 7
 	ev.drv.Enable()
 	ev.irq.fail = true

@@ -121,13 +121,13 @@ func (e *Requester) wake() {
 	}
 }
 
-// RegRead reads a PRI register (BAR0 offsets hw.ATSRegEnd up to
-// hw.PRIRegEnd); ok is false for other offsets. Write-only registers read
-// as zero. It never blocks on guest memory.
-func (e *Requester) RegRead(off uint32) (v uint32, ok bool) {
-	if off < hw.ATSRegEnd || off >= hw.PRIRegEnd || off%4 != 0 {
-		return 0, false
-	}
+// Blocks implements hw.RegisterBlock.
+func (e *Requester) Blocks() []hw.Block { return []hw.Block{hw.BlockPRI} }
+
+// ReadRegister implements hw.RegisterBlock for the PRI block. It never
+// blocks on guest memory.
+func (e *Requester) ReadRegister(r hw.Register, _ int) (v uint32, ok bool) {
+	off := r.Offset
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch off {
@@ -139,21 +139,17 @@ func (e *Requester) RegRead(off uint32) (v uint32, ok bool) {
 			v |= hw.PRICtrlBusy
 		}
 		return v, true
-	case hw.RegPRQHead, hw.RegPRSPQTail:
-		return 0, true
 	case hw.RegPRIError:
 		return e.q.errCode, true
 	}
 	return e.q.r(off), true
 }
 
-// RegWrite writes a PRI register; ok is false for offsets outside the PRI
-// block. It never blocks on guest memory: enabling latches the registers
-// and the response goroutine probes the memory afterwards.
-func (e *Requester) RegWrite(off, v uint32) (ok bool) {
-	if off < hw.ATSRegEnd || off >= hw.PRIRegEnd || off%4 != 0 {
-		return false
-	}
+// WriteRegister implements hw.RegisterBlock for the PRI block. It never
+// blocks on guest memory: enabling latches the registers and the response
+// goroutine probes the memory afterwards.
+func (e *Requester) WriteRegister(r hw.Register, _ int, v uint32) (ok bool) {
+	off := r.Offset
 	e.mu.Lock()
 	q := &e.q
 	switch off {
@@ -183,7 +179,6 @@ func (e *Requester) RegWrite(off, v uint32) (ok bool) {
 		}
 	case hw.RegPRSPQTail:
 		q.prspTail = v
-	case hw.RegPRIError:
 	default:
 		q.reg[(off-hw.ATSRegEnd)/4] = v
 	}

@@ -17,11 +17,11 @@ const outside = 0x4000_0000_0000
 // reenable disables the PRI block, writes register/value pairs and enables
 // it again.
 func reenable(ev *env, kv ...uint32) {
-	ev.e.RegWrite(hw.RegPRICtrl, 0)
+	hw.Offsets(ev.e).RegWrite(hw.RegPRICtrl, 0)
 	for i := 0; i+1 < len(kv); i += 2 {
-		ev.e.RegWrite(kv[i], kv[i+1])
+		hw.Offsets(ev.e).RegWrite(kv[i], kv[i+1])
 	}
-	ev.e.RegWrite(hw.RegPRICtrl, hw.PRICtrlEnable)
+	hw.Offsets(ev.e).RegWrite(hw.RegPRICtrl, hw.PRICtrlEnable)
 }
 
 // TestQueueBadInput: bad queue registers, indexes and memory each give
@@ -55,14 +55,14 @@ func TestQueueBadInput(t *testing.T) {
 		}, hw.PRIErrBadStatusAddr, 0, pri.ErrNoQueue},
 		{"PRQ head beyond the tail", func(ev *env) {
 			mustSubmit(t, ev.e, req(0x1000))
-			ev.e.RegWrite(hw.RegPRQHead, 2)
+			hw.Offsets(ev.e).RegWrite(hw.RegPRQHead, 2)
 		}, hw.PRIErrBadHead, 2, pri.ErrNoQueue},
 		{"PRQ head backwards", func(ev *env) {
 			mustSubmit(t, ev.e, req(0x1000))
-			ev.e.RegWrite(hw.RegPRQHead, 1)
-			ev.e.RegWrite(hw.RegPRQHead, 0)
+			hw.Offsets(ev.e).RegWrite(hw.RegPRQHead, 1)
+			hw.Offsets(ev.e).RegWrite(hw.RegPRQHead, 0)
 		}, hw.PRIErrBadHead, 0, pri.ErrNoQueue},
-		{"response tail beyond the queue", func(ev *env) { ev.e.RegWrite(hw.RegPRSPQTail, 17) }, hw.PRIErrBadTail, 17, nil},
+		{"response tail beyond the queue", func(ev *env) { hw.Offsets(ev.e).RegWrite(hw.RegPRSPQTail, 17) }, hw.PRIErrBadTail, 17, nil},
 		{"PRQ unmapped under the device", func(ev *env) {
 			// A queue in its own mapping that QEMU later unmaps: the next
 			// write fails and the queue enters its error state.
@@ -85,7 +85,7 @@ func TestQueueBadInput(t *testing.T) {
 			tc.setup(ev)
 			var code uint32
 			eventually(t, "PRI_ERROR", func() bool {
-				code, _ = ev.e.RegRead(hw.RegPRIError)
+				code, _ = hw.Offsets(ev.e).RegRead(hw.RegPRIError)
 				return code != 0
 			})
 			if code != tc.code {
@@ -103,7 +103,7 @@ func TestQueueBadInput(t *testing.T) {
 			}
 			// The engine recovers after a reset of the block.
 			ev.drv.Reset()
-			if v, _ := ev.e.RegRead(hw.RegPRIError); v != 0 {
+			if v, _ := hw.Offsets(ev.e).RegRead(hw.RegPRIError); v != 0 {
 				t.Fatalf("PRI_ERROR %d after reset", v)
 			}
 			g := mustSubmit(t, ev.e, req(0x6000))
@@ -205,33 +205,33 @@ func TestResponseStorm(t *testing.T) {
 func TestPRIRegisters(t *testing.T) {
 	ev := newEnv(t, envOpts{noDriver: true})
 	e := ev.e
-	if v, ok := e.RegRead(hw.RegPRQVector); !ok || v != hw.PRQVectorDefault {
+	if v, ok := hw.Offsets(e).RegRead(hw.RegPRQVector); !ok || v != hw.PRQVectorDefault {
 		t.Fatalf("PRQ_VECTOR reset value %d", v)
 	}
 	for _, r := range hw.TranslationRegisters {
 		if r.Offset < hw.ATSRegEnd {
 			continue
 		}
-		if !e.RegWrite(r.Offset, 0x1234_5000) {
+		if !hw.Offsets(e).RegWrite(r.Offset, 0x1234_5000) {
 			t.Fatalf("%s not claimed", r.Name)
 		}
 		want := uint32(0x1234_5000)
 		if r.Access != hw.AccessRW || r.Offset == hw.RegPRICtrl {
 			want = 0
 		}
-		if v, ok := e.RegRead(r.Offset); !ok || v != want {
+		if v, ok := hw.Offsets(e).RegRead(r.Offset); !ok || v != want {
 			t.Errorf("%s reads %#x, want %#x", r.Name, v, want)
 		}
 	}
 	for _, off := range []uint32{hw.ATSRegEnd - 4, hw.PRIRegEnd, hw.RegPRICtrl + 1, 0x1000} {
-		if e.RegWrite(off, 1) {
+		if hw.Offsets(e).RegWrite(off, 1) {
 			t.Errorf("offset %#x claimed by the PRI block", off)
 		}
-		if _, ok := e.RegRead(off); ok {
+		if _, ok := hw.Offsets(e).RegRead(off); ok {
 			t.Errorf("offset %#x readable in the PRI block", off)
 		}
 	}
-	e.RegWrite(hw.RegPRICtrl, hw.PRICtrlReset)
+	hw.Offsets(e).RegWrite(hw.RegPRICtrl, hw.PRICtrlReset)
 	for _, r := range hw.TranslationRegisters {
 		if r.Offset < hw.ATSRegEnd {
 			continue
@@ -240,7 +240,7 @@ func TestPRIRegisters(t *testing.T) {
 		if r.Offset == hw.RegPRQVector {
 			want = hw.PRQVectorDefault
 		}
-		if v, _ := e.RegRead(r.Offset); v != want {
+		if v, _ := hw.Offsets(e).RegRead(r.Offset); v != want {
 			t.Errorf("%s reads %#x after reset", r.Name, v)
 		}
 	}

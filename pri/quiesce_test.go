@@ -55,7 +55,7 @@ func TestPRIQuiesce(t *testing.T) {
 			hw.PageRespPASID.Put(b, 3)
 			hw.PageRespFlags.Put(b, hw.PRSPPASIDValid)
 			r.Write(remoteBase, b)
-			ev.e.RegWrite(hw.RegPRSPQTail, 1)
+			hw.Offsets(ev.e).RegWrite(hw.RegPRSPQTail, 1)
 		}},
 	}
 	stops := []struct {
@@ -68,7 +68,7 @@ func TestPRIQuiesce(t *testing.T) {
 				ev := newEnv(t, envOpts{})
 				r := ev.g.AddRemote(remoteBase, hw.XlatPageSize)
 				t.Cleanup(r.Release) // a failure must not leave the device hung on it
-				if v, _ := ev.e.RegRead(hw.RegPRICtrl); v != hw.PRICtrlEnable|hw.PRICtrlBusy {
+				if v, _ := hw.Offsets(ev.e).RegRead(hw.RegPRICtrl); v != hw.PRICtrlEnable|hw.PRICtrlBusy {
 					t.Fatalf("PRI_CTRL reads %#x while enabled, want ENABLE|BUSY", v)
 				}
 				h.start(t, ev, r)
@@ -80,7 +80,7 @@ func TestPRIQuiesce(t *testing.T) {
 
 				wrote := make(chan struct{})
 				go func() {
-					ev.e.RegWrite(hw.RegPRICtrl, st.ctrl)
+					hw.Offsets(ev.e).RegWrite(hw.RegPRICtrl, st.ctrl)
 					close(wrote)
 				}()
 				select {
@@ -89,7 +89,7 @@ func TestPRIQuiesce(t *testing.T) {
 					t.Fatal("PRI_CTRL write blocked on the unit in flight")
 				}
 				for range 20 {
-					if v, _ := ev.e.RegRead(hw.RegPRICtrl); v&hw.PRICtrlBusy == 0 {
+					if v, _ := hw.Offsets(ev.e).RegRead(hw.RegPRICtrl); v&hw.PRICtrlBusy == 0 {
 						t.Fatalf("PRI_CTRL reads %#x while a unit is held in flight, want BUSY", v)
 					}
 					if ev.e.Quiesced() {
@@ -102,18 +102,18 @@ func TestPRIQuiesce(t *testing.T) {
 				if err := ev.drv.Stop(st.ctrl == hw.PRICtrlReset); err != nil {
 					t.Fatal(err)
 				}
-				if v, _ := ev.e.RegRead(hw.RegPRICtrl); v != 0 {
+				if v, _ := hw.Offsets(ev.e).RegRead(hw.RegPRICtrl); v != 0 {
 					t.Fatalf("PRI_CTRL reads %#x after the handshake, want 0", v)
 				}
 
 				accesses, irqs := r.Accesses(), ev.irq.total()
 				for i := range 50 {
-					ev.e.RegWrite(hw.RegPRSPQTail, uint32(i+2))
-					ev.e.RegWrite(hw.RegPRQHead, uint32(i))
+					hw.Offsets(ev.e).RegWrite(hw.RegPRSPQTail, uint32(i+2))
+					hw.Offsets(ev.e).RegWrite(hw.RegPRQHead, uint32(i))
 					if _, err := ev.e.TrySubmit(req(0x5000)); err == nil {
 						t.Fatal("a page request was accepted after the handshake")
 					}
-					ev.e.RegRead(hw.RegPRICtrl)
+					hw.Offsets(ev.e).RegRead(hw.RegPRICtrl)
 				}
 				time.Sleep(20 * time.Millisecond) // let the response goroutine run
 				if n := r.Accesses(); n != accesses {
@@ -135,12 +135,12 @@ func TestPRIQuiesce(t *testing.T) {
 // remote region.
 func relocate(t *testing.T, ev *env, r *atstest.Remote) {
 	t.Helper()
-	ev.e.RegWrite(hw.RegPRICtrl, 0)
+	hw.Offsets(ev.e).RegWrite(hw.RegPRICtrl, 0)
 	if err := ev.drv.WaitIdle(); err != nil {
 		t.Fatal(err)
 	}
 	ev.drv.Enable()
-	ev.e.RegWrite(hw.RegPRQHead, 0) // kick the probe
+	hw.Offsets(ev.e).RegWrite(hw.RegPRQHead, 0) // kick the probe
 	eventually(t, "the probe of the remote queue", func() bool { return r.Accesses() >= 2 })
 	r.Hold()
 }

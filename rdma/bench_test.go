@@ -30,7 +30,7 @@ func benchStream(b *testing.B, op uint32, size int) {
 			}
 			posted++
 		}
-		x.e.RegWrite(hw.RegSQDoorbell, x.qpn)
+		hw.Offsets(x.e).RegWrite(hw.RegSQDoorbell, x.qpn)
 		for {
 			c, ok := x.scq.Poll()
 			if !ok {

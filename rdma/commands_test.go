@@ -106,7 +106,7 @@ func TestCommandErrors(t *testing.T) {
 			t.Errorf("%s: status %d, want %d", tc.name, st, tc.want)
 		}
 	}
-	if code, _ := n.e.RegRead(hw.RegRDMAError); code != 0 {
+	if code, _ := hw.Offsets(n.e).RegRead(hw.RegRDMAError); code != 0 {
 		t.Errorf("RDMA_ERROR %d after command errors", code)
 	}
 	_, r, _ := n.d.Run(rdmatest.NewCmd(hw.RDMACmdQueryQP, n.qpn))
@@ -144,7 +144,7 @@ func TestLimits(t *testing.T) {
 func TestControlErrors(t *testing.T) {
 	t.Run("tail past the queue", func(t *testing.T) {
 		n := lone(t)
-		n.e.RegWrite(hw.RegCmdqTail, n.d.CmdqHead()+n.d.CmdqSize+1)
+		hw.Offsets(n.e).RegWrite(hw.RegCmdqTail, n.d.CmdqHead()+n.d.CmdqSize+1)
 		waitErr(t, n, hw.RDMAErrBadCmdqTail)
 		if code, _ := n.d.Error(); code != hw.RDMAErrBadCmdqTail {
 			t.Errorf("status block error %d", code)
@@ -168,7 +168,7 @@ func TestControlErrors(t *testing.T) {
 	})
 	t.Run("EQ head past the tail", func(t *testing.T) {
 		n := lone(t)
-		n.e.RegWrite(hw.RegEQHead, 1000)
+		hw.Offsets(n.e).RegWrite(hw.RegEQHead, 1000)
 		n.d.Post(rdmatest.NewCmd(hw.RDMACmdQueryQP, n.qpn)) // wakes the worker
 		waitErr(t, n, hw.RDMAErrBadEQHead)
 	})
@@ -180,7 +180,7 @@ func TestControlErrors(t *testing.T) {
 		n.d.Status += 8
 		n.d.Enable()
 		waitErr(t, n, hw.RDMAErrBadStatusAddr)
-		if v, _ := n.e.RegRead(hw.RegRDMACtrl); v&hw.RDMACtrlEnable != 0 {
+		if v, _ := hw.Offsets(n.e).RegRead(hw.RegRDMACtrl); v&hw.RDMACtrlEnable != 0 {
 			t.Error("enabled with a misaligned status block")
 		}
 	})
@@ -189,12 +189,12 @@ func TestControlErrors(t *testing.T) {
 		n.d.Reset()
 		n.d.Cmdq = 0x4000_0000_0000
 		n.d.Enable()
-		n.e.RegWrite(hw.RegCmdqTail, 1)
+		hw.Offsets(n.e).RegWrite(hw.RegCmdqTail, 1)
 		waitErr(t, n, hw.RDMAErrBadCmdq)
 		if err := n.d.Reset(); err != nil {
 			t.Fatal(err)
 		}
-		if code, _ := n.e.RegRead(hw.RegRDMAError); code != 0 {
+		if code, _ := hw.Offsets(n.e).RegRead(hw.RegRDMAError); code != 0 {
 			t.Errorf("RDMA_ERROR %d after RESET", code)
 		}
 	})
@@ -204,7 +204,7 @@ func waitErr(t *testing.T, n *node, code uint32) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		if v, _ := n.e.RegRead(hw.RegRDMAError); v == code {
+		if v, _ := hw.Offsets(n.e).RegRead(hw.RegRDMAError); v == code {
 			return
 		} else if v != 0 {
 			t.Fatalf("RDMA_ERROR %d, want %d", v, code)
@@ -218,7 +218,7 @@ func waitErr(t *testing.T, n *node, code uint32) {
 // gone, and the same handles can be created again afterwards.
 func TestResetDestroysEverything(t *testing.T) {
 	n := lone(t)
-	if v, _ := n.e.RegRead(hw.RegRDMACtrl); v != hw.RDMACtrlEnable|hw.RDMACtrlBusy {
+	if v, _ := hw.Offsets(n.e).RegRead(hw.RegRDMACtrl); v != hw.RDMACtrlEnable|hw.RDMACtrlBusy {
 		t.Fatalf("RDMA_CTRL %#x while running", v)
 	}
 	n.g.Mem.FenceOnQuiesce(true)

@@ -51,7 +51,7 @@ func newFuzzRig(t testing.TB) *fuzzRig {
 func (r *fuzzRig) run(t *testing.T, in []byte) {
 	e := r.e
 	clear(r.ram[:fuzzRings-fuzzBase])
-	w := func(off, v uint32) { e.RegWrite(off, v) }
+	w := func(off, v uint32) { hw.Offsets(e).RegWrite(off, v) }
 	w(hw.RegRDMAStatusLo, fuzzStatus)
 	w(hw.RegCmdqBaseLo, fuzzCmdq)
 	w(hw.RegCmdqSize, 64)
@@ -73,7 +73,7 @@ func (r *fuzzRig) run(t *testing.T, in []byte) {
 	e.w.service()
 	e.w.service()
 	if head := le.Uint32(r.ram[fuzzStatus-fuzzBase:]); head != uint32(n) {
-		if code, _ := e.RegRead(hw.RegRDMAError); code == 0 {
+		if code, _ := hw.Offsets(e).RegRead(hw.RegRDMAError); code == 0 {
 			t.Fatalf("cmdq_head %d after %d commands, no error", head, n)
 		}
 	}

@@ -115,7 +115,7 @@ func newNodeWith(t testing.TB, wire port.Port, last byte, o nodeOpts) *node {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.e.Close(); n.mux.Close() })
-	n.d = rdmatest.NewDriver(n.g, n.e, 64, 64)
+	n.d = rdmatest.NewDriver(n.g, hw.Offsets(n.e), 64, 64)
 	n.d.Enable()
 	n.must(t, rdmatest.AddGID(0, rdmatest.GIDv4(n.ip)))
 	n.buf = rdmatest.MapBuffer(n.g, n.as, bufVA, bufSize)
@@ -183,7 +183,7 @@ func (n *node) post(t *testing.T, sq *rdmatest.Queue, qpn uint32, ws ...rdmatest
 			t.Fatal(err)
 		}
 	}
-	n.e.RegWrite(hw.RegSQDoorbell, qpn)
+	hw.Offsets(n.e).RegWrite(hw.RegSQDoorbell, qpn)
 }
 
 func (n *node) postRecv(t *testing.T, rq *rdmatest.Queue, rs ...rdmatest.Recv) {

@@ -42,7 +42,7 @@ func newMRRig(t *testing.T) *mrRig {
 	}
 	t.Cleanup(func() { r.e.Close() })
 	r.e.testRegMR = func(m *mrMem) { r.mems <- m }
-	r.d = rdmatest.NewDriver(r.g, r.e, 16, 16)
+	r.d = rdmatest.NewDriver(r.g, hw.Offsets(r.e), 16, 16)
 	r.d.Enable()
 	return r
 }

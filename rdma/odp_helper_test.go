@@ -62,7 +62,7 @@ func (n *node) newPRI(t testing.TB, alloc uint32, tr *trace.Recorder) {
 	n.cfgWrite(pcie.OffCommand, binary.LittleEndian.AppendUint16(nil, pcie.CmdBusMaster|pcie.CmdMemory))
 	n.cfgWrite(o.space.Layout().PRI+priAlloc, binary.LittleEndian.AppendUint32(nil, alloc))
 	n.setPRI(true)
-	o.drv = pritest.NewDriver(n.g, o.pri, 64, 64)
+	o.drv = pritest.NewDriver(n.g, hw.Offsets(o.pri), 64, 64)
 }
 
 func (n *node) cfgWrite(off int, b []byte) {

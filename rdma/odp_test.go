@@ -352,14 +352,14 @@ func TestODPFailures(t *testing.T) {
 func TestODPDropPolicy(t *testing.T) {
 	a, b, tap := odpPair(t, 0)
 	b.serve(t)
-	b.e.RegWrite(hw.RegRDMARecvFault, hw.RDMARecvFaultDrop)
-	if v, _ := b.e.RegRead(hw.RegRDMARecvFault); v != hw.RDMARecvFaultDrop {
+	hw.Offsets(b.e).RegWrite(hw.RegRDMARecvFault, hw.RDMARecvFaultDrop)
+	if v, _ := hw.Offsets(b.e).RegRead(hw.RegRDMARecvFault); v != hw.RDMARecvFaultDrop {
 		t.Fatalf("RDMA_RECV_FAULT reads %d", v)
 	}
 	data := pattern(3000, 9)
 	a.buf.Write(0, data)
 	for i, policy := range []uint32{hw.RDMARecvFaultDrop, hw.RDMARecvFaultRNR} {
-		b.e.RegWrite(hw.RegRDMARecvFault, policy)
+		hw.Offsets(b.e).RegWrite(hw.RegRDMARecvFault, policy)
 		before := b.e.Stats().RC
 		naks := len(tap.rnrNaks())
 		dst := uint64(0x20000 + i*0x2000)
@@ -393,11 +393,11 @@ func TestODPDropPolicy(t *testing.T) {
 // DEVICE_RESET returns it to RNR.
 func TestRecvFaultRegister(t *testing.T) {
 	a, _ := pair(t, 3)
-	if v, _ := a.e.RegRead(hw.RegRDMARecvFault); v != hw.RDMARecvFaultRNR {
+	if v, _ := hw.Offsets(a.e).RegRead(hw.RegRDMARecvFault); v != hw.RDMARecvFaultRNR {
 		t.Fatalf("reset value %d", v)
 	}
-	a.e.RegWrite(hw.RegRDMARecvFault, 0xffff_ffff)
-	if v, _ := a.e.RegRead(hw.RegRDMARecvFault); v != hw.RDMARecvFaultDrop {
+	hw.Offsets(a.e).RegWrite(hw.RegRDMARecvFault, 0xffff_ffff)
+	if v, _ := hw.Offsets(a.e).RegRead(hw.RegRDMARecvFault); v != hw.RDMARecvFaultDrop {
 		t.Fatalf("after writing ~0: %#x", v)
 	}
 	if p := rdma.RCRecvFaultPolicy(a.e); p != ibrc.FaultDrop {
@@ -406,7 +406,7 @@ func TestRecvFaultRegister(t *testing.T) {
 	if err := a.d.Reset(); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := a.e.RegRead(hw.RegRDMARecvFault); v != hw.RDMARecvFaultDrop {
+	if v, _ := hw.Offsets(a.e).RegRead(hw.RegRDMARecvFault); v != hw.RDMARecvFaultDrop {
 		t.Fatalf("after RDMA_CTRL RESET: %d", v)
 	}
 	if p := rdma.RCRecvFaultPolicy(a.e); p != ibrc.FaultDrop {
@@ -414,7 +414,7 @@ func TestRecvFaultRegister(t *testing.T) {
 	}
 	a.e.Reset()
 	waitFor(t, "the engine to quiesce", func() bool { return !a.e.Busy() })
-	if v, _ := a.e.RegRead(hw.RegRDMARecvFault); v != hw.RDMARecvFaultRNR {
+	if v, _ := hw.Offsets(a.e).RegRead(hw.RegRDMARecvFault); v != hw.RDMARecvFaultRNR {
 		t.Fatalf("after DEVICE_RESET: %d", v)
 	}
 	if p := rdma.RCRecvFaultPolicy(a.e); p != ibrc.FaultRNRNak {
@@ -551,10 +551,10 @@ func TestODPQuiesce(t *testing.T) {
 func TestMsgAlarmRegister(t *testing.T) {
 	a, b := pair(t, 3)
 	left := func() uint32 {
-		v, _ := b.e.RegRead(hw.RegRDMAMsgAlarm)
+		v, _ := hw.Offsets(b.e).RegRead(hw.RegRDMAMsgAlarm)
 		return v
 	}
-	b.e.RegWrite(hw.RegRDMAMsgAlarm, 3)
+	hw.Offsets(b.e).RegWrite(hw.RegRDMAMsgAlarm, 3)
 	send := func(id uint64) {
 		t.Helper()
 		b.postRecv(t, b.rq, rdmatest.Recv{ID: id, SGL: []rdmatest.SGE{{Addr: bufVA + 0x10000, Length: 4096, LKey: mrKey}}})
@@ -580,7 +580,7 @@ func TestMsgAlarmRegister(t *testing.T) {
 	if v := left(); v != 0 {
 		t.Fatalf("after the alarm it reads %d", v)
 	}
-	b.e.RegWrite(hw.RegRDMAMsgAlarm, 5)
+	hw.Offsets(b.e).RegWrite(hw.RegRDMAMsgAlarm, 5)
 	if err := b.d.Reset(); err != nil {
 		t.Fatal(err)
 	}

@@ -313,11 +313,13 @@ func (e *Engine) wake() {
 
 func (e *Engine) reg(off uint32) *uint32 { return &e.regs[(off-hw.RegRDMACtrl)/4] }
 
-// RegRead reads a BlockRDMA register. It does not touch guest memory.
-func (e *Engine) RegRead(off uint32) (uint32, bool) {
-	if off < hw.RegRDMACtrl || off > hw.RegRDMAMsgAlarm || off%4 != 0 {
-		return 0, false
-	}
+// Blocks implements hw.RegisterBlock.
+func (e *Engine) Blocks() []hw.Block { return []hw.Block{hw.BlockRDMA} }
+
+// ReadRegister implements hw.RegisterBlock for the RDMA block. It does not
+// touch guest memory.
+func (e *Engine) ReadRegister(r hw.Register, _ int) (uint32, bool) {
+	off := r.Offset
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch off {
@@ -332,20 +334,16 @@ func (e *Engine) RegRead(off uint32) (uint32, bool) {
 		return v, true
 	case hw.RegRDMAError:
 		return e.errCode, true
-	case hw.RegCmdqTail, hw.RegEQHead, hw.RegEQArm, hw.RegSQDoorbell, hw.RegCQArm:
-		return 0, true // write only
 	case hw.RegRDMAMsgAlarm:
 		return uint32(min(e.rc.Load().MessageAlarm(), math.MaxUint32)), true
 	}
 	return *e.reg(off), true
 }
 
-// RegWrite writes a BlockRDMA register. It records the value and wakes the
-// worker; it never waits for guest memory.
-func (e *Engine) RegWrite(off, v uint32) bool {
-	if off < hw.RegRDMACtrl || off > hw.RegRDMAMsgAlarm || off%4 != 0 {
-		return false
-	}
+// WriteRegister implements hw.RegisterBlock for the RDMA block. It records
+// the value and wakes the worker; it never waits for guest memory.
+func (e *Engine) WriteRegister(r hw.Register, _ int, v uint32) bool {
+	off := r.Offset
 	e.mu.Lock()
 	switch off {
 	case hw.RegRDMACtrl:
@@ -379,7 +377,6 @@ func (e *Engine) RegWrite(off, v uint32) bool {
 				e.cqArms[cqn] = a
 			}
 		}
-	case hw.RegRDMAError:
 	case hw.RegRDMARecvFault:
 		// Bit 0 is the policy; the rest is reserved and reads 0. The
 		// running transport applies it from its next fault; one RESET

@@ -125,8 +125,8 @@ func TestUnsignaledAndCQArm(t *testing.T) {
 		t.Fatalf("SQ consumer %d, want 2", a.sq.Consumer())
 	}
 
-	b.e.RegWrite(hw.RegEQArm, 1)
-	b.e.RegWrite(hw.RegCQArm, recvCQ|hw.RDMACQArmSolicited)
+	hw.Offsets(b.e).RegWrite(hw.RegEQArm, 1)
+	hw.Offsets(b.e).RegWrite(hw.RegCQArm, recvCQ|hw.RDMACQArmSolicited)
 	send := func(id uint64, flags uint32) {
 		b.postRecv(t, b.rq, rdmatest.Recv{ID: id, SGL: []rdmatest.SGE{{Addr: bufVA + 0x1000, Length: 100, LKey: mrKey}}})
 		a.post(t, a.sq, a.qpn, rdmatest.Send{ID: id, Opcode: hw.IBVWRSend, Flags: flags, AutoLength: true, NumSGE: -1,
@@ -147,7 +147,7 @@ func TestUnsignaledAndCQArm(t *testing.T) {
 	if evs := b.d.Events(); len(evs) != 0 {
 		t.Fatalf("events without an arm: %+v", evs)
 	}
-	b.e.RegWrite(hw.RegCQArm, recvCQ)
+	hw.Offsets(b.e).RegWrite(hw.RegCQArm, recvCQ)
 	send(13, 0)
 	b.waitEvent(t, hw.RDMAEventCQComp, recvCQ)
 	if b.irqs.Load() != 1 {
@@ -248,7 +248,7 @@ func TestGarbageRings(t *testing.T) {
 		copy(a.sq.Slot(i), pattern(1<<a.sq.Log2, byte(i)))
 	}
 	a.sq.SetProducer(0xffff_fff7)
-	a.e.RegWrite(hw.RegSQDoorbell, a.qpn)
+	hw.Offsets(a.e).RegWrite(hw.RegSQDoorbell, a.qpn)
 	a.waitEvent(t, hw.RDMAEventQPFatal, a.qpn)
 	// 0xffff_fff7 masked is 55 posted entries: the first fails, the rest
 	// are flushed.
@@ -333,11 +333,11 @@ func TestCQOverrun(t *testing.T) {
 // for its next completion) hung on npfnic against rdma_rxe.
 func TestCQArmDuringPass(t *testing.T) {
 	a, b := pair(t, 3)
-	a.e.RegWrite(hw.RegEQArm, 1)
+	hw.Offsets(a.e).RegWrite(hw.RegEQArm, 1)
 	var once sync.Once
 	rdma.SetTestBeforeDrain(a.e, func() {
 		if a.e.Stats().RC.RxFrames > 0 { // the ACK is in: its completion drains in this pass
-			once.Do(func() { a.e.RegWrite(hw.RegCQArm, sendCQ) })
+			once.Do(func() { hw.Offsets(a.e).RegWrite(hw.RegCQArm, sendCQ) })
 		}
 	})
 	a.post(t, a.sq, a.qpn, rdmatest.Send{ID: 1, Opcode: hw.IBVWRRDMAWrite, Flags: sig, RemoteAddr: bufVA, RKey: mrKey,
@@ -359,7 +359,7 @@ func TestCQArmDuringPass(t *testing.T) {
 // rdma_rxe hung with the RECV completion unpolled in its CQ.
 func TestCQArmWithUnpolledCompletion(t *testing.T) {
 	a, b := pair(t, 3)
-	a.e.RegWrite(hw.RegEQArm, 1)
+	hw.Offsets(a.e).RegWrite(hw.RegEQArm, 1)
 	cqComps := func(n *node, cqn uint32) int {
 		k := 0
 		for _, ev := range n.d.Events() {
@@ -383,12 +383,12 @@ func TestCQArmWithUnpolledCompletion(t *testing.T) {
 		AutoLength: true, NumSGE: -1, SGL: []rdmatest.SGE{{Addr: bufVA, Length: 10, LKey: mrKey}}}
 	a.post(t, a.sq, a.qpn, write)
 	landed(a.scq, 1) // not polled
-	a.e.RegWrite(hw.RegCQArm, sendCQ)
+	hw.Offsets(a.e).RegWrite(hw.RegCQArm, sendCQ)
 	a.waitEvent(t, hw.RDMAEventCQComp, sendCQ)
 	poll(t, a.scq, 1)
 
 	// Drained: the arm waits for the next completion, which raises it.
-	a.e.RegWrite(hw.RegCQArm, sendCQ)
+	hw.Offsets(a.e).RegWrite(hw.RegCQArm, sendCQ)
 	time.Sleep(20 * time.Millisecond)
 	if k := cqComps(a, sendCQ); k != 0 {
 		t.Fatalf("%d CQ_COMP events for an arm over a drained CQ", k)
@@ -400,14 +400,14 @@ func TestCQArmWithUnpolledCompletion(t *testing.T) {
 
 	// Solicited only: an unpolled plain receive does not raise it, an
 	// unpolled solicited one does.
-	b.e.RegWrite(hw.RegEQArm, 1)
+	hw.Offsets(b.e).RegWrite(hw.RegEQArm, 1)
 	b.postRecv(t, b.rq, rdmatest.Recv{ID: 10, SGL: []rdmatest.SGE{{Addr: bufVA + 0x1000, Length: 64, LKey: mrKey}}},
 		rdmatest.Recv{ID: 11, SGL: []rdmatest.SGE{{Addr: bufVA + 0x2000, Length: 64, LKey: mrKey}}})
 	send := rdmatest.Send{ID: 3, Opcode: hw.IBVWRSend, Flags: sig, AutoLength: true, NumSGE: -1,
 		SGL: []rdmatest.SGE{{Addr: bufVA, Length: 10, LKey: mrKey}}}
 	a.post(t, a.sq, a.qpn, send)
 	landed(b.rcq, 1)
-	b.e.RegWrite(hw.RegCQArm, recvCQ|hw.RDMACQArmSolicited)
+	hw.Offsets(b.e).RegWrite(hw.RegCQArm, recvCQ|hw.RDMACQArmSolicited)
 	time.Sleep(20 * time.Millisecond)
 	if k := cqComps(b, recvCQ); k != 0 {
 		t.Fatalf("%d CQ_COMP events for a solicited arm over an unsolicited completion", k)
@@ -422,7 +422,7 @@ func TestCQArmWithUnpolledCompletion(t *testing.T) {
 	if k := cqComps(b, recvCQ); k != 0 {
 		t.Fatalf("%d more CQ_COMP events for one arm", k)
 	}
-	b.e.RegWrite(hw.RegCQArm, recvCQ|hw.RDMACQArmSolicited)
+	hw.Offsets(b.e).RegWrite(hw.RegCQArm, recvCQ|hw.RDMACQArmSolicited)
 	b.waitEvent(t, hw.RDMAEventCQComp, recvCQ)
 	poll(t, a.scq, 2)
 	poll(t, b.rcq, 2)

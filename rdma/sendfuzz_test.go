@@ -217,7 +217,7 @@ func (f sendPortFunc) Send(b []byte) error { return f(b) }
 // reset returns the rig to the state every input starts from.
 func (r *sendRig) reset() {
 	e := r.e
-	e.RegWrite(hw.RegRDMACtrl, hw.RDMACtrlReset)
+	hw.Offsets(e).RegWrite(hw.RegRDMACtrl, hw.RDMACtrlReset)
 	e.w.service()
 	for i := 0; i < 10000 && r.clk.Step(); i++ {
 	}
@@ -236,7 +236,7 @@ func (r *sendRig) reset() {
 	r.live = [sendFuzzSlots]struct{ sqSlots, prod, rqProd uint32 }{}
 	r.busOff = false
 	e.SetBusMaster(true)
-	w := func(off, v uint32) { e.RegWrite(off, v) }
+	w := func(off, v uint32) { hw.Offsets(e).RegWrite(off, v) }
 	w(hw.RegRDMAStatusLo, uint32(r.status))
 	w(hw.RegRDMAStatusHi, uint32(r.status>>32))
 	w(hw.RegCmdqBaseLo, uint32(r.cmdq))
@@ -280,7 +280,7 @@ func (r *sendRig) cmd(c rdmatest.Cmd) uint32 {
 	addr := r.cmdq + uint64(r.cmdTail%64)*hw.RDMACmdSize
 	copy(r.g.Bytes(addr, hw.RDMACmdSize), c[:])
 	r.cmdTail++
-	r.e.RegWrite(hw.RegCmdqTail, r.cmdTail)
+	hw.Offsets(r.e).RegWrite(hw.RegCmdqTail, r.cmdTail)
 	r.e.w.service()
 	st := hw.RDMACmdStatus.Get(r.g.Bytes(addr, hw.RDMACmdSize))
 	if st > hw.RDMACmdErrResource {
@@ -353,7 +353,7 @@ func (r *sendRig) run(t *testing.T, in []byte) {
 		r.e.w.service()
 		r.check()
 	}
-	r.e.RegWrite(hw.RegRDMACtrl, hw.RDMACtrlReset)
+	hw.Offsets(r.e).RegWrite(hw.RegRDMACtrl, hw.RDMACtrlReset)
 	r.e.w.service()
 	if r.e.Busy() {
 		t.Fatal("busy after RESET with no DMA in flight")
@@ -374,7 +374,7 @@ func (r *sendRig) op(p *sendProg) {
 	case sendOpPost:
 		r.post(p)
 	case sendOpDoorbell:
-		r.e.RegWrite(hw.RegSQDoorbell, qpnOf(p.u8()))
+		hw.Offsets(r.e).RegWrite(hw.RegSQDoorbell, qpnOf(p.u8()))
 	case sendOpRecv:
 		r.recv(p)
 	case sendOpService:
@@ -413,7 +413,7 @@ func (r *sendRig) op(p *sendProg) {
 	case sendOpDereg:
 		r.cmd(rdmatest.NewCmd(hw.RDMACmdDeregMR, sendKeys[int(p.u8())%len(sendKeys)]))
 	case sendOpRecvFault:
-		r.e.RegWrite(hw.RegRDMARecvFault, uint32(p.u8()))
+		hw.Offsets(r.e).RegWrite(hw.RegRDMARecvFault, uint32(p.u8()))
 	case sendOpQuery:
 		r.cmd(rdmatest.NewCmd(hw.RDMACmdQueryQP, qpnOf(p.u8())))
 	case sendOpBusMaster:

@@ -137,7 +137,7 @@ func runWriter(t *testing.T, a *node, op uint32, size int) *writer {
 				}
 				out++
 			}
-			a.e.RegWrite(hw.RegSQDoorbell, a.qpn)
+			hw.Offsets(a.e).RegWrite(hw.RegSQDoorbell, a.qpn)
 			for {
 				c, ok := a.scq.Poll()
 				if !ok {

@@ -136,7 +136,7 @@ func TestReadResponsesDoNotBlockReceive(t *testing.T) {
 		t.Errorf("the port stopped receiving while the READ's responses waited for the peer")
 	}
 
-	a.e.RegWrite(hw.RegRDMACtrl, hw.RDMACtrlReset)
+	hw.Offsets(a.e).RegWrite(hw.RegRDMACtrl, hw.RDMACtrlReset)
 	if !eventually(5*time.Second, func() bool { return !a.e.Busy() }) {
 		t.Fatalf("RDMA_CTRL.RESET never completed")
 	}

@@ -30,7 +30,7 @@ func TestOverATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	drv := g.NewDriver(c, 4, 8)
+	drv := g.NewDriver(hw.Offsets(c), 4, 8)
 	as := g.NewAddressSpace()
 	drv.Table.Set(1, as)
 	const va = 0x7f12_3456_0000

@@ -2,6 +2,7 @@ package hw
 
 import (
 	"iter"
+	"slices"
 	"strconv"
 )
 
@@ -403,4 +404,67 @@ func vectors() []Vector {
 		Vector{DiagEchoVector, "echo", "DIAG_ECHO rounds"},
 		Vector{RDMAVector, "rdma events", "RDMA event queue entries, armed once per event by EQ_ARM (reset value of EQ_VECTOR)"},
 	)
+}
+
+// RegisterBlock is the owner of one Block of BAR0 registers. The PCI
+// function decodes each access with Lookup and applies the table's rules
+// before the block sees it, so a block only ever gets a register of its
+// own, whole: never an offset without a register, a read of a write-only
+// register (it reads 0), a write to a read-only one (it has no effect), or
+// a write covering some bytes only (PartialWriteRule). r is the table's
+// row; q is the queue pair of a pair's register (r.Offset is then relative
+// to QPBase(q)), -1 otherwise. ok is false for a register the block does
+// not decode: a table that hands a block a register it does not know is a
+// bug, which the function's tests look for. Neither method may wait on
+// guest memory: they run on the vfio-user socket goroutine.
+type RegisterBlock interface {
+	// Blocks are the blocks of the table whose registers it owns.
+	Blocks() []Block
+	ReadRegister(r Register, q int) (v uint32, ok bool)
+	WriteRegister(r Register, q int, v uint32) (ok bool)
+}
+
+// ByOffset drives one RegisterBlock by BAR0 offset, as the PCI function
+// routes whole 32-bit accesses to it: for driver models and tests that
+// run a block without the function. ok is false for an offset that holds
+// no register, a register of a block it does not own, or one it does not
+// decode.
+type ByOffset struct{ Block RegisterBlock }
+
+// Offsets returns b driven by BAR0 offset.
+func Offsets(b RegisterBlock) ByOffset { return ByOffset{Block: b} }
+
+// RegRead reads the register at BAR0 offset off; a write-only register
+// reads 0.
+func (b ByOffset) RegRead(off uint32) (uint32, bool) {
+	r, q, ok := b.lookup(off)
+	if !ok {
+		return 0, false
+	}
+	if r.Access == AccessWO {
+		return 0, true
+	}
+	return b.Block.ReadRegister(r, q)
+}
+
+// RegWrite writes v to the register at BAR0 offset off; a write to a
+// read-only register has no effect.
+func (b ByOffset) RegWrite(off, v uint32) bool {
+	r, q, ok := b.lookup(off)
+	if !ok {
+		return false
+	}
+	if !r.Writable() {
+		return true
+	}
+	return b.Block.WriteRegister(r, q, v)
+}
+
+// lookup decodes a 4-byte aligned off of one of the block's registers.
+func (b ByOffset) lookup(off uint32) (r Register, q int, ok bool) {
+	r, q, ok = Lookup(off)
+	if !ok || off%4 != 0 || !slices.Contains(b.Block.Blocks(), r.Block) {
+		return Register{}, -1, false
+	}
+	return r, q, true
 }
