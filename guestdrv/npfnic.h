@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * npfnic driver internals shared by the PCI core (npfnic_main.c), the
- * Ethernet datapath (npfnic_eth.c), the network page fault machinery
+ * Ethernet side (the netdev in npfnic_eth.c, its ring memory in
+ * npfnic_eth_ring.c, the datapath in npfnic_eth_txrx.c and ethtool in
+ * npfnic_ethtool.c), the network page fault machinery
  * (npfnic_npf.c with npfnic_iopt.c, npfnic_fault.c and npfnic_backup.c),
  * the diagnostics (npfnic_diag.c) and the RDMA personality (npfnic_ib.c,
  * whose own declarations are in npfnic_ib.h).
@@ -341,12 +343,39 @@ static inline bool npfnic_translating(const struct npfnic *nic)
 }
 
 bool npfnic_wait_quiesced(struct npfnic *nic, void __iomem *ctrl, u32 busy, const char *what);
+
+static inline bool npfnic_valid_ring_size(u32 n)
+{
+	return is_power_of_2(n) && n >= NPFNIC_RING_SIZE_MIN && n <= NPFNIC_RING_SIZE_MAX;
+}
+
+static inline u32 npfnic_tx_free(const struct npfnic_qp *qp)
+{
+	return qp->tx_size - (qp->tx_tail - qp->tx_clean);
+}
+
+/* npfnic_eth.c: the netdev, its open and stop, link and errors */
 void npfnic_schedule_reset(struct npfnic *nic);
 int npfnic_eth_probe(struct npfnic *nic);
 void npfnic_eth_remove(struct npfnic *nic);
+int npfnic_open(struct net_device *netdev);
+int npfnic_stop(struct net_device *netdev);
 irqreturn_t npfnic_misc_irq(int irq, void *data);
-irqreturn_t npfnic_qp_irq(int irq, void *data);
 int npfnic_inject(struct npfnic *nic, const char *what, unsigned int q);
+
+/* npfnic_eth_ring.c: the rings and buffers of a queue pair */
+int npfnic_alloc_qp(struct npfnic_qp *qp, u32 tx_size, u32 rx_size);
+void npfnic_free_qp(struct npfnic_qp *qp);
+
+/* npfnic_eth_txrx.c: transmit, receive and NAPI */
+void npfnic_unmap_tx_slot(struct device *dev, struct npfnic_tx_slot *slot);
+netdev_tx_t npfnic_xmit(struct sk_buff *skb, struct net_device *netdev);
+void npfnic_post_rx(struct npfnic_qp *qp, u32 count);
+int npfnic_poll(struct napi_struct *napi, int budget);
+irqreturn_t npfnic_qp_irq(int irq, void *data);
+
+/* npfnic_ethtool.c: the ethtool operations */
+extern const struct ethtool_ops npfnic_ethtool_ops;
 
 /* npfnic_npf.c: network page faults, set up, taken down and counted */
 #define NPFNIC_NPF_STATS	37

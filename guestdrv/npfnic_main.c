@@ -3,8 +3,9 @@
  * npfnic: driver for the npfnic virtual PCIe NIC (served to QEMU over
  * vfio-user). This part binds to the device, maps BAR0, enables bus
  * mastering and MSI-X with a counting handler per vector that dispatches to
- * the Ethernet datapath (npfnic_eth.c), the page-fault machinery
- * (npfnic_npf.c and the files it names) or the diagnostics (npfnic_diag.c).
+ * the Ethernet side (npfnic_eth.c, npfnic_eth_txrx.c), the page-fault
+ * machinery (npfnic_npf.c and the files it names) or the diagnostics
+ * (npfnic_diag.c).
  * Once the netdev is registered, the RDMA device (npfnic_ib.c) goes on top
  * of it, and comes off first at remove.
  *
