@@ -144,8 +144,15 @@ func fresh(dir string, key *Key) (stamp, bool) {
 	return s, true
 }
 
-// versionsKept is how many builds of one versioned step stay in the cache.
-const versionsKept = 4
+// versionsKept is how many builds of one versioned step stay in the cache,
+// at least; versionGrace keeps any used more recently than that (touch),
+// for a VM suite from another checkout may still be booting from it: a run
+// reads its images when it boots each guest, and checkouts built while it
+// ran pruned its build once (a stress run beside three helpers' builds).
+const (
+	versionsKept = 4
+	versionGrace = 3 * time.Hour
+)
 
 // versionedDir is the directory of the build of a step whose inputs hash
 // to key: parent/name-KEY. Builds of different sources (two checkouts, or
@@ -156,8 +163,9 @@ func versionedDir(parent, name string, key *Key) string {
 	return filepath.Join(parent, name+"-"+key.Short())
 }
 
-// pruneVersions removes all but the newest versionsKept builds of name in
-// parent (and never keep, the one just used).
+// pruneVersions removes the builds of name in parent beyond the newest
+// versionsKept that no one used for versionGrace, and never keep, the one
+// just used.
 func pruneVersions(parent, name, keep string) {
 	entries, err := os.ReadDir(parent)
 	if err != nil {
@@ -180,7 +188,7 @@ func pruneVersions(parent, name, keep string) {
 	sort.Slice(vs, func(i, j int) bool { return vs[i].mod.After(vs[j].mod) })
 	kept := 0
 	for _, v := range vs {
-		if v.path == keep || kept < versionsKept-1 {
+		if v.path == keep || kept < versionsKept-1 || time.Since(v.mod) < versionGrace {
 			if v.path != keep {
 				kept++
 			}

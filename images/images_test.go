@@ -292,7 +292,8 @@ func TestHostPackagesListed(t *testing.T) {
 
 // TestVersionedDirs: builds of different inputs get directories of their
 // own, and pruning keeps the newest versionsKept of a name, the one in use
-// always, and nothing of another name or a build in progress.
+// always, any used within versionGrace, and nothing of another name or a
+// build in progress.
 func TestVersionedDirs(t *testing.T) {
 	parent := t.TempDir()
 	a := versionedDir(parent, "rdma", NewKey("initramfs", "2").Add("tool", "a"))
@@ -300,7 +301,7 @@ func TestVersionedDirs(t *testing.T) {
 	if a == b || filepath.Dir(a) != parent || !strings.HasPrefix(filepath.Base(a), "rdma-") {
 		t.Fatalf("versioned dirs %s and %s", a, b)
 	}
-	base := time.Now().Add(-time.Hour)
+	base := time.Now().Add(-versionGrace - 10*time.Minute)
 	var dirs []string
 	for i := 0; i < 7; i++ {
 		d := filepath.Join(parent, fmt.Sprintf("rdma-%016x", i))
@@ -328,5 +329,25 @@ func TestVersionedDirs(t *testing.T) {
 		"rdma-0000000000000006", "rdma-0000000000000009.tmp", "rdmax"}
 	if !slices.Equal(left, want) {
 		t.Fatalf("after pruning: %v\nwant %v", left, want)
+	}
+}
+
+// TestRecentVersionsStay: builds used within versionGrace stay however
+// many there are, as a long VM run of another checkout boots from one.
+func TestRecentVersionsStay(t *testing.T) {
+	parent := t.TempDir()
+	for i := 0; i < 2*versionsKept; i++ {
+		d := filepath.Join(parent, fmt.Sprintf("rdma-%016x", i))
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now().Add(-versionGrace + time.Duration(i+1)*time.Minute)
+		if err := os.Chtimes(d, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pruneVersions(parent, "rdma", filepath.Join(parent, "rdma-0000000000000000"))
+	if entries, _ := os.ReadDir(parent); len(entries) != 2*versionsKept {
+		t.Fatalf("%d builds left of %d used within %v", len(entries), 2*versionsKept, versionGrace)
 	}
 }

@@ -5,18 +5,25 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 )
 
 // PerftestAttempts bounds how often Perftest runs a perftest whose only
-// failure was its own clock calibration (workload.PerftestClockFailed).
-const PerftestAttempts = 3
+// failure was its own clock calibration (workload.PerftestClockFailed),
+// and perftestRetryPause is the wait before each retry: the calibration
+// fails while the guest's vCPU stalls, and on a host loaded by a stress run
+// and three other builds three attempts in a row failed.
+const (
+	PerftestAttempts   = 5
+	perftestRetryPause = 2 * time.Second
+)
 
 // perftestRetryPortStep moves each retry's out-of-band port away from the
 // last attempt's, whose server may still hold it; every port the tree uses
-// is below 25535, so two steps stay in range.
-const perftestRetryPortStep = 10000
+// is below 25535, so four steps stay in range.
+const perftestRetryPortStep = 8000
 
 // PerftestRun is one perftest between the two guests of a pair: the run
 // itself, and how each side's command line differs from it.
@@ -55,7 +62,7 @@ func (p *RDMAPair) Perftest(ctx context.Context, server, client *RDMAGuest, run 
 	if run.Logf == nil {
 		run.Logf = p.progress
 	}
-	return runPerftest(ctx, run, func(pt workload.Perftest) (perftestAttempt, error) {
+	return runPerftest(ctx, run, perftestRetryPause, func(pt workload.Perftest) (perftestAttempt, error) {
 		var a perftestAttempt
 		var err error
 		a.serverOut, a.clientOut, err = p.runClientServer(ctx, server, client, func(g *RDMAGuest, serverIP string) []string {
@@ -83,7 +90,7 @@ type perftestAttempt struct {
 }
 
 // runPerftest is Perftest's loop of attempts, apart from the guests.
-func runPerftest(ctx context.Context, run PerftestRun, attempt func(workload.Perftest) (perftestAttempt, error)) (PerftestResult, error) {
+func runPerftest(ctx context.Context, run PerftestRun, pause time.Duration, attempt func(workload.Perftest) (perftestAttempt, error)) (PerftestResult, error) {
 	port := func(n int) int {
 		if n == 1 {
 			return run.Port
@@ -108,8 +115,13 @@ func runPerftest(ctx context.Context, run PerftestRun, attempt func(workload.Per
 				res.Attempts, PerftestAttempts, a.serverCmd, a.clientCmd, err)
 		}
 		if run.Logf != nil {
-			run.Logf("%s: attempt %d of %d could not calibrate perftest's clock in the guest; again on port %d",
-				pt.Tool, res.Attempts, PerftestAttempts, port(res.Attempts+1))
+			run.Logf("%s: attempt %d of %d could not calibrate perftest's clock in the guest; again on port %d in %v",
+				pt.Tool, res.Attempts, PerftestAttempts, port(res.Attempts+1), pause)
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return res, ctx.Err()
 		}
 	}
 }

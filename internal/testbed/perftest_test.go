@@ -34,11 +34,12 @@ func TestPerftestRetriesOnlyClockFailures(t *testing.T) {
 		retries  int    // lines logged
 	}{
 		{"first try", 18600, []func() (perftestAttempt, error){ok}, 1, []int{18600}, "", 0},
-		{"clock then ok", 18600, []func() (perftestAttempt, error){clock, ok}, 2, []int{18600, 28600}, "", 1},
-		{"default port moves", 0, []func() (perftestAttempt, error){clock, clock, ok}, 3, []int{0, 28515, 38515}, "", 2},
-		{"clock every time", 18700, []func() (perftestAttempt, error){clock, clock, clock}, 3, []int{18700, 28700, 38700}, "attempt 3 of at most 3", 2},
+		{"clock then ok", 18600, []func() (perftestAttempt, error){clock, ok}, 2, []int{18600, 26600}, "", 1},
+		{"default port moves", 0, []func() (perftestAttempt, error){clock, clock, ok}, 3, []int{0, 26515, 34515}, "", 2},
+		{"clock every time", 18700, []func() (perftestAttempt, error){clock, clock, clock, clock, clock}, 5,
+			[]int{18700, 26700, 34700, 42700, 50700}, "attempt 5 of at most 5", 4},
 		{"other failure not retried", 18600, []func() (perftestAttempt, error){other}, 1, []int{18600}, "ib_send_bw -d rxe0 10.81.0.1", 0},
-		{"clock then other", 18600, []func() (perftestAttempt, error){clock, other}, 2, []int{18600, 28600}, "Completion with error", 1},
+		{"clock then other", 18600, []func() (perftestAttempt, error){clock, other}, 2, []int{18600, 26600}, "Completion with error", 1},
 		{"no report", 18600, []func() (perftestAttempt, error){garbled}, 1, []int{18600}, "no result rows", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -46,7 +47,7 @@ func TestPerftestRetriesOnlyClockFailures(t *testing.T) {
 			var logged []string
 			run := PerftestRun{Perftest: workload.Perftest{Tool: "ib_send_bw", Size: 65536, Port: tc.port},
 				Logf: func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }}
-			res, err := runPerftest(context.Background(), run, func(pt workload.Perftest) (perftestAttempt, error) {
+			res, err := runPerftest(context.Background(), run, 0, func(pt workload.Perftest) (perftestAttempt, error) {
 				ports = append(ports, pt.Port)
 				if len(ports) > len(tc.outcomes) {
 					t.Fatalf("attempt %d: more than the %d expected", len(ports), len(tc.outcomes))
