@@ -94,13 +94,13 @@ func (r *rdmaNIC) connect(t *testing.T, peer *rdmaNIC) {
 	t.Helper()
 	mac := [6]byte(peer.n.MAC())
 	for _, m := range []rdmatest.Modify{
-		{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrAccessFlags | 1<<4 | 1<<5, State: hw.RDMAQPInit, // with IB_QP_PKEY_INDEX and IB_QP_PORT, as the core passes them
+		{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrAccessFlags | hw.RDMAQPAttrPKeyIndex | hw.RDMAQPAttrPort, State: hw.RDMAQPInit, // as the core passes them
 			Access: hw.RDMAAccessRemoteWrite | hw.RDMAAccessRemoteRead},
 		{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrAV | hw.RDMAQPAttrPathMTU | hw.RDMAQPAttrDestQPN | hw.RDMAQPAttrRQPSN |
-			hw.RDMAQPAttrMaxDestRdAtm | hw.RDMAQPAttrMinRNRTimer, State: hw.RDMAQPRTR, PathMTU: 5, DestQPN: nicQPN,
+			hw.RDMAQPAttrMaxDestRdAtomic | hw.RDMAQPAttrMinRNRTimer, State: hw.RDMAQPRTR, PathMTU: 5, DestQPN: nicQPN,
 			MaxDestRd: 1, MinRNRTimer: 1, DGID: rdmatest.GIDv4(peer.ip), DMAC: mac},
 		{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrSQPSN | hw.RDMAQPAttrTimeout | hw.RDMAQPAttrRetryCnt | hw.RDMAQPAttrRNRRetry |
-			hw.RDMAQPAttrMaxQPRdAtom, State: hw.RDMAQPRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
+			hw.RDMAQPAttrMaxQPRdAtomic, State: hw.RDMAQPRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
 	} {
 		if err := r.d.Must(rdmatest.ModifyQP(nicQPN, m)); err != nil {
 			t.Fatal(err)

@@ -509,6 +509,8 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_QP_ERR               0x6 /* QP state ERR */
 #define NPFNIC_RDMA_QP_ATTR_STATE        0x1 /* MODIFY_QP mask: state */
 #define NPFNIC_RDMA_QP_ATTR_ACCESS_FLAGS 0x8 /* MODIFY_QP mask: access */
+#define NPFNIC_RDMA_QP_ATTR_PKEY_INDEX   0x10 /* MODIFY_QP mask: pkey_index (ignored: one P_Key) */
+#define NPFNIC_RDMA_QP_ATTR_PORT         0x20 /* MODIFY_QP mask: port (ignored: one port) */
 #define NPFNIC_RDMA_QP_ATTR_AV           0x80 /* MODIFY_QP mask: dgid, dmac, sgid_index, hop_limit */
 #define NPFNIC_RDMA_QP_ATTR_PATH_MTU     0x100 /* MODIFY_QP mask: path_mtu */
 #define NPFNIC_RDMA_QP_ATTR_TIMEOUT      0x200 /* MODIFY_QP mask: timeout */

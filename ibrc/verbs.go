@@ -3,6 +3,8 @@ package ibrc
 import (
 	"errors"
 	"fmt"
+
+	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
 // QPState is the state of a queue pair (IBA 10.3.1); values match
@@ -203,26 +205,27 @@ type WC struct {
 	Solicited bool
 }
 
-// AttrMask selects the QPAttr fields ModifyQP applies; values match
-// enum ibv_qp_attr_mask.
+// AttrMask selects the QPAttr fields ModifyQP applies. Its bits are enum
+// ib_qp_attr_mask's, as the device interface defines them (vdevice/hw),
+// so a MODIFY_QP's mask passes through.
 type AttrMask uint32
 
 // QP attribute mask bits.
 const (
-	AttrState           AttrMask = 1 << 0
-	AttrAccessFlags     AttrMask = 1 << 3
-	AttrPKey            AttrMask = 1 << 4 // ibv: IBV_QP_PKEY_INDEX; here the P_Key itself
-	AttrAV              AttrMask = 1 << 7
-	AttrPathMTU         AttrMask = 1 << 8
-	AttrTimeout         AttrMask = 1 << 9
-	AttrRetryCnt        AttrMask = 1 << 10
-	AttrRNRRetry        AttrMask = 1 << 11
-	AttrRQPSN           AttrMask = 1 << 12
-	AttrMaxRdAtomic     AttrMask = 1 << 13
-	AttrMinRNRTimer     AttrMask = 1 << 15
-	AttrSQPSN           AttrMask = 1 << 16
-	AttrMaxDestRdAtomic AttrMask = 1 << 17
-	AttrDestQPN         AttrMask = 1 << 20
+	AttrState           AttrMask = hw.RDMAQPAttrState
+	AttrAccessFlags     AttrMask = hw.RDMAQPAttrAccessFlags
+	AttrPKey            AttrMask = hw.RDMAQPAttrPKeyIndex // here the P_Key itself, not an index
+	AttrAV              AttrMask = hw.RDMAQPAttrAV
+	AttrPathMTU         AttrMask = hw.RDMAQPAttrPathMTU
+	AttrTimeout         AttrMask = hw.RDMAQPAttrTimeout
+	AttrRetryCnt        AttrMask = hw.RDMAQPAttrRetryCnt
+	AttrRNRRetry        AttrMask = hw.RDMAQPAttrRNRRetry
+	AttrRQPSN           AttrMask = hw.RDMAQPAttrRQPSN
+	AttrMaxRdAtomic     AttrMask = hw.RDMAQPAttrMaxQPRdAtomic
+	AttrMinRNRTimer     AttrMask = hw.RDMAQPAttrMinRNRTimer
+	AttrSQPSN           AttrMask = hw.RDMAQPAttrSQPSN
+	AttrMaxDestRdAtomic AttrMask = hw.RDMAQPAttrMaxDestRdAtomic
+	AttrDestQPN         AttrMask = hw.RDMAQPAttrDestQPN
 )
 
 // AddressVector is the path to the peer: RoCEv2 addressing of the remote

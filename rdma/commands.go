@@ -274,7 +274,7 @@ func (q *qp) discard() {
 // core's mask through.
 const modifyMask = hw.RDMAQPAttrState | hw.RDMAQPAttrAccessFlags | hw.RDMAQPAttrAV | hw.RDMAQPAttrPathMTU |
 	hw.RDMAQPAttrTimeout | hw.RDMAQPAttrRetryCnt | hw.RDMAQPAttrRNRRetry | hw.RDMAQPAttrRQPSN |
-	hw.RDMAQPAttrMaxQPRdAtom | hw.RDMAQPAttrMinRNRTimer | hw.RDMAQPAttrSQPSN | hw.RDMAQPAttrMaxDestRdAtm |
+	hw.RDMAQPAttrMaxQPRdAtomic | hw.RDMAQPAttrMinRNRTimer | hw.RDMAQPAttrSQPSN | hw.RDMAQPAttrMaxDestRdAtomic |
 	hw.RDMAQPAttrDestQPN
 
 func (w *worker) modifyQP(n uint32, b []byte) uint32 {

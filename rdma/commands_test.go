@@ -37,7 +37,7 @@ func TestCommandErrors(t *testing.T) {
 		}
 		return rdmatest.ModifyQP(n.qpn, m)
 	}
-	rtr := uint32(hw.RDMAQPAttrAV | hw.RDMAQPAttrPathMTU | hw.RDMAQPAttrDestQPN | hw.RDMAQPAttrRQPSN | hw.RDMAQPAttrMaxDestRdAtm | hw.RDMAQPAttrMinRNRTimer)
+	rtr := uint32(hw.RDMAQPAttrAV | hw.RDMAQPAttrPathMTU | hw.RDMAQPAttrDestQPN | hw.RDMAQPAttrRQPSN | hw.RDMAQPAttrMaxDestRdAtomic | hw.RDMAQPAttrMinRNRTimer)
 	wrapping := &rdmatest.Queue{Base: 0xffff_ffff_ffff_f000, Slots: 64, Log2: 6}
 	for _, tc := range []struct {
 		name string

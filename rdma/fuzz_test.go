@@ -108,9 +108,9 @@ func fuzzSeeds() [][]rdmatest.Cmd {
 		rdmatest.CreateQP(2, spec),
 		rdmatest.ModifyQP(2, rdmatest.Modify{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrAccessFlags, State: hw.RDMAQPInit}),
 		rdmatest.ModifyQP(2, rdmatest.Modify{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrAV | hw.RDMAQPAttrPathMTU | hw.RDMAQPAttrDestQPN |
-			hw.RDMAQPAttrRQPSN | hw.RDMAQPAttrMaxDestRdAtm | hw.RDMAQPAttrMinRNRTimer, State: hw.RDMAQPRTR, PathMTU: 3, DestQPN: 3, DGID: gid}),
+			hw.RDMAQPAttrRQPSN | hw.RDMAQPAttrMaxDestRdAtomic | hw.RDMAQPAttrMinRNRTimer, State: hw.RDMAQPRTR, PathMTU: 3, DestQPN: 3, DGID: gid}),
 		rdmatest.ModifyQP(2, rdmatest.Modify{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrSQPSN | hw.RDMAQPAttrTimeout | hw.RDMAQPAttrRetryCnt |
-			hw.RDMAQPAttrRNRRetry | hw.RDMAQPAttrMaxQPRdAtom, State: hw.RDMAQPRTS, Timeout: 14}),
+			hw.RDMAQPAttrRNRRetry | hw.RDMAQPAttrMaxQPRdAtomic, State: hw.RDMAQPRTS, Timeout: 14}),
 		rdmatest.RegMR(5, 1, 0x1000, 0x10000, hw.RDMAAccessLocalWrite, 0),
 		rdmatest.NewCmd(hw.RDMACmdQueryQP, 2),
 		stats,

@@ -156,11 +156,11 @@ func (n *node) connectTimeout(t testing.TB, qpn uint32, peer *node, peerQPN uint
 	n.must(t, rdmatest.ModifyQP(qpn, rdmatest.Modify{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrAccessFlags,
 		State: hw.RDMAQPInit, Access: hw.RDMAAccessRemoteWrite | hw.RDMAAccessRemoteRead}))
 	n.must(t, rdmatest.ModifyQP(qpn, rdmatest.Modify{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrAV | hw.RDMAQPAttrPathMTU |
-		hw.RDMAQPAttrDestQPN | hw.RDMAQPAttrRQPSN | hw.RDMAQPAttrMaxDestRdAtm | hw.RDMAQPAttrMinRNRTimer,
+		hw.RDMAQPAttrDestQPN | hw.RDMAQPAttrRQPSN | hw.RDMAQPAttrMaxDestRdAtomic | hw.RDMAQPAttrMinRNRTimer,
 		State: hw.RDMAQPRTR, PathMTU: mtu, DestQPN: peerQPN, RQPSN: 100, MaxDestRd: 4, MinRNRTimer: 1,
 		DGID: rdmatest.GIDv4(peer.ip), DMAC: peer.mac}))
 	n.must(t, rdmatest.ModifyQP(qpn, rdmatest.Modify{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrSQPSN | hw.RDMAQPAttrTimeout |
-		hw.RDMAQPAttrRetryCnt | hw.RDMAQPAttrRNRRetry | hw.RDMAQPAttrMaxQPRdAtom,
+		hw.RDMAQPAttrRetryCnt | hw.RDMAQPAttrRNRRetry | hw.RDMAQPAttrMaxQPRdAtomic,
 		State: hw.RDMAQPRTS, SQPSN: 100, Timeout: timeout, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}))
 }
 

@@ -465,10 +465,10 @@ func requiredMask(cur, next ibrc.QPState) (req uint32, ok bool) {
 		return st | hw.RDMAQPAttrAccessFlags, true
 	case cur == ibrc.StateInit && next == ibrc.StateRTR:
 		return st | hw.RDMAQPAttrAV | hw.RDMAQPAttrPathMTU | hw.RDMAQPAttrDestQPN | hw.RDMAQPAttrRQPSN |
-			hw.RDMAQPAttrMaxDestRdAtm | hw.RDMAQPAttrMinRNRTimer, true
+			hw.RDMAQPAttrMaxDestRdAtomic | hw.RDMAQPAttrMinRNRTimer, true
 	case cur == ibrc.StateRTR && next == ibrc.StateRTS:
 		return st | hw.RDMAQPAttrSQPSN | hw.RDMAQPAttrTimeout | hw.RDMAQPAttrRetryCnt | hw.RDMAQPAttrRNRRetry |
-			hw.RDMAQPAttrMaxQPRdAtom, true
+			hw.RDMAQPAttrMaxQPRdAtomic, true
 	case cur == ibrc.StateInit && next == ibrc.StateInit, cur == ibrc.StateRTS && next == ibrc.StateRTS,
 		cur == ibrc.StateRTS && next == ibrc.StateSQD, cur == ibrc.StateSQD && next == ibrc.StateRTS,
 		cur == ibrc.StateSQD && next == ibrc.StateSQD, cur == ibrc.StateSQE && next == ibrc.StateRTS:

@@ -328,10 +328,10 @@ func TestRetryExhaustion(t *testing.T) {
 			a.must(t, rdmatest.ModifyQP(a.qpn, rdmatest.Modify{Mask: hw.RDMAQPAttrState, State: hw.RDMAQPReset}))
 			a.must(t, rdmatest.ModifyQP(a.qpn, rdmatest.Modify{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrAccessFlags, State: hw.RDMAQPInit}))
 			a.must(t, rdmatest.ModifyQP(a.qpn, rdmatest.Modify{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrAV | hw.RDMAQPAttrPathMTU |
-				hw.RDMAQPAttrDestQPN | hw.RDMAQPAttrRQPSN | hw.RDMAQPAttrMaxDestRdAtm | hw.RDMAQPAttrMinRNRTimer,
+				hw.RDMAQPAttrDestQPN | hw.RDMAQPAttrRQPSN | hw.RDMAQPAttrMaxDestRdAtomic | hw.RDMAQPAttrMinRNRTimer,
 				State: hw.RDMAQPRTR, PathMTU: 3, DestQPN: peer, RQPSN: 100, DGID: rdmatest.GIDv4(b.ip), DMAC: b.mac}))
 			a.must(t, rdmatest.ModifyQP(a.qpn, rdmatest.Modify{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrSQPSN | hw.RDMAQPAttrTimeout |
-				hw.RDMAQPAttrRetryCnt | hw.RDMAQPAttrRNRRetry | hw.RDMAQPAttrMaxQPRdAtom,
+				hw.RDMAQPAttrRetryCnt | hw.RDMAQPAttrRNRRetry | hw.RDMAQPAttrMaxQPRdAtomic,
 				State: hw.RDMAQPRTS, SQPSN: 100, Timeout: 8, RetryCnt: 2, RNRRetry: 2, MaxRdAtomic: 1}))
 			a.post(t, a.sq, a.qpn, rdmatest.Send{ID: 1, Opcode: hw.IBVWRSend, Flags: sig, AutoLength: true, NumSGE: -1,
 				SGL: []rdmatest.SGE{{Addr: bufVA, Length: 10, LKey: mrKey}}})

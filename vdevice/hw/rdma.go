@@ -246,21 +246,25 @@ const (
 	RDMAQPErr   = 6
 )
 
-// MODIFY_QP attribute mask bits (RDMACmdModifyQP.Mask): enum ib_qp_attr_mask.
+// MODIFY_QP attribute mask bits (RDMACmdModifyQP.Mask): enum ib_qp_attr_mask,
+// so the driver passes the core's mask through. This is the one definition:
+// package ibrc's AttrMask and the hostile tool take their values from here.
 const (
-	RDMAQPAttrState        = 1 << 0
-	RDMAQPAttrAccessFlags  = 1 << 3
-	RDMAQPAttrAV           = 1 << 7 // dgid, dmac, sgid_index, hop_limit, traffic_class, flow_label
-	RDMAQPAttrPathMTU      = 1 << 8
-	RDMAQPAttrTimeout      = 1 << 9
-	RDMAQPAttrRetryCnt     = 1 << 10
-	RDMAQPAttrRNRRetry     = 1 << 11
-	RDMAQPAttrRQPSN        = 1 << 12
-	RDMAQPAttrMaxQPRdAtom  = 1 << 13
-	RDMAQPAttrMinRNRTimer  = 1 << 15
-	RDMAQPAttrSQPSN        = 1 << 16
-	RDMAQPAttrMaxDestRdAtm = 1 << 17
-	RDMAQPAttrDestQPN      = 1 << 20
+	RDMAQPAttrState           = 1 << 0
+	RDMAQPAttrAccessFlags     = 1 << 3
+	RDMAQPAttrPKeyIndex       = 1 << 4 // ignored: one P_Key
+	RDMAQPAttrPort            = 1 << 5 // ignored: one port
+	RDMAQPAttrAV              = 1 << 7 // dgid, dmac, sgid_index, hop_limit, traffic_class, flow_label
+	RDMAQPAttrPathMTU         = 1 << 8
+	RDMAQPAttrTimeout         = 1 << 9
+	RDMAQPAttrRetryCnt        = 1 << 10
+	RDMAQPAttrRNRRetry        = 1 << 11
+	RDMAQPAttrRQPSN           = 1 << 12
+	RDMAQPAttrMaxQPRdAtomic   = 1 << 13
+	RDMAQPAttrMinRNRTimer     = 1 << 15
+	RDMAQPAttrSQPSN           = 1 << 16
+	RDMAQPAttrMaxDestRdAtomic = 1 << 17
+	RDMAQPAttrDestQPN         = 1 << 20
 )
 
 // MR access flags (RDMACmdRegMR.Access): enum ib_access_flags.
@@ -546,16 +550,18 @@ var RDMAValues = []Value{
 	{"RDMA_QP_ERR", RDMAQPErr, "QP state ERR"},
 	{"RDMA_QP_ATTR_STATE", RDMAQPAttrState, "MODIFY_QP mask: state"},
 	{"RDMA_QP_ATTR_ACCESS_FLAGS", RDMAQPAttrAccessFlags, "MODIFY_QP mask: access"},
+	{"RDMA_QP_ATTR_PKEY_INDEX", RDMAQPAttrPKeyIndex, "MODIFY_QP mask: pkey_index (ignored: one P_Key)"},
+	{"RDMA_QP_ATTR_PORT", RDMAQPAttrPort, "MODIFY_QP mask: port (ignored: one port)"},
 	{"RDMA_QP_ATTR_AV", RDMAQPAttrAV, "MODIFY_QP mask: dgid, dmac, sgid_index, hop_limit"},
 	{"RDMA_QP_ATTR_PATH_MTU", RDMAQPAttrPathMTU, "MODIFY_QP mask: path_mtu"},
 	{"RDMA_QP_ATTR_TIMEOUT", RDMAQPAttrTimeout, "MODIFY_QP mask: timeout"},
 	{"RDMA_QP_ATTR_RETRY_CNT", RDMAQPAttrRetryCnt, "MODIFY_QP mask: retry_cnt"},
 	{"RDMA_QP_ATTR_RNR_RETRY", RDMAQPAttrRNRRetry, "MODIFY_QP mask: rnr_retry"},
 	{"RDMA_QP_ATTR_RQ_PSN", RDMAQPAttrRQPSN, "MODIFY_QP mask: rq_psn"},
-	{"RDMA_QP_ATTR_MAX_QP_RD_ATOMIC", RDMAQPAttrMaxQPRdAtom, "MODIFY_QP mask: max_rd_atomic"},
+	{"RDMA_QP_ATTR_MAX_QP_RD_ATOMIC", RDMAQPAttrMaxQPRdAtomic, "MODIFY_QP mask: max_rd_atomic"},
 	{"RDMA_QP_ATTR_MIN_RNR_TIMER", RDMAQPAttrMinRNRTimer, "MODIFY_QP mask: min_rnr_timer"},
 	{"RDMA_QP_ATTR_SQ_PSN", RDMAQPAttrSQPSN, "MODIFY_QP mask: sq_psn"},
-	{"RDMA_QP_ATTR_MAX_DEST_RD_ATOMIC", RDMAQPAttrMaxDestRdAtm, "MODIFY_QP mask: max_dest_rd_atomic"},
+	{"RDMA_QP_ATTR_MAX_DEST_RD_ATOMIC", RDMAQPAttrMaxDestRdAtomic, "MODIFY_QP mask: max_dest_rd_atomic"},
 	{"RDMA_QP_ATTR_DEST_QPN", RDMAQPAttrDestQPN, "MODIFY_QP mask: dest_qpn"},
 	{"RDMA_ACCESS_LOCAL_WRITE", RDMAAccessLocalWrite, "MR access: the device may write it for local operations"},
 	{"RDMA_ACCESS_REMOTE_WRITE", RDMAAccessRemoteWrite, "MR access: RDMA WRITE from the peer"},

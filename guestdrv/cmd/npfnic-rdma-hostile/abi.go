@@ -260,22 +260,6 @@ const (
 	qpsRTS   = 3
 	qpsErr   = 6
 
-	qpState          = 1 << 0
-	qpAccessFlags    = 1 << 3
-	qpPKeyIndex      = 1 << 4
-	qpPort           = 1 << 5
-	qpAV             = 1 << 7
-	qpPathMTU        = 1 << 8
-	qpTimeout        = 1 << 9
-	qpRetryCnt       = 1 << 10
-	qpRNRRetry       = 1 << 11
-	qpRQPSN          = 1 << 12
-	qpMaxQPRdAtomic  = 1 << 13
-	qpMinRNRTimer    = 1 << 15
-	qpSQPSN          = 1 << 16
-	qpMaxDestRdAtomc = 1 << 17
-	qpDestQPN        = 1 << 20
-
 	mtu1024 = 3
 
 	eventCQErr       = 0
@@ -308,21 +292,21 @@ var abiValues = []hw.Value{
 	{Name: "IB_QPS_RTR", Value: qpsRTR},
 	{Name: "IB_QPS_RTS", Value: qpsRTS},
 	{Name: "IB_QPS_ERR", Value: qpsErr},
-	{Name: "IB_QP_STATE", Value: qpState},
-	{Name: "IB_QP_ACCESS_FLAGS", Value: qpAccessFlags},
-	{Name: "IB_QP_PKEY_INDEX", Value: qpPKeyIndex},
-	{Name: "IB_QP_PORT", Value: qpPort},
-	{Name: "IB_QP_AV", Value: qpAV},
-	{Name: "IB_QP_PATH_MTU", Value: qpPathMTU},
-	{Name: "IB_QP_TIMEOUT", Value: qpTimeout},
-	{Name: "IB_QP_RETRY_CNT", Value: qpRetryCnt},
-	{Name: "IB_QP_RNR_RETRY", Value: qpRNRRetry},
-	{Name: "IB_QP_RQ_PSN", Value: qpRQPSN},
-	{Name: "IB_QP_MAX_QP_RD_ATOMIC", Value: qpMaxQPRdAtomic},
-	{Name: "IB_QP_MIN_RNR_TIMER", Value: qpMinRNRTimer},
-	{Name: "IB_QP_SQ_PSN", Value: qpSQPSN},
-	{Name: "IB_QP_MAX_DEST_RD_ATOMIC", Value: qpMaxDestRdAtomc},
-	{Name: "IB_QP_DEST_QPN", Value: qpDestQPN},
+	{Name: "IB_QP_STATE", Value: hw.RDMAQPAttrState},
+	{Name: "IB_QP_ACCESS_FLAGS", Value: hw.RDMAQPAttrAccessFlags},
+	{Name: "IB_QP_PKEY_INDEX", Value: hw.RDMAQPAttrPKeyIndex},
+	{Name: "IB_QP_PORT", Value: hw.RDMAQPAttrPort},
+	{Name: "IB_QP_AV", Value: hw.RDMAQPAttrAV},
+	{Name: "IB_QP_PATH_MTU", Value: hw.RDMAQPAttrPathMTU},
+	{Name: "IB_QP_TIMEOUT", Value: hw.RDMAQPAttrTimeout},
+	{Name: "IB_QP_RETRY_CNT", Value: hw.RDMAQPAttrRetryCnt},
+	{Name: "IB_QP_RNR_RETRY", Value: hw.RDMAQPAttrRNRRetry},
+	{Name: "IB_QP_RQ_PSN", Value: hw.RDMAQPAttrRQPSN},
+	{Name: "IB_QP_MAX_QP_RD_ATOMIC", Value: hw.RDMAQPAttrMaxQPRdAtomic},
+	{Name: "IB_QP_MIN_RNR_TIMER", Value: hw.RDMAQPAttrMinRNRTimer},
+	{Name: "IB_QP_SQ_PSN", Value: hw.RDMAQPAttrSQPSN},
+	{Name: "IB_QP_MAX_DEST_RD_ATOMIC", Value: hw.RDMAQPAttrMaxDestRdAtomic},
+	{Name: "IB_QP_DEST_QPN", Value: hw.RDMAQPAttrDestQPN},
 	{Name: "IB_MTU_1024", Value: mtu1024},
 	{Name: "IB_EVENT_CQ_ERR", Value: eventCQErr},
 	{Name: "IB_EVENT_QP_FATAL", Value: eventQPFatal},

@@ -132,16 +132,16 @@ func TestRequests(t *testing.T) {
 		{"post_send doorbell", &postSend, reqPostSend(9), []want{
 			{postSendHandle.Field, 9}, {postSendWRCount.Field, 0}, {postSendSGECount.Field, 0}, {postSendWQESize.Field, 56}}},
 		{"modify_qp to INIT", &modifyQP, reqModifyQP(2, steps[0]), []want{
-			{modifyHandle.Field, 2}, {modifyMask.Field, qpState | qpPKeyIndex | qpPort | qpAccessFlags}, {modifyState.Field, qpsInit},
+			{modifyHandle.Field, 2}, {modifyMask.Field, hw.RDMAQPAttrState | hw.RDMAQPAttrPKeyIndex | hw.RDMAQPAttrPort | hw.RDMAQPAttrAccessFlags}, {modifyState.Field, qpsInit},
 			{modifyPort.Field, 1}, {modifyPKeyIndex.Field, 0}, {modifyAccess.Field, accessLocalWrite | accessRemoteWrite | accessRemoteRead},
 			{modifyDestIsGlobal.Field, 0}}},
 		{"modify_qp to RTR", &modifyQP, reqModifyQP(2, steps[1]), []want{
-			{modifyHandle.Field, 2}, {modifyMask.Field, qpState | qpAV | qpPathMTU | qpDestQPN | qpRQPSN | qpMaxDestRdAtomc | qpMinRNRTimer},
+			{modifyHandle.Field, 2}, {modifyMask.Field, hw.RDMAQPAttrState | hw.RDMAQPAttrAV | hw.RDMAQPAttrPathMTU | hw.RDMAQPAttrDestQPN | hw.RDMAQPAttrRQPSN | hw.RDMAQPAttrMaxDestRdAtomic | hw.RDMAQPAttrMinRNRTimer},
 			{modifyState.Field, qpsRTR}, {modifyPathMTU.Field, mtu1024}, {modifyDestQPN.Field, 0x21}, {modifyRQPSN.Field, 0xabcdef},
 			{modifyMaxDestRd.Field, 1}, {modifyMinRNRTimer.Field, 12}, {modifyDestIsGlobal.Field, 1}, {modifyDestSGIDIndex.Field, 1},
 			{modifyDestHopLimit.Field, 1}, {modifyDestPort.Field, 1}}},
 		{"modify_qp to RTS", &modifyQP, reqModifyQP(2, steps[2]), []want{
-			{modifyHandle.Field, 2}, {modifyMask.Field, qpState | qpTimeout | qpRetryCnt | qpRNRRetry | qpSQPSN | qpMaxQPRdAtomic},
+			{modifyHandle.Field, 2}, {modifyMask.Field, hw.RDMAQPAttrState | hw.RDMAQPAttrTimeout | hw.RDMAQPAttrRetryCnt | hw.RDMAQPAttrRNRRetry | hw.RDMAQPAttrSQPSN | hw.RDMAQPAttrMaxQPRdAtomic},
 			{modifyState.Field, qpsRTS}, {modifyTimeout.Field, 14}, {modifyRetryCnt.Field, 7}, {modifyRNRRetry.Field, 7},
 			{modifySQPSN.Field, 0x123456}, {modifyMaxRdAtomic.Field, 1}}},
 	} {

@@ -388,7 +388,7 @@ func modifyErrInflight(e *caseEnv) (string, error) {
 	if err := e.post(ws...); err != nil {
 		return "", err
 	}
-	if err := e.v.modifyQP(e.qp, qpAttr{mask: qpState, state: qpsErr}); err != nil {
+	if err := e.v.modifyQP(e.qp, qpAttr{mask: hw.RDMAQPAttrState, state: qpsErr}); err != nil {
 		return "", fmt.Errorf("modify to ERR: %w", err)
 	}
 	sends := e.scq.q.pollN(inflightReads, e.wait)

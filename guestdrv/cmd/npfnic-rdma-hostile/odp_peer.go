@@ -160,7 +160,7 @@ func (p *odpPeer) dropQP() {
 		// The error state flushes what the churner never answers (it
 		// went away, or its QP did), so the stream ends at once.
 		if p.qp != nil {
-			p.v.modifyQP(p.qp, qpAttr{mask: qpState, state: qpsErr})
+			p.v.modifyQP(p.qp, qpAttr{mask: hw.RDMAQPAttrState, state: qpsErr})
 		}
 		p.stopStream(0)
 	}

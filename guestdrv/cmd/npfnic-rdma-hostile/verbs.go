@@ -343,7 +343,7 @@ func reqModifyQP(handle uint32, a qpAttr) []byte {
 	modifyTimeout.Put(req, a.timeout)
 	modifyRetryCnt.Put(req, a.retryCnt)
 	modifyRNRRetry.Put(req, a.rnrRetry)
-	if a.mask&qpAV != 0 {
+	if a.mask&hw.RDMAQPAttrAV != 0 {
 		copy(req[modifyDestDGID.Offset:modifyDestDGID.Offset+16], a.dgid[:])
 		modifyDestSGIDIndex.Put(req, a.sgidIndex)
 		modifyDestHopLimit.Put(req, 1)
@@ -372,12 +372,12 @@ type endpoint struct {
 // READs allowed both ways.
 func connectSteps(local endpoint, sgidIndex uint8, remote endpoint) []qpAttr {
 	return []qpAttr{
-		{mask: qpState | qpPKeyIndex | qpPort | qpAccessFlags, state: qpsInit, port: 1,
+		{mask: hw.RDMAQPAttrState | hw.RDMAQPAttrPKeyIndex | hw.RDMAQPAttrPort | hw.RDMAQPAttrAccessFlags, state: qpsInit, port: 1,
 			access: accessLocalWrite | accessRemoteWrite | accessRemoteRead},
-		{mask: qpState | qpAV | qpPathMTU | qpDestQPN | qpRQPSN | qpMaxDestRdAtomc | qpMinRNRTimer, state: qpsRTR,
+		{mask: hw.RDMAQPAttrState | hw.RDMAQPAttrAV | hw.RDMAQPAttrPathMTU | hw.RDMAQPAttrDestQPN | hw.RDMAQPAttrRQPSN | hw.RDMAQPAttrMaxDestRdAtomic | hw.RDMAQPAttrMinRNRTimer, state: qpsRTR,
 			pathMTU: mtu1024, destQPN: remote.qpn, rqPSN: remote.psn, maxDestRd: 1, minRNRTimer: 12,
 			dgid: remote.gid, sgidIndex: sgidIndex},
-		{mask: qpState | qpTimeout | qpRetryCnt | qpRNRRetry | qpSQPSN | qpMaxQPRdAtomic, state: qpsRTS,
+		{mask: hw.RDMAQPAttrState | hw.RDMAQPAttrTimeout | hw.RDMAQPAttrRetryCnt | hw.RDMAQPAttrRNRRetry | hw.RDMAQPAttrSQPSN | hw.RDMAQPAttrMaxQPRdAtomic, state: qpsRTS,
 			timeout: 14, retryCnt: 7, rnrRetry: 7, sqPSN: local.psn, maxRdAtomic: 1},
 	}
 }
