@@ -31,10 +31,12 @@
 // ascending in odd rounds and descending in even ones, so that neither a
 // drift of the host nor the run after a lossy one lines up with one
 // policy. The host's TCP does not carry what it learnt in one run into the
-// next (net.ipv4.tcp_no_metrics_save=1 in its namespace).
+// next (net.ipv4.tcp_no_metrics_save=1 in its namespace). The runs go
+// through package runner's loop, on one guest rebooted if it dies.
 package coldring
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -111,36 +113,20 @@ func (c *Config) setDefaults() {
 	if len(c.Policies) == 0 {
 		c.Policies = slices.Clone(Policies)
 	}
-	if c.StartupTime == 0 {
-		c.StartupTime = DefaultStartupTime
-	}
-	if c.StartupRing == 0 {
-		c.StartupRing = DefaultStartupRing
-	}
+	c.StartupTime = cmp.Or(c.StartupTime, DefaultStartupTime)
+	c.StartupRing = cmp.Or(c.StartupRing, DefaultStartupRing)
 	if len(c.Sizes) == 0 {
 		c.Sizes = slices.Clone(DefaultSizes)
 	}
-	if c.Ops == 0 {
-		c.Ops = DefaultOps
-	}
-	if c.Cap == 0 {
-		c.Cap = DefaultCap
-	}
-	if c.Conns == 0 {
-		c.Conns = DefaultConns
-	}
-	if c.Rounds == 0 {
-		c.Rounds = DefaultRounds
-	}
+	c.Ops = cmp.Or(c.Ops, DefaultOps)
+	c.Cap = cmp.Or(c.Cap, DefaultCap)
+	c.Conns = cmp.Or(c.Conns, DefaultConns)
+	c.Rounds = cmp.Or(c.Rounds, DefaultRounds)
 	if c.StartupRounds == 0 || c.StartupRounds > c.Rounds {
 		c.StartupRounds = c.Rounds
 	}
-	if c.MemoryMiB == 0 {
-		c.MemoryMiB = 1024
-	}
-	if c.CPUs == 0 {
-		c.CPUs = 1
-	}
+	c.MemoryMiB = cmp.Or(c.MemoryMiB, 1024)
+	c.CPUs = cmp.Or(c.CPUs, 1)
 }
 
 // Validate checks a configuration (after defaults).
@@ -272,15 +258,7 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 
 // Report is what the runner prints and writes of a run.
 func Report(c Config, results []Result) *runner.Outcome {
-	if len(results) == 0 {
-		return nil
-	}
-	return &runner.Outcome{
-		Table:  Table(c, results),
-		Write:  func(dir string) ([]string, error) { return WriteOutputs(dir, c, results) },
-		Failed: runner.Failures(runner.CountFailed(results, func(r Result) error { return r.Err }), len(results), "runs"),
-		Logs:   c.LogDir,
-	}
+	return runner.Jobs(c, results, func(r Result) error { return r.Err }, "runs", c.LogDir, Table, WriteOutputs)
 }
 
 // job is one run to do in a round.
@@ -374,8 +352,7 @@ func runOne(ctx context.Context, c *Config, tb *testbed.Testbed, r *Result, labe
 	if err := tb.KillHostSockets(sctx); err != nil {
 		c.Logf("%s: ss -K: %v", label, runner.FirstLine(err.Error()))
 	}
-	host0, herr := tb.HostTCP(sctx)
-	guest0, gerr := tb.GuestTCP(sctx)
+	retrans := tb.CountTCPRetrans(sctx)
 	cancel()
 	o := workload.MemaslapOptions{Conns: c.Conns}
 	var line []string
@@ -427,13 +404,8 @@ func runOne(ctx context.Context, c *Config, tb *testbed.Testbed, r *Result, labe
 	} else if err == nil {
 		err = fmt.Errorf("ethtool -S: %w", serr)
 	}
-	if host1, e := tb.HostTCP(sctx); e == nil && herr == nil {
-		r.HostRetrans = host1["Tcp.RetransSegs"] - host0["Tcp.RetransSegs"]
-		r.HostTimeouts = host1["TcpExt.TCPTimeouts"] - host0["TcpExt.TCPTimeouts"]
-	}
-	if guest1, e := tb.GuestTCP(sctx); e == nil && gerr == nil {
-		r.GuestRetrans = guest1["Tcp.RetransSegs"] - guest0["Tcp.RetransSegs"]
-	}
+	k := retrans(sctx)
+	r.HostRetrans, r.GuestRetrans, r.HostTimeouts = k.Host, k.Guest, k.HostTimeouts
 	if err != nil {
 		r.Err = fmt.Errorf("memaslap: %w", err)
 		return

@@ -11,11 +11,12 @@
 // the tap moves into the namespace, where the host tools (iperf3, memaslap)
 // run. No test traffic leaves that namespace.
 //
-// It lives in internal/ because only the npfnic command runs it; the
-// harness it drives is internal/testbed/vm.
+// Every run boots its own guest with the NIC it measures (internal/testbed/vm),
+// in the rounds of package runner's loop.
 package datapath
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -166,24 +167,12 @@ func (c *Config) setDefaults() {
 	if len(c.NICs) == 0 {
 		c.NICs = append([]NICUnderTest(nil), NICs...)
 	}
-	if c.MemoryMiB == 0 {
-		c.MemoryMiB = DefaultMemoryMiB
-	}
-	if c.CPUs == 0 {
-		c.CPUs = DefaultCPUs
-	}
-	if c.IperfTime == 0 {
-		c.IperfTime = DefaultIperfTime
-	}
-	if c.MemaslapTime == 0 {
-		c.MemaslapTime = DefaultMemaslapTime
-	}
-	if c.MemaslapConcurrency == 0 {
-		c.MemaslapConcurrency = DefaultMemaslapConcurrency
-	}
-	if c.Rounds == 0 {
-		c.Rounds = DefaultRounds
-	}
+	c.MemoryMiB = cmp.Or(c.MemoryMiB, DefaultMemoryMiB)
+	c.CPUs = cmp.Or(c.CPUs, DefaultCPUs)
+	c.IperfTime = cmp.Or(c.IperfTime, DefaultIperfTime)
+	c.MemaslapTime = cmp.Or(c.MemaslapTime, DefaultMemaslapTime)
+	c.MemaslapConcurrency = cmp.Or(c.MemaslapConcurrency, DefaultMemaslapConcurrency)
+	c.Rounds = cmp.Or(c.Rounds, DefaultRounds)
 }
 
 // Validate checks a configuration (after defaults).

@@ -29,6 +29,7 @@
 package faultcost
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -93,24 +94,12 @@ const (
 )
 
 func (c *Config) setDefaults() {
-	if c.Policy == "" {
-		c.Policy = DefaultPolicy
-	}
-	if c.RingSize == 0 {
-		c.RingSize = DefaultRingSize
-	}
-	if c.Cycles == 0 {
-		c.Cycles = DefaultCycles
-	}
-	if c.Rounds == 0 {
-		c.Rounds = DefaultRounds
-	}
-	if c.Bytes == 0 {
-		c.Bytes = DefaultBytes
-	}
-	if c.Traffic == "" {
-		c.Traffic = "iperf"
-	}
+	c.Policy = cmp.Or(c.Policy, DefaultPolicy)
+	c.RingSize = cmp.Or(c.RingSize, DefaultRingSize)
+	c.Cycles = cmp.Or(c.Cycles, DefaultCycles)
+	c.Rounds = cmp.Or(c.Rounds, DefaultRounds)
+	c.Bytes = cmp.Or(c.Bytes, DefaultBytes)
+	c.Traffic = cmp.Or(c.Traffic, "iperf")
 	if c.EchoRounds == 0 {
 		c.EchoRounds = DefaultEchoRounds
 		if c.Traffic == "ping" {
@@ -120,9 +109,7 @@ func (c *Config) setDefaults() {
 	if c.EchoGap == 0 && c.Traffic == "ping" {
 		c.EchoGap = DefaultPingEchoGap
 	}
-	if c.Pings == 0 {
-		c.Pings = 10
-	}
+	c.Pings = cmp.Or(c.Pings, 10)
 }
 
 // Validate checks a configuration (after defaults).

@@ -22,6 +22,7 @@ package faultcost
 // interrupt+doorbell floor in the same guest, in the same rounds.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -99,15 +100,9 @@ type RCConfig struct {
 }
 
 func (c *RCConfig) setDefaults() {
-	if c.Policy == "" {
-		c.Policy = DefaultRCPolicy
-	}
-	if c.Traffic == "" {
-		c.Traffic = RCTrafficCold
-	}
-	if c.Size == 0 {
-		c.Size = DefaultRCSize
-	}
+	c.Policy = cmp.Or(c.Policy, DefaultRCPolicy)
+	c.Traffic = cmp.Or(c.Traffic, RCTrafficCold)
+	c.Size = cmp.Or(c.Size, DefaultRCSize)
 	if c.Iters == 0 {
 		c.Iters = DefaultRCIters
 		if c.Traffic == RCTrafficRNPF {
@@ -117,18 +112,10 @@ func (c *RCConfig) setDefaults() {
 	if c.RatePPM == 0 && c.Traffic == RCTrafficRNPF {
 		c.RatePPM = DefaultRCRatePPM
 	}
-	if c.Cycles == 0 {
-		c.Cycles = DefaultRCCycles
-	}
-	if c.Rounds == 0 {
-		c.Rounds = DefaultRounds
-	}
-	if c.EchoRounds == 0 {
-		c.EchoRounds = DefaultRCEchoRounds
-	}
-	if c.EchoGap == 0 {
-		c.EchoGap = DefaultRCEchoGap
-	}
+	c.Cycles = cmp.Or(c.Cycles, DefaultRCCycles)
+	c.Rounds = cmp.Or(c.Rounds, DefaultRounds)
+	c.EchoRounds = cmp.Or(c.EchoRounds, DefaultRCEchoRounds)
+	c.EchoGap = cmp.Or(c.EchoGap, DefaultRCEchoGap)
 }
 
 // Validate checks a configuration (after defaults).

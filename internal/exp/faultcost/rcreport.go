@@ -21,8 +21,7 @@ func RCTable(c RCConfig, r *RCResult) string {
 	c.setDefaults()
 	var b strings.Builder
 	fmt.Fprintf(&b, "RC receive fault cost (Lesokhin et al., ASPLOS'17, Sec. 4: RNR NAK) on npfnic, TCG guests: npfnic (ODP) <- rdma_rxe; policy %s\n", c.Policy)
-	fmt.Fprintf(&b, "%d rounds, each of %d cycles (%s) and %d DIAG_ECHO rounds (%v before each; last on odd rounds, first on even ones)\n",
-		len(r.Rounds), c.Cycles/c.Rounds, c.trafficText(), max(c.EchoRounds/c.Rounds, 0), c.EchoGap)
+	b.WriteString(roundsLine(len(r.Rounds), c.Cycles, c.Rounds, c.EchoRounds, c.trafficText(), c.EchoGap))
 	if c.DriverParams != "" {
 		fmt.Fprintf(&b, "driver parameters: %s\n", c.DriverParams)
 	}

@@ -67,13 +67,20 @@ func us(d time.Duration) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
+// roundsLine says what each of rounds ran: its share of cycles of
+// traffic and of echo DIAG_ECHO rounds gap apart (planned over planned
+// rounds).
+func roundsLine(rounds, cycles, planned, echo int, traffic string, gap time.Duration) string {
+	return fmt.Sprintf("%d rounds, each of %d cycles (%s) and %d DIAG_ECHO rounds (%v before each; last on odd rounds, first on even ones)\n",
+		rounds, cycles/planned, traffic, max(echo/planned, 0), gap)
+}
+
 // Table formats the breakdowns next to the floor.
 func Table(c Config, r *Result) string {
 	c.setDefaults()
 	var b strings.Builder
 	fmt.Fprintf(&b, "fault cost (Lesokhin et al., ASPLOS'17, Figure 3 / Table 4 style) on npfnic, TCG guest, insmod npfnic.ko %s\n", r.Params)
-	fmt.Fprintf(&b, "%d rounds, each of %d cycles (cool the RX ring with sysfs cool, %s) and %d DIAG_ECHO rounds (%v before each; last on odd rounds, first on even ones)\n",
-		len(r.Rounds), c.Cycles/c.Rounds, c.trafficText(), max(c.EchoRounds/c.Rounds, 0), c.EchoGap)
+	b.WriteString(roundsLine(len(r.Rounds), c.Cycles, c.Rounds, c.EchoRounds, "cool the RX ring with sysfs cool, "+c.trafficText(), c.EchoGap))
 	fmt.Fprintf(&b, "device-measured stages of each page request group over all rounds; microseconds\n")
 	floor := NewDist(r.Echo)
 	for _, bd := range Breakdowns(r.Records) {

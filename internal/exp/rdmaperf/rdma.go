@@ -1,14 +1,16 @@
-// Package rdma is the RDMA experiment (`npfnic exp rdma`): Debian's
+// Package rdmaperf is the RDMA experiment (`npfnic exp rdma`): Debian's
 // unmodified perftest between two TCG guests cabled back to back, for each
 // pairing of RC implementations — rdma_rxe with rdma_rxe (the baseline:
 // the transport runs on the emulated guest CPU), npfnic with rdma_rxe, and
 // npfnic with npfnic (the transport runs in the device) — bandwidth of
 // SEND, RDMA WRITE and RDMA READ at 64 KiB and SEND latency at 64 bytes,
 // in interleaved rounds, reported as medians with their spread and as
-// ratios to rxe↔rxe.
+// ratios to rxe↔rxe. Every pair stays booted for the whole run: together
+// they are the bench of package runner's loop.
 package rdmaperf
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -96,12 +98,8 @@ func (c *Config) Validate() error {
 	if len(c.Pairs) == 0 {
 		c.Pairs, _ = ParsePairs(DefaultPairs)
 	}
-	if c.Rounds == 0 {
-		c.Rounds = DefaultRounds
-	}
-	if c.Iters == 0 {
-		c.Iters = DefaultIters
-	}
+	c.Rounds = cmp.Or(c.Rounds, DefaultRounds)
+	c.Iters = cmp.Or(c.Iters, DefaultIters)
 	if c.Rounds < 1 || c.Iters < 5 {
 		return fmt.Errorf("rdma: %d rounds of %d iterations: want at least 1 and 5", c.Rounds, c.Iters)
 	}

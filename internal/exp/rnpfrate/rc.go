@@ -185,15 +185,10 @@ func RunRC(ctx context.Context, c Config) ([]RCResult, error) {
 // ReportRC is what the runner prints and writes of the RC half, with the
 // virtual-time sweep beside it when sim is set.
 func ReportRC(c Config, results []RCResult, sim *Sim) *runner.Outcome {
-	if len(results) == 0 {
-		return nil
+	write := func(dir string, c Config, results []RCResult) ([]string, error) {
+		return WriteRCOutputs(dir, c, results, sim)
 	}
-	return &runner.Outcome{
-		Table:  RCTable(c, results),
-		Write:  func(dir string) ([]string, error) { return WriteRCOutputs(dir, c, results, sim) },
-		Failed: runner.Failures(runner.CountFailed(results, func(r RCResult) error { return r.Err }), len(results), "windows"),
-		Logs:   c.LogDir,
-	}
+	return runner.Jobs(c, results, func(r RCResult) error { return r.Err }, "windows", c.LogDir, RCTable, write)
 }
 
 // rcSession is one ib_send_bw between the pair, running while a round
@@ -347,6 +342,22 @@ func statistic(ctx context.Context, g *testbed.RDMAGuest) (map[string]int64, tim
 	return st, t0.Add(t1.Sub(t0) / 2), nil
 }
 
+// statistics reads npfnic's and rxe's rdma statistic, in that order or
+// (rxeFirst) the other, and returns them with the time of npfnic's
+// reading, which times a window.
+func statistics(ctx context.Context, npf, rxe *testbed.RDMAGuest, rxeFirst bool) (n, x map[string]int64, t time.Time, err error) {
+	if rxeFirst {
+		if x, _, err = statistic(ctx, rxe); err != nil {
+			return nil, nil, t, err
+		}
+	}
+	if n, t, err = statistic(ctx, npf); err != nil || rxeFirst {
+		return n, x, t, err
+	}
+	x, _, err = statistic(ctx, rxe)
+	return n, x, t, err
+}
+
 // measureRC measures one window at r's point and fills in r; afterwards
 // the rate is back at 0, faults are minor, and the region is warm again.
 func (c *Config) measureRC(ctx context.Context, pair *testbed.RDMAPair, s *rcSession, r *RCResult, label string) {
@@ -354,25 +365,12 @@ func (c *Config) measureRC(ctx context.Context, pair *testbed.RDMAPair, s *rcSes
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if r.PPM > 0 {
-		delay := time.Duration(0)
-		if r.Fault == "major" {
-			delay = c.MajorDelay
-		}
-		if err := npf.SetFaultDelay(sctx, delay); err != nil {
-			r.Err = err
-			return
-		}
-		if err := npf.SetRNPFRate(sctx, r.PPM); err != nil {
-			r.Err = err
+		if r.Err = inject(sctx, npf, r.Point, c.MajorDelay); r.Err != nil {
 			return
 		}
 	}
 	r.Err = func() error {
-		n0, t0, err := statistic(ctx, npf)
-		if err != nil {
-			return err
-		}
-		x0, _, err := statistic(ctx, rxe)
+		n0, x0, t0, err := statistics(ctx, npf, rxe, false)
 		if err != nil {
 			return err
 		}
@@ -380,11 +378,9 @@ func (c *Config) measureRC(ctx context.Context, pair *testbed.RDMAPair, s *rcSes
 		if err := sleep(ctx, s, c.Time); err != nil {
 			return err
 		}
-		x1, _, err := statistic(ctx, rxe)
-		if err != nil {
-			return err
-		}
-		n1, t1, err := statistic(ctx, npf)
+		// rxe first: npfnic's readings time the window, which then
+		// holds all that rxe counted in it.
+		n1, x1, t1, err := statistics(ctx, npf, rxe, true)
 		if err != nil {
 			return err
 		}
@@ -408,10 +404,7 @@ func (c *Config) measureRC(ctx context.Context, pair *testbed.RDMAPair, s *rcSes
 	}
 	// Back to rate 0 and minor faults, and fault back what is still
 	// evicted, so that the next window starts warm.
-	if err := npf.SetRNPFRate(sctx, 0); err != nil && r.Err == nil {
-		r.Err = err
-	}
-	if err := npf.SetFaultDelay(sctx, 0); err != nil && r.Err == nil {
+	if err := injectNone(sctx, npf); err != nil && r.Err == nil {
 		r.Err = err
 	}
 	if s.exited() {

@@ -23,10 +23,7 @@ func RCHeader(c Config) string {
 func RCTable(c Config, results []RCResult) string {
 	sum := SummarizeRC(results)
 	var b strings.Builder
-	b.WriteString(RCHeader(c))
-	b.WriteString("\n")
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "policy\tfaults\trate\tMB/s\t(min-max)\tx opt\tmsgs/s\tmeasured\tinjected\tskipped\tfaults\tRNR NAKs\tdrops\trxe RNR\trxe retries\tms/fault\tfailed\t\n")
+	tw := startTable(&b, RCHeader(c), "policy\tfaults\trate\tMB/s\t(min-max)\tx opt\tmsgs/s\tmeasured\tinjected\tskipped\tfaults\tRNR NAKs\tdrops\trxe RNR\trxe retries\tms/fault\tfailed")
 	for _, s := range sum.Cells {
 		fault := s.Fault
 		if fault == "" {

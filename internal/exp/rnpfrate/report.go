@@ -23,10 +23,7 @@ func Header(c Config) string {
 func Table(c Config, results []Result) string {
 	cells := Summarize(results)
 	var b strings.Builder
-	b.WriteString(Header(c))
-	b.WriteString("\n")
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "policy\tfaults\trate\tMbit/s\t(min-max)\tx pin\trNPF ppm\trNPFs\trx_faults\tbackup pkts\tfault drops\tretrans host\tguest\tRTOs\tµs/rNPF\tfailed\t\n")
+	tw := startTable(&b, Header(c), "policy\tfaults\trate\tMbit/s\t(min-max)\tx pin\trNPF ppm\trNPFs\trx_faults\tbackup pkts\tfault drops\tretrans host\tguest\tRTOs\tµs/rNPF\tfailed")
 	for _, s := range cells {
 		fault, rate := s.Fault, RateText(s.PPM)
 		if fault == "" {
@@ -52,6 +49,15 @@ func Table(c Config, results []Result) string {
 		}
 	}
 	return b.String()
+}
+
+// startTable writes header and a blank line to b, and returns a table
+// below them whose first row is columns (tab-separated).
+func startTable(b *strings.Builder, header, columns string) *tabwriter.Writer {
+	b.WriteString(header + "\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%s\t\n", columns)
+	return tw
 }
 
 // orDash formats v, or "-" for NaN (nothing to compare with).

@@ -30,6 +30,7 @@
 package rnpfrate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -115,9 +116,7 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.Transport == "" {
-		c.Transport = TransportEth
-	}
+	c.Transport = cmp.Or(c.Transport, TransportEth)
 	rc := c.Transport == TransportRC
 	if len(c.Policies) == 0 {
 		c.Policies = slices.Clone(Policies)
@@ -131,9 +130,7 @@ func (c *Config) setDefaults() {
 	if len(c.Faults) == 0 {
 		c.Faults = slices.Clone(Faults)
 	}
-	if c.MajorDelay == 0 {
-		c.MajorDelay = DefaultMajorDelay
-	}
+	c.MajorDelay = cmp.Or(c.MajorDelay, DefaultMajorDelay)
 	if c.Time == 0 {
 		c.Time = DefaultTime
 		if rc {
@@ -143,15 +140,9 @@ func (c *Config) setDefaults() {
 	if c.MsgSize == 0 && rc {
 		c.MsgSize = DefaultRCMsgSize
 	}
-	if c.Rounds == 0 {
-		c.Rounds = DefaultRounds
-	}
-	if c.MemoryMiB == 0 {
-		c.MemoryMiB = 1024
-	}
-	if c.CPUs == 0 {
-		c.CPUs = 1
-	}
+	c.Rounds = cmp.Or(c.Rounds, DefaultRounds)
+	c.MemoryMiB = cmp.Or(c.MemoryMiB, 1024)
+	c.CPUs = cmp.Or(c.CPUs, 1)
 }
 
 // Validate checks what a user chose (after defaults); Run checks the rest.
@@ -365,15 +356,7 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 
 // Report is what the runner prints and writes of the Ethernet half.
 func Report(c Config, results []Result) *runner.Outcome {
-	if len(results) == 0 {
-		return nil
-	}
-	return &runner.Outcome{
-		Table:  Table(c, results),
-		Write:  func(dir string) ([]string, error) { return WriteOutputs(dir, c, results) },
-		Failed: runner.Failures(runner.CountFailed(results, func(r Result) error { return r.Err }), len(results), "runs"),
-		Logs:   c.LogDir,
-	}
+	return runner.Jobs(c, results, func(r Result) error { return r.Err }, "runs", c.LogDir, Table, WriteOutputs)
 }
 
 // DriverParams are the module parameters of a policy's load: the rate
@@ -494,17 +477,8 @@ func counters(ctx context.Context, tb *testbed.Testbed) (testbed.RNPFCounters, e
 func (c *Config) measure(ctx context.Context, tb *testbed.Testbed, r *Result, label string) {
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	delay := time.Duration(0)
-	if r.Fault == "major" {
-		delay = c.MajorDelay
-	}
 	if r.Policy != "pin" {
-		if err := tb.SetFaultDelay(sctx, delay); err != nil {
-			r.Err = err
-			return
-		}
-		if err := tb.SetRNPFRate(sctx, r.PPM); err != nil {
-			r.Err = err
+		if r.Err = inject(sctx, tb, r.Point, c.MajorDelay); r.Err != nil {
 			return
 		}
 	}
@@ -513,8 +487,7 @@ func (c *Config) measure(ctx context.Context, tb *testbed.Testbed, r *Result, la
 		r.Err = err
 		return
 	}
-	host0, herr := tb.HostTCP(sctx)
-	guest0, gerr := tb.GuestTCP(sctx)
+	retrans := tb.CountTCPRetrans(sctx)
 	c.Logf("%s: iperf3 host -> guest for %v ...", label, c.Time)
 	r.Iperf, r.Err = workload.HostIperf3(ctx, tb.NS, tb.GuestIP, c.Time)
 	if after, err := counters(ctx, tb); err == nil {
@@ -522,13 +495,8 @@ func (c *Config) measure(ctx context.Context, tb *testbed.Testbed, r *Result, la
 	} else if r.Err == nil {
 		r.Err = err
 	}
-	if host1, e := tb.HostTCP(sctx); e == nil && herr == nil {
-		r.HostRetrans = host1["Tcp.RetransSegs"] - host0["Tcp.RetransSegs"]
-		r.HostTimeouts = host1["TcpExt.TCPTimeouts"] - host0["TcpExt.TCPTimeouts"]
-	}
-	if guest1, e := tb.GuestTCP(sctx); e == nil && gerr == nil {
-		r.GuestRetrans = guest1["Tcp.RetransSegs"] - guest0["Tcp.RetransSegs"]
-	}
+	k := retrans(sctx)
+	r.HostRetrans, r.GuestRetrans, r.HostTimeouts = k.Host, k.Guest, k.HostTimeouts
 	if r.Err == nil {
 		k := r.Counters
 		c.Logf("%s: %.0f Mbit/s; %d rNPFs injected (%.0f ppm of %d frames), rx_faults %d, rx_backup_pkts %d, rx_fault_drops %d; TCP retransmits host %d guest %d",
@@ -539,10 +507,7 @@ func (c *Config) measure(ctx context.Context, tb *testbed.Testbed, r *Result, la
 	}
 	// Back to rate 0 and minor faults, and fault back what is still taken
 	// away, so that the next run starts from a warm ring.
-	if err := tb.SetRNPFRate(sctx, 0); err != nil && r.Err == nil {
-		r.Err = err
-	}
-	if err := tb.SetFaultDelay(sctx, 0); err != nil && r.Err == nil {
+	if err := injectNone(sctx, tb); err != nil && r.Err == nil {
 		r.Err = err
 	}
 	if n, err := c.warm(ctx, tb); err != nil && r.Err == nil {

@@ -1,6 +1,11 @@
 package rnpfrate
 
-import "github.com/npfnic/npfnic/internal/exp/runner"
+import (
+	"context"
+	"time"
+
+	"github.com/npfnic/npfnic/internal/exp/runner"
+)
 
 // setup is what the points of one policy in one round share on a bench:
 // the driver loaded with the policy and its ring warmed (Ethernet), or
@@ -36,4 +41,32 @@ func (u *setup[B, S]) release(stop func(S)) {
 		stop(u.state)
 	}
 	u.ok = false
+}
+
+// faultKnobs are the driver's fault injection knobs, of the Ethernet
+// guest (testbed.Testbed) or of RC's npfnic guest (testbed.RDMAGuest).
+type faultKnobs interface {
+	SetFaultDelay(ctx context.Context, d time.Duration) error
+	SetRNPFRate(ctx context.Context, ppm int) error
+}
+
+// inject sets the fault delay of p's kind (major: majorDelay, else
+// none), then p's rate; injectNone sets both back to none, the state
+// between points.
+func inject(ctx context.Context, k faultKnobs, p Point, majorDelay time.Duration) error {
+	delay := time.Duration(0)
+	if p.Fault == "major" {
+		delay = majorDelay
+	}
+	if err := k.SetFaultDelay(ctx, delay); err != nil {
+		return err
+	}
+	return k.SetRNPFRate(ctx, p.PPM)
+}
+
+func injectNone(ctx context.Context, k faultKnobs) error {
+	if err := k.SetRNPFRate(ctx, 0); err != nil {
+		return err
+	}
+	return k.SetFaultDelay(ctx, 0)
 }

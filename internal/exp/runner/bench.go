@@ -45,17 +45,7 @@ func Ethernet(e *Env, guest testbed.Config, setup ...func(context.Context, *test
 		Start: func(ctx context.Context, logDir string) (*testbed.Testbed, error) {
 			g := guest
 			g.Images, g.LogDir, g.Progress, g.Trace = e.Images, logDir, e.Logf, e.Trace
-			tb, err := testbed.Start(ctx, g)
-			if err != nil {
-				return nil, err
-			}
-			for _, s := range setup {
-				if err := s(ctx, tb); err != nil {
-					tb.Close()
-					return nil, err
-				}
-			}
-			return tb, nil
+			return boot(ctx, func() (*testbed.Testbed, error) { return testbed.Start(ctx, g) }, setup)
 		},
 	}
 }
@@ -81,19 +71,26 @@ func RC(e *Env, pair testbed.RDMAPairConfig, setup ...func(context.Context, *tes
 			c := pair
 			c.Images, c.LogDir, c.Trace = e.Images, logDir, e.Trace
 			c.Progress = func(f string, args ...any) { e.Logf("  "+f, args...) }
-			p, err := testbed.StartRDMAPair(ctx, c)
-			if err != nil {
-				return nil, err
-			}
-			for _, s := range setup {
-				if err := s(ctx, p); err != nil {
-					p.Close()
-					return nil, err
-				}
-			}
-			return p, nil
+			return boot(ctx, func() (*testbed.RDMAPair, error) { return testbed.StartRDMAPair(ctx, c) }, setup)
 		},
 	}
+}
+
+// boot starts a bench and runs the setups on it; a setup that fails
+// closes it.
+func boot[B Bench](ctx context.Context, start func() (B, error), setup []func(context.Context, B) error) (B, error) {
+	b, err := start()
+	if err != nil {
+		return b, err
+	}
+	for _, s := range setup {
+		if err := s(ctx, b); err != nil {
+			b.Close()
+			var none B
+			return none, err
+		}
+	}
+	return b, nil
 }
 
 // ForgetTCPMetrics is a setup for Ethernet: the host's TCP stops carrying

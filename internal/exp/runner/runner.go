@@ -141,6 +141,23 @@ type Outcome struct {
 	Logs string
 }
 
+// Jobs is the outcome of a run whose results are one per job, each with
+// its failure (failure), what naming the jobs ("runs", "windows"): nil
+// without results, else table(c, results), write(dir, c, results), the
+// failed count, and c's logs in logs.
+func Jobs[C, R any](c C, results []R, failure func(R) error, what, logs string,
+	table func(C, []R) string, write func(string, C, []R) ([]string, error)) *Outcome {
+	if len(results) == 0 {
+		return nil
+	}
+	return &Outcome{
+		Table:  table(c, results),
+		Write:  func(dir string) ([]string, error) { return write(dir, c, results) },
+		Failed: Failures(CountFailed(results, failure), len(results), what),
+		Logs:   logs,
+	}
+}
+
 // Report prints o's table on w, writes its files into dir and names them
 // with the time since start; it returns runErr, else o's failure. A nil o
 // (nothing ran) reports only runErr.

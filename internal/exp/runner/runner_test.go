@@ -246,6 +246,19 @@ func TestReport(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "after.txt")); !os.IsNotExist(err) {
 		t.Error("wrote a file after the first error")
 	}
+	// Jobs: nothing without results; else the table and files of the
+	// results, and their failures counted.
+	table := func(c string, rs []error) string { return fmt.Sprint(c, len(rs)) }
+	write := func(dir, c string, rs []error) ([]string, error) { return []string{dir + c}, nil }
+	failure := func(e error) error { return e }
+	if o := Jobs("c", []error(nil), failure, "runs", "L", table, write); o != nil {
+		t.Errorf("Jobs without results: %+v", o)
+	}
+	o := Jobs("c", []error{nil, errors.New("x"), nil}, failure, "windows", "L", table, write)
+	if files, _ := o.Write("d/"); o.Table != "c3" || o.Logs != "L" || len(files) != 1 || files[0] != "d/c" ||
+		o.Failed == nil || o.Failed.Error() != "1 of 3 windows failed (see above and the logs)" {
+		t.Errorf("Jobs: %+v", o)
+	}
 	if Failures(0, 3, "runs") != nil || CountFailed([]error{nil, errors.New("x"), nil}, func(e error) error { return e }) != 1 {
 		t.Error("Failures or CountFailed")
 	}
