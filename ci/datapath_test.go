@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/internal/exp/datapath"
+	"github.com/npfnic/npfnic/internal/exp/runner"
 )
 
 // TestE1000eEndToEnd runs the datapath experiment for QEMU's e1000e only,
@@ -24,8 +25,8 @@ func TestE1000eEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := datapath.Config{
-		Images: a, NICs: nics, IperfTime: 2 * time.Second, MemaslapTime: 2 * time.Second,
-		LogDir: logDir(t, "datapath"), Progress: testWriter{t},
+		Env:  runner.Env{Images: a, LogDir: logDir(t, "datapath"), Progress: testWriter{t}},
+		NICs: nics, IperfTime: 2 * time.Second, MemaslapTime: 2 * time.Second,
 	}
 	results, err := datapath.Run(ctx, c)
 	if err != nil {

@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/npfnic/npfnic/internal/exp/coldring"
 	"github.com/npfnic/npfnic/internal/exp/datapath"
+	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/internal/testbed/vm"
 )
 
@@ -24,15 +26,16 @@ func runDemo(ctx context.Context, args []string) error {
 	coldOut := fs.String("cold-ring-out", "out/demo/cold-ring", "output directory of the short cold-ring experiment")
 	// Fewer rounds than exp cold-ring, and part (a) in the first only,
 	// so the demo stays a few minutes.
-	cf := addColdRingFlags(fs, coldRingDefaults{startup: 12 * time.Second, cap: 20 * time.Second, sizes: "64,256", rounds: 3, startupRounds: 1})
+	cf := addColdRingFlags(fs, coldRingDefaults{startup: 12 * time.Second, cap: 20 * time.Second, sizes: "64,256", startupRounds: 1})
+	rounds := addRoundsFlag(fs, 3, coldRingRoundsHelp)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cold, err := cf.config()
+	a, err := buildImages(ctx, opt)
 	if err != nil {
 		return err
 	}
-	a, err := buildImages(ctx, opt)
+	cold, err := cf.config(runner.Env{Images: a, LogDir: filepath.Join(*coldOut, "logs")}, *rounds)
 	if err != nil {
 		return err
 	}
@@ -108,8 +111,8 @@ func runDemo(ctx context.Context, args []string) error {
 		return err
 	}
 	c := datapath.Config{
-		Images: a, NICs: nics, IperfTime: *traffic, MemaslapTime: *traffic,
-		LogDir: filepath.Join(*logDir, "traffic"), Progress: &stampWriter{w: os.Stdout, start: start},
+		Env:  runner.Env{Images: a, LogDir: filepath.Join(*logDir, "traffic"), Progress: &stampWriter{w: os.Stdout, start: start}},
+		NICs: nics, IperfTime: *traffic, MemaslapTime: *traffic,
 	}
 	results, err := datapath.Run(ctx, c)
 	if len(results) > 0 {
@@ -128,18 +131,17 @@ func runDemo(ctx context.Context, args []string) error {
 		// The cold-ring experiment, short: part (a) for a few seconds per
 		// policy, part (b) at two ring sizes (npfnic exp cold-ring runs
 		// the whole figure).
-		cold.Images = a
-		cold.LogDir = filepath.Join(*coldOut, "logs")
 		cold.Progress = &stampWriter{w: os.Stdout, start: start}
 		if err := cold.Validate(); err != nil {
 			return err
 		}
 		step("cold ring (Lesokhin et al., ASPLOS'17, Figure 4), short: memaslap from a cold RX ring under %s; (a) %d s per policy at %d entries, (b) %d ops at rings %v (cap %.0f s), %d rounds",
 			strings.Join(cold.Policies, ", "), int(cold.StartupTime/time.Second), cold.StartupRing, cold.Ops, cold.Sizes, cold.Cap.Seconds(), cold.Rounds)
-		if err := os.RemoveAll(cold.LogDir); err != nil {
-			return err
-		}
-		if _, err := runColdRing(ctx, cold, *coldOut, start, "    "); err != nil {
+		results, err := coldring.Run(ctx, cold)
+		var table strings.Builder
+		err = runner.Report(&table, coldring.Report(cold, results), *coldOut, start, err)
+		fmt.Print(indent(table.String()))
+		if err != nil {
 			return fmt.Errorf("cold ring: %w", err)
 		}
 	}

@@ -252,6 +252,12 @@ func SavePlots(path string, width, height int, plots []*plot.Plot) error {
 	for i := range grid {
 		grid[i][0].Draw(canv[i][0])
 	}
+	return WritePNG(path, img)
+}
+
+// WritePNG writes a drawn canvas to path as a PNG (creating its
+// directory), for figures laid out by hand.
+func WritePNG(path string, img *vgimg.Canvas) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -265,6 +271,51 @@ func SavePlots(path string, width, height int, plots []*plot.Plot) error {
 	}
 	return f.Close()
 }
+
+// SpreadXYs are a line's points, each with its spread (the rounds'
+// min-max) as a y error bar.
+type SpreadXYs struct {
+	plotter.XYs
+	plotter.YErrors
+}
+
+// Add appends the point (x, y) spread from lo to hi.
+func (s *SpreadXYs) Add(x, y, lo, hi float64) {
+	s.XYs = append(s.XYs, plotter.XY{X: x, Y: y})
+	s.YErrors = append(s.YErrors, struct{ Low, High float64 }{y - lo, hi - y})
+}
+
+// Draw adds the line to p, its points and error bars in col, named in
+// the legend; dotted draws it dotted with squares (the second of two
+// kinds, e.g. major faults) instead of solid with circles.
+func (s SpreadXYs) Draw(p *plot.Plot, name string, col color.Color, dotted bool) error {
+	l, pts, err := plotter.NewLinePoints(s.XYs)
+	if err != nil {
+		return err
+	}
+	l.Color, pts.Color = col, col
+	l.Width, pts.Radius = vg.Points(1.6), vg.Points(3)
+	pts.Shape = draw.CircleGlyph{}
+	if dotted {
+		l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+		pts.Shape = draw.SquareGlyph{}
+	}
+	bars, err := plotter.NewYErrorBars(s)
+	if err != nil {
+		return err
+	}
+	bars.Color = col
+	p.Add(l, pts, bars)
+	p.Legend.Add(name, l, pts)
+	return nil
+}
+
+// Color is the i-th colour of the palette every chart uses.
+func Color(i int) color.Color { return palette[i%len(palette)] }
+
+// NewPlot is a plot with the title, axis labels, legend font and grid
+// every chart of the experiments has.
+func NewPlot(title, x, y string) *plot.Plot { return newPlot(title, x, y) }
 
 // HostLoad is the host's 1-minute load average (0 if unknown): experiments
 // record it beside their measurements, since these machines are shared.

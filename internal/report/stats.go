@@ -31,3 +31,17 @@ func Spread(xs []float64) (lo, hi float64) {
 	}
 	return slices.Min(xs), slices.Max(xs)
 }
+
+// Group splits xs by key, the keys in the order they first appear: the
+// rounds of each configuration, in the order the configurations ran.
+func Group[K comparable, T any](xs []T, key func(T) K) (keys []K, groups map[K][]T) {
+	groups = map[K][]T{}
+	for _, x := range xs {
+		k := key(x)
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], x)
+	}
+	return keys, groups
+}

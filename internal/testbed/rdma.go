@@ -63,7 +63,9 @@ type RDMAGuest struct {
 // cable's socket, the second connects. Each runs rdma_rxe over virtio-net
 // or npfnic, with distinct MACs (QEMU gives every guest the same one).
 type RDMAPair struct {
-	A, B     *RDMAGuest
+	A, B *RDMAGuest
+	// LogDir holds each guest's logs, in a and b.
+	LogDir   string
 	dir      string
 	progress func(format string, args ...any)
 }
@@ -112,7 +114,7 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 	if progress == nil {
 		progress = func(string, ...any) {}
 	}
-	p := &RDMAPair{progress: progress}
+	p := &RDMAPair{LogDir: c.LogDir, progress: progress}
 	if p.dir, err = os.MkdirTemp("", "npfnic-rdma-"); err != nil {
 		return nil, err
 	}
@@ -350,6 +352,18 @@ func (p *RDMAPair) reconfigure(ctx context.Context, g *RDMAGuest) error {
 		return fmt.Errorf("%s guest %s: %w", g.Kind, g.IP, err)
 	}
 	return p.waitReachable(ctx)
+}
+
+// Dead reports whether either guest's QEMU has exited.
+func (p *RDMAPair) Dead() bool {
+	for _, g := range []*RDMAGuest{p.A, p.B} {
+		select {
+		case <-g.VM.Exited():
+			return true
+		default:
+		}
+	}
+	return false
 }
 
 // Close shuts both guests down and removes the cable's socket.

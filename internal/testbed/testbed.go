@@ -381,6 +381,31 @@ func (tb *Testbed) HostTCP(ctx context.Context) (map[string]int64, error) {
 	return out, nil
 }
 
+// TCPRetrans is what both ends' TCP retransmitted over a run.
+type TCPRetrans struct {
+	Host, Guest int64
+	// HostTimeouts are the host's retransmission timeouts that expired.
+	HostTimeouts int64
+}
+
+// CountTCPRetrans reads both ends' TCP counters, and returns what reads
+// them again and gives their growth (an end whose reading failed counts
+// 0).
+func (tb *Testbed) CountTCPRetrans(ctx context.Context) func(context.Context) TCPRetrans {
+	host0, herr := tb.HostTCP(ctx)
+	guest0, gerr := tb.GuestTCP(ctx)
+	return func(ctx context.Context) (r TCPRetrans) {
+		if host1, err := tb.HostTCP(ctx); err == nil && herr == nil {
+			r.Host = host1["Tcp.RetransSegs"] - host0["Tcp.RetransSegs"]
+			r.HostTimeouts = host1["TcpExt.TCPTimeouts"] - host0["TcpExt.TCPTimeouts"]
+		}
+		if guest1, err := tb.GuestTCP(ctx); err == nil && gerr == nil {
+			r.Guest = guest1["Tcp.RetransSegs"] - guest0["Tcp.RetransSegs"]
+		}
+		return r
+	}
+}
+
 // KillHostSockets destroys every TCP socket of the host namespace to the
 // guest (ss -K), orphans included: a memaslap killed at its cap leaves
 // sockets that keep retransmitting into the next run and would count in

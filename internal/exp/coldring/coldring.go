@@ -31,25 +31,24 @@
 // ascending in odd rounds and descending in even ones, so that neither a
 // drift of the host nor the run after a lossy one lines up with one
 // policy. The host's TCP does not carry what it learnt in one run into the
-// next (net.ipv4.tcp_no_metrics_save=1 in its namespace).
+// next (net.ipv4.tcp_no_metrics_save=1 in its namespace). The runs go
+// through package runner's loop, on one guest rebooted if it dies.
 package coldring
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/internal/report"
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
-	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // Policies are the RX policies of the experiment, in the order the first
@@ -59,8 +58,8 @@ var Policies = []string{"off", "pin", "drop", "backup"}
 
 // Config is one run of the experiment.
 type Config struct {
-	// Images are the guest images; required.
-	Images *images.Artifacts
+	// Env's Images and LogDir are required.
+	runner.Env
 	// Policies to compare; default Policies. "off" (no translation, the
 	// datapath before page faults) is accepted too.
 	Policies []string
@@ -91,13 +90,6 @@ type Config struct {
 	DriverExtra string
 	// MemoryMiB and CPUs are the guest's; default 1024 MiB and 1 vCPU.
 	MemoryMiB, CPUs int
-	// LogDir keeps the guest logs and memaslap outputs; required.
-	LogDir string
-	// Progress receives one line per step; nil is quiet.
-	Progress io.Writer
-	// Trace records the device's events over the whole run (package
-	// trace); nil records nothing. The caller writes it out.
-	Trace *trace.Recorder
 }
 
 // Defaults.
@@ -121,36 +113,20 @@ func (c *Config) setDefaults() {
 	if len(c.Policies) == 0 {
 		c.Policies = slices.Clone(Policies)
 	}
-	if c.StartupTime == 0 {
-		c.StartupTime = DefaultStartupTime
-	}
-	if c.StartupRing == 0 {
-		c.StartupRing = DefaultStartupRing
-	}
+	c.StartupTime = cmp.Or(c.StartupTime, DefaultStartupTime)
+	c.StartupRing = cmp.Or(c.StartupRing, DefaultStartupRing)
 	if len(c.Sizes) == 0 {
 		c.Sizes = slices.Clone(DefaultSizes)
 	}
-	if c.Ops == 0 {
-		c.Ops = DefaultOps
-	}
-	if c.Cap == 0 {
-		c.Cap = DefaultCap
-	}
-	if c.Conns == 0 {
-		c.Conns = DefaultConns
-	}
-	if c.Rounds == 0 {
-		c.Rounds = DefaultRounds
-	}
+	c.Ops = cmp.Or(c.Ops, DefaultOps)
+	c.Cap = cmp.Or(c.Cap, DefaultCap)
+	c.Conns = cmp.Or(c.Conns, DefaultConns)
+	c.Rounds = cmp.Or(c.Rounds, DefaultRounds)
 	if c.StartupRounds == 0 || c.StartupRounds > c.Rounds {
 		c.StartupRounds = c.Rounds
 	}
-	if c.MemoryMiB == 0 {
-		c.MemoryMiB = 1024
-	}
-	if c.CPUs == 0 {
-		c.CPUs = 1
-	}
+	c.MemoryMiB = cmp.Or(c.MemoryMiB, 1024)
+	c.CPUs = cmp.Or(c.CPUs, 1)
 }
 
 // Validate checks a configuration (after defaults).
@@ -263,129 +239,74 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if err := testbed.CheckHost(); err != nil {
-		return nil, fmt.Errorf("coldring: %w", err)
-	}
-	if reaped := testbed.ReapStale(); len(reaped) > 0 {
-		c.progress("removed leftovers of an earlier run: %s", strings.Join(reaped, ", "))
-	}
-	jobs := c.jobs()
-	var tb *testbed.Testbed
-	defer func() {
-		if tb != nil {
-			tb.Close()
-		}
-	}()
-	boots := 0
 	var results []Result
-	for i, j := range jobs {
-		if err := ctx.Err(); err != nil {
-			return results, err
-		}
-		if tb != nil && tb.Dead() {
-			c.progress("the guest died; booting a new one (logs of the old one in %s)", tb.LogDir)
-			tb.Close()
-			tb = nil
-		}
-		if tb == nil {
-			boots++
-			var err error
-			if tb, err = c.boot(ctx, boots); err != nil {
-				return results, err
-			}
-		}
-		label := fmt.Sprintf("[%d/%d] (%s) %s ring %d", i+1, len(jobs), partLetter(j.part), j.policy, j.ring)
-		if j.ahead != DefaultAhead {
-			label += fmt.Sprintf(" fault_ahead %d", j.ahead)
-		}
-		if c.Rounds > 1 {
-			label += fmt.Sprintf(" round %d", j.round)
-		}
-		r := Result{Part: j.part, Policy: j.policy, RingSize: j.ring, Round: j.round, FaultAhead: j.ahead}
-		runOne(ctx, &c, tb, &r, label)
-		r.HostLoad = report.HostLoad()
-		if r.Err != nil {
-			c.progress("%s: FAILED: %v", label, r.Err)
-		}
-		results = append(results, r)
-	}
-	return results, ctx.Err()
+	err := runner.Loop[*testbed.Testbed, job]{
+		Env:       &c.Env,
+		Transport: runner.Ethernet(&c.Env, testbed.Config{Name: "coldring", MemoryMiB: c.MemoryMiB, CPUs: c.CPUs}, runner.ForgetTCPMetrics),
+		Steps:     c.jobs(),
+		Run: func(ctx context.Context, tb *testbed.Testbed, s runner.Step[job], label string) error {
+			j := s.Arm
+			r := Result{Part: j.part, Policy: j.policy, RingSize: j.ring, Round: s.Round, FaultAhead: j.ahead}
+			runOne(ctx, &c, tb, &r, label)
+			r.HostLoad = report.HostLoad()
+			results = append(results, r)
+			return r.Err
+		},
+	}.Go(ctx)
+	return results, err
 }
 
-// job is one run to do.
+// Report is what the runner prints and writes of a run.
+func Report(c Config, results []Result) *runner.Outcome {
+	return runner.Jobs(c, results, func(r Result) error { return r.Err }, "runs", c.LogDir, Table, WriteOutputs)
+}
+
+// job is one run to do in a round.
 type job struct {
 	part   string
 	policy string
 	ring   int
-	round  int
 	ahead  int // fault_ahead, or DefaultAhead
 }
 
-// rotate returns xs rotated left by k.
-func rotate[T any](xs []T, k int) []T {
-	if len(xs) == 0 {
-		return nil
+func (j job) String() string {
+	s := fmt.Sprintf("(%s) %s ring %d", partLetter(j.part), j.policy, j.ring)
+	if j.ahead != DefaultAhead {
+		s += fmt.Sprintf(" fault_ahead %d", j.ahead)
 	}
-	k %= len(xs)
-	return append(append([]T(nil), xs[k:]...), xs[:k]...)
+	return s
 }
 
 // jobs lists every run in order. Each round runs part (a) for every
 // policy, then, per ring size, part (b) for every policy and part (c) for
 // every fault_ahead back to back; the order of those rotates by one each
 // round, and the ring sizes go up in odd rounds and down in even ones.
-func (c *Config) jobs() []job {
-	var jobs []job
-	for round := 1; round <= c.Rounds; round++ {
+func (c *Config) jobs() []runner.Step[job] {
+	var arms []job
+	for _, p := range c.Policies {
+		arms = append(arms, job{part: PartSweep, policy: p, ahead: DefaultAhead})
+	}
+	for _, n := range c.FaultAhead {
+		arms = append(arms, job{part: PartAhead, policy: "backup", ahead: n})
+	}
+	return runner.Rounds(c.Rounds, func(round int) []job {
+		var jobs []job
 		if !c.SkipStartup && round <= c.StartupRounds {
-			for _, p := range rotate(c.Policies, round-1) {
-				jobs = append(jobs, job{PartStartup, p, c.StartupRing, round, DefaultAhead})
+			for _, p := range runner.Rotate(c.Policies, round) {
+				jobs = append(jobs, job{PartStartup, p, c.StartupRing, DefaultAhead})
 			}
 		}
 		if c.SkipSweep {
-			continue
+			return jobs
 		}
-		sizes := slices.Clone(c.Sizes)
-		slices.Sort(sizes)
-		if round%2 == 0 {
-			slices.Reverse(sizes)
-		}
-		var arms []job
-		for _, p := range c.Policies {
-			arms = append(arms, job{part: PartSweep, policy: p, ahead: DefaultAhead})
-		}
-		for _, n := range c.FaultAhead {
-			arms = append(arms, job{part: PartAhead, policy: "backup", ahead: n})
-		}
-		for _, s := range sizes {
-			for _, a := range rotate(arms, round-1) {
-				a.ring, a.round = s, round
+		for _, s := range runner.Alternate(c.Sizes, round) {
+			for _, a := range runner.Rotate(arms, round) {
+				a.ring = s
 				jobs = append(jobs, a)
 			}
 		}
-	}
-	return jobs
-}
-
-// boot starts a guest for the runs, with a host TCP that forgets what it
-// learnt about the guest at the end of each connection: Linux caches
-// ssthresh per destination (tcp_metrics), and a run after a lossy one
-// (drop) would otherwise start from the small window that loss left.
-func (c *Config) boot(ctx context.Context, n int) (*testbed.Testbed, error) {
-	tb, err := testbed.Start(ctx, testbed.Config{
-		Images: c.Images, Name: "coldring", MemoryMiB: c.MemoryMiB, CPUs: c.CPUs,
-		LogDir: filepath.Join(c.LogDir, fmt.Sprintf("guest-%d", n)), Progress: c.progress, Trace: c.Trace,
+		return jobs
 	})
-	if err != nil {
-		return nil, err
-	}
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if _, err := tb.NS.Run(sctx, "sysctl", "-q", "-w", "net.ipv4.tcp_no_metrics_save=1"); err != nil {
-		tb.Close()
-		return nil, fmt.Errorf("host namespace: sysctl net.ipv4.tcp_no_metrics_save=1: %w", err)
-	}
-	return tb, nil
 }
 
 func partLetter(part string) string {
@@ -429,10 +350,9 @@ func runOne(ctx context.Context, c *Config, tb *testbed.Testbed, r *Result, labe
 	}
 	// Leftovers of an earlier (capped) run would count in this one.
 	if err := tb.KillHostSockets(sctx); err != nil {
-		c.progress("%s: ss -K: %v", label, firstLine(err.Error()))
+		c.Logf("%s: ss -K: %v", label, runner.FirstLine(err.Error()))
 	}
-	host0, herr := tb.HostTCP(sctx)
-	guest0, gerr := tb.GuestTCP(sctx)
+	retrans := tb.CountTCPRetrans(sctx)
 	cancel()
 	o := workload.MemaslapOptions{Conns: c.Conns}
 	var line []string
@@ -445,14 +365,14 @@ func runOne(ctx context.Context, c *Config, tb *testbed.Testbed, r *Result, labe
 		o.OnPeriod = func(p workload.Period) {
 			line = append(line, strconv.FormatInt(p.Ops, 10))
 			if len(line) == 5 {
-				c.progress("%s: t=%4.1fs (memaslap's clock %ds) ops/s %s", label, p.Arrival.Seconds(), p.Second, strings.Join(line, " "))
+				c.Logf("%s: t=%4.1fs (memaslap's clock %ds) ops/s %s", label, p.Arrival.Seconds(), p.Second, strings.Join(line, " "))
 				line = line[:0]
 			}
 		}
-		c.progress("%s: insmod npfnic.ko %s; memaslap for %d s from the cold start ...", label, params, int(c.StartupTime/time.Second))
+		c.Logf("%s: insmod npfnic.ko %s; memaslap for %d s from the cold start ...", label, params, int(c.StartupTime/time.Second))
 	} else {
 		o.Ops, o.Cap = c.Ops, c.Cap
-		c.progress("%s: insmod npfnic.ko %s; memaslap -x %d from the cold start (cap %.0f s) ...", label, params, c.Ops, c.Cap.Seconds())
+		c.Logf("%s: insmod npfnic.ko %s; memaslap -x %d from the cold start (cap %.0f s) ...", label, params, c.Ops, c.Cap.Seconds())
 	}
 	// A heartbeat for long runs.
 	hctx, hcancel := context.WithCancel(ctx)
@@ -466,7 +386,7 @@ func runOne(ctx context.Context, c *Config, tb *testbed.Testbed, r *Result, labe
 				return
 			case <-t.C:
 				if r.Part == PartSweep {
-					c.progress("%s: %.0f s, still running", label, time.Since(start).Seconds())
+					c.Logf("%s: %.0f s, still running", label, time.Since(start).Seconds())
 				}
 			}
 		}
@@ -484,13 +404,8 @@ func runOne(ctx context.Context, c *Config, tb *testbed.Testbed, r *Result, labe
 	} else if err == nil {
 		err = fmt.Errorf("ethtool -S: %w", serr)
 	}
-	if host1, e := tb.HostTCP(sctx); e == nil && herr == nil {
-		r.HostRetrans = host1["Tcp.RetransSegs"] - host0["Tcp.RetransSegs"]
-		r.HostTimeouts = host1["TcpExt.TCPTimeouts"] - host0["TcpExt.TCPTimeouts"]
-	}
-	if guest1, e := tb.GuestTCP(sctx); e == nil && gerr == nil {
-		r.GuestRetrans = guest1["Tcp.RetransSegs"] - guest0["Tcp.RetransSegs"]
-	}
+	k := retrans(sctx)
+	r.HostRetrans, r.GuestRetrans, r.HostTimeouts = k.Host, k.Guest, k.HostTimeouts
 	if err != nil {
 		r.Err = fmt.Errorf("memaslap: %w", err)
 		return
@@ -522,60 +437,7 @@ func runOne(ctx context.Context, c *Config, tb *testbed.Testbed, r *Result, labe
 	if r.MemaslapErrors > 0 {
 		how += fmt.Sprintf(", %d memaslap errors", r.MemaslapErrors)
 	}
-	c.progress("%s: %s (load %.1f s); rx_faults %d, rx_prefaulted %d, rx_backup_pkts %d, rx_fault_drops %d, tx_faults %d, atc_hits %d, atc_misses %d; TCP retransmits host %d guest %d",
+	c.Logf("%s: %s (load %.1f s); rx_faults %d, rx_prefaulted %d, rx_backup_pkts %d, rx_fault_drops %d, tx_faults %d, atc_hits %d, atc_misses %d; TCP retransmits host %d guest %d",
 		label, how, r.LoadSeconds, r.Stats["rx_faults"], r.Stats["rx_prefaulted"], r.Stats["rx_backup_pkts"], r.Stats["rx_fault_drops"],
 		r.Stats["tx_faults"], r.Stats["atc_hits"], r.Stats["atc_misses"], r.HostRetrans, r.GuestRetrans)
-}
-
-func (c *Config) progress(format string, args ...any) {
-	if c.Progress != nil {
-		fmt.Fprintf(c.Progress, format+"\n", args...)
-	}
-}
-
-// ParseSizes parses "16,32,64" into ring sizes.
-func ParseSizes(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil {
-			return nil, fmt.Errorf("bad ring size %q", f)
-		}
-		out = append(out, n)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no ring sizes")
-	}
-	return out, nil
-}
-
-// ParseInts parses "0,1,4,16" (fault_ahead values).
-func ParseInts(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil {
-			return nil, fmt.Errorf("bad number %q", f)
-		}
-		out = append(out, n)
-	}
-	return out, nil
-}
-
-// ParsePolicies parses "pin,drop,backup".
-func ParsePolicies(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }

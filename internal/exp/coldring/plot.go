@@ -15,12 +15,7 @@ import (
 )
 
 // Colours per policy, the same in both panels (internal/report's palette).
-var policyColor = map[string]color.Color{
-	"pin":    color.RGBA{0x1f, 0x77, 0xb4, 0xff},
-	"drop":   color.RGBA{0xd6, 0x27, 0x28, 0xff},
-	"backup": color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
-	"off":    color.RGBA{0x7f, 0x7f, 0x7f, 0xff},
-}
+var policyColor = map[string]color.Color{"pin": report.Color(0), "drop": report.Color(1), "backup": report.Color(2), "off": report.Color(7)}
 
 var policyShape = map[string]draw.GlyphDrawer{
 	"pin": draw.CircleGlyph{}, "drop": draw.CrossGlyph{}, "backup": draw.SquareGlyph{}, "off": draw.RingGlyph{},
@@ -46,25 +41,13 @@ func styled(p string) (color.Color, draw.GlyphDrawer, string) {
 	return c, g, l
 }
 
-func newPlot(title, x, y string) *plot.Plot {
-	p := plot.New()
-	p.Title.Text = title
-	p.Title.TextStyle.Font.Size = vg.Points(13)
-	p.X.Label.Text, p.Y.Label.Text = x, y
-	p.X.Label.TextStyle.Font.Size = vg.Points(11)
-	p.Y.Label.TextStyle.Font.Size = vg.Points(11)
-	p.Legend.TextStyle.Font.Size = vg.Points(10)
-	p.Add(plotter.NewGrid())
-	return p
-}
-
 // startupPlot is Figure 4(a): ops/s against time from the cold start.
 func startupPlot(c Config, st []StartupSummary) (*plot.Plot, error) {
 	runs := ""
 	if n := st[0].Rounds; n > 1 {
 		runs = fmt.Sprintf(", median of %d rounds", n)
 	}
-	p := newPlot(fmt.Sprintf("(a) startup from a cold RX ring of %d entries (npfnic, TCG guest%s)", st[0].RingSize, runs),
+	p := report.NewPlot(fmt.Sprintf("(a) startup from a cold RX ring of %d entries (npfnic, TCG guest%s)", st[0].RingSize, runs),
 		"time since memaslap started (s)", "memcached operations/s")
 	p.Legend.Top, p.Legend.Left = true, false
 	for _, s := range st {
@@ -98,7 +81,7 @@ func startupPlot(c Config, st []StartupSummary) (*plot.Plot, error) {
 // size, both axes logarithmic; capped runs are drawn at the cap with an
 // upward triangle and the cap as a dashed line.
 func sweepPlot(c Config, cells []SweepCell) (*plot.Plot, error) {
-	p := newPlot(fmt.Sprintf("(b) time for %d memaslap operations from a cold RX ring", c.Ops),
+	p := report.NewPlot(fmt.Sprintf("(b) time for %d memaslap operations from a cold RX ring", c.Ops),
 		"RX ring size (entries)", "seconds (log scale)")
 	p.Legend.Top, p.Legend.Left = true, true
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
@@ -235,17 +218,6 @@ func strconvG(v float64) string {
 // of the same colour; and backup/pin with the 1.1x goal. N sits at N+1 on
 // a logarithmic axis, so 0 has a place.
 
-// sizeColor gives each ring size a colour of report's palette order.
-func sizeColor(i int) color.Color {
-	palette := []color.Color{
-		color.RGBA{0x1f, 0x77, 0xb4, 0xff}, color.RGBA{0xd6, 0x27, 0x28, 0xff},
-		color.RGBA{0x2c, 0xa0, 0x2c, 0xff}, color.RGBA{0xff, 0x7f, 0x0e, 0xff},
-		color.RGBA{0x94, 0x67, 0xbd, 0xff}, color.RGBA{0x8c, 0x56, 0x4b, 0xff},
-		color.RGBA{0xe3, 0x77, 0xc2, 0xff}, color.RGBA{0x7f, 0x7f, 0x7f, 0xff},
-	}
-	return palette[i%len(palette)]
-}
-
 // aheadTicks label N at N+1.
 type aheadTicks []int
 
@@ -255,12 +227,6 @@ func (t aheadTicks) Ticks(min, max float64) []plot.Tick {
 		ts = append(ts, plot.Tick{Value: float64(n + 1), Label: fmt.Sprint(n)})
 	}
 	return ts
-}
-
-// withSpread is a line's points with their rounds' min-max as y errors.
-type withSpread struct {
-	plotter.XYs
-	plotter.YErrors
 }
 
 // SaveAheadPNG draws part (c) into path.
@@ -290,12 +256,12 @@ func SaveAheadPNG(path string, c Config, sweep, ahead []SweepCell) error {
 	if c.Rounds > 1 {
 		rounds = fmt.Sprintf(", median of %d rounds, bars: min-max", c.Rounds)
 	}
-	faults := newPlot("(c) backup from a cold ring with fault ahead: receive faults per cold start (medians)",
+	faults := report.NewPlot("(c) backup from a cold ring with fault ahead: receive faults per cold start (medians)",
 		"fault_ahead N (a resolved RX fault backs the next N cold slots)", "rx_faults (log scale)")
 	faults.Y.Scale, faults.Y.Tick.Marker = plot.LogScale{}, logTicks{}
-	top := newPlot(fmt.Sprintf("time for %d memaslap operations from the cold start%s", c.Ops, rounds),
+	top := report.NewPlot(fmt.Sprintf("time for %d memaslap operations from the cold start%s", c.Ops, rounds),
 		"fault_ahead N", "seconds")
-	bottom := newPlot("backup relative to pin (medians): the paper's goal is <= 1.1x",
+	bottom := report.NewPlot("backup relative to pin (medians): the paper's goal is <= 1.1x",
 		"fault_ahead N", "backup / pin")
 	for _, p := range []*plot.Plot{faults, top, bottom} {
 		p.X.Scale = plot.LogScale{}
@@ -306,16 +272,15 @@ func SaveAheadPNG(path string, c Config, sweep, ahead []SweepCell) error {
 	ratios := AheadRatios(sweep, ahead)
 	ymax, rmax, rmin, fmax := 0.0, 1.2, 1.0, 1.0
 	for i, size := range sizes {
-		col := sizeColor(i)
-		var line withSpread
+		col := report.Color(i)
+		var line report.SpreadXYs
 		var rel, fs, ideal plotter.XYs
 		for k, s := range ahead {
 			if s.RingSize != size || !s.Done() {
 				continue
 			}
 			x := float64(s.FaultAhead + 1)
-			line.XYs = append(line.XYs, plotter.XY{X: x, Y: s.Seconds})
-			line.YErrors = append(line.YErrors, struct{ Low, High float64 }{s.Seconds - s.Lo, s.Hi - s.Seconds})
+			line.Add(x, s.Seconds, s.Lo, s.Hi)
 			ymax = math.Max(ymax, s.Hi)
 			fs = append(fs, plotter.XY{X: x, Y: math.Max(s.RxFaults, 0.8)})
 			ideal = append(ideal, plotter.XY{X: x, Y: math.Ceil(float64(size) / float64(min(s.FaultAhead, size-1)+1))})
@@ -328,19 +293,9 @@ func SaveAheadPNG(path string, c Config, sweep, ahead []SweepCell) error {
 		if len(line.XYs) == 0 {
 			continue
 		}
-		l, pts, err := plotter.NewLinePoints(line.XYs)
-		if err != nil {
+		if err := line.Draw(top, fmt.Sprintf("backup, ring %d", size), col, false); err != nil {
 			return err
 		}
-		l.Color, pts.Color, pts.Shape = col, col, draw.CircleGlyph{}
-		l.Width, pts.Radius = vg.Points(1.6), vg.Points(3)
-		bars, err := plotter.NewYErrorBars(line)
-		if err != nil {
-			return err
-		}
-		bars.Color = col
-		top.Add(l, pts, bars)
-		top.Legend.Add(fmt.Sprintf("backup, ring %d", size), l, pts)
 		fl, fp, err := plotter.NewLinePoints(fs)
 		if err != nil {
 			return err

@@ -3,13 +3,12 @@ package coldring
 import (
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/internal/report"
 )
 
@@ -137,7 +136,7 @@ func Table(c Config, results []Result) string {
 	var failures []string
 	for _, r := range results {
 		if r.Err != nil {
-			failures = append(failures, fmt.Sprintf("(%s) %s ring %d round %d FAILED: %v", partLetter(r.Part), r.Policy, r.RingSize, r.Round, firstLine(r.Err.Error())))
+			failures = append(failures, fmt.Sprintf("(%s) %s ring %d round %d FAILED: %v", partLetter(r.Part), r.Policy, r.RingSize, r.Round, runner.FirstLine(r.Err.Error())))
 		}
 	}
 	if len(failures) > 0 {
@@ -308,11 +307,6 @@ func ratioText(r SweepRatio) string {
 	return fmt.Sprintf("%.2fx", r.Ratio)
 }
 
-func firstLine(s string) string {
-	l, _, _ := strings.Cut(s, "\n")
-	return l
-}
-
 // axes lists the policies (in first-seen order) and ring sizes (ascending).
 func axes(cells []SweepCell) ([]string, []int) {
 	var ps []string
@@ -387,7 +381,7 @@ func RunsRows(results []Result) [][]string {
 		}
 		msg := ""
 		if r.Err != nil {
-			msg = firstLine(r.Err.Error())
+			msg = runner.FirstLine(r.Err.Error())
 		}
 		row = append(row, r.HostLoad, msg)
 		rows = append(rows, report.Row(row...))
@@ -401,12 +395,8 @@ func RunsRows(results []Result) [][]string {
 // cold-ring-ahead.csv and cold-ring-ahead.png (part c, when it ran),
 // cold-ring.txt (the tables) and cold-ring.png (parts a and b).
 func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
-	var files []string
-	p := filepath.Join(dir, "cold-ring-runs.csv")
-	if err := report.WriteCSV(p, RunsHeader(), RunsRows(results)); err != nil {
-		return nil, err
-	}
-	files = append(files, p)
+	f := runner.Files{Dir: dir}
+	f.CSV("cold-ring-runs.csv", RunsHeader(), RunsRows(results))
 	if st := Startup(results); len(st) > 0 {
 		var rows [][]string
 		for _, s := range st {
@@ -414,11 +404,7 @@ func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 				rows = append(rows, report.Row(s.Policy, s.RingSize, i+1, v))
 			}
 		}
-		p := filepath.Join(dir, "cold-ring-startup.csv")
-		if err := report.WriteCSV(p, []string{"policy", "ring_size", "second", "ops_per_s"}, rows); err != nil {
-			return nil, err
-		}
-		files = append(files, p)
+		f.CSV("cold-ring-startup.csv", []string{"policy", "ring_size", "second", "ops_per_s"}, rows)
 	}
 	if cells := Sweep(results); len(cells) > 0 {
 		ratios := map[string]SweepRatio{}
@@ -433,12 +419,7 @@ func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 			}
 			rows = append(rows, append(cellRow(c, s), ratio, base, fmt.Sprint(lb)))
 		}
-		p := filepath.Join(dir, "cold-ring-ops.csv")
-		hdr := append(cellHeader(), "ratio", "ratio_to", "ratio_is_lower_bound")
-		if err := report.WriteCSV(p, hdr, rows); err != nil {
-			return nil, err
-		}
-		files = append(files, p)
+		f.CSV("cold-ring-ops.csv", append(cellHeader(), "ratio", "ratio_to", "ratio_is_lower_bound"), rows)
 		if ahead := Ahead(results); len(ahead) > 0 {
 			var rows [][]string
 			for i, r := range AheadRatios(cells, ahead) {
@@ -448,26 +429,11 @@ func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 				}
 				rows = append(rows, append(cellRow(c, ahead[i]), ratio, fmt.Sprint(r.LowerBound)))
 			}
-			p := filepath.Join(dir, "cold-ring-ahead.csv")
-			if err := report.WriteCSV(p, append(cellHeader(), "ratio_to_pin", "ratio_is_lower_bound"), rows); err != nil {
-				return nil, err
-			}
-			files = append(files, p)
-			p = filepath.Join(dir, "cold-ring-ahead.png")
-			if err := SaveAheadPNG(p, c, cells, ahead); err != nil {
-				return nil, err
-			}
-			files = append(files, p)
+			f.CSV("cold-ring-ahead.csv", append(cellHeader(), "ratio_to_pin", "ratio_is_lower_bound"), rows)
+			f.PNG("cold-ring-ahead.png", func(p string) error { return SaveAheadPNG(p, c, cells, ahead) })
 		}
 	}
-	p = filepath.Join(dir, "cold-ring.txt")
-	if err := os.WriteFile(p, []byte(Table(c, results)), 0o644); err != nil {
-		return nil, err
-	}
-	files = append(files, p)
-	p = filepath.Join(dir, "cold-ring.png")
-	if err := SavePNG(p, c, results); err != nil {
-		return nil, err
-	}
-	return append(files, p), nil
+	f.Text("cold-ring.txt", Table(c, results))
+	f.PNG("cold-ring.png", func(p string) error { return SavePNG(p, c, results) })
+	return f.Done()
 }

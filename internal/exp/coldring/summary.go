@@ -101,25 +101,28 @@ func cells(results []Result, part string) []SweepCell {
 		n     int
 		ahead int
 	}
-	var order []key
-	by := map[key][]Result{}
-	for _, r := range results {
-		if r.Part != part {
-			continue
-		}
+	order, by := report.Group(ofPart(results, part), func(r Result) key {
 		k := key{r.Policy, r.RingSize, DefaultAhead}
 		if part == PartAhead {
 			k.ahead = r.FaultAhead
 		}
-		if _, ok := by[k]; !ok {
-			order = append(order, k)
-		}
-		by[k] = append(by[k], r)
-	}
+		return k
+	})
 	slices.SortStableFunc(order, func(a, b key) int { return a.n - b.n })
 	var out []SweepCell
 	for _, k := range order {
 		out = append(out, cellOf(k.p, k.n, k.ahead, by[k]))
+	}
+	return out
+}
+
+// ofPart are the results of one part.
+func ofPart(results []Result, part string) []Result {
+	var out []Result
+	for _, r := range results {
+		if r.Part == part {
+			out = append(out, r)
+		}
 	}
 	return out
 }
@@ -244,17 +247,7 @@ type StartupSummary struct {
 
 // Startup summarizes part (a), one entry per policy in run order.
 func Startup(results []Result) []StartupSummary {
-	var order []string
-	by := map[string][]Result{}
-	for _, r := range results {
-		if r.Part != PartStartup {
-			continue
-		}
-		if _, ok := by[r.Policy]; !ok {
-			order = append(order, r.Policy)
-		}
-		by[r.Policy] = append(by[r.Policy], r)
-	}
+	order, by := report.Group(ofPart(results, PartStartup), func(r Result) string { return r.Policy })
 	var out []StartupSummary
 	for _, p := range order {
 		rs := by[p]

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/exp/runner"
 )
 
 func sweepRun(policy string, ring int, secs float64, capped bool, faults uint64) Result {
@@ -141,12 +142,13 @@ func TestWriteOutputs(t *testing.T) {
 
 func TestJobsRotateAndAlternate(t *testing.T) {
 	c := Config{Policies: []string{"off", "pin", "backup"}, Sizes: []int{64, 512}, Rounds: 3, StartupRounds: 1,
-		FaultAhead: []int{0, 16}, Images: nil, LogDir: "x"}
+		FaultAhead: []int{0, 16}, Env: runner.Env{Images: nil, LogDir: "x"}}
 	c.setDefaults()
 	jobs := c.jobs()
 	var got []string
-	for _, j := range jobs {
-		s := fmt.Sprintf("%d%s:%s@%d", j.round, partLetter(j.part), j.policy, j.ring)
+	for _, st := range jobs {
+		j := st.Arm
+		s := fmt.Sprintf("%d%s:%s@%d", st.Round, partLetter(j.part), j.policy, j.ring)
 		if j.ahead != DefaultAhead {
 			s += fmt.Sprintf("/%d", j.ahead)
 		}
@@ -171,7 +173,7 @@ func TestJobsRotateAndAlternate(t *testing.T) {
 
 func TestValidateFaultAhead(t *testing.T) {
 	base := func() Config {
-		return Config{Images: &images.Artifacts{}, LogDir: "x", Policies: []string{"pin", "backup"}}
+		return Config{Env: runner.Env{Images: &images.Artifacts{}, LogDir: "x"}, Policies: []string{"pin", "backup"}}
 	}
 	for _, tc := range []struct {
 		edit func(*Config)

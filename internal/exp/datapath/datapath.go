@@ -11,27 +11,26 @@
 // the tap moves into the namespace, where the host tools (iperf3, memaslap)
 // run. No test traffic leaves that namespace.
 //
-// It lives in internal/ because only the npfnic command runs it; the
-// harness it drives is internal/testbed/vm.
+// Every run boots its own guest with the NIC it measures (internal/testbed/vm),
+// in the rounds of package runner's loop.
 package datapath
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/internal/report"
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/hostnet"
 	"github.com/npfnic/npfnic/internal/testbed/vm"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
-	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // NICUnderTest is one kind of NIC under test: how to attach it to a guest with its
@@ -127,8 +126,10 @@ func NICNames() string {
 
 // Config is one run of the experiment.
 type Config struct {
-	// Images are the guest images (images.Builder.Build); required.
-	Images *images.Artifacts
+	// Env's Images are required; its LogDir keeps each guest's console
+	// log, QMP transcript and device server log under LogDir/NIC (default
+	// a temporary directory).
+	runner.Env
 	// NICs to measure, in order; default all of NICs.
 	NICs []NICUnderTest
 	// MemoryMiB and CPUs are the guest's, the same for every NIC.
@@ -146,18 +147,10 @@ type Config struct {
 	// virtio, npfnic, e1000e, ...), so that a burst of load on a shared
 	// host hits every NIC alike; Summarize takes the median. Default 1.
 	Rounds int
-	// LogDir keeps each guest's console log, QMP transcript and device
-	// server log under LogDir/NIC; default a temporary directory.
-	LogDir string
 	// NPFNICServer makes the device server for the npfnic NICUnderTest, its
 	// Ethernet port on the given wire spec ("tap:IFNAME", see package
 	// vdevice/port); default InProcessNPFNIC.
 	NPFNICServer func(wire string) (vm.DeviceServer, error)
-	// Progress receives one line per step; nil is quiet.
-	Progress io.Writer
-	// Trace records the device's events over the whole run (package
-	// trace); nil records nothing. The caller writes it out.
-	Trace *trace.Recorder
 }
 
 // Defaults for Config fields left zero.
@@ -174,24 +167,12 @@ func (c *Config) setDefaults() {
 	if len(c.NICs) == 0 {
 		c.NICs = append([]NICUnderTest(nil), NICs...)
 	}
-	if c.MemoryMiB == 0 {
-		c.MemoryMiB = DefaultMemoryMiB
-	}
-	if c.CPUs == 0 {
-		c.CPUs = DefaultCPUs
-	}
-	if c.IperfTime == 0 {
-		c.IperfTime = DefaultIperfTime
-	}
-	if c.MemaslapTime == 0 {
-		c.MemaslapTime = DefaultMemaslapTime
-	}
-	if c.MemaslapConcurrency == 0 {
-		c.MemaslapConcurrency = DefaultMemaslapConcurrency
-	}
-	if c.Rounds == 0 {
-		c.Rounds = DefaultRounds
-	}
+	c.MemoryMiB = cmp.Or(c.MemoryMiB, DefaultMemoryMiB)
+	c.CPUs = cmp.Or(c.CPUs, DefaultCPUs)
+	c.IperfTime = cmp.Or(c.IperfTime, DefaultIperfTime)
+	c.MemaslapTime = cmp.Or(c.MemaslapTime, DefaultMemaslapTime)
+	c.MemaslapConcurrency = cmp.Or(c.MemaslapConcurrency, DefaultMemaslapConcurrency)
+	c.Rounds = cmp.Or(c.Rounds, DefaultRounds)
 }
 
 // Validate checks a configuration (after defaults).
@@ -252,16 +233,6 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if err := testbed.CheckHost(); err != nil {
-		return nil, fmt.Errorf("datapath: %w", err)
-	}
-	for _, p := range HostNamePrefixes {
-		if reaped, err := hostnet.ReapStale(p); err != nil {
-			c.progress("cleaning up after an earlier run: %v", err)
-		} else if len(reaped) > 0 {
-			c.progress("removed leftovers of an earlier run: %s", strings.Join(reaped, ", "))
-		}
-	}
 	if c.LogDir == "" {
 		d, err := os.MkdirTemp("", "npfnic-datapath-")
 		if err != nil {
@@ -269,24 +240,66 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 		}
 		c.LogDir = d
 	}
+	index := map[string]int{}
+	for i, nic := range c.NICs {
+		index[nic.Name] = i
+	}
 	var results []Result
-	total := c.Rounds * len(c.NICs)
-	for round := 1; round <= c.Rounds; round++ {
-		for i, nic := range c.NICs {
-			if err := ctx.Err(); err != nil {
-				return results, err
-			}
-			c.progress("%s: [%d/%d] %s, round %d of %d", nic.Name, len(results)+1, total, nic.Label, round, c.Rounds)
-			r := runNIC(ctx, &c, i, nic, round)
-			r.Round, r.Rounds = round, c.Rounds
+	// Every run boots its own guest, with the NIC it measures.
+	err := runner.Loop[runner.NoBench, NICUnderTest]{
+		Env:       &c.Env,
+		Transport: runner.Transport[runner.NoBench]{Check: checkHost},
+		Steps:     runner.Rounds(c.Rounds, func(int) []NICUnderTest { return c.NICs }),
+		Run: func(ctx context.Context, _ runner.NoBench, s runner.Step[NICUnderTest], label string) error {
+			c.Logf("%s: %s", label, s.Arm.Label)
+			r := runNIC(ctx, &c, index[s.Arm.Name], s.Arm, s.Round)
+			r.Round, r.Rounds = s.Round, c.Rounds
 			r.HostLoad = report.HostLoad()
-			if r.Err != nil {
-				c.progress("%s: FAILED: %v", nic.Name, r.Err)
-			}
 			results = append(results, r)
+			return r.Err
+		},
+	}.Go(ctx)
+	return results, err
+}
+
+func (n NICUnderTest) String() string { return n.Name }
+
+// checkHost fails without the host's tools and removes what a killed run
+// left on the host.
+func checkHost(e *runner.Env) error {
+	if err := testbed.CheckHost(); err != nil {
+		return fmt.Errorf("datapath: %w", err)
+	}
+	for _, p := range HostNamePrefixes {
+		if reaped, err := hostnet.ReapStale(p); err != nil {
+			e.Logf("cleaning up after an earlier run: %v", err)
+		} else if len(reaped) > 0 {
+			e.Logf("removed leftovers of an earlier run: %s", strings.Join(reaped, ", "))
 		}
 	}
-	return results, ctx.Err()
+	return nil
+}
+
+// Report is what the runner prints and writes of a run.
+func Report(c Config, results []Result) *runner.Outcome {
+	if len(results) == 0 {
+		return nil
+	}
+	var failed []string
+	for _, r := range Summarize(results) {
+		if r.Err != nil {
+			failed = append(failed, r.NIC)
+		}
+	}
+	o := &runner.Outcome{
+		Table: Table(c, results),
+		Write: func(dir string) ([]string, error) { return WriteOutputs(dir, c, results) },
+		Logs:  c.LogDir,
+	}
+	if len(failed) > 0 {
+		o.Failed = errors.New("failed NICs: " + strings.Join(failed, ", ") + " (see above and their logs)")
+	}
+	return o
 }
 
 // Names for what a run creates on the host (see hostnet.UniqueName).
@@ -305,12 +318,6 @@ func linkAddrs(i int) (host, guest string) {
 	return fmt.Sprintf("10.77.%d.1", i+1), fmt.Sprintf("10.77.%d.2", i+1)
 }
 
-func (c *Config) progress(format string, args ...any) {
-	if c.Progress != nil {
-		fmt.Fprintf(c.Progress, format+"\n", args...)
-	}
-}
-
 // runNIC boots the guest with one NIC and measures it.
 func runNIC(ctx context.Context, c *Config, idx int, nic NICUnderTest, round int) (r Result) {
 	r = Result{NIC: nic.Name, Label: nic.Label}
@@ -318,7 +325,7 @@ func runNIC(ctx context.Context, c *Config, idx int, nic NICUnderTest, round int
 		r.Err = fmt.Errorf(format, args...)
 		return r
 	}
-	step := func(format string, args ...any) { c.progress(nic.Name+": "+format, args...) }
+	step := func(format string, args ...any) { c.Logf(nic.Name+": "+format, args...) }
 	hostIP, guestIP := linkAddrs(idx)
 
 	ns, err := hostnet.NewUniqueNamespace(nsPrefix)

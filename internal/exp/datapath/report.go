@@ -3,11 +3,10 @@ package datapath
 import (
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/internal/report"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 )
@@ -268,10 +267,6 @@ func CSVRows(results []Result) [][]string {
 // WriteOutputs writes datapath.csv (absolute numbers), datapath_ratios.csv,
 // datapath.txt (the table) and datapath.png (grouped bar charts) into dir.
 func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
-	csvPath := filepath.Join(dir, "datapath.csv")
-	if err := report.WriteCSV(csvPath, CSVHeader, CSVRows(results)); err != nil {
-		return nil, err
-	}
 	ratioHeader := []string{"numerator", "denominator"}
 	for _, m := range metrics {
 		ratioHeader = append(ratioHeader, m.key)
@@ -288,19 +283,12 @@ func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 		}
 		ratioRows = append(ratioRows, report.Row(row...))
 	}
-	ratioPath := filepath.Join(dir, "datapath_ratios.csv")
-	if err := report.WriteCSV(ratioPath, ratioHeader, ratioRows); err != nil {
-		return nil, err
-	}
-	txtPath := filepath.Join(dir, "datapath.txt")
-	if err := os.WriteFile(txtPath, []byte(Table(c, results)), 0o644); err != nil {
-		return nil, err
-	}
-	pngPath := filepath.Join(dir, "datapath.png")
-	if err := report.SavePNG(pngPath, 760, 330, Charts(results)...); err != nil {
-		return nil, err
-	}
-	return []string{csvPath, ratioPath, txtPath, pngPath}, nil
+	f := runner.Files{Dir: dir}
+	f.CSV("datapath.csv", CSVHeader, CSVRows(results))
+	f.CSV("datapath_ratios.csv", ratioHeader, ratioRows)
+	f.Text("datapath.txt", Table(c, results))
+	f.Charts("datapath.png", 760, 330, Charts(results)...)
+	return f.Done()
 }
 
 // Charts are the figure's panels: TCP throughput per direction, memcached

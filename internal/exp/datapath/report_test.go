@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 )
 
@@ -47,7 +48,7 @@ func TestRatios(t *testing.T) {
 }
 
 func TestTable(t *testing.T) {
-	c := Config{Images: &images.Artifacts{}, NICs: NICs}
+	c := Config{Env: runner.Env{Images: &images.Artifacts{}}, NICs: NICs}
 	tab := Table(c, fakeResults())
 	for _, want := range []string{
 		"QEMU e1000e", "QEMU virtio-net", "npfnic", "Mbit/s", "ops/s",
@@ -69,7 +70,7 @@ func TestTable(t *testing.T) {
 
 func TestWriteOutputs(t *testing.T) {
 	dir := t.TempDir()
-	files, err := WriteOutputs(dir, Config{Images: &images.Artifacts{}}, fakeResults())
+	files, err := WriteOutputs(dir, Config{Env: runner.Env{Images: &images.Artifacts{}}}, fakeResults())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func TestLookupNICs(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	ok := Config{Images: &images.Artifacts{}}
+	ok := Config{Env: runner.Env{Images: &images.Artifacts{}}}
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -138,12 +139,12 @@ func TestValidate(t *testing.T) {
 	}
 	for name, c := range map[string]Config{
 		"no images":       {},
-		"fraction":        {Images: &images.Artifacts{}, IperfTime: 1500 * time.Millisecond},
-		"too short":       {Images: &images.Artifacts{}, MemaslapTime: 500 * time.Millisecond},
-		"tiny guest":      {Images: &images.Artifacts{}, MemoryMiB: 64},
-		"no connections":  {Images: &images.Artifacts{}, MemaslapConcurrency: -1},
-		"too many vcpus":  {Images: &images.Artifacts{}, CPUs: 1000},
-		"negative memory": {Images: &images.Artifacts{}, MemoryMiB: -1},
+		"fraction":        {Env: runner.Env{Images: &images.Artifacts{}}, IperfTime: 1500 * time.Millisecond},
+		"too short":       {Env: runner.Env{Images: &images.Artifacts{}}, MemaslapTime: 500 * time.Millisecond},
+		"tiny guest":      {Env: runner.Env{Images: &images.Artifacts{}}, MemoryMiB: 64},
+		"no connections":  {Env: runner.Env{Images: &images.Artifacts{}}, MemaslapConcurrency: -1},
+		"too many vcpus":  {Env: runner.Env{Images: &images.Artifacts{}}, CPUs: 1000},
+		"negative memory": {Env: runner.Env{Images: &images.Artifacts{}}, MemoryMiB: -1},
 	} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -199,7 +200,7 @@ func TestSummarizeRounds(t *testing.T) {
 	if len(rows) != 8 || rows[6][2] != "median" || rows[7][0] != "npfnic" {
 		t.Errorf("CSV rows: %d, last %v", len(rows), rows[len(rows)-1])
 	}
-	tab := Table(Config{Images: &images.Artifacts{}, Rounds: 3}, rs)
+	tab := Table(Config{Env: runner.Env{Images: &images.Artifacts{}}, Rounds: 3}, rs)
 	if !strings.Contains(tab, "medians of 3 rounds") || !strings.Contains(tab, "2.00x") {
 		t.Errorf("table:\n%s", tab)
 	}

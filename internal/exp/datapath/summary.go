@@ -14,14 +14,7 @@ import (
 // host load, and Err set if any round failed. Summaries (Round 0) pass
 // through unchanged.
 func Summarize(results []Result) []Result {
-	var order []string
-	byNIC := map[string][]Result{}
-	for _, r := range results {
-		if _, ok := byNIC[r.NIC]; !ok {
-			order = append(order, r.NIC)
-		}
-		byNIC[r.NIC] = append(byNIC[r.NIC], r)
-	}
+	order, byNIC := report.Group(results, func(r Result) string { return r.NIC })
 	out := make([]Result, 0, len(order))
 	for _, n := range order {
 		rs := byNIC[n]

@@ -22,30 +22,34 @@
 // split into rounds, each with its share of the cycles and of the floor's
 // rounds (the floor first on even rounds, last on odd ones), and the ratio
 // is taken per round and summarised by its median and spread.
+//
+// The RC half (rc.go) measures an RC receive fault the same way, on a pair
+// of guests; both halves run their rounds on package runner's loop
+// (rounds.go), each with its own workload, measurements and figure.
 package faultcost
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/npfnic/npfnic"
-	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/clock"
+	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/hw"
-	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // Config is one run.
 type Config struct {
-	Images *images.Artifacts
+	// Env's Images and LogDir are required.
+	runner.Env
 	// Policy is the driver's rx_policy: backup (default), drop or pin.
 	Policy string
 	// RingSize is rx_ring_size; default 256.
@@ -75,13 +79,6 @@ type Config struct {
 	// DriverExtra is appended to insmod (e.g. "fault_delay_us=100" for
 	// emulated major faults).
 	DriverExtra string
-	// LogDir keeps the guest's logs; required.
-	LogDir string
-	// Progress receives one line per step; nil is quiet.
-	Progress io.Writer
-	// Trace records the device's events over the whole run (package
-	// trace); nil records nothing. The caller writes it out.
-	Trace *trace.Recorder
 }
 
 // Defaults.
@@ -97,24 +94,12 @@ const (
 )
 
 func (c *Config) setDefaults() {
-	if c.Policy == "" {
-		c.Policy = DefaultPolicy
-	}
-	if c.RingSize == 0 {
-		c.RingSize = DefaultRingSize
-	}
-	if c.Cycles == 0 {
-		c.Cycles = DefaultCycles
-	}
-	if c.Rounds == 0 {
-		c.Rounds = DefaultRounds
-	}
-	if c.Bytes == 0 {
-		c.Bytes = DefaultBytes
-	}
-	if c.Traffic == "" {
-		c.Traffic = "iperf"
-	}
+	c.Policy = cmp.Or(c.Policy, DefaultPolicy)
+	c.RingSize = cmp.Or(c.RingSize, DefaultRingSize)
+	c.Cycles = cmp.Or(c.Cycles, DefaultCycles)
+	c.Rounds = cmp.Or(c.Rounds, DefaultRounds)
+	c.Bytes = cmp.Or(c.Bytes, DefaultBytes)
+	c.Traffic = cmp.Or(c.Traffic, "iperf")
 	if c.EchoRounds == 0 {
 		c.EchoRounds = DefaultEchoRounds
 		if c.Traffic == "ping" {
@@ -124,9 +109,7 @@ func (c *Config) setDefaults() {
 	if c.EchoGap == 0 && c.Traffic == "ping" {
 		c.EchoGap = DefaultPingEchoGap
 	}
-	if c.Pings == 0 {
-		c.Pings = 10
-	}
+	c.Pings = cmp.Or(c.Pings, 10)
 }
 
 // Validate checks a configuration (after defaults).
@@ -195,114 +178,115 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if err := testbed.CheckHost(); err != nil {
-		return nil, fmt.Errorf("faultcost: %w", err)
-	}
-	if reaped := testbed.ReapStale(); len(reaped) > 0 {
-		c.progress("removed leftovers of an earlier run: %s", strings.Join(reaped, ", "))
-	}
-	tb, err := testbed.Start(ctx, testbed.Config{
-		Images: c.Images, Name: "faultcost", LogDir: c.LogDir, Subnet: 2, Progress: c.progress, Trace: c.Trace,
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer tb.Close()
-	dev, ok := tb.Device.(*npfnic.NIC)
-	if !ok {
-		return nil, fmt.Errorf("faultcost: the in-process device is a %T, not an npfnic NIC", tb.Device)
-	}
+	w := &ethRun{c: &c, res: &Result{Rounds: make([]Round, c.Rounds)}}
 	// One fault per cooled slot, as the experiment is defined: no
 	// fault ahead (the driver's default backs 64 slots per fault).
 	extra := strings.TrimSpace(testbed.FaultAheadParam(0) + " " + c.DriverExtra)
-	res := &Result{Params: testbed.DriverParams(c.Policy, c.RingSize, extra)}
-	c.progress("insmod npfnic.ko %s", res.Params)
-	if err := tb.LoadDriver(ctx, res.Params); err != nil {
+	w.res.Params = testbed.DriverParams(c.Policy, c.RingSize, extra)
+	c.Logf("%d rounds of %d cycles (cool the RX ring, %s) and %d DIAG_ECHO rounds (interrupt -> process context -> doorbell)",
+		c.Rounds, c.Cycles/c.Rounds, c.trafficText(), max(c.EchoRounds/c.Rounds, 0))
+	t := runner.Ethernet(&c.Env, testbed.Config{Name: "faultcost", Subnet: 2}, w.start)
+	if err := runRounds(ctx, &c.Env, t, c.Rounds, w); err != nil {
 		return nil, err
 	}
-	if err := tb.CheckPolicy(ctx, c.Policy); err != nil {
-		return nil, err
+	for _, r := range w.res.Rounds {
+		w.res.Records = append(w.res.Records, r.Records...)
+		w.res.Echo = append(w.res.Echo, r.Echo...)
+	}
+	return w.res, nil
+}
+
+// ethRun is the Ethernet half's workload: the guest's driver faulting on
+// a cooled RX ring, and where the device's counters stood once it loaded.
+type ethRun struct {
+	c   *Config
+	res *Result
+	tb  *testbed.Testbed
+	dev *npfnic.NIC
+	// since is when the device's records start to count; seen keeps
+	// each record once (a snapshot holds older ones too).
+	since             int64
+	seen              map[[pri.NumStamps]int64]bool
+	pri0              pri.Stats
+	count0, dropped0  uint64
+	taken, echoBefore int
+}
+
+// start loads the driver on a new guest and notes the device's counters.
+func (w *ethRun) start(ctx context.Context, tb *testbed.Testbed) error {
+	dev, ok := tb.Device.(*npfnic.NIC)
+	if !ok {
+		return fmt.Errorf("faultcost: the in-process device is a %T, not an npfnic NIC", tb.Device)
+	}
+	w.c.Logf("insmod npfnic.ko %s", w.res.Params)
+	if err := tb.LoadDriver(ctx, w.res.Params); err != nil {
+		return err
+	}
+	if err := tb.CheckPolicy(ctx, w.c.Policy); err != nil {
+		return err
 	}
 	if _, err := tb.Guest(ctx, "iperf3", "-s", "-D", "-p", strconv.Itoa(workload.IperfPort)); err != nil {
-		return nil, fmt.Errorf("guest iperf3 server: %w", err)
+		return fmt.Errorf("guest iperf3 server: %w", err)
 	}
-	engine := dev.PRI()
-	rec := engine.Recorder()
-	since := clock.Nanotime()
-	pri0 := engine.Stats()
-	count0, dropped0 := rec.Count(), rec.Dropped()
+	rec := dev.PRI().Recorder()
+	echo, _ := dev.EchoRoundTrips()
+	*w = ethRun{c: w.c, res: w.res, tb: tb, dev: dev, since: clock.Nanotime(), seen: map[[pri.NumStamps]int64]bool{},
+		pri0: dev.PRI().Stats(), count0: rec.Count(), dropped0: rec.Dropped(), echoBefore: len(echo)}
+	return nil
+}
 
-	// Each round runs its share of the cycles and of the floor's rounds,
-	// the floor last on odd rounds and first on even ones, so that faults
-	// and floor see the same (shared) host.
-	echoBefore, _ := dev.EchoRoundTrips()
-	c.progress("%d rounds of %d cycles (cool the RX ring, %s) and %d DIAG_ECHO rounds (interrupt -> process context -> doorbell)",
-		c.Rounds, c.Cycles/c.Rounds, c.trafficText(), max(c.EchoRounds/c.Rounds, 0))
-	var recs []pri.Record
-	seen := map[[pri.NumStamps]int64]bool{}
-	cycle := 0
-	for round := 1; round <= c.Rounds; round++ {
-		var rr Round
-		floor := func() {
-			rr.Echo = append(rr.Echo, floorRound(ctx, tb, dev, c.EchoRounds/c.Rounds, c.EchoGap, round, c.progress, &res.Warnings)...)
+func (w *ethRun) cycles(ctx context.Context, tb *testbed.Testbed, round int) error {
+	rr := &w.res.Rounds[round-1]
+	for range w.c.Cycles / w.c.Rounds {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-		if round%2 == 0 {
-			floor()
+		w.res.Cycles++
+		if err := w.c.cycle(ctx, tb, w.res.Cycles, w.res); err != nil {
+			// The round goes on without its other cycles.
+			w.res.Warnings = append(w.res.Warnings, err.Error())
+			return err
 		}
-		for range c.Cycles / c.Rounds {
-			if err := ctx.Err(); err != nil {
-				return nil, err
+		// Take the records now: the recorder's ring holds the last
+		// pri.DefaultRecords only. A record enters the ring when its
+		// fault finishes, so a snapshot also holds older ones: keep
+		// each once, keyed by its stamps.
+		for _, r := range w.dev.PRI().Recorder().Snapshot() {
+			if r.Stamps[pri.StampDetected] < w.since || w.seen[r.Stamps] {
+				continue
 			}
-			cycle++
-			if err := c.cycle(ctx, tb, cycle, res); err != nil {
-				return nil, err
-			}
-			// Take the records now: the recorder's ring holds the last
-			// pri.DefaultRecords only. A record enters the ring when its
-			// fault finishes, so a snapshot also holds older ones: keep
-			// each once, keyed by its stamps.
-			for _, r := range rec.Snapshot() {
-				if r.Stamps[pri.StampDetected] < since || seen[r.Stamps] {
-					continue
-				}
-				seen[r.Stamps] = true
-				recs = append(recs, r)
-				rr.Records = append(rr.Records, r)
-			}
-			res.Cycles = cycle
+			w.seen[r.Stamps] = true
+			rr.Records = append(rr.Records, r)
+			w.taken++
 		}
-		if round%2 == 1 {
-			floor()
-		}
-		res.Rounds = append(res.Rounds, rr)
-		c.progress("round %d/%d: %d fault records, %d echo rounds", round, c.Rounds, len(rr.Records), len(rr.Echo))
 	}
-	res.Records = recs
-	res.RecorderDropped = rec.Dropped() - dropped0
-	if n := rec.Count() - count0; n > uint64(len(res.Records)) {
-		res.Overwritten = n - uint64(len(res.Records))
+	w.c.Logf("round %d/%d: %d fault records", round, w.c.Rounds, len(rr.Records))
+	return nil
+}
+
+func (w *ethRun) floor(ctx context.Context, tb *testbed.Testbed, round int) error {
+	rr := &w.res.Rounds[round-1]
+	rr.Echo = append(rr.Echo, floorRound(ctx, tb, w.dev, w.c.EchoRounds/w.c.Rounds, w.c.EchoGap, round, w.c.Logf, &w.res.Warnings)...)
+	return nil
+}
+
+// finish adds what the device and the driver counted on this guest.
+func (w *ethRun) finish(ctx context.Context, tb *testbed.Testbed) {
+	rec := w.dev.PRI().Recorder()
+	w.res.RecorderDropped += rec.Dropped() - w.dropped0
+	if n := rec.Count() - w.count0; n > uint64(w.taken) {
+		w.res.Overwritten += n - uint64(w.taken)
 	}
-	pri1 := engine.Stats()
-	res.PRI = pri.Stats{
-		Groups: pri1.Groups - pri0.Groups, Requests: pri1.Requests - pri0.Requests,
-		Success: pri1.Success - pri0.Success, Invalid: pri1.Invalid - pri0.Invalid,
-		Failures: pri1.Failures - pri0.Failures, Unexpected: pri1.Unexpected - pri0.Unexpected,
-		Abandoned: pri1.Abandoned - pri0.Abandoned, Waits: pri1.Waits - pri0.Waits,
-	}
-	all, unmatched := dev.EchoRoundTrips()
-	if len(all) >= len(echoBefore) {
-		res.Echo = all[len(echoBefore):]
-	}
-	res.EchoUnmatched = unmatched
+	w.res.PRI = priAdd(w.res.PRI, w.dev.PRI().Stats(), w.pri0)
+	_, w.res.EchoUnmatched = w.dev.EchoRoundTrips()
 	if st, err := tb.Ethtool(ctx); err == nil {
-		res.Driver = st
+		w.res.Driver = st
 	} else {
-		res.Warnings = append(res.Warnings, "ethtool -S: "+err.Error())
+		w.res.Warnings = append(w.res.Warnings, "ethtool -S: "+err.Error())
 	}
 	if dumped, err := tb.Shell(ctx, "dmesg | tail -n 50"); err == nil {
 		tb.SaveLog("dmesg-tail.txt", dumped)
 	}
-	return res, nil
 }
 
 // cycle cools the RX ring and drives the traffic once; traffic that fails
@@ -326,7 +310,7 @@ func (c *Config) cycle(ctx context.Context, tb *testbed.Testbed, i int, res *Res
 	for _, rev := range []bool{false, true} {
 		if err := hostIperf(ctx, tb, c.Bytes, rev); err != nil {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("cycle %d: %v", i, err))
-			c.progress("cycle %d: %v", i, firstLine(err.Error()))
+			c.Logf("cycle %d: %v", i, runner.FirstLine(err.Error()))
 		}
 	}
 	return nil
@@ -420,16 +404,5 @@ func echo(ctx context.Context, tb debugfs, rounds int, gap time.Duration, sample
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
-	}
-}
-
-func firstLine(s string) string {
-	l, _, _ := strings.Cut(s, "\n")
-	return l
-}
-
-func (c *Config) progress(format string, args ...any) {
-	if c.Progress != nil {
-		fmt.Fprintf(c.Progress, format+"\n", args...)
 	}
 }

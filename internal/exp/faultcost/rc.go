@@ -22,10 +22,10 @@ package faultcost
 // interrupt+doorbell floor in the same guest, in the same rounds.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -33,7 +33,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic"
+	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/internal/report"
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
@@ -68,7 +69,9 @@ const (
 
 // RCConfig is one run of the RC half.
 type RCConfig struct {
-	Images *images.Artifacts
+	// Env's Images and LogDir are required; without a Trace the run
+	// records into its own (the stages come from the trace).
+	runner.Env
 	// Policy is the responder's receive-fault policy (debugfs
 	// rdma_recv_fault): rnr (default) or drop.
 	Policy string
@@ -94,25 +97,12 @@ type RCConfig struct {
 	// loads the driver with its defaults): "fault_delay_us=N" for
 	// emulated major faults is the one there is.
 	DriverParams string
-	// LogDir keeps the guests' logs; required.
-	LogDir string
-	// Progress receives one line per step; nil is quiet.
-	Progress io.Writer
-	// Trace is the device's recorder; nil: the run makes its own (the
-	// stages come from the trace). The caller writes it out.
-	Trace *trace.Recorder
 }
 
 func (c *RCConfig) setDefaults() {
-	if c.Policy == "" {
-		c.Policy = DefaultRCPolicy
-	}
-	if c.Traffic == "" {
-		c.Traffic = RCTrafficCold
-	}
-	if c.Size == 0 {
-		c.Size = DefaultRCSize
-	}
+	c.Policy = cmp.Or(c.Policy, DefaultRCPolicy)
+	c.Traffic = cmp.Or(c.Traffic, RCTrafficCold)
+	c.Size = cmp.Or(c.Size, DefaultRCSize)
 	if c.Iters == 0 {
 		c.Iters = DefaultRCIters
 		if c.Traffic == RCTrafficRNPF {
@@ -122,18 +112,10 @@ func (c *RCConfig) setDefaults() {
 	if c.RatePPM == 0 && c.Traffic == RCTrafficRNPF {
 		c.RatePPM = DefaultRCRatePPM
 	}
-	if c.Cycles == 0 {
-		c.Cycles = DefaultRCCycles
-	}
-	if c.Rounds == 0 {
-		c.Rounds = DefaultRounds
-	}
-	if c.EchoRounds == 0 {
-		c.EchoRounds = DefaultRCEchoRounds
-	}
-	if c.EchoGap == 0 {
-		c.EchoGap = DefaultRCEchoGap
-	}
+	c.Cycles = cmp.Or(c.Cycles, DefaultRCCycles)
+	c.Rounds = cmp.Or(c.Rounds, DefaultRounds)
+	c.EchoRounds = cmp.Or(c.EchoRounds, DefaultRCEchoRounds)
+	c.EchoGap = cmp.Or(c.EchoGap, DefaultRCEchoGap)
 }
 
 // Validate checks a configuration (after defaults).
@@ -257,161 +239,154 @@ func RunRC(ctx context.Context, c RCConfig) (*RCResult, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if err := testbed.CheckHost(); err != nil {
-		return nil, fmt.Errorf("faultcost: %w", err)
-	}
-	if reaped := testbed.ReapStale(); len(reaped) > 0 {
-		c.progress("removed leftovers of an earlier run: %s", strings.Join(reaped, ", "))
-	}
-	rec := c.Trace
-	if rec == nil {
-		var err error
-		if rec, err = trace.New(0); err != nil {
-			return nil, err
-		}
-	}
 	if !trace.Compiled {
 		return nil, errors.New("faultcost: the RC stages come from the device trace, which this build (npfnic_notrace) leaves out")
 	}
-	p, err := testbed.StartRDMAPair(ctx, testbed.RDMAPairConfig{Images: c.Images, A: testbed.RDMANPFNIC, B: testbed.RDMARxe,
-		Name: "fcrc", LogDir: c.LogDir, Trace: rec, Progress: c.progress})
-	if err != nil {
+	if c.Trace == nil {
+		var err error
+		if c.Trace, err = trace.New(0); err != nil {
+			return nil, err
+		}
+	}
+	w := &rcRun{c: &c, res: &RCResult{Rounds: make([]RCRound, c.Rounds), Load: [2]float64{report.HostLoad()}}}
+	c.Logf("%d rounds of %d cycles (%s) and %d DIAG_ECHO rounds %v apart (interrupt -> process context -> doorbell)",
+		c.Rounds, c.Cycles/c.Rounds, c.trafficText(), max(c.EchoRounds/c.Rounds, 0), c.EchoGap)
+	t := runner.RC(&c.Env, testbed.RDMAPairConfig{A: testbed.RDMANPFNIC, B: testbed.RDMARxe, Name: "fcrc"}, w.start)
+	if err := runRounds(ctx, &c.Env, t, c.Rounds, w); err != nil {
 		return nil, err
 	}
-	defer p.Close()
-	npf, rxe := p.A, p.B
-	dev := npf.NIC
-	if dev == nil {
-		return nil, errors.New("faultcost: the npfnic guest's device is not served in this process")
+	for _, r := range w.res.Rounds {
+		w.res.Faults = append(w.res.Faults, r.Faults...)
+		w.res.Echo = append(w.res.Echo, r.Echo...)
+	}
+	w.res.Events, _ = c.Trace.Snapshot()
+	w.res.Load[1] = report.HostLoad()
+	return w.res, nil
+}
+
+// rcRun is the RC half's workload: SENDs from rxe into npfnic's cold ODP
+// memory, and where the counters stood once the pair was set up.
+type rcRun struct {
+	c      *RCConfig
+	res    *RCResult
+	dev    *npfnic.NIC
+	faults *trace.RCFaults
+	// next is the trace's first event not read yet.
+	next       uint64
+	npf0, rxe0 map[string]int64
+	pri0       pri.Stats
+}
+
+// start sets the receive-fault policy, the fault delay and the rate on a
+// new pair and notes the counters.
+func (w *rcRun) start(ctx context.Context, p *testbed.RDMAPair) error {
+	c, npf, rxe := w.c, p.A, p.B
+	if npf.NIC == nil {
+		return errors.New("faultcost: the npfnic guest's device is not served in this process")
 	}
 	if err := npf.SetRecvFault(ctx, c.Policy); err != nil {
-		return nil, fmt.Errorf("receive-fault policy %s: %w", c.Policy, err)
+		return fmt.Errorf("receive-fault policy %s: %w", c.Policy, err)
 	}
 	delay, _ := c.faultDelay()
 	if err := npf.SetFaultDelay(ctx, delay); err != nil {
-		return nil, fmt.Errorf("fault_delay_us: %w", err)
+		return fmt.Errorf("fault_delay_us: %w", err)
 	}
 	if err := npf.SetRNPFRate(ctx, c.RatePPM); err != nil {
-		return nil, fmt.Errorf("rnpf_rate_ppm %d: %w", c.RatePPM, err)
+		return fmt.Errorf("rnpf_rate_ppm %d: %w", c.RatePPM, err)
 	}
-	c.progress("npfnic %s: receive faults %s (debugfs rdma_recv_fault), rnpf_rate_ppm %d%s", npf.Dev, c.Policy, c.RatePPM,
+	c.Logf("npfnic %s: receive faults %s (debugfs rdma_recv_fault), rnpf_rate_ppm %d%s", npf.Dev, c.Policy, c.RatePPM,
 		map[bool]string{true: ", " + c.DriverParams, false: ""}[c.DriverParams != ""])
-
-	res := &RCResult{Load: [2]float64{report.HostLoad()}}
 	npf0, err := npf.Statistic(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rxe0, err := rxe.Statistic(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	engine := dev.PRI()
-	pri0 := engine.Stats()
-	_, next, _ := rec.Since(math.MaxUint64) // from now on
-	faults := trace.NewRCFaults(hw.PRQVectorDefault)
-	samples := func() int { r, _ := dev.EchoRoundTrips(); return len(r) }
-	echoBefore := samples()
-	// drain feeds the trace's new events to faults and returns the faults
-	// that ended.
-	drain := func() []trace.RCTimeline {
-		ev, n, missed := rec.Since(next)
-		next = n
-		var out []trace.RCTimeline
-		if missed > 0 {
-			res.TraceMissed += missed
-			out = append(out, faults.Flush()...)
-		}
-		for _, e := range ev {
-			faults.Add(e)
-		}
-		return append(out, faults.Take()...)
+	_, next, _ := c.Trace.Since(math.MaxUint64) // from now on
+	*w = rcRun{c: c, res: w.res, dev: npf.NIC, faults: trace.NewRCFaults(hw.PRQVectorDefault), next: next,
+		npf0: npf0, rxe0: rxe0, pri0: npf.NIC.PRI().Stats()}
+	return nil
+}
+
+// drain feeds the trace's new events to the open faults and returns the
+// faults that ended.
+func (w *rcRun) drain() []trace.RCTimeline {
+	ev, n, missed := w.c.Trace.Since(w.next)
+	w.next = n
+	var out []trace.RCTimeline
+	if missed > 0 {
+		w.res.TraceMissed += missed
+		out = append(out, w.faults.Flush()...)
 	}
-	c.progress("%d rounds of %d cycles (%s) and %d DIAG_ECHO rounds %v apart (interrupt -> process context -> doorbell)",
-		c.Rounds, c.Cycles/c.Rounds, c.trafficText(), max(c.EchoRounds/c.Rounds, 0), c.EchoGap)
-	cycle := 0
-	for round := 1; round <= c.Rounds; round++ {
-		var rr RCRound
-		floor := func() {
-			rr.Echo = append(rr.Echo, floorRound(ctx, npf, dev, c.EchoRounds/c.Rounds, c.EchoGap, round, c.progress, &res.Warnings)...)
+	for _, e := range ev {
+		w.faults.Add(e)
+	}
+	return append(out, w.faults.Take()...)
+}
+
+func (w *rcRun) cycles(ctx context.Context, p *testbed.RDMAPair, round int) error {
+	c, rr := w.c, &w.res.Rounds[round-1]
+	for range c.Cycles / c.Rounds {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-		if round%2 == 0 {
-			floor()
+		w.res.Cycles++
+		cycle := w.res.Cycles
+		bw, err := c.cycle(ctx, p, cycle)
+		if err != nil {
+			w.res.Warnings = append(w.res.Warnings, fmt.Sprintf("cycle %d: %v", cycle, runner.FirstLine(err.Error())))
 		}
-		for range c.Cycles / c.Rounds {
-			if err := ctx.Err(); err != nil {
-				return nil, err
+		if bw > 0 {
+			w.res.Bandwidth = append(w.res.Bandwidth, bw)
+		}
+		got := w.drain()
+		rr.Faults = append(rr.Faults, got...)
+		resumed := 0
+		for _, tl := range got {
+			if tl.Resume.Kind != 0 {
+				resumed++
 			}
-			cycle++
-			bw, err := c.cycle(ctx, p, cycle)
-			if err != nil {
-				res.Warnings = append(res.Warnings, fmt.Sprintf("cycle %d: %v", cycle, firstLine(err.Error())))
-			}
-			if bw > 0 {
-				res.Bandwidth = append(res.Bandwidth, bw)
-			}
-			got := drain()
-			rr.Faults = append(rr.Faults, got...)
-			resumed := 0
-			for _, tl := range got {
-				if tl.Resume.Kind != 0 {
-					resumed++
-				}
-			}
-			msg := fmt.Sprintf("cycle %d/%d: %d faults ended (%d accepted after their page), %.1f MB/s", cycle, c.Cycles, len(got), resumed, bw)
-			if err != nil {
-				msg += "; " + firstLine(err.Error())
-			}
-			c.progress("%s", msg)
-			res.Cycles = cycle
 		}
-		if round%2 == 1 {
-			floor()
+		msg := fmt.Sprintf("cycle %d/%d: %d faults ended (%d accepted after their page), %.1f MB/s", cycle, c.Cycles, len(got), resumed, bw)
+		if err != nil {
+			msg += "; " + runner.FirstLine(err.Error())
 		}
-		res.Rounds = append(res.Rounds, rr)
-		c.progress("round %d/%d: %d faults, %d echo rounds", round, c.Rounds, len(rr.Faults), len(rr.Echo))
+		c.Logf("%s", msg)
 	}
-	// Faults still open (none, normally: every cycle's transfer ended).
-	if n := len(res.Rounds); n > 0 {
-		res.Rounds[n-1].Faults = append(res.Rounds[n-1].Faults, drain()...)
-		res.Rounds[n-1].Faults = append(res.Rounds[n-1].Faults, faults.Flush()...)
-	}
-	for _, r := range res.Rounds {
-		res.Faults = append(res.Faults, r.Faults...)
-		res.Echo = append(res.Echo, r.Echo...)
-	}
-	if all, unmatched := dev.EchoRoundTrips(); len(all) >= echoBefore {
-		res.EchoUnmatched = unmatched
-	}
-	pri1 := engine.Stats()
-	res.PRI = pri.Stats{
-		Groups: pri1.Groups - pri0.Groups, Requests: pri1.Requests - pri0.Requests,
-		Success: pri1.Success - pri0.Success, Invalid: pri1.Invalid - pri0.Invalid,
-		Failures: pri1.Failures - pri0.Failures, Unexpected: pri1.Unexpected - pri0.Unexpected,
-		Abandoned: pri1.Abandoned - pri0.Abandoned, Waits: pri1.Waits - pri0.Waits,
-	}
-	if npf1, err := npf.Statistic(ctx); err == nil {
-		res.Driver, res.DriverEnd = statDelta(npf0, npf1), npf1
+	return nil
+}
+
+func (w *rcRun) floor(ctx context.Context, p *testbed.RDMAPair, round int) error {
+	rr := &w.res.Rounds[round-1]
+	rr.Echo = append(rr.Echo, floorRound(ctx, p.A, w.dev, w.c.EchoRounds/w.c.Rounds, w.c.EchoGap, round, w.c.Logf, &w.res.Warnings)...)
+	return nil
+}
+
+// finish closes the faults still open (none, normally: every cycle's
+// transfer ended) and adds what the pair counted.
+func (w *rcRun) finish(ctx context.Context, p *testbed.RDMAPair) {
+	last := &w.res.Rounds[len(w.res.Rounds)-1]
+	last.Faults = append(last.Faults, w.drain()...)
+	last.Faults = append(last.Faults, w.faults.Flush()...)
+	_, w.res.EchoUnmatched = w.dev.EchoRoundTrips()
+	w.res.PRI = priAdd(w.res.PRI, w.dev.PRI().Stats(), w.pri0)
+	if npf1, err := p.A.Statistic(ctx); err == nil {
+		w.res.Driver, w.res.DriverEnd = statDelta(w.npf0, npf1), npf1
 	} else {
-		res.Warnings = append(res.Warnings, "npfnic rdma statistic: "+err.Error())
+		w.res.Warnings = append(w.res.Warnings, "npfnic rdma statistic: "+err.Error())
 	}
-	if rxe1, err := rxe.Statistic(ctx); err == nil {
-		res.Rxe = statDelta(rxe0, rxe1)
+	if rxe1, err := p.B.Statistic(ctx); err == nil {
+		w.res.Rxe = statDelta(w.rxe0, rxe1)
 	} else {
-		res.Warnings = append(res.Warnings, "rxe rdma statistic: "+err.Error())
+		w.res.Warnings = append(w.res.Warnings, "rxe rdma statistic: "+err.Error())
 	}
-	for _, g := range p.Guests() {
+	for side, g := range map[string]*testbed.RDMAGuest{"a": p.A, "b": p.B} {
 		if out, err := g.Shell(ctx, "dmesg | tail -n 50"); err == nil {
-			side := "a"
-			if g == rxe {
-				side = "b"
-			}
-			_ = os.WriteFile(filepath.Join(c.LogDir, side, "dmesg-tail.txt"), []byte(out+"\n"), 0o644)
+			_ = os.WriteFile(filepath.Join(p.LogDir, side, "dmesg-tail.txt"), []byte(out+"\n"), 0o644)
 		}
 	}
-	res.Events, _ = rec.Snapshot()
-	res.Load[1] = report.HostLoad()
-	return res, nil
 }
 
 // cycle runs one ib_send_bw --odp between the guests, npfnic the server,
@@ -420,7 +395,7 @@ func (c *RCConfig) cycle(ctx context.Context, p *testbed.RDMAPair, i int) (float
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	pt := workload.Perftest{Tool: "ib_send_bw", Size: c.Size, Iters: c.Iters, Port: rcPerftestPort + i%100}
-	res, err := p.Perftest(cctx, p.A, p.B, testbed.PerftestRun{Perftest: pt, Logf: c.progress,
+	res, err := p.Perftest(cctx, p.A, p.B, testbed.PerftestRun{Perftest: pt, Logf: c.Logf,
 		Side: func(g *testbed.RDMAGuest, q *workload.Perftest) {
 			if g.Kind == testbed.RDMANPFNIC {
 				q.ODP = true
@@ -433,12 +408,6 @@ func (c *RCConfig) cycle(ctx context.Context, p *testbed.RDMAPair, i int) (float
 		return 0, err
 	}
 	return res.Rows[len(res.Rows)-1].AvgMBs, nil
-}
-
-func (c *RCConfig) progress(format string, args ...any) {
-	if c.Progress != nil {
-		fmt.Fprintf(c.Progress, format+"\n", args...)
-	}
 }
 
 // statDelta is b - a for every counter of b.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/trace"
@@ -124,7 +125,7 @@ func TestRCRoundRatios(t *testing.T) {
 }
 
 func TestRCConfigValidate(t *testing.T) {
-	base := func() RCConfig { return RCConfig{Images: &images.Artifacts{}, LogDir: "x"} }
+	base := func() RCConfig { return RCConfig{Env: runner.Env{Images: &images.Artifacts{}, LogDir: "x"}} }
 	c := base()
 	if err := c.Validate(); err != nil || c.Policy != "rnr" || c.Traffic != RCTrafficCold || c.Size != DefaultRCSize ||
 		c.Iters != DefaultRCIters || c.Cycles != DefaultRCCycles || c.Rounds != DefaultRounds || c.EchoGap != DefaultRCEchoGap || c.RatePPM != 0 {

@@ -1,17 +1,16 @@
 package faultcost
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/internal/report"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/trace"
@@ -22,8 +21,7 @@ func RCTable(c RCConfig, r *RCResult) string {
 	c.setDefaults()
 	var b strings.Builder
 	fmt.Fprintf(&b, "RC receive fault cost (Lesokhin et al., ASPLOS'17, Sec. 4: RNR NAK) on npfnic, TCG guests: npfnic (ODP) <- rdma_rxe; policy %s\n", c.Policy)
-	fmt.Fprintf(&b, "%d rounds, each of %d cycles (%s) and %d DIAG_ECHO rounds (%v before each; last on odd rounds, first on even ones)\n",
-		len(r.Rounds), c.Cycles/c.Rounds, c.trafficText(), max(c.EchoRounds/c.Rounds, 0), c.EchoGap)
+	b.WriteString(roundsLine(len(r.Rounds), c.Cycles, c.Rounds, c.EchoRounds, c.trafficText(), c.EchoGap))
 	if c.DriverParams != "" {
 		fmt.Fprintf(&b, "driver parameters: %s\n", c.DriverParams)
 	}
@@ -41,7 +39,7 @@ func RCTable(c RCConfig, r *RCResult) string {
 		if !RCRowApplies(c.Policy, i) {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", RCRowNames[i][0], RCRowSpan(c.Policy, i), d.N, us(d.P50), us(d.P90), us(d.P99), us(d.Max), us(d.Mean))
+		writeStage(tw, RCRowNames[i][0], RCRowSpan(c.Policy, i), d)
 	}
 	writeFloor(tw, floor, bd.Rows[RCRowRoundTrip])
 	tw.Flush()
@@ -100,25 +98,7 @@ func RCTable(c RCConfig, r *RCResult) string {
 
 // rcRoundsText is every round's round trip against its floor.
 func rcRoundsText(r *RCResult) string {
-	rs := RCRoundRatios(r.Rounds)
-	med, lo, hi, ok := RatioSummary(rs)
-	if !ok {
-		return ""
-	}
-	var b strings.Builder
-	b.WriteString("\nper round, receive fault round trip (detected -> page response) against that round's floor, p50:\n")
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "round\tfaults\tround trip us\tfloor us\tratio\t\n")
-	for _, x := range rs {
-		ratio := "-"
-		if !math.IsNaN(x.Ratio) {
-			ratio = fmt.Sprintf("%.2fx", x.Ratio)
-		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t\n", x.Round, x.RoundTrip.N, us(x.RoundTrip.P50), us(x.Floor.P50), ratio)
-	}
-	tw.Flush()
-	fmt.Fprintf(&b, "round trip / floor: median %.2fx over the rounds (%.2f-%.2f)\n", med, lo, hi)
-	return b.String()
+	return roundsTable("receive fault round trip (detected -> page response)", RCRoundRatios(r.Rounds))
 }
 
 // compareRow is one line of the comparison: the Ethernet row and the RC
@@ -226,6 +206,48 @@ func CompareTable(ethPolicy string, eth *Result, rcPolicy string, rc *RCResult) 
 	return b.String()
 }
 
+// ReportRC is what the runner prints and writes of an RC run (nil:
+// none).
+func ReportRC(c RCConfig, r *RCResult) *runner.Outcome {
+	if r == nil {
+		return nil
+	}
+	return &runner.Outcome{
+		Table:  RCTable(c, r),
+		Write:  func(dir string) ([]string, error) { return WriteRCOutputs(dir, c, r) },
+		Failed: CheckRC(r),
+		Logs:   c.LogDir,
+	}
+}
+
+// ReportBoth is what the runner prints and writes of the RC half (r), after
+// the Ethernet half's (eth, nil if it did not run), and of the two side by
+// side: CompareTable, in fault-cost-compare.txt.
+func ReportBoth(c Config, eth *Result, rc RCConfig, r *RCResult) *runner.Outcome {
+	if r == nil {
+		return Report(c, eth)
+	}
+	o := ReportRC(rc, r)
+	compare := CompareTable(c.Policy, eth, rc.Policy, r)
+	o.Table += "\n" + compare
+	writeRC := o.Write
+	o.Write = func(dir string) ([]string, error) {
+		f := runner.Files{Dir: dir}
+		if eth != nil {
+			f.Add(WriteOutputs(dir, c, eth))
+		}
+		f.Add(writeRC(dir))
+		f.Text("fault-cost-compare.txt", compare)
+		return f.Done()
+	}
+	if e := Report(c, eth); e != nil {
+		o.Table = e.Table + "\n" + o.Table
+		o.Logs = e.Logs + " and " + o.Logs
+		o.Failed = cmp.Or(e.Failed, o.Failed)
+	}
+	return o
+}
+
 // WriteRCOutputs writes fault-cost-rc-faults.csv (every fault: QPN, PSN,
 // side, NAKs, each stage), fault-cost-rc.csv (the breakdown with the
 // floor), fault-cost-rc-rounds.csv, fault-cost-rc-echo.csv,
@@ -233,18 +255,18 @@ func CompareTable(ethPolicy string, eth *Result, rcPolicy string, rc *RCResult) 
 // distributions) and fault-cost-rc-timeline.png (the median fault the
 // trace still holds) into dir.
 func WriteRCOutputs(dir string, c RCConfig, r *RCResult) ([]string, error) {
-	var files []string
 	hdr := []string{"qpn", "psn", "side", "naks", "early", "refaulted"}
 	for _, n := range trace.RCStageNames[1:] {
 		hdr = append(hdr, strings.ReplaceAll(strings.ToLower(n), " ", "_")+"_us")
 	}
-	var rows [][]string
+	var faults [][]string
 	for _, tl := range r.Faults {
 		side := "responder"
 		if !tl.Responder {
 			side = "requester"
 		}
 		row := []any{fmt.Sprintf("%#x", tl.QPN), fmt.Sprintf("%#x", tl.PSN), side, tl.NAKs, tl.Early, tl.Refaulted}
+		// Each stage as the time since the fault was detected.
 		for _, s := range tl.Stages()[1:] {
 			if s.Kind == 0 {
 				row = append(row, "")
@@ -252,80 +274,38 @@ func WriteRCOutputs(dir string, c RCConfig, r *RCResult) ([]string, error) {
 				row = append(row, float64(s.TS-tl.Fault.TS)/1e3)
 			}
 		}
-		rows = append(rows, report.Row(row...))
+		faults = append(faults, report.Row(row...))
 	}
-	// Each stage as the time since the fault was detected.
-	p := filepath.Join(dir, "fault-cost-rc-faults.csv")
-	if err := report.WriteCSV(p, hdr, rows); err != nil {
-		return nil, err
-	}
-	files = append(files, p)
-
-	rows = nil
 	floor := NewDist(r.Echo)
-	add := func(stage, span string, d Dist) {
-		ratio := ""
-		if floor.P50 > 0 && d.N > 0 {
-			ratio = fmt.Sprintf("%.4g", float64(d.P50)/float64(floor.P50))
-		}
-		rows = append(rows, report.Row(stage, span, d.N, us1(d.P50), us1(d.P90), us1(d.P99), us1(d.Max), us1(d.Mean), ratio))
-	}
-	bd := NewRCBreakdown(r.Faults)
-	for i, d := range bd.Rows {
+	var stages [][]string
+	for i, d := range NewRCBreakdown(r.Faults).Rows {
 		if RCRowApplies(c.Policy, i) {
-			add(RCRowNames[i][0], RCRowSpan(c.Policy, i), d)
+			stages = append(stages, report.Row(append([]any{RCRowNames[i][0], RCRowSpan(c.Policy, i)}, distCells(d, floor)...)...))
 		}
 	}
 	if floor.N > 0 {
-		add("floor", "DIAG_ECHO interrupt -> doorbell", floor)
+		stages = append(stages, report.Row(append([]any{"floor", "DIAG_ECHO interrupt -> doorbell"}, distCells(floor, floor)...)...))
 	}
-	p = filepath.Join(dir, "fault-cost-rc.csv")
-	if err := report.WriteCSV(p, []string{"stage", "span", "n", "p50_us", "p90_us", "p99_us", "max_us", "mean_us", "p50_over_floor_p50"}, rows); err != nil {
-		return nil, err
-	}
-	files = append(files, p)
-
-	rows = nil
+	var rounds [][]string
 	for _, x := range RCRoundRatios(r.Rounds) {
-		rows = append(rows, report.Row(x.Round, x.RoundTrip.N, us1(x.RoundTrip.P50), x.Floor.N, us1(x.Floor.P50), x.Ratio))
+		rounds = append(rounds, report.Row(x.Round, x.RoundTrip.N, us1(x.RoundTrip.P50), x.Floor.N, us1(x.Floor.P50), x.Ratio))
 	}
-	p = filepath.Join(dir, "fault-cost-rc-rounds.csv")
-	if err := report.WriteCSV(p, []string{"round", "faults", "round_trip_p50_us", "floor_n", "floor_p50_us", "ratio"}, rows); err != nil {
-		return nil, err
-	}
-	files = append(files, p)
-
-	rows = nil
-	for i, d := range r.Echo {
-		rows = append(rows, report.Row(i+1, float64(d)/1e3))
-	}
-	p = filepath.Join(dir, "fault-cost-rc-echo.csv")
-	if err := report.WriteCSV(p, []string{"round", "round_trip_us"}, rows); err != nil {
-		return nil, err
-	}
-	files = append(files, p)
-
-	p = filepath.Join(dir, "fault-cost-rc.txt")
-	if err := os.WriteFile(p, []byte(RCTable(c, r)), 0o644); err != nil {
-		return nil, err
-	}
-	files = append(files, p)
+	f := runner.Files{Dir: dir}
+	f.CSV("fault-cost-rc-faults.csv", hdr, faults)
+	f.CSV("fault-cost-rc.csv", distHeader, stages)
+	f.CSV("fault-cost-rc-rounds.csv", []string{"round", "faults", "round_trip_p50_us", "floor_n", "floor_p50_us", "ratio"}, rounds)
+	f.CSV("fault-cost-rc-echo.csv", echoHeader, echoRows(r.Echo))
+	f.Text("fault-cost-rc.txt", RCTable(c, r))
 	if charts := RCCharts(c, r); len(charts) > 0 {
-		p = filepath.Join(dir, "fault-cost-rc.png")
-		if err := report.SavePNG(p, 900, 380, charts...); err != nil {
-			return nil, err
-		}
-		files = append(files, p)
+		f.Charts("fault-cost-rc.png", 900, 380, charts...)
 	}
 	if tl, ok := MedianRCFault(r); ok {
-		p = filepath.Join(dir, "fault-cost-rc-timeline.png")
 		title := fmt.Sprintf("npfnic: one RC receive fault (QPN %#x, PSN %#x, %d RNR NAKs)", tl.QPN, tl.PSN, tl.NAKs)
-		if err := report.FaultStages(p, title, r.Events, tl.Stages(), trace.RCStageNames, 3); err != nil {
-			return nil, err
-		}
-		files = append(files, p)
+		f.PNG("fault-cost-rc-timeline.png", func(p string) error {
+			return report.FaultStages(p, title, r.Events, tl.Stages(), trace.RCStageNames, 3)
+		})
 	}
-	return files, nil
+	return f.Done()
 }
 
 // MedianRCFault is the resumed receive fault of median total time among

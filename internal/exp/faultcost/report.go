@@ -4,13 +4,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/internal/report"
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/hw"
@@ -25,13 +24,18 @@ var DriverStats = []string{
 	"backup_lat_p50_ns", "backup_lat_p99_ns",
 }
 
+// writeStage adds one stage's row: its name, span and distribution.
+func writeStage(tw io.Writer, name, span string, d Dist) {
+	fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", name, span, d.N, us(d.P50), us(d.P90), us(d.P99), us(d.Max), us(d.Mean))
+}
+
 // writeFloor adds the DIAG_ECHO floor's row and, where neither has a zero
 // statistic, the round trip's ratio to it.
 func writeFloor(tw io.Writer, floor, rt Dist) {
 	if floor.N == 0 {
 		return
 	}
-	fmt.Fprintf(tw, "floor\tDIAG_ECHO irq -> doorbell\t%d\t%s\t%s\t%s\t%s\t%s\t\n", floor.N, us(floor.P50), us(floor.P90), us(floor.P99), us(floor.Max), us(floor.Mean))
+	writeStage(tw, "floor", "DIAG_ECHO irq -> doorbell", floor)
 	if rt.N > 0 && floor.P50 > 0 && floor.P90 > 0 && floor.P99 > 0 && floor.Mean > 0 {
 		fmt.Fprintf(tw, "ratio\tround trip / floor\t\t%.2fx\t%.2fx\t%.2fx\t\t%.2fx\t\n",
 			float64(rt.P50)/float64(floor.P50), float64(rt.P90)/float64(floor.P90), float64(rt.P99)/float64(floor.P99), float64(rt.Mean)/float64(floor.Mean))
@@ -63,13 +67,20 @@ func us(d time.Duration) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
+// roundsLine says what each of rounds ran: its share of cycles of
+// traffic and of echo DIAG_ECHO rounds gap apart (planned over planned
+// rounds).
+func roundsLine(rounds, cycles, planned, echo int, traffic string, gap time.Duration) string {
+	return fmt.Sprintf("%d rounds, each of %d cycles (%s) and %d DIAG_ECHO rounds (%v before each; last on odd rounds, first on even ones)\n",
+		rounds, cycles/planned, traffic, max(echo/planned, 0), gap)
+}
+
 // Table formats the breakdowns next to the floor.
 func Table(c Config, r *Result) string {
 	c.setDefaults()
 	var b strings.Builder
 	fmt.Fprintf(&b, "fault cost (Lesokhin et al., ASPLOS'17, Figure 3 / Table 4 style) on npfnic, TCG guest, insmod npfnic.ko %s\n", r.Params)
-	fmt.Fprintf(&b, "%d rounds, each of %d cycles (cool the RX ring with sysfs cool, %s) and %d DIAG_ECHO rounds (%v before each; last on odd rounds, first on even ones)\n",
-		len(r.Rounds), c.Cycles/c.Rounds, c.trafficText(), max(c.EchoRounds/c.Rounds, 0), c.EchoGap)
+	b.WriteString(roundsLine(len(r.Rounds), c.Cycles, c.Rounds, c.EchoRounds, "cool the RX ring with sysfs cool, "+c.trafficText(), c.EchoGap))
 	fmt.Fprintf(&b, "device-measured stages of each page request group over all rounds; microseconds\n")
 	floor := NewDist(r.Echo)
 	for _, bd := range Breakdowns(r.Records) {
@@ -81,7 +92,7 @@ func Table(c Config, r *Result) string {
 			if !RowApplies(c.Policy, bd.Kind, i) {
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", RowNames[i][0], RowNames[i][1], d.N, us(d.P50), us(d.P90), us(d.P99), us(d.Max), us(d.Mean))
+			writeStage(tw, RowNames[i][0], RowNames[i][1], d)
 		}
 		writeFloor(tw, floor, bd.Rows[RowRoundTrip])
 		tw.Flush()
@@ -129,14 +140,29 @@ func Table(c Config, r *Result) string {
 	return b.String()
 }
 
+// Report is what the runner prints and writes of a run (nil: none).
+func Report(c Config, r *Result) *runner.Outcome {
+	if r == nil {
+		return nil
+	}
+	o := &runner.Outcome{
+		Table: Table(c, r),
+		Write: func(dir string) ([]string, error) { return WriteOutputs(dir, c, r) },
+		Logs:  c.LogDir,
+	}
+	if len(r.Records) == 0 {
+		o.Failed = fmt.Errorf("no page faults were recorded (is the driver's rx_policy %s taking effect?)", c.Policy)
+	}
+	return o
+}
+
 // WriteOutputs writes fault-cost-records.csv (every fault: kind, pages,
 // outcome and stage durations), fault-cost-echo.csv (every DIAG_ECHO round
 // trip), fault-cost.csv (the breakdown with the floor),
 // fault-cost-rounds.csv (every round's round trip, floor and ratio),
 // fault-cost.txt and fault-cost.png into dir.
 func WriteOutputs(dir string, c Config, r *Result) ([]string, error) {
-	var files []string
-	var rows [][]string
+	var records [][]string
 	for _, rec := range r.Records {
 		row := []any{KindName(rec.Kind), rec.Queue, rec.Pages, outcomeName(rec.Outcome)}
 		for s := 0; s < pri.NumStages; s++ {
@@ -151,102 +177,85 @@ func WriteOutputs(dir string, c Config, r *Result) ([]string, error) {
 		} else {
 			row = append(row, "")
 		}
-		rows = append(rows, report.Row(row...))
+		records = append(records, report.Row(row...))
 	}
 	hdr := []string{"kind", "queue", "pages", "outcome"}
 	for _, n := range pri.StageNames {
 		hdr = append(hdr, n+"_us")
 	}
 	hdr = append(hdr, "round_trip_us")
-	p := filepath.Join(dir, "fault-cost-records.csv")
-	if err := report.WriteCSV(p, hdr, rows); err != nil {
-		return nil, err
-	}
-	files = append(files, p)
-
-	rows = nil
-	for i, d := range r.Echo {
-		rows = append(rows, report.Row(i+1, float64(d)/1e3))
-	}
-	p = filepath.Join(dir, "fault-cost-echo.csv")
-	if err := report.WriteCSV(p, []string{"round", "round_trip_us"}, rows); err != nil {
-		return nil, err
-	}
-	files = append(files, p)
-
-	rows = nil
 	floor := NewDist(r.Echo)
-	add := func(kind, stage, span string, d Dist, ratio float64) {
-		rr := ""
-		if !math.IsNaN(ratio) {
-			rr = fmt.Sprintf("%.4g", ratio)
-		}
-		rows = append(rows, report.Row(kind, stage, span, d.N, us1(d.P50), us1(d.P90), us1(d.P99), us1(d.Max), us1(d.Mean), rr))
-	}
+	var stages [][]string
 	for _, bd := range Breakdowns(r.Records) {
 		for i, d := range bd.Rows {
-			if !RowApplies(c.Policy, bd.Kind, i) {
-				continue
+			if RowApplies(c.Policy, bd.Kind, i) {
+				stages = append(stages, report.Row(append([]any{bd.Kind, RowNames[i][0], RowNames[i][1]}, distCells(d, floor)...)...))
 			}
-			ratio := math.NaN()
-			if floor.P50 > 0 && d.N > 0 {
-				ratio = float64(d.P50) / float64(floor.P50)
-			}
-			add(bd.Kind, RowNames[i][0], RowNames[i][1], d, ratio)
 		}
 	}
 	if floor.N > 0 {
-		add("floor", "diag_echo", "interrupt -> doorbell", floor, 1)
+		stages = append(stages, report.Row(append([]any{"floor", "diag_echo", "interrupt -> doorbell"}, distCells(floor, floor)...)...))
 	}
-	p = filepath.Join(dir, "fault-cost.csv")
-	if err := report.WriteCSV(p, []string{"kind", "stage", "span", "n", "p50_us", "p90_us", "p99_us", "max_us", "mean_us", "p50_over_floor_p50"}, rows); err != nil {
-		return nil, err
-	}
-	files = append(files, p)
-
-	p = filepath.Join(dir, "fault-cost.txt")
-	if err := os.WriteFile(p, []byte(Table(c, r)), 0o644); err != nil {
-		return nil, err
-	}
-	files = append(files, p)
-	rows = nil
+	var rounds [][]string
 	for _, x := range RoundRatios(r.Rounds, 0) {
 		rx := RoundRatios(r.Rounds[x.Round-1:x.Round], hw.FaultKindRxBuf)[0]
-		rows = append(rows, report.Row(x.Round, x.RoundTrip.N, us1(x.RoundTrip.P50), rx.RoundTrip.N, us1(rx.RoundTrip.P50), x.Floor.N, us1(x.Floor.P50), x.Ratio, rx.Ratio))
+		rounds = append(rounds, report.Row(x.Round, x.RoundTrip.N, us1(x.RoundTrip.P50), rx.RoundTrip.N, us1(rx.RoundTrip.P50), x.Floor.N, us1(x.Floor.P50), x.Ratio, rx.Ratio))
 	}
-	p = filepath.Join(dir, "fault-cost-rounds.csv")
-	if err := report.WriteCSV(p, []string{"round", "faults", "round_trip_p50_us", "rx_faults", "rx_round_trip_p50_us", "floor_n", "floor_p50_us", "ratio_all", "ratio_rx"}, rows); err != nil {
-		return nil, err
-	}
-	files = append(files, p)
+	f := runner.Files{Dir: dir}
+	f.CSV("fault-cost-records.csv", hdr, records)
+	f.CSV("fault-cost-echo.csv", echoHeader, echoRows(r.Echo))
+	f.CSV("fault-cost.csv", append([]string{"kind"}, distHeader...), stages)
+	f.Text("fault-cost.txt", Table(c, r))
+	f.CSV("fault-cost-rounds.csv", []string{"round", "faults", "round_trip_p50_us", "rx_faults", "rx_round_trip_p50_us", "floor_n", "floor_p50_us", "ratio_all", "ratio_rx"}, rounds)
 	if charts := Charts(c, r); len(charts) > 0 {
-		p = filepath.Join(dir, "fault-cost.png")
-		if err := report.SavePNG(p, 820, 380, charts...); err != nil {
-			return nil, err
-		}
-		files = append(files, p)
+		f.Charts("fault-cost.png", 820, 380, charts...)
 	}
-	return files, nil
+	return f.Done()
+}
+
+// echoHeader and echoRows are the CSV of every DIAG_ECHO round trip.
+var echoHeader = []string{"round", "round_trip_us"}
+
+func echoRows(echo []time.Duration) [][]string {
+	var rows [][]string
+	for i, d := range echo {
+		rows = append(rows, report.Row(i+1, float64(d)/1e3))
+	}
+	return rows
+}
+
+// distHeader and distCells are a breakdown CSV's columns from the stage's
+// name on: the distribution in µs and its p50 over the floor's.
+var distHeader = []string{"stage", "span", "n", "p50_us", "p90_us", "p99_us", "max_us", "mean_us", "p50_over_floor_p50"}
+
+func distCells(d, floor Dist) []any {
+	ratio := ""
+	if floor.P50 > 0 && d.N > 0 {
+		ratio = fmt.Sprintf("%.4g", float64(d.P50)/float64(floor.P50))
+	}
+	return []any{d.N, us1(d.P50), us1(d.P90), us1(d.P99), us1(d.Max), us1(d.Mean), ratio}
 }
 
 // roundsText is every round's RX (or, without RX faults, any) fault round
 // trip against the same round's floor, and the median ratio.
 func roundsText(r *Result) string {
 	kind := uint16(hw.FaultKindRxBuf)
+	what := "RX buffer fault round trip (detected -> response)"
 	if len(RoundTrips(r.Records, kind)) == 0 {
-		kind = 0
+		kind, what = 0, "every fault round trip (detected -> response)"
 	}
-	rs := RoundRatios(r.Rounds, kind)
+	return roundsTable(what, RoundRatios(r.Rounds, kind))
+}
+
+// roundsTable is every round's fault round trip (what) against that
+// round's floor, and the median ratio; nothing without a ratio.
+func roundsTable(what string, rs []RoundRatio) string {
 	med, lo, hi, ok := RatioSummary(rs)
 	if !ok {
 		return ""
 	}
-	what := "RX buffer"
-	if kind == 0 {
-		what = "every"
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nper round, %s fault round trip (detected -> response) against that round's floor, p50:\n", what)
+	fmt.Fprintf(&b, "\nper round, %s against that round's floor, p50:\n", what)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "round\tfaults\tround trip us\tfloor us\tratio\t\n")
 	for _, x := range rs {

@@ -5,23 +5,23 @@
 // npfnic with npfnic (the transport runs in the device) — bandwidth of
 // SEND, RDMA WRITE and RDMA READ at 64 KiB and SEND latency at 64 bytes,
 // in interleaved rounds, reported as medians with their spread and as
-// ratios to rxe↔rxe.
+// ratios to rxe↔rxe. Every pair stays booted for the whole run: together
+// they are the bench of package runner's loop.
 package rdmaperf
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
-	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // Pair is a pairing of RC implementations: Server runs the perftest
@@ -85,15 +85,12 @@ const (
 
 // Config configures Run.
 type Config struct {
-	Images *images.Artifacts
+	// Env's LogDir is required; its Trace records the first npfnic's
+	// events.
+	runner.Env
 	Pairs  []Pair // default DefaultPairs
 	Rounds int    // default DefaultRounds
 	Iters  int    // perftest -n, default DefaultIters
-	LogDir string // required
-	// Progress receives one line per step; nil is quiet.
-	Progress io.Writer
-	// Trace records the first npfnic's events (package trace); nil: none.
-	Trace *trace.Recorder
 }
 
 // Validate checks c and fills in the defaults.
@@ -101,12 +98,8 @@ func (c *Config) Validate() error {
 	if len(c.Pairs) == 0 {
 		c.Pairs, _ = ParsePairs(DefaultPairs)
 	}
-	if c.Rounds == 0 {
-		c.Rounds = DefaultRounds
-	}
-	if c.Iters == 0 {
-		c.Iters = DefaultIters
-	}
+	c.Rounds = cmp.Or(c.Rounds, DefaultRounds)
+	c.Iters = cmp.Or(c.Iters, DefaultIters)
 	if c.Rounds < 1 || c.Iters < 5 {
 		return fmt.Errorf("rdma: %d rounds of %d iterations: want at least 1 and 5", c.Rounds, c.Iters)
 	}
@@ -129,76 +122,118 @@ type Result struct {
 // Run boots every pair (all stay up, so the rounds interleave them), then
 // runs each round's tests with the pairs in an order rotated per round.
 // A pair that cannot boot or set up RDMA is reported in every result of
-// it; the others go on.
+// it; the others go on. If a guest dies, every pair boots again.
 func Run(ctx context.Context, c Config) ([]Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
-	}
-	up := make([]*testbed.RDMAPair, len(c.Pairs))
-	bootErr := make([]error, len(c.Pairs))
-	defer func() {
-		for _, p := range up {
-			if p != nil {
-				p.Close()
-			}
-		}
-	}()
-	tr := c.Trace
-	for i, pr := range c.Pairs {
-		c.progress("pair %s: booting", pr)
-		up[i], bootErr[i] = testbed.StartRDMAPair(ctx, testbed.RDMAPairConfig{
-			Images: c.Images, A: pr.Server, B: pr.Client, Name: "rdma" + fmt.Sprint(i),
-			LogDir: filepath.Join(c.LogDir, pr.String()), Trace: tr,
-			Progress: func(f string, args ...any) { c.progress("  "+f, args...) },
-		})
-		if bootErr[i] != nil {
-			c.progress("pair %s: %v", pr, bootErr[i])
-		} else if pr.Server == testbed.RDMANPFNIC || pr.Client == testbed.RDMANPFNIC {
-			tr = nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
 	}
 	var results []Result
 	// Each run has a port of its own: a run that timed out may leave its
 	// server listening.
 	port := 18515
-	for round := 1; round <= c.Rounds; round++ {
-		for _, t := range Tests {
-			for k := range c.Pairs {
-				i := (k + round - 1) % len(c.Pairs)
-				r := Result{Pair: c.Pairs[i], Test: t.Name, Round: round}
-				if bootErr[i] != nil {
-					r.Err = bootErr[i]
-				} else {
-					port++
-					r.Value, r.Err = c.measure(ctx, up[i], c.Pairs[i], round, t, port)
-				}
-				if r.Err != nil {
-					c.progress("round %d/%d %s %s: %v", round, c.Rounds, r.Pair, t.Name, firstLine(r.Err))
-				} else {
-					c.progress("round %d/%d %s %s: %.2f %s", round, c.Rounds, r.Pair, t.Name, r.Value, unit(t))
-				}
-				results = append(results, r)
-				if ctx.Err() != nil {
-					return results, ctx.Err()
+	err := runner.Loop[*pairs, job]{
+		Env:       &c.Env,
+		Transport: runner.Transport[*pairs]{Name: "pairs", Start: c.bootPairs},
+		Steps: runner.Rounds(c.Rounds, func(round int) []job {
+			var jobs []job
+			for _, t := range Tests {
+				for _, i := range runner.Rotate(c.pairIndexes(), round) {
+					jobs = append(jobs, job{t, i, c.Pairs[i]})
 				}
 			}
-		}
-	}
-	return results, nil
+			return jobs
+		}),
+		Run: func(ctx context.Context, ps *pairs, s runner.Step[job], label string) error {
+			j := s.Arm
+			r := Result{Pair: j.pair, Test: j.test.Name, Round: s.Round}
+			if r.Err = ps.err[j.i]; r.Err == nil {
+				port++
+				r.Value, r.Err = c.measure(ctx, ps.up[j.i], ps.dirs[j.i], s.Round, j.test, port)
+			}
+			if r.Err == nil {
+				c.Logf("%s: %.2f %s", label, r.Value, unit(j.test))
+			}
+			results = append(results, r)
+			return r.Err
+		},
+	}.Go(ctx)
+	return results, err
 }
 
-func (c *Config) measure(ctx context.Context, p *testbed.RDMAPair, pr Pair, round int, t Test, port int) (float64, error) {
+// job is one test on one pair.
+type job struct {
+	test Test
+	i    int // the pair's index in Config.Pairs
+	pair Pair
+}
+
+func (j job) String() string { return j.pair.String() + " " + j.test.Name }
+
+func (c *Config) pairIndexes() []int {
+	is := make([]int, len(c.Pairs))
+	for i := range is {
+		is[i] = i
+	}
+	return is
+}
+
+// pairs are every pair of the run, booted together: the bench of the
+// loop. A pair that failed to boot keeps its error.
+type pairs struct {
+	up   []*testbed.RDMAPair
+	err  []error
+	dirs []string // each pair's logs
+}
+
+func (ps *pairs) Dead() bool {
+	for _, p := range ps.up {
+		if p != nil && p.Dead() {
+			return true
+		}
+	}
+	return false
+}
+
+func (ps *pairs) Close() {
+	for _, p := range ps.up {
+		if p != nil {
+			p.Close()
+		}
+	}
+}
+
+// bootPairs boots every pair, the device trace on the first npfnic.
+func (c *Config) bootPairs(ctx context.Context, logDir string) (*pairs, error) {
+	ps := &pairs{up: make([]*testbed.RDMAPair, len(c.Pairs)), err: make([]error, len(c.Pairs))}
+	env := c.Env
+	for i, pr := range c.Pairs {
+		c.Logf("pair %s: booting", pr)
+		dir := filepath.Join(logDir, pr.String())
+		ps.dirs = append(ps.dirs, dir)
+		boot := runner.RC(&env, testbed.RDMAPairConfig{A: pr.Server, B: pr.Client, Name: "rdma" + fmt.Sprint(i)})
+		ps.up[i], ps.err[i] = boot.Start(ctx, dir)
+		if ps.err[i] != nil {
+			c.Logf("pair %s: %v", pr, ps.err[i])
+		} else if pr.Server == testbed.RDMANPFNIC || pr.Client == testbed.RDMANPFNIC {
+			env.Trace = nil
+		}
+		if ctx.Err() != nil {
+			ps.Close()
+			return nil, ctx.Err()
+		}
+	}
+	return ps, nil
+}
+
+func (c *Config) measure(ctx context.Context, p *testbed.RDMAPair, dir string, round int, t Test, port int) (float64, error) {
 	run := t.Run
 	run.Iters = c.Iters
 	run.Port = port
 	tctx, cancel := context.WithTimeout(ctx, testTimeout)
 	defer cancel()
-	res, err := p.Perftest(tctx, p.A, p.B, testbed.PerftestRun{Perftest: run, Logf: c.progress})
+	res, err := p.Perftest(tctx, p.A, p.B, testbed.PerftestRun{Perftest: run, Logf: c.Logf})
 	// Both sides' outputs stay beside the guests' logs.
-	base := filepath.Join(c.LogDir, pr.String(), fmt.Sprintf("round%d-%s", round, strings.ReplaceAll(t.Name, " ", "-")))
+	base := filepath.Join(dir, fmt.Sprintf("round%d-%s", round, strings.ReplaceAll(t.Name, " ", "-")))
 	if werr := errors.Join(os.WriteFile(base+"-server.txt", []byte(res.ServerOut), 0o644),
 		os.WriteFile(base+"-client.txt", []byte(res.ClientOut), 0o644)); werr != nil && err == nil {
 		err = werr
@@ -221,15 +256,4 @@ func unit(t Test) string {
 		return "µs"
 	}
 	return "MB/s"
-}
-
-func firstLine(err error) string {
-	s, _, _ := strings.Cut(err.Error(), "\n")
-	return s
-}
-
-func (c *Config) progress(format string, args ...any) {
-	if c.Progress != nil {
-		fmt.Fprintf(c.Progress, format+"\n", args...)
-	}
 }

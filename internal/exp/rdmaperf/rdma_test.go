@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/npfnic/npfnic/internal/exp/runner"
+
 	"github.com/npfnic/npfnic/internal/testbed"
 )
 
@@ -26,7 +28,7 @@ func TestParsePairs(t *testing.T) {
 // TestReport: medians and ratios to rxe-rxe, goals judged on them, a
 // failed pair reported as such, and the outputs written.
 func TestReport(t *testing.T) {
-	c := Config{LogDir: t.TempDir()}
+	c := Config{Env: runner.Env{LogDir: t.TempDir()}}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,13 @@
 package rdmaperf
 
 import (
+	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/internal/report"
 	"github.com/npfnic/npfnic/internal/testbed"
 )
@@ -116,7 +116,7 @@ func Table(c Config, results []Result) string {
 	for _, cell := range cells {
 		if cell.Failed > 0 {
 			failed = append(failed, fmt.Sprintf("  %s %s: %d of %d rounds failed: %s", cell.Pair, cell.Test.Name, cell.Failed,
-				cell.Failed+cell.OK, firstLine(cell.Err)))
+				cell.Failed+cell.OK, runner.FirstLine(cell.Err.Error())))
 		}
 	}
 	if len(failed) > 0 {
@@ -171,6 +171,24 @@ func goalLine(cells []Cell, g Goal) string {
 	return line
 }
 
+// Report is what the runner prints and writes of a run.
+func Report(c Config, results []Result) *runner.Outcome {
+	if len(results) == 0 {
+		return nil
+	}
+	o := &runner.Outcome{
+		Table: Table(c, results),
+		Write: func(dir string) ([]string, error) { return WriteOutputs(dir, c, results) },
+		Logs:  c.LogDir,
+	}
+	for _, cell := range Summarize(c, results) {
+		if cell.OK == 0 {
+			o.Failed = errors.New("some pairs measured nothing (see failures above)")
+		}
+	}
+	return o
+}
+
 // WriteOutputs writes rdma.csv (every round), rdma-summary.csv, rdma.txt
 // (the table) and rdma.png (bandwidth and latency by pair).
 func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
@@ -178,29 +196,21 @@ func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 	for _, r := range results {
 		errText := ""
 		if r.Err != nil {
-			errText = firstLine(r.Err)
+			errText = runner.FirstLine(r.Err.Error())
 		}
 		rows = append(rows, report.Row(r.Round, r.Pair.String(), r.Test, r.Value, errText))
 	}
-	files := []string{filepath.Join(dir, "rdma.csv"), filepath.Join(dir, "rdma-summary.csv"), filepath.Join(dir, "rdma.txt"), filepath.Join(dir, "rdma.png")}
-	if err := report.WriteCSV(files[0], []string{"round", "pair", "test", "value", "error"}, rows); err != nil {
-		return nil, err
-	}
 	cells := Summarize(c, results)
-	rows = nil
+	var summary [][]string
 	for _, cell := range cells {
-		rows = append(rows, report.Row(cell.Pair.String(), cell.Test.Name, unit(cell.Test), cell.Median, cell.Lo, cell.Hi, Ratio(cells, cell), cell.OK, cell.Failed))
+		summary = append(summary, report.Row(cell.Pair.String(), cell.Test.Name, unit(cell.Test), cell.Median, cell.Lo, cell.Hi, Ratio(cells, cell), cell.OK, cell.Failed))
 	}
-	if err := report.WriteCSV(files[1], []string{"pair", "test", "unit", "median", "min", "max", "ratio_to_rxe_rxe", "rounds_ok", "rounds_failed"}, rows); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(files[2], []byte(Table(c, results)), 0o644); err != nil {
-		return nil, err
-	}
-	if err := report.SavePNG(files[3], 900, 360, charts(c, cells)...); err != nil {
-		return nil, err
-	}
-	return files, nil
+	f := runner.Files{Dir: dir}
+	f.CSV("rdma.csv", []string{"round", "pair", "test", "value", "error"}, rows)
+	f.CSV("rdma-summary.csv", []string{"pair", "test", "unit", "median", "min", "max", "ratio_to_rxe_rxe", "rounds_ok", "rounds_failed"}, summary)
+	f.Text("rdma.txt", Table(c, results))
+	f.Charts("rdma.png", 900, 360, charts(c, cells)...)
+	return f.Done()
 }
 
 func charts(c Config, cells []Cell) []report.Chart {

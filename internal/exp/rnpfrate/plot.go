@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"os"
-	"path/filepath"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -14,32 +13,34 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/npfnic/npfnic/ibrc"
+	"github.com/npfnic/npfnic/internal/report"
 	"github.com/npfnic/npfnic/internal/testbed"
 )
 
-// The figure is Figure 10's shape: throughput against the rNPF rate on a
-// logarithmic axis (rate 0 drawn one decade left of the smallest rate),
-// absolute on the left axis and relative to pin on the right one, one
-// line per policy and fault kind, each point the median with its rounds'
-// min-max as an error bar, pin a dashed line across.
+// The figures are Figure 10's shape: throughput against the fault rate on
+// a logarithmic axis (rate 0 drawn one decade left of the smallest rate),
+// absolute on the left axis and relative to the optimum on the right one,
+// one line per policy and fault kind, each point the median with its
+// rounds' min-max as an error bar, the optimum a dashed line across. The
+// Ethernet optimum is pin; RC's is rate 0. Beside the RC measurement,
+// `npfnic exp rnr` in virtual time: throughput relative to no faults
+// against the fault rate per packet, both axes logarithmic, for its two
+// resolution times.
 
+// policyColor colours a policy of either transport: what keeps the
+// stream going (backup, RNR NAK) green, drop red.
 var policyColor = map[string]color.Color{
-	"pin":    color.RGBA{0x1f, 0x77, 0xb4, 0xff},
-	"drop":   color.RGBA{0xd6, 0x27, 0x28, 0xff},
-	"backup": color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
+	"pin":                color.RGBA{0x1f, 0x77, 0xb4, 0xff},
+	"drop":               color.RGBA{0xd6, 0x27, 0x28, 0xff},
+	"backup":             color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
+	testbed.RecvFaultRNR: color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
 }
 
-// zeroX is where rate 0 sits on the logarithmic axis: a decade below the
-// smallest rate measured.
-func zeroX(cells []Cell) float64 {
-	ppms := make([]int, len(cells))
-	for i, c := range cells {
-		ppms[i] = c.PPM
-	}
-	return zeroXOf(ppms)
-}
+var optimumColor = color.RGBA{0x55, 0x55, 0x55, 0xff}
 
-// zeroXOf is zeroX of the rates in ppm.
+// zeroXOf is where rate 0 sits on the logarithmic axis: a decade below
+// the smallest rate of ppms.
 func zeroXOf(ppms []int) float64 {
 	min := 1.0
 	for _, ppm := range ppms {
@@ -62,16 +63,34 @@ func (t rateTicks) Ticks(min, max float64) []plot.Tick {
 	return ticks
 }
 
-// withSpread is a line's points with their min-max as y errors.
-type withSpread struct {
-	plotter.XYs
-	plotter.YErrors
+// ratePoint is one cell of a curve: its rate, median and spread.
+type ratePoint struct {
+	Point
+	y, lo, hi float64
+	done      bool
 }
 
-// SavePlot draws the figure into a PNG.
-func SavePlot(path string, c Config, cells []Cell) error {
-	c.setDefaults()
-	zero := zeroX(cells)
+// panel is one measurement's figure: its labels, its optimum and its
+// cells.
+type panel struct {
+	title, xLabel, yLabel string
+	titleSize             float64
+	optimum               float64
+	optimumLabel          string
+	optimumColor          color.Color
+	policies              []string
+	// name labels a policy's curve of a fault kind.
+	name   func(policy, fault string) string
+	points []ratePoint
+}
+
+// plot draws the panel.
+func (pn panel) plot() (*plot.Plot, error) {
+	ppms := make([]int, len(pn.points))
+	for i, s := range pn.points {
+		ppms[i] = s.PPM
+	}
+	zero := zeroXOf(ppms)
 	xOf := func(ppm int) float64 {
 		if ppm == 0 {
 			return zero
@@ -79,105 +98,152 @@ func SavePlot(path string, c Config, cells []Cell) error {
 		return float64(ppm) / testbed.PPM
 	}
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("TCP stream into npfnic with synthetic rNPFs (TCG guest, median of %d rounds, bars: min-max)", c.Rounds)
-	p.Title.TextStyle.Font.Size = vg.Points(12)
-	p.X.Label.Text = "rNPFs per received packet"
-	p.Y.Label.Text = "throughput (Mbit/s)"
+	p.Title.Text = pn.title
+	p.Title.TextStyle.Font.Size = vg.Points(pn.titleSize)
+	p.X.Label.Text, p.Y.Label.Text = pn.xLabel, pn.yLabel
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = rateTicks{zero}
 	p.Legend.Top, p.Legend.Left = false, true
 	p.Legend.YOffs = vg.Points(30)
 	p.Legend.TextStyle.Font.Size = vg.Points(10)
 	p.Add(plotter.NewGrid())
-
-	var pin float64
 	maxX := zero
-	for _, s := range cells {
+	for _, s := range pn.points {
 		maxX = math.Max(maxX, xOf(s.PPM))
-		if s.Policy == "pin" && s.Done() {
-			pin = s.Mbps
-		}
 	}
-	if pin > 0 {
-		l, err := plotter.NewLine(plotter.XYs{{X: zero, Y: pin}, {X: maxX, Y: pin}})
+	if pn.optimum > 0 {
+		l, err := plotter.NewLine(plotter.XYs{{X: zero, Y: pn.optimum}, {X: maxX, Y: pn.optimum}})
 		if err != nil {
-			return err
+			return nil, err
 		}
-		l.Color, l.Width = policyColor["pin"], vg.Points(1.6)
+		l.Color, l.Width = pn.optimumColor, vg.Points(1.5)
 		l.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
 		p.Add(l)
-		p.Legend.Add("pin (the optimum: no rNPF possible)", l)
+		p.Legend.Add(pn.optimumLabel, l)
 	}
 	drawn := 0
-	for _, policy := range []string{"drop", "backup"} {
+	for _, policy := range pn.policies {
 		for _, fault := range Faults {
-			var line withSpread
-			for _, s := range cells {
-				if s.Policy != policy || !s.Done() || s.PPM != 0 && s.Fault != fault {
-					continue
+			var line report.SpreadXYs
+			for _, s := range pn.points {
+				if s.Policy == policy && s.done && (s.PPM == 0 || s.Fault == fault) {
+					line.Add(xOf(s.PPM), s.y, s.lo, s.hi)
 				}
-				line.XYs = append(line.XYs, plotter.XY{X: xOf(s.PPM), Y: s.Mbps})
-				line.YErrors = append(line.YErrors, struct{ Low, High float64 }{s.Mbps - s.Lo, s.Hi - s.Mbps})
 			}
 			// A curve of rate 0 alone is not one of this fault kind.
 			if len(line.XYs) < 2 {
 				continue
 			}
-			l, pts, err := plotter.NewLinePoints(line.XYs)
-			if err != nil {
-				return err
+			if err := line.Draw(p, pn.name(policy, fault), policyColor[policy], fault == "major"); err != nil {
+				return nil, err
 			}
-			col := policyColor[policy]
-			l.Color, pts.Color = col, col
-			l.Width = vg.Points(1.6)
-			pts.Radius = vg.Points(3)
-			pts.Shape = draw.CircleGlyph{}
-			if fault == "major" {
-				l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
-				pts.Shape = draw.SquareGlyph{}
-			}
-			bars, err := plotter.NewYErrorBars(line)
-			if err != nil {
-				return err
-			}
-			bars.Color = col
-			p.Add(l, pts, bars)
-			name := map[string]string{"drop": "drop", "backup": "backup ring"}[policy]
-			p.Legend.Add(fmt.Sprintf("%s, %s faults", name, fault), l, pts)
 			drawn++
 		}
 	}
-	if drawn == 0 && pin == 0 {
-		return errors.New("rnpfrate: nothing to plot")
+	if drawn == 0 && pn.optimum == 0 {
+		return nil, errors.New("rnpfrate: nothing to plot")
 	}
 	p.Y.Min = 0
 	p.Y.Max *= 1.08
 	p.X.Min, p.X.Max = zero/1.6, maxX*1.6
+	return p, nil
+}
 
-	const dpi = 96
-	w, h := vg.Length(1000)*vg.Inch/dpi, vg.Length(560)*vg.Inch/dpi
-	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(dpi))
-	dc := draw.New(img)
-	dc = draw.Crop(dc, vg.Points(8), -vg.Points(8), vg.Points(6), -vg.Points(6))
-	// The right axis needs room the plot does not know about.
-	const rightAxis = 62
-	inner := draw.Crop(dc, 0, -vg.Points(rightAxis), 0, 0)
-	p.Draw(inner)
-	if pin > 0 {
-		drawRelativeAxis(p, inner, pin, "relative to pin")
+// SavePlot draws the Ethernet figure into a PNG.
+func SavePlot(path string, c Config, cells []Cell) error {
+	c.setDefaults()
+	pn := panel{
+		title:     fmt.Sprintf("TCP stream into npfnic with synthetic rNPFs (TCG guest, median of %d rounds, bars: min-max)", c.Rounds),
+		titleSize: 12, xLabel: "rNPFs per received packet", yLabel: "throughput (Mbit/s)",
+		optimumLabel: "pin (the optimum: no rNPF possible)", optimumColor: policyColor["pin"],
+		policies: []string{"drop", "backup"},
+		name: func(policy, fault string) string {
+			return fmt.Sprintf("%s, %s faults", map[string]string{"drop": "drop", "backup": "backup ring"}[policy], fault)
+		},
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
+	for _, s := range cells {
+		if s.Policy == "pin" {
+			if s.Done() {
+				pn.optimum = s.Mbps
+			}
+			pn.points = append(pn.points, ratePoint{Point: s.Point})
+			continue
+		}
+		pn.points = append(pn.points, ratePoint{s.Point, s.Mbps, s.Lo, s.Hi, s.Done()})
 	}
-	f, err := os.Create(path)
+	p, err := pn.plot()
 	if err != nil {
 		return err
 	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
+	return savePanels(path, 1000, 560, p, pn.optimum, "relative to pin", nil)
+}
+
+// SaveRCPlot draws the RC figure into a PNG; without sim, only its left
+// panel.
+func SaveRCPlot(path string, c Config, sum RCSummary, sim *Sim) error {
+	c.setDefaults()
+	pn := panel{
+		title:     fmt.Sprintf("ib_send_bw --odp, %d-byte SENDs, rdma_rxe into npfnic (TCG guests): median of %d rounds, bars min-max", c.MsgSize, c.Rounds),
+		titleSize: 11, xLabel: "synthetic receive faults per message (asked for)", yLabel: "throughput (MB/s)",
+		optimum: sum.Optimum, optimumLabel: "the optimum: rate 0", optimumColor: optimumColor,
+		policies: RCPolicies,
+		name: func(policy, fault string) string {
+			kind := "minor faults"
+			if fault == "major" {
+				kind = fmt.Sprintf("major faults (%s)", durationText(c.MajorDelay))
+			}
+			return rcName(policy) + ", " + kind
+		},
+	}
+	for _, s := range sum.Cells {
+		pn.points = append(pn.points, ratePoint{s.Point, s.MBps, s.Lo, s.Hi, s.Done()})
+	}
+	left, err := pn.plot()
+	if err != nil {
 		return err
 	}
-	return f.Close()
+	var right *plot.Plot
+	if sim != nil {
+		if right, err = simPanel(sim); err != nil {
+			return err
+		}
+	}
+	return savePanels(path, 1000, 580, left, sum.Optimum, "relative to the optimum", right)
+}
+
+// rcName is an RC policy's name in the legend.
+func rcName(policy string) string {
+	if policy == testbed.RecvFaultRNR {
+		return "RNR NAK"
+	}
+	return "drop (ACK timeout)"
+}
+
+// savePanels draws left, with an axis relative to optimum (none at 0)
+// on its right, and right beside it (if set) into a PNG of width (560
+// pixels wider with right) by height pixels.
+func savePanels(path string, width, height int, left *plot.Plot, optimum float64, relLabel string, right *plot.Plot) error {
+	const dpi = 96
+	if right != nil {
+		width += 560
+	}
+	w, h := vg.Length(width)*vg.Inch/dpi, vg.Length(height)*vg.Inch/dpi
+	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(dpi))
+	dc := draw.Crop(draw.New(img), vg.Points(8), -vg.Points(8), vg.Points(6), -vg.Points(6))
+	leftArea := dc
+	if right != nil {
+		split := dc.Min.X + (dc.Max.X-dc.Min.X)*0.62
+		leftArea = draw.Crop(dc, 0, split-dc.Max.X, 0, 0)
+		right.Draw(draw.Crop(dc, split-dc.Min.X+vg.Points(12), 0, 0, 0))
+	}
+	// The relative axis needs room the plot does not know about.
+	const rightAxis = 62
+	inner := draw.Crop(leftArea, 0, -vg.Points(rightAxis), 0, 0)
+	left.Draw(inner)
+	if optimum > 0 {
+		drawRelativeAxis(left, inner, optimum, relLabel)
+	}
+	return report.WritePNG(path, img)
 }
 
 // drawRelativeAxis draws, right of p's data area, an axis of the same
@@ -206,4 +272,68 @@ func drawRelativeAxis(p *plot.Plot, c draw.Canvas, pin float64, label string) {
 	title.Rotation = -math.Pi / 2
 	title.XAlign, title.YAlign = draw.XCenter, draw.YCenter
 	c.FillText(title, vg.Point{X: x + vg.Points(46), Y: (da.Min.Y + da.Max.Y) / 2}, label)
+}
+
+// simPanel is `npfnic exp rnr`'s sweep, relative to its fault-free run.
+func simPanel(sim *Sim) (*plot.Plot, error) {
+	p := plot.New()
+	sc := sim.Config
+	p.Title.Text = fmt.Sprintf("virtual time, npfnic exp rnr: %g Gb/s, %d KiB SENDs, MTU %d", sc.LinkGbps, sc.MsgSize>>10, sc.MTU.Bytes())
+	p.Title.TextStyle.Font.Size = vg.Points(11)
+	p.X.Label.Text = "receive faults per packet"
+	p.Y.Label.Text = "throughput relative to no faults"
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Legend.Top, p.Legend.Left = false, true
+	p.Legend.TextStyle.Font.Size = vg.Points(10)
+	p.Add(plotter.NewGrid())
+	drawn := 0
+	for i, res := range sc.Resolutions {
+		for _, rec := range sc.Recoveries {
+			var xys plotter.XYs
+			for _, r := range sim.Points {
+				if r.Resolution == res && r.Recovery == rec && r.FaultRate > 0 && r.MBps > 0 && sim.Base.MBps > 0 {
+					xys = append(xys, plotter.XY{X: r.FaultRate, Y: r.MBps / sim.Base.MBps})
+				}
+			}
+			if len(xys) == 0 {
+				continue
+			}
+			l, pts, err := plotter.NewLinePoints(xys)
+			if err != nil {
+				return nil, err
+			}
+			policy := testbed.RecvFaultRNR
+			if rec == ibrc.FaultDrop {
+				policy = testbed.RecvFaultDrop
+			}
+			col := policyColor[policy]
+			l.Color, pts.Color = col, col
+			l.Width = vg.Points(1.6)
+			pts.Radius = vg.Points(3)
+			pts.Shape = draw.CircleGlyph{}
+			if i > 0 {
+				l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+				pts.Shape = draw.SquareGlyph{}
+			}
+			p.Add(l, pts)
+			p.Legend.Add(fmt.Sprintf("%s, faults resolved in %v", rcName(policy), durationText(res)), l, pts)
+			drawn++
+		}
+	}
+	if drawn == 0 {
+		return nil, errors.New("rnpfrate: the virtual-time sweep has nothing to plot")
+	}
+	p.Y.Max = math.Max(p.Y.Max, 1.2)
+	p.X.Min /= 1.3
+	p.X.Max *= 1.3
+	return p, nil
+}
+
+func durationText(d time.Duration) string {
+	if d >= time.Millisecond && d%time.Millisecond == 0 {
+		return fmt.Sprintf("%d ms", d/time.Millisecond)
+	}
+	return fmt.Sprintf("%g µs", float64(d)/float64(time.Microsecond))
 }

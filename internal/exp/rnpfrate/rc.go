@@ -25,12 +25,12 @@ package rnpfrate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/internal/report"
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
@@ -147,106 +147,48 @@ func (r RCResult) MBps() float64 {
 // guests is booted once and again if one dies; a session whose perftest
 // ended starts again for the next point.
 func RunRC(ctx context.Context, c Config) ([]RCResult, error) {
-	if err := c.Validate(); err != nil {
+	if err := c.ready(TransportRC); err != nil {
 		return nil, err
 	}
-	if c.Transport != TransportRC {
-		return nil, errors.New("rnpfrate: RunRC is the RC half (-transport rc)")
-	}
-	if c.Images == nil || c.LogDir == "" {
-		return nil, errors.New("rnpfrate: Config needs Images and LogDir")
-	}
-	total := 0
-	for round := 1; round <= c.Rounds; round++ {
-		for _, p := range c.Policies {
-			total += len(c.points(p, round))
-		}
-	}
 	var (
-		pair    *testbed.RDMAPair
-		boots   int
+		session setup[*testbed.RDMAPair, *rcSession]
 		port    = rcPort
 		results []RCResult
-		start   = time.Now()
 	)
-	defer func() {
-		if pair != nil {
-			pair.Close()
-		}
-	}()
-	for round := 1; round <= c.Rounds; round++ {
-		for _, policy := range c.policyOrder(round) {
-			if err := ctx.Err(); err != nil {
-				return results, err
-			}
-			points := c.points(policy, round)
-			var s *rcSession
-			for _, p := range points {
-				r := RCResult{Point: p, Round: round, MsgSize: c.MsgSize}
-				label := fmt.Sprintf("[%d/%d] round %d: %s", len(results)+1, total, round, p)
-				if pair != nil && pairDead(pair) {
-					c.progress("a guest died; booting a new pair (logs of the old one in %s)", c.LogDir)
-					s.stop(ctx)
-					s = nil
-					pair.Close()
-					pair = nil
-				}
-				if pair == nil {
-					boots++
-					var err error
-					if pair, err = c.bootRC(ctx, boots); err != nil {
-						return results, err
-					}
-				}
-				if s == nil {
-					port++
-					var err error
-					if s, err = c.startSession(ctx, pair, policy, round, port, len(points)); err != nil {
-						r.Err = err
-					}
-				}
-				if r.Err == nil {
-					c.measureRC(ctx, pair, s, &r, label)
-					if s.exited() {
-						c.progress("%s: ib_send_bw ended (outputs in %s)", label, s.logBase)
-						s.stop(ctx)
-						s = nil
-					}
-				}
-				r.HostLoad = report.HostLoad()
-				if r.Err != nil {
-					c.progress("%s: FAILED: %v", label, r.Err)
-				}
-				results = append(results, r)
-				if done := len(results); done < total {
-					per := time.Since(start) / time.Duration(done)
-					c.progress("%d of %d windows done in %.0f s; about %.0f s to go", done, total, time.Since(start).Seconds(), (per * time.Duration(total-done)).Seconds())
+	stop := func(s *rcSession) { s.stop(ctx) }
+	err := runner.Loop[*testbed.RDMAPair, Point]{
+		Env:       &c.Env,
+		Transport: runner.RC(&c.Env, testbed.RDMAPairConfig{A: testbed.RDMANPFNIC, B: testbed.RDMARxe, Name: "rnpfrc", MemoryMiB: c.MemoryMiB}),
+		Steps:     c.plan(),
+		Run: func(ctx context.Context, pair *testbed.RDMAPair, st runner.Step[Point], label string) error {
+			r := RCResult{Point: st.Arm, Round: st.Round, MsgSize: c.MsgSize}
+			s, err := session.ensure(pair, st, func() (*rcSession, error) {
+				port++
+				return c.startSession(ctx, pair, st.Arm.Policy, st.Round, port, len(c.points(st.Arm.Policy, st.Round)))
+			}, stop)
+			if r.Err = err; err == nil {
+				c.measureRC(ctx, pair, s, &r, label)
+				if s.exited() {
+					c.Logf("%s: ib_send_bw ended (outputs in %s)", label, s.logBase)
+					session.release(stop)
 				}
 			}
-			s.stop(ctx)
-		}
-	}
-	return results, ctx.Err()
+			r.HostLoad = report.HostLoad()
+			results = append(results, r)
+			return r.Err
+		},
+		Release: func(context.Context, *testbed.RDMAPair) { session.release(stop) },
+	}.Go(ctx)
+	return results, err
 }
 
-func pairDead(p *testbed.RDMAPair) bool {
-	for _, g := range p.Guests() {
-		select {
-		case <-g.VM.Exited():
-			return true
-		default:
-		}
+// ReportRC is what the runner prints and writes of the RC half, with the
+// virtual-time sweep beside it when sim is set.
+func ReportRC(c Config, results []RCResult, sim *Sim) *runner.Outcome {
+	write := func(dir string, c Config, results []RCResult) ([]string, error) {
+		return WriteRCOutputs(dir, c, results, sim)
 	}
-	return false
-}
-
-// bootRC boots the pair: npfnic (A, the perftest server) and rxe (B).
-func (c *Config) bootRC(ctx context.Context, n int) (*testbed.RDMAPair, error) {
-	return testbed.StartRDMAPair(ctx, testbed.RDMAPairConfig{
-		Images: c.Images, A: testbed.RDMANPFNIC, B: testbed.RDMARxe, Name: "rnpfrc", MemoryMiB: c.MemoryMiB,
-		LogDir: filepath.Join(c.LogDir, fmt.Sprintf("pair-%d", n)), Trace: c.Trace,
-		Progress: func(f string, args ...any) { c.progress("  "+f, args...) },
-	})
+	return runner.Jobs(c, results, func(r RCResult) error { return r.Err }, "windows", c.LogDir, RCTable, write)
 }
 
 // rcSession is one ib_send_bw between the pair, running while a round
@@ -294,14 +236,14 @@ func (c *Config) startSession(ctx context.Context, pair *testbed.RDMAPair, polic
 	pt := workload.Perftest{Tool: "ib_send_bw", Size: c.MsgSize, Duration: c.sessionTime(points), Port: port}
 	s := &rcSession{pair: pair, done: make(chan struct{}),
 		logBase: filepath.Join(c.LogDir, fmt.Sprintf("round%d-%s-port%d", round, policy, port))}
-	c.progress("%s: ib_send_bw --odp -s %d from rxe into npfnic (port %d), warming its memory region at rate 0", policy, c.MsgSize, port)
+	c.Logf("%s: ib_send_bw --odp -s %d from rxe into npfnic (port %d), warming its memory region at rate 0", policy, c.MsgSize, port)
 	go func() {
 		defer close(s.done)
 		// Bounded by perftest's own duration (and a margin), not by ctx: stop
 		// ends it.
 		rctx, rcancel := context.WithTimeout(context.Background(), pt.Duration+2*time.Minute)
 		defer rcancel()
-		res, err := pair.Perftest(rctx, npf, rxe, testbed.PerftestRun{Perftest: pt, Side: testbed.ODPOnNPFNIC, Logf: c.progress})
+		res, err := pair.Perftest(rctx, npf, rxe, testbed.PerftestRun{Perftest: pt, Side: testbed.ODPOnNPFNIC, Logf: c.Logf})
 		s.err = err
 		_ = os.MkdirAll(filepath.Dir(s.logBase), 0o755)
 		_ = os.WriteFile(s.logBase+"-server.txt", []byte(res.ServerOut), 0o644)
@@ -312,7 +254,7 @@ func (c *Config) startSession(ctx context.Context, pair *testbed.RDMAPair, polic
 		s.stop(ctx)
 		return nil, fmt.Errorf("warming ib_send_bw's memory region: %w", err)
 	}
-	c.progress("%s: memory region warm after %d faults", policy, n)
+	c.Logf("%s: memory region warm after %d faults", policy, n)
 	return s, nil
 }
 
@@ -339,7 +281,7 @@ func (s *rcSession) stop(ctx context.Context) {
 // sessionError says why a session ended.
 func (s *rcSession) sessionError() error {
 	if s.err != nil {
-		return fmt.Errorf("ib_send_bw ended: %s (outputs in %s-*.txt)", firstLine(s.err.Error()), s.logBase)
+		return fmt.Errorf("ib_send_bw ended: %s (outputs in %s-*.txt)", runner.FirstLine(s.err.Error()), s.logBase)
 	}
 	return fmt.Errorf("ib_send_bw ended (outputs in %s-*.txt)", s.logBase)
 }
@@ -400,6 +342,22 @@ func statistic(ctx context.Context, g *testbed.RDMAGuest) (map[string]int64, tim
 	return st, t0.Add(t1.Sub(t0) / 2), nil
 }
 
+// statistics reads npfnic's and rxe's rdma statistic, in that order or
+// (rxeFirst) the other, and returns them with the time of npfnic's
+// reading, which times a window.
+func statistics(ctx context.Context, npf, rxe *testbed.RDMAGuest, rxeFirst bool) (n, x map[string]int64, t time.Time, err error) {
+	if rxeFirst {
+		if x, _, err = statistic(ctx, rxe); err != nil {
+			return nil, nil, t, err
+		}
+	}
+	if n, t, err = statistic(ctx, npf); err != nil || rxeFirst {
+		return n, x, t, err
+	}
+	x, _, err = statistic(ctx, rxe)
+	return n, x, t, err
+}
+
 // measureRC measures one window at r's point and fills in r; afterwards
 // the rate is back at 0, faults are minor, and the region is warm again.
 func (c *Config) measureRC(ctx context.Context, pair *testbed.RDMAPair, s *rcSession, r *RCResult, label string) {
@@ -407,37 +365,22 @@ func (c *Config) measureRC(ctx context.Context, pair *testbed.RDMAPair, s *rcSes
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if r.PPM > 0 {
-		delay := time.Duration(0)
-		if r.Fault == "major" {
-			delay = c.MajorDelay
-		}
-		if err := npf.SetFaultDelay(sctx, delay); err != nil {
-			r.Err = err
-			return
-		}
-		if err := npf.SetRNPFRate(sctx, r.PPM); err != nil {
-			r.Err = err
+		if r.Err = inject(sctx, npf, r.Point, c.MajorDelay); r.Err != nil {
 			return
 		}
 	}
 	r.Err = func() error {
-		n0, t0, err := statistic(ctx, npf)
+		n0, x0, t0, err := statistics(ctx, npf, rxe, false)
 		if err != nil {
 			return err
 		}
-		x0, _, err := statistic(ctx, rxe)
-		if err != nil {
-			return err
-		}
-		c.progress("%s: %v window ...", label, c.Time)
+		c.Logf("%s: %v window ...", label, c.Time)
 		if err := sleep(ctx, s, c.Time); err != nil {
 			return err
 		}
-		x1, _, err := statistic(ctx, rxe)
-		if err != nil {
-			return err
-		}
-		n1, t1, err := statistic(ctx, npf)
+		// rxe first: npfnic's readings time the window, which then
+		// holds all that rxe counted in it.
+		n1, x1, t1, err := statistics(ctx, npf, rxe, true)
 		if err != nil {
 			return err
 		}
@@ -450,7 +393,7 @@ func (c *Config) measureRC(ctx context.Context, pair *testbed.RDMAPair, s *rcSes
 	}()
 	if r.Err == nil {
 		k := r.Counters
-		c.progress("%s: %.2f MB/s (%.0f messages/s); %d faults injected (%.0f ppm of %d messages), %d skipped; responder faults %d, RNR NAKs %d, drops %d; rxe: RNR NAKs %d, retries %d, gave up %d",
+		c.Logf("%s: %.2f MB/s (%.0f messages/s); %d faults injected (%.0f ppm of %d messages), %d skipped; responder faults %d, RNR NAKs %d, drops %d; rxe: RNR NAKs %d, retries %d, gave up %d",
 			label, r.MBps(), r.MsgsPerSec(), k.Injected, k.Rate(), k.Messages, k.Skipped, k.Faults, k.RNRNaks, k.FaultDrops, k.RxeRNR, k.RxeRetries, k.RxeRetryExceeded)
 		if k.FaultErrors > 0 || k.RxeRetryExceeded > 0 {
 			r.Err = fmt.Errorf("%d faults failed, rxe gave up %d times", k.FaultErrors, k.RxeRetryExceeded)
@@ -461,10 +404,7 @@ func (c *Config) measureRC(ctx context.Context, pair *testbed.RDMAPair, s *rcSes
 	}
 	// Back to rate 0 and minor faults, and fault back what is still
 	// evicted, so that the next window starts warm.
-	if err := npf.SetRNPFRate(sctx, 0); err != nil && r.Err == nil {
-		r.Err = err
-	}
-	if err := npf.SetFaultDelay(sctx, 0); err != nil && r.Err == nil {
+	if err := injectNone(sctx, npf); err != nil && r.Err == nil {
 		r.Err = err
 	}
 	if s.exited() {

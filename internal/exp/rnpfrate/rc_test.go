@@ -11,13 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/npfnic/npfnic/internal/exp/runner"
+
 	"github.com/npfnic/npfnic/ibrc"
 	"github.com/npfnic/npfnic/internal/exp/rnrsweep"
 )
 
 func rcConfig(t *testing.T) Config {
 	t.Helper()
-	c := Config{Transport: TransportRC, LogDir: "logs"}
+	c := Config{Transport: TransportRC, Env: runner.Env{LogDir: "logs"}}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -3,12 +3,12 @@ package rnpfrate
 import (
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/npfnic/npfnic/internal/exp/rnrsweep"
+	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/internal/report"
 )
 
@@ -23,10 +23,7 @@ func RCHeader(c Config) string {
 func RCTable(c Config, results []RCResult) string {
 	sum := SummarizeRC(results)
 	var b strings.Builder
-	b.WriteString(RCHeader(c))
-	b.WriteString("\n")
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "policy\tfaults\trate\tMB/s\t(min-max)\tx opt\tmsgs/s\tmeasured\tinjected\tskipped\tfaults\tRNR NAKs\tdrops\trxe RNR\trxe retries\tms/fault\tfailed\t\n")
+	tw := startTable(&b, RCHeader(c), "policy\tfaults\trate\tMB/s\t(min-max)\tx opt\tmsgs/s\tmeasured\tinjected\tskipped\tfaults\tRNR NAKs\tdrops\trxe RNR\trxe retries\tms/fault\tfailed")
 	for _, s := range sum.Cells {
 		fault := s.Fault
 		if fault == "" {
@@ -60,7 +57,7 @@ func RCTable(c Config, results []RCResult) string {
 	b.WriteString(GoalsText(RCGoals(sum.Cells)))
 	for _, r := range results {
 		if r.Err != nil {
-			fmt.Fprintf(&b, "\nround %d, %s failed: %s", r.Round, r.Point, firstLine(r.Err.Error()))
+			fmt.Fprintf(&b, "\nround %d, %s failed: %s", r.Round, r.Point, runner.FirstLine(r.Err.Error()))
 		}
 	}
 	return b.String()
@@ -91,7 +88,7 @@ func RCRunsRows(results []RCResult) [][]string {
 	for _, r := range results {
 		errText := ""
 		if r.Err != nil {
-			errText = firstLine(r.Err.Error())
+			errText = runner.FirstLine(r.Err.Error())
 		}
 		k := r.Counters
 		rows = append(rows, report.Row(r.Round, r.Policy, r.Fault, RateText(r.PPM), r.PPM, r.MsgSize, r.Seconds, k.Messages, r.MBps(), r.MsgsPerSec(),
@@ -134,32 +131,13 @@ func RCCellsRows(cells []RCCell) [][]string {
 // (`npfnic exp rnr`'s rnr.csv and rnr.png) in dir/rnr-sim.
 func WriteRCOutputs(dir string, c Config, results []RCResult, sim *Sim) ([]string, error) {
 	sum := SummarizeRC(results)
-	var files []string
-	p := filepath.Join(dir, "rnpf-rate-rc-runs.csv")
-	if err := report.WriteCSV(p, RCRunsHeader(), RCRunsRows(results)); err != nil {
-		return nil, err
-	}
-	files = append(files, p)
-	p = filepath.Join(dir, "rnpf-rate-rc.csv")
-	if err := report.WriteCSV(p, RCCellsHeader(), RCCellsRows(sum.Cells)); err != nil {
-		return nil, err
-	}
-	files = append(files, p)
-	p = filepath.Join(dir, "rnpf-rate-rc.txt")
-	if err := os.WriteFile(p, []byte(RCTable(c, results)), 0o644); err != nil {
-		return nil, err
-	}
-	files = append(files, p)
+	f := runner.Files{Dir: dir}
+	f.CSV("rnpf-rate-rc-runs.csv", RCRunsHeader(), RCRunsRows(results))
+	f.CSV("rnpf-rate-rc.csv", RCCellsHeader(), RCCellsRows(sum.Cells))
+	f.Text("rnpf-rate-rc.txt", RCTable(c, results))
 	if sim != nil {
-		csvPath, pngPath, err := rnrsweep.WriteOutputs(filepath.Join(dir, "rnr-sim"), sim.Config, sim.Base, sim.Points)
-		if err != nil {
-			return files, err
-		}
-		files = append(files, csvPath, pngPath)
+		f.Add(rnrsweep.Report(sim.Config, sim.Base, sim.Points).Write(filepath.Join(dir, "rnr-sim")))
 	}
-	p = filepath.Join(dir, "rnpf-rate-rc.png")
-	if err := SaveRCPlot(p, c, sum, sim); err != nil {
-		return files, err
-	}
-	return append(files, p), nil
+	f.PNG("rnpf-rate-rc.png", func(p string) error { return SaveRCPlot(p, c, sum, sim) })
+	return f.Done()
 }

@@ -2,9 +2,7 @@ package rnpfrate
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"time"
 
 	"github.com/npfnic/npfnic/internal/exp/rnrsweep"
 )
@@ -22,12 +20,8 @@ type Sim struct {
 // seconds of host CPU), one progress line per point.
 func RunSim(ctx context.Context, progress io.Writer) (*Sim, error) {
 	c := rnrsweep.DefaultConfig()
-	start := time.Now()
 	if progress != nil {
-		c.Progress = func(done, total int, r rnrsweep.Result) {
-			fmt.Fprintf(progress, "exp rnr [%d/%d %.1fs]: rate %g, %v, resolution %v: %.1f MB/s\n",
-				done, total, time.Since(start).Seconds(), r.FaultRate, r.Recovery, r.Resolution, r.MBps)
-		}
+		c.Progress = rnrsweep.ProgressTo(progress, "exp rnr ")
 	}
 	base, points, err := rnrsweep.Run(ctx, c)
 	if err != nil {

@@ -47,14 +47,9 @@ type RCSummary struct {
 // SummarizeRC groups the windows by point, in the order the points first
 // ran, and takes every cell relative to the optimum.
 func SummarizeRC(results []RCResult) RCSummary {
-	var order []Point
-	by := map[Point][]RCResult{}
+	order, by := report.Group(results, func(r RCResult) Point { return r.Point })
 	var opt, optMsgs []float64
 	for _, r := range results {
-		if _, ok := by[r.Point]; !ok {
-			order = append(order, r.Point)
-		}
-		by[r.Point] = append(by[r.Point], r)
 		if r.PPM == 0 && r.Err == nil {
 			opt, optMsgs = append(opt, r.MBps()), append(optMsgs, r.MsgsPerSec())
 		}

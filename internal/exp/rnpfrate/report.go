@@ -3,11 +3,10 @@ package rnpfrate
 import (
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/internal/report"
 )
 
@@ -24,10 +23,7 @@ func Header(c Config) string {
 func Table(c Config, results []Result) string {
 	cells := Summarize(results)
 	var b strings.Builder
-	b.WriteString(Header(c))
-	b.WriteString("\n")
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "policy\tfaults\trate\tMbit/s\t(min-max)\tx pin\trNPF ppm\trNPFs\trx_faults\tbackup pkts\tfault drops\tretrans host\tguest\tRTOs\tµs/rNPF\tfailed\t\n")
+	tw := startTable(&b, Header(c), "policy\tfaults\trate\tMbit/s\t(min-max)\tx pin\trNPF ppm\trNPFs\trx_faults\tbackup pkts\tfault drops\tretrans host\tguest\tRTOs\tµs/rNPF\tfailed")
 	for _, s := range cells {
 		fault, rate := s.Fault, RateText(s.PPM)
 		if fault == "" {
@@ -49,10 +45,19 @@ func Table(c Config, results []Result) string {
 	b.WriteString(GoalsText(Goals(cells)))
 	for _, r := range results {
 		if r.Err != nil {
-			fmt.Fprintf(&b, "\nround %d, %s failed: %s", r.Round, r.Point, firstLine(r.Err.Error()))
+			fmt.Fprintf(&b, "\nround %d, %s failed: %s", r.Round, r.Point, runner.FirstLine(r.Err.Error()))
 		}
 	}
 	return b.String()
+}
+
+// startTable writes header and a blank line to b, and returns a table
+// below them whose first row is columns (tab-separated).
+func startTable(b *strings.Builder, header, columns string) *tabwriter.Writer {
+	b.WriteString(header + "\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%s\t\n", columns)
+	return tw
 }
 
 // orDash formats v, or "-" for NaN (nothing to compare with).
@@ -76,13 +81,6 @@ func failedOf(failed, runs int) string {
 
 func failedText(s Cell) string { return failedOf(s.Failed, s.Runs) }
 
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
 // RunsHeader names the columns of rnpf-rate-runs.csv.
 func RunsHeader() []string {
 	return []string{"round", "policy", "faults", "rate", "rate_ppm", "mbps", "bytes", "seconds",
@@ -102,7 +100,7 @@ func RunsRows(results []Result) [][]string {
 		}
 		errText := ""
 		if r.Err != nil {
-			errText = firstLine(r.Err.Error())
+			errText = runner.FirstLine(r.Err.Error())
 		}
 		k := r.Counters
 		rows = append(rows, report.Row(r.Round, r.Policy, r.Fault, RateText(r.PPM), r.PPM, r.Mbps(), bytes, secs,
@@ -135,25 +133,10 @@ func CellsRows(cells []Cell) [][]string {
 // and rnpf-rate.png (the figure).
 func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 	cells := Summarize(results)
-	var files []string
-	p := filepath.Join(dir, "rnpf-rate-runs.csv")
-	if err := report.WriteCSV(p, RunsHeader(), RunsRows(results)); err != nil {
-		return nil, err
-	}
-	files = append(files, p)
-	p = filepath.Join(dir, "rnpf-rate.csv")
-	if err := report.WriteCSV(p, CellsHeader(), CellsRows(cells)); err != nil {
-		return nil, err
-	}
-	files = append(files, p)
-	p = filepath.Join(dir, "rnpf-rate.txt")
-	if err := os.WriteFile(p, []byte(Table(c, results)), 0o644); err != nil {
-		return nil, err
-	}
-	files = append(files, p)
-	p = filepath.Join(dir, "rnpf-rate.png")
-	if err := SavePlot(p, c, cells); err != nil {
-		return files, err
-	}
-	return append(files, p), nil
+	f := runner.Files{Dir: dir}
+	f.CSV("rnpf-rate-runs.csv", RunsHeader(), RunsRows(results))
+	f.CSV("rnpf-rate.csv", CellsHeader(), CellsRows(cells))
+	f.Text("rnpf-rate.txt", Table(c, results))
+	f.PNG("rnpf-rate.png", func(p string) error { return SavePlot(p, c, cells) })
+	return f.Done()
 }

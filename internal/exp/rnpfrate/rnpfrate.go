@@ -25,26 +25,24 @@
 //
 // That is the Ethernet half (Figure 10, left). The RC half (-transport rc,
 // Figure 10, right: ib_send_bw into npfnic, RNR NAK against drop) is in
-// rc.go; the two share the configuration, the rates and the interleaving
-// of the rounds.
+// rc.go; the two share the configuration, the plan of the rounds and the
+// per-policy setup (setup.go), and run on package runner's loop.
 package rnpfrate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/internal/report"
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
-	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
 // Policies are the RX policies in the order a round loads them.
@@ -87,8 +85,8 @@ const (
 
 // Config is one run of the experiment.
 type Config struct {
-	// Images are the guest images; required.
-	Images *images.Artifacts
+	// Env's Images and LogDir are required to run.
+	runner.Env
 	// Transport is TransportEth (default) or TransportRC.
 	Transport string
 	// Policies to compare; default Policies (RC: RCPolicies). Pin is the
@@ -115,19 +113,10 @@ type Config struct {
 	// MemoryMiB and CPUs are the guest's (RC: each guest's memory, one
 	// vCPU); default 1024 MiB and 1 vCPU.
 	MemoryMiB, CPUs int
-	// LogDir keeps the guest's logs; required.
-	LogDir string
-	// Progress receives one line per step; nil is quiet.
-	Progress io.Writer
-	// Trace records the device's events over the whole run (package
-	// trace); nil records nothing. The caller writes it out.
-	Trace *trace.Recorder
 }
 
 func (c *Config) setDefaults() {
-	if c.Transport == "" {
-		c.Transport = TransportEth
-	}
+	c.Transport = cmp.Or(c.Transport, TransportEth)
 	rc := c.Transport == TransportRC
 	if len(c.Policies) == 0 {
 		c.Policies = slices.Clone(Policies)
@@ -141,9 +130,7 @@ func (c *Config) setDefaults() {
 	if len(c.Faults) == 0 {
 		c.Faults = slices.Clone(Faults)
 	}
-	if c.MajorDelay == 0 {
-		c.MajorDelay = DefaultMajorDelay
-	}
+	c.MajorDelay = cmp.Or(c.MajorDelay, DefaultMajorDelay)
 	if c.Time == 0 {
 		c.Time = DefaultTime
 		if rc {
@@ -153,15 +140,9 @@ func (c *Config) setDefaults() {
 	if c.MsgSize == 0 && rc {
 		c.MsgSize = DefaultRCMsgSize
 	}
-	if c.Rounds == 0 {
-		c.Rounds = DefaultRounds
-	}
-	if c.MemoryMiB == 0 {
-		c.MemoryMiB = 1024
-	}
-	if c.CPUs == 0 {
-		c.CPUs = 1
-	}
+	c.Rounds = cmp.Or(c.Rounds, DefaultRounds)
+	c.MemoryMiB = cmp.Or(c.MemoryMiB, 1024)
+	c.CPUs = cmp.Or(c.CPUs, 1)
 }
 
 // Validate checks what a user chose (after defaults); Run checks the rest.
@@ -232,32 +213,8 @@ func PPM(rate float64) int { return int(rate*testbed.PPM + 0.5) }
 
 // ParseRates parses "0,1e-4,0.01" into rates per packet.
 func ParseRates(s string) ([]float64, error) {
-	var out []float64
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		v, err := strconv.ParseFloat(f, 64)
-		if err != nil {
-			return nil, fmt.Errorf("rate %q: %w", f, err)
-		}
-		out = append(out, v)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no rate")
-	}
-	return out, nil
-}
-
-// ParseList splits a comma-separated flag value.
-func ParseList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
+	rates, err := runner.ParseFloats(s, "rate")
+	return runner.NonEmpty(rates, err, "rate")
 }
 
 // Point is what one measurement varies: the policy, the fault kind and
@@ -315,13 +272,32 @@ func (r Result) Mbps() float64 {
 
 // policyOrder is the order round loads the policies in: Policies rotated
 // left by round-1.
-func (c *Config) policyOrder(round int) []string {
-	n := len(c.Policies)
-	if n == 0 {
-		return nil
+func (c *Config) policyOrder(round int) []string { return runner.Rotate(c.Policies, round) }
+
+// plan lists every point of every round: the policies in the round's
+// order, each with its points (one driver load or perftest session).
+func (c *Config) plan() []runner.Step[Point] {
+	return runner.Rounds(c.Rounds, func(round int) []Point {
+		var points []Point
+		for _, p := range c.policyOrder(round) {
+			points = append(points, c.points(p, round)...)
+		}
+		return points
+	})
+}
+
+// ready validates c for the half that runs on transport.
+func (c *Config) ready(transport string) error {
+	if err := c.Validate(); err != nil {
+		return err
 	}
-	k := (round - 1) % n
-	return append(append([]string(nil), c.Policies[k:]...), c.Policies[:k]...)
+	if c.Transport != transport {
+		return fmt.Errorf("rnpfrate: -transport %s does not run here (Run is the Ethernet half, RunRC the RC one)", c.Transport)
+	}
+	if c.Images == nil || c.LogDir == "" {
+		return errors.New("rnpfrate: Config needs Images and LogDir")
+	}
+	return nil
 }
 
 // points lists one round's points of policy, in the round's rate order.
@@ -338,12 +314,8 @@ func (c *Config) points(policy string, round int) []Point {
 			rates = append(rates, ppm)
 		}
 	}
-	slices.Sort(rates)
-	if round%2 == 0 {
-		slices.Reverse(rates)
-	}
 	for _, f := range c.Faults {
-		for _, ppm := range rates {
+		for _, ppm := range runner.Alternate(rates, round) {
 			out = append(out, Point{Policy: policy, Fault: f, PPM: ppm})
 		}
 	}
@@ -354,101 +326,37 @@ func (c *Config) points(policy string, round int) []Point {
 // failed run does not stop the others (look at Result.Err). The guest is
 // booted once and rebooted if it dies. RunRC runs the RC half.
 func Run(ctx context.Context, c Config) ([]Result, error) {
-	if err := c.Validate(); err != nil {
+	if err := c.ready(TransportEth); err != nil {
 		return nil, err
 	}
-	if c.Transport != TransportEth {
-		return nil, fmt.Errorf("rnpfrate: Run is the Ethernet half; -transport %s runs with RunRC", c.Transport)
-	}
-	if c.Images == nil || c.LogDir == "" {
-		return nil, errors.New("rnpfrate: Config needs Images and LogDir")
-	}
-	if err := testbed.CheckHost(); err != nil {
-		return nil, fmt.Errorf("rnpfrate: %w", err)
-	}
-	if reaped := testbed.ReapStale(); len(reaped) > 0 {
-		c.progress("removed leftovers of an earlier run: %s", strings.Join(reaped, ", "))
-	}
-	total := 0
-	for round := 1; round <= c.Rounds; round++ {
-		for _, p := range c.Policies {
-			total += len(c.points(p, round))
-		}
-	}
-	var (
-		tb      *testbed.Testbed
-		boots   int
-		results []Result
-		start   = time.Now()
-	)
-	defer func() {
-		if tb != nil {
-			tb.Close()
-		}
-	}()
-	for round := 1; round <= c.Rounds; round++ {
-		for _, policy := range c.policyOrder(round) {
-			if err := ctx.Err(); err != nil {
-				return results, err
+	var loaded setup[*testbed.Testbed, string]
+	var results []Result
+	err := runner.Loop[*testbed.Testbed, Point]{
+		Env: &c.Env,
+		Transport: runner.Ethernet(&c.Env, testbed.Config{Name: "rnpfrate", MemoryMiB: c.MemoryMiB, CPUs: c.CPUs},
+			runner.ForgetTCPMetrics, func(ctx context.Context, tb *testbed.Testbed) error {
+				sctx, cancel := context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+				return workload.StartGuestIperf3Server(sctx, tb.VM)
+			}),
+		Steps: c.plan(),
+		Run: func(ctx context.Context, tb *testbed.Testbed, s runner.Step[Point], label string) error {
+			r := Result{Point: s.Arm, Round: s.Round}
+			_, r.Err = loaded.ensure(tb, s, func() (string, error) { return s.Arm.Policy, c.load(ctx, tb, s.Arm.Policy) }, nil)
+			if r.Err == nil {
+				c.measure(ctx, tb, &r, label)
 			}
-			if tb != nil && tb.Dead() {
-				c.progress("the guest died; booting a new one (logs of the old one in %s)", tb.LogDir)
-				tb.Close()
-				tb = nil
-			}
-			if tb == nil {
-				boots++
-				var err error
-				if tb, err = c.boot(ctx, boots); err != nil {
-					return results, err
-				}
-			}
-			points := c.points(policy, round)
-			err := c.load(ctx, tb, policy)
-			for _, p := range points {
-				r := Result{Point: p, Round: round}
-				label := fmt.Sprintf("[%d/%d] round %d: %s", len(results)+1, total, round, p)
-				if r.Err = err; err == nil {
-					c.measure(ctx, tb, &r, label)
-				}
-				r.HostLoad = report.HostLoad()
-				if r.Err != nil {
-					c.progress("%s: FAILED: %v", label, r.Err)
-				}
-				results = append(results, r)
-				if done := len(results); done < total {
-					per := time.Since(start) / time.Duration(done)
-					c.progress("%d of %d runs done in %.0f s; about %.0f s to go", done, total, time.Since(start).Seconds(), (per * time.Duration(total-done)).Seconds())
-				}
-			}
-		}
-	}
-	return results, ctx.Err()
+			r.HostLoad = report.HostLoad()
+			results = append(results, r)
+			return r.Err
+		},
+	}.Go(ctx)
+	return results, err
 }
 
-// boot starts the guest, its iperf3 server, and keeps the host's TCP
-// from carrying what it learnt in one run into the next: Linux caches
-// ssthresh per destination (tcp_metrics), so a run after a lossy one would
-// start with the small window the loss left.
-func (c *Config) boot(ctx context.Context, n int) (*testbed.Testbed, error) {
-	tb, err := testbed.Start(ctx, testbed.Config{
-		Images: c.Images, Name: "rnpfrate", MemoryMiB: c.MemoryMiB, CPUs: c.CPUs,
-		LogDir: filepath.Join(c.LogDir, fmt.Sprintf("guest-%d", n)), Progress: c.progress, Trace: c.Trace,
-	})
-	if err != nil {
-		return nil, err
-	}
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := workload.StartGuestIperf3Server(sctx, tb.VM); err != nil {
-		tb.Close()
-		return nil, err
-	}
-	if _, err := tb.NS.Run(sctx, "sysctl", "-q", "-w", "net.ipv4.tcp_no_metrics_save=1"); err != nil {
-		tb.Close()
-		return nil, fmt.Errorf("host namespace: sysctl net.ipv4.tcp_no_metrics_save=1: %w", err)
-	}
-	return tb, nil
+// Report is what the runner prints and writes of the Ethernet half.
+func Report(c Config, results []Result) *runner.Outcome {
+	return runner.Jobs(c, results, func(r Result) error { return r.Err }, "runs", c.LogDir, Table, WriteOutputs)
 }
 
 // DriverParams are the module parameters of a policy's load: the rate
@@ -468,7 +376,7 @@ func (c *Config) DriverParams(policy string) string {
 // load reloads the driver with policy and warms its ring.
 func (c *Config) load(ctx context.Context, tb *testbed.Testbed, policy string) error {
 	params := c.DriverParams(policy)
-	c.progress("%s: insmod npfnic.ko %s", policy, params)
+	c.Logf("%s: insmod npfnic.ko %s", policy, params)
 	if err := tb.LoadDriver(ctx, params); err != nil {
 		return err
 	}
@@ -481,7 +389,7 @@ func (c *Config) load(ctx context.Context, tb *testbed.Testbed, policy string) e
 	if err != nil {
 		return fmt.Errorf("warming the RX ring: %w", err)
 	}
-	c.progress("%s: RX ring warm after %d faults", policy, n)
+	c.Logf("%s: RX ring warm after %d faults", policy, n)
 	return nil
 }
 
@@ -569,17 +477,8 @@ func counters(ctx context.Context, tb *testbed.Testbed) (testbed.RNPFCounters, e
 func (c *Config) measure(ctx context.Context, tb *testbed.Testbed, r *Result, label string) {
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	delay := time.Duration(0)
-	if r.Fault == "major" {
-		delay = c.MajorDelay
-	}
 	if r.Policy != "pin" {
-		if err := tb.SetFaultDelay(sctx, delay); err != nil {
-			r.Err = err
-			return
-		}
-		if err := tb.SetRNPFRate(sctx, r.PPM); err != nil {
-			r.Err = err
+		if r.Err = inject(sctx, tb, r.Point, c.MajorDelay); r.Err != nil {
 			return
 		}
 	}
@@ -588,25 +487,19 @@ func (c *Config) measure(ctx context.Context, tb *testbed.Testbed, r *Result, la
 		r.Err = err
 		return
 	}
-	host0, herr := tb.HostTCP(sctx)
-	guest0, gerr := tb.GuestTCP(sctx)
-	c.progress("%s: iperf3 host -> guest for %v ...", label, c.Time)
+	retrans := tb.CountTCPRetrans(sctx)
+	c.Logf("%s: iperf3 host -> guest for %v ...", label, c.Time)
 	r.Iperf, r.Err = workload.HostIperf3(ctx, tb.NS, tb.GuestIP, c.Time)
 	if after, err := counters(ctx, tb); err == nil {
 		r.Counters = after.Since(before)
 	} else if r.Err == nil {
 		r.Err = err
 	}
-	if host1, e := tb.HostTCP(sctx); e == nil && herr == nil {
-		r.HostRetrans = host1["Tcp.RetransSegs"] - host0["Tcp.RetransSegs"]
-		r.HostTimeouts = host1["TcpExt.TCPTimeouts"] - host0["TcpExt.TCPTimeouts"]
-	}
-	if guest1, e := tb.GuestTCP(sctx); e == nil && gerr == nil {
-		r.GuestRetrans = guest1["Tcp.RetransSegs"] - guest0["Tcp.RetransSegs"]
-	}
+	k := retrans(sctx)
+	r.HostRetrans, r.GuestRetrans, r.HostTimeouts = k.Host, k.Guest, k.HostTimeouts
 	if r.Err == nil {
 		k := r.Counters
-		c.progress("%s: %.0f Mbit/s; %d rNPFs injected (%.0f ppm of %d frames), rx_faults %d, rx_backup_pkts %d, rx_fault_drops %d; TCP retransmits host %d guest %d",
+		c.Logf("%s: %.0f Mbit/s; %d rNPFs injected (%.0f ppm of %d frames), rx_faults %d, rx_backup_pkts %d, rx_fault_drops %d; TCP retransmits host %d guest %d",
 			label, r.Mbps(), k.Injected, k.Rate(), k.RxPackets, k.Faults, k.BackupPkts, k.FaultDrops, r.HostRetrans, r.GuestRetrans)
 	}
 	if r.Policy == "pin" || r.PPM == 0 {
@@ -614,21 +507,12 @@ func (c *Config) measure(ctx context.Context, tb *testbed.Testbed, r *Result, la
 	}
 	// Back to rate 0 and minor faults, and fault back what is still taken
 	// away, so that the next run starts from a warm ring.
-	if err := tb.SetRNPFRate(sctx, 0); err != nil && r.Err == nil {
-		r.Err = err
-	}
-	if err := tb.SetFaultDelay(sctx, 0); err != nil && r.Err == nil {
+	if err := injectNone(sctx, tb); err != nil && r.Err == nil {
 		r.Err = err
 	}
 	if n, err := c.warm(ctx, tb); err != nil && r.Err == nil {
 		r.Err = fmt.Errorf("rewarming the RX ring: %w", err)
 	} else {
 		r.Rewarm = n
-	}
-}
-
-func (c *Config) progress(format string, args ...any) {
-	if c.Progress != nil {
-		fmt.Fprintf(c.Progress, format+"\n", args...)
 	}
 }

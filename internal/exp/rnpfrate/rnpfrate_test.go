@@ -11,12 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/npfnic/npfnic/internal/exp/runner"
+
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 )
 
 func validConfig() Config {
-	return Config{LogDir: "logs"}
+	return Config{Env: runner.Env{LogDir: "logs"}}
 }
 
 func TestValidate(t *testing.T) {

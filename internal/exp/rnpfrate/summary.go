@@ -42,14 +42,7 @@ func (c Cell) Done() bool { return c.Runs > c.Failed }
 // Summarize groups the runs by point, in the order the points first ran,
 // and takes every cell's throughput relative to pin's.
 func Summarize(results []Result) []Cell {
-	var order []Point
-	by := map[Point][]Result{}
-	for _, r := range results {
-		if _, ok := by[r.Point]; !ok {
-			order = append(order, r.Point)
-		}
-		by[r.Point] = append(by[r.Point], r)
-	}
+	order, by := report.Group(results, func(r Result) Point { return r.Point })
 	cells := make([]Cell, 0, len(order))
 	pin := math.NaN()
 	for _, p := range order {

@@ -2,13 +2,38 @@ package rnrsweep
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
+	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/internal/report"
 )
+
+// ProgressTo is a Config.Progress that writes a line per point to w,
+// each starting with prefix.
+func ProgressTo(w io.Writer, prefix string) func(done, total int, r Result) {
+	return func(done, total int, r Result) {
+		fmt.Fprintf(w, "%s[%d/%d] rate %-7g %-5v resolution %-6v %9.2f MB/s  (%d faults, %d RNR NAKs, %d timeouts; %v wall)\n",
+			prefix, done, total, r.FaultRate, r.Recovery, r.Resolution, r.MBps, r.Faults, r.RNRNaks, r.Timeouts, r.Wall.Round(time.Millisecond))
+	}
+}
+
+// Report is what the runner prints and writes of a sweep.
+func Report(c Config, base Result, points []Result) *runner.Outcome {
+	return &runner.Outcome{
+		Table: Table(c, base, points),
+		Write: func(dir string) ([]string, error) {
+			csvPath, pngPath, err := WriteOutputs(dir, c, base, points)
+			if err != nil {
+				return nil, err
+			}
+			return []string{csvPath, pngPath}, nil
+		},
+	}
+}
 
 // CSVHeader names the columns of the CSV: one row per point, the model
 // parameters repeated on every row so the file describes itself.
