@@ -103,10 +103,10 @@ func (n *NIC) writeReg(reg uint64, v, mask uint32) {
 // or its engine's.
 func doorbellTrack(r hw.Register, q int) trace.Track {
 	switch {
-	case q >= 0 && r.Offset == hw.QPTxTail:
-		return trace.QPTx(q)
+	case q >= 0 && r.Offset == hw.PairTxTail:
+		return trace.PairTx(q)
 	case q >= 0:
-		return trace.QPRx(q)
+		return trace.PairRx(q)
 	case r.Block == hw.BlockATS:
 		return trace.TrackATS
 	case r.Block == hw.BlockPRI:
@@ -178,7 +178,7 @@ func (b identityRegs) ReadRegister(r hw.Register, _ int) (uint32, bool) {
 		return binary.LittleEndian.Uint32(b.n.mac[0:4]), true
 	case hw.RegMACHi:
 		return uint32(binary.LittleEndian.Uint16(b.n.mac[4:6])), true
-	case hw.RegQPMax:
+	case hw.RegPairMax:
 		return uint32(b.n.queuePairs), true
 	case hw.RegFeatures:
 		return hw.Features, true

@@ -117,7 +117,7 @@ func (f *fakeBlock) WriteRegister(r hw.Register, q int, v uint32) bool {
 // barOffset is the BAR0 offset of the register hw.Lookup decoded as r, q.
 func barOffset(r hw.Register, q int) uint32 {
 	if q >= 0 {
-		return hw.QPBase(q) + r.Offset
+		return hw.PairBase(q) + r.Offset
 	}
 	return r.Offset
 }
@@ -229,7 +229,7 @@ func TestPartialWritesOfRealRegisters(t *testing.T) {
 		p    []byte
 	}{
 		{"CTRL", hw.RegCtrl, []byte{hw.CtrlEnable}},
-		{"QP_CTRL", hw.QPBase(0) + hw.QPCtrl, []byte{hw.QPCtrlEnable}},
+		{"PAIR_CTRL", hw.PairBase(0) + hw.PairCtrl, []byte{hw.PairCtrlEnable}},
 		{"ATS_CTRL", hw.RegATSCtrl, []byte{hw.ATSCtrlEnable}},
 		{"PRI_CTRL", hw.RegPRICtrl, []byte{hw.PRICtrlEnable}},
 		{"BACKUP_CTRL", hw.RegBackupCtrl, []byte{hw.BackupCtrlEnable}},
@@ -252,7 +252,7 @@ func TestPartialWritesOfRealRegisters(t *testing.T) {
 	}{
 		{"SCRATCH", hw.RegScratch, 0x11223344, 1, []byte{0xaa}, 0x1122aa44},
 		{"STATUS_ADDR_LO", hw.RegStatusAddrLo, 0x11223340, 2, []byte{0xaa, 0xbb}, 0xbbaa3340},
-		{"QP_TX_BASE_HI", hw.QPBase(1) + hw.QPTxBaseHi, 0x11223344, 0, []byte{0xaa}, 0x112233aa},
+		{"PAIR_TX_BASE_HI", hw.PairBase(1) + hw.PairTxBaseHi, 0x11223344, 0, []byte{0xaa}, 0x112233aa},
 		{"BACKUP_SIZE", hw.RegBackupSize, 0x100, 1, []byte{0x02}, 0x200},
 		{"INVQ_BASE_LO", hw.RegInvqBaseLo, 0x11223340, 3, []byte{0xaa}, 0xaa223340},
 		{"ATC_CAPACITY", hw.RegATCCapacity, 0x102, 1, []byte{0x03}, 0x302},
@@ -299,7 +299,7 @@ func TestUnusedOffsetsReadZero(t *testing.T) {
 func TestPartialWriteLogIsRateLimited(t *testing.T) {
 	n, logs := newLoggedNIC(t)
 	for range 100 {
-		n.RegionWrite(hw.RegBAR, uint64(hw.QPBase(0)+hw.QPTxTail), []byte{1})
+		n.RegionWrite(hw.RegBAR, uint64(hw.PairBase(0)+hw.PairTxTail), []byte{1})
 	}
 	got := logs.take("partial write")
 	if len(got) != 1 || got[0]["pair"] != int64(0) || got[0]["reg"] != "TX_TAIL" {
@@ -338,17 +338,17 @@ func TestNICWorksBeforeAttach(t *testing.T) {
 	if got := rd32(t, n, hw.RegBAR, hw.RegATCCapacity); got != 1024 {
 		t.Fatalf("ATC_CAPACITY %d", got)
 	}
-	wr32(t, n, hw.RegBAR, uint64(hw.QPBase(0)+hw.QPTxSize), 64)
-	if got := rd32(t, n, hw.RegBAR, uint64(hw.QPBase(0)+hw.QPTxSize)); got != 64 {
-		t.Fatalf("QP_TX_SIZE %d", got)
+	wr32(t, n, hw.RegBAR, uint64(hw.PairBase(0)+hw.PairTxSize), 64)
+	if got := rd32(t, n, hw.RegBAR, uint64(hw.PairBase(0)+hw.PairTxSize)); got != 64 {
+		t.Fatalf("PAIR_TX_SIZE %d", got)
 	}
 	wr32(t, n, hw.RegBAR, hw.RegDiagIRQ, 1) // no client: logged, not fired
 	if err := n.Reset(); err != nil {
 		t.Fatal(err)
 	}
 	n.ClientDisconnected()
-	if got := rd32(t, n, hw.RegBAR, uint64(hw.QPBase(0)+hw.QPTxSize)); got != 0 {
-		t.Fatalf("QP_TX_SIZE %d after the resets", got)
+	if got := rd32(t, n, hw.RegBAR, uint64(hw.PairBase(0)+hw.PairTxSize)); got != 0 {
+		t.Fatalf("PAIR_TX_SIZE %d after the resets", got)
 	}
 }
 
@@ -360,7 +360,7 @@ func BenchmarkBAR0(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer n.Close()
-	tail := uint64(hw.QPBase(0) + hw.QPTxTail)
+	tail := uint64(hw.PairBase(0) + hw.PairTxTail)
 	p := make([]byte, 4)
 	b.Run("doorbell", func(b *testing.B) {
 		for b.Loop() {

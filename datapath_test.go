@@ -101,19 +101,19 @@ func TestDatapathRegisters(t *testing.T) {
 		{"mac lo", hw.RegMACLo, nil, 0x33221102},
 		{"mac hi", hw.RegMACHi, nil, 0x5544},
 		{"mac read-only", hw.RegMACLo, ptr(0), 0x33221102},
-		{"qp max", hw.RegQPMax, nil, 2},
+		{"qp max", hw.RegPairMax, nil, 2},
 		{"ctrl enable", hw.RegCtrl, ptr(hw.CtrlEnable), hw.CtrlEnable},
 		{"status lo", hw.RegStatusAddrLo, ptr(0x1040), 0x1040},
 		{"status hi", hw.RegStatusAddrHi, ptr(0x0), 0},
 		{"misc arm write-only", hw.RegMiscIRQArm, ptr(1), 0},
-		{"pair 1 tx size", hw.QPBase(1) + hw.QPTxSize, ptr(256), 256},
-		{"pair 1 rx base hi", hw.QPBase(1) + hw.QPRxBaseHi, ptr(7), 7},
-		{"pair 1 itr", hw.QPBase(1) + hw.QPITR, ptr(30), 30},
-		{"pair 1 tail write-only", hw.QPBase(1) + hw.QPTxTail, ptr(1), 0},
-		{"pair 2 not offered", hw.QPBase(2) + hw.QPTxSize, ptr(256), 0},
+		{"pair 1 tx size", hw.PairBase(1) + hw.PairTxSize, ptr(256), 256},
+		{"pair 1 rx base hi", hw.PairBase(1) + hw.PairRxBaseHi, ptr(7), 7},
+		{"pair 1 itr", hw.PairBase(1) + hw.PairITR, ptr(30), 30},
+		{"pair 1 tail write-only", hw.PairBase(1) + hw.PairTxTail, ptr(1), 0},
+		{"pair 2 not offered", hw.PairBase(2) + hw.PairTxSize, ptr(256), 0},
 		{"reset self-clears and disables", hw.RegCtrl, ptr(hw.CtrlReset), 0},
 		{"reset forgot the status address", hw.RegStatusAddrLo, nil, 0},
-		{"reset cleared pair registers", hw.QPBase(1) + hw.QPTxSize, nil, 0},
+		{"reset cleared pair registers", hw.PairBase(1) + hw.PairTxSize, nil, 0},
 		{"enable with reset", hw.RegCtrl, ptr(hw.CtrlReset | hw.CtrlEnable), hw.CtrlEnable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,16 +126,16 @@ func TestDatapathRegisters(t *testing.T) {
 		})
 	}
 	// A 16-bit write merges into a pair's RW register.
-	r.wr(hw.QPBase(0)+hw.QPRxSize, 0x12340000)
-	r.n.RegionWrite(hw.RegBAR, uint64(hw.QPBase(0)+hw.QPRxSize), []byte{0x00, 0x02})
-	if got := r.rd(hw.QPBase(0) + hw.QPRxSize); got != 0x12340200 {
+	r.wr(hw.PairBase(0)+hw.PairRxSize, 0x12340000)
+	r.n.RegionWrite(hw.RegBAR, uint64(hw.PairBase(0)+hw.PairRxSize), []byte{0x00, 0x02})
+	if got := r.rd(hw.PairBase(0) + hw.PairRxSize); got != 0x12340200 {
 		t.Fatalf("narrow write: %#x", got)
 	}
 }
 
 func TestNewOptions(t *testing.T) {
 	for _, o := range []Options{
-		{QueuePairs: hw.QPMax + 1},
+		{QueuePairs: hw.PairMax + 1},
 		{QueuePairs: -1},
 		{MAC: net.HardwareAddr{1, 2, 3, 4, 5, 6}}, // multicast
 		{MAC: net.HardwareAddr{2, 2, 3}},
@@ -200,36 +200,36 @@ func TestEthernetThroughBAR0(t *testing.T) {
 		rxBuf  = ramIOVA + 0x4000
 	)
 	qs := func(f hw.Le32) uint32 {
-		return f.Get(r.at(status+uint64(hw.StatusQPOffset(1)), hw.QPStatusSize))
+		return f.Get(r.at(status+uint64(hw.StatusPairOffset(1)), hw.PairStatusSize))
 	}
 	r.wr(hw.RegStatusAddrLo, uint32(status))
 	r.wr(hw.RegStatusAddrHi, 0)
 	r.waitFor("link up in the status block", func() bool { return hw.StatusLink.Get(r.at(status, 64)) == hw.LinkUp })
 	r.wr(hw.RegMiscIRQArm, 1)
 	r.wr(hw.RegCtrl, hw.CtrlEnable)
-	q := hw.QPBase(1)
-	r.wr(q+hw.QPTxBaseLo, uint32(txRing))
-	r.wr(q+hw.QPTxSize, 8)
-	r.wr(q+hw.QPRxBaseLo, uint32(rxRing))
-	r.wr(q+hw.QPRxSize, 8)
-	r.wr(q+hw.QPCtrl, hw.QPCtrlEnable)
-	r.wr(q+hw.QPIRQArm, 1)
-	if r.rd(q+hw.QPCtrl) != hw.QPCtrlEnable|hw.QPCtrlBusy {
+	q := hw.PairBase(1)
+	r.wr(q+hw.PairTxBaseLo, uint32(txRing))
+	r.wr(q+hw.PairTxSize, 8)
+	r.wr(q+hw.PairRxBaseLo, uint32(rxRing))
+	r.wr(q+hw.PairRxSize, 8)
+	r.wr(q+hw.PairCtrl, hw.PairCtrlEnable)
+	r.wr(q+hw.PairIRQArm, 1)
+	if r.rd(q+hw.PairCtrl) != hw.PairCtrlEnable|hw.PairCtrlBusy {
 		t.Fatal("pair not enabled")
 	}
 	// RX: one buffer, one frame from the wire.
 	d := r.at(rxRing, hw.RxDescSize)
 	hw.RxDescAddr.Put(d, rxBuf)
 	hw.RxDescBufLen.Put(d, 2048)
-	r.wr(q+hw.QPRxTail, 1)
+	r.wr(q+hw.PairRxTail, 1)
 	in := bytes.Repeat([]byte{0xab, 0xcd}, 40)
 	r.peer.Send(in)
-	r.waitFor("rx_head", func() bool { return qs(hw.QPStatusRxHead) == 1 })
+	r.waitFor("rx_head", func() bool { return qs(hw.PairStatusRxHead) == 1 })
 	if hw.RxDescPktLen.Get(d) != uint16(len(in)) || hw.RxDescStatus.Get(d) != hw.RxdDone ||
 		!bytes.Equal(r.at(rxBuf, len(in)), in) {
 		t.Fatal("received frame")
 	}
-	r.waitFor("pair vector", func() bool { return r.fired(hw.QPVector(1)) == 1 })
+	r.waitFor("pair vector", func() bool { return r.fired(hw.PairVector(1)) == 1 })
 	// TX: a frame in two segments.
 	out := make([]byte, 100)
 	for i := range out {
@@ -242,19 +242,19 @@ func TestEthernetThroughBAR0(t *testing.T) {
 	hw.TxDescAddr.Put(t1, txBuf+30)
 	hw.TxDescLen.Put(t1, 70)
 	hw.TxDescFlags.Put(t1, hw.TxdEOP)
-	r.wr(q+hw.QPIRQArm, 1)
-	r.wr(q+hw.QPTxTail, 2)
+	r.wr(q+hw.PairIRQArm, 1)
+	r.wr(q+hw.PairTxTail, 2)
 	buf := make([]byte, 2048)
 	n, err := r.peer.Recv(buf)
 	if err != nil || !bytes.Equal(buf[:n], out) {
 		t.Fatalf("sent frame: %v", err)
 	}
-	r.waitFor("tx_head", func() bool { return qs(hw.QPStatusTxHead) == 2 })
-	r.waitFor("pair vector again", func() bool { return r.fired(hw.QPVector(1)) == 2 })
+	r.waitFor("tx_head", func() bool { return qs(hw.PairStatusTxHead) == 2 })
+	r.waitFor("pair vector again", func() bool { return r.fired(hw.PairVector(1)) == 2 })
 	// A bad doorbell: queue error, misc vector.
-	r.wr(q+hw.QPTxTail, 100)
-	r.waitFor("queue error", func() bool { return qs(hw.QPStatusError) == hw.QErrBadTail })
-	if qs(hw.QPStatusErrorInfo) != 100 {
+	r.wr(q+hw.PairTxTail, 100)
+	r.waitFor("queue error", func() bool { return qs(hw.PairStatusError) == hw.QErrBadTail })
+	if qs(hw.PairStatusErrorInfo) != 100 {
 		t.Fatal("error_info")
 	}
 	r.waitFor("misc vector", func() bool { return r.fired(hw.MiscVector) == 1 })
@@ -268,18 +268,18 @@ func TestDatapathResets(t *testing.T) {
 		r.wr(hw.RegStatusAddrLo, ramIOVA)
 		r.wr(hw.RegStatusAddrHi, 0)
 		r.wr(hw.RegCtrl, hw.CtrlEnable)
-		q := hw.QPBase(0)
-		r.wr(q+hw.QPTxBaseLo, ramIOVA+0x1000)
-		r.wr(q+hw.QPTxSize, 8)
-		r.wr(q+hw.QPRxBaseLo, ramIOVA+0x2000)
-		r.wr(q+hw.QPRxSize, 8)
-		r.wr(q+hw.QPCtrl, hw.QPCtrlEnable)
+		q := hw.PairBase(0)
+		r.wr(q+hw.PairTxBaseLo, ramIOVA+0x1000)
+		r.wr(q+hw.PairTxSize, 8)
+		r.wr(q+hw.PairRxBaseLo, ramIOVA+0x2000)
+		r.wr(q+hw.PairRxSize, 8)
+		r.wr(q+hw.PairCtrl, hw.PairCtrlEnable)
 		d := r.at(ramIOVA+0x2000, 16)
 		hw.RxDescAddr.Put(d, ramIOVA+0x4000)
 		hw.RxDescBufLen.Put(d, 2048)
-		r.wr(q+hw.QPRxTail, 1)
+		r.wr(q+hw.PairRxTail, 1)
 	}
-	rxHead := func() uint32 { return hw.QPStatusRxHead.Get(r.at(ramIOVA+uint64(hw.StatusQPOffset(0)), 64)) }
+	rxHead := func() uint32 { return hw.PairStatusRxHead.Get(r.at(ramIOVA+uint64(hw.StatusPairOffset(0)), 64)) }
 
 	setup()
 	r.n.RegionWrite(vfiouser.RegionConfig, pcie.OffCommand, []byte{0x02, 0}) // bus master off
@@ -292,7 +292,7 @@ func TestDatapathResets(t *testing.T) {
 	if err := r.n.Reset(); err != nil {
 		t.Fatal(err)
 	}
-	if r.rd(hw.RegCtrl) != 0 || r.rd(hw.QPBase(0)+hw.QPCtrl) != 0 || r.rd(hw.RegStatusAddrLo) != 0 {
+	if r.rd(hw.RegCtrl) != 0 || r.rd(hw.PairBase(0)+hw.PairCtrl) != 0 || r.rd(hw.RegStatusAddrLo) != 0 {
 		t.Fatal("DEVICE_RESET left the datapath configured")
 	}
 	if r.n.Ethernet().Stats().Pairs[0].Enabled {

@@ -9,7 +9,7 @@ import (
 )
 
 // The quiesce contract (hw.Quiesce) for the Ethernet datapath, through
-// BAR0: the BUSY bits of QP_CTRL, CTRL and BACKUP_CTRL, and LATE_DMA.
+// BAR0: the BUSY bits of PAIR_CTRL, CTRL and BACKUP_CTRL, and LATE_DMA.
 
 func (r *faultRig) rd(off uint32) uint32 { return rd32(r.t, r.n, hw.RegBAR, uint64(off)) }
 
@@ -38,17 +38,17 @@ func (r *faultRig) waitClear(off, bit uint32) {
 	}
 }
 
-// TestBusyBitsThroughBAR0: QP_CTRL and CTRL read BUSY while enabled (the
+// TestBusyBitsThroughBAR0: PAIR_CTRL and CTRL read BUSY while enabled (the
 // device may DMA at any time) and clear once disabled or reset with
 // nothing in flight.
 func TestBusyBitsThroughBAR0(t *testing.T) {
 	r := newFaultRig(t, faultOpts{noATS: true, policy: hw.RxPolicyDrop})
-	q := hw.QPBase(0)
+	q := hw.PairBase(0)
 	for _, tc := range []struct {
 		name      string
 		off, want uint32
 	}{
-		{"QP_CTRL enabled", q + hw.QPCtrl, hw.QPCtrlEnable | hw.QPCtrlBusy},
+		{"PAIR_CTRL enabled", q + hw.PairCtrl, hw.PairCtrlEnable | hw.PairCtrlBusy},
 		{"CTRL enabled with a status block", hw.RegCtrl, hw.CtrlEnable | hw.CtrlBusy},
 		{"LATE_DMA", hw.RegLateDMA, 0},
 	} {
@@ -56,12 +56,12 @@ func TestBusyBitsThroughBAR0(t *testing.T) {
 			t.Errorf("%s: %#x, want %#x", tc.name, got, tc.want)
 		}
 	}
-	r.wrNow(q+hw.QPCtrl, 0)
-	r.waitClear(q+hw.QPCtrl, hw.QPCtrlBusy)
+	r.wrNow(q+hw.PairCtrl, 0)
+	r.waitClear(q+hw.PairCtrl, hw.PairCtrlBusy)
 	// A write of BUSY is ignored: it is read only.
-	r.wr(q+hw.QPCtrl, hw.QPCtrlBusy)
-	if got := r.rd(q + hw.QPCtrl); got != 0 {
-		t.Errorf("QP_CTRL after writing BUSY alone: %#x", got)
+	r.wr(q+hw.PairCtrl, hw.PairCtrlBusy)
+	if got := r.rd(q + hw.PairCtrl); got != 0 {
+		t.Errorf("PAIR_CTRL after writing BUSY alone: %#x", got)
 	}
 	r.wrNow(hw.RegCtrl, hw.CtrlReset)
 	r.waitClear(hw.RegCtrl, hw.CtrlBusy)
@@ -97,8 +97,8 @@ func TestBackupDisableWhileStoreBlocked(t *testing.T) {
 	if v := r.rd(hw.RegBackupCtrl); v != hw.BackupCtrlBusy {
 		t.Fatalf("BACKUP_CTRL %#x while a store is held, want BUSY alone", v)
 	}
-	if r.rd(hw.QPBase(0)+hw.QPCtrl)&hw.QPCtrlBusy == 0 {
-		t.Fatal("QP_CTRL not BUSY while its frame is held")
+	if r.rd(hw.PairBase(0)+hw.PairCtrl)&hw.PairCtrlBusy == 0 {
+		t.Fatal("PAIR_CTRL not BUSY while its frame is held")
 	}
 	rem.Release()
 	r.waitClear(hw.RegBackupCtrl, hw.BackupCtrlBusy)
@@ -137,15 +137,15 @@ func TestTxFaultWaitDoesNotHoldQuiesce(t *testing.T) {
 	hw.TxDescLen.Put(d, 60)
 	hw.TxDescFlags.Put(d, hw.TxdEOP)
 	r.txTail = 1
-	r.wr(hw.QPBase(0)+hw.QPTxTail, r.txTail)
+	r.wr(hw.PairBase(0)+hw.PairTxTail, r.txTail)
 	r.waitFor("TX stalled on its fault", func() bool { return r.n.Ethernet().Stats().Pairs[0].TxFaults > 0 })
 	time.Sleep(time.Millisecond) // well inside the wait for the response
-	if v := r.rd(hw.QPBase(0) + hw.QPCtrl); v != hw.QPCtrlEnable|hw.QPCtrlBusy {
-		t.Fatalf("QP_CTRL %#x while stalled", v)
+	if v := r.rd(hw.PairBase(0) + hw.PairCtrl); v != hw.PairCtrlEnable|hw.PairCtrlBusy {
+		t.Fatalf("PAIR_CTRL %#x while stalled", v)
 	}
 	start := time.Now()
-	r.wrNow(hw.QPBase(0)+hw.QPCtrl, 0)
-	r.waitClear(hw.QPBase(0)+hw.QPCtrl, hw.QPCtrlBusy)
+	r.wrNow(hw.PairBase(0)+hw.PairCtrl, 0)
+	r.waitClear(hw.PairBase(0)+hw.PairCtrl, hw.PairCtrlBusy)
 	if el := time.Since(start); el > 500*time.Millisecond {
 		t.Fatalf("quiesce took %v behind a pending fault", el)
 	}
@@ -162,7 +162,7 @@ func TestLateDMACountsRefusedWrites(t *testing.T) {
 	hw.RxDescAddr.Put(d, buf)
 	hw.RxDescBufLen.Put(d, 2048)
 	r.rxTail = 1
-	r.wr(hw.QPBase(0)+hw.QPRxTail, r.rxTail)
+	r.wr(hw.PairBase(0)+hw.PairRxTail, r.rxTail)
 	ringLen := int(r.rxSize) * hw.RxDescSize
 	r.g.Mem.Fence(r.rxRing, uint64(ringLen))
 	ring := append([]byte(nil), r.g.Bytes(r.rxRing, ringLen)...)
@@ -174,5 +174,5 @@ func TestLateDMACountsRefusedWrites(t *testing.T) {
 	if !bytes.Equal(ring, r.g.Bytes(r.rxRing, ringLen)) {
 		t.Fatal("a refused write changed the fenced ring")
 	}
-	r.waitFor("pair error", func() bool { return r.qp(hw.QPStatusError) == hw.QErrBadRing })
+	r.waitFor("pair error", func() bool { return r.qp(hw.PairStatusError) == hw.QErrBadRing })
 }

@@ -165,16 +165,16 @@ func newFaultRig(t testing.TB, o faultOpts) *faultRig {
 	r.txSize, r.rxSize = o.ringSize, o.ringSize
 	r.txRing = g.Alloc(int(r.txSize)*hw.TxDescSize, 4096)
 	r.rxRing = g.Alloc(int(r.rxSize)*hw.RxDescSize, 4096)
-	q := hw.QPBase(0)
-	r.wr(q+hw.QPTxBaseLo, uint32(r.txRing))
-	r.wr(q+hw.QPTxBaseHi, uint32(r.txRing>>32))
-	r.wr(q+hw.QPTxSize, r.txSize)
-	r.wr(q+hw.QPRxBaseLo, uint32(r.rxRing))
-	r.wr(q+hw.QPRxBaseHi, uint32(r.rxRing>>32))
-	r.wr(q+hw.QPRxSize, r.rxSize)
-	r.wr(q+hw.QPRxPolicy, o.policy)
-	r.wr(q+hw.QPBmSize, o.bmSize)
-	r.wr(q+hw.QPCtrl, hw.QPCtrlEnable)
+	q := hw.PairBase(0)
+	r.wr(q+hw.PairTxBaseLo, uint32(r.txRing))
+	r.wr(q+hw.PairTxBaseHi, uint32(r.txRing>>32))
+	r.wr(q+hw.PairTxSize, r.txSize)
+	r.wr(q+hw.PairRxBaseLo, uint32(r.rxRing))
+	r.wr(q+hw.PairRxBaseHi, uint32(r.rxRing>>32))
+	r.wr(q+hw.PairRxSize, r.rxSize)
+	r.wr(q+hw.PairRxPolicy, o.policy)
+	r.wr(q+hw.PairBmSize, o.bmSize)
+	r.wr(q+hw.PairCtrl, hw.PairCtrlEnable)
 	r.wr(hw.RegCtrl, hw.CtrlEnable)
 	// The control goroutine latches the status block after the enable;
 	// until then the pair's counters are not in guest memory, and a test
@@ -218,7 +218,7 @@ func (r *faultRig) postRX(n int) {
 		hw.RxDescStatus.Put(d, 0)
 		r.rxTail++
 	}
-	r.wr(hw.QPBase(0)+hw.QPRxTail, r.rxTail)
+	r.wr(hw.PairBase(0)+hw.PairRxTail, r.rxTail)
 }
 
 func (r *faultRig) rxDesc(c uint32) []byte {
@@ -226,7 +226,7 @@ func (r *faultRig) rxDesc(c uint32) []byte {
 }
 
 func (r *faultRig) qp(f hw.Le32) uint32 {
-	return f.Get(r.g.Bytes(r.status+uint64(hw.StatusQPOffset(0)), hw.QPStatusSize))
+	return f.Get(r.g.Bytes(r.status+uint64(hw.StatusPairOffset(0)), hw.PairStatusSize))
 }
 
 func (r *faultRig) header(f hw.Le32) uint32 {
@@ -272,7 +272,7 @@ func TestRxDropPolicyColdRing(t *testing.T) {
 	r.postRX(4)
 	sent := 0
 	r.waitFor("four frames delivered", func() bool {
-		if r.qp(hw.QPStatusRxHead) >= 4 {
+		if r.qp(hw.PairStatusRxHead) >= 4 {
 			return true
 		}
 		r.send(testFrame(100, byte(sent)))
@@ -280,10 +280,10 @@ func TestRxDropPolicyColdRing(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		return false
 	})
-	if drops := r.qp(hw.QPStatusRxFaultDrops); drops == 0 {
+	if drops := r.qp(hw.PairStatusRxFaultDrops); drops == 0 {
 		t.Errorf("rx_fault_drops 0 on a cold ring")
 	}
-	if f := r.qp(hw.QPStatusRxFaults); f < 4 {
+	if f := r.qp(hw.PairStatusRxFaults); f < 4 {
 		t.Errorf("rx_faults %d, want at least one per slot", f)
 	}
 	for c := uint32(0); c < 4; c++ {
@@ -310,7 +310,7 @@ func (r *faultRig) backupDriver(mu *sync.Mutex) (handled int) {
 		e := r.g.Bytes(r.backup+uint64(slot)*hw.BackupDescSize, hw.BackupDescSize)
 		desc, bit, n := hw.BackupDescDesc.Get(e), hw.BackupDescBmIndex.Get(e), int(hw.BackupDescPktLen.Get(e))
 		if int32(r.rxTail-desc) <= 0 {
-			r.wr(hw.QPBase(0)+hw.QPRxTailIRQ, 1)
+			r.wr(hw.PairBase(0)+hw.PairRxTailIRQ, 1)
 			return handled // wait for the IOuser to post it
 		}
 		va := rxVA(desc & (r.rxSize - 1))
@@ -323,7 +323,7 @@ func (r *faultRig) backupDriver(mu *sync.Mutex) (handled int) {
 		d := r.rxDesc(desc)
 		hw.RxDescPktLen.Put(d, uint16(n))
 		hw.RxDescStatus.Put(d, hw.RxdDone)
-		r.wr(hw.QPBase(0)+hw.QPRxResolve, bit)
+		r.wr(hw.PairBase(0)+hw.PairRxResolve, bit)
 		// Replenish the backup buffer.
 		hw.BackupDescStatus.Put(e, 0)
 		r.backupNext++
@@ -358,13 +358,13 @@ func TestRxBackupPolicy(t *testing.T) {
 	r.waitFor("ten frames taken", func() bool {
 		return r.header(hw.StatusBackupHead) == 3
 	})
-	if h, off := r.qp(hw.QPStatusRxHead), r.qp(hw.QPStatusRxHeadOffset); h != 0 || off != 10 {
+	if h, off := r.qp(hw.PairStatusRxHead), r.qp(hw.PairStatusRxHeadOffset); h != 0 || off != 10 {
 		t.Fatalf("rx_head %d head_offset %d with slot 0 unresolved, want 0 and 10", h, off)
 	}
 	if n := r.backupDriver(&mu); n != 1 {
 		t.Fatalf("backup handler placed %d frames before the IOuser posted more, want 1", n)
 	}
-	r.waitFor("head past the warm slots", func() bool { return r.qp(hw.QPStatusRxHead) == 8 })
+	r.waitFor("head past the warm slots", func() bool { return r.qp(hw.PairStatusRxHead) == 8 })
 	for c := uint32(0); c < 8; c++ {
 		if got := r.readVA(rxVA(c), len(frames[c])); string(got) != string(frames[c]) {
 			t.Fatalf("slot %d holds the wrong frame", c)
@@ -378,25 +378,25 @@ func TestRxBackupPolicy(t *testing.T) {
 	if n := r.backupDriver(&mu); n != 2 {
 		t.Fatalf("backup handler placed %d frames after the tail moved, want 2", n)
 	}
-	r.waitFor("every frame reported", func() bool { return r.qp(hw.QPStatusRxHead) == 10 })
+	r.waitFor("every frame reported", func() bool { return r.qp(hw.PairStatusRxHead) == 10 })
 	for c := uint32(8); c < 10; c++ {
 		if got := r.readVA(rxVA(c&7), len(frames[c])); string(got) != string(frames[c]) {
 			t.Fatalf("descriptor %d holds the wrong frame", c)
 		}
 	}
-	if d := r.qp(hw.QPStatusRxFaultDrops); d != 0 {
+	if d := r.qp(hw.PairStatusRxFaultDrops); d != 0 {
 		t.Errorf("rx_fault_drops %d, want 0", d)
 	}
-	if b := r.qp(hw.QPStatusRxBackup); b != 3 {
+	if b := r.qp(hw.PairStatusRxBackup); b != 3 {
 		t.Errorf("rx_backup %d, want 3", b)
 	}
-	if off := r.qp(hw.QPStatusRxHeadOffset); off != 0 {
+	if off := r.qp(hw.PairStatusRxHeadOffset); off != 0 {
 		t.Errorf("head_offset %d after every rNPF resolved", off)
 	}
 	// A resolve naming nothing pending is ignored and counted.
-	r.wr(hw.QPBase(0)+hw.QPRxResolve, 12345)
+	r.wr(hw.PairBase(0)+hw.PairRxResolve, 12345)
 	r.waitFor("bad resolve counted", func() bool { return r.n.Ethernet().Stats().Pairs[0].RxBadResolves == 1 })
-	if h := r.qp(hw.QPStatusRxHead); h != 10 {
+	if h := r.qp(hw.PairStatusRxHead); h != 10 {
 		t.Errorf("rx_head moved to %d on a bad resolve", h)
 	}
 }
@@ -410,8 +410,8 @@ func TestRxBackupLimits(t *testing.T) {
 	for i := range 4 {
 		r.send(testFrame(80, byte(i)))
 	}
-	r.waitFor("two stored, two dropped", func() bool { return r.qp(hw.QPStatusRxFaultDrops) == 2 })
-	if b := r.qp(hw.QPStatusRxBackup); b != 2 {
+	r.waitFor("two stored, two dropped", func() bool { return r.qp(hw.PairStatusRxFaultDrops) == 2 })
+	if b := r.qp(hw.PairStatusRxBackup); b != 2 {
 		t.Errorf("rx_backup %d with bm_size 2, want 2", b)
 	}
 }
@@ -446,7 +446,7 @@ func TestTxFaultStalls(t *testing.T) {
 		hw.TxDescLen.Put(d, uint16(n))
 		hw.TxDescFlags.Put(d, hw.TxdEOP)
 		r.txTail++
-		r.wr(hw.QPBase(0)+hw.QPTxTail, r.txTail)
+		r.wr(hw.PairBase(0)+hw.PairTxTail, r.txTail)
 	}
 	post(txVA(0), len(want))
 	buf := make([]byte, port.MaxFrameLen)
@@ -454,7 +454,7 @@ func TestTxFaultStalls(t *testing.T) {
 	if err != nil || string(buf[:n]) != string(want) {
 		t.Fatalf("frame after the TX fault: %d bytes, err %v", n, err)
 	}
-	if f := r.qp(hw.QPStatusTxFaults); f != 1 {
+	if f := r.qp(hw.PairStatusTxFaults); f != 1 {
 		t.Errorf("tx_faults %d, want 1", f)
 	}
 	post(invalid, 100)
@@ -462,8 +462,8 @@ func TestTxFaultStalls(t *testing.T) {
 	if n, err := r.peer.Recv(buf); err != nil || string(buf[:n]) != string(want) {
 		t.Fatalf("frame after the dropped one: %d bytes, err %v", n, err)
 	}
-	r.waitFor("tx_head past both", func() bool { return r.qp(hw.QPStatusTxHead) == 3 })
-	if e := r.qp(hw.QPStatusTxFaultErrors); e != 1 {
+	r.waitFor("tx_head past both", func() bool { return r.qp(hw.PairStatusTxHead) == 3 })
+	if e := r.qp(hw.PairStatusTxFaultErrors); e != 1 {
 		t.Errorf("tx_fault_errors %d, want 1", e)
 	}
 	recs := r.n.PRI().Recorder().Snapshot()
@@ -493,7 +493,7 @@ func TestRxUntranslatable(t *testing.T) {
 	r.postRX(3)
 	sent := 0
 	r.waitFor("three descriptors completed", func() bool {
-		if r.qp(hw.QPStatusRxHead) >= 3 {
+		if r.qp(hw.PairStatusRxHead) >= 3 {
 			return true
 		}
 		r.send(testFrame(90, byte(sent)))
@@ -519,7 +519,7 @@ func TestBackupRingBadTail(t *testing.T) {
 	r.waitFor("device error", func() bool { return r.header(hw.StatusError) == hw.DevErrBadBackupRing })
 	r.postRX(1)
 	r.send(testFrame(70, 1))
-	r.waitFor("frame dropped", func() bool { return r.qp(hw.QPStatusRxFaultDrops) == 1 })
+	r.waitFor("frame dropped", func() bool { return r.qp(hw.PairStatusRxFaultDrops) == 1 })
 }
 
 // TestDiagEcho: DIAG_ECHO_CTRL runs rounds of interrupt and answer, and
@@ -631,7 +631,7 @@ func BenchmarkRxFrame(b *testing.B) {
 					hw.RxDescBufLen.Put(d, 2048)
 					r.rxTail++
 				}
-				r.wr(hw.QPBase(0)+hw.QPRxTail, r.rxTail)
+				r.wr(hw.PairBase(0)+hw.PairRxTail, r.rxTail)
 			}
 			post(r.rxSize)
 			f := testFrame(1500, 1)
@@ -663,7 +663,7 @@ func TestBackupRingBadBuffers(t *testing.T) {
 	r.postRX(8)
 	r.send(testFrame(100, 1)) // entry 0: too small
 	r.waitFor("frame too big for the backup buffer dropped", func() bool {
-		return r.n.Ethernet().Stats().BackupDropsLarge == 1 && r.qp(hw.QPStatusRxFaultDrops) == 1
+		return r.n.Ethernet().Stats().BackupDropsLarge == 1 && r.qp(hw.PairStatusRxFaultDrops) == 1
 	})
 	hw.BackupDescBufLen.Put(small, 2048) // the driver fixes it; the device reads it again
 	r.send(testFrame(100, 2))

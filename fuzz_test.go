@@ -71,7 +71,7 @@ func FuzzRxBackup(f *testing.F) {
 		// it reports whether the device ignored it.
 		resolve := func(bit uint32) (ignored bool) {
 			before := r.n.Ethernet().Pair(0).Stats().RxBadResolves
-			r.wr(hw.QPBase(0)+hw.QPRxResolve, bit)
+			r.wr(hw.PairBase(0)+hw.PairRxResolve, bit)
 			resolves++
 			deadline := time.Now().Add(5 * time.Second)
 			for {
@@ -102,7 +102,7 @@ func FuzzRxBackup(f *testing.F) {
 			if ps.Error != 0 || r.n.Ethernet().DeviceError() != 0 {
 				t.Fatalf("step %d: pair error %d device error %d", step, ps.Error, r.n.Ethernet().DeviceError())
 			}
-			head := r.qp(hw.QPStatusRxHead)
+			head := r.qp(hw.PairStatusRxHead)
 			if int32(r.rxTail-head) < 0 {
 				t.Fatalf("step %d: rx_head %d passed rx_tail %d", step, head, r.rxTail)
 			}
@@ -138,7 +138,7 @@ func FuzzRxBackup(f *testing.F) {
 		// (a pending one whose descriptor is posted is placed instead);
 		// the device must ignore it.
 		badIndex := func(sel uint32) {
-			bm, head, off := r.qp(hw.QPStatusRxBmIndex), r.qp(hw.QPStatusRxHead), r.qp(hw.QPStatusRxHeadOffset)
+			bm, head, off := r.qp(hw.PairStatusRxBmIndex), r.qp(hw.PairStatusRxHead), r.qp(hw.PairStatusRxHeadOffset)
 			toTail := r.rxTail - head
 			deltas := []uint32{0, 1, 2, 3, bmSize - 1, bmSize, bmSize + 1, 2 * bmSize,
 				off - 1, off, off + 1, toTail - 1, toTail, toTail + 1, 1 << 31, ^uint32(0)}
@@ -166,7 +166,7 @@ func FuzzRxBackup(f *testing.F) {
 				frames++
 			case 1:
 				// A correct IOuser reposts only what it consumed.
-				room := r.rxSize - (r.rxTail - r.qp(hw.QPStatusRxHead))
+				room := r.rxSize - (r.rxTail - r.qp(hw.PairStatusRxHead))
 				if n := min(arg%8+1, room); n > 0 {
 					r.postRX(int(n))
 				}
@@ -185,12 +185,12 @@ func FuzzRxBackup(f *testing.F) {
 		// Drain: resolve everything, reposting as the IOuser consumes.
 		for tries := 0; len(pending) > 0; tries++ {
 			if tries > 64 {
-				t.Fatalf("rNPFs never resolved: %+v, tail %d head %d", pending, r.rxTail, r.qp(hw.QPStatusRxHead))
+				t.Fatalf("rNPFs never resolved: %+v, tail %d head %d", pending, r.rxTail, r.qp(hw.PairStatusRxHead))
 			}
 			if !place(0) {
-				room := r.rxSize - (r.rxTail - r.qp(hw.QPStatusRxHead))
+				room := r.rxSize - (r.rxTail - r.qp(hw.PairStatusRxHead))
 				if room == 0 {
-					t.Fatalf("rNPFs never placeable: %+v, tail %d head %d", pending, r.rxTail, r.qp(hw.QPStatusRxHead))
+					t.Fatalf("rNPFs never placeable: %+v, tail %d head %d", pending, r.rxTail, r.qp(hw.PairStatusRxHead))
 				}
 				r.postRX(int(room))
 			}
@@ -199,10 +199,10 @@ func FuzzRxBackup(f *testing.F) {
 		}
 		ps := r.n.Ethernet().Pair(0).Stats()
 		accepted := uint32(ps.RxFrames - start.RxFrames + ps.RxBackup - start.RxBackup)
-		if head := r.qp(hw.QPStatusRxHead); head != accepted {
+		if head := r.qp(hw.PairStatusRxHead); head != accepted {
 			t.Fatalf("rx_head %d, but %d frames accepted", head, accepted)
 		}
-		if off := r.qp(hw.QPStatusRxHeadOffset); off != 0 {
+		if off := r.qp(hw.PairStatusRxHeadOffset); off != 0 {
 			t.Fatalf("head_offset %d with nothing pending", off)
 		}
 	})
@@ -249,14 +249,14 @@ func newBackupFuzzRig(tb testing.TB) *faultRig {
 	r.txSize, r.rxSize = 8, 8
 	r.txRing = g.Alloc(int(r.txSize)*hw.TxDescSize, 4096)
 	r.rxRing = g.Alloc(int(r.rxSize)*hw.RxDescSize, 4096)
-	q := hw.QPBase(0)
-	r.wr(q+hw.QPTxBaseLo, uint32(r.txRing))
-	r.wr(q+hw.QPTxBaseHi, uint32(r.txRing>>32))
-	r.wr(q+hw.QPTxSize, r.txSize)
-	r.wr(q+hw.QPRxBaseLo, uint32(r.rxRing))
-	r.wr(q+hw.QPRxBaseHi, uint32(r.rxRing>>32))
-	r.wr(q+hw.QPRxSize, r.rxSize)
-	r.wr(q+hw.QPRxPolicy, hw.RxPolicyBackup)
+	q := hw.PairBase(0)
+	r.wr(q+hw.PairTxBaseLo, uint32(r.txRing))
+	r.wr(q+hw.PairTxBaseHi, uint32(r.txRing>>32))
+	r.wr(q+hw.PairTxSize, r.txSize)
+	r.wr(q+hw.PairRxBaseLo, uint32(r.rxRing))
+	r.wr(q+hw.PairRxBaseHi, uint32(r.rxRing>>32))
+	r.wr(q+hw.PairRxSize, r.rxSize)
+	r.wr(q+hw.PairRxPolicy, hw.RxPolicyBackup)
 	r.wr(hw.RegCtrl, hw.CtrlEnable)
 	return r
 }
@@ -272,10 +272,10 @@ func (b rigBar) RegRead(off uint32) (uint32, bool) { return bar{b.r.t, b.r.n}.Re
 // (unmapped, the ATC invalidated), clear the rings, then enable both with
 // bmSize.
 func (r *faultRig) restart(bmSize uint32) {
-	q := hw.QPBase(0)
-	r.wr(q+hw.QPCtrl, 0)
+	q := hw.PairBase(0)
+	r.wr(q+hw.PairCtrl, 0)
 	r.wr(hw.RegBackupCtrl, 0)
-	if _, ok := hw.AwaitQuiesced(func() uint32 { return r.rd(q + hw.QPCtrl) }, hw.QPCtrlBusy); !ok {
+	if _, ok := hw.AwaitQuiesced(func() uint32 { return r.rd(q + hw.PairCtrl) }, hw.PairCtrlBusy); !ok {
 		r.t.Fatal("pair never quiesced")
 	}
 	if _, ok := hw.AwaitQuiesced(func() uint32 { return r.rd(hw.RegBackupCtrl) }, hw.BackupCtrlBusy); !ok {
@@ -302,17 +302,17 @@ func (r *faultRig) restart(bmSize uint32) {
 	r.wr(hw.RegBackupCtrl, hw.BackupCtrlEnable)
 	r.backupTail, r.backupNext = r.backupSize, 0
 	r.wr(hw.RegBackupTail, r.backupTail)
-	r.wr(q+hw.QPBmSize, bmSize)
+	r.wr(q+hw.PairBmSize, bmSize)
 	// The new instance writes its whole status part once it runs: until
 	// then the part still shows the last input's values.
-	part := r.g.Bytes(r.status+uint64(hw.StatusQPOffset(0)), hw.QPStatusSize)
+	part := r.g.Bytes(r.status+uint64(hw.StatusPairOffset(0)), hw.PairStatusSize)
 	for i := range part {
 		part[i] = 0xff
 	}
-	r.wr(q+hw.QPCtrl, hw.QPCtrlEnable)
+	r.wr(q+hw.PairCtrl, hw.PairCtrlEnable)
 	r.rxTail, r.txTail = 0, 0
 	deadline := time.Now().Add(hw.QuiesceTimeoutMS * time.Millisecond)
-	for r.qp(hw.QPStatusRxHead) != 0 || r.header(hw.StatusBackupHead) != 0 {
+	for r.qp(hw.PairStatusRxHead) != 0 || r.header(hw.StatusBackupHead) != 0 {
 		if time.Now().After(deadline) {
 			r.t.Fatal("the new instance never published its status")
 		}

@@ -56,8 +56,8 @@ type Options struct {
 	// MAC is the station address; default DefaultMAC(MACSeed).
 	MAC     net.HardwareAddr
 	MACSeed string
-	// QueuePairs is the number of queue pairs offered, 1..hw.QPMax
-	// (default hw.QPMax).
+	// QueuePairs is the number of queue pairs offered, 1..hw.PairMax
+	// (default hw.PairMax).
 	QueuePairs int
 	// RxDropNoBuf drops received frames for which the driver posted no
 	// buffer instead of pausing the wire until it does (ethring.Config).
@@ -151,10 +151,10 @@ func New(o Options) (*NIC, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.QueuePairs == 0 {
-		o.QueuePairs = hw.QPMax
+		o.QueuePairs = hw.PairMax
 	}
-	if o.QueuePairs < 1 || o.QueuePairs > hw.QPMax {
-		return nil, fmt.Errorf("nic: %d queue pairs: want 1..%d", o.QueuePairs, hw.QPMax)
+	if o.QueuePairs < 1 || o.QueuePairs > hw.PairMax {
+		return nil, fmt.Errorf("nic: %d queue pairs: want 1..%d", o.QueuePairs, hw.PairMax)
 	}
 	if o.MAC == nil {
 		o.MAC = DefaultMAC(o.MACSeed)

@@ -66,7 +66,7 @@ func benchRxPath(b *testing.B, size int, translated, pipe bool) {
 			hw.RxDescBufLen.Put(d, 2048)
 			r.rxTail++
 		}
-		r.wr(hw.QPBase(0)+hw.QPRxTail, r.rxTail)
+		r.wr(hw.PairBase(0)+hw.PairRxTail, r.rxTail)
 	}
 	post(rxPathRing)
 	frame := udpBenchFrame(b, size)
@@ -76,7 +76,7 @@ func benchRxPath(b *testing.B, size int, translated, pipe bool) {
 	go func() {
 		defer close(driverDone)
 		for !stop.Load() {
-			done := r.qp(hw.QPStatusRxHead) - (r.rxTail - rxPathRing)
+			done := r.qp(hw.PairStatusRxHead) - (r.rxTail - rxPathRing)
 			if done < rxPathBatch {
 				// Sleep rather than spin: on 2 cores a spinning driver
 				// would take the CPU the path is measured on.

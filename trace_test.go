@@ -46,7 +46,7 @@ func TestTraceFaultTimelines(t *testing.T) {
 				if tc.policy == hw.RxPolicyBackup {
 					r.backupDriver(&mu)
 				}
-				if r.qp(hw.QPStatusRxHead) >= 4 {
+				if r.qp(hw.PairStatusRxHead) >= 4 {
 					return true
 				}
 				if tc.policy == hw.RxPolicyDrop || sent < 4 {
@@ -89,7 +89,7 @@ func TestTraceFaultTimelines(t *testing.T) {
 				if !tl.Complete() {
 					t.Fatalf("incomplete timeline %+v", tl)
 				}
-				if tl.Fault.Track != trace.QPRx(0) || tl.Request.B != rxVA(uint32(tl.Fault.B)&3) {
+				if tl.Fault.Track != trace.PairRx(0) || tl.Request.B != rxVA(uint32(tl.Fault.B)&3) {
 					t.Errorf("fault %+v raised request %+v", tl.Fault, tl.Request)
 				}
 				st := tl.Stages()

@@ -135,7 +135,7 @@ func benchInline(b *testing.B, size int) {
 				b.Fatal(err)
 			}
 		}
-		g.qpReg(0, hw.QPRxTail, c+ring)
+		g.qpReg(0, hw.PairRxTail, c+ring)
 		done += n
 	}
 	elapsed := time.Since(start)
@@ -260,10 +260,10 @@ func benchTSOThreaded(b *testing.B) {
 	start := time.Now()
 	lastProgress := start
 	for posted := 0; posted < b.N; {
-		txHead := hw.QPStatusTxHead.Get(g.bytes(g.status+uint64(hw.StatusQPOffset(0)), hw.QPStatusSize))
+		txHead := hw.PairStatusTxHead.Get(g.bytes(g.status+uint64(hw.StatusPairOffset(0)), hw.PairStatusSize))
 		if gp.txTail-txHead+uint32(t.descs) <= ring {
 			g.postTSO(0, t)
-			g.qpReg(0, hw.QPTxTail, gp.txTail)
+			g.qpReg(0, hw.PairTxTail, gp.txTail)
 			posted++
 			lastProgress = time.Now()
 			continue
@@ -293,8 +293,8 @@ func (g *guest) forward(frames int) {
 	var rxSeen, txDone uint32
 	lastProgress := time.Now()
 	for txDone != uint32(frames) {
-		st := g.bytes(g.status+uint64(hw.StatusQPOffset(0)), hw.QPStatusSize)
-		rxHead, txHead := hw.QPStatusRxHead.Get(st), hw.QPStatusTxHead.Get(st)
+		st := g.bytes(g.status+uint64(hw.StatusPairOffset(0)), hw.PairStatusSize)
+		rxHead, txHead := hw.PairStatusRxHead.Get(st), hw.PairStatusTxHead.Get(st)
 		progress := false
 		if rxHead != rxSeen {
 			for c := rxSeen; c != rxHead; c++ {
@@ -305,12 +305,12 @@ func (g *guest) forward(frames int) {
 				hw.TxDescFlags.Put(td, hw.TxdEOP)
 			}
 			rxSeen = rxHead
-			g.qpReg(0, hw.QPTxTail, rxSeen)
+			g.qpReg(0, hw.PairTxTail, rxSeen)
 			progress = true
 		}
 		if txHead != txDone {
 			txDone = txHead
-			g.qpReg(0, hw.QPRxTail, txDone+gp.rxSize)
+			g.qpReg(0, hw.PairRxTail, txDone+gp.rxSize)
 			g.benchRxTail.Store(txDone + gp.rxSize)
 			progress = true
 		}
@@ -361,7 +361,7 @@ func TestHotPathAllocations(t *testing.T) {
 	f := frame(1500, 1)
 	if n := testing.AllocsPerRun(50, func() {
 		g.d.Receive(f)
-		g.qpReg(0, hw.QPRxTail, in.rx.head.Load()+64)
+		g.qpReg(0, hw.PairRxTail, in.rx.head.Load()+64)
 	}); n != 0 {
 		t.Errorf("RX: %v allocations per frame", n)
 	}
@@ -390,7 +390,7 @@ func TestHotPathAllocations(t *testing.T) {
 	tcp := pkt{payload: pattern(1400, 1)}.build(t)
 	if n := testing.AllocsPerRun(50, func() {
 		g.d.Receive(tcp)
-		g.qpReg(0, hw.QPRxTail, in.rx.head.Load()+64)
+		g.qpReg(0, hw.PairRxTail, in.rx.head.Load()+64)
 	}); n != 0 {
 		t.Errorf("RX with checksum: %v allocations per frame", n)
 	}

@@ -93,9 +93,9 @@ func TestTXPartialFrame(t *testing.T) {
 	copy(g.bytes(gp.txBufs[0], 50), want[:50])
 	copy(g.bytes(gp.txBufs[1], 50), want[50:])
 	g.writeTxDesc(0, 0, gp.txBufs[0], 50, 0)
-	g.qpReg(0, hw.QPTxTail, 1)
+	g.qpReg(0, hw.PairTxTail, 1)
 	g.writeTxDesc(0, 1, gp.txBufs[1], 50, hw.TxdEOP)
-	g.qpReg(0, hw.QPTxTail, 2)
+	g.qpReg(0, hw.PairTxTail, 2)
 	mustEqual(t, "frame", g.recvPeer(), want)
 	g.waitFor("tx_head 2", func() bool { return g.qstatus(0).TxHead == 2 })
 }
@@ -110,7 +110,7 @@ func TestTXWholeRingWithoutEOP(t *testing.T) {
 		g.writeTxDesc(0, i, gp.txBufs[i], 10, 0)
 	}
 	gp.txTail = 8
-	g.qpReg(0, hw.QPTxTail, 8)
+	g.qpReg(0, hw.PairTxTail, 8)
 	g.waitFor("tx_head 8", func() bool { return g.qstatus(0).TxHead == 8 })
 	if st := g.qstatus(0); st.TxDropsBadLen != 1 || st.Error != 0 {
 		t.Fatalf("status %v", st)
@@ -245,7 +245,7 @@ func TestSteering(t *testing.T) {
 		g.peer.Send(frame(64, uint16(i)))
 		g.waitFor("same pair", func() bool { return g.qstatus(q).RxHead == before+1 })
 	}
-	g.qpReg(2, hw.QPCtrl, 0)
+	g.qpReg(2, hw.PairCtrl, 0)
 	before := g.qstatus(0).RxHead
 	for i := 0; i < 10; i++ {
 		g.peer.Send(frame(64, uint16(i)))
@@ -300,16 +300,16 @@ func TestPairRegisters(t *testing.T) {
 	for _, r := range []struct {
 		off, v, want uint32
 	}{
-		{hw.QPTxBaseLo, 0x12345000, 0x12345000},
-		{hw.QPTxBaseHi, 0x1, 0x1},
-		{hw.QPTxSize, 64, 64},
-		{hw.QPRxBaseLo, 0x6000, 0x6000},
-		{hw.QPRxBaseHi, 0x2, 0x2},
-		{hw.QPRxSize, 128, 128},
-		{hw.QPITR, 50, 50},
-		{hw.QPTxTail, 5, 0},
-		{hw.QPRxTail, 5, 0},
-		{hw.QPIRQArm, 1, 0},
+		{hw.PairTxBaseLo, 0x12345000, 0x12345000},
+		{hw.PairTxBaseHi, 0x1, 0x1},
+		{hw.PairTxSize, 64, 64},
+		{hw.PairRxBaseLo, 0x6000, 0x6000},
+		{hw.PairRxBaseHi, 0x2, 0x2},
+		{hw.PairRxSize, 128, 128},
+		{hw.PairITR, 50, 50},
+		{hw.PairTxTail, 5, 0},
+		{hw.PairRxTail, 5, 0},
+		{hw.PairIRQArm, 1, 0},
 		{0x80, 7, 0},
 	} {
 		p.WriteReg(r.off, r.v)
@@ -318,7 +318,7 @@ func TestPairRegisters(t *testing.T) {
 		}
 	}
 	g.d.Reset()
-	for _, off := range []uint32{hw.QPTxBaseLo, hw.QPTxSize, hw.QPITR, hw.QPCtrl} {
+	for _, off := range []uint32{hw.PairTxBaseLo, hw.PairTxSize, hw.PairITR, hw.PairCtrl} {
 		if got := p.ReadReg(off); got != 0 {
 			t.Errorf("register %#x after reset: %#x", off, got)
 		}

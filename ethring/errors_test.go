@@ -29,15 +29,15 @@ func TestQueueErrors(t *testing.T) {
 			e.g.postTX(0, frame(60, 1))
 			e.g.postTX(0, frame(60, 2))
 			e.g.writeTxDesc(0, 2, outside, 60, hw.TxdEOP)
-			e.g.qpReg(0, hw.QPTxTail, 3)
+			e.g.qpReg(0, hw.PairTxTail, 3)
 		}},
 		{name: "TX buffer crossing the end of guest memory", code: hw.QErrBadDesc, info: 0, provoke: func(e env) {
 			e.g.writeTxDesc(0, 0, guestIOVA+guestSize-30, 60, hw.TxdEOP)
-			e.g.qpReg(0, hw.QPTxTail, 1)
+			e.g.qpReg(0, hw.PairTxTail, 1)
 		}},
 		{name: "TX buffer at address wrapping 2^64", code: hw.QErrBadDesc, info: 0, provoke: func(e env) {
 			e.g.writeTxDesc(0, 0, ^uint64(0)-10, 60, hw.TxdEOP)
-			e.g.qpReg(0, hw.QPTxTail, 1)
+			e.g.qpReg(0, hw.PairTxTail, 1)
 		}},
 		{name: "RX buffer outside guest memory", code: hw.QErrBadDesc, info: 1, provoke: func(e env) {
 			e.g.postRX(0, 8, bufSize)
@@ -73,22 +73,22 @@ func TestQueueErrors(t *testing.T) {
 			e.g.postTX(0, frame(60, 1))
 			e.g.postTX(0, frame(60, 2))
 			e.g.waitFor("tx_head 2", func() bool { return e.g.qstatus(0).TxHead == 2 })
-			e.g.qpReg(0, hw.QPTxTail, 1)
+			e.g.qpReg(0, hw.PairTxTail, 1)
 		}},
 		{name: "TX tail more than SIZE beyond head", code: hw.QErrBadTail, info: 9, provoke: func(e env) {
-			e.g.qpReg(0, hw.QPTxTail, 9)
+			e.g.qpReg(0, hw.PairTxTail, 9)
 		}},
 		{name: "TX tail far behind (wraps)", code: hw.QErrBadTail, info: 0xffffffff, provoke: func(e env) {
-			e.g.qpReg(0, hw.QPTxTail, 0xffffffff)
+			e.g.qpReg(0, hw.PairTxTail, 0xffffffff)
 		}},
 		{name: "RX tail backwards", code: hw.QErrBadTail, info: 2, provoke: func(e env) {
 			e.g.postRX(0, 4, bufSize)
-			e.g.qpReg(0, hw.QPRxTail, 2)
+			e.g.qpReg(0, hw.PairRxTail, 2)
 		}},
 		{name: "RX tail more than SIZE beyond head", code: hw.QErrBadTail, info: 13, provoke: func(e env) {
 			e.g.postRX(0, 4, bufSize)
 			e.g.d.Receive(frame(60, 1))
-			e.g.qpReg(0, hw.QPRxTail, 13) // head 1, size 8: at most 9
+			e.g.qpReg(0, hw.PairRxTail, 13) // head 1, size 8: at most 9
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,7 +106,7 @@ func TestQueueErrors(t *testing.T) {
 			}
 			g.d.ArmMisc()
 			// Steer everything received to pair 0 while provoking.
-			g.qpReg(1, hw.QPCtrl, 0)
+			g.qpReg(1, hw.PairCtrl, 0)
 			tc.provoke(env{g, gp})
 			g.waitFor("queue error", func() bool { return g.qstatus(0).Error != 0 })
 			if st := g.qstatus(0); st.Error != tc.code || st.ErrorInfo != tc.info {
@@ -118,12 +118,12 @@ func TestQueueErrors(t *testing.T) {
 			}
 			// Pair 0 is stopped: doorbells and frames are ignored.
 			txHead := g.qstatus(0).TxHead
-			g.qpReg(0, hw.QPTxTail, txHead+1)
+			g.qpReg(0, hw.PairTxTail, txHead+1)
 			if st := g.d.Stats().Pairs[0]; st.Error != tc.code {
 				t.Fatalf("device state %+v", st)
 			}
 			// Pair 1 keeps running, and now takes every received frame.
-			g.qpReg(1, hw.QPCtrl, hw.QPCtrlEnable)
+			g.qpReg(1, hw.PairCtrl, hw.PairCtrlEnable)
 			g.pairs[1].txTail, g.pairs[1].rxTail = 0, 0
 			g.postRX(1, 8, bufSize)
 			f := frame(80, 9)
@@ -139,7 +139,7 @@ func TestQueueErrors(t *testing.T) {
 				t.Fatal("stopped pair 0 consumed descriptors")
 			}
 			// Disable and re-enable with good rings: the error is gone.
-			g.qpReg(0, hw.QPCtrl, 0)
+			g.qpReg(0, hw.PairCtrl, 0)
 			g.setupPair(0, 8, 8)
 			g.waitFor("error cleared", func() bool { st := g.qstatus(0); return st.Error == 0 && st.TxHead == 0 })
 			g.postTX(0, f)
@@ -212,7 +212,7 @@ func TestInterruptArming(t *testing.T) {
 	g := newGuest(t, guestOpts{pairs: 1, virtual: true})
 	g.setupPair(0, 8, 64)
 	g.postRX(0, 64, bufSize)
-	v := hw.QPVector(0)
+	v := hw.PairVector(0)
 	rx := func() { g.d.Receive(frame(60, 1)) } // synchronous: the event is counted on return
 	steps := []struct {
 		name string
@@ -220,15 +220,15 @@ func TestInterruptArming(t *testing.T) {
 		want int
 	}{
 		{"completion while disarmed", rx, 0},
-		{"arm with a completion outstanding", func() { g.qpReg(0, hw.QPIRQArm, 1) }, 1},
+		{"arm with a completion outstanding", func() { g.qpReg(0, hw.PairIRQArm, 1) }, 1},
 		{"completion after the interrupt", rx, 1},
 		{"another", rx, 1},
-		{"re-arm fires for them", func() { g.qpReg(0, hw.QPIRQArm, 1) }, 2},
-		{"arm with nothing outstanding", func() { g.qpReg(0, hw.QPIRQArm, 1) }, 2},
-		{"arm twice", func() { g.qpReg(0, hw.QPIRQArm, 1) }, 2},
+		{"re-arm fires for them", func() { g.qpReg(0, hw.PairIRQArm, 1) }, 2},
+		{"arm with nothing outstanding", func() { g.qpReg(0, hw.PairIRQArm, 1) }, 2},
+		{"arm twice", func() { g.qpReg(0, hw.PairIRQArm, 1) }, 2},
 		{"the next completion fires", rx, 3},
 		{"and only once", rx, 3},
-		{"arm writes without bit 0 do nothing", func() { g.qpReg(0, hw.QPIRQArm, 2) }, 3},
+		{"arm writes without bit 0 do nothing", func() { g.qpReg(0, hw.PairIRQArm, 2) }, 3},
 	}
 	for _, s := range steps {
 		s.do()
@@ -237,7 +237,7 @@ func TestInterruptArming(t *testing.T) {
 		}
 	}
 	// A TX completion fires the same vector.
-	g.qpReg(0, hw.QPIRQArm, 1)
+	g.qpReg(0, hw.PairIRQArm, 1)
 	g.postTX(0, frame(60, 2))
 	g.recvPeer()
 	g.waitFor("TX interrupt", func() bool { return g.irq.count(v) == 4 })
@@ -252,14 +252,14 @@ func TestITR(t *testing.T) {
 	g := newGuest(t, guestOpts{pairs: 1, virtual: true})
 	g.setupPair(0, 8, 256)
 	g.postRX(0, 256, bufSize)
-	v := hw.QPVector(0)
-	g.qpReg(0, hw.QPITR, 100)
-	if g.d.Pair(0).ReadReg(hw.QPITR) != 100 {
+	v := hw.PairVector(0)
+	g.qpReg(0, hw.PairITR, 100)
+	if g.d.Pair(0).ReadReg(hw.PairITR) != 100 {
 		t.Fatal("ITR readback")
 	}
 	rx := func() { g.d.Receive(frame(60, 1)) }
 	at := func(us int) { g.clk.RunUntil(time.Duration(us)*time.Microsecond, nil) }
-	arm := func() { g.qpReg(0, hw.QPIRQArm, 1) }
+	arm := func() { g.qpReg(0, hw.PairIRQArm, 1) }
 	check := func(what string, want int) {
 		t.Helper()
 		if got := g.irq.count(v); got != want {
@@ -290,7 +290,7 @@ func TestITR(t *testing.T) {
 	at(400)
 	check("disarmed at the window's end", 3)
 	// ITR 0: every armed completion fires at once.
-	g.qpReg(0, hw.QPITR, 0)
+	g.qpReg(0, hw.PairITR, 0)
 	for i := 0; i < 3; i++ {
 		arm()
 		check("armed with the earlier completion outstanding", 4+i)
@@ -299,7 +299,7 @@ func TestITR(t *testing.T) {
 	check("ITR 0", 6)
 	// 1000 completions in 1 ms with ITR 100 and a driver that re-arms
 	// after each interrupt: about 10 interrupts, never more than 11.
-	g.qpReg(0, hw.QPITR, 100)
+	g.qpReg(0, hw.PairITR, 100)
 	at(1000)
 	base := g.irq.count(v)
 	arm()

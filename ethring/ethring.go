@@ -70,9 +70,9 @@ type Config struct {
 	// port.Mux Endpoint); nil leaves the link down. The port's Mux hands
 	// received frames to Receive and a closed backend to PortDown.
 	Port port.Sender
-	// QueuePairs is the number of usable pairs, 1..hw.QPMax (0: hw.QPMax).
+	// QueuePairs is the number of usable pairs, 1..hw.PairMax (0: hw.PairMax).
 	QueuePairs int
-	// Interrupt fires an MSI-X vector (hw.MiscVector, hw.QPVector(q)). It
+	// Interrupt fires an MSI-X vector (hw.MiscVector, hw.PairVector(q)). It
 	// must not block; nil drops interrupts.
 	Interrupt func(vector int)
 	Clock     clock.Clock // interrupt moderation; nil: real time
@@ -210,10 +210,10 @@ func New(c Config) (*Engine, error) {
 		return nil, errors.New("ethring: Config.Mem is required")
 	}
 	if c.QueuePairs == 0 {
-		c.QueuePairs = hw.QPMax
+		c.QueuePairs = hw.PairMax
 	}
-	if c.QueuePairs < 1 || c.QueuePairs > hw.QPMax {
-		return nil, fmt.Errorf("ethring: %d queue pairs: want 1..%d", c.QueuePairs, hw.QPMax)
+	if c.QueuePairs < 1 || c.QueuePairs > hw.PairMax {
+		return nil, fmt.Errorf("ethring: %d queue pairs: want 1..%d", c.QueuePairs, hw.PairMax)
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
@@ -440,9 +440,9 @@ func (d *Engine) applyStatus(gen, addr uint64) {
 		}
 	}
 	// Pairs the function does not offer still have their part of the block.
-	var zero [hw.QPStatusSize]byte
-	for q := len(d.pairs); q < hw.QPMax; q++ {
-		if err := sb.write(uint64(hw.StatusQPOffset(q)), zero[:]); err != nil {
+	var zero [hw.PairStatusSize]byte
+	for q := len(d.pairs); q < hw.PairMax; q++ {
+		if err := sb.write(uint64(hw.StatusPairOffset(q)), zero[:]); err != nil {
 			fail(err)
 			return
 		}

@@ -110,9 +110,9 @@ func (in *instance) bufDMA(addr uint64, p []byte, write bool) error {
 // traceDMA records buffer DMA that moved its bytes.
 func (in *instance) traceDMA(addr uint64, n int, write bool) {
 	if write {
-		in.p.d.trace.Emit(trace.DMAWrite, trace.QPRx(in.p.q), addr, uint64(n))
+		in.p.d.trace.Emit(trace.DMAWrite, trace.PairRx(in.p.q), addr, uint64(n))
 	} else {
-		in.p.d.trace.Emit(trace.DMARead, trace.QPTx(in.p.q), addr, uint64(n))
+		in.p.d.trace.Emit(trace.DMARead, trace.PairTx(in.p.q), addr, uint64(n))
 	}
 }
 
@@ -136,8 +136,8 @@ func (in *instance) request(f *ats.Fault, c uint32, kind uint16, write bool, det
 func (in *instance) rxFault(s rxSlot, frame []byte, h *pkthdr.Headers, f *ats.Fault, detected int64) {
 	p := in.p
 	p.st.rxFaults.Add(1)
-	in.publish(hw.QPStatusRxFaults, in.rxFaultsG.Add(1))
-	p.d.trace.Emit(trace.Fault, trace.QPRx(p.q), f.VA, uint64(s.c))
+	in.publish(hw.PairStatusRxFaults, in.rxFaultsG.Add(1))
+	p.d.trace.Emit(trace.Fault, trace.PairRx(p.q), f.VA, uint64(s.c))
 	if !f.NeedsPageRequest() {
 		// Nothing can make this buffer usable: the descriptor completes
 		// with an error in place of the frame.
@@ -158,8 +158,8 @@ func (in *instance) rxFault(s rxSlot, frame []byte, h *pkthdr.Headers, f *ats.Fa
 // rxFaultDrop counts a frame for descriptor c dropped because of a fault.
 func (in *instance) rxFaultDrop(c uint32) {
 	in.p.st.rxFaultDrops.Add(1)
-	in.publish(hw.QPStatusRxFaultDrops, in.rxFaultDropsG.Add(1))
-	in.p.d.trace.Emit(trace.RxDrop, trace.QPRx(in.p.q), uint64(c), trace.DropFault)
+	in.publish(hw.PairStatusRxFaultDrops, in.rxFaultDropsG.Add(1))
+	in.p.d.trace.Emit(trace.RxDrop, trace.PairRx(in.p.q), uint64(c), trace.DropFault)
 }
 
 // requestRxPage raises the page request for descriptor s unless one is
@@ -232,7 +232,7 @@ func (in *instance) rxToBackup(frame []byte, h *pkthdr.Headers, c uint32, f *ats
 	in.bitmap[bit%in.bmSize] = true
 	in.setHeadOffset(in.headOffset + 1)
 	p.st.rxBackup.Add(1)
-	in.publish(hw.QPStatusRxBackup, in.rxBackupG.Add(1))
+	in.publish(hw.PairStatusRxBackup, in.rxBackupG.Add(1))
 }
 
 // requestOnce raises the page request of fault f (if any) for descriptor c
@@ -249,7 +249,7 @@ func (in *instance) requestOnce(f *ats.Fault, c uint32, detected int64) {
 func (in *instance) setHeadOffset(v uint32) {
 	in.headOffset = v
 	in.headOffsetA.Store(v)
-	in.publish(hw.QPStatusRxHeadOffset, v)
+	in.publish(hw.PairStatusRxHeadOffset, v)
 }
 
 // finishRx ends the fault timing of descriptor c, if it had a request.
@@ -355,8 +355,8 @@ func (in *instance) resolve(bit uint32) error {
 	in.bmIndex += advanced
 	in.bmIndexA.Store(in.bmIndex)
 	in.setHeadOffset(in.headOffset - advanced)
-	in.publish(hw.QPStatusRxBmIndex, in.bmIndex)
-	in.publish(hw.QPStatusRxHead, head+advanced)
+	in.publish(hw.PairStatusRxBmIndex, in.bmIndex)
+	in.publish(hw.PairStatusRxHead, head+advanced)
 	in.p.irq.event()
 	return nil
 }
@@ -372,8 +372,8 @@ var errTxFault = errors.New("TX buffer can not be translated")
 func (in *instance) txResolve(c uint32, f *ats.Fault, detected int64) ([]*pri.Group, error) {
 	p := in.p
 	p.st.txFaults.Add(1)
-	in.publish(hw.QPStatusTxFaults, in.txFaultsG.Add(1))
-	p.d.trace.Emit(trace.Fault, trace.QPTx(p.q), f.VA, uint64(c))
+	in.publish(hw.PairStatusTxFaults, in.txFaultsG.Add(1))
+	p.d.trace.Emit(trace.Fault, trace.PairTx(p.q), f.VA, uint64(c))
 	e := p.d.pri
 	if !f.NeedsPageRequest() || e == nil {
 		return nil, fmt.Errorf("%w: %v", errTxFault, f)

@@ -87,7 +87,7 @@ func TestRXFlowControlUnblocks(t *testing.T) {
 		start  func(g *guest) // undo stop; nil: set up from scratch
 		dropOf func(s Stats) uint64
 	}{
-		{"pair disabled", func(g *guest) { g.qpReg(0, hw.QPCtrl, 0) }, nil,
+		{"pair disabled", func(g *guest) { g.qpReg(0, hw.PairCtrl, 0) }, nil,
 			func(s Stats) uint64 { return s.RxDropsNoQueue }},
 		{"datapath disabled", func(g *guest) { g.d.SetEnabled(false) }, func(g *guest) { g.d.SetEnabled(true) },
 			func(s Stats) uint64 { return s.RxDropsDisabled }},
@@ -95,7 +95,7 @@ func TestRXFlowControlUnblocks(t *testing.T) {
 			func(s Stats) uint64 { return s.RxDropsDisabled }},
 		{"datapath reset", func(g *guest) { g.d.Reset() }, func(g *guest) { g.setupStatus(); g.d.SetEnabled(true) },
 			func(s Stats) uint64 { return s.RxDropsDisabled }},
-		{"queue error", func(g *guest) { g.qpReg(0, hw.QPRxTail, 0xffffffff) }, func(g *guest) { g.qpReg(0, hw.QPCtrl, 0) },
+		{"queue error", func(g *guest) { g.qpReg(0, hw.PairRxTail, 0xffffffff) }, func(g *guest) { g.qpReg(0, hw.PairCtrl, 0) },
 			func(s Stats) uint64 { return s.RxDropsNoQueue }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,7 +114,7 @@ func TestRXFlowControlUnblocks(t *testing.T) {
 				tc.start(g)
 			}
 			// The wire reader is alive: with buffers, frames flow again.
-			g.qpReg(0, hw.QPCtrl, 0)
+			g.qpReg(0, hw.PairCtrl, 0)
 			g.setupPair(0, 8, 8)
 			g.postRX(0, 1, bufSize)
 			f := frame(70, 99)

@@ -95,9 +95,9 @@ func FuzzTX(f *testing.F) {
 				t.Fatalf("TX engine wrote guest memory at %#x", fuzzIOVA+uint64(i))
 			}
 		}
-		own := statusOff + uint64(hw.StatusQPOffset(0))
+		own := statusOff + uint64(hw.StatusPairOffset(0))
 		for i := statusOff; i < uint64(len(ram)); i++ {
-			if (i < own || i >= own+hw.QPStatusSize) && ram[i] != 0 {
+			if (i < own || i >= own+hw.PairStatusSize) && ram[i] != 0 {
 				t.Fatalf("TX engine wrote the status block outside pair 0's part at +%#x", i-statusOff)
 			}
 		}

@@ -38,7 +38,7 @@ type guest struct {
 	benchRxTail atomic.Uint32 // RX tail as posted by the benchmark's driver
 
 	status uint64
-	pairs  [hw.QPMax]guestPair
+	pairs  [hw.PairMax]guestPair
 }
 
 type guestPair struct {
@@ -195,26 +195,26 @@ func (g *guest) inlinePair(q int) *instance {
 }
 
 func (g *guest) enable(q int, txBase uint64, txSize uint32, rxBase uint64, rxSize uint32) {
-	g.qpReg(q, hw.QPTxBaseLo, uint32(txBase))
-	g.qpReg(q, hw.QPTxBaseHi, uint32(txBase>>32))
-	g.qpReg(q, hw.QPTxSize, txSize)
-	g.qpReg(q, hw.QPRxBaseLo, uint32(rxBase))
-	g.qpReg(q, hw.QPRxBaseHi, uint32(rxBase>>32))
-	g.qpReg(q, hw.QPRxSize, rxSize)
-	g.qpReg(q, hw.QPCtrl, hw.QPCtrlEnable)
+	g.qpReg(q, hw.PairTxBaseLo, uint32(txBase))
+	g.qpReg(q, hw.PairTxBaseHi, uint32(txBase>>32))
+	g.qpReg(q, hw.PairTxSize, txSize)
+	g.qpReg(q, hw.PairRxBaseLo, uint32(rxBase))
+	g.qpReg(q, hw.PairRxBaseHi, uint32(rxBase>>32))
+	g.qpReg(q, hw.PairRxSize, rxSize)
+	g.qpReg(q, hw.PairCtrl, hw.PairCtrlEnable)
 	gp := &g.pairs[q]
 	gp.txTail, gp.rxTail = 0, 0
 }
 
 // qstatus reads pair q's part of the status block.
 func (g *guest) qstatus(q int) qpStatus {
-	b := g.bytes(g.status+uint64(hw.StatusQPOffset(q)), hw.QPStatusSize)
+	b := g.bytes(g.status+uint64(hw.StatusPairOffset(q)), hw.PairStatusSize)
 	return qpStatus{
-		TxHead: hw.QPStatusTxHead.Get(b), RxHead: hw.QPStatusRxHead.Get(b),
-		Error: hw.QPStatusError.Get(b), ErrorInfo: hw.QPStatusErrorInfo.Get(b),
-		RxDropsNoBuf: hw.QPStatusRxDropsNoBuf.Get(b), RxDropsTooBig: hw.QPStatusRxDropsTooBig.Get(b),
-		TxDropsBadLen: hw.QPStatusTxDropsBadLen.Get(b),
-		TxTSOFrames:   hw.QPStatusTxTSOFrames.Get(b), RxWireStalls: hw.QPStatusRxWireStalls.Get(b),
+		TxHead: hw.PairStatusTxHead.Get(b), RxHead: hw.PairStatusRxHead.Get(b),
+		Error: hw.PairStatusError.Get(b), ErrorInfo: hw.PairStatusErrorInfo.Get(b),
+		RxDropsNoBuf: hw.PairStatusRxDropsNoBuf.Get(b), RxDropsTooBig: hw.PairStatusRxDropsTooBig.Get(b),
+		TxDropsBadLen: hw.PairStatusTxDropsBadLen.Get(b),
+		TxTSOFrames:   hw.PairStatusTxTSOFrames.Get(b), RxWireStalls: hw.PairStatusRxWireStalls.Get(b),
 	}
 }
 
@@ -239,7 +239,7 @@ func (g *guest) postTX(q int, segs ...[]byte) {
 		g.writeTxDesc(q, slot, buf, uint16(len(s)), flags)
 		gp.txTail++
 	}
-	g.qpReg(q, hw.QPTxTail, gp.txTail)
+	g.qpReg(q, hw.PairTxTail, gp.txTail)
 }
 
 func (g *guest) writeTxDesc(q int, slot uint32, addr uint64, n, flags uint16) {
@@ -265,7 +265,7 @@ func (g *guest) postRX(q int, n int, bufLen uint16) {
 		hw.RxDescStatus.Put(d, 0)
 		gp.rxTail++
 	}
-	g.qpReg(q, hw.QPRxTail, gp.rxTail)
+	g.qpReg(q, hw.PairRxTail, gp.rxTail)
 }
 
 func (g *guest) rxDesc(q int, slot uint32) []byte {

@@ -235,7 +235,7 @@ func (g *guest) postTXOff(q int, o txOff, segs ...[]byte) {
 		}
 		gp.txTail++
 	}
-	g.qpReg(q, hw.QPTxTail, gp.txTail)
+	g.qpReg(q, hw.PairTxTail, gp.txTail)
 }
 
 // split cuts f into n nearly equal pieces (n at most len(f)).

@@ -30,7 +30,7 @@ type Pair struct {
 	// inst is the running instance, nil while disabled.
 	inst atomic.Pointer[instance]
 	// draining are the streams of retired instances that had not quiesced
-	// when last looked at (under regMu): QP_CTRL reads BUSY meanwhile.
+	// when last looked at (under regMu): PAIR_CTRL reads BUSY meanwhile.
 	draining guestmem.Draining
 
 	statusMu sync.Mutex // orders this pair's status block writes
@@ -56,7 +56,7 @@ type pairCounters struct {
 
 func newPair(d *Engine, q int) *Pair {
 	p := &Pair{d: d, q: q}
-	p.irq.init(d.clock, p.fireIRQ, d.trace, hw.QPVector(q))
+	p.irq.init(d.clock, p.fireIRQ, d.trace, hw.PairVector(q))
 	return p
 }
 
@@ -69,11 +69,11 @@ func (p *Pair) fireIRQ() {
 	if in == nil || !in.dma.Begin() {
 		return
 	}
-	p.d.irq(hw.QPVector(p.q))
+	p.d.irq(hw.PairVector(p.q))
 	in.dma.End()
 }
 
-// Busy reports whether the pair may still DMA (QP_CTRL_BUSY): it is
+// Busy reports whether the pair may still DMA (PAIR_CTRL_BUSY): it is
 // enabled, or an instance it retired has a unit in flight.
 func (p *Pair) Busy() bool {
 	p.regMu.Lock()
@@ -88,36 +88,36 @@ func (p *Pair) Index() int { return p.q }
 // unassigned registers read 0.
 func (p *Pair) ReadReg(off uint32) uint32 {
 	switch off {
-	case hw.QPITR:
+	case hw.PairITR:
 		return uint32(p.irq.getITR() / time.Microsecond)
 	}
 	p.regMu.Lock()
 	defer p.regMu.Unlock()
 	switch off {
-	case hw.QPTxBaseLo:
+	case hw.PairTxBaseLo:
 		return uint32(p.txBase)
-	case hw.QPTxBaseHi:
+	case hw.PairTxBaseHi:
 		return uint32(p.txBase >> 32)
-	case hw.QPTxSize:
+	case hw.PairTxSize:
 		return p.txSize
-	case hw.QPRxBaseLo:
+	case hw.PairRxBaseLo:
 		return uint32(p.rxBase)
-	case hw.QPRxBaseHi:
+	case hw.PairRxBaseHi:
 		return uint32(p.rxBase >> 32)
-	case hw.QPRxSize:
+	case hw.PairRxSize:
 		return p.rxSize
-	case hw.QPCtrl:
+	case hw.PairCtrl:
 		if p.enabled {
-			return hw.QPCtrlEnable | hw.QPCtrlBusy
+			return hw.PairCtrlEnable | hw.PairCtrlBusy
 		}
 		if p.draining.Busy() {
-			return hw.QPCtrlBusy
+			return hw.PairCtrlBusy
 		}
-	case hw.QPRxPolicy:
+	case hw.PairRxPolicy:
 		return p.rxPolicy
-	case hw.QPPASID:
+	case hw.PairPASID:
 		return p.pasid
-	case hw.QPBmSize:
+	case hw.PairBmSize:
 		return p.bmSize
 	}
 	return 0
@@ -127,26 +127,26 @@ func (p *Pair) ReadReg(off uint32) uint32 {
 // touches guest memory, so it is safe on the vfio-user socket goroutine.
 func (p *Pair) WriteReg(off, v uint32) {
 	switch off {
-	case hw.QPTxTail:
+	case hw.PairTxTail:
 		p.doorbell(true, v)
 		return
-	case hw.QPRxTail:
+	case hw.PairRxTail:
 		p.doorbell(false, v)
 		return
-	case hw.QPIRQArm:
+	case hw.PairIRQArm:
 		if v&1 != 0 {
 			p.irq.arm()
 		}
 		return
-	case hw.QPITR:
+	case hw.PairITR:
 		p.irq.setITR(time.Duration(v) * time.Microsecond)
 		return
-	case hw.QPRxResolve:
+	case hw.PairRxResolve:
 		if in := p.inst.Load(); in != nil {
 			in.queueResolve(v)
 		}
 		return
-	case hw.QPRxTailIRQ:
+	case hw.PairRxTailIRQ:
 		if in := p.inst.Load(); in != nil && v&1 != 0 {
 			in.tailIRQ.Store(true)
 		}
@@ -155,26 +155,26 @@ func (p *Pair) WriteReg(off, v uint32) {
 	p.regMu.Lock()
 	defer p.regMu.Unlock()
 	switch off {
-	case hw.QPTxBaseLo:
+	case hw.PairTxBaseLo:
 		p.txBase = p.txBase&^0xffffffff | uint64(v)
-	case hw.QPTxBaseHi:
+	case hw.PairTxBaseHi:
 		p.txBase = p.txBase&0xffffffff | uint64(v)<<32
-	case hw.QPTxSize:
+	case hw.PairTxSize:
 		p.txSize = v
-	case hw.QPRxBaseLo:
+	case hw.PairRxBaseLo:
 		p.rxBase = p.rxBase&^0xffffffff | uint64(v)
-	case hw.QPRxBaseHi:
+	case hw.PairRxBaseHi:
 		p.rxBase = p.rxBase&0xffffffff | uint64(v)<<32
-	case hw.QPRxSize:
+	case hw.PairRxSize:
 		p.rxSize = v
-	case hw.QPRxPolicy:
+	case hw.PairRxPolicy:
 		p.rxPolicy = v
-	case hw.QPPASID:
+	case hw.PairPASID:
 		p.pasid = v
-	case hw.QPBmSize:
+	case hw.PairBmSize:
 		p.bmSize = v
-	case hw.QPCtrl:
-		on := v&hw.QPCtrlEnable != 0
+	case hw.PairCtrl:
+		on := v&hw.PairCtrlEnable != 0
 		switch {
 		case on && !p.enabled:
 			p.enabled = true
@@ -211,7 +211,7 @@ func (p *Pair) stop() {
 }
 
 // retireLocked retires in and keeps its stream until it quiesced, for
-// QP_CTRL's and CTRL's BUSY bits. It never waits. Caller holds regMu.
+// PAIR_CTRL's and CTRL's BUSY bits. It never waits. Caller holds regMu.
 func (p *Pair) retireLocked(in *instance) {
 	in.retire()
 	p.draining.Add(in.dma)
@@ -401,9 +401,9 @@ func newInstance(p *Pair, txBase uint64, txSize uint32, rxBase uint64, rxSize ui
 		dma: p.d.mem.NewStream(fmt.Sprintf("qp%d", p.q))}
 	in.ctx, in.cancel = context.WithCancel(context.Background())
 	in.tx = ring{base: txBase, size: txSize, mask: txSize - 1, valid: ringOK(txBase, txSize, hw.TxDescSize),
-		trace: p.d.trace, track: trace.QPTx(p.q)}
+		trace: p.d.trace, track: trace.PairTx(p.q)}
 	in.rx = ring{base: rxBase, size: rxSize, mask: rxSize - 1, valid: ringOK(rxBase, rxSize, hw.RxDescSize),
-		trace: p.d.trace, track: trace.QPRx(p.q)}
+		trace: p.d.trace, track: trace.PairRx(p.q)}
 	// The rings are the driver's memory handed to this instance: fenced
 	// when it quiesces. Buffers are the driver's to fence (in tests).
 	for _, r := range []*ring{&in.tx, &in.rx} {
@@ -534,7 +534,7 @@ func (in *instance) publish(f hw.Le32, v uint32) {
 	p.statusMu.Lock()
 	sb := p.d.status.Load()
 	if p.inst.Load() == in && sb != nil {
-		err = sb.write(uint64(hw.StatusQPOffset(p.q)+f.Offset), b[:])
+		err = sb.write(uint64(hw.StatusPairOffset(p.q)+f.Offset), b[:])
 	}
 	p.statusMu.Unlock()
 	if err != nil {
@@ -560,25 +560,25 @@ func (p *Pair) publishAll() error {
 	if sb == nil {
 		return nil
 	}
-	var b [hw.QPStatusSize]byte
+	var b [hw.PairStatusSize]byte
 	if in := p.inst.Load(); in != nil {
-		hw.QPStatusTxHead.Put(b[:], in.tx.head.Load())
-		hw.QPStatusRxHead.Put(b[:], in.rx.head.Load())
+		hw.PairStatusTxHead.Put(b[:], in.tx.head.Load())
+		hw.PairStatusRxHead.Put(b[:], in.rx.head.Load())
 		e := in.err.Load()
-		hw.QPStatusError.Put(b[:], uint32(e>>32))
-		hw.QPStatusErrorInfo.Put(b[:], uint32(e))
-		hw.QPStatusRxDropsNoBuf.Put(b[:], in.rxDropsNoBuf.Load())
-		hw.QPStatusRxDropsTooBig.Put(b[:], in.rxDropsTooBig.Load())
-		hw.QPStatusTxDropsBadLen.Put(b[:], in.txDropsBadLen.Load())
-		hw.QPStatusTxTSOFrames.Put(b[:], in.txTSOFrames.Load())
-		hw.QPStatusRxWireStalls.Put(b[:], in.rxWireStalls.Load())
-		hw.QPStatusRxFaults.Put(b[:], in.rxFaultsG.Load())
-		hw.QPStatusRxBackup.Put(b[:], in.rxBackupG.Load())
-		hw.QPStatusRxFaultDrops.Put(b[:], in.rxFaultDropsG.Load())
-		hw.QPStatusTxFaults.Put(b[:], in.txFaultsG.Load())
-		hw.QPStatusTxFaultErrors.Put(b[:], in.txFaultErrorsG.Load())
-		hw.QPStatusRxHeadOffset.Put(b[:], in.headOffsetA.Load())
-		hw.QPStatusRxBmIndex.Put(b[:], in.bmIndexA.Load())
+		hw.PairStatusError.Put(b[:], uint32(e>>32))
+		hw.PairStatusErrorInfo.Put(b[:], uint32(e))
+		hw.PairStatusRxDropsNoBuf.Put(b[:], in.rxDropsNoBuf.Load())
+		hw.PairStatusRxDropsTooBig.Put(b[:], in.rxDropsTooBig.Load())
+		hw.PairStatusTxDropsBadLen.Put(b[:], in.txDropsBadLen.Load())
+		hw.PairStatusTxTSOFrames.Put(b[:], in.txTSOFrames.Load())
+		hw.PairStatusRxWireStalls.Put(b[:], in.rxWireStalls.Load())
+		hw.PairStatusRxFaults.Put(b[:], in.rxFaultsG.Load())
+		hw.PairStatusRxBackup.Put(b[:], in.rxBackupG.Load())
+		hw.PairStatusRxFaultDrops.Put(b[:], in.rxFaultDropsG.Load())
+		hw.PairStatusTxFaults.Put(b[:], in.txFaultsG.Load())
+		hw.PairStatusTxFaultErrors.Put(b[:], in.txFaultErrorsG.Load())
+		hw.PairStatusRxHeadOffset.Put(b[:], in.headOffsetA.Load())
+		hw.PairStatusRxBmIndex.Put(b[:], in.bmIndexA.Load())
 	}
-	return sb.write(uint64(hw.StatusQPOffset(p.q)), b[:])
+	return sb.write(uint64(hw.StatusPairOffset(p.q)), b[:])
 }

@@ -82,8 +82,8 @@ type quiesceStop struct {
 }
 
 var quiesceStops = []quiesceStop{
-	{"QP_CTRL=0", func(g *guest) { g.qpReg(0, hw.QPCtrl, 0) },
-		func(g *guest) bool { return g.d.Pair(0).ReadReg(hw.QPCtrl)&hw.QPCtrlBusy != 0 }, false},
+	{"PAIR_CTRL=0", func(g *guest) { g.qpReg(0, hw.PairCtrl, 0) },
+		func(g *guest) bool { return g.d.Pair(0).ReadReg(hw.PairCtrl)&hw.PairCtrlBusy != 0 }, false},
 	{"CTRL_RESET", func(g *guest) { g.d.Reset() }, func(g *guest) bool { return g.d.Busy() }, true},
 }
 
@@ -132,7 +132,7 @@ func TestQuiesceWhileWriteBlocked(t *testing.T) {
 			for i := range gp.rxBufs {
 				gp.rxBufs[i] = remoteIOVA + uint64(i)*bufSize
 			}
-			g.qpReg(0, hw.QPIRQArm, 1)
+			g.qpReg(0, hw.PairIRQArm, 1)
 			g.postRX(0, 8, bufSize)
 			rem.shut.Store(true)
 			if err := g.peer.Send(frame(100, 1)); err != nil {
@@ -156,7 +156,7 @@ func TestQuiesceWhileWriteBlocked(t *testing.T) {
 
 			// The driver frees the rings, the buffers and, after a
 			// reset, the status block.
-			irqs := g.irq.count(hw.QPVector(0))
+			irqs := g.irq.count(hw.PairVector(0))
 			g.mem.Fence(gp.rxRing, uint64(gp.rxSize)*hw.RxDescSize)
 			g.mem.Fence(gp.txRing, uint64(gp.txSize)*hw.TxDescSize)
 			g.mem.Fence(remoteIOVA, 64<<10)
@@ -183,7 +183,7 @@ func TestQuiesceWhileWriteBlocked(t *testing.T) {
 			if !bytes.Equal(bufs, rem.snapshot()) {
 				t.Fatal("RX buffers changed after BUSY cleared")
 			}
-			if n := g.irq.count(hw.QPVector(0)); n != irqs {
+			if n := g.irq.count(hw.PairVector(0)); n != irqs {
 				t.Fatalf("pair interrupt after BUSY cleared (%d, then %d)", irqs, n)
 			}
 		})
@@ -247,7 +247,7 @@ func TestQuiesceDriverModel(t *testing.T) {
 					}
 					g.enable(0, gp.txRing, gp.txSize, gp.rxRing, gp.rxSize)
 				}
-				g.qpReg(0, hw.QPIRQArm, 1)
+				g.qpReg(0, hw.PairIRQArm, 1)
 				g.postRX(0, int(gp.rxSize), bufSize)
 				for range 4 {
 					g.postTX(0, frame(200, uint16(round)))
@@ -264,7 +264,7 @@ func TestQuiesceDriverModel(t *testing.T) {
 				ring := append([]byte(nil), g.bytes(gp.rxRing, int(gp.rxSize)*hw.RxDescSize)...)
 				status := append([]byte(nil), g.bytes(g.status, hw.StatusBlockSize)...)
 				bufs := rem.snapshot()
-				irqs := g.irq.count(hw.QPVector(0))
+				irqs := g.irq.count(hw.PairVector(0))
 				time.Sleep(2 * time.Millisecond)
 				if n := g.mem.LateWrites(); n != 0 {
 					t.Fatalf("round %d: %d late writes: %v", round, n, g.mem.LateLog())
@@ -278,7 +278,7 @@ func TestQuiesceDriverModel(t *testing.T) {
 				if !bytes.Equal(bufs, rem.snapshot()) {
 					t.Fatalf("round %d: RX buffers changed after BUSY cleared", round)
 				}
-				if n := g.irq.count(hw.QPVector(0)); n != irqs {
+				if n := g.irq.count(hw.PairVector(0)); n != irqs {
 					t.Fatalf("round %d: pair interrupt after BUSY cleared", round)
 				}
 			}
@@ -289,19 +289,19 @@ func TestQuiesceDriverModel(t *testing.T) {
 	}
 }
 
-// TestQuiesceIdlePairQuiescesAtOnce: QP_CTRL reads BUSY while enabled and
+// TestQuiesceIdlePairQuiescesAtOnce: PAIR_CTRL reads BUSY while enabled and
 // clears right after a disable when no frame is in flight (the worker
 // waiting for a doorbell holds no unit).
 func TestQuiesceIdlePairQuiescesAtOnce(t *testing.T) {
 	g := newGuest(t, guestOpts{pairs: 1})
 	g.setupPair(0, 8, 8)
 	p := g.d.Pair(0)
-	if p.ReadReg(hw.QPCtrl) != hw.QPCtrlEnable|hw.QPCtrlBusy {
-		t.Fatalf("QP_CTRL %#x while enabled", p.ReadReg(hw.QPCtrl))
+	if p.ReadReg(hw.PairCtrl) != hw.PairCtrlEnable|hw.PairCtrlBusy {
+		t.Fatalf("PAIR_CTRL %#x while enabled", p.ReadReg(hw.PairCtrl))
 	}
-	g.qpReg(0, hw.QPCtrl, 0)
+	g.qpReg(0, hw.PairCtrl, 0)
 	waitQuiesced(t, g, quiesceStops[0])
-	if v := p.ReadReg(hw.QPCtrl); v != 0 {
-		t.Fatalf("QP_CTRL %#x after the quiesce", v)
+	if v := p.ReadReg(hw.PairCtrl); v != 0 {
+		t.Fatalf("PAIR_CTRL %#x after the quiesce", v)
 	}
 }

@@ -66,14 +66,14 @@ func TestRegisterBlocks(t *testing.T) {
 			t.Errorf("%s (%v) at %#x: decoded %v", r.Name, r.Block, off, ok)
 		}
 	}
-	if !hw.Offsets(g.d).RegWrite(hw.QPBase(1)+hw.QPTxSize, 64) || g.d.Pair(1).ReadReg(hw.QPTxSize) != 64 {
+	if !hw.Offsets(g.d).RegWrite(hw.PairBase(1)+hw.PairTxSize, 64) || g.d.Pair(1).ReadReg(hw.PairTxSize) != 64 {
 		t.Fatal("pair 1's TX_SIZE not written through its BAR0 offset")
 	}
 	// A pair the function does not offer reads 0 and ignores writes.
-	if !hw.Offsets(g.d).RegWrite(hw.QPBase(2)+hw.QPTxSize, 64) {
+	if !hw.Offsets(g.d).RegWrite(hw.PairBase(2)+hw.PairTxSize, 64) {
 		t.Fatal("pair 2's block not decoded")
 	}
-	if v, _ := hw.Offsets(g.d).RegRead(hw.QPBase(2) + hw.QPTxSize); v != 0 {
+	if v, _ := hw.Offsets(g.d).RegRead(hw.PairBase(2) + hw.PairTxSize); v != 0 {
 		t.Fatalf("pair 2's TX_SIZE reads %d", v)
 	}
 	write := func(off, v uint32) { hw.Offsets(g.d).RegWrite(off, v) }

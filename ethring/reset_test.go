@@ -108,7 +108,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	}
 	before := append([]byte(nil), g.bytes(g.status, hw.StatusBlockSize)...)
 	g.d.Receive(frame(60, 2)) // disabled: dropped
-	g.d.Pair(0).WriteReg(hw.QPTxTail, 2)
+	g.d.Pair(0).WriteReg(hw.PairTxTail, 2)
 	time.Sleep(5 * time.Millisecond)
 	mustEqual(t, "status block after Close", g.bytes(g.status, hw.StatusBlockSize), before)
 }

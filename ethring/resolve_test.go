@@ -46,8 +46,8 @@ func TestResolveValidation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGuest(t, guestOpts{pairs: 1})
-			g.qpReg(0, hw.QPRxPolicy, hw.RxPolicyBackup)
-			g.qpReg(0, hw.QPBmSize, tc.bmSize)
+			g.qpReg(0, hw.PairRxPolicy, hw.RxPolicyBackup)
+			g.qpReg(0, hw.PairBmSize, tc.bmSize)
 			g.setupPair(0, 16, 16)
 			in := g.inlinePair(0)
 			in.latchFaults(hw.RxPolicyBackup, 0, tc.bmSize)

@@ -85,8 +85,8 @@ func (in *instance) rxPick(frame []byte, h *pkthdr.Headers, hold bool) (s rxSlot
 			return rxSlot{}, false, true
 		default:
 			p.st.rxDropsNoBuf.Add(1)
-			in.publish(hw.QPStatusRxDropsNoBuf, in.rxDropsNoBuf.Add(1))
-			p.d.trace.Emit(trace.RxDrop, trace.QPRx(p.q), uint64(c), trace.DropNoBuffer)
+			in.publish(hw.PairStatusRxDropsNoBuf, in.rxDropsNoBuf.Add(1))
+			p.d.trace.Emit(trace.RxDrop, trace.PairRx(p.q), uint64(c), trace.DropNoBuffer)
 		}
 		return rxSlot{}, false, false
 	}
@@ -99,8 +99,8 @@ func (in *instance) rxPick(frame []byte, h *pkthdr.Headers, hold bool) (s rxSlot
 		addr: hw.RxDescAddr.Get(desc), bufLen: int(hw.RxDescBufLen.Get(desc))}
 	if n := len(frame); n > s.bufLen || n > hw.MaxFrame {
 		p.st.rxDropsTooBig.Add(1)
-		in.publish(hw.QPStatusRxDropsTooBig, in.rxDropsTooBig.Add(1))
-		p.d.trace.Emit(trace.RxDrop, trace.QPRx(p.q), uint64(c), trace.DropTooBig)
+		in.publish(hw.PairStatusRxDropsTooBig, in.rxDropsTooBig.Add(1))
+		p.d.trace.Emit(trace.RxDrop, trace.PairRx(p.q), uint64(c), trace.DropTooBig)
 		return rxSlot{}, false, false
 	}
 	return s, true, false
@@ -117,7 +117,7 @@ func (in *instance) rxStalled() bool {
 // rxStall counts one stall of the wire on this instance.
 func (in *instance) rxStall() {
 	in.p.st.rxWireStalls.Add(1)
-	in.publish(hw.QPStatusRxWireStalls, in.rxWireStalls.Add(1))
+	in.publish(hw.PairStatusRxWireStalls, in.rxWireStalls.Add(1))
 }
 
 // rxComplete hands the buffer back: the descriptor's device fields first,
@@ -140,7 +140,7 @@ func (in *instance) rxComplete(s rxSlot, n int, status uint16) {
 	if n > 0 {
 		p.st.rxFrames.Add(1)
 		p.st.rxBytes.Add(uint64(n))
-		p.d.trace.Emit(trace.RxFrame, trace.QPRx(p.q), uint64(s.c), uint64(n))
+		p.d.trace.Emit(trace.RxFrame, trace.PairRx(p.q), uint64(s.c), uint64(n))
 	}
 	if in.headOffset > 0 {
 		in.setHeadOffset(in.headOffset + 1)
@@ -148,6 +148,6 @@ func (in *instance) rxComplete(s rxSlot, n int, status uint16) {
 	}
 	head := s.c + 1
 	r.head.Store(head)
-	in.publish(hw.QPStatusRxHead, head)
+	in.publish(hw.PairStatusRxHead, head)
 	p.irq.event()
 }

@@ -24,7 +24,7 @@ func TestStatsSeeResolveEffects(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for range writes {
-			p.WriteReg(hw.QPRxResolve, 0)
+			p.WriteReg(hw.PairRxResolve, 0)
 		}
 	}()
 	for {

@@ -51,7 +51,7 @@ func (in *instance) txRun() {
 // block first, then the interrupt (which fires only while the instance
 // runs: Pair.fireIRQ).
 func (in *instance) txComplete(head uint32) {
-	in.publish(hw.QPStatusTxHead, head)
+	in.publish(hw.PairStatusTxHead, head)
 	in.p.irq.event()
 }
 
@@ -210,7 +210,7 @@ func (in *instance) txSkip(head, tail uint32) uint32 {
 		}
 		if hw.TxDescFlags.Get(desc)&hw.TxdEOP != 0 || i+1 == t.size {
 			in.p.st.txFaultErrors.Add(1)
-			in.publish(hw.QPStatusTxFaultErrors, in.txFaultErrorsG.Add(1))
+			in.publish(hw.PairStatusTxFaultErrors, in.txFaultErrorsG.Add(1))
 			return i + 1
 		}
 	}
@@ -262,7 +262,7 @@ func (in *instance) txOffloadSend(f []byte, off txOffload) {
 		p := in.p
 		p.st.txTSOFrames.Add(1)
 		p.st.txTSOSegments.Add(uint64(n))
-		in.publish(hw.QPStatusTxTSOFrames, in.txTSOFrames.Add(1))
+		in.publish(hw.PairStatusTxTSOFrames, in.txTSOFrames.Add(1))
 	case off.flags&hw.TxdCsum != 0:
 		if len(f) > hw.MaxFrame || !txCsum(f, off.csumStart, off.csumOffset) {
 			in.txDrop()
@@ -292,7 +292,7 @@ func (in *instance) txSend(frame []byte) {
 	}
 	p.st.txFrames.Add(1)
 	p.st.txBytes.Add(uint64(len(frame)))
-	p.d.trace.Emit(trace.TxFrame, trace.QPTx(p.q), uint64(in.tx.head.Load()), uint64(len(frame)))
+	p.d.trace.Emit(trace.TxFrame, trace.PairTx(p.q), uint64(in.tx.head.Load()), uint64(len(frame)))
 }
 
 // txSendGSO sends a TSO super-packet whole through a port that segments
@@ -307,10 +307,10 @@ func (in *instance) txSendGSO(g port.GSOSender, frame []byte, gso port.GSOInfo) 
 	}
 	p.st.txFrames.Add(1)
 	p.st.txBytes.Add(uint64(len(frame)))
-	p.d.trace.Emit(trace.TxFrame, trace.QPTx(p.q), uint64(in.tx.head.Load()), uint64(len(frame)))
+	p.d.trace.Emit(trace.TxFrame, trace.PairTx(p.q), uint64(in.tx.head.Load()), uint64(len(frame)))
 }
 
 func (in *instance) txDrop() {
 	in.p.st.txDropsBadLen.Add(1)
-	in.publish(hw.QPStatusTxDropsBadLen, in.txDropsBadLen.Add(1))
+	in.publish(hw.PairStatusTxDropsBadLen, in.txDropsBadLen.Add(1))
 }

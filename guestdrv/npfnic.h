@@ -118,7 +118,7 @@ static inline bool npfnic_rx_slot_resident(const struct npfnic_rx_slot *slot)
 struct npfnic_pending {
 	struct list_head list;
 	u32 desc;		/* free-running RX descriptor index */
-	u32 bm_index;		/* written back to QP_RX_RESOLVE */
+	u32 bm_index;		/* written back to PAIR_RX_RESOLVE */
 	u16 len;
 	u16 status;		/* NPFNIC_BKD_* */
 	u64 isr_ns;		/* backup interrupt that brought it */
@@ -136,7 +136,7 @@ struct npfnic_tx_slot {
 struct npfnic_qp {
 	struct npfnic *nic;
 	int idx;
-	void __iomem *regs;	/* BAR0 + NPFNIC_QP_BASE(idx) */
+	void __iomem *regs;	/* BAR0 + NPFNIC_PAIR_BASE(idx) */
 	struct napi_struct napi;
 
 	struct npfnic_tx_desc *tx_ring;
@@ -291,13 +291,13 @@ struct npfnic {
 	dma_addr_t sb_dma;
 
 	int nqps;			/* queue pairs in use while up */
-	struct npfnic_qp qps[NPFNIC_QP_MAX];
+	struct npfnic_qp qps[NPFNIC_PAIR_MAX];
 	u32 rx_ring_size;
 	u32 tx_ring_size;
 	u32 itr_usecs;
 	struct work_struct misc_work;	/* link changes and queue errors */
 	struct work_struct reset_work;	/* restarts the pairs (npfnic_schedule_reset) */
-	u32 qp_errors_seen[NPFNIC_QP_MAX];
+	u32 qp_errors_seen[NPFNIC_PAIR_MAX];
 	atomic64_t quiesce_timeouts;	/* BUSY bits that did not clear in time */
 
 	struct mutex diag_lock;		/* one diagnostic DMA at a time */
@@ -332,9 +332,9 @@ static inline struct npfnic *npfnic_from_netdev(struct net_device *netdev)
 	return *(struct npfnic **)netdev_priv(netdev);
 }
 
-static inline struct npfnic_qp_status *npfnic_qp_status(struct npfnic *nic, int q)
+static inline struct npfnic_pair_status *npfnic_pair_status(struct npfnic *nic, int q)
 {
-	return &nic->sb->qp[q];
+	return &nic->sb->pair[q];
 }
 
 static inline bool npfnic_translating(const struct npfnic *nic)

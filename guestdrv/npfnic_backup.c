@@ -9,10 +9,10 @@
  * work takes every new entry at once and reposts its buffer. In ring order
  * per pair it places each frame in its own RX descriptor (backing the slot
  * with a page first, npfnic_iopt.c) and tells the device with
- * QP_RX_RESOLVE, which lets the pair's RX head pass the descriptor. A frame
+ * PAIR_RX_RESOLVE, which lets the pair's RX head pass the descriptor. A frame
  * whose descriptor lies beyond the driver's RX tail is copied to the pair's
  * pending queue and waits, with the frames after it, for the tail to move
- * (QP_RX_TAIL_IRQ raises the backup vector then). An entry the driver
+ * (PAIR_RX_TAIL_IRQ raises the backup vector then). An entry the driver
  * cannot complete (no such pair, no such descriptor, more pending than
  * bm_size) restarts the pairs (npfnic_schedule_reset); one of a known pair
  * with a bad status or length completes as an error.
@@ -88,7 +88,7 @@ static void npfnic_backup_resolve(struct npfnic *nic, struct npfnic_qp *qp,
 	d->status = cpu_to_le16(status);
 	/* The descriptor before the doorbell that lets the head pass it. */
 	wmb();
-	iowrite32(p->bm_index, qp->regs + NPFNIC_QP_RX_RESOLVE);
+	iowrite32(p->bm_index, qp->regs + NPFNIC_PAIR_RX_RESOLVE);
 	atomic64_inc(&nic->nstats.rx_resolved);
 	npfnic_since(nic, NPFNIC_HIST_BACKUP_LAT, p->isr_ns);
 	/* This work backed a cold slot before the PRQ work did: fault ahead here. */
@@ -126,7 +126,7 @@ static void npfnic_backup_corrupt(struct npfnic *nic, struct npfnic_pending *e, 
 		e->status &= ~NPFNIC_BKD_DONE;
 		break;
 	case NPFNIC_BAD_BACKUP_QUEUE:
-		*queue = NPFNIC_QP_MAX;
+		*queue = NPFNIC_PAIR_MAX;
 		break;
 	case NPFNIC_BAD_BACKUP_DESC:
 		e->desc -= 1U << 31;
@@ -255,7 +255,7 @@ static void npfnic_backup_place(struct npfnic *nic, struct npfnic_qp *qp)
 		case NPFNIC_NOT_YET:
 			if (armed)
 				return;
-			iowrite32(1, qp->regs + NPFNIC_QP_RX_TAIL_IRQ);
+			iowrite32(1, qp->regs + NPFNIC_PAIR_RX_TAIL_IRQ);
 			atomic64_inc(&nic->nstats.tail_irqs);
 			armed = true;
 			/* The arm before a second look: a tail that moved meanwhile is seen. */

@@ -170,7 +170,7 @@ static u64 npfnic_xlat_errors(struct npfnic *nic)
 	u64 cooled = 0, xlat = 0;
 	int q;
 
-	for (q = 0; q < NPFNIC_QP_MAX; q++)
+	for (q = 0; q < NPFNIC_PAIR_MAX; q++)
 		npfnic_qp_npf_stats(&nic->qps[q], &cooled, &xlat);
 	return xlat;
 }
@@ -181,7 +181,7 @@ static u64 npfnic_tx_fault_errors(struct npfnic *nic)
 	int q;
 
 	for (q = 0; q < nic->nqps; q++)
-		n += le32_to_cpu(READ_ONCE(npfnic_qp_status(nic, q)->tx_fault_errors));
+		n += le32_to_cpu(READ_ONCE(npfnic_pair_status(nic, q)->tx_fault_errors));
 	return n;
 }
 
@@ -200,7 +200,7 @@ static void npfnic_wait_xlat_error(struct npfnic *nic, u64 rx, u64 tx)
 /* One RX slot's PTE points outside guest RAM until a frame hits it. */
 static int npfnic_inject_bad_pte(struct npfnic *nic, struct npfnic_qp *qp)
 {
-	struct npfnic_qp_status *st = npfnic_qp_status(nic, qp->idx);
+	struct npfnic_pair_status *st = npfnic_pair_status(nic, qp->idx);
 	u32 i = (le32_to_cpu(READ_ONCE(st->rx_head)) +
 		 le32_to_cpu(READ_ONCE(st->rx_head_offset))) & (qp->rx_size - 1);
 	u64 va = npfnic_rx_va(qp->idx, i), rx = npfnic_xlat_errors(nic), tx;

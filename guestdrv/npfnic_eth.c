@@ -71,7 +71,7 @@ static void npfnic_misc_work(struct work_struct *work)
 		if (deverr)
 			netdev_err(nic->netdev, "device error %u\n", deverr);
 		for (q = 0; q < nic->nqps; q++) {
-			struct npfnic_qp_status *st = npfnic_qp_status(nic, q);
+			struct npfnic_pair_status *st = npfnic_pair_status(nic, q);
 			u32 err = le32_to_cpu(READ_ONCE(st->error));
 
 			if (err && err != nic->qp_errors_seen[q])
@@ -95,18 +95,18 @@ static void npfnic_program_status_block(struct npfnic *nic)
 
 static void npfnic_start_qp(struct npfnic_qp *qp)
 {
-	iowrite32(lower_32_bits(qp->tx_ring_dma), qp->regs + NPFNIC_QP_TX_BASE_LO);
-	iowrite32(upper_32_bits(qp->tx_ring_dma), qp->regs + NPFNIC_QP_TX_BASE_HI);
-	iowrite32(qp->tx_size, qp->regs + NPFNIC_QP_TX_SIZE);
-	iowrite32(lower_32_bits(qp->rx_ring_dma), qp->regs + NPFNIC_QP_RX_BASE_LO);
-	iowrite32(upper_32_bits(qp->rx_ring_dma), qp->regs + NPFNIC_QP_RX_BASE_HI);
-	iowrite32(qp->rx_size, qp->regs + NPFNIC_QP_RX_SIZE);
-	iowrite32(qp->nic->itr_usecs, qp->regs + NPFNIC_QP_ITR);
+	iowrite32(lower_32_bits(qp->tx_ring_dma), qp->regs + NPFNIC_PAIR_TX_BASE_LO);
+	iowrite32(upper_32_bits(qp->tx_ring_dma), qp->regs + NPFNIC_PAIR_TX_BASE_HI);
+	iowrite32(qp->tx_size, qp->regs + NPFNIC_PAIR_TX_SIZE);
+	iowrite32(lower_32_bits(qp->rx_ring_dma), qp->regs + NPFNIC_PAIR_RX_BASE_LO);
+	iowrite32(upper_32_bits(qp->rx_ring_dma), qp->regs + NPFNIC_PAIR_RX_BASE_HI);
+	iowrite32(qp->rx_size, qp->regs + NPFNIC_PAIR_RX_SIZE);
+	iowrite32(qp->nic->itr_usecs, qp->regs + NPFNIC_PAIR_ITR);
 	if (npfnic_translating(qp->nic))
 		npfnic_npf_start_qp(qp);
-	iowrite32(NPFNIC_QP_CTRL_ENABLE, qp->regs + NPFNIC_QP_CTRL);
+	iowrite32(NPFNIC_PAIR_CTRL_ENABLE, qp->regs + NPFNIC_PAIR_CTRL);
 	npfnic_post_rx(qp, qp->rx_size);
-	iowrite32(1, qp->regs + NPFNIC_QP_IRQ_ARM);
+	iowrite32(1, qp->regs + NPFNIC_PAIR_IRQ_ARM);
 }
 
 /*
@@ -121,12 +121,12 @@ static void npfnic_stop_hw(struct npfnic *nic)
 	int q;
 
 	for (q = 0; q < nic->nqps; q++)
-		iowrite32(0, nic->qps[q].regs + NPFNIC_QP_CTRL);
+		iowrite32(0, nic->qps[q].regs + NPFNIC_PAIR_CTRL);
 	for (q = 0; q < nic->nqps; q++) {
 		struct npfnic_qp *qp = &nic->qps[q];
 
-		qp->lost = !npfnic_wait_quiesced(nic, qp->regs + NPFNIC_QP_CTRL,
-						 NPFNIC_QP_CTRL_BUSY, "queue pair");
+		qp->lost = !npfnic_wait_quiesced(nic, qp->regs + NPFNIC_PAIR_CTRL,
+						 NPFNIC_PAIR_CTRL_BUSY, "queue pair");
 	}
 	/*
 	 * CTRL stays BUSY while the status block is programmed: it lives
@@ -142,12 +142,12 @@ int npfnic_open(struct net_device *netdev)
 	struct npfnic *nic = npfnic_from_netdev(netdev);
 	int q, err;
 
-	nic->nqps = clamp_t(int, queues, 1, min(NPFNIC_QP_MAX, nic->nvecs - 1));
+	nic->nqps = clamp_t(int, queues, 1, min(NPFNIC_PAIR_MAX, nic->nvecs - 1));
 	for (q = 0; q < nic->nqps; q++) {
 		err = npfnic_alloc_qp(&nic->qps[q], nic->tx_ring_size, nic->rx_ring_size);
 		if (err)
 			goto err_free;
-		memset(npfnic_qp_status(nic, q), 0, sizeof(struct npfnic_qp_status));
+		memset(npfnic_pair_status(nic, q), 0, sizeof(struct npfnic_pair_status));
 		nic->qp_errors_seen[q] = 0;
 	}
 	err = netif_set_real_num_tx_queues(netdev, nic->nqps);
@@ -260,7 +260,7 @@ static void npfnic_get_stats64(struct net_device *netdev, struct rtnl_link_stats
 	u64 cooled = 0;
 	int q;
 
-	for (q = 0; q < NPFNIC_QP_MAX; q++) {
+	for (q = 0; q < NPFNIC_PAIR_MAX; q++) {
 		struct npfnic_qp_stats *st = &nic->qps[q].stats;
 		u64 rp, rb, tp, tb, cd;
 
@@ -279,7 +279,7 @@ static void npfnic_get_stats64(struct net_device *netdev, struct rtnl_link_stats
 		cooled += cd;
 	}
 	for (q = 0; q < nic->nqps; q++) {
-		struct npfnic_qp_status *st = npfnic_qp_status(nic, q);
+		struct npfnic_pair_status *st = npfnic_pair_status(nic, q);
 
 		s->rx_missed_errors += le32_to_cpu(READ_ONCE(st->rx_drops_no_buf));
 		s->rx_length_errors += le32_to_cpu(READ_ONCE(st->rx_drops_too_big));
@@ -313,7 +313,7 @@ int npfnic_eth_probe(struct npfnic *nic)
 			NPFNIC_RING_SIZE_MIN, NPFNIC_RING_SIZE_MAX);
 		return -EINVAL;
 	}
-	netdev = alloc_etherdev_mqs(sizeof(struct npfnic *), NPFNIC_QP_MAX, NPFNIC_QP_MAX);
+	netdev = alloc_etherdev_mqs(sizeof(struct npfnic *), NPFNIC_PAIR_MAX, NPFNIC_PAIR_MAX);
 	if (!netdev)
 		return -ENOMEM;
 	SET_NETDEV_DEV(netdev, dev);
@@ -330,8 +330,8 @@ int npfnic_eth_probe(struct npfnic *nic)
 	nic->itr_usecs = itr_usecs;
 	INIT_WORK(&nic->misc_work, npfnic_misc_work);
 	INIT_WORK(&nic->reset_work, npfnic_reset_work);
-	for (q = 0; q < NPFNIC_QP_MAX; q++) {
-		nic->qps[q].regs = nic->bar0 + NPFNIC_QP_BASE(q);
+	for (q = 0; q < NPFNIC_PAIR_MAX; q++) {
+		nic->qps[q].regs = nic->bar0 + NPFNIC_PAIR_BASE(q);
 		u64_stats_init(&nic->qps[q].stats.syncp);
 		netif_napi_add(netdev, &nic->qps[q].napi, npfnic_poll);
 	}
@@ -382,7 +382,7 @@ void npfnic_eth_remove(struct npfnic *nic)
 					"device reset");
 	cancel_work_sync(&nic->misc_work);
 	cancel_work_sync(&nic->reset_work);
-	for (q = 0; q < NPFNIC_QP_MAX; q++)
+	for (q = 0; q < NPFNIC_PAIR_MAX; q++)
 		netif_napi_del(&nic->qps[q].napi);
 	if (quiesced)
 		dma_free_coherent(&nic->pdev->dev, NPFNIC_STATUS_BLOCK_SIZE, nic->sb,
@@ -409,12 +409,12 @@ int npfnic_inject(struct npfnic *nic, const char *what, unsigned int q)
 	qp = &nic->qps[q];
 	if (!strcmp(what, "bad_tail")) {
 		/* More buffers than the ring holds. */
-		iowrite32(qp->rx_tail + 2 * qp->rx_size, qp->regs + NPFNIC_QP_RX_TAIL);
+		iowrite32(qp->rx_tail + 2 * qp->rx_size, qp->regs + NPFNIC_PAIR_RX_TAIL);
 	} else if (!strcmp(what, "bad_ring")) {
 		/* A ring far beyond guest RAM. */
-		iowrite32(0, qp->regs + NPFNIC_QP_CTRL);
-		iowrite32(0x4000, qp->regs + NPFNIC_QP_TX_BASE_HI);
-		iowrite32(NPFNIC_QP_CTRL_ENABLE, qp->regs + NPFNIC_QP_CTRL);
+		iowrite32(0, qp->regs + NPFNIC_PAIR_CTRL);
+		iowrite32(0x4000, qp->regs + NPFNIC_PAIR_TX_BASE_HI);
+		iowrite32(NPFNIC_PAIR_CTRL_ENABLE, qp->regs + NPFNIC_PAIR_CTRL);
 	} else if (!strcmp(what, "bad_desc")) {
 		/* A frame whose buffer lies outside guest RAM. */
 		txq = netdev_get_tx_queue(nic->netdev, q);
@@ -432,7 +432,7 @@ int npfnic_inject(struct npfnic *nic, const char *what, unsigned int q)
 			desc->csum_offset = 0;
 			qp->tx_tail++;
 			dma_wmb();
-			iowrite32(qp->tx_tail, qp->regs + NPFNIC_QP_TX_TAIL);
+			iowrite32(qp->tx_tail, qp->regs + NPFNIC_PAIR_TX_TAIL);
 		}
 		__netif_tx_unlock_bh(txq);
 	} else {

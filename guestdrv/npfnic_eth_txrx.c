@@ -36,7 +36,7 @@ void npfnic_unmap_tx_slot(struct device *dev, struct npfnic_tx_slot *slot)
 static int npfnic_clean_tx(struct npfnic_qp *qp, int budget)
 {
 	struct device *dev = &qp->nic->pdev->dev;
-	u32 head = le32_to_cpu(READ_ONCE(npfnic_qp_status(qp->nic, qp->idx)->tx_head));
+	u32 head = le32_to_cpu(READ_ONCE(npfnic_pair_status(qp->nic, qp->idx)->tx_head));
 	struct netdev_queue *txq = netdev_get_tx_queue(qp->nic->netdev, qp->idx);
 	unsigned int pkts = 0, bytes = 0;
 
@@ -192,7 +192,7 @@ netdev_tx_t npfnic_xmit(struct sk_buff *skb, struct net_device *netdev)
 	/* Descriptors before the doorbell; batch doorbells while more frames come. */
 	if (!netdev_xmit_more() || netif_xmit_stopped(txq)) {
 		dma_wmb();
-		iowrite32(qp->tx_tail, qp->regs + NPFNIC_QP_TX_TAIL);
+		iowrite32(qp->tx_tail, qp->regs + NPFNIC_PAIR_TX_TAIL);
 	}
 	return NETDEV_TX_OK;
 
@@ -232,7 +232,7 @@ void npfnic_post_rx(struct npfnic_qp *qp, u32 count)
 	 */
 	smp_store_release(&qp->rx_tail, tail);
 	dma_wmb();
-	iowrite32(tail, qp->regs + NPFNIC_QP_RX_TAIL);
+	iowrite32(tail, qp->regs + NPFNIC_PAIR_RX_TAIL);
 }
 
 /*
@@ -258,7 +258,7 @@ static u8 *npfnic_rx_buf(struct npfnic_qp *qp, u32 i, u16 len)
 static int npfnic_clean_rx(struct npfnic_qp *qp, int budget)
 {
 	struct net_device *netdev = qp->nic->netdev;
-	u32 head = le32_to_cpu(READ_ONCE(npfnic_qp_status(qp->nic, qp->idx)->rx_head));
+	u32 head = le32_to_cpu(READ_ONCE(npfnic_pair_status(qp->nic, qp->idx)->rx_head));
 	unsigned int pkts = 0, bytes = 0, cooled = 0, xlat = 0;
 	int done = 0;
 
@@ -323,7 +323,7 @@ static int npfnic_clean_rx(struct npfnic_qp *qp, int budget)
 
 static bool npfnic_qp_has_work(struct npfnic_qp *qp)
 {
-	struct npfnic_qp_status *st = npfnic_qp_status(qp->nic, qp->idx);
+	struct npfnic_pair_status *st = npfnic_pair_status(qp->nic, qp->idx);
 
 	return le32_to_cpu(READ_ONCE(st->rx_head)) != qp->rx_next ||
 	       le32_to_cpu(READ_ONCE(st->tx_head)) != qp->tx_clean;
@@ -337,7 +337,7 @@ int npfnic_poll(struct napi_struct *napi, int budget)
 	npfnic_clean_tx(qp, budget);
 	done = npfnic_clean_rx(qp, budget);
 	if (done < budget && napi_complete_done(napi, done)) {
-		iowrite32(1, qp->regs + NPFNIC_QP_IRQ_ARM);
+		iowrite32(1, qp->regs + NPFNIC_PAIR_IRQ_ARM);
 		/*
 		 * A completion that landed before the arm raises no interrupt:
 		 * look once more after arming so it is not stranded.

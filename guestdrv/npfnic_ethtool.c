@@ -21,7 +21,7 @@ static const char npfnic_dev_stat_names[][ETH_GSTRING_LEN] = {
 	"tx_tso_frames", "rx_wire_stalls", "late_dma", "quiesce_timeouts",
 };
 
-#define NPFNIC_QP_STATS		ARRAY_SIZE(npfnic_qp_stat_names)
+#define NPFNIC_PAIR_STATS		ARRAY_SIZE(npfnic_qp_stat_names)
 #define NPFNIC_DEV_STATS	ARRAY_SIZE(npfnic_dev_stat_names)
 
 static void npfnic_get_drvinfo(struct net_device *netdev, struct ethtool_drvinfo *info)
@@ -36,7 +36,7 @@ static int npfnic_get_sset_count(struct net_device *netdev, int sset)
 {
 	if (sset != ETH_SS_STATS)
 		return -EOPNOTSUPP;
-	return NPFNIC_QP_MAX * NPFNIC_QP_STATS + NPFNIC_DEV_STATS + NPFNIC_NPF_STATS;
+	return NPFNIC_PAIR_MAX * NPFNIC_PAIR_STATS + NPFNIC_DEV_STATS + NPFNIC_NPF_STATS;
 }
 
 static void npfnic_get_strings(struct net_device *netdev, u32 sset, u8 *data)
@@ -45,8 +45,8 @@ static void npfnic_get_strings(struct net_device *netdev, u32 sset, u8 *data)
 
 	if (sset != ETH_SS_STATS)
 		return;
-	for (q = 0; q < NPFNIC_QP_MAX; q++)
-		for (i = 0; i < NPFNIC_QP_STATS; i++)
+	for (q = 0; q < NPFNIC_PAIR_MAX; q++)
+		for (i = 0; i < NPFNIC_PAIR_STATS; i++)
 			ethtool_sprintf(&data, "q%d_%s", q, npfnic_qp_stat_names[i]);
 	for (i = 0; i < NPFNIC_DEV_STATS; i++)
 		ethtool_sprintf(&data, "%s", npfnic_dev_stat_names[i]);
@@ -62,7 +62,7 @@ static void npfnic_get_ethtool_stats(struct net_device *netdev, struct ethtool_s
 	unsigned int start;
 	int q;
 
-	for (q = 0; q < NPFNIC_QP_MAX; q++) {
+	for (q = 0; q < NPFNIC_PAIR_MAX; q++) {
 		struct npfnic_qp_stats *st = &nic->qps[q].stats;
 
 		do {
@@ -75,10 +75,10 @@ static void npfnic_get_ethtool_stats(struct net_device *netdev, struct ethtool_s
 			data[5] = st->tx_linearized;
 			data[6] = st->irqs;
 		} while (u64_stats_fetch_retry(&st->syncp, start));
-		data += NPFNIC_QP_STATS;
+		data += NPFNIC_PAIR_STATS;
 	}
 	for (q = 0; q < nic->nqps; q++) {
-		struct npfnic_qp_status *st = npfnic_qp_status(nic, q);
+		struct npfnic_pair_status *st = npfnic_pair_status(nic, q);
 
 		no_buf += le32_to_cpu(READ_ONCE(st->rx_drops_no_buf));
 		too_big += le32_to_cpu(READ_ONCE(st->rx_drops_too_big));

@@ -106,7 +106,7 @@ static int npfnic_rx_slot_of(struct npfnic *nic, u64 va, int *q, u32 *i)
 {
 	u64 off = va - NPFNIC_RX_VA_BASE;
 
-	if (va < NPFNIC_RX_VA_BASE || off >= ((u64)NPFNIC_QP_MAX << NPFNIC_RX_VA_QSHIFT))
+	if (va < NPFNIC_RX_VA_BASE || off >= ((u64)NPFNIC_PAIR_MAX << NPFNIC_RX_VA_QSHIFT))
 		return -EINVAL;
 	*q = off >> NPFNIC_RX_VA_QSHIFT;
 	*i = (off & (BIT_ULL(NPFNIC_RX_VA_QSHIFT) - 1)) >> NPFNIC_XLAT_PAGE_SHIFT;

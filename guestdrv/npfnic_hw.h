@@ -42,17 +42,17 @@
 #define NPFNIC_DIAG_DMA_STATUS_NO_MASTER 0x5 /* bus mastering disabled */
 #define NPFNIC_DIAG_DMA_STATUS_ABORTED   0x6 /* aborted; no byte will be written any more */
 #define NPFNIC_DIAG_DMA_MAX_LEN          0x100000
-#define NPFNIC_QP_MAX                    0x4 /* number of queue pairs */
+#define NPFNIC_PAIR_MAX                  0x4 /* number of queue pairs */
 #define NPFNIC_CTRL_ENABLE               0x1 /* NPFNIC_REG_CTRL: datapath on */
 #define NPFNIC_CTRL_RESET                0x2 /* NPFNIC_REG_CTRL: reset the datapath */
-#define NPFNIC_QP_CTRL_ENABLE            0x1 /* NPFNIC_QP_CTRL: pair enabled */
-#define NPFNIC_QP_CTRL_BUSY              0x80000000 /* NPFNIC_QP_CTRL (read only): the pair may still DMA */
+#define NPFNIC_PAIR_CTRL_ENABLE          0x1 /* NPFNIC_PAIR_CTRL: pair enabled */
+#define NPFNIC_PAIR_CTRL_BUSY            0x80000000 /* NPFNIC_PAIR_CTRL (read only): the pair may still DMA */
 #define NPFNIC_CTRL_BUSY                 0x80000000 /* NPFNIC_REG_CTRL (read only): the datapath may still DMA */
 #define NPFNIC_BACKUP_CTRL_BUSY          0x80000000 /* NPFNIC_REG_BACKUP_CTRL (read only): the backup ring may still DMA */
 #define NPFNIC_QUIESCE_TIMEOUT_MS        0x7d0 /* how long a driver waits for a BUSY bit to clear before it gives the memory up for lost */
 #define NPFNIC_MISC_VECTOR               0x0 /* MSI-X vector for link changes and errors */
 #define NPFNIC_STATUS_BLOCK_ALIGN        0x40
-#define NPFNIC_STATUS_BLOCK_SIZE         0x140 /* header + NPFNIC_QP_MAX * struct npfnic_qp_status */
+#define NPFNIC_STATUS_BLOCK_SIZE         0x140 /* header + NPFNIC_PAIR_MAX * struct npfnic_pair_status */
 #define NPFNIC_LINK_UP                   0x1 /* npfnic_status_block.link */
 #define NPFNIC_DEVERR_BAD_STATUS_ADDR    0x1 /* status block outside guest memory or misaligned */
 #define NPFNIC_QERR_BAD_RING             0x1 /* ring base/size invalid or ring outside guest memory */
@@ -76,9 +76,9 @@
 #define NPFNIC_FEAT_TSO6                 0x4 /* NPFNIC_REG_FEATURES: NPFNIC_TXD_TSO6 */
 #define NPFNIC_FEAT_RX_CSUM              0x8 /* NPFNIC_REG_FEATURES: NPFNIC_RXD_CSUM_OK */
 #define NPFNIC_RXD_ERROR                 0x4 /* npfnic_rx_desc.status: no frame; the buffer could not be translated (pkt_len 0) */
-#define NPFNIC_RX_POLICY_PIN             0x0 /* NPFNIC_QP_RX_POLICY: buffers pre-mapped; a fault drops the frame */
-#define NPFNIC_RX_POLICY_DROP            0x1 /* NPFNIC_QP_RX_POLICY: a faulting frame is dropped, its page requested */
-#define NPFNIC_RX_POLICY_BACKUP          0x2 /* NPFNIC_QP_RX_POLICY: a faulting frame goes to the backup ring (Lesokhin et al., ASPLOS'17, Figure 6) */
+#define NPFNIC_RX_POLICY_PIN             0x0 /* NPFNIC_PAIR_RX_POLICY: buffers pre-mapped; a fault drops the frame */
+#define NPFNIC_RX_POLICY_DROP            0x1 /* NPFNIC_PAIR_RX_POLICY: a faulting frame is dropped, its page requested */
+#define NPFNIC_RX_POLICY_BACKUP          0x2 /* NPFNIC_PAIR_RX_POLICY: a faulting frame goes to the backup ring (Lesokhin et al., ASPLOS'17, Figure 6) */
 #define NPFNIC_BM_SIZE_MAX               0x1000 /* largest rNPF bitmap */
 #define NPFNIC_BACKUP_CTRL_ENABLE        0x1 /* NPFNIC_REG_BACKUP_CTRL: backup ring on */
 #define NPFNIC_BACKUP_VECTOR_DEFAULT     0x7 /* reset value of NPFNIC_REG_BACKUP_VECTOR */
@@ -108,7 +108,7 @@
 #define NPFNIC_REG_STATUS_ADDR_HI        0x0048 /* RW: status block guest address, bits 63:32; writing it latches the address */
 #define NPFNIC_REG_MAC_LO                0x004c /* RO: MAC bytes 0..3, byte 0 in bits 7:0 */
 #define NPFNIC_REG_MAC_HI                0x0050 /* RO: MAC bytes 4..5 in bits 15:0 */
-#define NPFNIC_REG_QP_MAX                0x0054 /* RO: number of queue pairs (NPFNIC_QP_MAX) */
+#define NPFNIC_REG_PAIR_MAX              0x0054 /* RO: number of queue pairs (NPFNIC_PAIR_MAX) */
 #define NPFNIC_REG_MISC_IRQ_ARM          0x0058 /* WO command: write 1: NPFNIC_MISC_VECTOR may fire once for the next misc event */
 #define NPFNIC_REG_FEATURES              0x005c /* RO: NPFNIC_FEAT_*: offloads the device implements (interface 2.1) */
 #define NPFNIC_REG_LATE_DMA              0x0060 /* RO: late DMA writes the device refused since reset (interface 2.3): nonzero means a device bug */
@@ -119,30 +119,30 @@
 #define NPFNIC_REG_BACKUP_CTRL           0x0910 /* RW command: NPFNIC_BACKUP_CTRL_ENABLE: set latches base/size and zeroes head/tail; clear stops */
 #define NPFNIC_REG_BACKUP_VECTOR         0x0914 /* RW: MSI-X vector of backup-ring entries and RX_TAIL_IRQ events */
 
-/* Queue pair registers, offsets from NPFNIC_QP_BASE(q) (32-bit) */
-#define NPFNIC_QP_TX_BASE_LO             0x00 /* RW: TX ring guest address, bits 31:0 (16-byte aligned) */
-#define NPFNIC_QP_TX_BASE_HI             0x04 /* RW: TX ring guest address, bits 63:32 */
-#define NPFNIC_QP_TX_SIZE                0x08 /* RW: TX ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX */
-#define NPFNIC_QP_TX_TAIL                0x0c /* WO doorbell: TX doorbell: free-running count of TX descriptors posted */
-#define NPFNIC_QP_RX_BASE_LO             0x10 /* RW: RX ring guest address, bits 31:0 (16-byte aligned) */
-#define NPFNIC_QP_RX_BASE_HI             0x14 /* RW: RX ring guest address, bits 63:32 */
-#define NPFNIC_QP_RX_SIZE                0x18 /* RW: RX ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX */
-#define NPFNIC_QP_RX_TAIL                0x1c /* WO doorbell: RX doorbell: free-running count of RX buffers posted */
-#define NPFNIC_QP_CTRL                   0x20 /* RW command: NPFNIC_QP_CTRL_ENABLE: set latches bases/sizes and zeroes heads/tails; clear stops the pair */
-#define NPFNIC_QP_IRQ_ARM                0x24 /* WO command: write 1: the pair's vector may fire once for the next completion */
-#define NPFNIC_QP_ITR                    0x28 /* RW: minimum microseconds between two interrupts of the pair (0 = none) */
-#define NPFNIC_QP_RX_POLICY              0x2c /* RW: NPFNIC_RX_POLICY_*: what an RX buffer fault does (latched at enable) */
-#define NPFNIC_QP_PASID                  0x30 /* RW: PASID whose I/O page tables translate the pair's buffer addresses (latched at enable) */
-#define NPFNIC_QP_BM_SIZE                0x34 /* RW: rNPF bitmap size for NPFNIC_RX_POLICY_BACKUP: power of two, 1..NPFNIC_BM_SIZE_MAX (latched at enable) */
-#define NPFNIC_QP_RX_RESOLVE             0x38 /* WO doorbell: resolve_rNPFs: free-running bitmap index of an rNPF whose frame the driver placed */
-#define NPFNIC_QP_RX_TAIL_IRQ            0x3c /* WO command: write 1: NPFNIC_REG_BACKUP_VECTOR fires once when RX_TAIL next moves */
+/* Queue pair registers, offsets from NPFNIC_PAIR_BASE(q) (32-bit) */
+#define NPFNIC_PAIR_TX_BASE_LO           0x00 /* RW: TX ring guest address, bits 31:0 (16-byte aligned) */
+#define NPFNIC_PAIR_TX_BASE_HI           0x04 /* RW: TX ring guest address, bits 63:32 */
+#define NPFNIC_PAIR_TX_SIZE              0x08 /* RW: TX ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX */
+#define NPFNIC_PAIR_TX_TAIL              0x0c /* WO doorbell: TX doorbell: free-running count of TX descriptors posted */
+#define NPFNIC_PAIR_RX_BASE_LO           0x10 /* RW: RX ring guest address, bits 31:0 (16-byte aligned) */
+#define NPFNIC_PAIR_RX_BASE_HI           0x14 /* RW: RX ring guest address, bits 63:32 */
+#define NPFNIC_PAIR_RX_SIZE              0x18 /* RW: RX ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX */
+#define NPFNIC_PAIR_RX_TAIL              0x1c /* WO doorbell: RX doorbell: free-running count of RX buffers posted */
+#define NPFNIC_PAIR_CTRL                 0x20 /* RW command: NPFNIC_PAIR_CTRL_ENABLE: set latches bases/sizes and zeroes heads/tails; clear stops the pair */
+#define NPFNIC_PAIR_IRQ_ARM              0x24 /* WO command: write 1: the pair's vector may fire once for the next completion */
+#define NPFNIC_PAIR_ITR                  0x28 /* RW: minimum microseconds between two interrupts of the pair (0 = none) */
+#define NPFNIC_PAIR_RX_POLICY            0x2c /* RW: NPFNIC_RX_POLICY_*: what an RX buffer fault does (latched at enable) */
+#define NPFNIC_PAIR_PASID                0x30 /* RW: PASID whose I/O page tables translate the pair's buffer addresses (latched at enable) */
+#define NPFNIC_PAIR_BM_SIZE              0x34 /* RW: rNPF bitmap size for NPFNIC_RX_POLICY_BACKUP: power of two, 1..NPFNIC_BM_SIZE_MAX (latched at enable) */
+#define NPFNIC_PAIR_RX_RESOLVE           0x38 /* WO doorbell: resolve_rNPFs: free-running bitmap index of an rNPF whose frame the driver placed */
+#define NPFNIC_PAIR_RX_TAIL_IRQ          0x3c /* WO command: write 1: NPFNIC_REG_BACKUP_VECTOR fires once when RX_TAIL next moves */
 
-/* BAR0 offset of queue pair q's registers (hw.QPBase) */
-#define NPFNIC_QP_BASE(q)                (0x1000 + (q) * 0x100)
-/* MSI-X vector of queue pair q (hw.QPVector) */
-#define NPFNIC_QP_VECTOR(q)              (1 + (q))
-/* offset of struct npfnic_qp_status q in the status block */
-#define NPFNIC_STATUS_QP_OFFSET(q)       (64 + (q) * 64)
+/* BAR0 offset of queue pair q's registers (hw.PairBase) */
+#define NPFNIC_PAIR_BASE(q)              (0x1000 + (q) * 0x100)
+/* MSI-X vector of queue pair q (hw.PairVector) */
+#define NPFNIC_PAIR_VECTOR(q)            (1 + (q))
+/* offset of struct npfnic_pair_status q in the status block */
+#define NPFNIC_STATUS_PAIR_OFFSET(q)     (64 + (q) * 64)
 
 /* TX descriptor: one segment of a frame; NPFNIC_TXD_EOP marks the last. Offload flags and fields count in the first one. */
 struct npfnic_tx_desc {
@@ -177,7 +177,7 @@ _Static_assert(offsetof(struct npfnic_rx_desc, status) == 12, "npfnic_rx_desc.st
 _Static_assert(offsetof(struct npfnic_rx_desc, rsvd) == 14, "npfnic_rx_desc.rsvd offset");
 
 /* Status of one queue pair, written by the device into the status block. */
-struct npfnic_qp_status {
+struct npfnic_pair_status {
 	__le32 tx_head;                 /* free-running count of TX descriptors consumed (frames sent or dropped) */
 	__le32 rx_head;                 /* free-running count of RX descriptors filled */
 	__le32 error;                   /* NPFNIC_QERR_*, 0 none; the pair stopped */
@@ -195,23 +195,23 @@ struct npfnic_qp_status {
 	__le32 rx_head_offset;          /* backup policy: head_offset, descriptors past rx_head already used */
 	__le32 rx_bm_index;             /* backup policy: bm_index, the bitmap index of rx_head */
 };
-_Static_assert(sizeof(struct npfnic_qp_status) == 64, "npfnic_qp_status size");
-_Static_assert(offsetof(struct npfnic_qp_status, tx_head) == 0, "npfnic_qp_status.tx_head offset");
-_Static_assert(offsetof(struct npfnic_qp_status, rx_head) == 4, "npfnic_qp_status.rx_head offset");
-_Static_assert(offsetof(struct npfnic_qp_status, error) == 8, "npfnic_qp_status.error offset");
-_Static_assert(offsetof(struct npfnic_qp_status, error_info) == 12, "npfnic_qp_status.error_info offset");
-_Static_assert(offsetof(struct npfnic_qp_status, rx_drops_no_buf) == 16, "npfnic_qp_status.rx_drops_no_buf offset");
-_Static_assert(offsetof(struct npfnic_qp_status, rx_drops_too_big) == 20, "npfnic_qp_status.rx_drops_too_big offset");
-_Static_assert(offsetof(struct npfnic_qp_status, tx_drops_bad_len) == 24, "npfnic_qp_status.tx_drops_bad_len offset");
-_Static_assert(offsetof(struct npfnic_qp_status, tx_tso_frames) == 28, "npfnic_qp_status.tx_tso_frames offset");
-_Static_assert(offsetof(struct npfnic_qp_status, rx_wire_stalls) == 32, "npfnic_qp_status.rx_wire_stalls offset");
-_Static_assert(offsetof(struct npfnic_qp_status, rx_faults) == 36, "npfnic_qp_status.rx_faults offset");
-_Static_assert(offsetof(struct npfnic_qp_status, rx_backup) == 40, "npfnic_qp_status.rx_backup offset");
-_Static_assert(offsetof(struct npfnic_qp_status, rx_fault_drops) == 44, "npfnic_qp_status.rx_fault_drops offset");
-_Static_assert(offsetof(struct npfnic_qp_status, tx_faults) == 48, "npfnic_qp_status.tx_faults offset");
-_Static_assert(offsetof(struct npfnic_qp_status, tx_fault_errors) == 52, "npfnic_qp_status.tx_fault_errors offset");
-_Static_assert(offsetof(struct npfnic_qp_status, rx_head_offset) == 56, "npfnic_qp_status.rx_head_offset offset");
-_Static_assert(offsetof(struct npfnic_qp_status, rx_bm_index) == 60, "npfnic_qp_status.rx_bm_index offset");
+_Static_assert(sizeof(struct npfnic_pair_status) == 64, "npfnic_pair_status size");
+_Static_assert(offsetof(struct npfnic_pair_status, tx_head) == 0, "npfnic_pair_status.tx_head offset");
+_Static_assert(offsetof(struct npfnic_pair_status, rx_head) == 4, "npfnic_pair_status.rx_head offset");
+_Static_assert(offsetof(struct npfnic_pair_status, error) == 8, "npfnic_pair_status.error offset");
+_Static_assert(offsetof(struct npfnic_pair_status, error_info) == 12, "npfnic_pair_status.error_info offset");
+_Static_assert(offsetof(struct npfnic_pair_status, rx_drops_no_buf) == 16, "npfnic_pair_status.rx_drops_no_buf offset");
+_Static_assert(offsetof(struct npfnic_pair_status, rx_drops_too_big) == 20, "npfnic_pair_status.rx_drops_too_big offset");
+_Static_assert(offsetof(struct npfnic_pair_status, tx_drops_bad_len) == 24, "npfnic_pair_status.tx_drops_bad_len offset");
+_Static_assert(offsetof(struct npfnic_pair_status, tx_tso_frames) == 28, "npfnic_pair_status.tx_tso_frames offset");
+_Static_assert(offsetof(struct npfnic_pair_status, rx_wire_stalls) == 32, "npfnic_pair_status.rx_wire_stalls offset");
+_Static_assert(offsetof(struct npfnic_pair_status, rx_faults) == 36, "npfnic_pair_status.rx_faults offset");
+_Static_assert(offsetof(struct npfnic_pair_status, rx_backup) == 40, "npfnic_pair_status.rx_backup offset");
+_Static_assert(offsetof(struct npfnic_pair_status, rx_fault_drops) == 44, "npfnic_pair_status.rx_fault_drops offset");
+_Static_assert(offsetof(struct npfnic_pair_status, tx_faults) == 48, "npfnic_pair_status.tx_faults offset");
+_Static_assert(offsetof(struct npfnic_pair_status, tx_fault_errors) == 52, "npfnic_pair_status.tx_fault_errors offset");
+_Static_assert(offsetof(struct npfnic_pair_status, rx_head_offset) == 56, "npfnic_pair_status.rx_head_offset offset");
+_Static_assert(offsetof(struct npfnic_pair_status, rx_bm_index) == 60, "npfnic_pair_status.rx_bm_index offset");
 
 /* Status block (device to driver), at NPFNIC_REG_STATUS_ADDR; NPFNIC_STATUS_BLOCK_SIZE bytes in all. */
 struct npfnic_status_block {
@@ -221,7 +221,7 @@ struct npfnic_status_block {
 	__le32 backup_full;             /* faulting frames dropped because the backup ring had no buffer */
 	__le32 tail_events;             /* RX_TAIL_IRQ interrupts raised */
 	__le32 rsvd[11];                /* reserved, zero */
-	struct npfnic_qp_status qp[];   /* NPFNIC_QP_MAX entries */
+	struct npfnic_pair_status pair[]; /* NPFNIC_PAIR_MAX entries */
 };
 _Static_assert(sizeof(struct npfnic_status_block) == 64, "npfnic_status_block size");
 _Static_assert(offsetof(struct npfnic_status_block, link) == 0, "npfnic_status_block.link offset");
@@ -230,7 +230,7 @@ _Static_assert(offsetof(struct npfnic_status_block, backup_head) == 8, "npfnic_s
 _Static_assert(offsetof(struct npfnic_status_block, backup_full) == 12, "npfnic_status_block.backup_full offset");
 _Static_assert(offsetof(struct npfnic_status_block, tail_events) == 16, "npfnic_status_block.tail_events offset");
 _Static_assert(offsetof(struct npfnic_status_block, rsvd) == 20, "npfnic_status_block.rsvd offset");
-_Static_assert(offsetof(struct npfnic_status_block, qp) == 64, "npfnic_status_block.qp offset");
+_Static_assert(offsetof(struct npfnic_status_block, pair) == 64, "npfnic_status_block.pair offset");
 
 /* Backup ring entry: a frame whose RX buffer faulted, with where it belongs. */
 struct npfnic_backup_desc {
@@ -240,7 +240,7 @@ struct npfnic_backup_desc {
 	__le16 status;                  /* device: NPFNIC_BKD_* */
 	__le16 queue;                   /* device: queue pair whose RX buffer faulted (ring id) */
 	__le32 desc;                    /* device: free-running index of the faulting RX descriptor */
-	__le32 bm_index;                /* device: free-running bitmap index, written back to QP_RX_RESOLVE */
+	__le32 bm_index;                /* device: free-running bitmap index, written back to PAIR_RX_RESOLVE */
 	__le64 stamp;                   /* device: clock (ns) when the fault was detected */
 };
 _Static_assert(sizeof(struct npfnic_backup_desc) == 32, "npfnic_backup_desc size");
@@ -253,7 +253,7 @@ _Static_assert(offsetof(struct npfnic_backup_desc, desc) == 16, "npfnic_backup_d
 _Static_assert(offsetof(struct npfnic_backup_desc, bm_index) == 20, "npfnic_backup_desc.bm_index offset");
 _Static_assert(offsetof(struct npfnic_backup_desc, stamp) == 24, "npfnic_backup_desc.stamp offset");
 _Static_assert(NPFNIC_STATUS_BLOCK_SIZE == sizeof(struct npfnic_status_block) +
-	       NPFNIC_QP_MAX * sizeof(struct npfnic_qp_status), "status block size");
+	       NPFNIC_PAIR_MAX * sizeof(struct npfnic_pair_status), "status block size");
 
 /*
  * Address translation (ATS: PASID table, 4-level I/O page tables,

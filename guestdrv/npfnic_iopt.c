@@ -303,7 +303,7 @@ int npfnic_fault_rx_slot(struct npfnic *nic, struct npfnic_qp *qp, u32 i)
  */
 void npfnic_fault_ahead(struct npfnic *nic, struct npfnic_qp *qp, u32 desc)
 {
-	struct npfnic_qp_status *st = npfnic_qp_status(nic, qp->idx);
+	struct npfnic_pair_status *st = npfnic_pair_status(nic, qp->idx);
 	u32 n = READ_ONCE(nic->fault_ahead), pos, span, k, done = 0;
 
 	if (!n)
@@ -612,7 +612,7 @@ void npfnic_rnpf_rx(struct npfnic_qp *qp, unsigned int frames)
  */
 static u64 npfnic_rnpf_evict(struct npfnic *nic, struct npfnic_qp *qp)
 {
-	struct npfnic_qp_status *st = npfnic_qp_status(nic, qp->idx);
+	struct npfnic_pair_status *st = npfnic_pair_status(nic, qp->idx);
 	/* Pairs with the release in npfnic_post_rx. */
 	u32 tail = smp_load_acquire(&qp->rx_tail), next = READ_ONCE(qp->rx_next);
 	u32 pos = le32_to_cpu(READ_ONCE(st->rx_head)) + le32_to_cpu(READ_ONCE(st->rx_head_offset));

@@ -81,7 +81,7 @@ static irqreturn_t npfnic_irq(int irq, void *data)
 	case NPFNIC_RDMA_VECTOR:
 		return npfnic_ib_irq(nic);
 	default:
-		if (vec - 1 < NPFNIC_QP_MAX)
+		if (vec - 1 < NPFNIC_PAIR_MAX)
 			return npfnic_qp_irq(irq, &nic->qps[vec - 1]);
 		return IRQ_HANDLED;
 	}
@@ -135,7 +135,7 @@ static int npfnic_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		return -ENOMEM;
 	nic->pdev = pdev;
 	mutex_init(&nic->diag_lock);
-	for (i = 0; i < NPFNIC_QP_MAX; i++) {
+	for (i = 0; i < NPFNIC_PAIR_MAX; i++) {
 		nic->qps[i].nic = nic;
 		nic->qps[i].idx = i;
 	}

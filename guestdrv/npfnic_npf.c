@@ -311,7 +311,7 @@ int npfnic_npf_open(struct npfnic *nic)
 	npf->bk_tail = 0;
 	npf->inject_bad_backup = NPFNIC_BAD_BACKUP_NONE;
 	memset(npf->prg, 0, sizeof(npf->prg));
-	for (q = 0; q < NPFNIC_QP_MAX; q++)
+	for (q = 0; q < NPFNIC_PAIR_MAX; q++)
 		atomic_set(&nic->qps[q].rnpf_want, 0);
 	atomic64_set(&npf->prq_isr_ns, 0);
 	atomic64_set(&npf->bk_isr_ns, 0);
@@ -376,9 +376,9 @@ void npfnic_npf_start_qp(struct npfnic_qp *qp)
 	};
 	struct npfnic *nic = qp->nic;
 
-	iowrite32(policy[nic->policy], qp->regs + NPFNIC_QP_RX_POLICY);
-	iowrite32(0, qp->regs + NPFNIC_QP_PASID);
-	iowrite32(nic->bm_size, qp->regs + NPFNIC_QP_BM_SIZE);
+	iowrite32(policy[nic->policy], qp->regs + NPFNIC_PAIR_RX_POLICY);
+	iowrite32(0, qp->regs + NPFNIC_PAIR_PASID);
+	iowrite32(nic->bm_size, qp->regs + NPFNIC_PAIR_BM_SIZE);
 }
 
 /*
@@ -455,7 +455,7 @@ void npfnic_npf_get_stats(struct npfnic *nic, u64 *data)
 	int q, k = 0;
 
 	for (q = 0; q < nic->nqps; q++) {
-		struct npfnic_qp_status *st = npfnic_qp_status(nic, q);
+		struct npfnic_pair_status *st = npfnic_pair_status(nic, q);
 
 		rxf += le32_to_cpu(READ_ONCE(st->rx_faults));
 		rxb += le32_to_cpu(READ_ONCE(st->rx_backup));
@@ -463,7 +463,7 @@ void npfnic_npf_get_stats(struct npfnic *nic, u64 *data)
 		txf += le32_to_cpu(READ_ONCE(st->tx_faults));
 		txe += le32_to_cpu(READ_ONCE(st->tx_fault_errors));
 	}
-	for (q = 0; q < NPFNIC_QP_MAX; q++)
+	for (q = 0; q < NPFNIC_PAIR_MAX; q++)
 		npfnic_qp_npf_stats(&nic->qps[q], &cooled, &xlat);
 	if (nic->nqps) {
 		full = le32_to_cpu(READ_ONCE(nic->sb->backup_full));
@@ -572,7 +572,7 @@ int npfnic_npf_probe(struct npfnic *nic)
 	INIT_DELAYED_WORK(&nic->backup_work, npfnic_backup_work);
 	INIT_WORK(&nic->echo_work, npfnic_echo_work);
 	INIT_WORK(&nic->rnpf_work, npfnic_rnpf_work);
-	for (q = 0; q < NPFNIC_QP_MAX; q++)
+	for (q = 0; q < NPFNIC_PAIR_MAX; q++)
 		INIT_LIST_HEAD(&nic->qps[q].bk_pending);
 	nic->wq = alloc_workqueue("npfnic-%s", WQ_HIGHPRI | WQ_MEM_RECLAIM, 0,
 				  pci_name(nic->pdev));

@@ -28,7 +28,7 @@ func runServe(ctx context.Context, args []string) error {
 	wireSpec := fs.String("wire", "", "Ethernet port: "+port.SpecHelp+" (none: link down)")
 	macFlag := fs.String("mac", "", "MAC address (default: 52:54:00:xx:xx:xx derived from the socket path)")
 	pcap := fs.String("pcap", "", "record every frame of the port, both directions, in this pcap file (needs --wire)")
-	queues := fs.Int("queues", hw.QPMax, fmt.Sprintf("number of queue pairs, 1..%d", hw.QPMax))
+	queues := fs.Int("queues", hw.PairMax, fmt.Sprintf("number of queue pairs, 1..%d", hw.PairMax))
 	handshake := fs.Duration("handshake-timeout", 5*time.Second, "drop a client that has not negotiated VERSION by then")
 	stall := fs.Duration("stall-timeout", 5*time.Second, "drop a client that stops inside a message, or stops reading replies, for this long")
 	handover := fs.Duration("handover-timeout", 10*time.Second, "how long a new client waits for the device while another session holds it or tears down")
@@ -63,8 +63,8 @@ func runServe(ctx context.Context, args []string) error {
 	if *handshake <= 0 || *stall <= 0 || *handover <= 0 {
 		return errors.New("serve: --handshake-timeout, --stall-timeout and --handover-timeout must be positive")
 	}
-	if *queues < 1 || *queues > hw.QPMax {
-		return fmt.Errorf("serve: --queues %d: want 1..%d", *queues, hw.QPMax)
+	if *queues < 1 || *queues > hw.PairMax {
+		return fmt.Errorf("serve: --queues %d: want 1..%d", *queues, hw.PairMax)
 	}
 	if *pcap != "" && *wireSpec == "" {
 		return errors.New("serve: --pcap needs --wire")

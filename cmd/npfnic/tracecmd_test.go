@@ -25,16 +25,16 @@ func TestTraceCommand(t *testing.T) {
 	for i := range 3 {
 		t0 := int64(i) * 1_000_000
 		page := uint64(0x10000 + i*0x1000)
-		add(t0, trace.Doorbell, trace.QPRx(0), uint64(hw.QPBase(0)+hw.QPRxTail), 8)
+		add(t0, trace.Doorbell, trace.PairRx(0), uint64(hw.PairBase(0)+hw.PairRxTail), 8)
 		add(t0+100, trace.ATCMiss, trace.TrackATS, page, 0)
 		events = append(events, trace.Event{TS: t0 + 200, Dur: 800, Kind: trace.Walk, Track: trace.TrackATS, A: page, B: ^uint64(0)})
-		add(t0+1_000, trace.Fault, trace.QPRx(0), page, uint64(i))
-		add(t0+1_000, trace.RxDrop, trace.QPRx(0), uint64(i), trace.DropFault)
+		add(t0+1_000, trace.Fault, trace.PairRx(0), page, uint64(i))
+		add(t0+1_000, trace.RxDrop, trace.PairRx(0), uint64(i), trace.DropFault)
 		add(t0+9_000, trace.PageRequest, trace.TrackPRI, uint64(i), page)
 		add(t0+9_500, trace.IRQ, trace.TrackIRQ, hw.PRQVectorDefault, 0)
 		add(t0+400_000+int64(i)*100_000, trace.PageResponse, trace.TrackPRI, uint64(i), 0)
-		add(t0+600_000, trace.DMAWrite, trace.QPRx(0), page, 60)
-		add(t0+600_001, trace.RxFrame, trace.QPRx(0), uint64(i), 60)
+		add(t0+600_000, trace.DMAWrite, trace.PairRx(0), page, 60)
+		add(t0+600_001, trace.RxFrame, trace.PairRx(0), uint64(i), 60)
 	}
 	in := filepath.Join(dir, "t.json")
 	write := func(path string, ev []trace.Event) {

@@ -9,8 +9,8 @@ func TestAwaitQuiesced(t *testing.T) {
 		busy      uint32
 		wantLast  uint32
 	}{
-		{"idle at once", 0, QPCtrlBusy, 0},
-		{"clears after a few reads", 5, QPCtrlBusy, 0},
+		{"idle at once", 0, PairCtrlBusy, 0},
+		{"clears after a few reads", 5, PairCtrlBusy, 0},
 		{"clears after the yielding phase", 1500, ATSCtrlBusy, 0},
 		{"other bits do not count", 3, PRICtrlBusy, PRICtrlEnable},
 	} {

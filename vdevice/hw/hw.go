@@ -5,7 +5,7 @@
 // package by `go generate ./vdevice/hw`; a test fails when it is stale.
 //
 // To add a register: add its constant below and a row to Registers in
-// register.go (or QPRegisters for a per-queue-pair register,
+// register.go (or PairRegisters for a per-queue-pair register,
 // TranslationRegisters for ATS and PRI; and, for named values, a row to
 // Values); the row says what a write does, the partial-write rule, the reset
 // value and the owning block, and Lookup decodes BAR0 offsets through it.
@@ -89,7 +89,7 @@ const (
 	RegStatusAddrHi = 0x0048 // RW: bits 63:32; writing it latches the address
 	RegMACLo        = 0x004c // RO: MAC bytes 0..3 (byte 0 in bits 7:0)
 	RegMACHi        = 0x0050 // RO: MAC bytes 4..5 in bits 15:0
-	RegQPMax        = 0x0054 // RO: QPMax
+	RegPairMax      = 0x0054 // RO: PairMax
 	RegMiscIRQArm   = 0x0058 // WO: write 1 to arm the misc vector once
 	RegFeatures     = 0x005c // RO: Feat* offloads the device implements
 	RegLateDMA      = 0x0060 // RO: late DMA writes the device refused since reset (interface 2.3; always 0 unless the device is broken)
@@ -105,47 +105,47 @@ const (
 	RegBackupVector = 0x0914 // RW: MSI-X vector of backup-ring and RX-tail events
 )
 
-// Queue pair register blocks: pair q's registers are at QPBase(q) plus the
+// Queue pair register blocks: pair q's registers are at PairBase(q) plus the
 // QP* offsets below.
 const (
-	QPRegBase   = 0x1000
-	QPRegStride = 0x100
+	PairRegBase   = 0x1000
+	PairRegStride = 0x100
 
-	QPTxBaseLo  = 0x00 // RW: TX ring guest address, bits 31:0
-	QPTxBaseHi  = 0x04 // RW: bits 63:32
-	QPTxSize    = 0x08 // RW: TX ring entries (power of two, RingSizeMin..RingSizeMax)
-	QPTxTail    = 0x0c // WO: TX doorbell, free-running count of descriptors posted
-	QPRxBaseLo  = 0x10 // RW: RX ring guest address, bits 31:0
-	QPRxBaseHi  = 0x14 // RW: bits 63:32
-	QPRxSize    = 0x18 // RW: RX ring entries
-	QPRxTail    = 0x1c // WO: RX doorbell, free-running count of buffers posted
-	QPCtrl      = 0x20 // RW: QPCtrlEnable
-	QPIRQArm    = 0x24 // WO: write 1 to arm the pair's vector once
-	QPITR       = 0x28 // RW: minimum microseconds between two interrupts of the pair
-	QPRxPolicy  = 0x2c // RW: RxPolicy*, latched at enable (interface 2.2)
-	QPPASID     = 0x30 // RW: PASID of the pair's buffers, latched at enable
-	QPBmSize    = 0x34 // RW: rNPF bitmap size (power of two, 1..BmSizeMax), latched at enable
-	QPRxResolve = 0x38 // WO: resolve_rNPFs: the bitmap index (free-running) of a resolved rNPF; ignored unless it names a pending rNPF whose descriptor is posted (NetworkFaultsDoc)
-	QPRxTailIRQ = 0x3c // WO: write 1: raise the backup vector once when RX_TAIL next moves
+	PairTxBaseLo  = 0x00 // RW: TX ring guest address, bits 31:0
+	PairTxBaseHi  = 0x04 // RW: bits 63:32
+	PairTxSize    = 0x08 // RW: TX ring entries (power of two, RingSizeMin..RingSizeMax)
+	PairTxTail    = 0x0c // WO: TX doorbell, free-running count of descriptors posted
+	PairRxBaseLo  = 0x10 // RW: RX ring guest address, bits 31:0
+	PairRxBaseHi  = 0x14 // RW: bits 63:32
+	PairRxSize    = 0x18 // RW: RX ring entries
+	PairRxTail    = 0x1c // WO: RX doorbell, free-running count of buffers posted
+	PairCtrl      = 0x20 // RW: PairCtrlEnable
+	PairIRQArm    = 0x24 // WO: write 1 to arm the pair's vector once
+	PairITR       = 0x28 // RW: minimum microseconds between two interrupts of the pair
+	PairRxPolicy  = 0x2c // RW: RxPolicy*, latched at enable (interface 2.2)
+	PairPASID     = 0x30 // RW: PASID of the pair's buffers, latched at enable
+	PairBmSize    = 0x34 // RW: rNPF bitmap size (power of two, 1..BmSizeMax), latched at enable
+	PairRxResolve = 0x38 // WO: resolve_rNPFs: the bitmap index (free-running) of a resolved rNPF; ignored unless it names a pending rNPF whose descriptor is posted (NetworkFaultsDoc)
+	PairRxTailIRQ = 0x3c // WO: write 1: raise the backup vector once when RX_TAIL next moves
 )
 
-// QPBase is the BAR0 offset of queue pair q's register block.
-func QPBase(q int) uint32 { return QPRegBase + uint32(q)*QPRegStride }
+// PairBase is the BAR0 offset of queue pair q's register block.
+func PairBase(q int) uint32 { return PairRegBase + uint32(q)*PairRegStride }
 
-// QPBaseC is the C macro body of QPBase.
-const QPBaseC = "(0x1000 + (q) * 0x100)"
+// PairBaseC is the C macro body of PairBase.
+const PairBaseC = "(0x1000 + (q) * 0x100)"
 
-// QPVector is the MSI-X vector of queue pair q (TX and RX completions).
-func QPVector(q int) int { return 1 + q }
+// PairVector is the MSI-X vector of queue pair q (TX and RX completions).
+func PairVector(q int) int { return 1 + q }
 
-// QPVectorC is the C macro body of QPVector.
-const QPVectorC = "(1 + (q))"
+// PairVectorC is the C macro body of PairVector.
+const PairVectorC = "(1 + (q))"
 
 // Datapath values.
 const (
-	// QPMax is the number of queue pairs (REG_QP_MAX). Registers for all of
+	// PairMax is the number of queue pairs (REG_PAIR_MAX). Registers for all of
 	// them exist; a device may be built with fewer enabled (npfnic.Options).
-	QPMax = 4
+	PairMax = 4
 
 	CtrlEnable = 1 << 0 // datapath on
 	CtrlReset  = 1 << 1 // write 1: disable every queue, forget the status block, clear errors
@@ -154,17 +154,17 @@ const (
 	// them quiesced (see Quiesce).
 	CtrlBusy = 1 << 31
 
-	QPCtrlEnable = 1 << 0 // set: latch bases/sizes, heads and tails to 0; clear: stop
-	// QPCtrlBusy (read only) is set from enable until the pair was disabled
+	PairCtrlEnable = 1 << 0 // set: latch bases/sizes, heads and tails to 0; clear: stop
+	// PairCtrlBusy (read only) is set from enable until the pair was disabled
 	// (or reset) and every DMA it started has ended (see Quiesce).
-	QPCtrlBusy = 1 << 31
+	PairCtrlBusy = 1 << 31
 
 	MiscVector = 0 // link change, device or queue error
 
 	// StatusBlockAlign is the required alignment of the status block.
 	StatusBlockAlign = 64
-	// StatusBlockSize is the header plus QPMax per-pair parts.
-	StatusBlockSize = 64 + 64*QPMax
+	// StatusBlockSize is the header plus PairMax per-pair parts.
+	StatusBlockSize = 64 + 64*PairMax
 
 	LinkUp = 1 << 0 // status block link bit
 
@@ -302,9 +302,9 @@ type Macro struct {
 
 // Macros lists the function-like macros of the header.
 var Macros = []Macro{
-	{"QP_BASE", "q", QPBaseC, "BAR0 offset of queue pair q's registers (hw.QPBase)"},
-	{"QP_VECTOR", "q", QPVectorC, "MSI-X vector of queue pair q (hw.QPVector)"},
-	{"STATUS_QP_OFFSET", "q", "(64 + (q) * 64)", "offset of struct npfnic_qp_status q in the status block"},
+	{"PAIR_BASE", "q", PairBaseC, "BAR0 offset of queue pair q's registers (hw.PairBase)"},
+	{"PAIR_VECTOR", "q", PairVectorC, "MSI-X vector of queue pair q (hw.PairVector)"},
+	{"STATUS_PAIR_OFFSET", "q", "(64 + (q) * 64)", "offset of struct npfnic_pair_status q in the status block"},
 }
 
 // Value is a named constant exported to C as NPFNIC_<Name>.
@@ -341,17 +341,17 @@ var Values = []Value{
 	{"DIAG_DMA_STATUS_NO_MASTER", DiagDMAStatusNoMaster, "bus mastering disabled"},
 	{"DIAG_DMA_STATUS_ABORTED", DiagDMAStatusAborted, "aborted; no byte will be written any more"},
 	{"DIAG_DMA_MAX_LEN", DiagDMAMaxLen, ""},
-	{"QP_MAX", QPMax, "number of queue pairs"},
+	{"PAIR_MAX", PairMax, "number of queue pairs"},
 	{"CTRL_ENABLE", CtrlEnable, "NPFNIC_REG_CTRL: datapath on"},
 	{"CTRL_RESET", CtrlReset, "NPFNIC_REG_CTRL: reset the datapath"},
-	{"QP_CTRL_ENABLE", QPCtrlEnable, "NPFNIC_QP_CTRL: pair enabled"},
-	{"QP_CTRL_BUSY", QPCtrlBusy, "NPFNIC_QP_CTRL (read only): the pair may still DMA"},
+	{"PAIR_CTRL_ENABLE", PairCtrlEnable, "NPFNIC_PAIR_CTRL: pair enabled"},
+	{"PAIR_CTRL_BUSY", PairCtrlBusy, "NPFNIC_PAIR_CTRL (read only): the pair may still DMA"},
 	{"CTRL_BUSY", CtrlBusy, "NPFNIC_REG_CTRL (read only): the datapath may still DMA"},
 	{"BACKUP_CTRL_BUSY", BackupCtrlBusy, "NPFNIC_REG_BACKUP_CTRL (read only): the backup ring may still DMA"},
 	{"QUIESCE_TIMEOUT_MS", QuiesceTimeoutMS, "how long a driver waits for a BUSY bit to clear before it gives the memory up for lost"},
 	{"MISC_VECTOR", MiscVector, "MSI-X vector for link changes and errors"},
 	{"STATUS_BLOCK_ALIGN", StatusBlockAlign, ""},
-	{"STATUS_BLOCK_SIZE", StatusBlockSize, "header + NPFNIC_QP_MAX * struct npfnic_qp_status"},
+	{"STATUS_BLOCK_SIZE", StatusBlockSize, "header + NPFNIC_PAIR_MAX * struct npfnic_pair_status"},
 	{"LINK_UP", LinkUp, "npfnic_status_block.link"},
 	{"DEVERR_BAD_STATUS_ADDR", DevErrBadStatusAddr, "status block outside guest memory or misaligned"},
 	{"QERR_BAD_RING", QErrBadRing, "ring base/size invalid or ring outside guest memory"},
@@ -375,9 +375,9 @@ var Values = []Value{
 	{"FEAT_TSO6", FeatTSO6, "NPFNIC_REG_FEATURES: NPFNIC_TXD_TSO6"},
 	{"FEAT_RX_CSUM", FeatRxCsum, "NPFNIC_REG_FEATURES: NPFNIC_RXD_CSUM_OK"},
 	{"RXD_ERROR", RxdError, "npfnic_rx_desc.status: no frame; the buffer could not be translated (pkt_len 0)"},
-	{"RX_POLICY_PIN", RxPolicyPin, "NPFNIC_QP_RX_POLICY: buffers pre-mapped; a fault drops the frame"},
-	{"RX_POLICY_DROP", RxPolicyDrop, "NPFNIC_QP_RX_POLICY: a faulting frame is dropped, its page requested"},
-	{"RX_POLICY_BACKUP", RxPolicyBackup, "NPFNIC_QP_RX_POLICY: a faulting frame goes to the backup ring (Lesokhin et al., ASPLOS'17, Figure 6)"},
+	{"RX_POLICY_PIN", RxPolicyPin, "NPFNIC_PAIR_RX_POLICY: buffers pre-mapped; a fault drops the frame"},
+	{"RX_POLICY_DROP", RxPolicyDrop, "NPFNIC_PAIR_RX_POLICY: a faulting frame is dropped, its page requested"},
+	{"RX_POLICY_BACKUP", RxPolicyBackup, "NPFNIC_PAIR_RX_POLICY: a faulting frame goes to the backup ring (Lesokhin et al., ASPLOS'17, Figure 6)"},
 	{"BM_SIZE_MAX", BmSizeMax, "largest rNPF bitmap"},
 	{"BACKUP_CTRL_ENABLE", BackupCtrlEnable, "NPFNIC_REG_BACKUP_CTRL: backup ring on"},
 	{"BACKUP_VECTOR_DEFAULT", BackupVectorDefault, "reset value of NPFNIC_REG_BACKUP_VECTOR"},
@@ -488,7 +488,7 @@ const (
 	RxPolicyDrop   = 1
 	RxPolicyBackup = 2
 
-	// BmSizeMax bounds QP_BM_SIZE.
+	// BmSizeMax bounds PAIR_BM_SIZE.
 	BmSizeMax = 4096
 
 	BackupCtrlEnable    = 1 << 0
@@ -511,7 +511,7 @@ var (
 	BackupDescStatus  = le16("status", 12, "device: NPFNIC_BKD_*")
 	BackupDescQueue   = le16("queue", 14, "device: queue pair whose RX buffer faulted (ring id)")
 	BackupDescDesc    = le32("desc", 16, "device: free-running index of the faulting RX descriptor")
-	BackupDescBmIndex = le32("bm_index", 20, "device: free-running bitmap index, written back to QP_RX_RESOLVE")
+	BackupDescBmIndex = le32("bm_index", 20, "device: free-running bitmap index, written back to PAIR_RX_RESOLVE")
 	BackupDescStamp   = le64("stamp", 24, "device: clock (ns) when the fault was detected")
 )
 

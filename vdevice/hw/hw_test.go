@@ -98,26 +98,26 @@ func TestRegistersDistinctAndAligned(t *testing.T) {
 	}
 }
 
-func TestQPRegisters(t *testing.T) {
+func TestPairRegisters(t *testing.T) {
 	seen := map[uint32]string{}
-	for _, r := range hw.QPRegisters {
-		if r.Offset%4 != 0 || r.Offset+4 > hw.QPRegStride {
-			t.Errorf("QP %s at %#x misaligned or outside the pair's block", r.Name, r.Offset)
+	for _, r := range hw.PairRegisters {
+		if r.Offset%4 != 0 || r.Offset+4 > hw.PairRegStride {
+			t.Errorf("pair register %s at %#x misaligned or outside the pair's block", r.Name, r.Offset)
 		}
 		if other, dup := seen[r.Offset]; dup {
-			t.Errorf("QP %s and %s share offset %#x", r.Name, other, r.Offset)
+			t.Errorf("pair registers %s and %s share offset %#x", r.Name, other, r.Offset)
 		}
 		seen[r.Offset] = r.Name
 	}
 	last := hw.Registers[len(hw.Registers)-1].Offset
-	if last >= hw.QPBase(0) || hw.QPBase(hw.QPMax) > hw.RegBARSize {
-		t.Errorf("queue pair blocks [%#x,%#x) overlap the global registers or leave BAR0", hw.QPBase(0), hw.QPBase(hw.QPMax))
+	if last >= hw.PairBase(0) || hw.PairBase(hw.PairMax) > hw.RegBARSize {
+		t.Errorf("queue pair blocks [%#x,%#x) overlap the global registers or leave BAR0", hw.PairBase(0), hw.PairBase(hw.PairMax))
 	}
-	if hw.QPVector(hw.QPMax-1) >= hw.MSIXVectors {
-		t.Errorf("not enough MSI-X vectors for %d pairs", hw.QPMax)
+	if hw.PairVector(hw.PairMax-1) >= hw.MSIXVectors {
+		t.Errorf("not enough MSI-X vectors for %d pairs", hw.PairMax)
 	}
-	if hw.StatusQPOffset(hw.QPMax) != hw.StatusBlockSize {
-		t.Errorf("status block size %d, pairs end at %d", hw.StatusBlockSize, hw.StatusQPOffset(hw.QPMax))
+	if hw.StatusPairOffset(hw.PairMax) != hw.StatusBlockSize {
+		t.Errorf("status block size %d, pairs end at %d", hw.StatusBlockSize, hw.StatusPairOffset(hw.PairMax))
 	}
 }
 
@@ -232,12 +232,12 @@ int main(void) {
 		for (unsigned int i = 0; i < 64; i++)
 			printf("%%u\n", npfnic_diag_pattern(seeds[s], i * 977u));
 	printf("%%x %%x %%x\n", NPFNIC_PCI_VENDOR_ID, NPFNIC_PCI_DEVICE_ID, NPFNIC_REG_DIAG_DMA_STATUS);
-	for (int q = 0; q < NPFNIC_QP_MAX; q++)
-		printf("%%x %%d %%d\n", NPFNIC_QP_BASE(q) + NPFNIC_QP_ITR, NPFNIC_QP_VECTOR(q), NPFNIC_STATUS_QP_OFFSET(q));
-	printf("%%zu %%zu %%zu %%zu\n", offsetof(struct npfnic_rx_desc, status), offsetof(struct npfnic_qp_status, tx_drops_bad_len),
-	       sizeof(struct npfnic_status_block), offsetof(struct npfnic_status_block, qp[2].rx_head));
+	for (int q = 0; q < NPFNIC_PAIR_MAX; q++)
+		printf("%%x %%d %%d\n", NPFNIC_PAIR_BASE(q) + NPFNIC_PAIR_ITR, NPFNIC_PAIR_VECTOR(q), NPFNIC_STATUS_PAIR_OFFSET(q));
+	printf("%%zu %%zu %%zu %%zu\n", offsetof(struct npfnic_rx_desc, status), offsetof(struct npfnic_pair_status, tx_drops_bad_len),
+	       sizeof(struct npfnic_status_block), offsetof(struct npfnic_status_block, pair[2].rx_head));
 	printf("%%zu %%zu %%zu %%zu %%x %%x\n", offsetof(struct npfnic_tx_desc, mss), offsetof(struct npfnic_tx_desc, csum_offset),
-	       offsetof(struct npfnic_qp_status, tx_tso_frames), offsetof(struct npfnic_qp_status, rx_wire_stalls),
+	       offsetof(struct npfnic_pair_status, tx_tso_frames), offsetof(struct npfnic_pair_status, rx_wire_stalls),
 	       NPFNIC_REG_FEATURES, NPFNIC_FEAT_TX_CSUM | NPFNIC_FEAT_TSO4 | NPFNIC_FEAT_TSO6 | NPFNIC_FEAT_RX_CSUM | NPFNIC_FEAT_RDMA | NPFNIC_FEAT_RDMA_ODP);
 	const char *stats[] = { NPFNIC_RDMA_STAT_NAMES };
 	printf("%%d %%zu %%s %%d\n", NPFNIC_RDMA_STATS, sizeof(stats) / sizeof(stats[0]), stats[NPFNIC_RDMA_STAT_RNR_NAKS_FAULT],
@@ -264,13 +264,13 @@ int main(void) {
 		}
 	}
 	fmt.Fprintf(&want, "%x %x %x\n", hw.VendorID, hw.DeviceID, hw.RegDiagDMAStatus)
-	for q := 0; q < hw.QPMax; q++ {
-		fmt.Fprintf(&want, "%x %d %d\n", hw.QPBase(q)+hw.QPITR, hw.QPVector(q), hw.StatusQPOffset(q))
+	for q := 0; q < hw.PairMax; q++ {
+		fmt.Fprintf(&want, "%x %d %d\n", hw.PairBase(q)+hw.PairITR, hw.PairVector(q), hw.StatusPairOffset(q))
 	}
-	fmt.Fprintf(&want, "%d %d %d %d\n", hw.RxDescStatus.Offset, hw.QPStatusTxDropsBadLen.Offset,
-		hw.StatusHeaderSize, hw.StatusQPOffset(2)+hw.QPStatusRxHead.Offset)
+	fmt.Fprintf(&want, "%d %d %d %d\n", hw.RxDescStatus.Offset, hw.PairStatusTxDropsBadLen.Offset,
+		hw.StatusHeaderSize, hw.StatusPairOffset(2)+hw.PairStatusRxHead.Offset)
 	fmt.Fprintf(&want, "%d %d %d %d %x %x\n", hw.TxDescMSS.Offset, hw.TxDescCsumOffset.Offset,
-		hw.QPStatusTxTSOFrames.Offset, hw.QPStatusRxWireStalls.Offset, hw.RegFeatures, hw.Features)
+		hw.PairStatusTxTSOFrames.Offset, hw.PairStatusRxWireStalls.Offset, hw.RegFeatures, hw.Features)
 	rnrFault, late := -1, -1
 	for i, c := range hw.RDMACounters {
 		switch c.Name {

@@ -109,7 +109,7 @@ const (
 const (
 	TxDescSize       = 16
 	RxDescSize       = 16
-	QPStatusSize     = 64
+	PairStatusSize   = 64
 	StatusHeaderSize = 64 // struct npfnic_status_block without the pairs
 )
 
@@ -147,33 +147,33 @@ var RxDesc = Layout{"rx_desc", RxDescSize,
 
 // Per-pair status fields (device to driver).
 var (
-	QPStatusTxHead        = le32("tx_head", 0, "free-running count of TX descriptors consumed (frames sent or dropped)")
-	QPStatusRxHead        = le32("rx_head", 4, "free-running count of RX descriptors filled")
-	QPStatusError         = le32("error", 8, "NPFNIC_QERR_*, 0 none; the pair stopped")
-	QPStatusErrorInfo     = le32("error_info", 12, "ring index of the offending descriptor, or the bad tail value")
-	QPStatusRxDropsNoBuf  = le32("rx_drops_no_buf", 16, "frames dropped: no RX buffer posted")
-	QPStatusRxDropsTooBig = le32("rx_drops_too_big", 20, "frames dropped: larger than the posted buffer")
-	QPStatusTxDropsBadLen = le32("tx_drops_bad_len", 24, "TX frames dropped: bad length, too many segments or a bad offload request")
-	QPStatusTxTSOFrames   = le32("tx_tso_frames", 28, "TSO super-packets segmented")
-	QPStatusRxWireStalls  = le32("rx_wire_stalls", 32, "times RX stopped taking frames from the wire for lack of buffers")
+	PairStatusTxHead        = le32("tx_head", 0, "free-running count of TX descriptors consumed (frames sent or dropped)")
+	PairStatusRxHead        = le32("rx_head", 4, "free-running count of RX descriptors filled")
+	PairStatusError         = le32("error", 8, "NPFNIC_QERR_*, 0 none; the pair stopped")
+	PairStatusErrorInfo     = le32("error_info", 12, "ring index of the offending descriptor, or the bad tail value")
+	PairStatusRxDropsNoBuf  = le32("rx_drops_no_buf", 16, "frames dropped: no RX buffer posted")
+	PairStatusRxDropsTooBig = le32("rx_drops_too_big", 20, "frames dropped: larger than the posted buffer")
+	PairStatusTxDropsBadLen = le32("tx_drops_bad_len", 24, "TX frames dropped: bad length, too many segments or a bad offload request")
+	PairStatusTxTSOFrames   = le32("tx_tso_frames", 28, "TSO super-packets segmented")
+	PairStatusRxWireStalls  = le32("rx_wire_stalls", 32, "times RX stopped taking frames from the wire for lack of buffers")
 	// Interface 2.2: network page faults.
-	QPStatusRxFaults      = le32("rx_faults", 36, "RX buffer translation faults")
-	QPStatusRxBackup      = le32("rx_backup", 40, "frames stored in the backup ring")
-	QPStatusRxFaultDrops  = le32("rx_fault_drops", 44, "frames dropped on a fault (drop/pin policy, bitmap or backup ring exhausted)")
-	QPStatusTxFaults      = le32("tx_faults", 48, "TX buffer faults (the pair stalled for a page response)")
-	QPStatusTxFaultErrors = le32("tx_fault_errors", 52, "TX frames dropped: a buffer that can not be translated")
-	QPStatusRxHeadOffset  = le32("rx_head_offset", 56, "backup policy: head_offset, descriptors past rx_head already used")
-	QPStatusRxBmIndex     = le32("rx_bm_index", 60, "backup policy: bm_index, the bitmap index of rx_head")
+	PairStatusRxFaults      = le32("rx_faults", 36, "RX buffer translation faults")
+	PairStatusRxBackup      = le32("rx_backup", 40, "frames stored in the backup ring")
+	PairStatusRxFaultDrops  = le32("rx_fault_drops", 44, "frames dropped on a fault (drop/pin policy, bitmap or backup ring exhausted)")
+	PairStatusTxFaults      = le32("tx_faults", 48, "TX buffer faults (the pair stalled for a page response)")
+	PairStatusTxFaultErrors = le32("tx_fault_errors", 52, "TX frames dropped: a buffer that can not be translated")
+	PairStatusRxHeadOffset  = le32("rx_head_offset", 56, "backup policy: head_offset, descriptors past rx_head already used")
+	PairStatusRxBmIndex     = le32("rx_bm_index", 60, "backup policy: bm_index, the bitmap index of rx_head")
 )
 
-// QPStatus is struct npfnic_qp_status.
-var QPStatus = Layout{"qp_status", QPStatusSize,
+// PairStatus is struct npfnic_pair_status.
+var PairStatus = Layout{"pair_status", PairStatusSize,
 	"Status of one queue pair, written by the device into the status block.",
-	[]Field{QPStatusTxHead.Field, QPStatusRxHead.Field, QPStatusError.Field, QPStatusErrorInfo.Field,
-		QPStatusRxDropsNoBuf.Field, QPStatusRxDropsTooBig.Field, QPStatusTxDropsBadLen.Field,
-		QPStatusTxTSOFrames.Field, QPStatusRxWireStalls.Field, QPStatusRxFaults.Field, QPStatusRxBackup.Field,
-		QPStatusRxFaultDrops.Field, QPStatusTxFaults.Field, QPStatusTxFaultErrors.Field,
-		QPStatusRxHeadOffset.Field, QPStatusRxBmIndex.Field}, WrittenByDevice}
+	[]Field{PairStatusTxHead.Field, PairStatusRxHead.Field, PairStatusError.Field, PairStatusErrorInfo.Field,
+		PairStatusRxDropsNoBuf.Field, PairStatusRxDropsTooBig.Field, PairStatusTxDropsBadLen.Field,
+		PairStatusTxTSOFrames.Field, PairStatusRxWireStalls.Field, PairStatusRxFaults.Field, PairStatusRxBackup.Field,
+		PairStatusRxFaultDrops.Field, PairStatusTxFaults.Field, PairStatusTxFaultErrors.Field,
+		PairStatusRxHeadOffset.Field, PairStatusRxBmIndex.Field}, WrittenByDevice}
 
 // Status block header fields.
 var (
@@ -186,17 +186,17 @@ var (
 )
 
 // StatusBlock is struct npfnic_status_block: the 64-byte header followed
-// by NPFNIC_QP_MAX struct npfnic_qp_status (the flexible array qp[]), in
+// by NPFNIC_PAIR_MAX struct npfnic_pair_status (the flexible array pair[]), in
 // all NPFNIC_STATUS_BLOCK_SIZE bytes written by the device.
 var StatusBlock = Layout{"status_block", StatusHeaderSize,
 	"Status block (device to driver), at NPFNIC_REG_STATUS_ADDR; NPFNIC_STATUS_BLOCK_SIZE bytes in all.",
 	[]Field{StatusLink.Field, StatusError.Field, StatusBackupHead.Field, StatusBackupFull.Field,
 		StatusTailEvents.Field, rsvd32(20, 11),
-		{Name: "qp", Offset: StatusHeaderSize, Size: QPStatusSize, Count: -1, Elem: &QPStatus, Doc: "NPFNIC_QP_MAX entries"}}, WrittenByDevice}
+		{Name: "pair", Offset: StatusHeaderSize, Size: PairStatusSize, Count: -1, Elem: &PairStatus, Doc: "NPFNIC_PAIR_MAX entries"}}, WrittenByDevice}
 
 // Layouts lists the shared structures, each after the ones it contains.
-var Layouts = []*Layout{&TxDesc, &RxDesc, &QPStatus, &StatusBlock, &BackupDesc}
+var Layouts = []*Layout{&TxDesc, &RxDesc, &PairStatus, &StatusBlock, &BackupDesc}
 
-// StatusQPOffset is the offset of pair q's struct npfnic_qp_status in the
+// StatusPairOffset is the offset of pair q's struct npfnic_pair_status in the
 // status block.
-func StatusQPOffset(q int) int { return StatusHeaderSize + q*QPStatusSize }
+func StatusPairOffset(q int) int { return StatusHeaderSize + q*PairStatusSize }

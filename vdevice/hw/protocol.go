@@ -22,8 +22,8 @@ Linux guest drives it with the kernel module in guestdrv.
 This datasheet describes interface version 2.3. It is generated from the Go
 package vdevice/hw, which also generates the C header guestdrv/npfnic_hw.h;
 both use the same names. A global register NAME is NPFNIC_REG_NAME in C, a
-queue pair's register NAME is NPFNIC_QP_NAME (at offset NPFNIC_QP_BASE(q) +
-NPFNIC_QP_NAME), a structure x is struct npfnic_x, and every constant below
+queue pair's register NAME is NPFNIC_PAIR_NAME (at offset NPFNIC_PAIR_BASE(q) +
+NPFNIC_PAIR_NAME), a structure x is struct npfnic_x, and every constant below
 is NPFNIC_ followed by its name. All multi-byte values, in registers and in
 guest memory, are little-endian.`
 
@@ -41,7 +41,7 @@ again.`
 // stops a queue pair.
 const QueuePairDoc = `Bring-up. The driver checks that ID reads NPFNIC_MAGIC and that the major
 number in VERSION (bits 31:16) is the one it was written for (a newer minor
-only adds features an older driver may ignore), reads FEATURES, QP_MAX and
+only adds features an older driver may ignore), reads FEATURES, PAIR_MAX and
 the station address (MAC_LO, MAC_HI), enables MSI-X with NPFNIC_MSIX_VECTORS
 vectors and bus mastering, and then:
 
@@ -52,7 +52,7 @@ vectors and bus mastering, and then:
 3. for each queue pair q it uses: writes the TX and RX ring addresses
    (16-byte aligned) and sizes (a power of two, NPFNIC_RING_SIZE_MIN to
    NPFNIC_RING_SIZE_MAX descriptors), the fault settings RX_POLICY, PASID
-   and BM_SIZE if translation is on, and then NPFNIC_QP_CTRL_ENABLE to the
+   and BM_SIZE if translation is on, and then NPFNIC_PAIR_CTRL_ENABLE to the
    pair's CTRL. Enabling latches all of them and sets the pair's heads and
    tails to 0; the registers may be rewritten while the pair runs without
    effect until the next enable.
@@ -60,7 +60,7 @@ vectors and bus mastering, and then:
 Indexes. Heads and tails are free-running 32-bit counts that wrap modulo
 2^32; the slot of count n is n & (SIZE - 1). The driver moves a tail by
 writing the new count to the doorbell (TX_TAIL, RX_TAIL); the device
-publishes its heads in the pair's struct npfnic_qp_status in the status
+publishes its heads in the pair's struct npfnic_pair_status in the status
 block. A tail that moves backwards or more than SIZE beyond the head stops
 the pair with NPFNIC_QERR_BAD_TAIL; a ring outside guest memory stops it
 with NPFNIC_QERR_BAD_RING, a buffer outside guest memory with
@@ -88,7 +88,7 @@ buffer posted, the device stops taking frames from the wire until the driver
 posts one (rx_wire_stalls), so frames wait in the host's queue rather than
 being lost.
 
-Interrupts. Pair q's completions raise vector NPFNIC_QP_VECTOR(q); link
+Interrupts. Pair q's completions raise vector NPFNIC_PAIR_VECTOR(q); link
 changes and errors raise NPFNIC_MISC_VECTOR. A vector fires once after it
 was armed (IRQ_ARM or MISC_IRQ_ARM written 1) and then stays quiet until
 armed again; an event while it is disarmed is remembered, so a driver that

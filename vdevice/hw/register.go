@@ -150,7 +150,7 @@ const (
 	BlockIdentity Block = iota + 1 // what the function is: ID, version, MAC, queue pairs, features
 	BlockDiag                      // diagnostics: scratch, test interrupts, diagnostic DMA, echo, late-DMA counter
 	BlockDatapath                  // the Ethernet datapath as a whole: enable and reset, status block, misc interrupt
-	BlockPair                      // one Ethernet queue pair's registers, at QPBase(q)
+	BlockPair                      // one Ethernet queue pair's registers, at PairBase(q)
 	BlockBackup                    // the Ethernet backup ring (network page faults)
 	BlockATS                       // address translation: PASID table, translation cache, invalidation queue
 	BlockPRI                       // page requests: page request and page response queues
@@ -185,8 +185,8 @@ func (b Block) String() string {
 
 // Register describes one 32-bit register.
 type Register struct {
-	Name    string // C name suffix: NPFNIC_REG_<Name>, or NPFNIC_QP_<Name> for a queue pair's
-	Offset  uint32 // BAR0 offset; for a queue pair's register, the offset from QPBase(q)
+	Name    string // C name suffix: NPFNIC_REG_<Name>, or NPFNIC_PAIR_<Name> for a queue pair's
+	Offset  uint32 // BAR0 offset; for a queue pair's register, the offset from PairBase(q)
 	Access  Access
 	Kind    Kind
 	Partial Partial // set from Kind by the constructors below: PartialIgnore for actions
@@ -253,7 +253,7 @@ var Registers = []Register{
 	storage("STATUS_ADDR_HI", RegStatusAddrHi, BlockDatapath, 0, "status block guest address, bits 63:32; writing it latches the address"),
 	status("MAC_LO", RegMACLo, BlockIdentity, 0, "MAC bytes 0..3, byte 0 in bits 7:0").resetVaries("the station address"),
 	status("MAC_HI", RegMACHi, BlockIdentity, 0, "MAC bytes 4..5 in bits 15:0").resetVaries("the station address"),
-	status("QP_MAX", RegQPMax, BlockIdentity, QPMax, "number of queue pairs (NPFNIC_QP_MAX)").resetVaries("queue pairs offered, 1..NPFNIC_QP_MAX"),
+	status("PAIR_MAX", RegPairMax, BlockIdentity, PairMax, "number of queue pairs (NPFNIC_PAIR_MAX)").resetVaries("queue pairs offered, 1..NPFNIC_PAIR_MAX"),
 	command("MISC_IRQ_ARM", RegMiscIRQArm, BlockDatapath, AccessWO, "write 1: NPFNIC_MISC_VECTOR may fire once for the next misc event"),
 	status("FEATURES", RegFeatures, BlockIdentity, Features, "NPFNIC_FEAT_*: offloads the device implements (interface 2.1)"),
 	status("LATE_DMA", RegLateDMA, BlockDiag, 0, "late DMA writes the device refused since reset (interface 2.3): nonzero means a device bug"),
@@ -265,25 +265,25 @@ var Registers = []Register{
 	storage("BACKUP_VECTOR", RegBackupVector, BlockBackup, BackupVectorDefault, "MSI-X vector of backup-ring entries and RX_TAIL_IRQ events"),
 }
 
-// QPRegisters lists the registers of one queue pair, as offsets from
-// QPBase(q) (C: NPFNIC_QP_<Name>).
-var QPRegisters = []Register{
-	storage("TX_BASE_LO", QPTxBaseLo, BlockPair, 0, "TX ring guest address, bits 31:0 (16-byte aligned)"),
-	storage("TX_BASE_HI", QPTxBaseHi, BlockPair, 0, "TX ring guest address, bits 63:32"),
-	storage("TX_SIZE", QPTxSize, BlockPair, 0, "TX ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX"),
-	doorbell("TX_TAIL", QPTxTail, BlockPair, "TX doorbell: free-running count of TX descriptors posted"),
-	storage("RX_BASE_LO", QPRxBaseLo, BlockPair, 0, "RX ring guest address, bits 31:0 (16-byte aligned)"),
-	storage("RX_BASE_HI", QPRxBaseHi, BlockPair, 0, "RX ring guest address, bits 63:32"),
-	storage("RX_SIZE", QPRxSize, BlockPair, 0, "RX ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX"),
-	doorbell("RX_TAIL", QPRxTail, BlockPair, "RX doorbell: free-running count of RX buffers posted"),
-	command("CTRL", QPCtrl, BlockPair, AccessRW, "NPFNIC_QP_CTRL_ENABLE: set latches bases/sizes and zeroes heads/tails; clear stops the pair"),
-	command("IRQ_ARM", QPIRQArm, BlockPair, AccessWO, "write 1: the pair's vector may fire once for the next completion"),
-	storage("ITR", QPITR, BlockPair, 0, "minimum microseconds between two interrupts of the pair (0 = none)"),
-	storage("RX_POLICY", QPRxPolicy, BlockPair, RxPolicyPin, "NPFNIC_RX_POLICY_*: what an RX buffer fault does (latched at enable)"),
-	storage("PASID", QPPASID, BlockPair, 0, "PASID whose I/O page tables translate the pair's buffer addresses (latched at enable)"),
-	storage("BM_SIZE", QPBmSize, BlockPair, 0, "rNPF bitmap size for NPFNIC_RX_POLICY_BACKUP: power of two, 1..NPFNIC_BM_SIZE_MAX (latched at enable)"),
-	doorbell("RX_RESOLVE", QPRxResolve, BlockPair, "resolve_rNPFs: free-running bitmap index of an rNPF whose frame the driver placed"),
-	command("RX_TAIL_IRQ", QPRxTailIRQ, BlockPair, AccessWO, "write 1: NPFNIC_REG_BACKUP_VECTOR fires once when RX_TAIL next moves"),
+// PairRegisters lists the registers of one queue pair, as offsets from
+// PairBase(q) (C: NPFNIC_PAIR_<Name>).
+var PairRegisters = []Register{
+	storage("TX_BASE_LO", PairTxBaseLo, BlockPair, 0, "TX ring guest address, bits 31:0 (16-byte aligned)"),
+	storage("TX_BASE_HI", PairTxBaseHi, BlockPair, 0, "TX ring guest address, bits 63:32"),
+	storage("TX_SIZE", PairTxSize, BlockPair, 0, "TX ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX"),
+	doorbell("TX_TAIL", PairTxTail, BlockPair, "TX doorbell: free-running count of TX descriptors posted"),
+	storage("RX_BASE_LO", PairRxBaseLo, BlockPair, 0, "RX ring guest address, bits 31:0 (16-byte aligned)"),
+	storage("RX_BASE_HI", PairRxBaseHi, BlockPair, 0, "RX ring guest address, bits 63:32"),
+	storage("RX_SIZE", PairRxSize, BlockPair, 0, "RX ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX"),
+	doorbell("RX_TAIL", PairRxTail, BlockPair, "RX doorbell: free-running count of RX buffers posted"),
+	command("CTRL", PairCtrl, BlockPair, AccessRW, "NPFNIC_PAIR_CTRL_ENABLE: set latches bases/sizes and zeroes heads/tails; clear stops the pair"),
+	command("IRQ_ARM", PairIRQArm, BlockPair, AccessWO, "write 1: the pair's vector may fire once for the next completion"),
+	storage("ITR", PairITR, BlockPair, 0, "minimum microseconds between two interrupts of the pair (0 = none)"),
+	storage("RX_POLICY", PairRxPolicy, BlockPair, RxPolicyPin, "NPFNIC_RX_POLICY_*: what an RX buffer fault does (latched at enable)"),
+	storage("PASID", PairPASID, BlockPair, 0, "PASID whose I/O page tables translate the pair's buffer addresses (latched at enable)"),
+	storage("BM_SIZE", PairBmSize, BlockPair, 0, "rNPF bitmap size for NPFNIC_RX_POLICY_BACKUP: power of two, 1..NPFNIC_BM_SIZE_MAX (latched at enable)"),
+	doorbell("RX_RESOLVE", PairRxResolve, BlockPair, "resolve_rNPFs: free-running bitmap index of an rNPF whose frame the driver placed"),
+	command("RX_TAIL_IRQ", PairRxTailIRQ, BlockPair, AccessWO, "write 1: NPFNIC_REG_BACKUP_VECTOR fires once when RX_TAIL next moves"),
 }
 
 // Window is a range of BAR0 and the blocks whose registers lie in it.
@@ -302,14 +302,14 @@ var Windows = []Window{
 	{ATSRegEnd, PRIRegEnd, "page requests (PRI)", []Block{BlockPRI}},
 	{RegBackupBaseLo, RegBackupVector + 4, "backup ring", []Block{BlockBackup}},
 	{RegRDMACtrl, RegRDMAMsgAlarm + 4, "RDMA engine", []Block{BlockRDMA}},
-	{QPRegBase, QPRegBase + QPMax*QPRegStride, "queue pairs: pair q at NPFNIC_QP_BASE(q)", []Block{BlockPair}},
+	{PairRegBase, PairRegBase + PairMax*PairRegStride, "queue pairs: pair q at NPFNIC_PAIR_BASE(q)", []Block{BlockPair}},
 }
 
 // regDecoder maps BAR0 offsets to table rows in O(1): one byte per
 // register slot below the queue pairs and per slot of one pair's block.
 type regDecoder struct {
-	global [QPRegBase / 4]uint8 // 1 + index into regs; 0: no register
-	pair   [QPRegStride / 4]uint8
+	global [PairRegBase / 4]uint8 // 1 + index into regs; 0: no register
+	pair   [PairRegStride / 4]uint8
 	regs   []Register // Registers, TranslationRegisters, then RDMARegisters
 }
 
@@ -320,17 +320,17 @@ var decoder = newRegDecoder()
 // package: it panics at start-up (and TestRegisterKinds says which).
 func newRegDecoder() *regDecoder {
 	d := &regDecoder{regs: append(append(append([]Register(nil), Registers...), TranslationRegisters...), RDMARegisters...)}
-	if len(d.regs) > 255 || len(QPRegisters) > 255 {
+	if len(d.regs) > 255 || len(PairRegisters) > 255 {
 		panic("hw: register table too large for the decoder")
 	}
 	for i, r := range d.regs {
-		if r.Offset%4 != 0 || r.Offset >= QPRegBase || d.global[r.Offset/4] != 0 {
+		if r.Offset%4 != 0 || r.Offset >= PairRegBase || d.global[r.Offset/4] != 0 {
 			panic("hw: register " + r.Name + " misaligned, outside the global registers or sharing an offset")
 		}
 		d.global[r.Offset/4] = uint8(i + 1)
 	}
-	for i, r := range QPRegisters {
-		if r.Offset%4 != 0 || r.Offset >= QPRegStride || d.pair[r.Offset/4] != 0 {
+	for i, r := range PairRegisters {
+		if r.Offset%4 != 0 || r.Offset >= PairRegStride || d.pair[r.Offset/4] != 0 {
 			panic("hw: queue pair register " + r.Name + " misaligned, outside the pair's block or sharing an offset")
 		}
 		d.pair[r.Offset/4] = uint8(i + 1)
@@ -340,19 +340,19 @@ func newRegDecoder() *regDecoder {
 
 // Lookup decodes a BAR0 offset: the register holding byte off and, for a
 // queue pair's register, the pair q (-1 otherwise; r.Offset is then
-// relative to QPBase(q)). ok is false for offsets that hold no register.
+// relative to PairBase(q)). ok is false for offsets that hold no register.
 // It is O(1) and does not allocate.
 func Lookup(off uint32) (r Register, q int, ok bool) {
 	off &^= 3
 	switch {
-	case off < QPRegBase:
+	case off < PairRegBase:
 		if i := decoder.global[off/4]; i != 0 {
 			return decoder.regs[i-1], -1, true
 		}
-	case off < QPRegBase+QPMax*QPRegStride:
-		rel := off - QPRegBase
-		if i := decoder.pair[rel%QPRegStride/4]; i != 0 {
-			return QPRegisters[i-1], int(rel / QPRegStride), true
+	case off < PairRegBase+PairMax*PairRegStride:
+		rel := off - PairRegBase
+		if i := decoder.pair[rel%PairRegStride/4]; i != 0 {
+			return PairRegisters[i-1], int(rel / PairRegStride), true
 		}
 	}
 	return Register{}, -1, false
@@ -360,8 +360,8 @@ func Lookup(off uint32) (r Register, q int, ok bool) {
 
 // AllRegisters yields every register of BAR0 with its offset: the global
 // and backup ring registers, the translation registers, then each queue
-// pair's registers for pair 0 up to QPMax-1 (Register.Offset then stays
-// relative to QPBase(q)). A router's tests walk it to cover every register
+// pair's registers for pair 0 up to PairMax-1 (Register.Offset then stays
+// relative to PairBase(q)). A router's tests walk it to cover every register
 // the table holds.
 func AllRegisters() iter.Seq2[uint32, Register] {
 	return func(yield func(uint32, Register) bool) {
@@ -370,9 +370,9 @@ func AllRegisters() iter.Seq2[uint32, Register] {
 				return
 			}
 		}
-		for q := range QPMax {
-			for _, r := range QPRegisters {
-				if !yield(QPBase(q)+r.Offset, r) {
+		for q := range PairMax {
+			for _, r := range PairRegisters {
+				if !yield(PairBase(q)+r.Offset, r) {
 					return
 				}
 			}
@@ -393,8 +393,8 @@ var Vectors = vectors()
 
 func vectors() []Vector {
 	vs := []Vector{{MiscVector, "misc", "link change, device error or queue error; armed once per event by MISC_IRQ_ARM"}}
-	for q := range QPMax {
-		vs = append(vs, Vector{QPVector(q), "pair " + strconv.Itoa(q),
+	for q := range PairMax {
+		vs = append(vs, Vector{PairVector(q), "pair " + strconv.Itoa(q),
 			"TX and RX completions of queue pair " + strconv.Itoa(q) + "; armed once per event by its IRQ_ARM, paced by its ITR"})
 	}
 	return append(vs,
@@ -413,7 +413,7 @@ func vectors() []Vector {
 // register (it reads 0), a write to a read-only one (it has no effect), or
 // a write covering some bytes only (PartialWriteRule). r is the table's
 // row; q is the queue pair of a pair's register (r.Offset is then relative
-// to QPBase(q)), -1 otherwise. ok is false for a register the block does
+// to PairBase(q)), -1 otherwise. ok is false for a register the block does
 // not decode: a table that hands a block a register it does not know is a
 // bug, which the function's tests look for. Neither method may wait on
 // guest memory: they run on the vfio-user socket goroutine.

@@ -22,7 +22,7 @@ func allRegisters() []struct {
 		{"Registers", 0, hw.Registers},
 		{"TranslationRegisters", 0, hw.TranslationRegisters},
 		{"RDMARegisters", 0, hw.RDMARegisters},
-		{"QPRegisters", hw.QPRegBase, hw.QPRegisters},
+		{"PairRegisters", hw.PairRegBase, hw.PairRegisters},
 	}
 }
 
@@ -53,7 +53,7 @@ func TestRegisterKinds(t *testing.T) {
 			if r.Block < 1 || r.Block >= hw.BlockCount || r.Block.String() == "?" {
 				t.Errorf("%s: no owning block (%d)", name, r.Block)
 			}
-			if (r.Block == hw.BlockPair) != (tab.table == "QPRegisters") {
+			if (r.Block == hw.BlockPair) != (tab.table == "PairRegisters") {
 				t.Errorf("%s: block %v in the wrong table", name, r.Block)
 			}
 			if r.Access == hw.AccessWO && r.Reset != 0 {
@@ -93,7 +93,7 @@ func TestActionRegisters(t *testing.T) {
 	want := []string{
 		"DIAG_IRQ", "DIAG_DMA_CTRL", "DIAG_ECHO_CTRL", "DIAG_ECHO", "CTRL", "MISC_IRQ_ARM", "BACKUP_TAIL", "BACKUP_CTRL",
 		"ATS_CTRL", "INVQ_TAIL", "PRI_CTRL", "PRQ_HEAD", "PRSPQ_TAIL",
-		"QP_TX_TAIL", "QP_RX_TAIL", "QP_CTRL", "QP_IRQ_ARM", "QP_RX_RESOLVE", "QP_RX_TAIL_IRQ",
+		"PAIR_TX_TAIL", "PAIR_RX_TAIL", "PAIR_CTRL", "PAIR_IRQ_ARM", "PAIR_RX_RESOLVE", "PAIR_RX_TAIL_IRQ",
 		"RDMA_CTRL", "CMDQ_TAIL", "EQ_HEAD", "EQ_ARM", "SQ_DOORBELL", "CQ_ARM", "RDMA_MSG_ALARM",
 	}
 	var got []string
@@ -101,8 +101,8 @@ func TestActionRegisters(t *testing.T) {
 		for _, r := range tab.regs {
 			if r.Writable() && r.Partial == hw.PartialIgnore {
 				name := r.Name
-				if tab.table == "QPRegisters" {
-					name = "QP_" + name
+				if tab.table == "PairRegisters" {
+					name = "PAIR_" + name
 				}
 				got = append(got, name)
 			}
@@ -131,19 +131,19 @@ func TestLookup(t *testing.T) {
 		{hw.RegPRICtrl, "PRI_CTRL", hw.BlockPRI, -1},
 		{hw.RegPRIError + 3, "PRI_ERROR", hw.BlockPRI, -1},
 		{hw.RegBackupTail, "BACKUP_TAIL", hw.BlockBackup, -1},
-		{hw.QPBase(0) + hw.QPTxBaseLo, "TX_BASE_LO", hw.BlockPair, 0},
-		{hw.QPBase(2) + hw.QPRxTail, "RX_TAIL", hw.BlockPair, 2},
-		{hw.QPBase(hw.QPMax-1) + hw.QPRxTailIRQ, "RX_TAIL_IRQ", hw.BlockPair, hw.QPMax - 1},
-		{0x0014, "", 0, -1},                                    // a hole in the global registers
-		{hw.RegLateDMA + 4, "", 0, -1},                         // past the last global register
-		{hw.ATSRegEnd - 4, "", 0, -1},                          // a hole at the end of the ATS block
-		{hw.PRIRegEnd, "", 0, -1},                              // between PRI and the backup ring
-		{hw.QPBase(1) + hw.QPRxTailIRQ + 4, "", 0, -1},         // a hole in a pair's block
-		{hw.QPBase(hw.QPMax), "", 0, -1},                       // past the last pair
-		{hw.RegBARSize - 4, "", 0, -1},                         // end of BAR0
-		{0xfffffffc, "", 0, -1},                                // far outside
-		{hw.RegBARSize + hw.RegCtrl, "", 0, -1},                // no aliasing above BAR0
-		{hw.QPRegBase - hw.QPRegStride + hw.QPCtrl, "", 0, -1}, // the pair layout does not repeat below pair 0
+		{hw.PairBase(0) + hw.PairTxBaseLo, "TX_BASE_LO", hw.BlockPair, 0},
+		{hw.PairBase(2) + hw.PairRxTail, "RX_TAIL", hw.BlockPair, 2},
+		{hw.PairBase(hw.PairMax-1) + hw.PairRxTailIRQ, "RX_TAIL_IRQ", hw.BlockPair, hw.PairMax - 1},
+		{0x0014, "", 0, -1},                                          // a hole in the global registers
+		{hw.RegLateDMA + 4, "", 0, -1},                               // past the last global register
+		{hw.ATSRegEnd - 4, "", 0, -1},                                // a hole at the end of the ATS block
+		{hw.PRIRegEnd, "", 0, -1},                                    // between PRI and the backup ring
+		{hw.PairBase(1) + hw.PairRxTailIRQ + 4, "", 0, -1},           // a hole in a pair's block
+		{hw.PairBase(hw.PairMax), "", 0, -1},                         // past the last pair
+		{hw.RegBARSize - 4, "", 0, -1},                               // end of BAR0
+		{0xfffffffc, "", 0, -1},                                      // far outside
+		{hw.RegBARSize + hw.RegCtrl, "", 0, -1},                      // no aliasing above BAR0
+		{hw.PairRegBase - hw.PairRegStride + hw.PairCtrl, "", 0, -1}, // the pair layout does not repeat below pair 0
 	} {
 		r, q, ok := hw.Lookup(tc.off)
 		if ok != (tc.name != "") || r.Name != tc.name || r.Block != tc.block || q != tc.q {
@@ -158,10 +158,10 @@ func TestLookupFindsEveryRegister(t *testing.T) {
 	want := map[uint32]string{}
 	for _, tab := range allRegisters() {
 		bases := []uint32{tab.base}
-		if tab.table == "QPRegisters" {
+		if tab.table == "PairRegisters" {
 			bases = bases[:0]
-			for q := range hw.QPMax {
-				bases = append(bases, hw.QPBase(q))
+			for q := range hw.PairMax {
+				bases = append(bases, hw.PairBase(q))
 			}
 		}
 		for _, base := range bases {
@@ -180,7 +180,7 @@ func TestLookupFindsEveryRegister(t *testing.T) {
 		}
 		if ok {
 			found++
-			if (q >= 0) != (r.Block == hw.BlockPair) || (q >= 0 && hw.QPBase(q)+r.Offset != off) {
+			if (q >= 0) != (r.Block == hw.BlockPair) || (q >= 0 && hw.PairBase(q)+r.Offset != off) {
 				t.Errorf("Lookup(%#x): pair %d, offset %#x", off, q, r.Offset)
 			}
 		}
@@ -191,7 +191,7 @@ func TestLookupFindsEveryRegister(t *testing.T) {
 }
 
 func TestLookupDoesNotAllocate(t *testing.T) {
-	offs := []uint32{hw.RegCtrl, hw.RegATSCtrl, hw.QPBase(3) + hw.QPRxTail, 0x0014, hw.RegBARSize}
+	offs := []uint32{hw.RegCtrl, hw.RegATSCtrl, hw.PairBase(3) + hw.PairRxTail, 0x0014, hw.RegBARSize}
 	if n := testing.AllocsPerRun(100, func() {
 		for _, off := range offs {
 			hw.Lookup(off)
@@ -202,7 +202,7 @@ func TestLookupDoesNotAllocate(t *testing.T) {
 }
 
 func BenchmarkLookup(b *testing.B) {
-	offs := []uint32{hw.RegCtrl, hw.RegATSCtrl, hw.QPBase(3) + hw.QPRxTail, 0x0014}
+	offs := []uint32{hw.RegCtrl, hw.RegATSCtrl, hw.PairBase(3) + hw.PairRxTail, 0x0014}
 	for i := 0; b.Loop(); i++ {
 		hw.Lookup(offs[i%len(offs)])
 	}
@@ -222,14 +222,14 @@ func TestResetValues(t *testing.T) {
 		{hw.RegPRQVector, hw.PRQVectorDefault},
 		{hw.RegInvqVector, hw.InvqVectorDefault},
 		{hw.RegCtrl, 0},
-		{hw.QPBase(1) + hw.QPRxPolicy, hw.RxPolicyPin},
+		{hw.PairBase(1) + hw.PairRxPolicy, hw.RxPolicyPin},
 	} {
 		r, _, ok := hw.Lookup(tc.off)
 		if !ok || r.Reset != tc.want || r.ResetNote != "" {
 			t.Errorf("%s (%#x) resets to %#x %q, want %#x", r.Name, tc.off, r.Reset, r.ResetNote, tc.want)
 		}
 	}
-	for _, off := range []uint32{hw.RegMACLo, hw.RegMACHi, hw.RegQPMax, hw.RegATCCapacity} {
+	for _, off := range []uint32{hw.RegMACLo, hw.RegMACHi, hw.RegPairMax, hw.RegATCCapacity} {
 		if r, _, _ := hw.Lookup(off); r.ResetNote == "" {
 			t.Errorf("%s: the reset value depends on the device, but no note says so", r.Name)
 		}
@@ -247,9 +247,9 @@ func TestVectors(t *testing.T) {
 			t.Errorf("entry %d: %+v", i, v)
 		}
 	}
-	for q := range hw.QPMax {
-		if hw.Vectors[hw.QPVector(q)].Name != "pair "+string(rune('0'+q)) {
-			t.Errorf("vector %d is not pair %d's", hw.QPVector(q), q)
+	for q := range hw.PairMax {
+		if hw.Vectors[hw.PairVector(q)].Name != "pair "+string(rune('0'+q)) {
+			t.Errorf("vector %d is not pair %d's", hw.PairVector(q), q)
 		}
 	}
 	for v, name := range map[int]string{hw.MiscVector: "misc", hw.PRQVectorDefault: "page requests",
@@ -282,7 +282,7 @@ func TestLayoutWriters(t *testing.T) {
 // instance (each pair's registers for every pair), each at an offset
 // where Lookup finds that very row.
 func TestAllRegisters(t *testing.T) {
-	want := len(hw.Registers) + len(hw.TranslationRegisters) + len(hw.RDMARegisters) + hw.QPMax*len(hw.QPRegisters)
+	want := len(hw.Registers) + len(hw.TranslationRegisters) + len(hw.RDMARegisters) + hw.PairMax*len(hw.PairRegisters)
 	seen := map[uint32]bool{}
 	for off, r := range hw.AllRegisters() {
 		if seen[off] {

@@ -41,9 +41,9 @@ func TestTranslationRegisters(t *testing.T) {
 	for _, r := range hw.Registers {
 		seen[r.Offset] = r.Name
 	}
-	for q := range hw.QPMax {
-		for _, r := range hw.QPRegisters {
-			seen[hw.QPBase(q)+r.Offset] = fmt.Sprintf("QP%d_%s", q, r.Name)
+	for q := range hw.PairMax {
+		for _, r := range hw.PairRegisters {
+			seen[hw.PairBase(q)+r.Offset] = fmt.Sprintf("PAIR%d_%s", q, r.Name)
 		}
 	}
 	for i, r := range hw.TranslationRegisters {
@@ -69,7 +69,7 @@ func TestTranslationRegisters(t *testing.T) {
 			t.Errorf("datapath register %s inside the translation window", r.Name)
 		}
 	}
-	if hw.QPBase(0) < hw.XlatRegEnd {
+	if hw.PairBase(0) < hw.XlatRegEnd {
 		t.Error("queue pair registers overlap the translation window")
 	}
 	// Default vectors exist and are not the misc or a queue pair's.
@@ -77,8 +77,8 @@ func TestTranslationRegisters(t *testing.T) {
 		if v >= hw.MSIXVectors || v == hw.MiscVector {
 			t.Errorf("vector %d unusable", v)
 		}
-		for q := range hw.QPMax {
-			if v == hw.QPVector(q) {
+		for q := range hw.PairMax {
+			if v == hw.PairVector(q) {
 				t.Errorf("vector %d is queue pair %d's", v, q)
 			}
 		}

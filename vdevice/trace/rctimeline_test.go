@@ -158,7 +158,7 @@ func TestRCTimelines(t *testing.T) {
 		{
 			name: "Ethernet faults and a fault the trace ends before",
 			events: []Event{
-				ev(1, Fault, QPRx(0), page, 3),
+				ev(1, Fault, PairRx(0), page, 3),
 				ev(2, PageRequest, TrackPRI, 0, page),
 				fault(3, page+0x2000, qpn, 7, true),
 				ev(4, PageRequest, TrackPRI, 1, page+0x2000),

@@ -15,21 +15,21 @@ func TestTimelines(t *testing.T) {
 		{
 			name: "rx drop: the frame lands in the descriptor after the response",
 			events: []Event{
-				ev(1, Fault, QPRx(0), 0x1010, 7),
+				ev(1, Fault, PairRx(0), 0x1010, 7),
 				ev(2, PageRequest, TrackPRI, 3, 0x1000),
 				ev(3, IRQ, TrackIRQ, 1, 0), // another vector
 				ev(4, IRQ, TrackIRQ, vec, 0),
-				ev(5, RxFrame, QPRx(0), 7, 60), // before the response: not the resume
+				ev(5, RxFrame, PairRx(0), 7, 60), // before the response: not the resume
 				ev(6, PageResponse, TrackPRI, 3, 0),
-				ev(7, RxFrame, QPRx(1), 7, 60), // another queue
-				ev(8, RxFrame, QPRx(0), 7, 60),
+				ev(7, RxFrame, PairRx(1), 7, 60), // another queue
+				ev(8, RxFrame, PairRx(0), 7, 60),
 			},
 			want: []Timeline{{Fault: Event{TS: 1}, Request: Event{TS: 2}, IRQ: Event{TS: 4}, Response: Event{TS: 6}, Resume: Event{TS: 8}}},
 		},
 		{
 			name: "rx backup: the resolve of the frame's bitmap index, even before the response",
 			events: []Event{
-				ev(1, Fault, QPRx(0), 0x2000, 9),
+				ev(1, Fault, PairRx(0), 0x2000, 9),
 				ev(2, PageRequest, TrackPRI, 0, 0x2000),
 				ev(3, BackupStore, TrackBackup, 9, 4),
 				ev(4, IRQ, TrackIRQ, vec, 0),
@@ -42,11 +42,11 @@ func TestTimelines(t *testing.T) {
 		{
 			name: "tx: the queue's next frame",
 			events: []Event{
-				ev(1, Fault, QPTx(2), 0x3000, 1),
+				ev(1, Fault, PairTx(2), 0x3000, 1),
 				ev(2, PageRequest, TrackPRI, 1, 0x3000),
 				ev(3, IRQ, TrackIRQ, vec, 0),
 				ev(4, PageResponse, TrackPRI, 1, 0),
-				ev(5, TxFrame, QPTx(2), 1, 60),
+				ev(5, TxFrame, PairTx(2), 1, 60),
 			},
 			want: []Timeline{{Fault: Event{TS: 1}, Request: Event{TS: 2}, IRQ: Event{TS: 3}, Response: Event{TS: 4}, Resume: Event{TS: 5}}},
 		},
@@ -54,8 +54,8 @@ func TestTimelines(t *testing.T) {
 			name: "a request whose fault the ring lost is left out; a second fault on a page pairs with the next request",
 			events: []Event{
 				ev(1, PageRequest, TrackPRI, 1, 0x4000),
-				ev(2, Fault, QPRx(0), 0x4000, 1),
-				ev(3, Fault, QPRx(0), 0x4000, 1),
+				ev(2, Fault, PairRx(0), 0x4000, 1),
+				ev(3, Fault, PairRx(0), 0x4000, 1),
 				ev(4, PageRequest, TrackPRI, 2, 0x4000),
 			},
 			want: []Timeline{{Fault: Event{TS: 3}, Request: Event{TS: 4}}},

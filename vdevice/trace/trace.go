@@ -146,7 +146,7 @@ const (
 // one per engine, so a viewer shows each as a row.
 type Track uint16
 
-// Engine tracks; queue pairs' tracks come from QPRx, QPTx.
+// Engine tracks; queue pairs' tracks come from PairRx, PairTx.
 const (
 	TrackDevice Track = iota // BAR0 writes that belong to no queue
 	TrackATS
@@ -157,9 +157,9 @@ const (
 	trackQP // first queue pair track
 )
 
-// QPRx and QPTx are queue pair q's receive and transmit tracks.
-func QPRx(q int) Track { return trackQP + Track(2*q) }
-func QPTx(q int) Track { return trackQP + Track(2*q+1) }
+// PairRx and PairTx are queue pair q's receive and transmit tracks.
+func PairRx(q int) Track { return trackQP + Track(2*q) }
+func PairTx(q int) Track { return trackQP + Track(2*q+1) }
 
 // Name is how a viewer labels the track.
 func (t Track) Name() string {

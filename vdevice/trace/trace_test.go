@@ -29,7 +29,7 @@ func TestRingKeepsNewest(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range tc.emitted {
-			r.Emit(RxFrame, QPRx(0), uint64(i), 60)
+			r.Emit(RxFrame, PairRx(0), uint64(i), 60)
 		}
 		ev, lost := r.Snapshot()
 		if want := min(tc.capacity, tc.emitted); len(ev) != want || lost != tc.wantLost {
@@ -66,7 +66,7 @@ func TestNilRecorderIsFree(t *testing.T) {
 		t.Fatal("nil recorder is on")
 	}
 	allocs := testing.AllocsPerRun(100, func() {
-		r.Emit(Fault, QPRx(1), 0x1000, 3)
+		r.Emit(Fault, PairRx(1), 0x1000, 3)
 		r.Span(Walk, TrackATS, r.Now(), 0x1000, 0x2000)
 	})
 	if allocs != 0 {
@@ -81,7 +81,7 @@ func TestOnRecorderDoesNotAllocate(t *testing.T) {
 	needTrace(t)
 	r, _ := New(16)
 	allocs := testing.AllocsPerRun(100, func() {
-		r.Emit(DMAWrite, QPRx(0), 0x1000, 1500)
+		r.Emit(DMAWrite, PairRx(0), 0x1000, 1500)
 		r.Span(Walk, TrackATS, r.Now(), 0x1000, 0x2000)
 	})
 	if allocs != 0 {
@@ -98,7 +98,7 @@ func TestConcurrentEmitters(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 1000 {
-				r.Emit(TxFrame, QPTx(g), uint64(i), 1)
+				r.Emit(TxFrame, PairTx(g), uint64(i), 1)
 			}
 		}()
 	}
@@ -120,11 +120,11 @@ func TestConcurrentEmitters(t *testing.T) {
 
 func TestJSONRoundTrip(t *testing.T) {
 	events := []Event{
-		{TS: 1_000, Kind: Doorbell, Track: QPRx(0), A: 0x1008, B: 17},
-		{TS: 1_500, Kind: DescFetch, Track: QPRx(0), A: 16, B: 1},
+		{TS: 1_000, Kind: Doorbell, Track: PairRx(0), A: 0x1008, B: 17},
+		{TS: 1_500, Kind: DescFetch, Track: PairRx(0), A: 16, B: 1},
 		{TS: 2_001, Kind: ATCMiss, Track: TrackATS, A: 0x7fff_ffff_f000, B: 0},
 		{TS: 2_002, Dur: 950, Kind: Walk, Track: TrackATS, A: 0x7fff_ffff_f000, B: ^uint64(0)},
-		{TS: 3_000, Kind: Fault, Track: QPRx(0), A: 0xffff_ffff_ffff_f123, B: 16},
+		{TS: 3_000, Kind: Fault, Track: PairRx(0), A: 0xffff_ffff_ffff_f123, B: 16},
 		{TS: 3_100, Kind: PageRequest, Track: TrackPRI, A: 5, B: 0x7fff_ffff_f000},
 		{TS: 3_200, Kind: IRQ, Track: TrackIRQ, A: 8},
 		{TS: 900_000_000_123, Kind: PageResponse, Track: TrackPRI, A: 5, B: 0},
@@ -132,12 +132,12 @@ func TestJSONRoundTrip(t *testing.T) {
 		{TS: 900_000_000_300, Kind: InvalidateDone, Track: TrackATS, A: 3, B: 1},
 		{TS: 900_000_001_000, Kind: BackupStore, Track: TrackBackup, A: 17, B: 2},
 		{TS: 900_000_001_001, Kind: BackupResolve, Track: TrackBackup, A: 2, B: 18},
-		{TS: 900_000_002_000, Kind: RxFrame, Track: QPRx(3), A: 16, B: 1514},
-		{TS: 900_000_002_001, Kind: TxFrame, Track: QPTx(7), A: 1, B: 60},
-		{TS: 900_000_002_002, Kind: RxDrop, Track: QPRx(0), A: 1, B: DropFault},
+		{TS: 900_000_002_000, Kind: RxFrame, Track: PairRx(3), A: 16, B: 1514},
+		{TS: 900_000_002_001, Kind: TxFrame, Track: PairTx(7), A: 1, B: 60},
+		{TS: 900_000_002_002, Kind: RxDrop, Track: PairRx(0), A: 1, B: DropFault},
 		{TS: 900_000_002_003, Kind: IRQDeferred, Track: TrackIRQ, A: 1},
-		{TS: 900_000_002_004, Kind: DMARead, Track: QPTx(0), A: 0x10_0000, B: 64},
-		{TS: 900_000_002_005, Kind: DMAWrite, Track: QPRx(0), A: 0x10_0000, B: 64},
+		{TS: 900_000_002_004, Kind: DMARead, Track: PairTx(0), A: 0x10_0000, B: 64},
+		{TS: 900_000_002_005, Kind: DMAWrite, Track: PairRx(0), A: 0x10_0000, B: 64},
 		{TS: 900_000_002_006, Kind: ATCHit, Track: TrackATS, A: 0x1000, B: 1},
 		{TS: 900_000_002_007, Kind: RCTx, Track: TrackRC, A: 0x21_000112, B: 0x11_00abcd},
 		{TS: 900_000_002_008, Kind: RCRx, Track: TrackRC, A: 0x000113, B: 0x04_00abce},
@@ -229,7 +229,7 @@ func TestChromeFormat(t *testing.T) {
 func TestTrackNames(t *testing.T) {
 	for tr, want := range map[Track]string{
 		TrackDevice: "device", TrackATS: "ats", TrackPRI: "pri", TrackIRQ: "interrupts",
-		TrackBackup: "backup ring", TrackRC: "rc", QPRx(0): "qp0 rx", QPTx(0): "qp0 tx", QPRx(7): "qp7 rx", QPTx(7): "qp7 tx",
+		TrackBackup: "backup ring", TrackRC: "rc", PairRx(0): "qp0 rx", PairTx(0): "qp0 tx", PairRx(7): "qp7 rx", PairTx(7): "qp7 tx",
 	} {
 		if got := tr.Name(); got != want {
 			t.Errorf("track %d: %q, want %q", tr, got, want)
@@ -260,7 +260,7 @@ func BenchmarkEmit(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for i := range b.N {
-				bc.r.Emit(RxFrame, QPRx(0), uint64(i), 60)
+				bc.r.Emit(RxFrame, PairRx(0), uint64(i), 60)
 			}
 		})
 	}

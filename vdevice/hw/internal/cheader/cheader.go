@@ -29,9 +29,9 @@ func Render() []byte {
 	b.WriteString("\n/*\n * BAR0 registers (32-bit). Doorbells and commands act on full 32-bit\n")
 	b.WriteString(" * writes only and ignore narrower ones; other registers merge them.\n */\n")
 	renderRegisters(&b, hw.Registers)
-	b.WriteString("\n/* Queue pair registers, offsets from NPFNIC_QP_BASE(q) (32-bit) */\n")
-	for _, r := range hw.QPRegisters {
-		line := fmt.Sprintf("#define NPFNIC_QP_%s", r.Name)
+	b.WriteString("\n/* Queue pair registers, offsets from NPFNIC_PAIR_BASE(q) (32-bit) */\n")
+	for _, r := range hw.PairRegisters {
+		line := fmt.Sprintf("#define NPFNIC_PAIR_%s", r.Name)
 		fmt.Fprintf(&b, "%-40s 0x%02x /* %s: %s */\n", line, r.Offset, access(r), r.Doc)
 	}
 	b.WriteString("\n")
@@ -45,7 +45,7 @@ func Render() []byte {
 	}
 	// The status block's total size is the header plus the pairs' parts.
 	b.WriteString("_Static_assert(NPFNIC_STATUS_BLOCK_SIZE == sizeof(struct npfnic_status_block) +\n")
-	b.WriteString("\t       NPFNIC_QP_MAX * sizeof(struct npfnic_qp_status), \"status block size\");\n")
+	b.WriteString("\t       NPFNIC_PAIR_MAX * sizeof(struct npfnic_pair_status), \"status block size\");\n")
 
 	// Address translation and page requests (vdevice/hw/translation.go):
 	// the formats packages ats and pri implement.

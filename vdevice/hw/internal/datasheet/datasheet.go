@@ -98,10 +98,10 @@ func Render() []byte {
 	d.heading(3, "RDMA engine")
 	d.registers(hw.RDMARegisters, func(hw.Register) bool { return true }, 4)
 	d.heading(3, "Queue pair registers")
-	d.line(fmt.Sprintf("Queue pair q (0 to %d) has its registers at `NPFNIC_QP_BASE(q)` = %s + q × %s; "+
-		"the offsets below are from there (C: `NPFNIC_QP_` and the name).", hw.QPMax-1, hex(hw.QPRegBase, 4), hex(hw.QPRegStride, 3)))
+	d.line(fmt.Sprintf("Queue pair q (0 to %d) has its registers at `NPFNIC_PAIR_BASE(q)` = %s + q × %s; "+
+		"the offsets below are from there (C: `NPFNIC_PAIR_` and the name).", hw.PairMax-1, hex(hw.PairRegBase, 4), hex(hw.PairRegStride, 3)))
 	d.line("")
-	d.registers(hw.QPRegisters, func(hw.Register) bool { return true }, 2)
+	d.registers(hw.PairRegisters, func(hw.Register) bool { return true }, 2)
 
 	d.heading(2, "Constants")
 	d.line("Every constant is NPFNIC_ followed by its name in the C header.")
@@ -354,7 +354,7 @@ func inline(s string) string {
 
 // escape escapes Markdown markup in plain text: emphasis characters, table
 // cell separators, and a < that could open an HTML tag. An underscore
-// inside a word (QP_RX_RESOLVE) is no markup and stays.
+// inside a word (PAIR_RX_RESOLVE) is no markup and stays.
 func escape(s string) string {
 	var b strings.Builder
 	prev := ' '
