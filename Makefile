@@ -5,7 +5,7 @@
 # modules) on the first run and reuse the cache (~/.cache/npfnic) after.
 
 GO       ?= go
-FUZZTIME ?= 10s
+FUZZTIME ?= 6s
 FUZZMINIMIZETIME ?= 100x
 FUZZ ?=
 export PATH := $(PATH):/usr/local/go/bin
