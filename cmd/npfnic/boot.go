@@ -52,8 +52,7 @@ func parseNIC(s string) (vm.QEMUNIC, error) {
 func runBoot(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("boot", flag.ContinueOnError)
 	opt := addImageFlags(fs)
-	mem := fs.Int("m", 1024, "guest memory in MiB")
-	cpus := fs.Int("smp", 1, "guest vCPUs")
+	guest := addGuestFlags(fs, 1024, "guest memory in MiB")
 	devices := fs.Int("npfnic", 1, "number of npfnic devices")
 	server := fs.String("server", "", "serve npfnic devices with this npfnic binary (\"npfnic serve\" in its own process) instead of in-process")
 	rdmaPeer := fs.Bool("rdma-peer", false, "with -rdma: also boot a guest running rdma_rxe over virtio-net, cabled to the first npfnic through QEMU's stream netdev; npfnic0 gets 10.81.0.1, the peer's rxe0 10.81.0.2, and the peer serves ibv_rc_pingpong and perftest (see the banner)")
@@ -75,12 +74,19 @@ func runBoot(ctx context.Context, args []string) error {
 	if *rdmaPeer && (!*rdma || *devices < 1 || *server != "" || *noDriver) {
 		return errors.New("-rdma-peer needs -rdma, an npfnic device served in-process and the driver")
 	}
+	if err := guest.check(); err != nil {
+		return err
+	}
 	a, err := buildImages(ctx, opt)
 	if err != nil {
 		return err
 	}
+	accel, err := guest.resolve(ctx, a)
+	if err != nil {
+		return err
+	}
 	cfg := vm.Config{
-		Name: "npfnic-boot", Images: a, MemoryMiB: *mem, CPUs: *cpus, Interactive: true,
+		Name: "npfnic-boot", Images: a, MemoryMiB: *guest.mem, CPUs: *guest.cpus, Accel: accel, Interactive: true,
 		Append: *appendArgs, LogDir: *logDir, AllowReboot: true,
 		DefaultServer: vm.InProcessServer{},
 	}
@@ -109,7 +115,7 @@ func runBoot(ctx context.Context, args []string) error {
 	}
 	var peer *rdmaPeerGuest
 	if *rdmaPeer {
-		if peer, err = startRDMAPeer(ctx, a); err != nil {
+		if peer, err = startRDMAPeer(ctx, a, accel); err != nil {
 			return err
 		}
 		defer peer.close()
@@ -141,7 +147,7 @@ func runBoot(ctx context.Context, args []string) error {
 		copies = append(copies, copyIn{guest, data, fi.Mode().Perm()})
 	}
 
-	fmt.Fprintf(os.Stderr, "booting %s with %d npfnic device(s) (TCG: about 5 s); quit with poweroff or Ctrl-A X\n", a.Kernel.Release, *devices)
+	fmt.Fprintf(os.Stderr, "booting %s with %d npfnic device(s) (%s); quit with poweroff or Ctrl-A X\n", a.Kernel.Release, *devices, accel)
 	v, err := vm.Start(ctx, cfg)
 	if err != nil {
 		return err

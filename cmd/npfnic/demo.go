@@ -28,22 +28,31 @@ func runDemo(ctx context.Context, args []string) error {
 	// so the demo stays a few minutes.
 	cf := addColdRingFlags(fs, coldRingDefaults{startup: 12 * time.Second, cap: 20 * time.Second, sizes: "64,256", startupRounds: 1})
 	rounds := addRoundsFlag(fs, 3, coldRingRoundsHelp)
+	gf := addGuestFlags(fs, 1024, "memory of each guest in MiB")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := gf.check(); err != nil {
 		return err
 	}
 	a, err := buildImages(ctx, opt)
 	if err != nil {
 		return err
 	}
-	cold, err := cf.config(runner.Env{Images: a, LogDir: filepath.Join(*coldOut, "logs")}, *rounds)
+	accel, err := gf.resolve(ctx, a)
 	if err != nil {
 		return err
 	}
+	cold, err := cf.config(runner.Env{Images: a, LogDir: filepath.Join(*coldOut, "logs"), Accel: accel}, *rounds)
+	if err != nil {
+		return err
+	}
+	cold.MemoryMiB, cold.CPUs = *gf.mem, *gf.cpus
 	step := func(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
-	step("booting %s under TCG with one npfnic device (vfio-user, served in this process)", a.Kernel.Release)
+	step("booting %s under %s with one npfnic device (vfio-user, served in this process)", a.Kernel.Release, accel)
 	start := time.Now()
 	v, err := vm.Start(ctx, vm.Config{
-		Name: "demo", Images: a, LogDir: *logDir,
+		Name: "demo", Images: a, LogDir: *logDir, MemoryMiB: *gf.mem, CPUs: *gf.cpus, Accel: accel,
 		NPFNICs: []vm.NPFNIC{{}}, DefaultServer: vm.InProcessServer{},
 	})
 	if err != nil {
@@ -111,8 +120,8 @@ func runDemo(ctx context.Context, args []string) error {
 		return err
 	}
 	c := datapath.Config{
-		Env:  runner.Env{Images: a, LogDir: filepath.Join(*logDir, "traffic"), Progress: &stampWriter{w: os.Stdout, start: start}},
-		NICs: nics, IperfTime: *traffic, MemaslapTime: *traffic,
+		Env:  runner.Env{Images: a, LogDir: filepath.Join(*logDir, "traffic"), Progress: &stampWriter{w: os.Stdout, start: start}, Accel: accel},
+		NICs: nics, IperfTime: *traffic, MemaslapTime: *traffic, MemoryMiB: *gf.mem, CPUs: *gf.cpus,
 	}
 	results, err := datapath.Run(ctx, c)
 	if len(results) > 0 {

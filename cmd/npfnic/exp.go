@@ -17,7 +17,8 @@ import (
 
 // experiment is one `npfnic exp NAME`: what it adds to the flags, the
 // usage and the run every experiment shares, defined here once: -out,
-// -rounds, -m, -q, the image flags and -trace, the usage text around its
+// -rounds, -q, the guests' -m, -smp and -accel, the image flags and
+// -trace, the usage text around its
 // description, progress lines stamped with the time since the start, and
 // the report at the end (package internal/exp/runner).
 type experiment struct {
@@ -31,11 +32,11 @@ type experiment struct {
 	// rounds is -rounds' default and roundsHelp its text; 0: no -rounds.
 	rounds     int
 	roundsHelp string
-	// memory is -m's default and memoryHelp its text; 0: no -m.
+	// memory is -m's default (0: 1024) and memoryHelp its text.
 	memory     int
 	memoryHelp string
-	// guests: the experiment boots guests, so it takes the image flags
-	// and records the device's trace with -trace.
+	// guests: the experiment boots guests, so it takes the image flags,
+	// -m, -smp and -accel, and records the device's trace with -trace.
 	guests bool
 	// flags adds the experiment's own flags and returns its run.
 	flags func(fs *flag.FlagSet) expRunFunc
@@ -46,12 +47,14 @@ type experiment struct {
 type expRunFunc func(ctx context.Context, x expRun) (*runner.Outcome, error)
 
 // expRun is what the common flags give an experiment: its environment
-// (logs in OUT/logs, progress, trace, images), -out, -rounds and -m.
+// (logs in OUT/logs, progress, trace, images, the accelerator -accel
+// resolved to), -out, -rounds, -m and -smp.
 type expRun struct {
 	runner.Env
 	Out       string
 	Rounds    int
 	MemoryMiB int
+	CPUs      int
 }
 
 func addRoundsFlag(fs *flag.FlagSet, def int, help string) *int { return fs.Int("rounds", def, help) }
@@ -64,18 +67,17 @@ func (e experiment) run(ctx context.Context, args []string) error {
 		outHelp += ", and the guests' logs"
 	}
 	out := fs.String("out", e.out, outHelp)
-	rounds, mem := new(int), new(int)
+	rounds := new(int)
 	if e.rounds > 0 {
 		rounds = addRoundsFlag(fs, e.rounds, e.roundsHelp)
-	}
-	if e.memory > 0 {
-		mem = fs.Int("m", e.memory, e.memoryHelp)
 	}
 	quiet := fs.Bool("q", false, "no progress lines")
 	var opt *images.Options
 	var tf *traceFlags
+	gf := &guestFlags{mem: new(int), cpus: new(int)}
 	if e.guests {
 		opt, tf = addImageFlags(fs), addTraceFlags(fs)
+		gf = addGuestFlags(fs, e.memory, e.memoryHelp)
 	}
 	run := e.flags(fs)
 	synopsis := e.synopsis
@@ -91,14 +93,22 @@ func (e experiment) run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	x := expRun{Env: runner.Env{LogDir: filepath.Join(*out, "logs"), Progress: progress}, Out: *out, Rounds: *rounds, MemoryMiB: *mem}
+	x := expRun{Env: runner.Env{LogDir: filepath.Join(*out, "logs"), Progress: progress}, Out: *out, Rounds: *rounds,
+		MemoryMiB: *gf.mem, CPUs: *gf.cpus}
 	if e.guests {
+		if err := gf.check(); err != nil {
+			return err
+		}
 		if x.Trace, err = tf.recorder(); err != nil {
 			return err
 		}
 		if x.Images, err = buildImages(ctx, opt); err != nil {
 			return err
 		}
+		if x.Accel, err = gf.resolve(ctx, x.Images); err != nil {
+			return err
+		}
+		x.Logf("guests boot under %s", x.Accel)
 	}
 	o, runErr := run(ctx, x)
 	err = runner.Report(os.Stdout, o, *out, start, runErr)
