@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -69,11 +70,63 @@ func runBoot(ctx context.Context, args []string) error {
 		fmt.Fprintf(fs.Output(), "usage: npfnic boot [flags]\n\nBoots a guest with npfnic devices and attaches this terminal to its console.\nQuit with poweroff in the guest or Ctrl-A X.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	// Everything the command line says is checked before the images are
+	// built: a mistake costs nothing.
 	if *rdmaPeer && (!*rdma || *devices < 1 || *server != "" || *noDriver) {
-		return errors.New("-rdma-peer needs -rdma, an npfnic device served in-process and the driver")
+		return usageErrorf("-rdma-peer needs -rdma, an npfnic device served in-process and the driver")
+	}
+	if *devices < 0 {
+		return usageErrorf("-npfnic %d: want 0 or more devices", *devices)
+	}
+	if *mem < 256 || *cpus < 1 {
+		return usageErrorf("-m %d -smp %d: want at least 256 MiB and 1 vCPU", *mem, *cpus)
+	}
+	if *server != "" {
+		if _, err := exec.LookPath(*server); err != nil {
+			if ee := (*exec.Error)(nil); errors.As(err, &ee) {
+				err = unwrapPath(ee.Err, *server)
+			}
+			return usageErrorf("-server %s: %v", *server, err)
+		}
+	}
+	// -trace records the first device (a trace's tracks are one device's).
+	rec, err := tf.recorder()
+	if err != nil {
+		return badUsage(err)
+	}
+	var qnics []vm.QEMUNIC
+	for _, n := range nics {
+		nic, err := parseNIC(n)
+		if err != nil {
+			return usageErrorf("-nic %s: %v", n, err)
+		}
+		qnics = append(qnics, nic)
+	}
+	type copyIn struct {
+		guest string
+		data  []byte
+		mode  os.FileMode
+	}
+	var copies []copyIn
+	for _, f := range files {
+		host, guest, ok := strings.Cut(f, ":")
+		if !ok {
+			guest = "/root/" + baseName(host)
+		}
+		data, err := os.ReadFile(host)
+		if err != nil {
+			return usageErrorf("-file %s: %v", f, err)
+		}
+		fi, _ := os.Stat(host)
+		copies = append(copies, copyIn{guest, data, fi.Mode().Perm()})
+	}
+	if *logDir != "" {
+		if err := checkOutDir("-logs", *logDir); err != nil {
+			return err
+		}
 	}
 	a, err := buildImages(ctx, opt)
 	if err != nil {
@@ -93,11 +146,6 @@ func runBoot(ctx context.Context, args []string) error {
 	for i := 0; i < *devices; i++ {
 		cfg.NPFNICs = append(cfg.NPFNICs, vm.NPFNIC{})
 	}
-	// -trace records the first device (a trace's tracks are one device's).
-	rec, err := tf.recorder()
-	if err != nil {
-		return err
-	}
 	if *tf.path != "" && *devices > 0 {
 		if *server != "" {
 			cfg.NPFNICs[0].Server = vm.ExternalServer{Binary: *server, Args: []string{"--trace", *tf.path,
@@ -115,31 +163,7 @@ func runBoot(ctx context.Context, args []string) error {
 		defer peer.close()
 		cfg.NPFNICs[0].Server = vm.InProcessServer{Wire: "stream:unix:" + peer.wire, Trace: rec}
 	}
-	for _, n := range nics {
-		nic, err := parseNIC(n)
-		if err != nil {
-			return err
-		}
-		cfg.NICs = append(cfg.NICs, nic)
-	}
-	type copyIn struct {
-		guest string
-		data  []byte
-		mode  os.FileMode
-	}
-	var copies []copyIn
-	for _, f := range files {
-		host, guest, ok := strings.Cut(f, ":")
-		if !ok {
-			guest = "/root/" + baseName(host)
-		}
-		data, err := os.ReadFile(host)
-		if err != nil {
-			return fmt.Errorf("--file %s: %w", f, err)
-		}
-		fi, _ := os.Stat(host)
-		copies = append(copies, copyIn{guest, data, fi.Mode().Perm()})
-	}
+	cfg.NICs = qnics
 
 	fmt.Fprintf(os.Stderr, "booting %s with %d npfnic device(s) (TCG: about 5 s); quit with poweroff or Ctrl-A X\n", a.Kernel.Release, *devices)
 	v, err := vm.Start(ctx, cfg)

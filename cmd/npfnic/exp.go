@@ -18,8 +18,9 @@ import (
 // experiment is one `npfnic exp NAME`: what it adds to the flags, the
 // usage and the run every experiment shares, defined here once: -out,
 // -rounds, -m, -q, the image flags and -trace, the usage text around its
-// description, progress lines stamped with the time since the start, and
-// the report at the end (package internal/exp/runner).
+// description, the checks of the command line before anything expensive,
+// progress lines stamped with the time since the start, and the report at
+// the end (package internal/exp/runner).
 type experiment struct {
 	name string
 	// synopsis follows "usage: npfnic exp NAME"; default "[flags]".
@@ -37,16 +38,25 @@ type experiment struct {
 	// guests: the experiment boots guests, so it takes the image flags
 	// and records the device's trace with -trace.
 	guests bool
-	// flags adds the experiment's own flags and returns its run.
-	flags func(fs *flag.FlagSet) expRunFunc
+	// flags adds the experiment's own flags and returns its setup.
+	flags func(fs *flag.FlagSet) expSetup
 }
 
-// expRunFunc runs an experiment with what the common flags gave it and
-// returns what it measured, for the report (nil: nothing).
-type expRunFunc func(ctx context.Context, x expRun) (*runner.Outcome, error)
+// expSetup checks the experiment's own flags (values, lists, their
+// combinations) with what the common flags gave it, and returns its run.
+// It runs before any image is built or guest booted, so that a mistake
+// on the command line costs nothing: the run must not fail on a flag.
+// x.Images is nil: the images come with the run.
+type expSetup func(x expRun) (expRunFunc, error)
+
+// expRunFunc runs an experiment its setup accepted, on the images (nil
+// for an experiment without guests), and returns what it measured, for
+// the report (nil: nothing).
+type expRunFunc func(ctx context.Context, a *images.Artifacts) (*runner.Outcome, error)
 
 // expRun is what the common flags give an experiment: its environment
-// (logs in OUT/logs, progress, trace, images), -out, -rounds and -m.
+// (logs in OUT/logs, progress, trace; the images come later), -out,
+// -rounds and -m.
 type expRun struct {
 	runner.Env
 	Out       string
@@ -56,7 +66,9 @@ type expRun struct {
 
 func addRoundsFlag(fs *flag.FlagSet, def int, help string) *int { return fs.Int("rounds", def, help) }
 
-// run runs `npfnic exp NAME args`.
+// run runs `npfnic exp NAME args`: it parses and checks every flag, the
+// experiment's own ones through its setup, then builds the images, runs
+// the experiment and reports.
 func (e experiment) run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("npfnic exp "+e.name, flag.ContinueOnError)
 	outHelp := "output directory: CSV, PNG and the table"
@@ -77,7 +89,7 @@ func (e experiment) run(ctx context.Context, args []string) error {
 	if e.guests {
 		opt, tf = addImageFlags(fs), addTraceFlags(fs)
 	}
-	run := e.flags(fs)
+	setup := e.flags(fs)
 	synopsis := e.synopsis
 	if synopsis == "" {
 		synopsis = "[flags]"
@@ -87,41 +99,48 @@ func (e experiment) run(ctx context.Context, args []string) error {
 		fs.PrintDefaults()
 	}
 	start := time.Now()
-	progress, err := parseExpFlags(fs, args, quiet, start)
-	if err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	var progress io.Writer = io.Discard
+	if !*quiet {
+		progress = &stampWriter{w: os.Stderr, start: start}
+	}
 	x := expRun{Env: runner.Env{LogDir: filepath.Join(*out, "logs"), Progress: progress}, Out: *out, Rounds: *rounds, MemoryMiB: *mem}
+	if e.rounds > 0 && (x.Rounds < 1 || x.Rounds > 100) {
+		return usageErrorf("-rounds %d: want 1 to 100", x.Rounds)
+	}
+	if e.memory > 0 && (x.MemoryMiB < 256 || x.MemoryMiB > 64<<10) {
+		return usageErrorf("-m %d: want 256 to 65536 MiB", x.MemoryMiB)
+	}
+	var err error
 	if e.guests {
+		// -trace-events, and the -trace file's folder.
 		if x.Trace, err = tf.recorder(); err != nil {
-			return err
+			return badUsage(err)
 		}
-		if x.Images, err = buildImages(ctx, opt); err != nil {
+	}
+	run, err := setup(x)
+	if err != nil {
+		return badUsage(err)
+	}
+	// -out can be made and written (it is made at the end, with the
+	// results).
+	if err := checkOutDir("-out", x.Out); err != nil {
+		return err
+	}
+	var a *images.Artifacts
+	if e.guests {
+		if a, err = buildImages(ctx, opt); err != nil {
 			return err
 		}
 	}
-	o, runErr := run(ctx, x)
+	o, runErr := run(ctx, a)
 	err = runner.Report(os.Stdout, o, *out, start, runErr)
 	if e.guests {
 		err = errors.Join(err, tf.write(x.Trace, os.Stdout))
 	}
 	return err
-}
-
-// parseExpFlags parses an experiment's flags, which take no positional
-// arguments, and returns its progress writer: stderr with each line stamped
-// with the time since start, or nothing when quiet.
-func parseExpFlags(fs *flag.FlagSet, args []string, quiet *bool, start time.Time) (io.Writer, error) {
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() != 0 {
-		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if *quiet {
-		return io.Discard, nil
-	}
-	return &stampWriter{w: os.Stderr, start: start}, nil
 }
 
 // stampWriter prefixes each progress line with the time since the start.

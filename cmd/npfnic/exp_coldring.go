@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/exp/coldring"
 	"github.com/npfnic/npfnic/internal/exp/runner"
 )
@@ -23,9 +24,9 @@ var expColdRing = experiment{
 		"translation counters and TCP retransmissions. Needs root, iperf3 and libmemcached-tools.",
 	rounds: coldring.DefaultRounds, roundsHelp: coldRingRoundsHelp,
 	memory: 1024, memoryHelp: "guest memory in MiB",
-	flags: func(fs *flag.FlagSet) expRunFunc {
+	flags: func(fs *flag.FlagSet) expSetup {
 		f := addColdRingFlags(fs, coldRingDefaults{startup: coldring.DefaultStartupTime, cap: coldring.DefaultCap, sizes: "16,32,64,128,256,512"})
-		return func(ctx context.Context, x expRun) (*runner.Outcome, error) {
+		return func(x expRun) (expRunFunc, error) {
 			c, err := f.config(x.Env, x.Rounds)
 			if err != nil {
 				return nil, err
@@ -34,8 +35,11 @@ var expColdRing = experiment{
 			if err := c.Validate(); err != nil {
 				return nil, err
 			}
-			results, err := coldring.Run(ctx, c)
-			return coldring.Report(c, results), err
+			return func(ctx context.Context, a *images.Artifacts) (*runner.Outcome, error) {
+				c.Images = a
+				results, err := coldring.Run(ctx, c)
+				return coldring.Report(c, results), err
+			}, nil
 		}
 	},
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/exp/datapath"
 	"github.com/npfnic/npfnic/internal/exp/runner"
 )
@@ -18,13 +19,13 @@ var expDatapath = experiment{
 		"for the run. Needs root, iperf3 and libmemcached-tools on the host.",
 	rounds: datapath.DefaultRounds, roundsHelp: "repeat the NICs this many times, interleaved, and report medians (a shared host is noisy)",
 	memory: datapath.DefaultMemoryMiB, memoryHelp: "guest memory in MiB (the same for every NIC)",
-	flags: func(fs *flag.FlagSet) expRunFunc {
+	flags: func(fs *flag.FlagSet) expSetup {
 		nics := fs.String("nics", datapath.NICNames(), "NICs to measure, comma-separated, in this order: "+datapath.NICNames())
 		iperfTime := fs.Duration("time", datapath.DefaultIperfTime, "length of each iperf3 run (one per direction), whole seconds")
 		slapTime := fs.Duration("memaslap-time", datapath.DefaultMemaslapTime, "length of the memaslap run, whole seconds")
 		conc := fs.Int("memaslap-conns", datapath.DefaultMemaslapConcurrency, "memaslap connections")
 		cpus := fs.Int("smp", datapath.DefaultCPUs, "guest vCPUs (the same for every NIC)")
-		return func(ctx context.Context, x expRun) (*runner.Outcome, error) {
+		return func(x expRun) (expRunFunc, error) {
 			list, err := datapath.LookupNICs(*nics)
 			if err != nil {
 				return nil, fmt.Errorf("-nics: %w", err)
@@ -36,8 +37,11 @@ var expDatapath = experiment{
 			if err := c.Validate(); err != nil {
 				return nil, err
 			}
-			results, err := datapath.Run(ctx, c)
-			return datapath.Report(c, results), err
+			return func(ctx context.Context, a *images.Artifacts) (*runner.Outcome, error) {
+				c.Images = a
+				results, err := datapath.Run(ctx, c)
+				return datapath.Report(c, results), err
+			}, nil
 		}
 	},
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/exp/rdmaperf"
 	"github.com/npfnic/npfnic/internal/exp/runner"
 )
@@ -17,10 +18,10 @@ var expRDMA = experiment{
 		"of rdma_rxe and npfnic. All pairs stay booted and the rounds interleave them. Prints medians\n" +
 		"with min-max and the ratio to rxe-rxe, judges the goals, writes CSV and PNG. Needs root.",
 	rounds: rdmaperf.DefaultRounds, roundsHelp: "rounds; each runs every test on every pair, the pairs' order rotated",
-	flags: func(fs *flag.FlagSet) expRunFunc {
+	flags: func(fs *flag.FlagSet) expSetup {
 		pairs := fs.String("pairs", rdmaperf.DefaultPairs, "pairings to measure, SERVER-CLIENT, each rxe (rdma_rxe over virtio-net) or npfnic")
 		iters := fs.Int("iters", rdmaperf.DefaultIters, "perftest iterations per test (-n)")
-		return func(ctx context.Context, x expRun) (*runner.Outcome, error) {
+		return func(x expRun) (expRunFunc, error) {
 			ps, err := rdmaperf.ParsePairs(*pairs)
 			if err != nil {
 				return nil, fmt.Errorf("-pairs: %w", err)
@@ -29,8 +30,11 @@ var expRDMA = experiment{
 			if err := c.Validate(); err != nil {
 				return nil, err
 			}
-			results, err := rdmaperf.Run(ctx, c)
-			return rdmaperf.Report(c, results), err
+			return func(ctx context.Context, a *images.Artifacts) (*runner.Outcome, error) {
+				c.Images = a
+				results, err := rdmaperf.Run(ctx, c)
+				return rdmaperf.Report(c, results), err
+			}, nil
 		}
 	},
 }
