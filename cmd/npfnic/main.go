@@ -35,6 +35,7 @@ var commands = []command{
 	{"images", runImages, "build (or check) the QEMU, kernel, driver and initramfs images"},
 	{"serve", runServe, "serve one npfnic device on a vfio-user socket"},
 	{"trace", runTrace, "read a device trace (-trace): page fault stage latencies, and one fault drawn as a PNG"},
+	{"version", runVersion, "print the module version, VCS revision and Go version (also --version)"},
 }
 
 var experiments = []command{
@@ -91,6 +92,8 @@ func run(ctx context.Context, args []string) int {
 		name, args = "help", args[1:]
 	case "help":
 		args = args[1:]
+	case "-version", "--version":
+		name, args = "version", args[1:]
 	default:
 		args = args[1:]
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -400,4 +402,34 @@ func repeatedPrefix(prog, line string) string {
 		seen[w] = true
 	}
 	return ""
+}
+
+// TestVersion: npfnic version and --version print one line with the
+// module, its version, the VCS revision and the Go version.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
+		status, out, errOut, _ := cli(t, args...)
+		if status != 0 || errOut != "" || strings.Count(out, "\n") != 1 ||
+			!strings.HasPrefix(out, "npfnic github.com/npfnic/npfnic ") || !strings.HasSuffix(out, " "+runtime.Version()+"\n") {
+			t.Errorf("npfnic %s: status %d, stdout %q, stderr %q", args[0], status, out, errOut)
+		}
+	}
+	if status, _, errOut, _ := cli(t, "version", "extra"); status != 2 || !strings.Contains(errOut, `unexpected argument "extra"`) {
+		t.Errorf("npfnic version extra: status %d, stderr %q", status, errOut)
+	}
+	bi := &debug.BuildInfo{GoVersion: "go1.99", Main: debug.Module{Path: "github.com/npfnic/npfnic", Version: "v1.2.3"},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123abcd"}, {Key: "vcs.modified", Value: "true"}}}
+	for _, tc := range []struct {
+		bi   *debug.BuildInfo
+		want string
+	}{
+		{bi, "npfnic github.com/npfnic/npfnic v1.2.3 rev 0123abcd+modified go1.99"},
+		{&debug.BuildInfo{GoVersion: "go1.99", Main: debug.Module{Path: "github.com/npfnic/npfnic", Version: "(devel)"}},
+			"npfnic github.com/npfnic/npfnic (devel) rev unknown go1.99"},
+		{nil, "npfnic (no build information) " + runtime.Version()},
+	} {
+		if got := versionLine(tc.bi); got != tc.want {
+			t.Errorf("versionLine = %q, want %q", got, tc.want)
+		}
+	}
 }
