@@ -5,7 +5,7 @@
 # modules) on the first run and reuse the cache (~/.cache/npfnic) after.
 
 GO       ?= go
-FUZZTIME ?= 10s
+FUZZTIME ?= 6s
 FUZZMINIMIZETIME ?= 100x
 FUZZ ?=
 export PATH := $(PATH):/usr/local/go/bin
@@ -34,7 +34,9 @@ vet:
 unit:
 	NPFNIC_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e '/ci$$' -e '/ci/')
 
-# The VM tests: ci/ boots guests in QEMU (TCG) with the images.
+# The VM tests: ci/ boots guests in QEMU with the images, under
+# NPFNIC_ACCEL=kvm|tcg|auto (default auto: KVM where a probe guest boots
+# under it, else TCG).
 vmtest: images
 	NPFNIC_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 40m -v ./ci/...
 

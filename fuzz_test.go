@@ -8,11 +8,15 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/ats/atstest"
+	"github.com/npfnic/npfnic/internal/fuzzseed"
 	"github.com/npfnic/npfnic/pcie"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/port"
 	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
+
+// go's fuzz workers die silently; keep what the runtime says (ci/fuzz.sh).
+func init() { fuzzseed.KeepCrashOutput() }
 
 // FuzzRxBackup drives the backup policy with an arbitrary mix of frames,
 // RX buffers posted, slots warmed, and RX_RESOLVE writes (the driver's

@@ -67,7 +67,7 @@ var layout = []layoutRow{
 	{4, []string{"rdma"}, "the RDMA engine: the NIC's RDMA register block, command and event queues, QPs over rxe queues, CQs, MRs through `ats`, on-demand paging through `pri`, the paced transmit goroutine"},
 	{4, []string{"rdma/rdmatest"}, "a model of the driver and librxe for tests of the RDMA engine without a VM"},
 	{5, []string{"."}, "the PCI function (`npfnic`): assembles config space, BAR0 (routed by the register table to the block that owns each register), MSI-X, the port's Mux and the engines, resets and quiesce; implements `vfiouser.Device`"},
-	{6, []string{"internal/testbed/vm"}, "boots and drives QEMU guests: q35/TCG, QMP through go-qemu, the console log, the guest agent on ttyS1, device servers"},
+	{6, []string{"internal/testbed/vm"}, "boots and drives QEMU guests: q35 under KVM or TCG (a probe guest decides `auto`), QMP through go-qemu, the console log, the guest agent on ttyS1, device servers"},
 	{7, []string{"internal/testbed/workload"}, "iperf3, memcached, memaslap and the ibverbs programs' output, run and parsed"},
 	{8, []string{"internal/testbed"}, "the bench that `cmd/npfnic`, the experiments and `ci/` share: a guest with npfnic on a tap, memcached and the driver loaded; RDMA pairs of guests on a cable"},
 	{9, []string{"internal/exp/runner"}, "the one runner every experiment runs on: rounds with the configurations rotated, the bench on either transport (one guest on a tap, or an RDMA pair) booted again when a guest dies, progress lines, the printed table and the CSV and PNG files"},

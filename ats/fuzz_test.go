@@ -8,8 +8,12 @@ import (
 
 	"github.com/npfnic/npfnic/ats"
 	"github.com/npfnic/npfnic/ats/atstest"
+	"github.com/npfnic/npfnic/internal/fuzzseed"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
+
+// go's fuzz workers die silently; keep what the runtime says (ci/fuzz.sh).
+func init() { fuzzseed.KeepCrashOutput() }
 
 // fuzzRAM is the guest RAM of the walk fuzzer: small, so random entries
 // often land inside it.

@@ -25,7 +25,7 @@ func TestE1000eEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := datapath.Config{
-		Env:  runner.Env{Images: a, LogDir: logDir(t, "datapath"), Progress: testWriter{t}},
+		Env:  runner.Env{Images: a, LogDir: logDir(t, "datapath"), Progress: testWriter{t}, Accel: guestAccel(t, a)},
 		NICs: nics, IperfTime: 2 * time.Second, MemaslapTime: 2 * time.Second,
 	}
 	results, err := datapath.Run(ctx, c)

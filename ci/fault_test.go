@@ -30,7 +30,7 @@ func faultTestbed(t *testing.T, name string) *testbed.Testbed {
 		t.Fatalf("testbed: %v", err)
 	}
 	t.Cleanup(tb.Close)
-	t.Logf("guest %s booted in %.1fs", name, tb.Boot.Seconds())
+	t.Logf("guest %s (%s) booted in %.1fs", name, tb.Accel, tb.Boot.Seconds())
 	return tb
 }
 

@@ -18,6 +18,13 @@
 #   FUZZ              only targets whose "package Target" matches this
 #                     extended regular expression (default: all)
 #
+# go's fuzz coordinator discards its workers' stderr, so a worker that dies
+# outside the fuzz function (a fatal error, a panic on another goroutine)
+# leaves only "fuzzing process hung or terminated unexpectedly". Each
+# worker writes what the runtime says when it dies to a file in
+# out/fuzz-crash/ (NPFNIC_FUZZ_CRASH_DIR, fuzzseed.KeepCrashOutput); this
+# script prints such a file beside the failure and keeps it.
+#
 # A failing input is always written to the package's testdata/fuzz/TARGET/
 # directory, and that fails this script, as does a target that fails to
 # build or set up. Go 1.26's fuzz coordinator can also end a healthy run
@@ -33,6 +40,19 @@ status=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 rows=()
+crashdir="$PWD/out/fuzz-crash"
+mkdir -p "$crashdir"
+export NPFNIC_FUZZ_CRASH_DIR="$crashdir"
+# crashes prints the runtime's reports of the workers that died, and drops
+# the empty files of the ones that did not.
+crashes() {
+	find "$crashdir" -type f -empty -delete
+	for c in "$crashdir"/*; do
+		[ -f "$c" ] || continue
+		echo "fuzz: a worker died; the runtime said ($c):"
+		sed -n '1,60p' "$c"
+	done
+}
 inputs() { if [ -d "$1" ]; then find "$1" -type f | wc -l; else echo 0; fi; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
@@ -85,6 +105,7 @@ for pkg in $(go list ./...); do
 			execs=$(sed -E 's/.*execs: ([0-9]+) .*/\1/' <<<"$last")
 			secs=$(seconds "$(sed -E 's/^fuzz: elapsed: ([0-9hms.]+),.*/\1/' <<<"$last")")
 		fi
+		crashes
 		rows+=("$name|$execs|$secs|$result")
 	done
 done

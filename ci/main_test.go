@@ -1,8 +1,11 @@
 // Package ci holds the VM integration tests: each boots real guests in QEMU
-// (TCG) through the testbed harness (internal/testbed/vm) with images from images/.
+// through the testbed harness (internal/testbed/vm) with images from
+// images/, under the accelerator $NPFNIC_ACCEL sets: kvm, tcg or auto (the
+// default: KVM where a probe guest boots under it, else TCG).
 package ci
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -39,6 +42,10 @@ func TestMain(m *testing.M) {
 		vm.KillAll()
 		os.Exit(130)
 	}()
+	if _, err := vm.EnvAccel(); err != nil {
+		fmt.Fprintf(os.Stderr, "ci: %v\n", err)
+		os.Exit(2)
+	}
 	if os.Geteuid() != 0 && !required() {
 		buildErr = fmt.Errorf("VM tests need root (image build, tap devices)")
 	} else {
@@ -102,7 +109,7 @@ func startVM(t *testing.T, cfg vm.Config) *vm.VM {
 	if err != nil {
 		t.Fatalf("boot %s: %v", cfg.Name, err)
 	}
-	t.Logf("guest %s booted in %.1fs", cfg.Name, time.Since(start).Seconds())
+	t.Logf("guest %s (%d MiB, %s) booted in %.1fs", cfg.Name, cmp.Or(cfg.MemoryMiB, 1024), v.Accel(), time.Since(start).Seconds())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -111,6 +118,19 @@ func startVM(t *testing.T, cfg vm.Config) *vm.VM {
 		}
 	})
 	return v
+}
+
+// guestAccel is the accelerator the tests' guests boot with
+// ($NPFNIC_ACCEL resolved), for tests that report it.
+func guestAccel(t *testing.T, a *images.Artifacts) vm.Accel {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	accel, err := vm.ResolveAccel(ctx, a, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return accel
 }
 
 // run runs a guest shell command that must succeed and returns its stdout.

@@ -128,7 +128,7 @@ func TestTeardownUnderTraffic(t *testing.T) {
 		t.Fatalf("testbed: %v", err)
 	}
 	t.Cleanup(tb.Close)
-	t.Logf("guest booted in %.1fs; %d rounds, a reboot every %d", tb.Boot.Seconds(), rounds, rebootEvery)
+	t.Logf("guest (%s) booted in %.1fs; %d rounds, a reboot every %d", tb.Accel, tb.Boot.Seconds(), rounds, rebootEvery)
 
 	const iperfPort = 5201
 	// A server stuck on a client that vanished gives up after 3 s.

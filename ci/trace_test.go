@@ -35,6 +35,7 @@ func TestTraceFaultInGuest(t *testing.T) {
 		t.Fatalf("testbed: %v", err)
 	}
 	t.Cleanup(tb.Close)
+	t.Logf("guest (%s) booted in %.1fs", tb.Accel, tb.Boot.Seconds())
 	loadPolicy(t, tb, "drop", 64)
 	ping := func() {
 		t.Helper()

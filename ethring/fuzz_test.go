@@ -4,10 +4,14 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/npfnic/npfnic/internal/fuzzseed"
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/pkthdr"
 )
+
+// go's fuzz workers die silently; keep what the runtime says (ci/fuzz.sh).
+func init() { fuzzseed.KeepCrashOutput() }
 
 // sinkPort records what the TX engine sends and checks each frame's length:
 // at most hw.MaxFrame, or a TSO segment's headers and mss.

@@ -84,6 +84,9 @@ type Artifacts struct {
 	Module        string // npfnic.ko
 	Initramfs     string // guest image: npfnic tools, memcached, iperf3, lspci, ethtool
 	RDMAInitramfs string // the same plus rdma_rxe and the RDMA user tools
+	// CacheDir is the cache they are in; what the VM harness learns about
+	// the host (whether KVM works) is kept there too.
+	CacheDir string
 }
 
 // Builder runs the build steps; use New, then Build.
@@ -162,7 +165,7 @@ func (b *Builder) lockCache(ctx context.Context) (func(), error) {
 func (b *Builder) build(ctx context.Context) (*Artifacts, error) {
 	start := time.Now()
 	b.step, b.steps = 0, 9
-	var a Artifacts
+	a := Artifacts{CacheDir: b.opt.CacheDir}
 	var err error
 	if err = b.hostPackages(ctx); err != nil {
 		return nil, err

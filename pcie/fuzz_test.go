@@ -2,8 +2,12 @@ package pcie
 
 import (
 	"encoding/binary"
+	"github.com/npfnic/npfnic/internal/fuzzseed"
 	"testing"
 )
+
+// go's fuzz workers die silently; keep what the runtime says (ci/fuzz.sh).
+func init() { fuzzseed.KeepCrashOutput() }
 
 // FuzzConfigWrite feeds arbitrary write sequences to the config space and
 // checks the invariants untrusted guests must not break: no panic, read-only

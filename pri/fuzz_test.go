@@ -6,9 +6,13 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/npfnic/npfnic/internal/fuzzseed"
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
+
+// go's fuzz workers die silently; keep what the runtime says (ci/fuzz.sh).
+func init() { fuzzseed.KeepCrashOutput() }
 
 // FuzzPageResponses feeds arbitrary page response queue entries to an
 // engine with a few groups outstanding and checks every group's outcome

@@ -4,11 +4,15 @@ import (
 	"testing"
 
 	"github.com/npfnic/npfnic/ats"
+	"github.com/npfnic/npfnic/internal/fuzzseed"
 	"github.com/npfnic/npfnic/rdma/rdmatest"
 	"github.com/npfnic/npfnic/vdevice/guestmem"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/pkthdr"
 )
+
+// go's fuzz workers die silently; keep what the runtime says (ci/fuzz.sh).
+func init() { fuzzseed.KeepCrashOutput() }
 
 // fuzzRig is one engine without its worker goroutine, over 1 MiB of guest
 // memory, shared by every input of a fuzz process: the target drives the

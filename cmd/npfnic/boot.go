@@ -53,8 +53,7 @@ func parseNIC(s string) (vm.QEMUNIC, error) {
 func runBoot(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("boot", flag.ContinueOnError)
 	opt := addImageFlags(fs)
-	mem := fs.Int("m", 1024, "guest memory in MiB")
-	cpus := fs.Int("smp", 1, "guest vCPUs")
+	gf := addGuestFlags(fs, 1024, "guest memory in MiB")
 	devices := fs.Int("npfnic", 1, "number of npfnic devices")
 	server := fs.String("server", "", "serve npfnic devices with this npfnic binary (\"npfnic serve\" in its own process) instead of in-process")
 	rdmaPeer := fs.Bool("rdma-peer", false, "with -rdma: also boot a guest running rdma_rxe over virtio-net, cabled to the first npfnic through QEMU's stream netdev; npfnic0 gets 10.81.0.1, the peer's rxe0 10.81.0.2, and the peer serves ibv_rc_pingpong and perftest (see the banner)")
@@ -81,8 +80,10 @@ func runBoot(ctx context.Context, args []string) error {
 	if *devices < 0 {
 		return usageErrorf("-npfnic %d: want 0 or more devices", *devices)
 	}
-	if *mem < 256 || *cpus < 1 {
-		return usageErrorf("-m %d -smp %d: want at least 256 MiB and 1 vCPU", *mem, *cpus)
+	// -m and -smp (-accel was checked as it was parsed; it is resolved
+	// after the build, since auto boots a probe guest on the images).
+	if err := gf.check(); err != nil {
+		return badUsage(err)
 	}
 	if *server != "" {
 		if _, err := exec.LookPath(*server); err != nil {
@@ -132,8 +133,12 @@ func runBoot(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	accel, err := gf.resolve(ctx, a)
+	if err != nil {
+		return err
+	}
 	cfg := vm.Config{
-		Name: "npfnic-boot", Images: a, MemoryMiB: *mem, CPUs: *cpus, Interactive: true,
+		Name: "npfnic-boot", Images: a, MemoryMiB: *gf.mem, CPUs: *gf.cpus, Accel: accel, Interactive: true,
 		Append: *appendArgs, LogDir: *logDir, AllowReboot: true,
 		DefaultServer: vm.InProcessServer{},
 	}
@@ -157,7 +162,7 @@ func runBoot(ctx context.Context, args []string) error {
 	}
 	var peer *rdmaPeerGuest
 	if *rdmaPeer {
-		if peer, err = startRDMAPeer(ctx, a); err != nil {
+		if peer, err = startRDMAPeer(ctx, a, accel); err != nil {
 			return err
 		}
 		defer peer.close()
@@ -165,7 +170,7 @@ func runBoot(ctx context.Context, args []string) error {
 	}
 	cfg.NICs = qnics
 
-	fmt.Fprintf(os.Stderr, "booting %s with %d npfnic device(s) (TCG: about 5 s); quit with poweroff or Ctrl-A X\n", a.Kernel.Release, *devices)
+	fmt.Fprintf(os.Stderr, "booting %s with %d npfnic device(s) (%s); quit with poweroff or Ctrl-A X\n", a.Kernel.Release, *devices, accel)
 	v, err := vm.Start(ctx, cfg)
 	if err != nil {
 		return err

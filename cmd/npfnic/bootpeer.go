@@ -42,14 +42,14 @@ type rdmaPeerGuest struct {
 }
 
 // startRDMAPeer boots the peer, makes rxe0 usable and starts its servers.
-func startRDMAPeer(ctx context.Context, a *images.Artifacts) (p *rdmaPeerGuest, err error) {
+func startRDMAPeer(ctx context.Context, a *images.Artifacts, accel vm.Accel) (p *rdmaPeerGuest, err error) {
 	p = &rdmaPeerGuest{}
 	if p.dir, err = os.MkdirTemp("", "npfnic-boot-rdma-"); err != nil {
 		return nil, err
 	}
 	p.wire = filepath.Join(p.dir, "wire.sock")
-	fmt.Fprintf(os.Stderr, "booting the rdma_rxe peer (%s) on the cable %s\n", rdmaPeerIP, p.wire)
-	p.vm, err = vm.Start(ctx, vm.Config{Name: "npfnic-boot-peer", Images: a, Variant: images.VariantRDMA,
+	fmt.Fprintf(os.Stderr, "booting the rdma_rxe peer (%s, %s) on the cable %s\n", rdmaPeerIP, accel, p.wire)
+	p.vm, err = vm.Start(ctx, vm.Config{Name: "npfnic-boot-peer", Images: a, Variant: images.VariantRDMA, Accel: accel,
 		NICs: []vm.QEMUNIC{{Model: "virtio-net-pci", MAC: "52:54:00:81:00:02", Netdev: vm.Netdev{Kind: "stream", Path: p.wire, Server: true}}}})
 	if err != nil {
 		os.RemoveAll(p.dir)

@@ -28,6 +28,7 @@ func runDemo(ctx context.Context, args []string) error {
 	// so the demo stays a few minutes.
 	cf := addColdRingFlags(fs, coldRingDefaults{startup: 12 * time.Second, cap: 20 * time.Second, sizes: "64,256", startupRounds: 1})
 	rounds := addRoundsFlag(fs, 3, coldRingRoundsHelp)
+	gf := addGuestFlags(fs, 1024, "memory of each guest in MiB")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: npfnic demo [flags]\n\n"+
 			"Builds the images, boots a guest with an npfnic device, shows it in lspci, has it DMA, binds\n"+
@@ -39,7 +40,11 @@ func runDemo(ctx context.Context, args []string) error {
 		return err
 	}
 	// Everything the command line says is checked before the images are
-	// built: a mistake costs nothing.
+	// built: a mistake costs nothing. -accel was checked as it was parsed;
+	// it is resolved after the build (auto boots a probe guest).
+	if err := gf.check(); err != nil {
+		return badUsage(err)
+	}
 	if *traffic < time.Second || *traffic > time.Hour || *traffic%time.Second != 0 {
 		return usageErrorf("-traffic %v: want whole seconds from 1s to 1h", *traffic)
 	}
@@ -47,6 +52,7 @@ func runDemo(ctx context.Context, args []string) error {
 	if err != nil {
 		return badUsage(err)
 	}
+	cold.MemoryMiB, cold.CPUs = *gf.mem, *gf.cpus
 	if *coldRing {
 		if err := cold.Validate(); err != nil {
 			return badUsage(err)
@@ -65,12 +71,16 @@ func runDemo(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cold.Images = a
+	accel, err := gf.resolve(ctx, a)
+	if err != nil {
+		return err
+	}
+	cold.Images, cold.Accel = a, accel
 	step := func(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
-	step("booting %s under TCG with one npfnic device (vfio-user, served in this process)", a.Kernel.Release)
+	step("booting %s under %s with one npfnic device (vfio-user, served in this process)", a.Kernel.Release, accel)
 	start := time.Now()
 	v, err := vm.Start(ctx, vm.Config{
-		Name: "demo", Images: a, LogDir: *logDir,
+		Name: "demo", Images: a, LogDir: *logDir, MemoryMiB: *gf.mem, CPUs: *gf.cpus, Accel: accel,
 		NPFNICs: []vm.NPFNIC{{}}, DefaultServer: vm.InProcessServer{},
 	})
 	if err != nil {
@@ -138,8 +148,8 @@ func runDemo(ctx context.Context, args []string) error {
 		return err
 	}
 	c := datapath.Config{
-		Env:  runner.Env{Images: a, LogDir: filepath.Join(*logDir, "traffic"), Progress: &stampWriter{w: os.Stdout, start: start}},
-		NICs: nics, IperfTime: *traffic, MemaslapTime: *traffic,
+		Env:  runner.Env{Images: a, LogDir: filepath.Join(*logDir, "traffic"), Progress: &stampWriter{w: os.Stdout, start: start}, Accel: accel},
+		NICs: nics, IperfTime: *traffic, MemaslapTime: *traffic, MemoryMiB: *gf.mem, CPUs: *gf.cpus,
 	}
 	results, err := datapath.Run(ctx, c)
 	if len(results) > 0 {

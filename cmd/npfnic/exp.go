@@ -13,14 +13,16 @@ import (
 
 	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/exp/runner"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
 )
 
 // experiment is one `npfnic exp NAME`: what it adds to the flags, the
 // usage and the run every experiment shares, defined here once: -out,
-// -rounds, -m, -q, the image flags and -trace, the usage text around its
-// description, the checks of the command line before anything expensive,
-// progress lines stamped with the time since the start, and the report at
-// the end (package internal/exp/runner).
+// -rounds, -q, the guests' -m, -smp and -accel, the image flags and
+// -trace, the usage text around its description, the checks of the
+// command line before anything expensive, progress lines stamped with the
+// time since the start, and the report at the end (package
+// internal/exp/runner).
 type experiment struct {
 	name string
 	// synopsis follows "usage: npfnic exp NAME"; default "[flags]".
@@ -32,11 +34,11 @@ type experiment struct {
 	// rounds is -rounds' default and roundsHelp its text; 0: no -rounds.
 	rounds     int
 	roundsHelp string
-	// memory is -m's default and memoryHelp its text; 0: no -m.
+	// memory is -m's default (0: 1024) and memoryHelp its text.
 	memory     int
 	memoryHelp string
-	// guests: the experiment boots guests, so it takes the image flags
-	// and records the device's trace with -trace.
+	// guests: the experiment boots guests, so it takes the image flags,
+	// -m, -smp and -accel, and records the device's trace with -trace.
 	guests bool
 	// flags adds the experiment's own flags and returns its setup.
 	flags func(fs *flag.FlagSet) expSetup
@@ -46,22 +48,35 @@ type experiment struct {
 // combinations) with what the common flags gave it, and returns its run.
 // It runs before any image is built or guest booted, so that a mistake
 // on the command line costs nothing: the run must not fail on a flag.
-// x.Images is nil: the images come with the run.
+// x.Images and x.Accel are empty: they come with the run.
 type expSetup func(x expRun) (expRunFunc, error)
 
-// expRunFunc runs an experiment its setup accepted, on the images (nil
-// for an experiment without guests), and returns what it measured, for
-// the report (nil: nothing).
-type expRunFunc func(ctx context.Context, a *images.Artifacts) (*runner.Outcome, error)
+// expRunFunc runs an experiment its setup accepted, on the guests' images
+// and accelerator (zero for an experiment without guests), and returns
+// what it measured, for the report (nil: nothing).
+type expRunFunc func(ctx context.Context, g expGuests) (*runner.Outcome, error)
+
+// expGuests is what an experiment's run gets once its command line passed:
+// the images, built, and the accelerator -accel resolved to (which may
+// boot a probe guest, so it comes after the checks too).
+type expGuests struct {
+	Images *images.Artifacts
+	Accel  vm.Accel
+}
+
+// into puts the images and the accelerator into an experiment's
+// environment.
+func (g expGuests) into(e *runner.Env) { e.Images, e.Accel = g.Images, g.Accel }
 
 // expRun is what the common flags give an experiment: its environment
-// (logs in OUT/logs, progress, trace; the images come later), -out,
-// -rounds and -m.
+// (logs in OUT/logs, progress, trace; the images and the accelerator come
+// with the run), -out, -rounds, -m and -smp.
 type expRun struct {
 	runner.Env
 	Out       string
 	Rounds    int
 	MemoryMiB int
+	CPUs      int
 }
 
 func addRoundsFlag(fs *flag.FlagSet, def int, help string) *int { return fs.Int("rounds", def, help) }
@@ -76,18 +91,17 @@ func (e experiment) run(ctx context.Context, args []string) error {
 		outHelp += ", and the guests' logs"
 	}
 	out := fs.String("out", e.out, outHelp)
-	rounds, mem := new(int), new(int)
+	rounds := new(int)
 	if e.rounds > 0 {
 		rounds = addRoundsFlag(fs, e.rounds, e.roundsHelp)
-	}
-	if e.memory > 0 {
-		mem = fs.Int("m", e.memory, e.memoryHelp)
 	}
 	quiet := fs.Bool("q", false, "no progress lines")
 	var opt *images.Options
 	var tf *traceFlags
+	gf := &guestFlags{mem: new(int), cpus: new(int)}
 	if e.guests {
 		opt, tf = addImageFlags(fs), addTraceFlags(fs)
+		gf = addGuestFlags(fs, e.memory, e.memoryHelp)
 	}
 	setup := e.flags(fs)
 	synopsis := e.synopsis
@@ -106,15 +120,17 @@ func (e experiment) run(ctx context.Context, args []string) error {
 	if !*quiet {
 		progress = &stampWriter{w: os.Stderr, start: start}
 	}
-	x := expRun{Env: runner.Env{LogDir: filepath.Join(*out, "logs"), Progress: progress}, Out: *out, Rounds: *rounds, MemoryMiB: *mem}
+	x := expRun{Env: runner.Env{LogDir: filepath.Join(*out, "logs"), Progress: progress}, Out: *out, Rounds: *rounds,
+		MemoryMiB: *gf.mem, CPUs: *gf.cpus}
 	if e.rounds > 0 && (x.Rounds < 1 || x.Rounds > 100) {
 		return usageErrorf("-rounds %d: want 1 to 100", x.Rounds)
 	}
-	if e.memory > 0 && (x.MemoryMiB < 256 || x.MemoryMiB > 64<<10) {
-		return usageErrorf("-m %d: want 256 to 65536 MiB", x.MemoryMiB)
-	}
 	var err error
 	if e.guests {
+		// -m and -smp (-accel was checked as it was parsed).
+		if err := gf.check(); err != nil {
+			return badUsage(err)
+		}
 		// -trace-events, and the -trace file's folder.
 		if x.Trace, err = tf.recorder(); err != nil {
 			return badUsage(err)
@@ -129,13 +145,18 @@ func (e experiment) run(ctx context.Context, args []string) error {
 	if err := checkOutDir("-out", x.Out); err != nil {
 		return err
 	}
-	var a *images.Artifacts
+	var g expGuests
 	if e.guests {
-		if a, err = buildImages(ctx, opt); err != nil {
+		if g.Images, err = buildImages(ctx, opt); err != nil {
 			return err
 		}
+		// After the build: auto boots a probe guest on the images.
+		if g.Accel, err = gf.resolve(ctx, g.Images); err != nil {
+			return err
+		}
+		x.Logf("guests boot under %s", g.Accel)
 	}
-	o, runErr := run(ctx, a)
+	o, runErr := run(ctx, g)
 	err = runner.Report(os.Stdout, o, *out, start, runErr)
 	if e.guests {
 		err = errors.Join(err, tf.write(x.Trace, os.Stdout))

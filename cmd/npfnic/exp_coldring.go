@@ -7,14 +7,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/exp/coldring"
 	"github.com/npfnic/npfnic/internal/exp/runner"
 )
 
 var expColdRing = experiment{
 	name: "cold-ring", out: "out/exp/cold-ring", guests: true,
-	about: "Seed 000 Figure 4 on npfnic: memcached in a TCG guest, memaslap on the host through a\n" +
+	about: "Seed 000 Figure 4 on npfnic: memcached in a guest, memaslap on the host through a\n" +
 		"tap in a network namespace. Every run reloads the driver with rx_policy and rx_ring_size,\n" +
 		"so its RX ring starts cold. (a) memaslap throughput per second from the cold start with a\n" +
 		"64-entry ring; (b) seconds for 10,000 operations against the ring size, off (no\n" +
@@ -31,12 +30,12 @@ var expColdRing = experiment{
 			if err != nil {
 				return nil, err
 			}
-			c.MemoryMiB = x.MemoryMiB
+			c.MemoryMiB, c.CPUs = x.MemoryMiB, x.CPUs
 			if err := c.Validate(); err != nil {
 				return nil, err
 			}
-			return func(ctx context.Context, a *images.Artifacts) (*runner.Outcome, error) {
-				c.Images = a
+			return func(ctx context.Context, g expGuests) (*runner.Outcome, error) {
+				g.into(&c.Env)
 				results, err := coldring.Run(ctx, c)
 				return coldring.Report(c, results), err
 			}, nil

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/exp/datapath"
 	"github.com/npfnic/npfnic/internal/exp/runner"
 )
@@ -13,7 +12,7 @@ import (
 // expDatapath is `npfnic exp datapath`: see package internal/exp/datapath.
 var expDatapath = experiment{
 	name: "datapath", out: "out/datapath", guests: true,
-	about: "Boots the same TCG guest once per NIC and measures, through each, iperf3 TCP\n" +
+	about: "Boots the same guest once per NIC and measures, through each, iperf3 TCP\n" +
 		"guest->host and host->guest and memcached under memaslap; prints absolute numbers\n" +
 		"and ratios. The host end of each link is a tap inside a network namespace created\n" +
 		"for the run. Needs root, iperf3 and libmemcached-tools on the host.",
@@ -24,21 +23,20 @@ var expDatapath = experiment{
 		iperfTime := fs.Duration("time", datapath.DefaultIperfTime, "length of each iperf3 run (one per direction), whole seconds")
 		slapTime := fs.Duration("memaslap-time", datapath.DefaultMemaslapTime, "length of the memaslap run, whole seconds")
 		conc := fs.Int("memaslap-conns", datapath.DefaultMemaslapConcurrency, "memaslap connections")
-		cpus := fs.Int("smp", datapath.DefaultCPUs, "guest vCPUs (the same for every NIC)")
 		return func(x expRun) (expRunFunc, error) {
 			list, err := datapath.LookupNICs(*nics)
 			if err != nil {
 				return nil, fmt.Errorf("-nics: %w", err)
 			}
 			c := datapath.Config{
-				Env: x.Env, NICs: list, MemoryMiB: x.MemoryMiB, CPUs: *cpus,
+				Env: x.Env, NICs: list, MemoryMiB: x.MemoryMiB, CPUs: x.CPUs,
 				IperfTime: *iperfTime, MemaslapTime: *slapTime, MemaslapConcurrency: *conc, Rounds: x.Rounds,
 			}
 			if err := c.Validate(); err != nil {
 				return nil, err
 			}
-			return func(ctx context.Context, a *images.Artifacts) (*runner.Outcome, error) {
-				c.Images = a
+			return func(ctx context.Context, g expGuests) (*runner.Outcome, error) {
+				g.into(&c.Env)
 				results, err := datapath.Run(ctx, c)
 				return datapath.Report(c, results), err
 			}, nil

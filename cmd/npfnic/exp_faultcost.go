@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/exp/faultcost"
 	"github.com/npfnic/npfnic/internal/exp/runner"
 )
@@ -15,7 +14,7 @@ import (
 var expFaultCost = experiment{
 	name: "fault-cost", out: "out/exp/fault-cost", guests: true,
 	about: "The cost of a network page fault, stage by stage (Lesokhin et al., ASPLOS'17, Figure 3 / Table 4).\n" +
-		"-transport eth: a TCG guest cools its RX ring again and again while TCP runs both ways; the\n" +
+		"-transport eth: a guest cools its RX ring again and again while TCP runs both ways; the\n" +
 		"device (served in this process) timestamps every page request group: detected, queued,\n" +
 		"interrupt, response, done. -transport rc: an rdma_rxe guest sends into npfnic's cold ODP\n" +
 		"memory; from the device's trace, each receive fault: detected, RNR NAK sent, page request\n" +
@@ -23,6 +22,7 @@ var expFaultCost = experiment{
 		"interrupt plus a doorbell from process context, the floor of a fault's round trip,\n" +
 		"interleaved with the faults in rounds. Prints p50/p99 per stage beside the floor, the\n" +
 		"device's own share, the ratio per round and the papers' figures; CSV + PNG. Needs root.",
+	memory: 1024, memoryHelp: "guest memory in MiB (rc: of each guest)",
 	rounds: faultcost.DefaultRounds, roundsHelp: "rounds, each with its share of the cycles and of the floor's DIAG_ECHO rounds: the ratio is taken per round",
 	flags: func(fs *flag.FlagSet) expSetup {
 		transport := fs.String("transport", "eth", "eth (RX and TX buffers of the Ethernet rings), rc (RC receives into npfnic's ODP memory from an rdma_rxe guest: RNR NAK), or both (one after the other, then the two side by side)")
@@ -48,18 +48,19 @@ var expFaultCost = experiment{
 			}
 			c := faultcost.Config{
 				Env: x.Env, Policy: *policy, RingSize: *ring, Cycles: *cycles, Rounds: x.Rounds, Bytes: *bytes, Traffic: *traffic, Pings: *pings,
-				EchoRounds: *echo, EchoGap: *echoGap, DriverExtra: *extra,
+				EchoRounds: *echo, EchoGap: *echoGap, DriverExtra: *extra, MemoryMiB: x.MemoryMiB, CPUs: x.CPUs,
 			}
 			rc := faultcost.RCConfig{
 				Env: x.Env, Policy: *rcPolicy, Traffic: *rcTraffic, Size: *rcSize, Iters: *rcIters, RatePPM: *rcRate, Cycles: *cycles, Rounds: x.Rounds,
-				EchoRounds: *echo, EchoGap: *echoGap, Poll: *rcPoll, DriverParams: *extra,
+				EchoRounds: *echo, EchoGap: *echoGap, Poll: *rcPoll, DriverParams: *extra, MemoryMiB: x.MemoryMiB, CPUs: x.CPUs,
 			}
 			rc.LogDir = filepath.Join(x.Out, "logs-rc")
 			if err := validateBoth(runEth, c.Validate, runRC, rc.Validate); err != nil {
 				return nil, err
 			}
-			return func(ctx context.Context, a *images.Artifacts) (*runner.Outcome, error) {
-				c.Images, rc.Images = a, a
+			return func(ctx context.Context, g expGuests) (*runner.Outcome, error) {
+				g.into(&c.Env)
+				g.into(&rc.Env)
 				var res *faultcost.Result
 				if runEth {
 					var err error

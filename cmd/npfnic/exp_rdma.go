@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/exp/rdmaperf"
 	"github.com/npfnic/npfnic/internal/exp/runner"
 )
@@ -14,10 +13,11 @@ import (
 var expRDMA = experiment{
 	name: "rdma", out: "out/exp/rdma", guests: true,
 	about: "Unmodified perftest (ib_write_bw, ib_send_bw, ib_read_bw at 64 KiB, ib_send_lat at 64 B)\n" +
-		"between two TCG guests cabled back to back through QEMU's stream netdev, for each pairing\n" +
+		"between two guests cabled back to back through QEMU's stream netdev, for each pairing\n" +
 		"of rdma_rxe and npfnic. All pairs stay booted and the rounds interleave them. Prints medians\n" +
 		"with min-max and the ratio to rxe-rxe, judges the goals, writes CSV and PNG. Needs root.",
 	rounds: rdmaperf.DefaultRounds, roundsHelp: "rounds; each runs every test on every pair, the pairs' order rotated",
+	memory: 1024, memoryHelp: "memory of each guest in MiB",
 	flags: func(fs *flag.FlagSet) expSetup {
 		pairs := fs.String("pairs", rdmaperf.DefaultPairs, "pairings to measure, SERVER-CLIENT, each rxe (rdma_rxe over virtio-net) or npfnic")
 		iters := fs.Int("iters", rdmaperf.DefaultIters, "perftest iterations per test (-n)")
@@ -26,12 +26,12 @@ var expRDMA = experiment{
 			if err != nil {
 				return nil, fmt.Errorf("-pairs: %w", err)
 			}
-			c := rdmaperf.Config{Env: x.Env, Pairs: ps, Rounds: x.Rounds, Iters: *iters}
+			c := rdmaperf.Config{Env: x.Env, Pairs: ps, Rounds: x.Rounds, Iters: *iters, MemoryMiB: x.MemoryMiB, CPUs: x.CPUs}
 			if err := c.Validate(); err != nil {
 				return nil, err
 			}
-			return func(ctx context.Context, a *images.Artifacts) (*runner.Outcome, error) {
-				c.Images = a
+			return func(ctx context.Context, g expGuests) (*runner.Outcome, error) {
+				g.into(&c.Env)
 				results, err := rdmaperf.Run(ctx, c)
 				return rdmaperf.Report(c, results), err
 			}, nil

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/exp/rnpfrate"
 	"github.com/npfnic/npfnic/internal/exp/runner"
 )
@@ -15,14 +14,14 @@ import (
 // expRNPFRate is `npfnic exp rnpf-rate`: see internal/exp/rnpfrate.
 var expRNPFRate = experiment{
 	name: "rnpf-rate", synopsis: "[-transport rc] [flags]", out: "out/exp/rnpf-rate", guests: true,
-	about: "Lesokhin et al., ASPLOS'17, Figure 10 (left) on npfnic: iperf3 TCP from the host into a TCG guest\n" +
+	about: "Lesokhin et al., ASPLOS'17, Figure 10 (left) on npfnic: iperf3 TCP from the host into a guest\n" +
 		"whose driver takes the translation of a random posted RX buffer away at the given rate per\n" +
 		"received packet (a real invalidation), so the device faults on it and the fault goes through\n" +
 		"page request, driver and page response. Throughput against the rate for the backup ring and\n" +
 		"drop, minor and major faults, relative to pin (no fault possible). The ring is warmed before\n" +
 		"every run. Prints a table with medians, min-max and the counters; writes CSV and PNG.\n" +
 		"Needs root and iperf3. The defaults take about 12 minutes under TCG.\n\n" +
-		"With -transport rc, Figure 10 (right): ib_send_bw --odp from rdma_rxe in one TCG guest into\n" +
+		"With -transport rc, Figure 10 (right): ib_send_bw --odp from rdma_rxe in one guest into\n" +
 		"npfnic in another, whose driver evicts a random mapped page of the receive memory region at\n" +
 		"the given rate per message; the responder answers the fault with an RNR NAK (rnr) or drops the\n" +
 		"packet (drop: the sender recovers by its 67 ms ACK timeout). One perftest per policy and round,\n" +
@@ -47,7 +46,7 @@ var expRNPFRate = experiment{
 			}
 			c := rnpfrate.Config{
 				Env: x.Env, Transport: *transport, Policies: runner.ParseList(*policies), Rates: r, Faults: runner.ParseList(*faults),
-				MajorDelay: *major, Time: *runTime, Rounds: x.Rounds, DriverExtra: *extra, MsgSize: *size, MemoryMiB: x.MemoryMiB,
+				MajorDelay: *major, Time: *runTime, Rounds: x.Rounds, DriverExtra: *extra, MsgSize: *size, MemoryMiB: x.MemoryMiB, CPUs: x.CPUs,
 			}
 			if *transport == rnpfrate.TransportRC {
 				c.LogDir = filepath.Join(x.Out, "logs-rc")
@@ -55,8 +54,8 @@ var expRNPFRate = experiment{
 			if err := c.Validate(); err != nil {
 				return nil, err
 			}
-			return func(ctx context.Context, a *images.Artifacts) (*runner.Outcome, error) {
-				c.Images = a
+			return func(ctx context.Context, g expGuests) (*runner.Outcome, error) {
+				g.into(&c.Env)
 				if c.Transport == rnpfrate.TransportEth {
 					results, err := rnpfrate.Run(ctx, c)
 					return rnpfrate.Report(c, results), err

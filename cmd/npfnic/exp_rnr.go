@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/npfnic/npfnic/ibrc"
-	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/exp/rnrsweep"
 	"github.com/npfnic/npfnic/internal/exp/runner"
 )
@@ -63,7 +62,7 @@ var expRNR = experiment{
 				return nil, err
 			}
 			c.Progress = rnrsweep.ProgressTo(x.Progress, "")
-			return func(ctx context.Context, _ *images.Artifacts) (*runner.Outcome, error) {
+			return func(ctx context.Context, _ expGuests) (*runner.Outcome, error) {
 				base, points, err := rnrsweep.Run(ctx, c)
 				if err != nil {
 					return nil, err

@@ -252,9 +252,28 @@ func TestValidateBeforeImages(t *testing.T) {
 			tc{append(slices.Clone(x), "-trace", "t.json", "-trace-events", "-1"), "-trace-events -1: want 1 to"},
 			tc{append(slices.Clone(x), "-rounds", "0"), "-rounds 0: want 1 to 100"},
 		)
-		if e.memory > 0 {
-			tcs = append(tcs, tc{append(slices.Clone(x), "-m", "16"), "-m 16: want 256 to 65536 MiB"})
+	}
+	// Every command that boots guests: -m, -smp and -accel are checked
+	// before the build (-accel's resolution, which may boot a probe guest,
+	// comes after it).
+	booting := [][]string{{"boot"}, {"demo"}}
+	for _, e := range defs {
+		if e.guests {
+			booting = append(booting, []string{"exp", e.name})
 		}
+	}
+	for _, x := range booting {
+		tcs = append(tcs,
+			tc{append(slices.Clone(x), "-m", "16"), "-m 16: want 256 to 1048576 MiB"},
+			tc{append(slices.Clone(x), "-m", "2000000"), "-m 2000000: want 256 to 1048576 MiB"},
+			tc{append(slices.Clone(x), "-smp", "0"), "-smp 0: want 1 to 64 vCPUs"},
+			tc{append(slices.Clone(x), "-smp", "65"), "-smp 65: want 1 to 64 vCPUs"},
+			tc{append(slices.Clone(x), "-accel", "xen"), `invalid value "xen" for flag -accel: want kvm, tcg or auto`},
+			tc{append(slices.Clone(x), "-accel=hvf"), `invalid value "hvf" for flag -accel`},
+			tc{append(slices.Clone(x), "-accel"), "flag needs an argument: -accel"},
+			tc{append(slices.Clone(x), "-accel", "kvm", "-smp", "0"), "-smp 0: want 1 to 64 vCPUs"},
+			tc{append(slices.Clone(x), "-accel", "tcg", "-m", "512", "-smp", "2"), ""},
+		)
 	}
 	tcs = append(tcs,
 		// Values, lists and combinations of each experiment's own flags.

@@ -8,8 +8,12 @@ import (
 	"testing"
 
 	"github.com/npfnic/npfnic/ibrc"
+	"github.com/npfnic/npfnic/internal/fuzzseed"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
+
+// go's fuzz workers die silently; keep what the runtime says (ci/fuzz.sh).
+func init() { fuzzseed.KeepCrashOutput() }
 
 // Fuzz inputs: slots is the contents every slot starts with (repeated to
 // fill it), ops a program of fetches, retires and producer or consumer

@@ -58,14 +58,16 @@ type RDMAGuest struct {
 	BDF string
 }
 
-// RDMAPair is two TCG guests cabled back to back through QEMU's stream
+// RDMAPair is two guests cabled back to back through QEMU's stream
 // netdev protocol (no host network in between): the first listens on the
 // cable's socket, the second connects. Each runs rdma_rxe over virtio-net
 // or npfnic, with distinct MACs (QEMU gives every guest the same one).
 type RDMAPair struct {
 	A, B *RDMAGuest
 	// LogDir holds each guest's logs, in a and b.
-	LogDir   string
+	LogDir string
+	// Accel is the accelerator both guests run under: KVM or TCG.
+	Accel    vm.Accel
 	dir      string
 	progress func(format string, args ...any)
 }
@@ -77,7 +79,11 @@ type RDMAPairConfig struct {
 	// Name prefixes the guests' names ("NAME-a", "NAME-b"); default "rdma".
 	Name      string
 	MemoryMiB int // per guest, default 1024
-	LogDir    string
+	CPUs      int // per guest, default 1
+	// Accel is kvm, tcg or auto (vm.ResolveAccel); default
+	// $NPFNIC_ACCEL, else auto.
+	Accel  vm.Accel
+	LogDir string
 	// Trace records the events of the first npfnic of the pair.
 	Trace *trace.Recorder
 	// Pcap, if set, records every frame of the first npfnic's port in this
@@ -110,11 +116,18 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 	if c.MemoryMiB == 0 {
 		c.MemoryMiB = 1024
 	}
+	if c.CPUs == 0 {
+		c.CPUs = 1
+	}
+	accel, err := vm.ResolveAccel(ctx, c.Images, c.Accel)
+	if err != nil {
+		return nil, err
+	}
 	progress := c.Progress
 	if progress == nil {
 		progress = func(string, ...any) {}
 	}
-	p := &RDMAPair{LogDir: c.LogDir, progress: progress}
+	p := &RDMAPair{LogDir: c.LogDir, Accel: accel, progress: progress}
 	if p.dir, err = os.MkdirTemp("", "npfnic-rdma-"); err != nil {
 		return nil, err
 	}
@@ -130,7 +143,7 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 		g := &RDMAGuest{Kind: k, IP: fmt.Sprintf("%s%d", rdmaSubnet, i+1)}
 		var dev vfiouser.Device
 		cfg := vm.Config{Name: c.Name + "-" + side, Images: c.Images, Variant: images.VariantRDMA,
-			MemoryMiB: c.MemoryMiB, LogDir: filepath.Join(c.LogDir, side), AllowReboot: c.AllowReboot}
+			MemoryMiB: c.MemoryMiB, CPUs: c.CPUs, Accel: accel, LogDir: filepath.Join(c.LogDir, side), AllowReboot: c.AllowReboot}
 		listen := i == 0
 		switch k {
 		case RDMARxe:
@@ -144,7 +157,7 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 			cfg.NPFNICs = []vm.NPFNIC{{Server: vm.InProcessServer{Wire: spec, Trace: tr, Pcap: pcap, Device: &dev}}}
 			tr, pcap = nil, "" // one device per trace and capture
 		}
-		progress("booting %s (%s, %d MiB, TCG), %s the cable", cfg.Name, k, c.MemoryMiB, map[bool]string{true: "listening on", false: "connecting to"}[listen])
+		progress("booting %s (%s, %d MiB, %d vCPU, %s), %s the cable", cfg.Name, k, c.MemoryMiB, c.CPUs, accel, map[bool]string{true: "listening on", false: "connecting to"}[listen])
 		if g.VM, err = vm.Start(ctx, cfg); err != nil {
 			return nil, fmt.Errorf("%s: %w", cfg.Name, err)
 		}

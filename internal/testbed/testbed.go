@@ -1,5 +1,6 @@
 // Package testbed is the bench the npfnic command, the experiments and the
-// VM tests run on: a TCG guest with an npfnic device served in this
+// VM tests run on: a guest (KVM where it works, else TCG) with an npfnic
+// device served in this
 // process, its Ethernet port on a tap whose host end lives in a network
 // namespace of its own, memcached in the guest and the npfnic driver loaded
 // with the parameters asked for.
@@ -34,7 +35,7 @@ import (
 	"github.com/npfnic/npfnic/vdevice/vfiouser"
 )
 
-// Testbed is one TCG guest with one npfnic device served in this process,
+// Testbed is one guest with one npfnic device served in this process,
 // its Ethernet port on a tap whose host end lives in a network namespace of
 // its own (package hostnet), memcached running in the guest. The driver is
 // loaded (and reloaded: a fresh load is a cold RX ring) with LoadDriver.
@@ -57,6 +58,8 @@ type Testbed struct {
 	LogDir string
 	// Boot is how long the guest took to a working agent.
 	Boot time.Duration
+	// Accel is the accelerator the guest runs under: KVM or TCG.
+	Accel vm.Accel
 
 	tap    *hostnet.Link
 	dev    *vfiouser.Device
@@ -70,6 +73,9 @@ type Config struct {
 	Name      string // guest name, default "coldring"
 	MemoryMiB int    // default 1024
 	CPUs      int    // default 1
+	// Accel is kvm, tcg or auto (vm.ResolveAccel); default
+	// $NPFNIC_ACCEL, else auto.
+	Accel vm.Accel
 	// Subnet picks the link's addresses 10.79.Subnet.{1,2}/24 (the link
 	// lives in its own namespace, so any value works); default 1.
 	Subnet int
@@ -166,10 +172,13 @@ func Start(ctx context.Context, c Config) (tb *Testbed, err error) {
 	if err := os.MkdirAll(c.LogDir, 0o755); err != nil {
 		return nil, err
 	}
-	progress("booting the guest (%d MiB, %d vCPU, TCG) with npfnic on tap %s; logs in %s", c.MemoryMiB, c.CPUs, tapName, c.LogDir)
+	if tb.Accel, err = vm.ResolveAccel(ctx, c.Images, c.Accel); err != nil {
+		return nil, err
+	}
+	progress("booting the guest (%d MiB, %d vCPU, %s) with npfnic on tap %s; logs in %s", c.MemoryMiB, c.CPUs, tb.Accel, tapName, c.LogDir)
 	start := time.Now()
 	tb.VM, err = vm.Start(ctx, vm.Config{
-		Name: c.Name, Images: c.Images, MemoryMiB: c.MemoryMiB, CPUs: c.CPUs, LogDir: c.LogDir,
+		Name: c.Name, Images: c.Images, MemoryMiB: c.MemoryMiB, CPUs: c.CPUs, Accel: tb.Accel, LogDir: c.LogDir,
 		AllowReboot: c.AllowReboot,
 		NPFNICs:     []vm.NPFNIC{{Server: vm.InProcessServer{Wire: "tap:" + tapName, Device: tb.dev, Trace: c.Trace}}},
 	})

@@ -6,7 +6,11 @@ import (
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+	"github.com/npfnic/npfnic/internal/fuzzseed"
 )
+
+// go's fuzz workers die silently; keep what the runtime says (ci/fuzz.sh).
+func init() { fuzzseed.KeepCrashOutput() }
 
 // oracleLayer is one header gopacket decoded, and where.
 type oracleLayer struct {

@@ -2,8 +2,12 @@ package vfiouser
 
 import (
 	"encoding/binary"
+	"github.com/npfnic/npfnic/internal/fuzzseed"
 	"testing"
 )
+
+// go's fuzz workers die silently; keep what the runtime says (ci/fuzz.sh).
+func init() { fuzzseed.KeepCrashOutput() }
 
 // FuzzDecodeMessage runs every decoder over arbitrary frames. Decoders see
 // untrusted client bytes and must never panic; this also checks that a

@@ -47,7 +47,7 @@ func startupPlot(c Config, st []StartupSummary) (*plot.Plot, error) {
 	if n := st[0].Rounds; n > 1 {
 		runs = fmt.Sprintf(", median of %d rounds", n)
 	}
-	p := report.NewPlot(fmt.Sprintf("(a) startup from a cold RX ring of %d entries (npfnic, TCG guest%s)", st[0].RingSize, runs),
+	p := report.NewPlot(fmt.Sprintf("(a) startup from a cold RX ring of %d entries (npfnic, %s guest%s)", st[0].RingSize, c.AccelName(), runs),
 		"time since memaslap started (s)", "memcached operations/s")
 	p.Legend.Top, p.Legend.Left = true, false
 	for _, s := range st {

@@ -15,8 +15,8 @@ import (
 // Header describes the run.
 func Header(c Config) string {
 	c.setDefaults()
-	s := fmt.Sprintf("cold ring (Lesokhin et al., ASPLOS'17, Figure 4) on npfnic: memcached in a TCG guest (%d MiB, %d vCPU), memaslap on the host, %d connections, get:set 9:1",
-		c.MemoryMiB, c.CPUs, c.Conns)
+	s := fmt.Sprintf("cold ring (Lesokhin et al., ASPLOS'17, Figure 4) on npfnic: memcached in a %s guest (%d MiB, %d vCPU), memaslap on the host, %d connections, get:set 9:1",
+		c.AccelName(), c.MemoryMiB, c.CPUs, c.Conns)
 	if c.Images != nil && c.Images.Kernel.Release != "" {
 		s += fmt.Sprintf("; kernel %s", c.Images.Kernel.Release)
 	}

@@ -1,9 +1,9 @@
 // Package datapath is the side-by-side datapath experiment (npfnic exp
-// datapath): one TCG guest configuration (memory, vCPUs, kernel, initramfs)
-// booted once per NIC under test — QEMU's e1000e, QEMU's virtio-net-pci on a
-// tap without vhost, and npfnic — measuring in one run, through each NIC,
-// iperf3 TCP throughput in both directions and memcached operations per
-// second under memaslap, with ratios between the NICs.
+// datapath): one guest configuration (memory, vCPUs, accelerator, kernel,
+// initramfs) booted once per NIC under test — QEMU's e1000e, QEMU's
+// virtio-net-pci on a tap without vhost, and npfnic — measuring in one run,
+// through each NIC, iperf3 TCP throughput in both directions and memcached
+// operations per second under memaslap, with ratios between the NICs.
 //
 // The host end of every guest link is a tap that lives in a network
 // namespace this package creates (package internal/testbed/hostnet): QEMU
@@ -351,13 +351,17 @@ func runNIC(ctx context.Context, c *Config, idx int, nic NICUnderTest, round int
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return fail("%w", err)
 	}
+	accel, err := vm.ResolveAccel(ctx, c.Images, c.Accel)
+	if err != nil {
+		return fail("%w", err)
+	}
 	cfg := vm.Config{
-		Name: "datapath-" + nic.Name, Images: c.Images, MemoryMiB: c.MemoryMiB, CPUs: c.CPUs, LogDir: logDir,
+		Name: "datapath-" + nic.Name, Images: c.Images, MemoryMiB: c.MemoryMiB, CPUs: c.CPUs, Accel: accel, LogDir: logDir,
 	}
 	if err := nic.attach(c, &cfg, tapName); err != nil {
 		return fail("attach %s: %w", nic.Label, err)
 	}
-	step("booting the guest (%d MiB, %d vCPU, TCG) with %s on tap %s; logs in %s", c.MemoryMiB, c.CPUs, nic.Label, tapName, logDir)
+	step("booting the guest (%d MiB, %d vCPU, %s) with %s on tap %s; logs in %s", c.MemoryMiB, c.CPUs, accel, nic.Label, tapName, logDir)
 	start := time.Now()
 	v, err := vm.Start(ctx, cfg)
 	if err != nil {

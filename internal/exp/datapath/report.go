@@ -75,7 +75,7 @@ func Header(c Config) string {
 	for _, n := range c.NICs {
 		names = append(names, n.Name)
 	}
-	s := fmt.Sprintf("datapath: NICs %s; guest %d MiB, %d vCPU, TCG", strings.Join(names, ", "), c.MemoryMiB, c.CPUs)
+	s := fmt.Sprintf("datapath: NICs %s; guest %d MiB, %d vCPU, %s", strings.Join(names, ", "), c.MemoryMiB, c.CPUs, c.AccelName())
 	if c.Images != nil && c.Images.Kernel.Release != "" {
 		s += fmt.Sprintf(", kernel %s, %s", c.Images.Kernel.Release, strings.TrimSpace(c.Images.QEMU.Version))
 	}
@@ -287,14 +287,14 @@ func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 	f.CSV("datapath.csv", CSVHeader, CSVRows(results))
 	f.CSV("datapath_ratios.csv", ratioHeader, ratioRows)
 	f.Text("datapath.txt", Table(c, results))
-	f.Charts("datapath.png", 760, 330, Charts(results)...)
+	f.Charts("datapath.png", 760, 330, Charts(c.AccelName(), results)...)
 	return f.Done()
 }
 
 // Charts are the figure's panels: TCP throughput per direction, memcached
 // operations per second, and every metric relative to the first NIC, all
 // summarized over rounds. A NIC without a value draws no bar (0).
-func Charts(results []Result) []report.Chart {
+func Charts(accel string, results []Result) []report.Chart {
 	results = Summarize(results)
 	value := func(m metric, r Result) float64 {
 		if v, ok := m.get(r); ok {
@@ -313,7 +313,7 @@ func Charts(results []Result) []report.Chart {
 		runs = fmt.Sprintf("median of %d interleaved rounds", results[0].Rounds)
 	}
 	tput := report.BarChart{
-		Title: "iperf3 TCP through each NIC (TCG guest, " + runs + ")", YLabel: "receiver rate (Mbit/s)",
+		Title: "iperf3 TCP through each NIC (" + accel + " guest, " + runs + ")", YLabel: "receiver rate (Mbit/s)",
 		Categories: []string{"guest to host", "host to guest"},
 	}
 	mc := report.BarChart{

@@ -11,6 +11,7 @@ import (
 
 	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/exp/runner"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 )
 
@@ -59,6 +60,13 @@ func TestTable(t *testing.T) {
 	} {
 		if !strings.Contains(tab, want) {
 			t.Errorf("table lacks %q:\n%s", want, tab)
+		}
+	}
+	// The header names the accelerator the guests ran under.
+	for a, want := range map[vm.Accel]string{vm.AccelTCG: "1 vCPU, TCG", vm.AccelKVM: "1 vCPU, KVM"} {
+		c.Accel = a
+		if h := strings.SplitN(Table(c, fakeResults()), "\n", 2)[0]; !strings.Contains(h, want) {
+			t.Errorf("accelerator %s: header %q lacks %q", a, h, want)
 		}
 	}
 	// Labels are left-aligned, numbers right-aligned under their header.

@@ -79,6 +79,8 @@ type Config struct {
 	// DriverExtra is appended to insmod (e.g. "fault_delay_us=100" for
 	// emulated major faults).
 	DriverExtra string
+	// MemoryMiB and CPUs are the guest's; default 1024 MiB and 1 vCPU.
+	MemoryMiB, CPUs int
 }
 
 // Defaults.
@@ -189,7 +191,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	w.res.Params = testbed.DriverParams(c.Policy, c.RingSize, extra)
 	c.Logf("%d rounds of %d cycles (cool the RX ring, %s) and %d DIAG_ECHO rounds (interrupt -> process context -> doorbell)",
 		c.Rounds, c.Cycles/c.Rounds, c.trafficText(), max(c.EchoRounds/c.Rounds, 0))
-	t := runner.Ethernet(&c.Env, testbed.Config{Name: "faultcost", Subnet: 2}, w.start)
+	t := runner.Ethernet(&c.Env, testbed.Config{Name: "faultcost", Subnet: 2, MemoryMiB: c.MemoryMiB, CPUs: c.CPUs}, w.start)
 	if err := runRounds(ctx, &c.Env, t, c.Rounds, w); err != nil {
 		return nil, err
 	}

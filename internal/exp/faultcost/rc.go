@@ -97,6 +97,8 @@ type RCConfig struct {
 	// loads the driver with its defaults): "fault_delay_us=N" for
 	// emulated major faults is the one there is.
 	DriverParams string
+	// MemoryMiB and CPUs are each guest's; default 1024 MiB and 1 vCPU.
+	MemoryMiB, CPUs int
 }
 
 func (c *RCConfig) setDefaults() {
@@ -255,7 +257,7 @@ func RunRC(ctx context.Context, c RCConfig) (*RCResult, error) {
 	w := &rcRun{c: &c, res: &RCResult{Rounds: make([]RCRound, c.Rounds), Load: [2]float64{report.HostLoad()}}}
 	c.Logf("%d rounds of %d cycles (%s) and %d DIAG_ECHO rounds %v apart (interrupt -> process context -> doorbell)",
 		c.Rounds, c.Cycles/c.Rounds, c.trafficText(), max(c.EchoRounds/c.Rounds, 0), c.EchoGap)
-	t := runner.RC(&c.Env, testbed.RDMAPairConfig{A: testbed.RDMANPFNIC, B: testbed.RDMARxe, Name: "fcrc"}, w.start)
+	t := runner.RC(&c.Env, testbed.RDMAPairConfig{A: testbed.RDMANPFNIC, B: testbed.RDMARxe, Name: "fcrc", MemoryMiB: c.MemoryMiB, CPUs: c.CPUs}, w.start)
 	if err := runRounds(ctx, &c.Env, t, c.Rounds, w); err != nil {
 		return nil, err
 	}

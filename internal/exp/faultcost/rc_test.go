@@ -242,7 +242,7 @@ func TestCompareTable(t *testing.T) {
 		},
 		Echo: []time.Duration{497 * time.Microsecond},
 	}
-	s := CompareTable("drop", eth, "rnr", r)
+	s := CompareTable("TCG", "drop", eth, "rnr", r)
 	if !strings.Contains(s, "Ethernet RX (drop)") || !strings.Contains(s, "RC receive (rnr)") {
 		t.Errorf("heading:\n%s", s)
 	}
@@ -276,7 +276,7 @@ func TestCompareTable(t *testing.T) {
 			t.Errorf("comparison: no row %q with %q, %q:\n%s", want[0], want[1], want[2], s)
 		}
 	}
-	if s := CompareTable("backup", nil, "rnr", r); !strings.Contains(s, "Ethernet RX (not run)") {
+	if s := CompareTable("TCG", "backup", nil, "rnr", r); !strings.Contains(s, "Ethernet RX (not run)") {
 		t.Errorf("without Ethernet:\n%s", s)
 	}
 }

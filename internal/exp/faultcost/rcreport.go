@@ -20,7 +20,7 @@ import (
 func RCTable(c RCConfig, r *RCResult) string {
 	c.setDefaults()
 	var b strings.Builder
-	fmt.Fprintf(&b, "RC receive fault cost (Lesokhin et al., ASPLOS'17, Sec. 4: RNR NAK) on npfnic, TCG guests: npfnic (ODP) <- rdma_rxe; policy %s\n", c.Policy)
+	fmt.Fprintf(&b, "RC receive fault cost (Lesokhin et al., ASPLOS'17, Sec. 4: RNR NAK) on npfnic, %s guests: npfnic (ODP) <- rdma_rxe; policy %s\n", c.AccelName(), c.Policy)
 	b.WriteString(roundsLine(len(r.Rounds), c.Cycles, c.Rounds, c.EchoRounds, c.trafficText(), c.EchoGap))
 	if c.DriverParams != "" {
 		fmt.Fprintf(&b, "driver parameters: %s\n", c.DriverParams)
@@ -143,9 +143,9 @@ func rcSpan(faults []trace.RCTimeline, which int) Dist {
 // CompareTable sets the RC receive fault beside the Ethernet RX buffer
 // fault (nil: not run) and the published figures. ethPolicy is the
 // Ethernet run's rx_policy.
-func CompareTable(ethPolicy string, eth *Result, rcPolicy string, rc *RCResult) string {
+func CompareTable(accel, ethPolicy string, eth *Result, rcPolicy string, rc *RCResult) string {
 	var b strings.Builder
-	b.WriteString("the same fault's stages on both transports (p50 / p99, microseconds; device-measured, TCG guests)\n")
+	fmt.Fprintf(&b, "the same fault's stages on both transports (p50 / p99, microseconds; device-measured, %s guests)\n", accel)
 	var ethBD *Breakdown
 	if eth != nil {
 		for _, bd := range Breakdowns(eth.Records) {
@@ -228,7 +228,7 @@ func ReportBoth(c Config, eth *Result, rc RCConfig, r *RCResult) *runner.Outcome
 		return Report(c, eth)
 	}
 	o := ReportRC(rc, r)
-	compare := CompareTable(c.Policy, eth, rc.Policy, r)
+	compare := CompareTable(rc.AccelName(), c.Policy, eth, rc.Policy, r)
 	o.Table += "\n" + compare
 	writeRC := o.Write
 	o.Write = func(dir string) ([]string, error) {
@@ -362,7 +362,7 @@ func RCCharts(c RCConfig, r *RCResult) []report.Chart {
 		bar.Series = []report.BarSeries{p50, p99}
 		return bar
 	}
-	device := bars("RC receive fault: the device's stages (device-measured, TCG guests)", "microseconds", 1e3,
+	device := bars("RC receive fault: the device's stages (device-measured, "+c.AccelName()+" guests)", "microseconds", 1e3,
 		[]int{RCRowNAK, RCRowQueue, RCRowInterrupt, RCRowDevice, RCRowAccept}, false)
 	rest := bars("the guest's and the sender's stages, the round trip, the whole fault, and the interrupt+doorbell floor", "milliseconds", 1e6,
 		[]int{RCRowResolve, RCRowWait, RCRowRoundTrip, RCRowTotal}, true)

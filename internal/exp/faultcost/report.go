@@ -79,7 +79,7 @@ func roundsLine(rounds, cycles, planned, echo int, traffic string, gap time.Dura
 func Table(c Config, r *Result) string {
 	c.setDefaults()
 	var b strings.Builder
-	fmt.Fprintf(&b, "fault cost (Lesokhin et al., ASPLOS'17, Figure 3 / Table 4 style) on npfnic, TCG guest, insmod npfnic.ko %s\n", r.Params)
+	fmt.Fprintf(&b, "fault cost (Lesokhin et al., ASPLOS'17, Figure 3 / Table 4 style) on npfnic, %s guest, insmod npfnic.ko %s\n", c.AccelName(), r.Params)
 	b.WriteString(roundsLine(len(r.Rounds), c.Cycles, c.Rounds, c.EchoRounds, "cool the RX ring with sysfs cool, "+c.trafficText(), c.EchoGap))
 	fmt.Fprintf(&b, "device-measured stages of each page request group over all rounds; microseconds\n")
 	floor := NewDist(r.Echo)
@@ -297,7 +297,7 @@ func Charts(c Config, r *Result) []report.Chart {
 			get  func(Dist) time.Duration
 		}{{"p50", func(d Dist) time.Duration { return d.P50 }}, {"p99", func(d Dist) time.Duration { return d.P99 }}} {
 			bar := report.BarChart{
-				Title:  q.name + " of each page fault stage (device-measured, TCG guest) and of the interrupt+doorbell floor",
+				Title:  q.name + " of each page fault stage (device-measured, " + c.AccelName() + " guest) and of the interrupt+doorbell floor",
 				YLabel: q.name + " (microseconds)",
 			}
 			for i := range RowNames {

@@ -91,6 +91,8 @@ type Config struct {
 	Pairs  []Pair // default DefaultPairs
 	Rounds int    // default DefaultRounds
 	Iters  int    // perftest -n, default DefaultIters
+	// MemoryMiB and CPUs are each guest's; default 1024 MiB and 1 vCPU.
+	MemoryMiB, CPUs int
 }
 
 // Validate checks c and fills in the defaults.
@@ -210,7 +212,7 @@ func (c *Config) bootPairs(ctx context.Context, logDir string) (*pairs, error) {
 		c.Logf("pair %s: booting", pr)
 		dir := filepath.Join(logDir, pr.String())
 		ps.dirs = append(ps.dirs, dir)
-		boot := runner.RC(&env, testbed.RDMAPairConfig{A: pr.Server, B: pr.Client, Name: "rdma" + fmt.Sprint(i)})
+		boot := runner.RC(&env, testbed.RDMAPairConfig{A: pr.Server, B: pr.Client, Name: "rdma" + fmt.Sprint(i), MemoryMiB: c.MemoryMiB, CPUs: c.CPUs})
 		ps.up[i], ps.err[i] = boot.Start(ctx, dir)
 		if ps.err[i] != nil {
 			c.Logf("pair %s: %v", pr, ps.err[i])

@@ -90,7 +90,7 @@ var Goals = []Goal{
 func Table(c Config, results []Result) string {
 	cells := Summarize(c, results)
 	var b strings.Builder
-	fmt.Fprintf(&b, "perftest between two TCG guests cabled back to back, %d rounds of -n %d, medians (min-max); ratio to rxe-rxe\n\n", c.Rounds, c.Iters)
+	fmt.Fprintf(&b, "perftest between two %s guests cabled back to back, %d rounds of -n %d, medians (min-max); ratio to rxe-rxe\n\n", c.AccelName(), c.Rounds, c.Iters)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	head := []string{"test"}
 	for _, p := range c.Pairs {

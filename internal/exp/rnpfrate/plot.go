@@ -153,7 +153,7 @@ func (pn panel) plot() (*plot.Plot, error) {
 func SavePlot(path string, c Config, cells []Cell) error {
 	c.setDefaults()
 	pn := panel{
-		title:     fmt.Sprintf("TCP stream into npfnic with synthetic rNPFs (TCG guest, median of %d rounds, bars: min-max)", c.Rounds),
+		title:     fmt.Sprintf("TCP stream into npfnic with synthetic rNPFs (%s guest, median of %d rounds, bars: min-max)", c.AccelName(), c.Rounds),
 		titleSize: 12, xLabel: "rNPFs per received packet", yLabel: "throughput (Mbit/s)",
 		optimumLabel: "pin (the optimum: no rNPF possible)", optimumColor: policyColor["pin"],
 		policies: []string{"drop", "backup"},
@@ -183,7 +183,7 @@ func SavePlot(path string, c Config, cells []Cell) error {
 func SaveRCPlot(path string, c Config, sum RCSummary, sim *Sim) error {
 	c.setDefaults()
 	pn := panel{
-		title:     fmt.Sprintf("ib_send_bw --odp, %d-byte SENDs, rdma_rxe into npfnic (TCG guests): median of %d rounds, bars min-max", c.MsgSize, c.Rounds),
+		title:     fmt.Sprintf("ib_send_bw --odp, %d-byte SENDs, rdma_rxe into npfnic (%s guests): median of %d rounds, bars min-max", c.MsgSize, c.AccelName(), c.Rounds),
 		titleSize: 11, xLabel: "synthetic receive faults per message (asked for)", yLabel: "throughput (MB/s)",
 		optimum: sum.Optimum, optimumLabel: "the optimum: rate 0", optimumColor: optimumColor,
 		policies: RCPolicies,

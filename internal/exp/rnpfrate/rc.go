@@ -158,7 +158,7 @@ func RunRC(ctx context.Context, c Config) ([]RCResult, error) {
 	stop := func(s *rcSession) { s.stop(ctx) }
 	err := runner.Loop[*testbed.RDMAPair, Point]{
 		Env:       &c.Env,
-		Transport: runner.RC(&c.Env, testbed.RDMAPairConfig{A: testbed.RDMANPFNIC, B: testbed.RDMARxe, Name: "rnpfrc", MemoryMiB: c.MemoryMiB}),
+		Transport: runner.RC(&c.Env, testbed.RDMAPairConfig{A: testbed.RDMANPFNIC, B: testbed.RDMARxe, Name: "rnpfrc", MemoryMiB: c.MemoryMiB, CPUs: c.CPUs}),
 		Steps:     c.plan(),
 		Run: func(ctx context.Context, pair *testbed.RDMAPair, st runner.Step[Point], label string) error {
 			r := RCResult{Point: st.Arm, Round: st.Round, MsgSize: c.MsgSize}
@@ -419,11 +419,11 @@ func (c *Config) measureRC(ctx context.Context, pair *testbed.RDMAPair, s *rcSes
 
 // rcHeaderLines describe the RC half (Header's counterpart).
 func rcHeaderLines(c Config) string {
-	return fmt.Sprintf("rNPF-rate sweep, RC (seed 000 Figure 10, right): ib_send_bw --odp, %d-byte SENDs from rdma_rxe into npfnic (two TCG guests),\n"+
+	return fmt.Sprintf("rNPF-rate sweep, RC (seed 000 Figure 10, right): ib_send_bw --odp, %d-byte SENDs from rdma_rxe into npfnic (two %s guests),\n"+
 		"one perftest per policy and round, the throughput of %v windows on npfnic's counters (messages_in);\n"+
 		"synthetic receive faults per message (driver rnpf_rate_ppm: a random mapped page of the ODP MR evicted, as an invalidation would);\n"+
 		"the responder answers a receive fault with an RNR NAK (rnr) or drops it (drop). The sender, rxe: after a drop, perftest's ACK timeout\n"+
 		"(qp_timeout %d: 4.096 µs · 2^%d ≈ %.0f ms); after an RNR NAK, perftest's min_rnr_timer %d (0.64 ms), but rxe waits >= 4 ms per RNR retry (a jiffy, HZ=250);\n"+
 		"minor faults resolved at once, major after fault_delay_us = %v; memory region warmed at rate 0 before every window; median of %d rounds (min-max)\n",
-		c.MsgSize, c.Time, PerftestQPTimeout, PerftestQPTimeout, 4.096e-3*float64(int(1)<<PerftestQPTimeout), PerftestMinRNRTimer, c.MajorDelay, c.Rounds)
+		c.MsgSize, c.AccelName(), c.Time, PerftestQPTimeout, PerftestQPTimeout, 4.096e-3*float64(int(1)<<PerftestQPTimeout), PerftestMinRNRTimer, c.MajorDelay, c.Rounds)
 }

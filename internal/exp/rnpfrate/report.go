@@ -13,10 +13,10 @@ import (
 // Header says what was measured and how.
 func Header(c Config) string {
 	c.setDefaults()
-	return fmt.Sprintf("rNPF-rate sweep (seed 000 Figure 10, left): iperf3 TCP from the host into a TCG guest's npfnic, %v per run;\n"+
+	return fmt.Sprintf("rNPF-rate sweep (seed 000 Figure 10, left): iperf3 TCP from the host into a %s guest's npfnic, %v per run;\n"+
 		"synthetic rNPFs per received packet (driver rnpf_rate_ppm: a real invalidation of a random posted RX buffer);\n"+
 		"minor faults resolved at once, major after fault_delay_us = %v; ring warmed before every run; median of %d rounds (min-max)\n",
-		c.Time, c.MajorDelay, c.Rounds)
+		c.AccelName(), c.Time, c.MajorDelay, c.Rounds)
 }
 
 // Table formats the cells and the goals.

@@ -110,8 +110,8 @@ type Config struct {
 	DriverExtra string
 	// MsgSize is RC's SEND size in bytes; default DefaultRCMsgSize.
 	MsgSize int
-	// MemoryMiB and CPUs are the guest's (RC: each guest's memory, one
-	// vCPU); default 1024 MiB and 1 vCPU.
+	// MemoryMiB and CPUs are the guest's (RC: each guest's); default
+	// 1024 MiB and 1 vCPU.
 	MemoryMiB, CPUs int
 }
 

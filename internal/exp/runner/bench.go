@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -34,7 +35,7 @@ func (t Transport[B]) logDir(e *Env, boot int) string {
 	return filepath.Join(e.LogDir, fmt.Sprintf("%s-%d", t.Name, boot))
 }
 
-// Ethernet is the transport of one TCG guest with npfnic on a tap whose
+// Ethernet is the transport of one guest with npfnic on a tap whose
 // host end is in a network namespace (testbed.Start), the device served
 // in this process. setup runs after every boot; a setup that fails fails
 // the boot.
@@ -45,6 +46,7 @@ func Ethernet(e *Env, guest testbed.Config, setup ...func(context.Context, *test
 		Start: func(ctx context.Context, logDir string) (*testbed.Testbed, error) {
 			g := guest
 			g.Images, g.LogDir, g.Progress, g.Trace = e.Images, logDir, e.Logf, e.Trace
+			g.Accel = cmp.Or(g.Accel, e.Accel)
 			return boot(ctx, func() (*testbed.Testbed, error) { return testbed.Start(ctx, g) }, setup)
 		},
 	}
@@ -62,7 +64,7 @@ func CheckEthernetHost(e *Env) error {
 	return nil
 }
 
-// RC is the transport of two TCG guests cabled back to back for RDMA
+// RC is the transport of two guests cabled back to back for RDMA
 // (testbed.StartRDMAPair): pair.A and pair.B say what runs on each.
 func RC(e *Env, pair testbed.RDMAPairConfig, setup ...func(context.Context, *testbed.RDMAPair) error) Transport[*testbed.RDMAPair] {
 	return Transport[*testbed.RDMAPair]{
@@ -70,6 +72,7 @@ func RC(e *Env, pair testbed.RDMAPairConfig, setup ...func(context.Context, *tes
 		Start: func(ctx context.Context, logDir string) (*testbed.RDMAPair, error) {
 			c := pair
 			c.Images, c.LogDir, c.Trace = e.Images, logDir, e.Trace
+			c.Accel = cmp.Or(c.Accel, e.Accel)
 			c.Progress = func(f string, args ...any) { e.Logf("  "+f, args...) }
 			return boot(ctx, func() (*testbed.RDMAPair, error) { return testbed.StartRDMAPair(ctx, c) }, setup)
 		},

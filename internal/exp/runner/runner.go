@@ -20,6 +20,7 @@ import (
 
 	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/report"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
 	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
@@ -36,6 +37,20 @@ type Env struct {
 	// Trace records the device's events over the whole run (package
 	// trace); nil records nothing. The caller writes it out.
 	Trace *trace.Recorder
+	// Accel is the accelerator of every guest of the run: kvm or tcg, as
+	// vm.ResolveAccel resolved it before the run, so that the report
+	// names it; empty or auto leaves the choice to each boot
+	// ($NPFNIC_ACCEL, else auto).
+	Accel vm.Accel
+}
+
+// AccelName names the guests' accelerator for reports: KVM, TCG, or auto
+// when it was not resolved before the run.
+func (e *Env) AccelName() string {
+	if e.Accel == "" {
+		return string(vm.AccelAuto)
+	}
+	return e.Accel.String()
 }
 
 // Logf writes one progress line.

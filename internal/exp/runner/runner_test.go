@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/internal/report"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
 )
 
 func TestRotateAlternateRounds(t *testing.T) {
@@ -301,5 +302,16 @@ func TestParse(t *testing.T) {
 	}
 	if FirstLine("a\nb") != "a" || FirstLine("a") != "a" {
 		t.Error("FirstLine")
+	}
+}
+
+// TestAccelName: reports name the accelerator the run resolved, and say
+// auto when it was left to each boot.
+func TestAccelName(t *testing.T) {
+	for a, want := range map[vm.Accel]string{vm.AccelKVM: "KVM", vm.AccelTCG: "TCG", vm.AccelAuto: "auto", "": "auto"} {
+		e := Env{Accel: a}
+		if got := e.AccelName(); got != want {
+			t.Errorf("Env{Accel: %q}.AccelName() = %q, want %q", string(a), got, want)
+		}
 	}
 }

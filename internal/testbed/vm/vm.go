@@ -1,5 +1,6 @@
-// Package vm is the VM harness: it boots a Linux guest in QEMU (q35, TCG,
-// memfd-shared RAM so vfio-user DMA maps carry file descriptors) with any
+// Package vm is the VM harness: it boots a Linux guest in QEMU (q35, KVM
+// where it works and TCG elsewhere, memfd-shared RAM so vfio-user DMA maps
+// carry file descriptors) with any
 // number of npfnic devices and QEMU NICs, drives the guest through the agent
 // on its second serial port, speaks QMP to QEMU, and keeps the console log
 // and the QMP transcript so a failure can be read afterwards. Several VMs can
@@ -17,7 +18,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -65,8 +65,11 @@ type Config struct {
 	Variant   images.Variant // default base
 	MemoryMiB int            // default 1024
 	CPUs      int            // default 1
-	NPFNICs   []NPFNIC
-	NICs      []QEMUNIC
+	// Accel is kvm, tcg or auto (ResolveAccel); default $NPFNIC_ACCEL,
+	// else auto.
+	Accel   Accel
+	NPFNICs []NPFNIC
+	NICs    []QEMUNIC
 	// DefaultServer serves npfnic devices that name no server.
 	DefaultServer DeviceServer
 	// Append is added to the kernel command line.
@@ -81,7 +84,8 @@ type Config struct {
 	Interactive bool
 	// AllowReboot lets a guest reboot instead of QEMU exiting.
 	AllowReboot bool
-	// BootTimeout bounds the wait for the agent; default 180 s (TCG).
+	// BootTimeout bounds the wait for the agent; default 180 s (a TCG
+	// guest on a loaded host; under KVM it boots in a few seconds).
 	BootTimeout time.Duration
 	// ExtraArgs are appended to QEMU's command line.
 	ExtraArgs []string
@@ -90,6 +94,7 @@ type Config struct {
 // VM is a running guest.
 type VM struct {
 	cfg       Config
+	accel     Accel
 	cmd       *exec.Cmd
 	sockDir   string
 	logDir    string
@@ -130,8 +135,11 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 	if cfg.BootTimeout == 0 {
 		cfg.BootTimeout = 180 * time.Second
 	}
-	v := &VM{cfg: cfg, exited: make(chan struct{})}
-	var err error
+	accel, err := ResolveAccel(ctx, cfg.Images, cfg.Accel)
+	if err != nil {
+		return nil, err
+	}
+	v := &VM{cfg: cfg, accel: accel, exited: make(chan struct{})}
 	// Unix socket paths are limited to 108 bytes: keep them short.
 	reapSockDirs()
 	if v.sockDir, err = os.MkdirTemp("", sockDirPrefix()); err != nil {
@@ -156,6 +164,9 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 
 func (v *VM) path(name string) string { return filepath.Join(v.sockDir, name) }
 
+// Accel is the accelerator the guest runs under: KVM or TCG.
+func (v *VM) Accel() Accel { return v.accel }
+
 // ConsoleLog is the file holding everything the guest printed on its console.
 func (v *VM) ConsoleLog() string { return filepath.Join(v.logDir, "console.log") }
 
@@ -167,67 +178,20 @@ func (v *VM) LogDir() string { return v.logDir }
 
 func (v *VM) start(ctx context.Context) error {
 	img := v.cfg.Images
-	initrd := img.Initramfs
-	if v.cfg.Variant == images.VariantRDMA {
-		initrd = img.RDMAInitramfs
-	}
-	mem := strconv.Itoa(v.cfg.MemoryMiB) + "M"
-	args := []string{
-		"-name", v.cfg.Name,
-		"-machine", "q35,accel=tcg,memory-backend=mem",
-		"-object", "memory-backend-memfd,id=mem,size=" + mem + ",share=on",
-		"-m", mem, "-smp", strconv.Itoa(v.cfg.CPUs),
-		"-nodefaults", "-display", "none", "-vga", "none",
-		"-kernel", img.Kernel.Vmlinux, "-initrd", initrd,
-		"-append", strings.TrimSpace("console=ttyS0 panic=-1 " + v.cfg.Append),
-		"-chardev", "socket,id=agent,path=" + v.path("agent.sock") + ",server=on,wait=off",
-		"-qmp", "unix:" + v.path("qmp.sock") + ",server=on,wait=off",
-	}
-	if v.cfg.Interactive {
-		args = append(args, "-chardev", "stdio,id=con,mux=on,signal=off,logfile="+v.ConsoleLog())
-	} else {
-		args = append(args, "-chardev", "socket,id=con,path="+v.path("console.sock")+",server=on,wait=on")
-	}
-	args = append(args, "-serial", "chardev:con", "-serial", "chardev:agent")
-	if !v.cfg.AllowReboot {
-		args = append(args, "-no-reboot")
-	}
-	port := 0
-	rootPort := func() string {
-		port++
-		id := fmt.Sprintf("rp%d", port)
-		args = append(args, "-device", fmt.Sprintf("pcie-root-port,id=%s,chassis=%d,slot=%d", id, port, port))
-		return id
-	}
+	sockets := make([]string, len(v.cfg.NPFNICs))
 	for i, d := range v.cfg.NPFNICs {
-		sock := d.Socket
-		if sock == "" {
-			sock = v.path(fmt.Sprintf("npfnic%d.sock", i))
-			if err := v.startServer(ctx, i, d.Server, sock); err != nil {
+		sockets[i] = d.Socket
+		if sockets[i] == "" {
+			sockets[i] = v.path(fmt.Sprintf("npfnic%d.sock", i))
+			if err := v.startServer(ctx, i, d.Server, sockets[i]); err != nil {
 				return err
 			}
 		}
-		bus := rootPort()
-		dev, _ := json.Marshal(map[string]any{
-			"driver": "vfio-user-pci", "id": fmt.Sprintf("npfnic%d", i), "bus": bus,
-			"socket": map[string]string{"type": "unix", "path": sock},
-		})
-		args = append(args, "-device", string(dev))
 	}
-	for i, n := range v.cfg.NICs {
-		id := fmt.Sprintf("net%d", i)
-		nd, err := n.Netdev.arg(id)
-		if err != nil {
-			return err
-		}
-		dev := fmt.Sprintf("%s,netdev=%s,bus=%s", n.Model, id, rootPort())
-		if n.MAC != "" {
-			dev += ",mac=" + n.MAC
-		}
-		args = append(args, "-netdev", nd, "-device", dev)
+	args, err := v.qemuArgs(sockets)
+	if err != nil {
+		return err
 	}
-	args = append(args, v.cfg.ExtraArgs...)
-
 	v.cmd = img.QEMU.Command(context.Background(), args...)
 	if v.cfg.Interactive {
 		v.cmd.Stdin, v.cmd.Stdout = os.Stdin, os.Stdout
@@ -250,7 +214,6 @@ func (v *VM) start(ctx context.Context) error {
 		close(v.exited)
 	}()
 
-	var err error
 	if !v.cfg.Interactive {
 		conn, err := v.dial(ctx, v.path("console.sock"))
 		if err != nil {
@@ -270,6 +233,62 @@ func (v *VM) start(ctx context.Context) error {
 	}
 	v.agent = agent.NewClient(aconn)
 	return v.waitAgent(ctx)
+}
+
+// qemuArgs is QEMU's command line for the guest, whose npfnic devices
+// are served on sockets.
+func (v *VM) qemuArgs(sockets []string) ([]string, error) {
+	img := v.cfg.Images
+	initrd := img.Initramfs
+	if v.cfg.Variant == images.VariantRDMA {
+		initrd = img.RDMAInitramfs
+	}
+	args := []string{"-name", v.cfg.Name}
+	args = append(args, machineArgs(v.accel, v.cfg.MemoryMiB, v.cfg.CPUs)...)
+	args = append(args,
+		"-nodefaults", "-display", "none", "-vga", "none",
+		"-kernel", img.Kernel.Vmlinux, "-initrd", initrd,
+		"-append", strings.TrimSpace("console=ttyS0 panic=-1 "+v.cfg.Append),
+		"-chardev", "socket,id=agent,path="+v.path("agent.sock")+",server=on,wait=off",
+		"-qmp", "unix:"+v.path("qmp.sock")+",server=on,wait=off",
+	)
+	if v.cfg.Interactive {
+		args = append(args, "-chardev", "stdio,id=con,mux=on,signal=off,logfile="+v.ConsoleLog())
+	} else {
+		args = append(args, "-chardev", "socket,id=con,path="+v.path("console.sock")+",server=on,wait=on")
+	}
+	args = append(args, "-serial", "chardev:con", "-serial", "chardev:agent")
+	if !v.cfg.AllowReboot {
+		args = append(args, "-no-reboot")
+	}
+	port := 0
+	rootPort := func() string {
+		port++
+		id := fmt.Sprintf("rp%d", port)
+		args = append(args, "-device", fmt.Sprintf("pcie-root-port,id=%s,chassis=%d,slot=%d", id, port, port))
+		return id
+	}
+	for i, sock := range sockets {
+		bus := rootPort()
+		dev, _ := json.Marshal(map[string]any{
+			"driver": "vfio-user-pci", "id": fmt.Sprintf("npfnic%d", i), "bus": bus,
+			"socket": map[string]string{"type": "unix", "path": sock},
+		})
+		args = append(args, "-device", string(dev))
+	}
+	for i, n := range v.cfg.NICs {
+		id := fmt.Sprintf("net%d", i)
+		nd, err := n.Netdev.arg(id)
+		if err != nil {
+			return nil, err
+		}
+		dev := fmt.Sprintf("%s,netdev=%s,bus=%s", n.Model, id, rootPort())
+		if n.MAC != "" {
+			dev += ",mac=" + n.MAC
+		}
+		args = append(args, "-netdev", nd, "-device", dev)
+	}
+	return append(args, v.cfg.ExtraArgs...), nil
 }
 
 func (v *VM) startServer(ctx context.Context, i int, srv DeviceServer, sock string) error {
