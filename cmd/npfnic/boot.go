@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -52,7 +53,7 @@ func parseNIC(s string) (vm.QEMUNIC, error) {
 func runBoot(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("boot", flag.ContinueOnError)
 	opt := addImageFlags(fs)
-	guest := addGuestFlags(fs, 1024, "guest memory in MiB")
+	gf := addGuestFlags(fs, 1024, "guest memory in MiB")
 	devices := fs.Int("npfnic", 1, "number of npfnic devices")
 	server := fs.String("server", "", "serve npfnic devices with this npfnic binary (\"npfnic serve\" in its own process) instead of in-process")
 	rdmaPeer := fs.Bool("rdma-peer", false, "with -rdma: also boot a guest running rdma_rxe over virtio-net, cabled to the first npfnic through QEMU's stream netdev; npfnic0 gets 10.81.0.1, the peer's rxe0 10.81.0.2, and the peer serves ibv_rc_pingpong and perftest (see the banner)")
@@ -68,25 +69,76 @@ func runBoot(ctx context.Context, args []string) error {
 		fmt.Fprintf(fs.Output(), "usage: npfnic boot [flags]\n\nBoots a guest with npfnic devices and attaches this terminal to its console.\nQuit with poweroff in the guest or Ctrl-A X.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	// Everything the command line says is checked before the images are
+	// built: a mistake costs nothing.
 	if *rdmaPeer && (!*rdma || *devices < 1 || *server != "" || *noDriver) {
-		return errors.New("-rdma-peer needs -rdma, an npfnic device served in-process and the driver")
+		return usageErrorf("-rdma-peer needs -rdma, an npfnic device served in-process and the driver")
 	}
-	if err := guest.check(); err != nil {
-		return err
+	if *devices < 0 {
+		return usageErrorf("-npfnic %d: want 0 or more devices", *devices)
+	}
+	// -m and -smp (-accel was checked as it was parsed; it is resolved
+	// after the build, since auto boots a probe guest on the images).
+	if err := gf.check(); err != nil {
+		return badUsage(err)
+	}
+	if *server != "" {
+		if _, err := exec.LookPath(*server); err != nil {
+			if ee := (*exec.Error)(nil); errors.As(err, &ee) {
+				err = unwrapPath(ee.Err, *server)
+			}
+			return usageErrorf("-server %s: %v", *server, err)
+		}
+	}
+	// -trace records the first device (a trace's tracks are one device's).
+	rec, err := tf.recorder()
+	if err != nil {
+		return badUsage(err)
+	}
+	var qnics []vm.QEMUNIC
+	for _, n := range nics {
+		nic, err := parseNIC(n)
+		if err != nil {
+			return usageErrorf("-nic %s: %v", n, err)
+		}
+		qnics = append(qnics, nic)
+	}
+	type copyIn struct {
+		guest string
+		data  []byte
+		mode  os.FileMode
+	}
+	var copies []copyIn
+	for _, f := range files {
+		host, guest, ok := strings.Cut(f, ":")
+		if !ok {
+			guest = "/root/" + baseName(host)
+		}
+		data, err := os.ReadFile(host)
+		if err != nil {
+			return usageErrorf("-file %s: %v", f, err)
+		}
+		fi, _ := os.Stat(host)
+		copies = append(copies, copyIn{guest, data, fi.Mode().Perm()})
+	}
+	if *logDir != "" {
+		if err := checkOutDir("-logs", *logDir); err != nil {
+			return err
+		}
 	}
 	a, err := buildImages(ctx, opt)
 	if err != nil {
 		return err
 	}
-	accel, err := guest.resolve(ctx, a)
+	accel, err := gf.resolve(ctx, a)
 	if err != nil {
 		return err
 	}
 	cfg := vm.Config{
-		Name: "npfnic-boot", Images: a, MemoryMiB: *guest.mem, CPUs: *guest.cpus, Accel: accel, Interactive: true,
+		Name: "npfnic-boot", Images: a, MemoryMiB: *gf.mem, CPUs: *gf.cpus, Accel: accel, Interactive: true,
 		Append: *appendArgs, LogDir: *logDir, AllowReboot: true,
 		DefaultServer: vm.InProcessServer{},
 	}
@@ -98,11 +150,6 @@ func runBoot(ctx context.Context, args []string) error {
 	}
 	for i := 0; i < *devices; i++ {
 		cfg.NPFNICs = append(cfg.NPFNICs, vm.NPFNIC{})
-	}
-	// -trace records the first device (a trace's tracks are one device's).
-	rec, err := tf.recorder()
-	if err != nil {
-		return err
 	}
 	if *tf.path != "" && *devices > 0 {
 		if *server != "" {
@@ -121,31 +168,7 @@ func runBoot(ctx context.Context, args []string) error {
 		defer peer.close()
 		cfg.NPFNICs[0].Server = vm.InProcessServer{Wire: "stream:unix:" + peer.wire, Trace: rec}
 	}
-	for _, n := range nics {
-		nic, err := parseNIC(n)
-		if err != nil {
-			return err
-		}
-		cfg.NICs = append(cfg.NICs, nic)
-	}
-	type copyIn struct {
-		guest string
-		data  []byte
-		mode  os.FileMode
-	}
-	var copies []copyIn
-	for _, f := range files {
-		host, guest, ok := strings.Cut(f, ":")
-		if !ok {
-			guest = "/root/" + baseName(host)
-		}
-		data, err := os.ReadFile(host)
-		if err != nil {
-			return fmt.Errorf("--file %s: %w", f, err)
-		}
-		fi, _ := os.Stat(host)
-		copies = append(copies, copyIn{guest, data, fi.Mode().Perm()})
-	}
+	cfg.NICs = qnics
 
 	fmt.Fprintf(os.Stderr, "booting %s with %d npfnic device(s) (%s); quit with poweroff or Ctrl-A X\n", a.Kernel.Release, *devices, accel)
 	v, err := vm.Start(ctx, cfg)

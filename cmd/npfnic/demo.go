@@ -29,11 +29,43 @@ func runDemo(ctx context.Context, args []string) error {
 	cf := addColdRingFlags(fs, coldRingDefaults{startup: 12 * time.Second, cap: 20 * time.Second, sizes: "64,256", startupRounds: 1})
 	rounds := addRoundsFlag(fs, 3, coldRingRoundsHelp)
 	gf := addGuestFlags(fs, 1024, "memory of each guest in MiB")
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: npfnic demo [flags]\n\n"+
+			"Builds the images, boots a guest with an npfnic device, shows it in lspci, has it DMA, binds\n"+
+			"the driver, runs TCP and memcached through it and ends with a short cold-ring experiment.\n"+
+			"Needs root, iperf3 and libmemcached-tools.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	// Everything the command line says is checked before the images are
+	// built: a mistake costs nothing. -accel was checked as it was parsed;
+	// it is resolved after the build (auto boots a probe guest).
 	if err := gf.check(); err != nil {
+		return badUsage(err)
+	}
+	if *traffic < time.Second || *traffic > time.Hour || *traffic%time.Second != 0 {
+		return usageErrorf("-traffic %v: want whole seconds from 1s to 1h", *traffic)
+	}
+	cold, err := cf.config(runner.Env{LogDir: filepath.Join(*coldOut, "logs")}, *rounds)
+	if err != nil {
+		return badUsage(err)
+	}
+	cold.MemoryMiB, cold.CPUs = *gf.mem, *gf.cpus
+	if *coldRing {
+		if err := cold.Validate(); err != nil {
+			return badUsage(err)
+		}
+	}
+	// The output folders can be made and written.
+	if err := checkOutDir("-logs", *logDir); err != nil {
 		return err
+	}
+	if *coldRing {
+		if err := checkOutDir("-cold-ring-out", *coldOut); err != nil {
+			return err
+		}
 	}
 	a, err := buildImages(ctx, opt)
 	if err != nil {
@@ -43,11 +75,7 @@ func runDemo(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cold, err := cf.config(runner.Env{Images: a, LogDir: filepath.Join(*coldOut, "logs"), Accel: accel}, *rounds)
-	if err != nil {
-		return err
-	}
-	cold.MemoryMiB, cold.CPUs = *gf.mem, *gf.cpus
+	cold.Images, cold.Accel = a, accel
 	step := func(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
 	step("booting %s under %s with one npfnic device (vfio-user, served in this process)", a.Kernel.Release, accel)
 	start := time.Now()
@@ -141,9 +169,6 @@ func runDemo(ctx context.Context, args []string) error {
 		// policy, part (b) at two ring sizes (npfnic exp cold-ring runs
 		// the whole figure).
 		cold.Progress = &stampWriter{w: os.Stdout, start: start}
-		if err := cold.Validate(); err != nil {
-			return err
-		}
 		step("cold ring (Lesokhin et al., ASPLOS'17, Figure 4), short: memaslap from a cold RX ring under %s; (a) %d s per policy at %d entries, (b) %d ops at rings %v (cap %.0f s), %d rounds",
 			strings.Join(cold.Policies, ", "), int(cold.StartupTime/time.Second), cold.StartupRing, cold.Ops, cold.Sizes, cold.Cap.Seconds(), cold.Rounds)
 		results, err := coldring.Run(ctx, cold)

@@ -13,14 +13,16 @@ import (
 
 	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/exp/runner"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
 )
 
 // experiment is one `npfnic exp NAME`: what it adds to the flags, the
 // usage and the run every experiment shares, defined here once: -out,
 // -rounds, -q, the guests' -m, -smp and -accel, the image flags and
-// -trace, the usage text around its
-// description, progress lines stamped with the time since the start, and
-// the report at the end (package internal/exp/runner).
+// -trace, the usage text around its description, the checks of the
+// command line before anything expensive, progress lines stamped with the
+// time since the start, and the report at the end (package
+// internal/exp/runner).
 type experiment struct {
 	name string
 	// synopsis follows "usage: npfnic exp NAME"; default "[flags]".
@@ -38,17 +40,37 @@ type experiment struct {
 	// guests: the experiment boots guests, so it takes the image flags,
 	// -m, -smp and -accel, and records the device's trace with -trace.
 	guests bool
-	// flags adds the experiment's own flags and returns its run.
-	flags func(fs *flag.FlagSet) expRunFunc
+	// flags adds the experiment's own flags and returns its setup.
+	flags func(fs *flag.FlagSet) expSetup
 }
 
-// expRunFunc runs an experiment with what the common flags gave it and
-// returns what it measured, for the report (nil: nothing).
-type expRunFunc func(ctx context.Context, x expRun) (*runner.Outcome, error)
+// expSetup checks the experiment's own flags (values, lists, their
+// combinations) with what the common flags gave it, and returns its run.
+// It runs before any image is built or guest booted, so that a mistake
+// on the command line costs nothing: the run must not fail on a flag.
+// x.Images and x.Accel are empty: they come with the run.
+type expSetup func(x expRun) (expRunFunc, error)
+
+// expRunFunc runs an experiment its setup accepted, on the guests' images
+// and accelerator (zero for an experiment without guests), and returns
+// what it measured, for the report (nil: nothing).
+type expRunFunc func(ctx context.Context, g expGuests) (*runner.Outcome, error)
+
+// expGuests is what an experiment's run gets once its command line passed:
+// the images, built, and the accelerator -accel resolved to (which may
+// boot a probe guest, so it comes after the checks too).
+type expGuests struct {
+	Images *images.Artifacts
+	Accel  vm.Accel
+}
+
+// into puts the images and the accelerator into an experiment's
+// environment.
+func (g expGuests) into(e *runner.Env) { e.Images, e.Accel = g.Images, g.Accel }
 
 // expRun is what the common flags give an experiment: its environment
-// (logs in OUT/logs, progress, trace, images, the accelerator -accel
-// resolved to), -out, -rounds, -m and -smp.
+// (logs in OUT/logs, progress, trace; the images and the accelerator come
+// with the run), -out, -rounds, -m and -smp.
 type expRun struct {
 	runner.Env
 	Out       string
@@ -59,7 +81,9 @@ type expRun struct {
 
 func addRoundsFlag(fs *flag.FlagSet, def int, help string) *int { return fs.Int("rounds", def, help) }
 
-// run runs `npfnic exp NAME args`.
+// run runs `npfnic exp NAME args`: it parses and checks every flag, the
+// experiment's own ones through its setup, then builds the images, runs
+// the experiment and reports.
 func (e experiment) run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("npfnic exp "+e.name, flag.ContinueOnError)
 	outHelp := "output directory: CSV, PNG and the table"
@@ -79,7 +103,7 @@ func (e experiment) run(ctx context.Context, args []string) error {
 		opt, tf = addImageFlags(fs), addTraceFlags(fs)
 		gf = addGuestFlags(fs, e.memory, e.memoryHelp)
 	}
-	run := e.flags(fs)
+	setup := e.flags(fs)
 	synopsis := e.synopsis
 	if synopsis == "" {
 		synopsis = "[flags]"
@@ -89,49 +113,55 @@ func (e experiment) run(ctx context.Context, args []string) error {
 		fs.PrintDefaults()
 	}
 	start := time.Now()
-	progress, err := parseExpFlags(fs, args, quiet, start)
-	if err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	var progress io.Writer = io.Discard
+	if !*quiet {
+		progress = &stampWriter{w: os.Stderr, start: start}
 	}
 	x := expRun{Env: runner.Env{LogDir: filepath.Join(*out, "logs"), Progress: progress}, Out: *out, Rounds: *rounds,
 		MemoryMiB: *gf.mem, CPUs: *gf.cpus}
-	if e.guests {
-		if err := gf.check(); err != nil {
-			return err
-		}
-		if x.Trace, err = tf.recorder(); err != nil {
-			return err
-		}
-		if x.Images, err = buildImages(ctx, opt); err != nil {
-			return err
-		}
-		if x.Accel, err = gf.resolve(ctx, x.Images); err != nil {
-			return err
-		}
-		x.Logf("guests boot under %s", x.Accel)
+	if e.rounds > 0 && (x.Rounds < 1 || x.Rounds > 100) {
+		return usageErrorf("-rounds %d: want 1 to 100", x.Rounds)
 	}
-	o, runErr := run(ctx, x)
+	var err error
+	if e.guests {
+		// -m and -smp (-accel was checked as it was parsed).
+		if err := gf.check(); err != nil {
+			return badUsage(err)
+		}
+		// -trace-events, and the -trace file's folder.
+		if x.Trace, err = tf.recorder(); err != nil {
+			return badUsage(err)
+		}
+	}
+	run, err := setup(x)
+	if err != nil {
+		return badUsage(err)
+	}
+	// -out can be made and written (it is made at the end, with the
+	// results).
+	if err := checkOutDir("-out", x.Out); err != nil {
+		return err
+	}
+	var g expGuests
+	if e.guests {
+		if g.Images, err = buildImages(ctx, opt); err != nil {
+			return err
+		}
+		// After the build: auto boots a probe guest on the images.
+		if g.Accel, err = gf.resolve(ctx, g.Images); err != nil {
+			return err
+		}
+		x.Logf("guests boot under %s", g.Accel)
+	}
+	o, runErr := run(ctx, g)
 	err = runner.Report(os.Stdout, o, *out, start, runErr)
 	if e.guests {
 		err = errors.Join(err, tf.write(x.Trace, os.Stdout))
 	}
 	return err
-}
-
-// parseExpFlags parses an experiment's flags, which take no positional
-// arguments, and returns its progress writer: stderr with each line stamped
-// with the time since start, or nothing when quiet.
-func parseExpFlags(fs *flag.FlagSet, args []string, quiet *bool, start time.Time) (io.Writer, error) {
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() != 0 {
-		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if *quiet {
-		return io.Discard, nil
-	}
-	return &stampWriter{w: os.Stderr, start: start}, nil
 }
 
 // stampWriter prefixes each progress line with the time since the start.

@@ -23,9 +23,9 @@ var expColdRing = experiment{
 		"translation counters and TCP retransmissions. Needs root, iperf3 and libmemcached-tools.",
 	rounds: coldring.DefaultRounds, roundsHelp: coldRingRoundsHelp,
 	memory: 1024, memoryHelp: "guest memory in MiB",
-	flags: func(fs *flag.FlagSet) expRunFunc {
+	flags: func(fs *flag.FlagSet) expSetup {
 		f := addColdRingFlags(fs, coldRingDefaults{startup: coldring.DefaultStartupTime, cap: coldring.DefaultCap, sizes: "16,32,64,128,256,512"})
-		return func(ctx context.Context, x expRun) (*runner.Outcome, error) {
+		return func(x expRun) (expRunFunc, error) {
 			c, err := f.config(x.Env, x.Rounds)
 			if err != nil {
 				return nil, err
@@ -34,8 +34,11 @@ var expColdRing = experiment{
 			if err := c.Validate(); err != nil {
 				return nil, err
 			}
-			results, err := coldring.Run(ctx, c)
-			return coldring.Report(c, results), err
+			return func(ctx context.Context, g expGuests) (*runner.Outcome, error) {
+				g.into(&c.Env)
+				results, err := coldring.Run(ctx, c)
+				return coldring.Report(c, results), err
+			}, nil
 		}
 	},
 }

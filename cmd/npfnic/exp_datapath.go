@@ -18,12 +18,12 @@ var expDatapath = experiment{
 		"for the run. Needs root, iperf3 and libmemcached-tools on the host.",
 	rounds: datapath.DefaultRounds, roundsHelp: "repeat the NICs this many times, interleaved, and report medians (a shared host is noisy)",
 	memory: datapath.DefaultMemoryMiB, memoryHelp: "guest memory in MiB (the same for every NIC)",
-	flags: func(fs *flag.FlagSet) expRunFunc {
+	flags: func(fs *flag.FlagSet) expSetup {
 		nics := fs.String("nics", datapath.NICNames(), "NICs to measure, comma-separated, in this order: "+datapath.NICNames())
 		iperfTime := fs.Duration("time", datapath.DefaultIperfTime, "length of each iperf3 run (one per direction), whole seconds")
 		slapTime := fs.Duration("memaslap-time", datapath.DefaultMemaslapTime, "length of the memaslap run, whole seconds")
 		conc := fs.Int("memaslap-conns", datapath.DefaultMemaslapConcurrency, "memaslap connections")
-		return func(ctx context.Context, x expRun) (*runner.Outcome, error) {
+		return func(x expRun) (expRunFunc, error) {
 			list, err := datapath.LookupNICs(*nics)
 			if err != nil {
 				return nil, fmt.Errorf("-nics: %w", err)
@@ -35,8 +35,11 @@ var expDatapath = experiment{
 			if err := c.Validate(); err != nil {
 				return nil, err
 			}
-			results, err := datapath.Run(ctx, c)
-			return datapath.Report(c, results), err
+			return func(ctx context.Context, g expGuests) (*runner.Outcome, error) {
+				g.into(&c.Env)
+				results, err := datapath.Run(ctx, c)
+				return datapath.Report(c, results), err
+			}, nil
 		}
 	},
 }

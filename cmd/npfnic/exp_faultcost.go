@@ -24,7 +24,7 @@ var expFaultCost = experiment{
 		"device's own share, the ratio per round and the papers' figures; CSV + PNG. Needs root.",
 	memory: 1024, memoryHelp: "guest memory in MiB (rc: of each guest)",
 	rounds: faultcost.DefaultRounds, roundsHelp: "rounds, each with its share of the cycles and of the floor's DIAG_ECHO rounds: the ratio is taken per round",
-	flags: func(fs *flag.FlagSet) expRunFunc {
+	flags: func(fs *flag.FlagSet) expSetup {
 		transport := fs.String("transport", "eth", "eth (RX and TX buffers of the Ethernet rings), rc (RC receives into npfnic's ODP memory from an rdma_rxe guest: RNR NAK), or both (one after the other, then the two side by side)")
 		policy := fs.String("policy", faultcost.DefaultPolicy, "eth: the driver's rx_policy: backup, drop or pin")
 		ring := fs.Int("ring", faultcost.DefaultRingSize, "eth: the driver's rx_ring_size")
@@ -41,7 +41,7 @@ var expFaultCost = experiment{
 		rcIters := fs.Int("rc-iters", 0, fmt.Sprintf("rc: ib_send_bw messages per cycle (-n; default %d, %d with -rc-traffic rnpf)", faultcost.DefaultRCIters, faultcost.DefaultRCRNPFIters))
 		rcRate := fs.Int("rc-rate", 0, fmt.Sprintf("rc: rnpf_rate_ppm with -rc-traffic rnpf (default %d)", faultcost.DefaultRCRatePPM))
 		rcPoll := fs.Bool("rc-poll", false, "rc: npfnic's ib_send_bw busy-polls its CQ (default: it waits on completion events, -e, leaving its guest idle)")
-		return func(ctx context.Context, x expRun) (*runner.Outcome, error) {
+		return func(x expRun) (expRunFunc, error) {
 			runEth, runRC := *transport == "eth" || *transport == "both", *transport == "rc" || *transport == "both"
 			if !runEth && !runRC {
 				return nil, fmt.Errorf("-transport %q: want eth, rc or both", *transport)
@@ -58,15 +58,19 @@ var expFaultCost = experiment{
 			if err := validateBoth(runEth, c.Validate, runRC, rc.Validate); err != nil {
 				return nil, err
 			}
-			var res *faultcost.Result
-			if runEth {
-				var err error
-				if res, err = faultcost.Run(ctx, c); err != nil || !runRC {
-					return faultcost.Report(c, res), err
+			return func(ctx context.Context, g expGuests) (*runner.Outcome, error) {
+				g.into(&c.Env)
+				g.into(&rc.Env)
+				var res *faultcost.Result
+				if runEth {
+					var err error
+					if res, err = faultcost.Run(ctx, c); err != nil || !runRC {
+						return faultcost.Report(c, res), err
+					}
 				}
-			}
-			rcRes, err := faultcost.RunRC(ctx, rc)
-			return faultcost.ReportBoth(c, res, rc, rcRes), err
+				rcRes, err := faultcost.RunRC(ctx, rc)
+				return faultcost.ReportBoth(c, res, rc, rcRes), err
+			}, nil
 		}
 	},
 }

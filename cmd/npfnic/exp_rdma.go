@@ -18,10 +18,10 @@ var expRDMA = experiment{
 		"with min-max and the ratio to rxe-rxe, judges the goals, writes CSV and PNG. Needs root.",
 	rounds: rdmaperf.DefaultRounds, roundsHelp: "rounds; each runs every test on every pair, the pairs' order rotated",
 	memory: 1024, memoryHelp: "memory of each guest in MiB",
-	flags: func(fs *flag.FlagSet) expRunFunc {
+	flags: func(fs *flag.FlagSet) expSetup {
 		pairs := fs.String("pairs", rdmaperf.DefaultPairs, "pairings to measure, SERVER-CLIENT, each rxe (rdma_rxe over virtio-net) or npfnic")
 		iters := fs.Int("iters", rdmaperf.DefaultIters, "perftest iterations per test (-n)")
-		return func(ctx context.Context, x expRun) (*runner.Outcome, error) {
+		return func(x expRun) (expRunFunc, error) {
 			ps, err := rdmaperf.ParsePairs(*pairs)
 			if err != nil {
 				return nil, fmt.Errorf("-pairs: %w", err)
@@ -30,8 +30,11 @@ var expRDMA = experiment{
 			if err := c.Validate(); err != nil {
 				return nil, err
 			}
-			results, err := rdmaperf.Run(ctx, c)
-			return rdmaperf.Report(c, results), err
+			return func(ctx context.Context, g expGuests) (*runner.Outcome, error) {
+				g.into(&c.Env)
+				results, err := rdmaperf.Run(ctx, c)
+				return rdmaperf.Report(c, results), err
+			}, nil
 		}
 	},
 }

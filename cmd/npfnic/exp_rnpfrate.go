@@ -29,7 +29,7 @@ var expRNPFRate = experiment{
 		"rate 0, with `npfnic exp rnr` (virtual time) beside it in the figure. About 15 minutes.",
 	rounds: rnpfrate.DefaultRounds, roundsHelp: "repeat everything this many times (policies interleaved) and report medians with min-max",
 	memory: 1024, memoryHelp: "guest memory in MiB (rc: of each guest)",
-	flags: func(fs *flag.FlagSet) expRunFunc {
+	flags: func(fs *flag.FlagSet) expSetup {
 		transport := fs.String("transport", rnpfrate.TransportEth, "eth (TCP: backup ring against drop) or rc (RDMA SEND: RNR NAK against drop)")
 		policies := fs.String("policies", "", "policies, comma-separated: eth: pin (the optimum), drop, backup (default all three); rc: rnr, drop (default both)")
 		rates := fs.String("rates", "0,1e-4,1e-3,1e-2,1e-1", "synthetic rNPFs per received packet (rc: per message), comma-separated")
@@ -39,7 +39,7 @@ var expRNPFRate = experiment{
 		extra := fs.String("driver-params", "", "extra npfnic.ko parameters for every load, e.g. atc_entries=4096 (eth only)")
 		size := fs.Int("size", 0, fmt.Sprintf("rc: SEND size in bytes (default %d)", rnpfrate.DefaultRCMsgSize))
 		sim := fs.Bool("sim", true, "rc: also run `npfnic exp rnr` (virtual time, a few seconds) and draw it beside the measurement")
-		return func(ctx context.Context, x expRun) (*runner.Outcome, error) {
+		return func(x expRun) (expRunFunc, error) {
 			r, err := rnpfrate.ParseRates(*rates)
 			if err != nil {
 				return nil, fmt.Errorf("-rates: %w", err)
@@ -54,20 +54,23 @@ var expRNPFRate = experiment{
 			if err := c.Validate(); err != nil {
 				return nil, err
 			}
-			if c.Transport == rnpfrate.TransportEth {
-				results, err := rnpfrate.Run(ctx, c)
-				return rnpfrate.Report(c, results), err
-			}
-			results, err := rnpfrate.RunRC(ctx, c)
-			var sw *rnpfrate.Sim
-			if *sim && len(results) > 0 && ctx.Err() == nil {
-				// Once the guests are gone: it takes the host's CPUs.
-				var serr error
-				if sw, serr = rnpfrate.RunSim(ctx, c.Progress); serr != nil {
-					return nil, fmt.Errorf("npfnic exp rnr: %w", serr)
+			return func(ctx context.Context, g expGuests) (*runner.Outcome, error) {
+				g.into(&c.Env)
+				if c.Transport == rnpfrate.TransportEth {
+					results, err := rnpfrate.Run(ctx, c)
+					return rnpfrate.Report(c, results), err
 				}
-			}
-			return rnpfrate.ReportRC(c, results, sw), err
+				results, err := rnpfrate.RunRC(ctx, c)
+				var sw *rnpfrate.Sim
+				if *sim && len(results) > 0 && ctx.Err() == nil {
+					// Once the guests are gone: it takes the host's CPUs.
+					var serr error
+					if sw, serr = rnpfrate.RunSim(ctx, c.Progress); serr != nil {
+						return nil, fmt.Errorf("the simulation beside it (npfnic exp rnr): %w", serr)
+					}
+				}
+				return rnpfrate.ReportRC(c, results, sw), err
+			}, nil
 		}
 	},
 }

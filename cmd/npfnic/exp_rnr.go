@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/npfnic/npfnic/ibrc"
 	"github.com/npfnic/npfnic/internal/exp/rnrsweep"
@@ -18,7 +19,7 @@ var expRNR = experiment{
 	about: "RC throughput against the receive-fault rate on a simulated link, in virtual time: RNR NAK\n" +
 		"against drop-and-timeout, for minor and major fault resolution times (Lesokhin et al.,\n" +
 		"ASPLOS'17, Fig. 10 right). Two ibrc engines, no guests; a few seconds of host CPU.",
-	flags: func(fs *flag.FlagSet) expRunFunc {
+	flags: func(fs *flag.FlagSet) expSetup {
 		c := rnrsweep.DefaultConfig()
 		rates := fs.String("rates", runner.JoinFloats(c.FaultRates), "receive fault probabilities per packet, comma-separated")
 		res := fs.String("resolution", runner.JoinDurations(c.Resolutions), "page-fault resolution times (minor, major), comma-separated")
@@ -33,7 +34,7 @@ var expRNR = experiment{
 		minMiB := fs.Int64("min-mib", c.MinBytes>>20, "least MiB sent per point")
 		fs.IntVar(&c.Window, "window", c.Window, "PSNs in flight per QP")
 		fs.Uint64Var(&c.Seed, "seed", c.Seed, "fault injection seed")
-		return func(ctx context.Context, x expRun) (*runner.Outcome, error) {
+		return func(x expRun) (expRunFunc, error) {
 			var err error
 			if c.FaultRates, err = runner.ParseFloats(*rates, "rate"); err != nil {
 				return nil, fmt.Errorf("-rates: %w", err)
@@ -42,13 +43,18 @@ var expRNR = experiment{
 				return nil, fmt.Errorf("-resolution: %w", err)
 			}
 			c.MTU = 0
+			var mtus []string
 			for m := ibrc.MTU256; m <= ibrc.MTU4096; m++ {
+				mtus = append(mtus, fmt.Sprint(m.Bytes()))
 				if m.Bytes() == *mtu {
 					c.MTU = m
 				}
 			}
-			if *timeout > 31 {
-				return nil, fmt.Errorf("-timeout %d: must be 1-31", *timeout)
+			if c.MTU == 0 {
+				return nil, fmt.Errorf("-mtu %d: want %s", *mtu, strings.Join(mtus, ", "))
+			}
+			if *timeout < 1 || *timeout > 31 {
+				return nil, fmt.Errorf("-timeout %d: want 1 to 31", *timeout)
 			}
 			c.Timeout = uint8(*timeout)
 			c.MinBytes, c.MaxBytes = *minMiB<<20, *maxMiB<<20
@@ -56,11 +62,13 @@ var expRNR = experiment{
 				return nil, err
 			}
 			c.Progress = rnrsweep.ProgressTo(x.Progress, "")
-			base, points, err := rnrsweep.Run(ctx, c)
-			if err != nil {
-				return nil, err
-			}
-			return rnrsweep.Report(c, base, points), nil
+			return func(ctx context.Context, _ expGuests) (*runner.Outcome, error) {
+				base, points, err := rnrsweep.Run(ctx, c)
+				if err != nil {
+					return nil, err
+				}
+				return rnrsweep.Report(c, base, points), nil
+			}, nil
 		}
 	},
 }

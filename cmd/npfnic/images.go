@@ -16,7 +16,10 @@ func addImageFlags(fs *flag.FlagSet) *images.Options {
 	return opt
 }
 
-func buildImages(ctx context.Context, opt *images.Options) (*images.Artifacts, error) {
+// buildImages builds (or checks) the images: the first expensive step of
+// every command that boots guests, after the checks of its command line.
+// Tests replace it to see that a bad command line fails before it.
+var buildImages = func(ctx context.Context, opt *images.Options) (*images.Artifacts, error) {
 	b, err := images.New(*opt)
 	if err != nil {
 		return nil, err
@@ -27,7 +30,13 @@ func buildImages(ctx context.Context, opt *images.Options) (*images.Artifacts, e
 func runImages(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("images", flag.ContinueOnError)
 	opt := addImageFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: npfnic images [-cache DIR] [-mirror URL]\n\n"+
+			"Builds the QEMU, kernel, driver and initramfs images, or checks that the cache holds them,\n"+
+			"and prints their paths.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	a, err := buildImages(ctx, opt)

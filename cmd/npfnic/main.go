@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -30,10 +31,11 @@ type command struct {
 var commands = []command{
 	{"boot", runBoot, "boot a guest with an npfnic device and attach to its console"},
 	{"demo", runDemo, "boot a guest with an npfnic device, bind the driver and exercise the device (the README's main job)"},
-	{"exp", runExp, "run an experiment (npfnic exp help)"},
+	{"exp", runExp, "run an experiment (npfnic exp -h lists them)"},
 	{"images", runImages, "build (or check) the QEMU, kernel, driver and initramfs images"},
 	{"serve", runServe, "serve one npfnic device on a vfio-user socket"},
 	{"trace", runTrace, "read a device trace (-trace): page fault stage latencies, and one fault drawn as a PNG"},
+	{"version", runVersion, "print the module version, VCS revision and Go version (also --version)"},
 }
 
 var experiments = []command{
@@ -55,33 +57,102 @@ func lookup(table []command, name string) (command, bool) {
 	return command{}, false
 }
 
-func usage() {
-	fmt.Fprintf(os.Stderr, "usage: npfnic COMMAND [flags]\n\ncommands:\n")
+// stdout and stderr are where the command line's own output goes: usage,
+// help, errors and the version. Tests replace them.
+var (
+	stdout io.Writer = os.Stdout
+	stderr io.Writer = os.Stderr
+)
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "usage: npfnic COMMAND [flags]\n\ncommands:\n")
 	for _, c := range commands {
-		fmt.Fprintf(os.Stderr, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(os.Stderr, "\nnpfnic COMMAND -h shows a command's flags.\n")
+	fmt.Fprintf(w, "\n'npfnic help COMMAND' or 'npfnic COMMAND -h' shows a command's flags;\n"+
+		"'npfnic exp -h' lists the experiments. Exit status: 0 done, 1 failed, 2 bad command line.\n")
 }
 
 func main() {
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "help" || os.Args[1] == "--help" {
-		usage()
-		os.Exit(2)
+	os.Exit(run(interruptible(), os.Args[1:]))
+}
+
+// run runs the command line args (without the program name) and returns
+// the exit status: 0 when the command did its job or printed the help
+// asked for, 1 when it failed, 2 when the command line is wrong (the
+// error and a hint on stderr; the usage on stdout is one -h away).
+func run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exit("", errUsageShown)
 	}
-	cmd, ok := lookup(commands, os.Args[1])
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help":
+		name, args = "help", args[1:]
+	case "help":
+		args = args[1:]
+	case "-version", "--version":
+		name, args = "version", args[1:]
+	default:
+		args = args[1:]
+	}
+	var err error
+	path := name
+	switch c, ok := lookup(commands, name); {
+	case name == "help":
+		err = runHelp(ctx, args)
+	case ok:
+		err = c.run(ctx, args)
+	case strings.HasPrefix(name, "-"):
+		path, err = "", usageErrorf("flag provided but not defined: %s", name)
+	default:
+		path, err = "", usageErrorf("unknown command %q", name)
+	}
+	return exit(path, err)
+}
+
+// exit reports err of the command path ("boot", "exp rnr", "" for npfnic
+// itself) on stderr and returns the exit status.
+func exit(path string, err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if errors.Is(err, errUsageShown) {
+		return 2
+	}
+	var pe *pathError
+	if errors.As(err, &pe) {
+		path, err = pe.path, pe.err
+	}
+	prog := strings.TrimSpace("npfnic " + path)
+	fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "run '%s -h' for usage\n", prog)
+		return 2
+	}
+	return 1
+}
+
+// runHelp is "npfnic help [COMMAND [NAME]]": the usage of npfnic, of a
+// command, or of an experiment, on stdout.
+func runHelp(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] == "help" || strings.HasPrefix(args[0], "-") && len(args) == 1 {
+		usage(stdout)
+		return nil
+	}
+	c, ok := lookup(commands, args[0])
 	if !ok {
-		fmt.Fprintf(os.Stderr, "npfnic: unknown command %q\n\n", os.Args[1])
-		usage()
-		os.Exit(2)
+		return usageErrorf("unknown command %q", args[0])
 	}
-	ctx := interruptible()
-	if err := cmd.run(ctx, os.Args[2:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
-		fmt.Fprintf(os.Stderr, "npfnic %s: %v\n", os.Args[1], err)
-		os.Exit(1)
+	if args[0] == "exp" && len(args) > 1 {
+		return c.run(ctx, append([]string{"help"}, args[1:]...))
 	}
+	if len(args) > 1 {
+		return usageErrorf("unexpected argument %q after %s", args[1], args[0])
+	}
+	return c.run(ctx, []string{"-h"})
 }
 
 // interruptible returns a context cancelled by the first SIGINT or
@@ -104,18 +175,43 @@ func interruptible() context.Context {
 	return ctx
 }
 
+// runExp is "npfnic exp NAME [flags]"; "npfnic exp" alone, -h or help
+// lists the experiments, "npfnic exp help NAME" shows one's usage.
 func runExp(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" {
-		var lines []string
+	list := func(w io.Writer) {
+		fmt.Fprintf(w, "usage: npfnic exp NAME [flags]\n\nexperiments:\n")
 		for _, e := range experiments {
-			lines = append(lines, fmt.Sprintf("  %-12s %s", e.name, e.summary))
+			fmt.Fprintf(w, "  %-12s %s\n", e.name, e.summary)
 		}
-		fmt.Fprintf(os.Stderr, "usage: npfnic exp NAME [flags]\n\nexperiments:\n%s\n", strings.Join(lines, "\n"))
+		fmt.Fprintf(w, "\n'npfnic exp NAME -h' shows an experiment's flags.\n")
+	}
+	if len(args) == 0 {
+		list(stderr)
+		return errUsageShown
+	}
+	name := args[0]
+	switch {
+	case name == "-h" || name == "-help" || name == "--help" || name == "help" && len(args) == 1:
+		list(stdout)
 		return flag.ErrHelp
+	case name == "help":
+		if len(args) > 2 {
+			return usageErrorf("unexpected argument %q after help %s", args[2], args[1])
+		}
+		name, args = args[1], []string{args[1], "-h"}
+	case strings.HasPrefix(name, "-"):
+		return usageErrorf("%s: flags go after the experiment's name (npfnic exp NAME %s)", name, name)
 	}
-	e, ok := lookup(experiments, args[0])
+	e, ok := lookup(experiments, name)
 	if !ok {
-		return fmt.Errorf("unknown experiment %q (npfnic exp help lists them)", args[0])
+		names := make([]string, len(experiments))
+		for i, e := range experiments {
+			names[i] = e.name
+		}
+		return usageErrorf("unknown experiment %q (want %s)", name, strings.Join(names, ", "))
 	}
-	return e.run(ctx, args[1:])
+	if err := e.run(ctx, args[1:]); err != nil {
+		return &pathError{path: "exp " + name, err: err}
+	}
+	return nil
 }

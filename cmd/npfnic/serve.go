@@ -38,64 +38,75 @@ func runServe(ctx context.Context, args []string) error {
 		fmt.Fprintf(fs.Output(), "usage: npfnic serve --socket PATH [--wire SPEC [--pcap FILE]] [--mac MAC] [--queues N] [--atc-entries N] [--trace FILE [--trace-events N]] [--log-level LEVEL] [--handshake-timeout D] [--stall-timeout D] [--handover-timeout D]\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 0 {
-		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
-	}
+	// The command line is checked whole before the network or the
+	// socket is touched. Errors name the flag; main prefixes the command.
 	if *socket == "" {
-		fs.Usage()
-		return errors.New("serve: --socket is required")
+		return usageErrorf("--socket is required")
+	}
+	if err := checkOutFile("--socket", *socket); err != nil {
+		return err
 	}
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(strings.ToLower(*level))); err != nil {
-		return fmt.Errorf("serve: bad --log-level %q", *level)
+		return usageErrorf("--log-level %q: want debug, info, warn or error", *level)
 	}
 	var mac net.HardwareAddr
 	if *macFlag != "" {
 		m, err := net.ParseMAC(*macFlag)
 		if err != nil || len(m) != 6 || m[0]&1 != 0 {
-			return fmt.Errorf("serve: bad --mac %q: want a unicast Ethernet address", *macFlag)
+			return usageErrorf("--mac %q: want a unicast Ethernet address, e.g. 52:54:00:12:34:56", *macFlag)
 		}
 		mac = m
 	}
 	if *handshake <= 0 || *stall <= 0 || *handover <= 0 {
-		return errors.New("serve: --handshake-timeout, --stall-timeout and --handover-timeout must be positive")
+		return usageErrorf("--handshake-timeout, --stall-timeout and --handover-timeout must be positive")
 	}
 	if *queues < 1 || *queues > hw.PairMax {
-		return fmt.Errorf("serve: --queues %d: want 1..%d", *queues, hw.PairMax)
+		return usageErrorf("--queues %d: want 1 to %d", *queues, hw.PairMax)
+	}
+	if *atc < 0 || *atc > hw.ATCCapacityMax {
+		return usageErrorf("--atc-entries %d: want 1 to %d (0: %d)", *atc, hw.ATCCapacityMax, ats.DefaultCapacity)
 	}
 	if *pcap != "" && *wireSpec == "" {
-		return errors.New("serve: --pcap needs --wire")
+		return usageErrorf("--pcap needs --wire")
+	}
+	if *pcap != "" {
+		if err := checkOutFile("--pcap", *pcap); err != nil {
+			return err
+		}
 	}
 	if *wireSpec != "" {
-		// Reject a bad spec before touching the network or the socket.
+		// port's errors say "wire:" already.
 		if _, err := port.ParseSpec(*wireSpec); err != nil {
-			return fmt.Errorf("serve: --wire: %w", err)
+			return badUsage(err)
 		}
 	}
 	rec, err := tf.recorder()
 	if err != nil {
-		return fmt.Errorf("serve: %w", err)
+		return badUsage(err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
 	var wirePort port.Port
 	if *wireSpec != "" {
 		p, err := port.OpenRecorded(*wireSpec, *pcap, logger.With("part", "wire"))
 		if err != nil {
-			return fmt.Errorf("serve: --wire: %w", err)
+			if spec, _ := port.ParseSpec(*wireSpec); spec.Kind == "tap" && errors.Is(err, os.ErrPermission) {
+				err = fmt.Errorf("%w: --wire %s needs root or CAP_NET_ADMIN; use --wire stream:unix:PATH without", err, *wireSpec)
+			}
+			return err
 		}
 		wirePort = p
 	}
-	// The NIC validates the rest of its options (--atc-entries).
 	dev, err := npfnic.New(npfnic.Options{Logger: logger, Wire: wirePort, MAC: mac, MACSeed: *socket, QueuePairs: *queues,
 		ATCCapacity: *atc, Trace: rec})
 	if err != nil {
 		if wirePort != nil {
 			wirePort.Close()
 		}
-		return fmt.Errorf("serve: %w", err)
+		return err
 	}
 	// Close stops the datapath and closes the wire, completing a pcap.
 	defer dev.Close()

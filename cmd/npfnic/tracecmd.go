@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -36,14 +37,31 @@ func runTrace(ctx context.Context, args []string) error {
 			"The trace itself opens in Perfetto (ui.perfetto.dev) or chrome://tracing.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	files, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return errors.New("want one trace file")
+	switch len(files) {
+	case 0:
+		return usageErrorf("no trace file named: npfnic trace [flags] FILE")
+	case 1:
+	default:
+		return usageErrorf("want one trace file, got %d: %q", len(files), files)
 	}
-	path := fs.Arg(0)
+	if *out != "" {
+		if err := checkOutFile("-out", *out); err != nil {
+			return err
+		}
+	}
+	if *dir != "" && *dir != "rx" && *dir != "tx" && *dir != "rc" {
+		return usageErrorf("-dir %q: want rx, tx or rc", *dir)
+	}
+	if *pick != "median" && *pick != "slowest" && *pick != "first" {
+		if n, err := strconv.Atoi(*pick); err != nil || n < 1 {
+			return usageErrorf("-fault %q: want median, slowest, first or a fault's number (1, 2, ...)", *pick)
+		}
+	}
+	path := files[0]
 	events, lost, err := trace.ReadFile(path)
 	if err != nil {
 		return err
@@ -64,9 +82,6 @@ func runTrace(ctx context.Context, args []string) error {
 	sort.Strings(kinds)
 	fmt.Printf("  %s\n", strings.Join(kinds, ", "))
 
-	if *dir != "" && *dir != "rx" && *dir != "tx" && *dir != "rc" {
-		return fmt.Errorf("-dir %q: want rx, tx or rc", *dir)
-	}
 	var complete []trace.Timeline
 	if *dir != "rc" {
 		for _, tl := range trace.Timelines(events, uint64(*vector)) {

@@ -24,17 +24,25 @@ func addTraceFlags(fs *flag.FlagSet) *traceFlags {
 	}
 }
 
+// check checks -trace-events and that the -trace file can be written,
+// before the command starts anything.
+func (f *traceFlags) check() error {
+	if *f.path == "" {
+		return nil
+	}
+	if *f.events < 0 || *f.events > trace.MaxCapacity {
+		return usageErrorf("-trace-events %d: want 1 to %d (0: %d)", *f.events, trace.MaxCapacity, trace.DefaultCapacity)
+	}
+	return checkOutFile("-trace", *f.path)
+}
+
 // recorder returns the recorder the device records into, nil without
 // -trace.
 func (f *traceFlags) recorder() (*trace.Recorder, error) {
-	if *f.path == "" {
-		return nil, nil
+	if err := f.check(); err != nil || *f.path == "" {
+		return nil, err
 	}
-	r, err := trace.New(*f.events)
-	if err != nil {
-		return nil, fmt.Errorf("-trace-events: %w", err)
-	}
-	return r, nil
+	return trace.New(*f.events)
 }
 
 // write writes r to the -trace file and says so on w; nothing without

@@ -150,7 +150,7 @@ func (r *Recorder) WriteFile(path string) error {
 	}
 	if err := WriteJSON(f, events, lost); err != nil {
 		f.Close()
-		return fmt.Errorf("trace: write %s: %w", path, err)
+		return fmt.Errorf("trace: %w", err) // "write PATH: ..."
 	}
 	return f.Close()
 }
@@ -174,7 +174,7 @@ func ReadJSON(rd io.Reader) (events []Event, lost uint64, err error) {
 	dec := json.NewDecoder(rd)
 	dec.UseNumber()
 	if err := dec.Decode(&doc); err != nil {
-		return nil, 0, fmt.Errorf("trace: %w", err)
+		return nil, 0, fmt.Errorf("not a device trace: %w", err)
 	}
 	byName := map[string]Kind{}
 	for k := Kind(1); k < kindCount; k++ {
@@ -186,15 +186,15 @@ func ReadJSON(rd io.Reader) (events []Event, lost uint64, err error) {
 		}
 		k, ok := byName[te.Name]
 		if !ok {
-			return nil, 0, fmt.Errorf("trace: event %d: unknown name %q", i, te.Name)
+			return nil, 0, fmt.Errorf("event %d: unknown name %q", i, te.Name)
 		}
 		e := Event{Kind: k, Track: Track(te.Tid)}
 		if e.TS, err = nanos(te.TS); err != nil {
-			return nil, 0, fmt.Errorf("trace: event %d: ts: %w", i, err)
+			return nil, 0, fmt.Errorf("event %d: ts: %w", i, err)
 		}
 		if te.Ph == "X" {
 			if e.Dur, err = nanos(te.Dur); err != nil {
-				return nil, 0, fmt.Errorf("trace: event %d: dur: %w", i, err)
+				return nil, 0, fmt.Errorf("event %d: dur: %w", i, err)
 			}
 		}
 		an := args[k]
@@ -202,11 +202,11 @@ func ReadJSON(rd io.Reader) (events []Event, lost uint64, err error) {
 			an.a = "a"
 		}
 		if e.A, err = argValue(te.Args, an.a); err != nil {
-			return nil, 0, fmt.Errorf("trace: event %d: %w", i, err)
+			return nil, 0, fmt.Errorf("event %d: %w", i, err)
 		}
 		if an.b != "" {
 			if e.B, err = argValue(te.Args, an.b); err != nil {
-				return nil, 0, fmt.Errorf("trace: event %d: %w", i, err)
+				return nil, 0, fmt.Errorf("event %d: %w", i, err)
 			}
 		}
 		events = append(events, e)
@@ -221,7 +221,11 @@ func ReadFile(path string) ([]Event, uint64, error) {
 		return nil, 0, err
 	}
 	defer f.Close()
-	return ReadJSON(f)
+	events, lost, err := ReadJSON(f)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return events, lost, nil
 }
 
 func nanos(n json.Number) (int64, error) {

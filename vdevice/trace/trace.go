@@ -204,13 +204,16 @@ type Recorder struct {
 // 40 MiB, a few seconds of a fully loaded datapath and hours of faults.
 const DefaultCapacity = 1 << 20
 
+// MaxCapacity is the largest ring New takes: 10 GiB.
+const MaxCapacity = 1 << 28
+
 // New returns a recorder that keeps the newest capacity events.
 func New(capacity int) (*Recorder, error) {
 	if capacity == 0 {
 		capacity = DefaultCapacity
 	}
-	if capacity < 1 || capacity > 1<<28 {
-		return nil, fmt.Errorf("trace: capacity %d: want 1..%d events", capacity, 1<<28)
+	if capacity < 1 || capacity > MaxCapacity {
+		return nil, fmt.Errorf("trace: capacity %d: want 1..%d events", capacity, MaxCapacity)
 	}
 	return &Recorder{ring: make([]Event, capacity)}, nil
 }

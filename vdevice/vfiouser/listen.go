@@ -50,7 +50,7 @@ func Listen(path string) (*net.UnixListener, error) {
 	}
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("vdevice: listen on %s: %w", path, err)
+		return nil, fmt.Errorf("vdevice: %w", err) // "listen unix PATH: ..."
 	}
 	l.SetUnlinkOnClose(true)
 	return l, nil

@@ -129,12 +129,10 @@ func (c *Config) setDefaults() {
 	c.CPUs = cmp.Or(c.CPUs, 1)
 }
 
-// Validate checks a configuration (after defaults).
+// Validate checks what a user chose (after defaults), before any image
+// is built; Run also needs Images.
 func (c *Config) Validate() error {
 	c.setDefaults()
-	if c.Images == nil {
-		return errors.New("coldring: Config.Images is required")
-	}
 	if c.LogDir == "" {
 		return errors.New("coldring: Config.LogDir is required")
 	}
@@ -143,43 +141,43 @@ func (c *Config) Validate() error {
 		switch p {
 		case "off", "pin", "drop", "backup":
 		default:
-			return fmt.Errorf("coldring: unknown policy %q (want off, pin, drop, backup)", p)
+			return fmt.Errorf("unknown policy %q (want off, pin, drop, backup)", p)
 		}
 		if seen[p] {
-			return fmt.Errorf("coldring: policy %q listed twice", p)
+			return fmt.Errorf("policy %q listed twice", p)
 		}
 		seen[p] = true
 	}
 	ringOK := func(n int) bool { return n >= 8 && n <= 4096 && n&(n-1) == 0 }
 	if !ringOK(c.StartupRing) {
-		return fmt.Errorf("coldring: startup ring %d: want a power of two from 8 to 4096", c.StartupRing)
+		return fmt.Errorf("startup ring %d: want a power of two from 8 to 4096", c.StartupRing)
 	}
 	for _, s := range c.Sizes {
 		if !ringOK(s) {
-			return fmt.Errorf("coldring: ring size %d: want a power of two from 8 to 4096", s)
+			return fmt.Errorf("ring size %d: want a power of two from 8 to 4096", s)
 		}
 	}
 	if c.StartupTime < time.Second || c.StartupTime > time.Hour || c.StartupTime%time.Second != 0 {
-		return fmt.Errorf("coldring: startup time %v: want whole seconds from 1 s to 1 h", c.StartupTime)
+		return fmt.Errorf("startup time %v: want whole seconds from 1 s to 1 h", c.StartupTime)
 	}
 	if c.Ops < 1 || c.Cap < time.Second || c.Conns < 1 || c.Conns > 1024 || c.Rounds < 1 || c.Rounds > 100 || c.StartupRounds < 0 {
-		return fmt.Errorf("coldring: ops %d, cap %v, conns %d, rounds %d out of range", c.Ops, c.Cap, c.Conns, c.Rounds)
+		return fmt.Errorf("ops %d, cap %v, conns %d, rounds %d out of range", c.Ops, c.Cap, c.Conns, c.Rounds)
 	}
 	if c.SkipStartup && c.SkipSweep {
-		return errors.New("coldring: both parts skipped")
+		return errors.New("both parts skipped")
 	}
 	seenN := map[int]bool{}
 	for _, n := range c.FaultAhead {
 		if n < 0 || n > MaxFaultAhead {
-			return fmt.Errorf("coldring: fault_ahead %d: want 0 to %d", n, MaxFaultAhead)
+			return fmt.Errorf("fault_ahead %d: want 0 to %d", n, MaxFaultAhead)
 		}
 		if seenN[n] {
-			return fmt.Errorf("coldring: fault_ahead %d listed twice", n)
+			return fmt.Errorf("fault_ahead %d listed twice", n)
 		}
 		seenN[n] = true
 	}
 	if len(c.FaultAhead) > 0 && (c.SkipSweep || !slices.Contains(c.Policies, "pin")) {
-		return errors.New("coldring: the fault-ahead sweep (part c) is judged against pin: it needs part (b) with pin")
+		return errors.New("the fault-ahead sweep (part c) is judged against pin: it needs part (b) with pin")
 	}
 	return nil
 }
@@ -238,6 +236,9 @@ func (r Result) Failed() bool { return r.Err != nil }
 func Run(ctx context.Context, c Config) ([]Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
+	}
+	if c.Images == nil {
+		return nil, errors.New("coldring: Config.Images is required")
 	}
 	var results []Result
 	err := runner.Loop[*testbed.Testbed, job]{

@@ -175,28 +175,26 @@ func (c *Config) setDefaults() {
 	c.Rounds = cmp.Or(c.Rounds, DefaultRounds)
 }
 
-// Validate checks a configuration (after defaults).
+// Validate checks what a user chose (after defaults), before any image
+// is built; Run also needs Images.
 func (c *Config) Validate() error {
 	c.setDefaults()
-	if c.Images == nil {
-		return errors.New("datapath: Config.Images is required")
-	}
 	for _, d := range []struct {
 		name string
 		d    time.Duration
 	}{{"iperf3 time", c.IperfTime}, {"memaslap time", c.MemaslapTime}} {
 		if d.d < time.Second || d.d > time.Hour || d.d%time.Second != 0 {
-			return fmt.Errorf("datapath: %s %v: want whole seconds from 1 s to 1 h", d.name, d.d)
+			return fmt.Errorf("%s %v: want whole seconds from 1 s to 1 h", d.name, d.d)
 		}
 	}
 	if c.MemoryMiB < 256 || c.CPUs < 1 || c.CPUs > 64 {
-		return fmt.Errorf("datapath: guest of %d MiB and %d vCPUs: want at least 256 MiB and 1 to 64 vCPUs", c.MemoryMiB, c.CPUs)
+		return fmt.Errorf("guest of %d MiB and %d vCPUs: want at least 256 MiB and 1 to 64 vCPUs", c.MemoryMiB, c.CPUs)
 	}
 	if c.MemaslapConcurrency < 1 || c.MemaslapConcurrency > 1024 {
-		return fmt.Errorf("datapath: memaslap concurrency %d: want 1 to 1024", c.MemaslapConcurrency)
+		return fmt.Errorf("memaslap concurrency %d: want 1 to 1024", c.MemaslapConcurrency)
 	}
 	if c.Rounds < 1 || c.Rounds > 100 {
-		return fmt.Errorf("datapath: %d rounds: want 1 to 100", c.Rounds)
+		return fmt.Errorf("%d rounds: want 1 to 100", c.Rounds)
 	}
 	return nil
 }
@@ -232,6 +230,9 @@ type Result struct {
 func Run(ctx context.Context, c Config) ([]Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
+	}
+	if c.Images == nil {
+		return nil, errors.New("datapath: Config.Images is required")
 	}
 	if c.LogDir == "" {
 		d, err := os.MkdirTemp("", "npfnic-datapath-")

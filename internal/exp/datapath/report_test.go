@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -138,7 +139,8 @@ func TestLookupNICs(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	ok := Config{Env: runner.Env{Images: &images.Artifacts{}}}
+	// Validate checks what a user chose, before the images are built.
+	ok := Config{}
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +148,6 @@ func TestValidate(t *testing.T) {
 		t.Errorf("defaults not applied: %+v", ok)
 	}
 	for name, c := range map[string]Config{
-		"no images":       {},
 		"fraction":        {Env: runner.Env{Images: &images.Artifacts{}}, IperfTime: 1500 * time.Millisecond},
 		"too short":       {Env: runner.Env{Images: &images.Artifacts{}}, MemaslapTime: 500 * time.Millisecond},
 		"tiny guest":      {Env: runner.Env{Images: &images.Artifacts{}}, MemoryMiB: 64},
@@ -157,6 +158,9 @@ func TestValidate(t *testing.T) {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	if _, err := Run(context.Background(), Config{}); err == nil || !strings.Contains(err.Error(), "Images") {
+		t.Errorf("Run without images: %v, want an error naming Images", err)
 	}
 }
 

@@ -114,32 +114,33 @@ func (c *Config) setDefaults() {
 	c.Pings = cmp.Or(c.Pings, 10)
 }
 
-// Validate checks a configuration (after defaults).
+// Validate checks what a user chose (after defaults), before any image
+// is built; Run also needs Images.
 func (c *Config) Validate() error {
 	c.setDefaults()
-	if c.Images == nil || c.LogDir == "" {
-		return errors.New("faultcost: Config needs Images and LogDir")
+	if c.LogDir == "" {
+		return errors.New("faultcost: Config needs LogDir")
 	}
 	switch c.Policy {
 	case "pin", "drop", "backup":
 	default:
-		return fmt.Errorf("faultcost: policy %q: want backup, drop or pin", c.Policy)
+		return fmt.Errorf("policy %q: want backup, drop or pin", c.Policy)
 	}
 	if c.RingSize < 8 || c.RingSize > 4096 || c.RingSize&(c.RingSize-1) != 0 {
-		return fmt.Errorf("faultcost: ring size %d: want a power of two from 8 to 4096", c.RingSize)
+		return fmt.Errorf("ring size %d: want a power of two from 8 to 4096", c.RingSize)
 	}
 	if c.Traffic != "iperf" && c.Traffic != "ping" {
-		return fmt.Errorf("faultcost: traffic %q: want iperf or ping", c.Traffic)
+		return fmt.Errorf("traffic %q: want iperf or ping", c.Traffic)
 	}
 	if c.Rounds < 1 || c.Rounds > 100 || c.Cycles < c.Rounds {
-		return fmt.Errorf("faultcost: %d rounds of %d cycles: want 1 to 100 rounds and at least one cycle each", c.Rounds, c.Cycles)
+		return fmt.Errorf("%d rounds of %d cycles: want 1 to 100 rounds and at least one cycle each", c.Rounds, c.Cycles)
 	}
 	if c.EchoRounds > 0 && c.EchoRounds < c.Rounds {
-		return fmt.Errorf("faultcost: %d DIAG_ECHO rounds for %d rounds: want at least one each", c.EchoRounds, c.Rounds)
+		return fmt.Errorf("%d DIAG_ECHO rounds for %d rounds: want at least one each", c.EchoRounds, c.Rounds)
 	}
 	if c.Cycles < 1 || c.Cycles > 10000 || c.Bytes < 1024 || c.EchoRounds < -1 || c.EchoRounds > hw.DiagEchoMax ||
 		c.EchoGap < 0 || c.EchoGap > hw.DiagEchoGapMax*time.Microsecond {
-		return fmt.Errorf("faultcost: cycles %d, bytes %d, echo rounds %d, echo gap %v out of range", c.Cycles, c.Bytes, c.EchoRounds, c.EchoGap)
+		return fmt.Errorf("cycles %d, bytes %d, echo rounds %d, echo gap %v out of range", c.Cycles, c.Bytes, c.EchoRounds, c.EchoGap)
 	}
 	return nil
 }
@@ -179,6 +180,9 @@ type Result struct {
 func Run(ctx context.Context, c Config) (*Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
+	}
+	if c.Images == nil {
+		return nil, errors.New("faultcost: Config needs Images")
 	}
 	w := &ethRun{c: &c, res: &Result{Rounds: make([]Round, c.Rounds)}}
 	// One fault per cooled slot, as the experiment is defined: no

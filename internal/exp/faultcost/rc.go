@@ -120,30 +120,31 @@ func (c *RCConfig) setDefaults() {
 	c.EchoGap = cmp.Or(c.EchoGap, DefaultRCEchoGap)
 }
 
-// Validate checks a configuration (after defaults).
+// Validate checks what a user chose (after defaults), before any image
+// is built; Run also needs Images.
 func (c *RCConfig) Validate() error {
 	c.setDefaults()
-	if c.Images == nil || c.LogDir == "" {
-		return errors.New("faultcost: RCConfig needs Images and LogDir")
+	if c.LogDir == "" {
+		return errors.New("faultcost: RCConfig needs LogDir")
 	}
 	if c.Policy != "rnr" && c.Policy != "drop" {
-		return fmt.Errorf("faultcost: RC policy %q: want rnr or drop", c.Policy)
+		return fmt.Errorf("RC policy %q: want rnr or drop", c.Policy)
 	}
 	if c.Traffic != RCTrafficCold && c.Traffic != RCTrafficRNPF {
-		return fmt.Errorf("faultcost: RC traffic %q: want %s or %s", c.Traffic, RCTrafficCold, RCTrafficRNPF)
+		return fmt.Errorf("RC traffic %q: want %s or %s", c.Traffic, RCTrafficCold, RCTrafficRNPF)
 	}
 	if c.Traffic == RCTrafficCold && c.RatePPM != 0 {
-		return fmt.Errorf("faultcost: a fault rate (%d ppm) is for %s traffic", c.RatePPM, RCTrafficRNPF)
+		return fmt.Errorf("a fault rate (%d ppm) is for %s traffic", c.RatePPM, RCTrafficRNPF)
 	}
 	if c.Size < 1 || c.Size > 8<<20 || c.Iters < 5 || c.Iters > 1_000_000 || c.RatePPM < 0 || c.RatePPM > 1_000_000 {
-		return fmt.Errorf("faultcost: ib_send_bw -s %d -n %d, rate %d ppm: want 1 B to 8 MiB, 5 to 10^6 messages, 0 to 10^6 ppm", c.Size, c.Iters, c.RatePPM)
+		return fmt.Errorf("ib_send_bw -s %d -n %d, rate %d ppm: want 1 B to 8 MiB, 5 to 10^6 messages, 0 to 10^6 ppm", c.Size, c.Iters, c.RatePPM)
 	}
 	if c.Rounds < 1 || c.Rounds > 100 || c.Cycles < c.Rounds || c.Cycles > 10000 {
-		return fmt.Errorf("faultcost: %d rounds of %d cycles: want 1 to 100 rounds and at least one cycle each", c.Rounds, c.Cycles)
+		return fmt.Errorf("%d rounds of %d cycles: want 1 to 100 rounds and at least one cycle each", c.Rounds, c.Cycles)
 	}
 	if c.EchoRounds < -1 || c.EchoRounds > hw.DiagEchoMax || c.EchoRounds > 0 && c.EchoRounds < c.Rounds ||
 		c.EchoGap < 0 || c.EchoGap > hw.DiagEchoGapMax*time.Microsecond {
-		return fmt.Errorf("faultcost: %d DIAG_ECHO rounds %v apart for %d rounds: out of range", c.EchoRounds, c.EchoGap, c.Rounds)
+		return fmt.Errorf("%d DIAG_ECHO rounds %v apart for %d rounds: out of range", c.EchoRounds, c.EchoGap, c.Rounds)
 	}
 	if _, err := c.faultDelay(); err != nil {
 		return err
@@ -161,7 +162,7 @@ func (c *RCConfig) faultDelay() (time.Duration, error) {
 	for _, kv := range params {
 		us, err := strconv.Atoi(kv[1])
 		if kv[0] != "fault_delay_us" || err != nil || us < 0 || us > 1_000_000 {
-			return 0, fmt.Errorf("faultcost: driver parameter %s=%s: the RC half sets fault_delay_us=N (0 to 10^6) at run time, nothing else", kv[0], kv[1])
+			return 0, fmt.Errorf("-driver-params %s=%s: the RC half sets fault_delay_us=N (0 to 10^6) at run time, nothing else", kv[0], kv[1])
 		}
 		d = time.Duration(us) * time.Microsecond
 	}
@@ -174,7 +175,7 @@ func parseParams(s string) ([][2]string, error) {
 	for _, f := range strings.Fields(s) {
 		k, v, ok := strings.Cut(f, "=")
 		if !ok || k == "" || strings.ContainsAny(k, "/.") {
-			return nil, fmt.Errorf("faultcost: driver parameter %q: want name=value", f)
+			return nil, fmt.Errorf("-driver-params %q: want name=value", f)
 		}
 		out = append(out, [2]string{k, v})
 	}
@@ -240,6 +241,9 @@ var (
 func RunRC(ctx context.Context, c RCConfig) (*RCResult, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
+	}
+	if c.Images == nil {
+		return nil, errors.New("faultcost: RCConfig needs Images")
 	}
 	if !trace.Compiled {
 		return nil, errors.New("faultcost: the RC stages come from the device trace, which this build (npfnic_notrace) leaves out")

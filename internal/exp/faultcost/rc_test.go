@@ -1,6 +1,7 @@
 package faultcost
 
 import (
+	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -137,7 +138,7 @@ func TestRCConfigValidate(t *testing.T) {
 		t.Fatalf("rnpf defaults: %v %+v", err, c)
 	}
 	for _, bad := range []func(*RCConfig){
-		func(c *RCConfig) { c.Images = nil },
+		func(c *RCConfig) { c.LogDir = "" },
 		func(c *RCConfig) { c.Policy = "backup" },
 		func(c *RCConfig) { c.Traffic = "iperf" },
 		func(c *RCConfig) { c.RatePPM = 100 }, // cold traffic
@@ -160,6 +161,14 @@ func TestRCConfigValidate(t *testing.T) {
 	}
 	if p, err := parseParams(" fault_delay_us=100  fault_ahead=0 "); err != nil || len(p) != 2 || p[0] != [2]string{"fault_delay_us", "100"} {
 		t.Errorf("parseParams: %v %v", p, err)
+	}
+	c = base()
+	c.Images = nil // Validate is the user's choices, before the images are built
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate without images: %v", err)
+	}
+	if _, err := RunRC(context.Background(), c); err == nil || !strings.Contains(err.Error(), "Images") {
+		t.Errorf("RunRC without images: %v, want an error naming Images", err)
 	}
 	c = base()
 	c.DriverParams = "fault_delay_us=250"

@@ -103,7 +103,7 @@ func (c *Config) Validate() error {
 	c.Rounds = cmp.Or(c.Rounds, DefaultRounds)
 	c.Iters = cmp.Or(c.Iters, DefaultIters)
 	if c.Rounds < 1 || c.Iters < 5 {
-		return fmt.Errorf("rdma: %d rounds of %d iterations: want at least 1 and 5", c.Rounds, c.Iters)
+		return fmt.Errorf("%d rounds of %d iterations: want at least 1 and 5", c.Rounds, c.Iters)
 	}
 	if c.LogDir == "" {
 		return errors.New("rdma: Config.LogDir is required")

@@ -152,18 +152,18 @@ func (c *Config) Validate() error {
 	switch c.Transport {
 	case TransportEth:
 		if c.MsgSize != 0 {
-			return errors.New("rnpfrate: a message size is for -transport rc")
+			return errors.New("a message size is for -transport rc")
 		}
 	case TransportRC:
 		policies, unit = RCPolicies, "message"
 		if c.DriverExtra != "" {
-			return errors.New("rnpfrate: -transport rc loads the driver with its defaults: no extra driver parameters")
+			return errors.New("-transport rc loads the driver with its defaults: no extra driver parameters")
 		}
 		if c.MsgSize < 1 || c.MsgSize > 1<<20 {
-			return fmt.Errorf("rnpfrate: message size %d: want 1 byte to 1 MiB", c.MsgSize)
+			return fmt.Errorf("message size %d: want 1 byte to 1 MiB", c.MsgSize)
 		}
 	default:
-		return fmt.Errorf("rnpfrate: transport %q: want %s or %s", c.Transport, TransportEth, TransportRC)
+		return fmt.Errorf("transport %q: want %s or %s", c.Transport, TransportEth, TransportRC)
 	}
 	if err := unique("policy", c.Policies, policies); err != nil {
 		return err
@@ -175,21 +175,21 @@ func (c *Config) Validate() error {
 	for _, r := range c.Rates {
 		ppm := PPM(r)
 		if r < 0 || r > 1 || (r > 0 && ppm == 0) {
-			return fmt.Errorf("rnpfrate: rate %g: want 0, or from 1e-6 to 1 per %s", r, unit)
+			return fmt.Errorf("rate %g: want 0, or from 1e-6 to 1 per %s", r, unit)
 		}
 		if seen[ppm] {
-			return fmt.Errorf("rnpfrate: rate %g listed twice", r)
+			return fmt.Errorf("rate %g listed twice", r)
 		}
 		seen[ppm] = true
 	}
 	if c.MajorDelay < time.Microsecond || c.MajorDelay > time.Second {
-		return fmt.Errorf("rnpfrate: major delay %v: want 1 µs to 1 s", c.MajorDelay)
+		return fmt.Errorf("major delay %v: want 1 µs to 1 s", c.MajorDelay)
 	}
 	if c.Time < time.Second || c.Time > time.Hour || c.Time%time.Second != 0 {
-		return fmt.Errorf("rnpfrate: run time %v: want whole seconds from 1 s to 1 h", c.Time)
+		return fmt.Errorf("run time %v: want whole seconds from 1 s to 1 h", c.Time)
 	}
 	if c.Rounds < 1 || c.Rounds > 100 {
-		return fmt.Errorf("rnpfrate: rounds %d: want 1 to 100", c.Rounds)
+		return fmt.Errorf("rounds %d: want 1 to 100", c.Rounds)
 	}
 	return nil
 }
@@ -198,10 +198,10 @@ func unique(what string, got, allowed []string) error {
 	seen := map[string]bool{}
 	for _, g := range got {
 		if !slices.Contains(allowed, g) {
-			return fmt.Errorf("rnpfrate: unknown %s %q (want %s)", what, g, strings.Join(allowed, ", "))
+			return fmt.Errorf("unknown %s %q (want %s)", what, g, strings.Join(allowed, ", "))
 		}
 		if seen[g] {
-			return fmt.Errorf("rnpfrate: %s %q listed twice", what, g)
+			return fmt.Errorf("%s %q listed twice", what, g)
 		}
 		seen[g] = true
 	}

@@ -105,21 +105,21 @@ func (c Config) Describe() string {
 func (c Config) Validate() error {
 	switch {
 	case c.MTU.Bytes() == 0:
-		return errors.New("rnrsweep: bad MTU")
+		return errors.New("bad MTU")
 	case c.MsgSize <= 0 || c.MsgSize > 1<<30:
-		return errors.New("rnrsweep: message size out of range")
+		return errors.New("message size out of range")
 	case c.LinkGbps <= 0 || c.Latency < 0:
-		return errors.New("rnrsweep: bad link model")
+		return errors.New("bad link model")
 	case c.Timeout == 0 || c.Timeout > 31:
-		return errors.New("rnrsweep: local ACK timeout code must be 1-31")
+		return errors.New("local ACK timeout code must be 1-31")
 	case c.RNRTimer > 31:
-		return errors.New("rnrsweep: RNR timer code must be 0-31 (or -1)")
+		return errors.New("RNR timer code must be 0-31 (or -1)")
 	case c.SendDepth <= 0 || c.RecvDepth <= 0 || c.MinBytes <= 0 || c.MaxBytes < c.MinBytes:
-		return errors.New("rnrsweep: bad depths or byte bounds")
+		return errors.New("bad depths or byte bounds")
 	}
 	for _, r := range c.FaultRates {
 		if !(r >= 0 && r < 1) {
-			return fmt.Errorf("rnrsweep: fault rate %g not in [0,1)", r)
+			return fmt.Errorf("fault rate %g not in [0,1)", r)
 		}
 	}
 	return nil

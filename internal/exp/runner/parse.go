@@ -39,7 +39,7 @@ func ParseFloats(s, what string) ([]float64, error) {
 	return parseEach(s, func(f string) (float64, error) {
 		v, err := strconv.ParseFloat(f, 64)
 		if err != nil {
-			return 0, fmt.Errorf("%s %q: %w", what, f, err)
+			return 0, fmt.Errorf("bad %s %q: want a number such as 0.01 or 1e-4", what, f)
 		}
 		return v, nil
 	})
@@ -49,10 +49,13 @@ func ParseFloats(s, what string) ([]float64, error) {
 func ParseDurations(s string) ([]time.Duration, error) {
 	return parseEach(s, func(f string) (time.Duration, error) {
 		d, err := time.ParseDuration(f)
-		if err == nil && d < 0 {
-			err = fmt.Errorf("negative duration %v", d)
+		if err != nil {
+			return 0, fmt.Errorf("bad duration %q: want a number with a unit, such as 50us or 2ms", f)
 		}
-		return d, err
+		if d < 0 {
+			return 0, fmt.Errorf("negative duration %v", d)
+		}
+		return d, nil
 	})
 }
 

@@ -290,7 +290,7 @@ func TestParse(t *testing.T) {
 	if got, err := ParseFloats("0,1e-4", "rate"); err != nil || !slices.Equal(got, []float64{0, 1e-4}) || JoinFloats(got) != "0,0.0001" {
 		t.Errorf("ParseFloats: %v %v", got, err)
 	}
-	if _, err := ParseFloats("0,x", "rate"); err == nil || !strings.HasPrefix(err.Error(), `rate "x"`) {
+	if _, err := ParseFloats("0,x", "rate"); err == nil || !strings.HasPrefix(err.Error(), `bad rate "x"`) {
 		t.Errorf("ParseFloats: %v", err)
 	}
 	ds, err := ParseDurations("50us, 2ms")
