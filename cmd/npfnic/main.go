@@ -40,9 +40,9 @@ var commands = []command{
 
 var experiments = []command{
 	{"cold-ring", expColdRing.run, "Lesokhin et al. ASPLOS'17, Figure 4: memcached from a cold RX ring under pin, drop and backup; time for 10,000 ops vs ring size"},
-	{"datapath", expDatapath.run, "the same TCG guest through QEMU's e1000e, QEMU's virtio-net and npfnic: iperf3 both ways, memcached/memaslap"},
+	{"datapath", expDatapath.run, "the same guest through QEMU's e1000e, QEMU's virtio-net and npfnic: iperf3 both ways, memcached/memaslap"},
 	{"fault-cost", expFaultCost.run, "Lesokhin et al. ASPLOS'17, Figure 3/Table 4: per-stage cost of a network page fault (p50/p99) against an interrupt+doorbell floor"},
-	{"rdma", expRDMA.run, "unmodified perftest between two TCG guests: rdma_rxe and npfnic paired every way, bandwidth and latency against rxe-rxe"},
+	{"rdma", expRDMA.run, "unmodified perftest between two guests: rdma_rxe and npfnic paired every way, bandwidth and latency against rxe-rxe"},
 	{"rnpf-rate", expRNPFRate.run, "Lesokhin et al. ASPLOS'17, Figure 10: stream throughput against the rate of synthetic receive faults, minor and major: TCP with the backup ring vs drop (left), or with -transport rc ib_send_bw --odp with RNR NAK vs drop (right)"},
 	{"rnr", expRNR.run, "RC throughput vs receive-fault rate: RNR NAK vs drop-and-timeout (Lesokhin et al. ASPLOS'17, Fig. 10 right)"},
 }
