@@ -363,6 +363,11 @@ func TestEthernetMemcached(t *testing.T) {
 	run(t, v, "memcached -d -u root -l "+link.guestIP+" -p 11211 -m 64")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	// memcached -d returns before the daemon listens: in a guest of a
+	// loaded host memaslap came first, could not connect and exited 1.
+	if err := workload.WaitListening(ctx, v, workload.MemcachedPort); err != nil {
+		t.Fatal(err)
+	}
 	cmd := link.ns.Command(ctx, "memcaslap", "-s", link.guestIP+":11211", "-x", "2000", "-c", "4", "-T", "1")
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -244,20 +244,22 @@ func TestFaultBadTranslationInput(t *testing.T) {
 	inject := func(what string, withTraffic bool) {
 		t.Helper()
 		done := make(chan struct{})
+		ctx, stop := context.WithCancel(context.Background())
 		if withTraffic {
 			// Frames for the bad translation to hit while the driver
-			// waits for the error (up to 3 s).
+			// waits for the error (up to 150 sleeps of 20 ms), until
+			// the injection returns: a fixed 3 s of pings ended before a
+			// guest of a loaded host got to the injection.
 			go func() {
 				defer close(done)
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				_, _ = tb.NS.Ping(ctx, tb.GuestIP, 60, 50*time.Millisecond, time.Second)
+				_, _ = tb.NS.Ping(ctx, tb.GuestIP, 2000, 50*time.Millisecond, time.Second)
 			}()
 			time.Sleep(100 * time.Millisecond)
 		} else {
 			close(done)
 		}
 		run(t, tb.VM, fmt.Sprintf("echo '%s 0' > %s", what, tb.DebugfsPath("inject")))
+		stop()
 		<-done
 	}
 	afterwards := func(what string) {
