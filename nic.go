@@ -28,6 +28,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -69,6 +70,9 @@ type Options struct {
 	// Trace records what the engines do (package trace); nil records
 	// nothing.
 	Trace *trace.Recorder
+	// RDMAMinAckTimeout is the RDMA engine's floor on the RC local ACK
+	// timer (ibrc.Config.MinAckTimeout); 0: none, the QPs' own timeouts.
+	RDMAMinAckTimeout time.Duration
 	// Mem is the guest memory the function DMAs through; nil: a new,
 	// empty one. A vfio-user server maps each client's DMA regions into
 	// it (Memory); tests map their own RAM.
@@ -246,7 +250,7 @@ func (n *NIC) buildEngines(o Options) error {
 	var mac [6]byte
 	copy(mac[:], n.mac)
 	rc, err := rdma.New(rdma.Config{Mem: n.mem, Xlat: x, PRI: e, MAC: mac, Interrupt: n.interrupt,
-		Log: n.log.With("part", "rdma"), Trace: o.Trace})
+		Log: n.log.With("part", "rdma"), Trace: o.Trace, MinAckTimeout: o.RDMAMinAckTimeout})
 	if err != nil {
 		e.Close()
 		x.Close()

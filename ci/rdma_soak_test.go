@@ -126,7 +126,7 @@ func TestRDMASoak(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	p, err := testbed.StartRDMAPair(ctx, testbed.RDMAPairConfig{Images: imgs, A: testbed.RDMANPFNIC, B: testbed.RDMARxe,
 		Name: "rdma-soak", LogDir: logDir(t, "rdma-soak"), AllowReboot: true, Progress: t.Logf,
-		Pcap: os.Getenv(soakPcapEnv)})
+		Pcap: os.Getenv(soakPcapEnv), MinAckTimeout: vmTestMinAckTimeout})
 	cancel()
 	if err != nil {
 		t.Fatalf("RDMA pair: %v", err)

@@ -49,6 +49,8 @@ type victimOpts struct {
 	port ibrc.Port
 	// pager takes the page requests; nil: they never complete.
 	pager ibrc.PageRequester
+	// minAck is the engine's floor on the local ACK timer.
+	minAck time.Duration
 }
 
 func newVictim(t testing.TB) *victim { return newVictimWith(t, victimOpts{}) }
@@ -73,7 +75,7 @@ func newVictimWith(t testing.TB, o victimOpts) *victim {
 	if o.pager == nil {
 		o.pager = ibrc.PageRequesterFunc(func(r ibrc.PageRequest, done func(bool)) {})
 	}
-	cfg := ibrc.Config{Port: o.port, MAC: macB, IPv4: ipB, Pager: o.pager}
+	cfg := ibrc.Config{Port: o.port, MAC: macB, IPv4: ipB, Pager: o.pager, MinAckTimeout: o.minAck}
 	if o.virtual {
 		v.clk = clock.NewVirtual(time.Unix(1700000000, 0))
 		cfg.Clock = v.clk

@@ -330,6 +330,7 @@ func (q *QP) armTimer() {
 	if d == 0 || q.req.timer != nil || q.req.rnrWait || !q.outstanding() {
 		return
 	}
+	d = max(d, q.e.cfg.MinAckTimeout)
 	tok := new(int)
 	q.req.timerTok = tok
 	e := q.e

@@ -3,6 +3,7 @@ package ibrc_test
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
 	"github.com/npfnic/npfnic/ibrc/rocev2"
@@ -167,4 +168,36 @@ func TestTimerWaitsForPacedPort(t *testing.T) {
 	expireHeld(t, v)
 	v.e.FrameLeft()
 	retriesOnceLeft(t, v)
+}
+
+// TestMinAckTimeout: with a floor of 1 s, a QP asking for 67 ms (timeout
+// 14, ibv_rc_pingpong's) retransmits after 1 s, and one asking for more
+// keeps its own; the retries still run out. Emulated peers stall longer
+// than seven 67 ms retries, and the programs cannot set the timeout.
+func TestMinAckTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		floor, want time.Duration
+	}{
+		{0, rocev2.LocalAckTimeout(14)},
+		{time.Second, time.Second},
+		{time.Millisecond, rocev2.LocalAckTimeout(14)},
+	} {
+		v := newVictimWith(t, victimOpts{virtual: true, retry: 1, minAck: tc.floor})
+		postHeld(t, v)
+		start := v.clk.Elapsed()
+		if !v.clk.Step() {
+			t.Fatalf("floor %v: no timer armed", tc.floor)
+		}
+		if got := v.clk.Elapsed() - start; got != tc.want {
+			t.Errorf("floor %v: the timer ran %v, want %v", tc.floor, got, tc.want)
+		}
+		if st := v.e.Stats(); st.Timeouts != 1 || st.Retransmits != 1 {
+			t.Errorf("floor %v: %d timeouts, %d retransmits after the first expiry", tc.floor, st.Timeouts, st.Retransmits)
+		}
+		v.clk.Step()
+		var wc [4]ibrc.WC
+		if n := v.cq.Poll(wc[:]); n < 1 || wc[0].Status != ibrc.WCRetryExcErr {
+			t.Errorf("floor %v: after retry_cnt 1 ran out: %+v", tc.floor, wc[:n])
+		}
+	}
 }

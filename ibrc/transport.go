@@ -58,6 +58,7 @@ package ibrc
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/npfnic/npfnic/ibrc/rocev2"
 	"github.com/npfnic/npfnic/internal/clock"
@@ -101,6 +102,13 @@ type Config struct {
 	// AckEvery makes the requester set AckReq on every n-th PSN within
 	// long messages, besides the last packet of each message (default 16).
 	AckEvery int
+	// MinAckTimeout is the shortest the local ACK timer runs, whatever
+	// timeout a QP asks for (0: the QP's, as the IBA table gives it). A
+	// peer whose CPU is emulated on a loaded host stalls for seconds, and
+	// unmodified programs that cannot set the timeout (ibv_rc_pingpong's
+	// is 67 ms) then spend their seven retries inside one stall and end
+	// with RETRY_EXC_ERR against a peer that is alive.
+	MinAckTimeout time.Duration
 	// OnEvent receives asynchronous events.
 	OnEvent func(Event)
 	// Trace records the RC side of network page faults (package trace):

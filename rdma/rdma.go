@@ -86,6 +86,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/npfnic/npfnic/ats"
 	"github.com/npfnic/npfnic/ibrc"
@@ -119,6 +120,9 @@ type Config struct {
 	// (tests); nil too: a fault is retried after a pause and, for a
 	// receive, answered with an RNR NAK meanwhile.
 	Pager ibrc.PageRequester
+	// MinAckTimeout is the RC transport's floor on the local ACK timer
+	// (ibrc.Config.MinAckTimeout); 0: none.
+	MinAckTimeout time.Duration
 	// Trace records the RC packets the engine sends and receives, its
 	// completions and events, and the RC transport's faults and their
 	// resumes (ibrc.Config.Trace); nil records nothing.
@@ -281,7 +285,8 @@ func (e *Engine) newRCLocked() *ibrc.Transport {
 		pager = p
 	}
 	rc := ibrc.New(ibrc.Config{Port: send, Clock: e.cfg.Clock, MAC: e.cfg.MAC, Pager: pager,
-		RecvFaultPolicy: recvFaultPolicy(*e.reg(hw.RegRDMARecvFault)), OnEvent: e.onRCEvent, Trace: e.cfg.Trace})
+		RecvFaultPolicy: recvFaultPolicy(*e.reg(hw.RegRDMARecvFault)), OnEvent: e.onRCEvent, Trace: e.cfg.Trace,
+		MinAckTimeout: e.cfg.MinAckTimeout})
 	send.rc = rc
 	return rc
 }

@@ -33,9 +33,10 @@ func runServe(ctx context.Context, args []string) error {
 	stall := fs.Duration("stall-timeout", 5*time.Second, "drop a client that stops inside a message, or stops reading replies, for this long")
 	handover := fs.Duration("handover-timeout", 10*time.Second, "how long a new client waits for the device while another session holds it or tears down")
 	tf := addTraceFlags(fs)
+	minAck := fs.Duration("rdma-min-ack-timeout", 0, "floor on the RDMA engine's local ACK timer, whatever timeout a QP asks for (0: none); a peer in a TCG guest on a loaded host stalls longer than seven 67 ms retries")
 	atc := fs.Int("atc-entries", 0, fmt.Sprintf("translation cache entries (4 KiB pages) the device starts with; the driver may change it (default %d)", ats.DefaultCapacity))
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: npfnic serve --socket PATH [--wire SPEC [--pcap FILE]] [--mac MAC] [--queues N] [--atc-entries N] [--trace FILE [--trace-events N]] [--log-level LEVEL] [--handshake-timeout D] [--stall-timeout D] [--handover-timeout D]\n")
+		fmt.Fprintf(fs.Output(), "usage: npfnic serve --socket PATH [--wire SPEC [--pcap FILE]] [--mac MAC] [--queues N] [--atc-entries N] [--rdma-min-ack-timeout D] [--trace FILE [--trace-events N]] [--log-level LEVEL] [--handshake-timeout D] [--stall-timeout D] [--handover-timeout D]\n")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -43,6 +44,9 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	// The command line is checked whole before the network or the
 	// socket is touched. Errors name the flag; main prefixes the command.
+	if *minAck < 0 || *minAck > time.Minute {
+		return usageErrorf("--rdma-min-ack-timeout %v: want 0 to 1m", *minAck)
+	}
 	if *socket == "" {
 		return usageErrorf("--socket is required")
 	}
@@ -101,7 +105,7 @@ func runServe(ctx context.Context, args []string) error {
 		wirePort = p
 	}
 	dev, err := npfnic.New(npfnic.Options{Logger: logger, Wire: wirePort, MAC: mac, MACSeed: *socket, QueuePairs: *queues,
-		ATCCapacity: *atc, Trace: rec})
+		ATCCapacity: *atc, Trace: rec, RDMAMinAckTimeout: *minAck})
 	if err != nil {
 		if wirePort != nil {
 			wirePort.Close()

@@ -92,7 +92,12 @@ type RDMAPairConfig struct {
 	// AllowReboot lets the guests reboot (RDMAPair.Reboot) instead of
 	// QEMU exiting.
 	AllowReboot bool
-	Progress    func(format string, args ...any)
+	// MinAckTimeout is the npfnics' floor on their RC local ACK timers
+	// (npfnic.Options.RDMAMinAckTimeout); 0: the QPs' own. The VM tests
+	// set it: ibv_rc_pingpong's 67 ms times eight is shorter than the
+	// stalls of a TCG guest on a loaded host.
+	MinAckTimeout time.Duration
+	Progress      func(format string, args ...any)
 }
 
 // The pair's addresses: 10.81.0.1 (A) and 10.81.0.2 (B).
@@ -154,7 +159,8 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 			if listen {
 				spec = "stream-listen:unix:" + wire
 			}
-			cfg.NPFNICs = []vm.NPFNIC{{Server: vm.InProcessServer{Wire: spec, Trace: tr, Pcap: pcap, Device: &dev}}}
+			cfg.NPFNICs = []vm.NPFNIC{{Server: vm.InProcessServer{Wire: spec, Trace: tr, Pcap: pcap, Device: &dev,
+				RDMAMinAckTimeout: c.MinAckTimeout}}}
 			tr, pcap = nil, "" // one device per trace and capture
 		}
 		progress("booting %s (%s, %d MiB, %d vCPU, %s), %s the cable", cfg.Name, k, c.MemoryMiB, c.CPUs, accel, map[bool]string{true: "listening on", false: "connecting to"}[listen])

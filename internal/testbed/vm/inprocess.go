@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/npfnic/npfnic"
 	"github.com/npfnic/npfnic/vdevice/port"
@@ -28,6 +29,9 @@ type InProcessServer struct {
 	// Trace records the default NIC's events (package trace); nil records
 	// nothing.
 	Trace *trace.Recorder
+	// RDMAMinAckTimeout is the default NIC's floor on its RC local ACK
+	// timer (npfnic.Options.RDMAMinAckTimeout).
+	RDMAMinAckTimeout time.Duration
 }
 
 // Start implements DeviceServer.
@@ -44,7 +48,8 @@ func (s InProcessServer) Start(ctx context.Context, socketPath string, log io.Wr
 				}
 				wirePort = p
 			}
-			n, err := npfnic.New(npfnic.Options{Logger: l, Wire: wirePort, MACSeed: socketPath, Trace: s.Trace})
+			n, err := npfnic.New(npfnic.Options{Logger: l, Wire: wirePort, MACSeed: socketPath, Trace: s.Trace,
+				RDMAMinAckTimeout: s.RDMAMinAckTimeout})
 			if err != nil && wirePort != nil {
 				wirePort.Close()
 			}
