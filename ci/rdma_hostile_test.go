@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,6 +49,22 @@ func runHostileTool(t *testing.T, server, client *testbed.RDMAGuest, port int, s
 		r, err := server.VM.Exec(ctx, args...)
 		srv <- res{r.Stdout + r.Stderr, r.Exit, err}
 	}()
+	// The client starts once the server listens: in guests of a loaded
+	// host the server took longer to start than the client's 30 s of
+	// dialling ("connection refused").
+	for listening := false; !listening; {
+		wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+		listening = workload.WaitListening(wctx, server.VM, port) == nil
+		wcancel()
+		select {
+		case s := <-srv:
+			t.Fatalf("the hostile server on %s ended before it listened: exit %d, %v:\n%s", server.Kind, s.exit, s.err, s.out)
+		default:
+		}
+		if !listening && ctx.Err() != nil {
+			t.Fatalf("the hostile server on %s never listened on %d", server.Kind, port)
+		}
+	}
 	args := append([]string{"npfnic-rdma-hostile", "-c", fmt.Sprintf("%s:%d", server.IP, port), "-d", client.Dev, "-ip", client.IP}, clientArgs...)
 	r, err := client.VM.Exec(ctx, args...)
 	if err != nil {
@@ -57,7 +74,13 @@ func runHostileTool(t *testing.T, server, client *testbed.RDMAGuest, port int, s
 	select {
 	case s = <-srv:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("the hostile server did not end after the client:\nclient:\n%s%s", r.Stdout, r.Stderr)
+		// What the server printed says why it still waits.
+		server.Signal(ctx, int(syscall.SIGKILL), "npfnic-rdma-hos")
+		select {
+		case s = <-srv:
+		case <-time.After(10 * time.Second):
+		}
+		t.Fatalf("the hostile server did not end after the client (killed):\n%s\nclient:\n%s%s", s.out, r.Stdout, r.Stderr)
 	}
 	if s.err != nil || s.exit != 0 {
 		t.Errorf("hostile server on %s: exit %d, %v:\n%s", server.Kind, s.exit, s.err, s.out)
