@@ -28,7 +28,7 @@ import (
 func TestRDMADeregTimeout(t *testing.T) {
 	wire := filepath.Join(t.TempDir(), "wire.sock")
 	v := startVM(t, vm.Config{Name: "rdma-dereg", Variant: images.VariantRDMA,
-		NPFNICs: []vm.NPFNIC{{Server: vm.InProcessServer{Wire: "stream-listen:unix:" + wire}}},
+		NPFNICs: []vm.NPFNIC{{Server: vm.InProcessServer{Wire: "stream-listen:unix:" + wire, RDMAMinAckTimeout: vmTestMinAckTimeout}}},
 		NICs:    []vm.QEMUNIC{{Model: "virtio-net-pci", Netdev: vm.Netdev{Kind: "stream", Path: wire}}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()

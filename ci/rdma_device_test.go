@@ -31,7 +31,7 @@ func TestRDMADeviceOnNPFNIC(t *testing.T) {
 	// of the same guest (whose driver is never loaded).
 	wire := filepath.Join(t.TempDir(), "wire.sock")
 	v := startVM(t, vm.Config{Name: "rdma-npfnic", Variant: images.VariantRDMA,
-		NPFNICs: []vm.NPFNIC{{Server: vm.InProcessServer{Wire: "stream-listen:unix:" + wire}}},
+		NPFNICs: []vm.NPFNIC{{Server: vm.InProcessServer{Wire: "stream-listen:unix:" + wire, RDMAMinAckTimeout: vmTestMinAckTimeout}}},
 		NICs:    []vm.QEMUNIC{{Model: "virtio-net-pci", Netdev: vm.Netdev{Kind: "stream", Path: wire}}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
