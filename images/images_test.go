@@ -351,3 +351,42 @@ func TestRecentVersionsStay(t *testing.T) {
 		t.Fatalf("%d builds left of %d used within %v", len(entries), 2*versionsKept, versionGrace)
 	}
 }
+
+// TestQEMULauncher: the launcher runs the tree's loader with the tree's
+// binary and firmware and passes every argument through unchanged, even
+// from a cache path that needs quoting; writing it again changes nothing.
+func TestQEMULauncher(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "it's a $cache", "qemu", "trixie")
+	q := QEMU{Root: root}
+	if err := os.MkdirAll(q.libDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A stand-in loader that prints the arguments it got, one per line.
+	loader := filepath.Join(q.libDir(), "ld-linux-x86-64.so.2")
+	if err := os.WriteFile(loader, []byte("#!/bin/sh\nfor a; do printf '%s\\n' \"$a\"; done\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.writeLauncher(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(q.Launcher())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(q.Launcher(), "-machine", "q35", "a b", `"$x"`).Output()
+	if err != nil {
+		t.Fatalf("launcher: %v", err)
+	}
+	want := []string{"--library-path", q.libDir(), q.Binary(),
+		"-L", filepath.Join(root, "usr/share/qemu"), "-L", filepath.Join(root, "usr/share/seabios"),
+		"-machine", "q35", "a b", `"$x"`}
+	if got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n"); !slices.Equal(got, want) {
+		t.Errorf("launcher ran the loader with\n%q\nwant\n%q", got, want)
+	}
+	if err := q.writeLauncher(); err != nil {
+		t.Fatal(err)
+	}
+	if st2, err := os.Stat(q.Launcher()); err != nil || !st2.ModTime().Equal(st.ModTime()) {
+		t.Errorf("writing the same launcher again rewrote it (%v)", err)
+	}
+}

@@ -30,6 +30,36 @@ func (q QEMU) libDir() string { return filepath.Join(q.Root, "usr/lib/x86_64-lin
 // Binary is qemu-system-x86_64 inside the tree.
 func (q QEMU) Binary() string { return filepath.Join(q.Root, "usr/bin/qemu-system-x86_64") }
 
+// Launcher is a script beside the tree that runs its QEMU the way Command
+// does, for people who start QEMU themselves: the tree's binary cannot
+// run through the host's loader.
+func (q QEMU) Launcher() string { return filepath.Join(filepath.Dir(q.Root), "qemu-system-x86_64") }
+
+// launcherScript is the Launcher's content.
+func (q QEMU) launcherScript() string {
+	return "#!/bin/sh\n# Written by npfnic images: QEMU from Debian " + qemuBackports +
+		", run with its own loader and firmware.\nexec " + strings.Join([]string{
+		shellQuote(filepath.Join(q.libDir(), "ld-linux-x86-64.so.2")), "--library-path", shellQuote(q.libDir()),
+		shellQuote(q.Binary()), "-L", shellQuote(filepath.Join(q.Root, "usr/share/qemu")),
+		"-L", shellQuote(filepath.Join(q.Root, "usr/share/seabios")), `"$@"`}, " ") + "\n"
+}
+
+// shellQuote quotes s for sh, whatever it holds.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// writeLauncher writes the Launcher unless it already says the same.
+func (q QEMU) writeLauncher() error {
+	want := []byte(q.launcherScript())
+	if have, err := os.ReadFile(q.Launcher()); err == nil && bytes.Equal(have, want) {
+		return nil
+	}
+	tmp := q.Launcher() + ".tmp"
+	if err := os.WriteFile(tmp, want, 0o755); err != nil {
+		return err
+	}
+	return os.Rename(tmp, q.Launcher())
+}
+
 // Command builds an exec.Cmd that runs QEMU from its tree with its firmware.
 func (q QEMU) Command(ctx context.Context, args ...string) *exec.Cmd {
 	full := []string{"--library-path", q.libDir(), q.Binary(),
@@ -68,8 +98,12 @@ func (b *Builder) buildQEMU(ctx context.Context) (QEMU, error) {
 		Add("backports", qemuBackports).Add("package", qemuPackage)
 	dir := filepath.Join(b.opt.CacheDir, "qemu", qemuSuite)
 	if st, ok := fresh(dir, key); ok {
-		done("cached, " + st.Info["version"])
-		return QEMU{Root: dir, Version: st.Info["version"]}, nil
+		q := QEMU{Root: dir, Version: st.Info["version"]}
+		if err := q.writeLauncher(); err != nil {
+			return QEMU{}, err
+		}
+		done("cached, " + q.Version)
+		return q, nil
 	}
 	if err := requireRoot("debootstrap the QEMU tree"); err != nil {
 		return QEMU{}, err
@@ -102,8 +136,12 @@ func (b *Builder) buildQEMU(ctx context.Context) (QEMU, error) {
 	if err := replaceDir(tmp, dir); err != nil {
 		return QEMU{}, err
 	}
+	q = QEMU{Root: dir, Version: version}
+	if err := q.writeLauncher(); err != nil {
+		return QEMU{}, err
+	}
 	done("installed " + version)
-	return QEMU{Root: dir, Version: version}, nil
+	return q, nil
 }
 
 // debootstrap creates a minbase tree and keeps services from starting in it.

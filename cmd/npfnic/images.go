@@ -44,7 +44,7 @@ func runImages(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("qemu       %s (%s)\nkernel     %s (%s)\nvmlinux    %s\nheaders    %s\nmodule     %s\ninitramfs  %s\nrdma       %s\n",
-		a.QEMU.Binary(), a.QEMU.Version, a.Kernel.Release, a.Kernel.Version, a.Kernel.Vmlinux,
+		a.QEMU.Launcher(), a.QEMU.Version, a.Kernel.Release, a.Kernel.Version, a.Kernel.Vmlinux,
 		a.Kernel.Headers, a.Module, a.Initramfs, a.RDMAInitramfs)
 	return nil
 }
