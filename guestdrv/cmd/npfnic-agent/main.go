@@ -9,6 +9,7 @@ import (
 	"log"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,19 +29,22 @@ func main() {
 		}
 		return
 	}
-	f, err := os.OpenFile(*tty, os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		log.Fatalf("npfnic-agent: %v", err)
-	}
-	if err := agent.MakeRaw(int(f.Fd())); err != nil {
-		log.Fatalf("npfnic-agent: raw mode on %s: %v", *tty, err)
-	}
 	s := agent.Server{ModulesDir: agent.ModulesDir, LoadOrder: agent.LoadOrderFile}
-	fmt.Printf("npfnic-agent: serving the host on %s\n", *tty)
-	if *console == "" {
+	f, err := openHostPort(*tty)
+	switch {
+	case err == nil && *console == "":
 		log.Fatal(s.Serve(f))
+	case err == nil:
+		fmt.Printf("npfnic-agent: serving the host on %s\n", *tty)
+		go func() { log.Fatalf("npfnic-agent: %v", s.Serve(f)) }()
+	case *console == "":
+		log.Fatalf("npfnic-agent: %v", err)
+	default:
+		// A QEMU started by hand often has one serial port: the guest is
+		// still worth a shell.
+		fmt.Printf("npfnic-agent: no host on %s (%v): console only. To load the driver:\n"+
+			"  npfnic-agent modload %s && insmod %s\n", *tty, err, strings.Join(agent.DriverDeps, " "), agent.GuestDriverPath)
 	}
-	go func() { log.Fatalf("npfnic-agent: %v", s.Serve(f)) }()
 	// u-root's init waits for uinit: as long as we run, the guest is up.
 	for {
 		if err := consoleShell(*console, *shell); err != nil {
@@ -48,6 +52,19 @@ func main() {
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// openHostPort opens the serial port the host talks to, in raw mode.
+func openHostPort(tty string) (*os.File, error) {
+	f, err := os.OpenFile(tty, os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := agent.MakeRaw(int(f.Fd())); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("raw mode on %s: %w", tty, err)
+	}
+	return f, nil
 }
 
 // consoleShell runs the shell as a session leader with the console as its
