@@ -56,17 +56,27 @@ const (
 	Magic = 0x4e50464e
 	// InterfaceVersion is REG_VERSION: major in bits 31:16, minor in 15:0.
 	// Bump the major for incompatible register changes, the minor for
-	// additions an older driver can ignore (2.1: FEATURES, TX checksum and
-	// TSO, RX checksum status, tx_tso_frames and rx_wire_stalls; 2.2:
-	// network page faults: per-pair RX policy, PASID, rNPF bitmap, resolve
-	// and tail-interrupt doorbells, the backup ring, fault counters; 2.3: the
-	// quiesce contract: BUSY bits in the control registers, LATE_DMA; 2.4:
-	// the RDMA interface, its registers, command and event queues and a
-	// tenth vector, live when FEATURES has FEAT_RDMA; 2.5: on-demand paging
-	// for RDMA: FEAT_RDMA_ODP, page requests for memory regions,
-	// RDMA_RECV_FAULT, QUERY_STATS).
+	// additions an older driver can ignore, and say what changed in
+	// InterfaceChanges.
 	InterfaceVersion = 2<<16 | 5
 )
+
+// InterfaceChange is what one interface version added or changed.
+type InterfaceChange struct {
+	Major, Minor int
+	Changes      string
+}
+
+// InterfaceChanges is the interface's changelog, oldest first; its last
+// entry is InterfaceVersion (a test keeps them in step).
+var InterfaceChanges = []InterfaceChange{
+	{2, 0, "the Ethernet datapath: queue pairs with TX and RX rings, the status block, per-pair interrupts and moderation (ITR), the diagnostic DMA and interrupts"},
+	{2, 1, "offloads: FEATURES, TX checksum and TSO, RX checksum status; the counters tx_tso_frames and rx_wire_stalls"},
+	{2, 2, "network page faults: ATS, PRI and PASID, the per-pair RX policy, the rNPF bitmap, the resolve and tail-interrupt doorbells, the backup ring, the fault counters"},
+	{2, 3, "the quiesce contract: BUSY bits in every control register of an engine that DMAs, LATE_DMA"},
+	{2, 4, "RDMA (FEATURES.RDMA): the RDMA register block, command and event queues, rdma_rxe's user-ABI queues, a tenth vector"},
+	{2, 5, "on-demand paging for RDMA (FEATURES.RDMA_ODP): page requests for memory regions, RDMA_RECV_FAULT, RDMA_MSG_ALARM, QUERY_STATS"},
+}
 
 // Register offsets in BAR0. All registers are 32 bits wide.
 const (

@@ -285,3 +285,34 @@ int main(void) {
 		t.Fatalf("C and Go disagree:\nC:\n%s\nGo:\n%s", out, want.String())
 	}
 }
+
+// TestInterfaceChangelog: the changelog runs in order, one entry per
+// version, and ends at the version VERSION reports, so the datasheet names
+// one current version and says what each one added.
+func TestInterfaceChangelog(t *testing.T) {
+	c := hw.InterfaceChanges
+	if len(c) == 0 {
+		t.Fatal("no changelog")
+	}
+	for i := 1; i < len(c); i++ {
+		prev, cur := c[i-1], c[i]
+		if cur.Major < prev.Major || cur.Major == prev.Major && cur.Minor <= prev.Minor {
+			t.Errorf("changelog entry %d.%d follows %d.%d", cur.Major, cur.Minor, prev.Major, prev.Minor)
+		}
+	}
+	for _, e := range c {
+		if strings.TrimSpace(e.Changes) == "" {
+			t.Errorf("version %d.%d says nothing about what it added", e.Major, e.Minor)
+		}
+	}
+	last := c[len(c)-1]
+	if got := uint32(last.Major)<<16 | uint32(last.Minor); got != hw.InterfaceVersion {
+		t.Errorf("the changelog ends at %d.%d, VERSION reports %d.%d",
+			last.Major, last.Minor, hw.InterfaceVersion>>16, hw.InterfaceVersion&0xffff)
+	}
+	sheet := string(datasheet.Render())
+	current := fmt.Sprintf("describes interface version %d.%d", hw.InterfaceVersion>>16, hw.InterfaceVersion&0xffff)
+	if n := strings.Count(sheet, "describes interface version"); n != 1 || !strings.Contains(sheet, current) {
+		t.Errorf("the datasheet should say once that it %s (it says so %d times)", current, n)
+	}
+}

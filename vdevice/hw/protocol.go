@@ -19,13 +19,45 @@ raises a page request the driver answers, as in Lesokhin et al., "Page Fault
 Support for Network Controllers" (ASPLOS'17). QEMU runs it over vfio-user; a
 Linux guest drives it with the kernel module in guestdrv.
 
-This datasheet describes interface version 2.3. It is generated from the Go
-package vdevice/hw, which also generates the C header guestdrv/npfnic_hw.h;
+This datasheet describes interface version %s (the changelog below says
+what each version added). It is generated from the Go package vdevice/hw, which also generates the C header guestdrv/npfnic_hw.h;
 both use the same names. A global register NAME is NPFNIC_REG_NAME in C, a
 queue pair's register NAME is NPFNIC_PAIR_NAME (at offset NPFNIC_PAIR_BASE(q) +
 NPFNIC_PAIR_NAME), a structure x is struct npfnic_x, and every constant below
 is NPFNIC_ followed by its name. All multi-byte values, in registers and in
 guest memory, are little-endian.`
+
+// BringUpDoc walks through the register writes a minimal driver makes to
+// send and receive, in order, with translation off.
+const BringUpDoc = `The smallest driver that moves frames uses one queue pair, no translation
+and no RDMA. In order:
+
+1. Config space: enable memory space and bus mastering, and MSI-X with at
+   least two vectors: NPFNIC_MISC_VECTOR, and NPFNIC_PAIR_VECTOR of pair 0.
+2. Read ID (NPFNIC_MAGIC) and VERSION (major 2), then FEATURES, PAIR_MAX and
+   the station address in MAC_LO and MAC_HI.
+3. Write NPFNIC_CTRL_RESET to CTRL and read CTRL until NPFNIC_CTRL_BUSY is
+   clear: whatever an earlier driver left running has stopped.
+4. Allocate the status block (NPFNIC_STATUS_BLOCK_SIZE bytes, 64-byte
+   aligned, zeroed); write its address to STATUS_ADDR_LO, then STATUS_ADDR_HI.
+5. Write NPFNIC_CTRL_ENABLE to CTRL and 1 to MISC_IRQ_ARM.
+6. Allocate the TX and RX rings (16-byte aligned, a power of two of
+   descriptors each). For pair 0, write TX_BASE_LO, TX_BASE_HI, TX_SIZE,
+   RX_BASE_LO, RX_BASE_HI, RX_SIZE and ITR, then NPFNIC_PAIR_CTRL_ENABLE to
+   its CTRL and 1 to its IRQ_ARM.
+7. Fill RX descriptors with buffers and write their count to RX_TAIL.
+8. To send, write a frame's TX descriptors (the last with NPFNIC_TXD_EOP)
+   and the new count to TX_TAIL.
+9. On the pair's interrupt, read tx_head and rx_head from the pair's status
+   in the status block (never a register), complete what they passed,
+   refill, and write 1 to IRQ_ARM again.
+10. To stop: write 0 to the pair's CTRL and read it until BUSY is clear,
+    then write 0 to CTRL and read it until BUSY is clear; only then free the
+    rings, the buffers and the status block.
+
+Each step's rules are in the protocols below; the driver in guestdrv does
+these steps in npfnic_main.c (probe), npfnic_eth.c (open and stop) and
+npfnic_eth_txrx.c (transmit, receive, interrupts).`
 
 // IdentityDoc describes what the function presents on PCI.
 const IdentityDoc = `The function is a PCI Express endpoint with the MSI-X and power-management

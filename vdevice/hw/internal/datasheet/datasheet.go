@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -23,12 +24,22 @@ func Render() []byte {
 	d.line("<!-- Regenerate with: go generate ./vdevice/hw -->")
 	d.line("")
 	d.heading(1, "npfnic device datasheet")
-	d.prose(hw.DatasheetIntro)
-	d.line("Contents: [Identity](#identity), [BARs](#bars), [MSI-X vectors](#msi-x-vectors), " +
+	d.prose(fmt.Sprintf(hw.DatasheetIntro, version(hw.InterfaceVersion>>16, hw.InterfaceVersion&0xffff)))
+	d.line("Contents: [Changelog](#changelog), [Bring-up](#bring-up), [Identity](#identity), [BARs](#bars), [MSI-X vectors](#msi-x-vectors), " +
 		"[Register access](#register-access), [BAR0 map](#bar0-map), [Registers](#registers), " +
 		"[Constants](#constants), [Shared structures](#shared-structures), [Protocols](#protocols), " +
 		"[RDMA queues (rdma_rxe user ABI)](#rdma-queues-rdma_rxe-user-abi), [References](#references).")
 	d.line("")
+
+	d.heading(2, "Changelog")
+	var changes [][]string
+	for _, c := range slices.Backward(hw.InterfaceChanges) {
+		changes = append(changes, []string{version(c.Major, c.Minor), inline(c.Changes)})
+	}
+	d.table([]string{"Version", "What it added"}, changes)
+
+	d.heading(2, "Bring-up")
+	d.prose(hw.BringUpDoc)
 
 	d.heading(2, "Identity")
 	d.table([]string{"Field", "Value"}, [][]string{
@@ -38,7 +49,7 @@ func Render() []byte {
 		{"Class code", hex(hw.ClassCode, 6) + " (network controller, Ethernet)"},
 		{"Subsystem vendor ID", hex(hw.SubsysVendorID, 4)},
 		{"Subsystem ID", hex(hw.SubsysID, 4)},
-		{"Interface version (VERSION)", fmt.Sprintf("%d.%d", hw.InterfaceVersion>>16, hw.InterfaceVersion&0xffff)},
+		{"Interface version (VERSION)", version(hw.InterfaceVersion>>16, hw.InterfaceVersion&0xffff)},
 		{"Magic (ID)", hex(hw.Magic, 8)},
 	})
 	d.prose(hw.IdentityDoc)
@@ -156,6 +167,9 @@ func Render() []byte {
 	d.prose(hw.DatasheetReferences)
 	return append(bytes.TrimRight(d.b.Bytes(), "\n"), '\n')
 }
+
+// version writes an interface version as MAJOR.MINOR.
+func version[T ~int | ~uint32](major, minor T) string { return fmt.Sprintf("%d.%d", major, minor) }
 
 type doc struct{ b bytes.Buffer }
 
