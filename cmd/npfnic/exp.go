@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -29,8 +30,6 @@ type experiment struct {
 	synopsis string
 	// about describes the experiment in the usage text.
 	about string
-	// out is -out's default.
-	out string
 	// rounds is -rounds' default and roundsHelp its text; 0: no -rounds.
 	rounds     int
 	roundsHelp string
@@ -90,7 +89,8 @@ func (e experiment) run(ctx context.Context, args []string) error {
 	if e.guests {
 		outHelp += ", and the guests' logs"
 	}
-	out := fs.String("out", e.out, outHelp)
+	// Every experiment writes under out/exp/NAME unless told otherwise.
+	out := fs.String("out", path.Join("out", "exp", e.name), outHelp)
 	rounds := new(int)
 	if e.rounds > 0 {
 		rounds = addRoundsFlag(fs, e.rounds, e.roundsHelp)

@@ -12,7 +12,7 @@ import (
 )
 
 var expColdRing = experiment{
-	name: "cold-ring", out: "out/exp/cold-ring", guests: true,
+	name: "cold-ring", guests: true,
 	about: "Seed 000 Figure 4 on npfnic: memcached in a guest, memaslap on the host through a\n" +
 		"tap in a network namespace. Every run reloads the driver with rx_policy and rx_ring_size,\n" +
 		"so its RX ring starts cold. (a) memaslap throughput per second from the cold start with a\n" +

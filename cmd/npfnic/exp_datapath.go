@@ -11,7 +11,7 @@ import (
 
 // expDatapath is `npfnic exp datapath`: see package internal/exp/datapath.
 var expDatapath = experiment{
-	name: "datapath", out: "out/datapath", guests: true,
+	name: "datapath", guests: true,
 	about: "Boots the same guest once per NIC and measures, through each, iperf3 TCP\n" +
 		"guest->host and host->guest and memcached under memaslap; prints absolute numbers\n" +
 		"and ratios. The host end of each link is a tap inside a network namespace created\n" +

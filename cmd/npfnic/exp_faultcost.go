@@ -12,7 +12,7 @@ import (
 
 // expFaultCost is `npfnic exp fault-cost`: see internal/exp/faultcost.
 var expFaultCost = experiment{
-	name: "fault-cost", out: "out/exp/fault-cost", guests: true,
+	name: "fault-cost", guests: true,
 	about: "The cost of a network page fault, stage by stage (Lesokhin et al., ASPLOS'17, Figure 3 / Table 4).\n" +
 		"-transport eth: a guest cools its RX ring again and again while TCP runs both ways; the\n" +
 		"device (served in this process) timestamps every page request group: detected, queued,\n" +

@@ -11,7 +11,7 @@ import (
 
 // expRDMA is `npfnic exp rdma`: see internal/exp/rdmaperf.
 var expRDMA = experiment{
-	name: "rdma", out: "out/exp/rdma", guests: true,
+	name: "rdma", guests: true,
 	about: "Unmodified perftest (ib_write_bw, ib_send_bw, ib_read_bw at 64 KiB, ib_send_lat at 64 B)\n" +
 		"between two guests cabled back to back through QEMU's stream netdev, for each pairing\n" +
 		"of rdma_rxe and npfnic. All pairs stay booted and the rounds interleave them. Prints medians\n" +

@@ -13,7 +13,7 @@ import (
 
 // expRNPFRate is `npfnic exp rnpf-rate`: see internal/exp/rnpfrate.
 var expRNPFRate = experiment{
-	name: "rnpf-rate", synopsis: "[-transport rc] [flags]", out: "out/exp/rnpf-rate", guests: true,
+	name: "rnpf-rate", synopsis: "[-transport rc] [flags]", guests: true,
 	about: "Lesokhin et al., ASPLOS'17, Figure 10 (left) on npfnic: iperf3 TCP from the host into a guest\n" +
 		"whose driver takes the translation of a random posted RX buffer away at the given rate per\n" +
 		"received packet (a real invalidation), so the device faults on it and the fault goes through\n" +

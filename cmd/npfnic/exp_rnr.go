@@ -15,7 +15,7 @@ import (
 // transport on a simulated link (see package internal/exp/rnrsweep for
 // the model).
 var expRNR = experiment{
-	name: "rnr", out: "out/rnr",
+	name: "rnr",
 	about: "RC throughput against the receive-fault rate on a simulated link, in virtual time: RNR NAK\n" +
 		"against drop-and-timeout, for minor and major fault resolution times (Lesokhin et al.,\n" +
 		"ASPLOS'17, Fig. 10 right). Two ibrc engines, no guests; a few seconds of host CPU.",

@@ -452,3 +452,20 @@ func TestVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestExperimentsWriteUnderOutExp: every experiment's -out defaults to
+// out/exp/NAME, so a user finds each run's files in one place.
+func TestExperimentsWriteUnderOutExp(t *testing.T) {
+	for _, e := range experiments {
+		t.Run(e.name, func(t *testing.T) {
+			status, out, _, _ := cli(t, "exp", e.name, "-h")
+			if status != 0 {
+				t.Fatalf("exp %s -h exited %d", e.name, status)
+			}
+			want := `(default "out/exp/` + e.name + `")`
+			if !strings.Contains(out, want) {
+				t.Errorf("exp %s -h does not say %s:\n%s", e.name, want, out)
+			}
+		})
+	}
+}
