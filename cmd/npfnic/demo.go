@@ -171,9 +171,11 @@ func runDemo(ctx context.Context, args []string) error {
 		cold.Progress = &stampWriter{w: os.Stdout, start: start}
 		step("cold ring (Lesokhin et al., ASPLOS'17, Figure 4), short: memaslap from a cold RX ring under %s; (a) %d s per policy at %d entries, (b) %d ops at rings %v (cap %.0f s), %d rounds",
 			strings.Join(cold.Policies, ", "), int(cold.StartupTime/time.Second), cold.StartupRing, cold.Ops, cold.Sizes, cold.Cap.Seconds(), cold.Rounds)
+		info := runner.NewRunInfo(append([]string{"npfnic", "demo"}, args...))
+		info.Accelerator = accel.String()
 		results, err := coldring.Run(ctx, cold)
 		var table strings.Builder
-		err = runner.Report(&table, coldring.Report(cold, results), *coldOut, start, err)
+		err = runner.Report(&table, coldring.Report(cold, results), *coldOut, info, err)
 		fmt.Print(indent(table.String()))
 		if err != nil {
 			return fmt.Errorf("cold ring: %w", err)

@@ -112,7 +112,8 @@ func (e experiment) run(ctx context.Context, args []string) error {
 		fmt.Fprintf(fs.Output(), "usage: npfnic exp %s %s\n\n%s\n\n", e.name, synopsis, e.about)
 		fs.PrintDefaults()
 	}
-	start := time.Now()
+	info := runner.NewRunInfo(append([]string{"npfnic", "exp", e.name}, args...))
+	start := info.Start
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -157,7 +158,8 @@ func (e experiment) run(ctx context.Context, args []string) error {
 		x.Logf("guests boot under %s", g.Accel)
 	}
 	o, runErr := run(ctx, g)
-	err = runner.Report(os.Stdout, o, *out, start, runErr)
+	info.Accelerator = g.Accel.String()
+	err = runner.Report(os.Stdout, o, *out, info, runErr)
 	if e.guests {
 		err = errors.Join(err, tf.write(x.Trace, os.Stdout))
 	}

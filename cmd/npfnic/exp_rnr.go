@@ -63,11 +63,12 @@ var expRNR = experiment{
 			}
 			c.Progress = rnrsweep.ProgressTo(x.Progress, "")
 			return func(ctx context.Context, _ expGuests) (*runner.Outcome, error) {
+				// An interrupted sweep reports the points it finished.
 				base, points, err := rnrsweep.Run(ctx, c)
-				if err != nil {
+				if base.MBps == 0 {
 					return nil, err
 				}
-				return rnrsweep.Report(c, base, points), nil
+				return rnrsweep.Report(c, base, points), err
 			}, nil
 		}
 	},

@@ -74,7 +74,19 @@ func usage(w io.Writer) {
 }
 
 func main() {
-	os.Exit(run(interruptible(), os.Args[1:]))
+	ctx := interruptible()
+	os.Exit(interruptedStatus(ctx, run(ctx, os.Args[1:])))
+}
+
+// interruptedStatus is the exit status of a command that ended with
+// status: 130, as a shell reports a command SIGINT ended, when a signal
+// stopped it before it finished its job (the results it gathered are
+// written, and run.json says the run was interrupted).
+func interruptedStatus(ctx context.Context, status int) int {
+	if status != 0 && ctx.Err() != nil {
+		return 130
+	}
+	return status
 }
 
 // run runs the command line args (without the program name) and returns
@@ -126,6 +138,11 @@ func exit(path string, err error) int {
 		path, err = pe.path, pe.err
 	}
 	prog := strings.TrimSpace("npfnic " + path)
+	if errors.Is(err, context.Canceled) {
+		// What an interrupted experiment gathered is written already.
+		fmt.Fprintf(stderr, "%s: interrupted\n", prog)
+		return 1
+	}
 	fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 	var ue *usageError
 	if errors.As(err, &ue) {

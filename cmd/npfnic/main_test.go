@@ -469,3 +469,24 @@ func TestExperimentsWriteUnderOutExp(t *testing.T) {
 		})
 	}
 }
+
+// TestInterruptedStatus: a command stopped by a signal exits 130, one that
+// finished (or failed) before any signal keeps its status.
+func TestInterruptedStatus(t *testing.T) {
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		ctx          context.Context
+		status, want int
+	}{
+		{context.Background(), 0, 0},
+		{context.Background(), 1, 1},
+		{context.Background(), 2, 2},
+		{stopped, 1, 130},
+		{stopped, 0, 0},
+	} {
+		if got := interruptedStatus(tc.ctx, tc.status); got != tc.want {
+			t.Errorf("interruptedStatus(interrupted %v, %d) = %d, want %d", tc.ctx.Err() != nil, tc.status, got, tc.want)
+		}
+	}
+}

@@ -94,16 +94,23 @@ func Table(c Config, base Result, points []Result) string {
 	fmt.Fprintf(&b, "RC SEND stream, %s\n", c.Describe())
 	fmt.Fprintf(&b, "no faults: %.1f MB/s\n", base.MBps)
 	fmt.Fprintf(&b, "%-10s %-11s %12s %12s %9s %8s %9s\n", "fault", "resolution", "RNR MB/s", "drop MB/s", "ratio", "RNR NAKs", "timeouts")
+	// A point not run (an interrupted sweep) shows as "-", never as 0.
+	cell := func(r *Result, format string, v func(*Result) any) string {
+		if r == nil {
+			return "-"
+		}
+		return fmt.Sprintf(format, v(r))
+	}
 	for _, p := range Pairs(points) {
-		var rnr, drop float64
-		var naks, tos uint64
-		if p.RNR != nil {
-			rnr, naks = p.RNR.MBps, p.RNR.RNRNaks
+		ratio := "-"
+		if p.RNR != nil && p.Drop != nil && p.Drop.MBps > 0 {
+			ratio = fmt.Sprintf("%.1fx", p.Ratio())
 		}
-		if p.Drop != nil {
-			drop, tos = p.Drop.MBps, p.Drop.Timeouts
-		}
-		fmt.Fprintf(&b, "%-10g %-11v %12.1f %12.2f %8.1fx %8d %9d\n", p.FaultRate, p.Resolution, rnr, drop, p.Ratio(), naks, tos)
+		fmt.Fprintf(&b, "%-10g %-11v %12s %12s %9s %8s %9s\n", p.FaultRate, p.Resolution,
+			cell(p.RNR, "%.1f", func(r *Result) any { return r.MBps }),
+			cell(p.Drop, "%.2f", func(r *Result) any { return r.MBps }), ratio,
+			cell(p.RNR, "%d", func(r *Result) any { return r.RNRNaks }),
+			cell(p.Drop, "%d", func(r *Result) any { return r.Timeouts }))
 	}
 	return b.String()
 }

@@ -87,6 +87,21 @@ func TestSweepShape(t *testing.T) {
 	if !strings.Contains(tab, "RNR MB/s") || strings.Count(tab, "\n") != 3+6 {
 		t.Fatalf("table:\n%s", tab)
 	}
+	// An interrupted sweep has RNR points without their drop twins: the
+	// table shows those as not run, never as 0 MB/s.
+	var rnrOnly []Result
+	for _, p := range points {
+		if p.Recovery == ibrc.FaultRNRNak {
+			rnrOnly = append(rnrOnly, p)
+		}
+	}
+	partial := Table(c, base, rnrOnly)
+	for _, line := range strings.Split(strings.TrimSpace(partial), "\n")[3:] {
+		f := strings.Fields(line)
+		if len(f) != 7 || f[3] != "-" || f[4] != "-" || f[6] != "-" || f[2] == "-" {
+			t.Errorf("partial table row %q: want RNR figures and - for drop, ratio and timeouts", line)
+		}
+	}
 }
 
 func TestValidate(t *testing.T) {

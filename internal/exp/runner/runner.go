@@ -9,6 +9,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -173,10 +174,11 @@ func Jobs[C, R any](c C, results []R, failure func(R) error, what, logs string,
 	}
 }
 
-// Report prints o's table on w, writes its files into dir and names them
-// with the time since start; it returns runErr, else o's failure. A nil o
-// (nothing ran) reports only runErr.
-func Report(w io.Writer, o *Outcome, dir string, start time.Time, runErr error) error {
+// Report prints o's table on w, writes its files and info's run.json into
+// dir and names them with the time since info.Start; it returns runErr,
+// else o's failure. A nil o (nothing ran) reports only runErr. An
+// interrupted run (runErr is context.Canceled) reports what it gathered.
+func Report(w io.Writer, o *Outcome, dir string, info *RunInfo, runErr error) error {
 	if o == nil {
 		return runErr
 	}
@@ -185,11 +187,17 @@ func Report(w io.Writer, o *Outcome, dir string, start time.Time, runErr error) 
 	if err != nil {
 		return err
 	}
+	info.finish(cmp.Or(runErr, o.Failed))
+	path, err := info.write(dir)
+	if err != nil {
+		return err
+	}
+	files = append(files, path)
 	logs := ""
 	if o.Logs != "" {
 		logs = fmt.Sprintf(" (logs in %s)", o.Logs)
 	}
-	fmt.Fprintf(w, "\nwrote %s%s in %.0fs\n", strings.Join(files, ", "), logs, time.Since(start).Seconds())
+	fmt.Fprintf(w, "\nwrote %s%s in %.0fs\n", strings.Join(files, ", "), logs, time.Since(info.Start).Seconds())
 	if runErr != nil {
 		return runErr
 	}

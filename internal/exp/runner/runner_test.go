@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -210,13 +211,15 @@ func TestReport(t *testing.T) {
 		wantErr string
 		wantOut []string
 	}{
-		{"failures", outcome, nil, "1 of 3 runs failed", []string{"the table", "wrote " + filepath.Join(dir, "x.csv") + ", ", "x.png (logs in L) in "}},
+		{"failures", outcome, nil, "1 of 3 runs failed", []string{"the table", "wrote " + filepath.Join(dir, "x.csv") + ", ", "x.png, " + filepath.Join(dir, RunInfoFile) + " (logs in L) in "}},
 		{"run error first", outcome, context.Canceled, "context canceled", []string{"the table"}},
 		{"nothing ran", nil, context.Canceled, "context canceled", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var w bytes.Buffer
-			err := Report(&w, tc.o, dir, time.Now(), tc.runErr)
+			info := NewRunInfo([]string{"npfnic", "exp", "x", "-rounds", "2"})
+			info.Accelerator = "TCG"
+			err := Report(&w, tc.o, dir, info, tc.runErr)
 			if err == nil || err.Error() != tc.wantErr && !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("Report: %v, want %q", err, tc.wantErr)
 			}
@@ -227,6 +230,26 @@ func TestReport(t *testing.T) {
 			}
 			if tc.o == nil && w.Len() != 0 {
 				t.Errorf("printed %q for nothing", w.String())
+			}
+			if tc.o == nil {
+				return
+			}
+			// run.json says what made the results, and whether the run
+			// was cut short.
+			var got RunInfo
+			b, err := os.ReadFile(filepath.Join(dir, RunInfoFile))
+			if err != nil || json.Unmarshal(b, &got) != nil {
+				t.Fatalf("run.json: %v\n%s", err, b)
+			}
+			if !strings.Contains(w.String(), filepath.Join(dir, RunInfoFile)) {
+				t.Errorf("the report does not name run.json:\n%s", w.String())
+			}
+			if !slices.Equal(got.Command, info.Command) || got.Accelerator != "TCG" || got.Commit == "" ||
+				got.Host.CPUs < 1 || got.Host.Kernel == "" || got.Start.IsZero() || got.End.Before(got.Start) {
+				t.Errorf("run.json: %+v", got)
+			}
+			if interrupted := errors.Is(tc.runErr, context.Canceled); got.Interrupted != interrupted || got.Error == "" {
+				t.Errorf("run.json: interrupted %v, error %q; the run's error was %v", got.Interrupted, got.Error, tc.runErr)
 			}
 		})
 	}
