@@ -2,9 +2,12 @@ package images
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -168,5 +171,132 @@ func TestNewFindsItsSources(t *testing.T) {
 	opt.Source = nil
 	if _, err := New(opt); err == nil || !strings.Contains(err.Error(), "no npfnic source tree") {
 		t.Fatalf("New outside a checkout without embedded sources: %v", err)
+	}
+}
+
+// TestModuleKeyIgnoresWhereSourcesAre: driver sources of equal content
+// key the module build alike in a checkout and extracted from the binary,
+// and an edit changes the key.
+func TestModuleKeyIgnoresWhereSourcesAre(t *testing.T) {
+	src := fakeSource()
+	checkout := t.TempDir()
+	if err := os.CopyFS(checkout, src); err != nil {
+		t.Fatal(err)
+	}
+	extracted, err := ExtractSource(src, filepath.Join(t.TempDir(), "src"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := Kernel{Release: "6.1.0-56-amd64", Version: "6.1.192-2"}
+	key := func(dir string) string {
+		t.Helper()
+		key, err := moduleKey(filepath.Join(dir, "guestdrv"), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return key.Sum()
+	}
+	if key(checkout) != key(extracted) {
+		t.Fatal("the same driver sources key the module differently in a checkout and extracted")
+	}
+	if err := os.WriteFile(filepath.Join(checkout, "guestdrv/npfnic.h"), []byte("#define NPFNIC 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if key(checkout) == key(extracted) {
+		t.Fatal("an edited header left the module key unchanged")
+	}
+}
+
+// TestGuestToolsIgnoreWhereSourcesAre: the agent built from a git
+// checkout and from a copy of its sources elsewhere, without git, is the
+// same file, so the initramfs keyed by it stays cached. GOFLAGS asks for
+// the VCS stamp, which would differ, to show that the build leaves it out.
+func TestGuestToolsIgnoreWhereSourcesAre(t *testing.T) {
+	goCmd := goTool(t)
+	gitCmd, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git command")
+	}
+	checkout, err := FindSourceDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sources: go.mod, go.sum and the files of the module's packages
+	// the agent is built from, as the embedded sources hold them.
+	list := exec.Command(goCmd, "list", "-deps", "-json=Dir,GoFiles,Module", "./guestdrv/cmd/npfnic-agent")
+	list.Dir = checkout
+	list.Env = append(os.Environ(), "GOOS=linux", "GOARCH=amd64", "CGO_ENABLED=0")
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	sources := []string{"go.mod", "go.sum"}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var pkg struct {
+			Dir     string
+			GoFiles []string
+			Module  *struct{ Path string }
+		}
+		if err := dec.Decode(&pkg); err != nil {
+			t.Fatal(err)
+		}
+		if pkg.Module == nil || pkg.Module.Path != ModulePath {
+			continue
+		}
+		rel, err := filepath.Rel(checkout, pkg.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range pkg.GoFiles {
+			sources = append(sources, filepath.Join(rel, f))
+		}
+	}
+	copySources := func() string {
+		t.Helper()
+		dir := t.TempDir()
+		for _, rel := range sources {
+			data, err := os.ReadFile(filepath.Join(checkout, rel))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(dir, rel)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	repo, plain := copySources(), copySources()
+	for _, args := range [][]string{
+		{"init", "-q"}, {"add", "."},
+		{"-c", "user.name=npfnic test", "-c", "user.email=test@npfnic.invalid", "commit", "-q", "-m", "sources"},
+	} {
+		cmd := exec.Command(gitCmd, args...)
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+
+	t.Setenv("GOFLAGS", "-buildvcs=true")
+	agent := func(sourceDir string) []byte {
+		t.Helper()
+		b := &Builder{opt: Options{CacheDir: t.TempDir(), SourceDir: sourceDir}, out: io.Discard}
+		tools, err := b.buildGuestTools(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(tools["npfnic-agent"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	if !bytes.Equal(agent(repo), agent(plain)) {
+		t.Fatal("npfnic-agent built from a git checkout differs from the one built from a copy of its sources elsewhere")
 	}
 }
