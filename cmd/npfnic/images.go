@@ -5,12 +5,15 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/npfnic/npfnic"
 	"github.com/npfnic/npfnic/images"
 )
 
 // addImageFlags registers the flags every command that needs images shares.
+// The options carry the sources embedded in the binary, which the build
+// uses when it runs outside a checkout.
 func addImageFlags(fs *flag.FlagSet) *images.Options {
-	opt := &images.Options{}
+	opt := &images.Options{Source: npfnic.Source}
 	fs.StringVar(&opt.CacheDir, "cache", images.DefaultCacheDir(), "image cache directory (env NPFNIC_CACHE)")
 	fs.StringVar(&opt.Mirror, "mirror", "", "Debian mirror (default: the host's apt sources)")
 	return opt
