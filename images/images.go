@@ -8,6 +8,16 @@
 // stamp holding the hash of its inputs last; a step whose stamp matches is
 // skipped, so a second build with nothing changed takes seconds and a changed
 // driver source rebuilds only the module and the initramfs.
+//
+// The driver and the guest tools are built from the checkout around the
+// working directory or, outside one, from the sources the npfnic command
+// embeds (Options.Source), extracted into the cache.
+//
+// The build runs on Debian 12 (bookworm) on x86-64, or a derivative using
+// bookworm's archive, as root, with Go installed: it takes the guest
+// kernel, the Debian mirror and its own packages from the host's apt
+// (host.go says why each), and it stops at once, naming what is missing,
+// on any other host.
 package images
 
 import (
@@ -150,8 +160,12 @@ func (b *Builder) SourceDir() string { return b.opt.SourceDir }
 
 // Build makes sure every artifact exists and is current. Builds sharing a
 // cache directory (tests of several packages, a user's second shell) take
-// turns: the cache is locked for the whole build.
+// turns: the cache is locked for the whole build. On a host the build
+// does not support it fails before anything else (checkHost).
 func (b *Builder) Build(ctx context.Context) (*Artifacts, error) {
+	if err := checkHost(thisHost()); err != nil {
+		return nil, err
+	}
 	unlock, err := b.lockCache(ctx)
 	if err != nil {
 		return nil, err
