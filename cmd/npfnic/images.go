@@ -36,7 +36,9 @@ func runImages(ctx context.Context, args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: npfnic images [-cache DIR] [-mirror URL]\n\n"+
 			"Builds the QEMU, kernel, driver and initramfs images, or checks that the cache holds them,\n"+
-			"and prints their paths.\n\n")
+			"and prints their paths. The driver and the guest tools are built from the checkout around\n"+
+			"the working directory or, outside one, from the sources in this binary. The build needs\n"+
+			"Debian 12 (bookworm) on x86-64, root, and Go.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
