@@ -46,6 +46,10 @@ func ExtractSource(src fs.FS, parent string) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(tmp) // gone after the rename, left over after a failure
+	// MkdirTemp made it 0700; the cache's other trees are 0755.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", err
+	}
 	for _, f := range files {
 		p := filepath.Join(tmp, filepath.FromSlash(f.path))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

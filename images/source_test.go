@@ -73,6 +73,11 @@ func TestExtractSource(t *testing.T) {
 		t.Fatalf("extracted to %s, want %s/%s-HASH", dir, parent, sourceTreeName)
 	}
 	checkTree(t, dir, src)
+	if fi, err := os.Stat(dir); err != nil {
+		t.Fatal(err)
+	} else if fi.Mode().Perm() != 0o755 {
+		t.Errorf("the extracted tree's mode is %v, want 0755 as the cache's other trees", fi.Mode().Perm())
+	}
 
 	kbuild := filepath.Join(dir, "guestdrv/Kbuild")
 	before, err := os.Stat(kbuild)
