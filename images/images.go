@@ -8,6 +8,16 @@
 // stamp holding the hash of its inputs last; a step whose stamp matches is
 // skipped, so a second build with nothing changed takes seconds and a changed
 // driver source rebuilds only the module and the initramfs.
+//
+// The driver and the guest tools are built from the checkout around the
+// working directory or, outside one, from the sources the npfnic command
+// embeds (Options.Source), extracted into the cache.
+//
+// The build runs on Debian 12 (bookworm) on x86-64, or a derivative using
+// bookworm's archive, as root, with Go installed: it takes the guest
+// kernel, the Debian mirror and its own packages from the host's apt
+// (host.go says why each), and it stops at once, naming what is missing,
+// on any other host.
 package images
 
 import (
@@ -16,6 +26,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,9 +41,16 @@ import (
 type Options struct {
 	// CacheDir holds every artifact; default DefaultCacheDir().
 	CacheDir string
-	// SourceDir is the npfnic source tree (for guestdrv/); default: found
-	// by walking up from the working directory to npfnic's go.mod.
+	// SourceDir is the npfnic source tree the module and the guest tools
+	// are built from (guestdrv/, vdevice/hw, go.mod); default: the
+	// checkout found by walking up from the working directory to
+	// npfnic's go.mod, else Source extracted into the cache.
 	SourceDir string
+	// Source is npfnic's source files as the installed command embeds
+	// them (npfnic.Source), so that it builds images outside a checkout.
+	// A checkout around the working directory still wins: there, edits
+	// to the driver go into the images.
+	Source fs.FS
 	// Progress receives one line per step and periodic "still running"
 	// lines for long ones; default os.Stderr.
 	Progress io.Writer
@@ -91,16 +109,19 @@ type Artifacts struct {
 
 // Builder runs the build steps; use New, then Build.
 type Builder struct {
-	opt    Options
-	out    io.Writer
-	mirror string
-	step   int
-	steps  int
-	aptMu  sync.Mutex
-	aptUpd bool
+	opt       Options
+	extracted bool // SourceDir is Options.Source extracted, not a checkout
+	out       io.Writer
+	mirror    string
+	step      int
+	steps     int
+	aptMu     sync.Mutex
+	aptUpd    bool
 }
 
-// New prepares a builder; it does not touch the network.
+// New prepares a builder: it creates the cache and, outside a checkout,
+// extracts opt.Source into it (<cache>/src); it does not touch the
+// network.
 func New(opt Options) (*Builder, error) {
 	if opt.CacheDir == "" {
 		opt.CacheDir = DefaultCacheDir()
@@ -108,27 +129,43 @@ func New(opt Options) (*Builder, error) {
 	if opt.Progress == nil {
 		opt.Progress = os.Stderr
 	}
-	if opt.SourceDir == "" {
-		wd, _ := os.Getwd()
-		d, err := FindSourceDir(wd)
-		if err != nil {
-			return nil, err
-		}
-		opt.SourceDir = d
-	}
 	if err := os.MkdirAll(opt.CacheDir, 0o755); err != nil {
 		return nil, fmt.Errorf("cache directory: %w", err)
 	}
-	return &Builder{opt: opt, out: opt.Progress}, nil
+	extracted := false
+	if opt.SourceDir == "" {
+		wd, _ := os.Getwd()
+		d, err := FindSourceDir(wd)
+		switch {
+		case err == nil:
+			opt.SourceDir = d
+		case opt.Source != nil:
+			if opt.SourceDir, err = ExtractSource(opt.Source, filepath.Join(opt.CacheDir, "src")); err != nil {
+				return nil, err
+			}
+			extracted = true
+		default:
+			return nil, fmt.Errorf("%w: run inside a checkout, or give the sources (Options.SourceDir, or Options.Source as the npfnic command does)", err)
+		}
+	}
+	return &Builder{opt: opt, out: opt.Progress, extracted: extracted}, nil
 }
 
 // CacheDir is where the builder keeps its outputs.
 func (b *Builder) CacheDir() string { return b.opt.CacheDir }
 
+// SourceDir is the source tree the builder compiles the driver and the
+// guest tools from: a checkout, or Options.Source extracted into the cache.
+func (b *Builder) SourceDir() string { return b.opt.SourceDir }
+
 // Build makes sure every artifact exists and is current. Builds sharing a
 // cache directory (tests of several packages, a user's second shell) take
-// turns: the cache is locked for the whole build.
+// turns: the cache is locked for the whole build. On a host the build
+// does not support it fails before anything else (checkHost).
 func (b *Builder) Build(ctx context.Context) (*Artifacts, error) {
+	if err := checkHost(thisHost()); err != nil {
+		return nil, err
+	}
 	unlock, err := b.lockCache(ctx)
 	if err != nil {
 		return nil, err
@@ -165,6 +202,11 @@ func (b *Builder) lockCache(ctx context.Context) (func(), error) {
 func (b *Builder) build(ctx context.Context) (*Artifacts, error) {
 	start := time.Now()
 	b.step, b.steps = 0, 9
+	if b.extracted {
+		fmt.Fprintf(b.out, "images: no checkout here; the driver and the guest tools build from the sources in this binary, extracted to %s\n", b.opt.SourceDir)
+	} else {
+		fmt.Fprintf(b.out, "images: the driver and the guest tools build from %s\n", b.opt.SourceDir)
+	}
 	a := Artifacts{CacheDir: b.opt.CacheDir}
 	var err error
 	if err = b.hostPackages(ctx); err != nil {

@@ -15,8 +15,8 @@ var driverSources = []string{"*.c", "*.h", "Kbuild"}
 func (b *Builder) buildModule(ctx context.Context, k Kernel) (string, error) {
 	done := b.begin("guest driver module (guestdrv/)")
 	src := filepath.Join(b.opt.SourceDir, "guestdrv")
-	key := NewKey("module", "1").Add("kernel", k.Release+" "+k.Version)
-	if err := addTopLevel(key, src, driverSources); err != nil {
+	key, err := moduleKey(src, k)
+	if err != nil {
 		return "", err
 	}
 	parent := filepath.Join(b.opt.CacheDir, "module")
@@ -47,6 +47,17 @@ func (b *Builder) buildModule(ctx context.Context, k Kernel) (string, error) {
 	}
 	done("built " + ko)
 	return ko, nil
+}
+
+// moduleKey is the module build's key: the kernel, and the driver
+// sources in src by name and content, not by where they are, so a
+// checkout and the sources extracted from the binary share builds.
+func moduleKey(src string, k Kernel) (*Key, error) {
+	key := NewKey("module", "1").Add("kernel", k.Release+" "+k.Version)
+	if err := addTopLevel(key, src, driverSources); err != nil {
+		return nil, err
+	}
+	return key, nil
 }
 
 func topLevelFiles(dir string, patterns []string) ([]string, error) {

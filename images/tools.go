@@ -9,7 +9,10 @@ import (
 
 // buildGuestTools compiles the guest-side Go programs (guestdrv/cmd/*) as
 // static binaries. Go's build cache makes this cheap when nothing changed,
-// and -trimpath keeps the output identical so the initramfs stays cached.
+// and the output depends on the sources' content alone, so the initramfs
+// stays cached: -trimpath leaves out where the tree is (a checkout, or the
+// sources extracted from the binary), -buildvcs=false the checkout's git
+// revision and whether it had changes.
 func (b *Builder) buildGuestTools(ctx context.Context) (map[string]string, error) {
 	done := b.begin("guest tools (guestdrv/cmd)")
 	dirs, err := filepath.Glob(filepath.Join(b.opt.SourceDir, "guestdrv/cmd/*"))
@@ -25,7 +28,7 @@ func (b *Builder) buildGuestTools(ctx context.Context) (map[string]string, error
 		name := filepath.Base(d)
 		bin := filepath.Join(out, name)
 		env := []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64"}
-		if err := b.run(ctx, "guest-tools", b.opt.SourceDir, env, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./guestdrv/cmd/"+name); err != nil {
+		if err := b.run(ctx, "guest-tools", b.opt.SourceDir, env, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", bin, "./guestdrv/cmd/"+name); err != nil {
 			return nil, fmt.Errorf("build guest tool %s: %w", name, err)
 		}
 		tools[name] = bin

@@ -5,12 +5,15 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/npfnic/npfnic"
 	"github.com/npfnic/npfnic/images"
 )
 
 // addImageFlags registers the flags every command that needs images shares.
+// The options carry the sources embedded in the binary, which the build
+// uses when it runs outside a checkout.
 func addImageFlags(fs *flag.FlagSet) *images.Options {
-	opt := &images.Options{}
+	opt := &images.Options{Source: npfnic.Source}
 	fs.StringVar(&opt.CacheDir, "cache", images.DefaultCacheDir(), "image cache directory (env NPFNIC_CACHE)")
 	fs.StringVar(&opt.Mirror, "mirror", "", "Debian mirror (default: the host's apt sources)")
 	return opt
@@ -33,7 +36,9 @@ func runImages(ctx context.Context, args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: npfnic images [-cache DIR] [-mirror URL]\n\n"+
 			"Builds the QEMU, kernel, driver and initramfs images, or checks that the cache holds them,\n"+
-			"and prints their paths.\n\n")
+			"and prints their paths. The driver and the guest tools are built from the checkout around\n"+
+			"the working directory or, outside one, from the sources in this binary. The build needs\n"+
+			"Debian 12 (bookworm) on x86-64, root, and Go.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
