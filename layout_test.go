@@ -32,13 +32,13 @@ const (
 	notGo     = -2
 )
 
-// layout is the README's Layout table, which TestLayoutTable keeps
+// layout is docs/architecture.md's layer table, which TestLayoutTable keeps
 // generated from it. Every Go package of the module is in exactly one row;
 // a non-test file imports only packages of lower layers, whatever folder
 // they are in, so data flows one way (wire → ring → translation → DMA)
 // and the engines sit side by side.
 var layout = []layoutRow{
-	{0, []string{"vdevice/hw"}, "the device interface, defined once: identity, BAR0 register table (access, write kind, partial-write rule, reset value, owning block), descriptor and queue-entry formats, the quiesce contract; generates `guestdrv/npfnic_hw.h` and [`docs/device.md`](docs/device.md)"},
+	{0, []string{"vdevice/hw"}, "the device interface, defined once: identity, BAR0 register table (access, write kind, partial-write rule, reset value, owning block), descriptor and queue-entry formats, the quiesce contract; generates `guestdrv/npfnic_hw.h` and [`docs/device.md`](device.md)"},
 	{0, []string{"vdevice/guestmem"}, "the one bounds-checked DMA layer: guest memory regions, page-split access, engine streams, quiesce and the late-DMA detector"},
 	{0, []string{"vdevice/port"}, "the NIC's network port: backends (TAP, QEMU's stream protocol, an in-memory pipe), pcap recording, and the `Mux` both engines plug into (receive demultiplexing by claim, a transmit endpoint per engine)"},
 	{0, []string{"vdevice/pkthdr"}, "the one allocation-free view of a frame's headers (VLAN/QinQ, IPv4/IPv6 with extension headers, TCP/UDP) that steering, checksum offload, TSO and RoCEv2 classification share"},
@@ -66,7 +66,7 @@ var layout = []layoutRow{
 	{4, []string{"ethring"}, "the Ethernet engine: TX and RX rings, the status block and interrupt moderation, the RX fault policies and the backup ring, TSO and checksum offload"},
 	{4, []string{"rdma"}, "the RDMA engine: the NIC's RDMA register block, command and event queues, QPs over rxe queues, CQs, MRs through `ats`, on-demand paging through `pri`, the paced transmit goroutine"},
 	{4, []string{"rdma/rdmatest"}, "a model of the driver and librxe for tests of the RDMA engine without a VM"},
-	{5, []string{"."}, "the PCI function (`npfnic`): assembles config space, BAR0 (routed by the register table to the block that owns each register), MSI-X, the port's Mux and the engines, resets and quiesce; implements `vfiouser.Device`"},
+	{5, []string{"."}, "the PCI function (`npfnic`): assembles config space, BAR0 (routed by the register table to the block that owns each register), MSI-X, the port's Mux and the engines, resets and quiesce; implements `vfiouser.Device`; `Source`, the files the image build compiles, embedded for the installed command"},
 	{6, []string{"internal/testbed/vm"}, "boots and drives QEMU guests: q35 under KVM or TCG (a probe guest decides `auto`), QMP through go-qemu, the console log, the guest agent on ttyS1, device servers"},
 	{7, []string{"internal/testbed/workload"}, "iperf3, memcached, memaslap and the ibverbs programs' output, run and parsed"},
 	{8, []string{"internal/testbed"}, "the bench that `cmd/npfnic`, the experiments and `ci/` share: a guest with npfnic on a tap, memcached and the driver loaded; RDMA pairs of guests on a cable"},
@@ -195,7 +195,10 @@ func TestLayoutNamesEveryDriverFile(t *testing.T) {
 	}
 }
 
-var update = flag.Bool("update", false, "rewrite README.md's Layout table from layout_test.go")
+// layoutDoc holds the generated layer table.
+const layoutDoc = "docs/architecture.md"
+
+var update = flag.Bool("update", false, "rewrite "+layoutDoc+"'s layer table from layout_test.go")
 
 const (
 	layoutBegin = "<!-- layout table: generated from layout_test.go by `go test -run TestLayoutTable -update .` -->\n"
@@ -226,26 +229,26 @@ func layoutMarkdown() string {
 	return b.String()
 }
 
-// TestLayoutTable: README.md's Layout table is the one in this file.
+// TestLayoutTable: docs/architecture.md's layer table is the one in this file.
 func TestLayoutTable(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile(layoutDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	i := bytes.Index(readme, []byte(layoutBegin))
 	j := bytes.Index(readme, []byte(layoutEnd))
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no layout table between %q and %q", layoutBegin, layoutEnd)
+		t.Fatalf("%s has no layout table between %q and %q", layoutDoc, layoutBegin, layoutEnd)
 	}
 	got, want := string(readme[i+len(layoutBegin):j]), layoutMarkdown()
 	if got == want {
 		return
 	}
 	if !*update {
-		t.Fatalf("README.md's layout table is stale: run go test -run TestLayoutTable -update .")
+		t.Fatalf("%s's layout table is stale: run go test -run TestLayoutTable -update .", layoutDoc)
 	}
 	out := append(append(append([]byte{}, readme[:i+len(layoutBegin)]...), want...), readme[j:]...)
-	if err := os.WriteFile("README.md", out, 0o644); err != nil {
+	if err := os.WriteFile(layoutDoc, out, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

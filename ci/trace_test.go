@@ -19,7 +19,7 @@ import (
 // detected, page request queued, PRQ interrupt, page response, the frame
 // placed in the same descriptor after the response), and the events
 // around them (doorbells, descriptor fetches, ATC misses and walks, DMA,
-// invalidations) were recorded. The fault is drawn as the README's
+// invalidations) were recorded. The fault is drawn as docs/driver.md's
 // picture is.
 func TestTraceFaultInGuest(t *testing.T) {
 	a := needImages(t)

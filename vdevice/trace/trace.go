@@ -12,7 +12,7 @@
 // nothing (inlined, no allocation) when it is. Building with the tag
 // npfnic_notrace makes Compiled false and removes the hooks altogether,
 // which is how the fast path's cost of carrying them is measured
-// (BenchmarkRxFrame with and without the tag, in the README). When on,
+// (BenchmarkRxFrame with and without the tag, in docs/driver.md). When on,
 // an event is 40 bytes copied into a preallocated ring under a mutex: no
 // allocation, and the ring keeps the newest events, so it can run for a
 // whole experiment.
