@@ -37,7 +37,7 @@ var expFaultCost = experiment{
 		extra := fs.String("driver-params", "", "extra npfnic.ko parameters, e.g. fault_delay_us=100 (emulated major faults); rc writes them to /sys/module/npfnic/parameters")
 		rcPolicy := fs.String("rc-policy", faultcost.DefaultRCPolicy, "rc: the responder's receive-fault policy (debugfs rdma_recv_fault): rnr or drop")
 		rcTraffic := fs.String("rc-traffic", faultcost.RCTrafficCold, "rc: cold (a fresh ib_send_bw --odp server per cycle: every page of its receive buffer faults once) or rnpf (the driver evicts a page per -rc-rate messages)")
-		rcSize := fs.Int("rc-size", faultcost.DefaultRCSize, "rc: ib_send_bw message size (-s)")
+		rcSize := fs.Int("rc-msg-size", faultcost.DefaultRCSize, "rc: ib_send_bw message size (-s)")
 		rcIters := fs.Int("rc-iters", 0, fmt.Sprintf("rc: ib_send_bw messages per cycle (-n; default %d, %d with -rc-traffic rnpf)", faultcost.DefaultRCIters, faultcost.DefaultRCRNPFIters))
 		rcRate := fs.Int("rc-rate", 0, fmt.Sprintf("rc: rnpf_rate_ppm with -rc-traffic rnpf (default %d)", faultcost.DefaultRCRatePPM))
 		rcPoll := fs.Bool("rc-poll", false, "rc: npfnic's ib_send_bw busy-polls its CQ (default: it waits on completion events, -e, leaving its guest idle)")

@@ -37,7 +37,7 @@ var expRNPFRate = experiment{
 		major := fs.Duration("major-delay", rnpfrate.DefaultMajorDelay, "how long a major fault takes to resolve (the driver's fault_delay_us)")
 		runTime := fs.Duration("time", 0, fmt.Sprintf("length of each iperf3 run, rc: of each measured window (whole seconds; default %v, rc %v)", rnpfrate.DefaultTime, rnpfrate.DefaultRCTime))
 		extra := fs.String("driver-params", "", "extra npfnic.ko parameters for every load, e.g. atc_entries=4096 (eth only)")
-		size := fs.Int("size", 0, fmt.Sprintf("rc: SEND size in bytes (default %d)", rnpfrate.DefaultRCMsgSize))
+		size := fs.Int("msg-size", 0, fmt.Sprintf("rc: SEND size in bytes (default %d)", rnpfrate.DefaultRCMsgSize))
 		sim := fs.Bool("sim", true, "rc: also run `npfnic exp rnr` (virtual time, a few seconds) and draw it beside the measurement")
 		return func(x expRun) (expRunFunc, error) {
 			r, err := rnpfrate.ParseRates(*rates)

@@ -23,13 +23,13 @@ var expRNR = experiment{
 		c := rnrsweep.DefaultConfig()
 		rates := fs.String("rates", runner.JoinFloats(c.FaultRates), "receive fault probabilities per packet, comma-separated")
 		res := fs.String("resolution", runner.JoinDurations(c.Resolutions), "page-fault resolution times (minor, major), comma-separated")
-		fs.IntVar(&c.MsgSize, "msg", c.MsgSize, "SEND message size in bytes")
+		fs.IntVar(&c.MsgSize, "msg-size", c.MsgSize, "SEND message size in bytes")
 		mtu := fs.Int("mtu", c.MTU.Bytes(), "path MTU in bytes (256, 512, 1024, 2048, 4096)")
 		fs.Float64Var(&c.LinkGbps, "gbps", c.LinkGbps, "link rate in Gb/s")
 		fs.DurationVar(&c.Latency, "latency", c.Latency, "one-way link latency")
-		timeout := fs.Uint("timeout", uint(c.Timeout), "local ACK timeout code: 4.096us x 2^code")
+		timeout := fs.Uint("ack-timeout", uint(c.Timeout), "local ACK timeout code: 4.096us x 2^code")
 		fs.IntVar(&c.RNRTimer, "rnr-timer", c.RNRTimer, "RNR NAK timer code 0-31; -1 picks the smallest timer >= the resolution")
-		fs.IntVar(&c.MinFaults, "faults", c.MinFaults, "aim for this many faults per point")
+		fs.IntVar(&c.MinFaults, "faults-per-point", c.MinFaults, "aim for this many faults per point")
 		maxMiB := fs.Int64("max-mib", c.MaxBytes>>20, "most MiB sent per point")
 		minMiB := fs.Int64("min-mib", c.MinBytes>>20, "least MiB sent per point")
 		fs.IntVar(&c.Window, "window", c.Window, "PSNs in flight per QP")
@@ -54,7 +54,7 @@ var expRNR = experiment{
 				return nil, fmt.Errorf("-mtu %d: want %s", *mtu, strings.Join(mtus, ", "))
 			}
 			if *timeout < 1 || *timeout > 31 {
-				return nil, fmt.Errorf("-timeout %d: want 1 to 31", *timeout)
+				return nil, fmt.Errorf("-ack-timeout %d: want 1 to 31", *timeout)
 			}
 			c.Timeout = uint8(*timeout)
 			c.MinBytes, c.MaxBytes = *minMiB<<20, *maxMiB<<20

@@ -296,7 +296,7 @@ func TestValidateBeforeImages(t *testing.T) {
 		tc{[]string{"exp", "rnpf-rate", "-rates", "0,x"}, `-rates: bad rate "x"`},
 		tc{[]string{"exp", "rnpf-rate", "-faults", "minor,huge"}, `unknown fault kind "huge" (want minor, major)`},
 		tc{[]string{"exp", "rnpf-rate", "-transport", "rc", "-driver-params", "x=1"}, "no extra driver parameters"},
-		tc{[]string{"exp", "rnpf-rate", "-size", "64"}, "a message size is for -transport rc"},
+		tc{[]string{"exp", "rnpf-rate", "-msg-size", "64"}, "a message size is for -transport rc"},
 		tc{[]string{"exp", "rnpf-rate", "-transport", "rc"}, ""},
 		// demo, boot and images.
 		tc{[]string{"demo", "-logs", "logs", "-cold-ring-out", "cold"}, ""},
@@ -351,7 +351,7 @@ func TestValidateBeforeSimulation(t *testing.T) {
 		{[]string{"-rates", "0,1.5"}, "fault rate 1.5 not in [0,1)"},
 		{[]string{"-resolution", "50"}, `-resolution: bad duration "50": want a number with a unit`},
 		{[]string{"-mtu", "1500"}, "-mtu 1500: want 256, 512, 1024, 2048, 4096"},
-		{[]string{"-timeout", "0"}, "-timeout 0: want 1 to 31"},
+		{[]string{"-ack-timeout", "0"}, "-ack-timeout 0: want 1 to 31"},
 		{[]string{"-rnr-timer", "40"}, "RNR timer code must be 0-31"},
 	} {
 		args := append([]string{"exp", "rnr"}, tc.args...)
