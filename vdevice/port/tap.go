@@ -59,6 +59,17 @@ const (
 // segmentation: a UDP datagram reaches the NIC whole.
 const tunRecvOffloads = unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6 | unix.TUN_F_TSO_ECN
 
+// tapError says what to do when the kernel refuses a tap: the commonest
+// cause is a user without CAP_NET_ADMIN, who has two ways out.
+func tapError(name, op string, err error) error {
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		return fmt.Errorf("wire: tap %q: %s: %w: a tap needs root or CAP_NET_ADMIN, or one made for "+
+			"this user beforehand (ip tuntap add %s mode tap user $USER); --wire stream: needs neither",
+			name, op, err, name)
+	}
+	return fmt.Errorf("wire: tap %q: %s: %w", name, op, err)
+}
+
 // OpenTAP attaches to (creating if needed) the TAP interface name, without
 // packet information headers but with a virtio-net header (see TAP), and
 // sets it up. Needs CAP_NET_ADMIN unless the interface was created for
@@ -66,7 +77,7 @@ const tunRecvOffloads = unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6 | un
 func OpenTAP(name string) (*TAP, error) {
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("wire: open /dev/net/tun: %w", err)
+		return nil, tapError(name, "open /dev/net/tun", err)
 	}
 	ifr, err := unix.NewIfreq(name)
 	if err != nil {
@@ -76,7 +87,7 @@ func OpenTAP(name string) (*TAP, error) {
 	ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("wire: TUNSETIFF %q: %w", name, err)
+		return nil, tapError(name, "TUNSETIFF", err)
 	}
 	if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETHDRSZ, vnetHdrLen); err != nil {
 		unix.Close(fd)

@@ -2,9 +2,11 @@ package port
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +107,29 @@ func TestTAP(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not unblock Recv")
+	}
+}
+
+// TestTapErrorSaysWhatToDo: a tap the kernel refuses for want of
+// privilege names the two ways out; other errors stay as they are.
+func TestTapErrorSaysWhatToDo(t *testing.T) {
+	for _, tc := range []struct {
+		err       error
+		wantHint  bool
+		wantError error
+	}{
+		{unix.EPERM, true, unix.EPERM},
+		{unix.EACCES, true, unix.EACCES},
+		{unix.EBUSY, false, unix.EBUSY},
+	} {
+		err := tapError("npf0", "TUNSETIFF", tc.err)
+		if !errors.Is(err, tc.wantError) {
+			t.Errorf("%v: the error %v lost its cause", tc.err, err)
+		}
+		hint := strings.Contains(err.Error(), "CAP_NET_ADMIN") && strings.Contains(err.Error(), "ip tuntap add npf0 mode tap user") &&
+			strings.Contains(err.Error(), "--wire stream:")
+		if hint != tc.wantHint {
+			t.Errorf("%v: %q, want the hint: %v", tc.err, err, tc.wantHint)
+		}
 	}
 }
