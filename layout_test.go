@@ -42,6 +42,7 @@ var layout = []layoutRow{
 	{0, []string{"vdevice/guestmem"}, "the one bounds-checked DMA layer: guest memory regions, page-split access, engine streams, quiesce and the late-DMA detector"},
 	{0, []string{"vdevice/port"}, "the NIC's network port: backends (TAP, QEMU's stream protocol, an in-memory pipe), pcap recording, and the `Mux` both engines plug into (receive demultiplexing by claim, a transmit endpoint per engine)"},
 	{0, []string{"vdevice/pkthdr"}, "the one allocation-free view of a frame's headers (VLAN/QinQ, IPv4/IPv6 with extension headers, TCP/UDP) that steering, checksum offload, TSO and RoCEv2 classification share"},
+	{0, []string{"internal/buildinfo"}, "what the Go toolchain stamped into the binary about its source (the VCS revision)"},
 	{0, []string{"internal/clock"}, "time: timers, the virtual clock of simulations, the one fault timestamp"},
 	{0, []string{"internal/fuzzseed"}, "fuzz seed corpus files kept in step with the Go code that builds them"},
 	{0, []string{"guestdrv/agent"}, "the guest agent's protocol: line-oriented JSON on the guest's second serial port, by which the host drives a test guest"},

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/npfnic/npfnic/internal/buildinfo"
 )
 
 // runVersion is "npfnic version" (and --version): one line with the
@@ -38,20 +41,10 @@ func versionLine(bi *debug.BuildInfo) string {
 	if version == "" {
 		version = "(devel)"
 	}
-	rev, modified := "unknown", ""
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				modified = "+modified"
-			}
-		}
-	}
+	rev := cmp.Or(buildinfo.Revision(bi), "unknown")
 	goVersion := bi.GoVersion
 	if goVersion == "" {
 		goVersion = runtime.Version()
 	}
-	return fmt.Sprintf("npfnic %s %s rev %s%s %s", path, version, rev, modified, goVersion)
+	return fmt.Sprintf("npfnic %s %s rev %s %s", path, version, rev, goVersion)
 }

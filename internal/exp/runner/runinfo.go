@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/npfnic/npfnic/internal/buildinfo"
 	"github.com/npfnic/npfnic/internal/report"
 )
 
@@ -91,19 +92,8 @@ func (r *RunInfo) write(dir string) (string, error) {
 // the revision of the checkout the command runs in.
 func commit() string {
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		rev, modified := "", ""
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				if s.Value == "true" {
-					modified = "+modified"
-				}
-			}
-		}
-		if rev != "" {
-			return rev + modified
+		if rev := buildinfo.Revision(bi); rev != "" {
+			return rev
 		}
 	}
 	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
