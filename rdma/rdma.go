@@ -39,14 +39,17 @@
 // responses and requests that did not fit are built, reading guest
 // memory, on its goroutine (PortReady), not on the port's reader; RESET
 // drops the old transport's queued frames. The worker never holds the
-// ibrc engine's lock while it waits for anything; the only thing it waits
+// ibrc engine's locks while it waits for anything; the only thing it waits
 // for is an object's stream to quiesce (DESTROY_QP, DESTROY_CQ,
 // DEREG_MR), whose units are single copies. Locks: mu (register state)
 // before streamMu and the transmitter's mu; the transmitter's readyMu
-// before the ibrc engine's locks (its txMu, then its mu) before a QP's
-// rqMu; the ibrc engine hands frames to the transmitter (its mu) without
-// its own mu; nothing is held across guest memory but the ibrc engine's
-// locks, readyMu and rqMu (a ring or region copy).
+// before the ibrc engine's locks (its txMu, then an ibrc QP's lock) before
+// a QP's rqMu; the ibrc engine hands frames to the transmitter (its mu)
+// without its QPs' locks; nothing is held across guest memory but the
+// ibrc engine's locks, readyMu and rqMu (a ring or region copy). The ibrc
+// engine locks per QP (ibrc's Locking): the receive path placing one
+// QP's message does not wait for another QP's copies, nor for the
+// transmitter building a third's READ responses.
 //
 // Trust. The driver is trusted as far as the register contract goes, and
 // no further: every address, size and handle of a command is checked, and a
