@@ -3,6 +3,7 @@ package ibrc
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/npfnic/npfnic/ibrc/rocev2"
@@ -76,14 +77,21 @@ type QP struct {
 	// QP (a verb, a received frame, a timer, a page response, the
 	// transmit pump), memory region accesses included. It is the QP's
 	// alone: QPs never wait for each other's (see the package's Locking).
-	mu     sync.Mutex
-	attr   QPAttr
-	state  QPState
-	gen    uint64 // bumped on reset/destroy: stale callbacks check it
-	dead   bool
-	path   rocev2.Path
-	mtu    int
-	faults uint8 // in-flight page requests: bit role*2+write
+	// Let go of it with unlock, unlockRead or release, never mu.Unlock:
+	// they hand back a turn the pump could not give (turnDue).
+	mu sync.Mutex
+	// turnDue: the transmit pump came for q's turn and found mu taken (a
+	// copy of q's own on another goroutine); whoever holds mu puts q back
+	// in the turns as it lets go (release). Not under mu: the pump sets
+	// it without mu.
+	turnDue atomic.Bool
+	attr    QPAttr
+	state   QPState
+	gen     uint64 // bumped on reset/destroy: stale callbacks check it
+	dead    bool
+	path    rocev2.Path
+	mtu     int
+	faults  uint8 // in-flight page requests: bit role*2+write
 
 	sq []*sendWQE
 	rq []*recvWQE
@@ -198,8 +206,36 @@ func (pd *PD) createQP(init QPInit, num uint32) (*QP, error) {
 // unlock releases q.mu and delivers what q's work queued: frames and
 // callbacks (flush).
 func (q *QP) unlock() {
-	q.mu.Unlock()
+	q.release()
 	q.e.flush()
+}
+
+// unlockRead is unlock for the verbs that only look at q, which queue
+// nothing: it flushes only when it handed q's turn back.
+func (q *QP) unlockRead() {
+	if q.release() {
+		q.e.flush()
+	}
+}
+
+// release releases q.mu, first giving q back its place in the transmit
+// turns if the pump found it busy meanwhile (turnDue). It reports whether
+// it did. The pump may set turnDue just before the Unlock, after the
+// check: so it looks again once mu is let go, and takes mu back to hand
+// the turn over unless another goroutine holds it, which will then. With
+// the pump's own second look (pump), no turn is lost.
+func (q *QP) release() bool {
+	handed := false
+	for {
+		if q.turnDue.Swap(false) && !q.dead {
+			q.e.txWaitFor(q)
+			handed = true
+		}
+		q.mu.Unlock()
+		if !q.turnDue.Load() || !q.mu.TryLock() {
+			return handed
+		}
+	}
 }
 
 // pullRecv takes the next receive WR from the QP's RecvSource into rq when
@@ -238,7 +274,7 @@ func (q *QP) Num() uint32 { return q.num }
 // Query returns the QP's attributes, with State its current state.
 func (q *QP) Query() QPAttr {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlockRead()
 	a := q.attr
 	a.State = q.state
 	return a
@@ -673,7 +709,7 @@ func b2u(b bool) uint8 {
 // when the QP is reset, whose WRs vanish without completing.
 func (q *QP) SendsCompleted() uint64 {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlockRead()
 	return q.sendsDone
 }
 
@@ -681,6 +717,6 @@ func (q *QP) SendsCompleted() uint64 {
 // PSN the responder expects.
 func (q *QP) PSNs() (send, expect uint32) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlockRead()
 	return q.req.high, q.resp.psn
 }

@@ -658,3 +658,100 @@ func checkWC(wc ibrc.WC, id uint64) error {
 	}
 	return nil
 }
+
+// gatedPort refuses frames (ErrPortFull) while full; then it passes them
+// on. The test plays the port's side: PortReady once it opens.
+type gatedPort struct {
+	next ibrc.Port
+	full atomic.Bool
+}
+
+func (p *gatedPort) SendFrame(f []byte) error {
+	if p.full.Load() {
+		return ibrc.ErrPortFull
+	}
+	return p.next.SendFrame(f)
+}
+
+// TestBusyQPDoesNotHoldUpTurns: the transmit turns do not wait for a QP
+// that is busy elsewhere. QP A and then QP B wait for transmit room
+// (their WRITEs filled what a port that takes nothing lets them queue),
+// and A's responder is stuck inside a write of its memory on the port
+// reader's goroutine, holding A's lock. When the port opens, its
+// PortReady sends what waited and gives B its turns without waiting for
+// A's copy, and B's WRITE completes; A's turn goes back to A, whose
+// packets go out once its copy is done.
+func TestBusyQPDoesNotHoldUpTurns(t *testing.T) {
+	w := newSteeredWire()
+	port := &gatedPort{next: w.port(0)}
+	port.full.Store(true)
+	x := ibrc.New(ibrc.Config{Port: port, MAC: macA, IPv4: ipA})
+	y := ibrc.New(ibrc.Config{Port: w.port(1), MAC: macB, IPv4: ipB})
+	w.attach(0, x.HandleFrame)
+	w.attach(1, y.HandleFrame)
+	px, py := x.CreatePD(), y.CreatePD()
+	rawA := ibrctest.NewMem(memBase, 1<<20, 4096)
+	gate := newGateMem(rawA)
+	xa := newEnd(t, x, px, gate, rawA, nil, nil)
+	ya := newEnd(t, y, py, nil, nil, nil, nil)
+	xb := newEnd(t, x, px, nil, nil, nil, nil)
+	yb := newEnd(t, y, py, nil, nil, nil, nil)
+	pairUp(t, xa, ya, opts{}) // no local ACK timeout: nothing retransmits
+	pairUp(t, xb, yb, opts{})
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(gate.release)
+		}
+	}
+	t.Cleanup(func() { release(); port.full.Store(false); w.close() })
+
+	// A's WRITE fills the transmit queue's room (64 frames) and waits for
+	// a turn; B's, behind it, waits too.
+	const size = 100 << 10
+	fill(xa.raw.Bytes()[:size], 11)
+	fill(xb.raw.Bytes()[:size], 12)
+	for _, q := range []*qpEnd{xa, xb} {
+		peer := ya
+		if q == xb {
+			peer = yb
+		}
+		if err := q.qp.PostSend(ibrc.SendWR{ID: 1, Opcode: ibrc.WRWrite, Flags: ibrc.SendSignaled,
+			SGL: q.sge(0, size), RemoteAddr: memBase, RKey: peer.mr.RKey()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := x.Stats(); st.DataPackets != 64 {
+		t.Fatalf("%d packets built behind the full port, want the 64 that fit", st.DataPackets)
+	}
+	// A's responder takes A's lock and keeps it, inside a copy.
+	fill(ya.raw.Bytes()[0x90000:0x90000+1024], 13)
+	gate.armed.Store(true)
+	if err := ya.qp.PostSend(ibrc.SendWR{ID: 2, Opcode: ibrc.WRWrite, Flags: ibrc.SendSignaled,
+		SGL: ya.sge(0x90000, 1024), RemoteAddr: memBase + 0x80000, RKey: xa.mr.RKey()}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gate.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("y's WRITE never reached A's memory")
+	}
+
+	port.full.Store(false)
+	if !within(t, 10*time.Second, "PortReady", func() error { x.PortReady(); return nil }) {
+		t.FailNow()
+	}
+	waitWC(t, xb.scq, 1, 10*time.Second)
+	expectBytes(t, "B's WRITE", yb.raw.Bytes()[:size], xb.raw.Bytes()[:size])
+	if n := ya.scq.Len(); n != 0 {
+		t.Fatalf("y's WRITE to A completed while A's copy was held")
+	}
+
+	// A lets go of its lock and gets its turn back.
+	release()
+	waitWC(t, ya.scq, 1, 10*time.Second)
+	waitWC(t, xa.scq, 1, 10*time.Second)
+	expectBytes(t, "A's WRITE", ya.raw.Bytes()[:size], xa.raw.Bytes()[:size])
+	expectBytes(t, "y's WRITE to A", rawA.Bytes()[0x80000:0x80000+1024], ya.raw.Bytes()[0x90000:0x90000+1024])
+}

@@ -419,6 +419,6 @@ func (q *QP) checkDrained() {
 // SQDrained reports whether an SQD QP has no message in progress.
 func (q *QP) SQDrained() bool {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlockRead()
 	return q.state == StateSQD && q.req.drained
 }

@@ -32,13 +32,14 @@ import (
 // takes frames synchronously, so whichever goroutine flushes is the
 // transmit side and builds them while the port takes them.
 //
-// The turns are the one place where QPs wait for each other: the
-// goroutine that holds txMu builds each waiting QP's packets in turn under
-// that QP's lock, and a QP busy elsewhere (a copy of its own on another
-// goroutine) holds up the turns behind it for that copy. The room check
-// and the append are two steps under txqMu, so QPs building at once on
-// different goroutines may take txq a packet each past txRoomFrames; the
-// headroom up to maxTxFrames absorbs that.
+// The turns are where QPs take turns: the goroutine that holds txMu
+// builds each waiting QP's packets in turn under that QP's lock, so a
+// turn waits for the copies of the turns before it in the round (a READ's
+// burst). A QP busy elsewhere (a copy of its own on another goroutine) is
+// not waited for: its turn goes back to the goroutine that holds it
+// (pump). The room check and the append are two steps under txqMu, so
+// QPs building at once on different goroutines may take txq a packet each
+// past txRoomFrames; the headroom up to maxTxFrames absorbs that.
 
 // ErrPortFull is what a Port's SendFrame returns when it cannot take the
 // frame now and does not want to block for it. The frame stays the
@@ -220,8 +221,11 @@ func (e *Transport) txForget(q *QP) {
 // others, for the next round. A round is one pass, so that the frames a
 // pass built go to the port before the next pass reads memory for more.
 // Each turn runs under its QP's lock alone: the QPs' work on other
-// goroutines goes on meanwhile, and queues its own frames behind. Caller
-// holds txMu.
+// goroutines goes on meanwhile, and queues its own frames behind. A QP
+// whose lock is taken (its own copy on another goroutine: a port reader
+// placing a slow page) is not waited for: its holder puts it back in the
+// turns as it lets go (turnDue, release), and the QPs behind it, and the
+// frames already built, go on. Caller holds txMu.
 func (e *Transport) pump() {
 	e.txqMu.Lock()
 	n := len(e.txWait)
@@ -240,9 +244,17 @@ func (e *Transport) pump() {
 			e.txWait = nil // let the array go
 		}
 		e.txqMu.Unlock()
-		q.mu.Lock()
+		if !q.mu.TryLock() {
+			// Busy. Say so, then look again: a holder that let go
+			// between the two looks did not see turnDue.
+			q.turnDue.Store(true)
+			if !q.mu.TryLock() {
+				continue
+			}
+		}
+		q.turnDue.Store(false) // this is its turn
 		q.txTurn()
-		q.mu.Unlock() // not unlock: this is the flush
+		q.release() // not unlock: this is the flush
 	}
 }
 

@@ -50,10 +50,12 @@
 // its own that its roles run under, held across the memory region
 // accesses of its work, one packet's data at a time; no lock is taken by
 // every QP's work for longer than a table lookup or a queue append. So
-// work on one QP, its copies included, never waits for another QP's
+// work on one QP, its copies included, does not wait for another QP's
 // copies: a port reader placing a SEND for QP B goes on while QP A's
-// responder waits for a slow page of guest memory. The locks, in the
-// order they may be taken:
+// responder waits for a slow page of guest memory. The one exception is
+// by design: packets held back for want of transmit room are built in
+// turns, one QP after another, on the goroutine that transmits
+// (transmit.go). The locks, in the order they may be taken:
 //
 //   - txMu: held by the one goroutine handing frames to the port and
 //     running callbacks (flush, PortReady). flush only tries it (a
@@ -63,8 +65,9 @@
 //   - QP.mu: a QP's state: its queues, requester, completer, responder,
 //     timers and in-flight page requests. The verbs, HandleFrame, the
 //     QP's timers and its page requests' done take it; so does the
-//     transmit pump, under txMu, for the QP whose turn it is. No goroutine
-//     holds two QPs' locks.
+//     transmit pump, under txMu, for the QP whose turn it is, but only if
+//     it is free: a QP busy elsewhere gets its turn back from its holder
+//     (QP.turnDue). No goroutine holds two QPs' locks.
 //   - MR.use, read side: held across one access to a region's Memory.
 //     Deregister takes the write side after taking the key out of the
 //     table, so it waits for the accesses in flight, and an access that
@@ -73,7 +76,7 @@
 //     builds DEREG_MR on). Holders of a QP's lock take it; Deregister
 //     holds no other lock of the engine while it waits.
 //   - Leaves, held for a few instructions, never across memory or a
-//     callback, and never while another lock of the engine is taken:
+//     callback; no other lock of the engine is taken while one is held:
 //     Transport.mu (an RWMutex over the tables: QPs by number, MRs by key,
 //     the port's addresses; a received frame's lookup takes its read
 //     side), a CQ's mu (its completions and notification), txqMu (the
