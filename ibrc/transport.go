@@ -86,6 +86,10 @@
 //
 // Counters (Stats), the receive-fault policy and FrameLeft's count are
 // atomics: nothing waits for a lock to count or to read them.
+// qplock_test.go holds the engine to all this (a QP stuck inside a copy
+// while another completes its traffic, or is given its turns; Deregister
+// waiting for the copy in flight; QPs in parallel under -race), and
+// BenchmarkParallelQPs measures it.
 //
 // FuzzHandleFrame builds a whole engine, memory region and connected QP
 // for every input, sends its own READ and SEND, and then runs the QP's
@@ -226,8 +230,8 @@ type Transport struct {
 	cfg Config // immutable after New but for IPv4, which is under mu
 	clk clock.Clock
 
-	// mu guards the tables (see the package's Locking): short-held, and
-	// never while another of the engine's locks is taken.
+	// mu guards the tables (see the package's Locking): held shortly,
+	// and no other lock of the engine is taken while it is held.
 	mu      sync.RWMutex
 	qps     map[uint32]*QP
 	mrs     map[uint32]*MR // by key
