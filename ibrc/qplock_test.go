@@ -3,10 +3,12 @@ package ibrc_test
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/npfnic/npfnic/ibrc"
 	"github.com/npfnic/npfnic/ibrc/ibrctest"
@@ -754,4 +756,259 @@ func TestBusyQPDoesNotHoldUpTurns(t *testing.T) {
 	waitWC(t, xa.scq, 1, 10*time.Second)
 	expectBytes(t, "A's WRITE", ya.raw.Bytes()[:size], xa.raw.Bytes()[:size])
 	expectBytes(t, "y's WRITE to A", rawA.Bytes()[0x80000:0x80000+1024], ya.raw.Bytes()[0x90000:0x90000+1024])
+}
+
+// pacedWire is a PacedPort in front of a steeredWire, as package rdma's
+// transmitter is: SendFrame queues up to room frames and refuses more
+// (ErrPortFull); a goroutine of its own puts them on the wire, tells the
+// engine each one left (FrameLeft), and calls PortReady once its queue
+// drained after a refusal or a Pull.
+type pacedWire struct {
+	e      *ibrc.Transport
+	next   ibrc.Port
+	frames chan []byte
+	wake   chan struct{}
+	owed   atomic.Bool // a refusal or a Pull waits for PortReady
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+func newPacedWire(next ibrc.Port, room int) *pacedWire {
+	return &pacedWire{next: next, frames: make(chan []byte, room), wake: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (p *pacedWire) SendFrame(f []byte) error {
+	select {
+	case p.frames <- f:
+		return nil
+	default:
+		p.Pull()
+		return ibrc.ErrPortFull
+	}
+}
+
+func (p *pacedWire) Pull() {
+	p.owed.Store(true)
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// start runs the transmit goroutine for e until close.
+func (p *pacedWire) start(e *ibrc.Transport) {
+	p.e = e
+	go func() {
+		defer close(p.done)
+		for {
+			select {
+			case f := <-p.frames:
+				p.put(f)
+				continue
+			default:
+			}
+			if p.owed.Swap(false) {
+				p.e.PortReady()
+				continue
+			}
+			select {
+			case f := <-p.frames:
+				p.put(f)
+			case <-p.wake:
+			case <-p.stop:
+				return
+			}
+		}
+	}()
+}
+
+func (p *pacedWire) put(f []byte) {
+	_ = p.next.SendFrame(f)
+	p.e.FrameLeft()
+}
+
+func (p *pacedWire) close() {
+	close(p.stop)
+	<-p.done
+}
+
+// TestPacedQPsRace: what the engine's timers and turns do for a port
+// with a transmit goroutine of its own, beside per-QP work. x's PacedPort
+// goroutine tells x each frame left (FrameLeft) and builds what waited
+// for room (PortReady) while x's QPs stream WRITEs and answer READs over a
+// wire that loses frames, their local ACK timers held to a floor
+// (Config.MinAckTimeout) expiring meanwhile, QPs waiting for their turns
+// are destroyed, and the engine-wide calls (SetIPv4 among them: Config
+// is read without a lock but for IPv4) go on. Under -race it holds
+// FrameLeft, the floor and Destroy leaving the turns to the locks the
+// package's Locking names; the completions and data check the surviving
+// QPs' traffic, and the destroyed QPs must not stay in the engine.
+func TestPacedQPsRace(t *testing.T) {
+	const (
+		qps     = 3
+		victims = 2
+		ops     = 16
+		size    = 32 << 10
+		rArea   = ops * size // y: where its READs of x land
+	)
+	w := newSteeredWire()
+	w.drop = func(side int, n uint64) bool { return n%499 == 0 }
+	pw := newPacedWire(w.port(0), 32)
+	const floor = 100 * time.Millisecond
+	x := ibrc.New(ibrc.Config{Port: pw, MAC: macA, IPv4: ipA, MinAckTimeout: floor})
+	y := ibrc.New(ibrc.Config{Port: w.port(1), MAC: macB, IPv4: ipB, MinAckTimeout: floor})
+	pw.start(x)
+	w.attach(0, x.HandleFrame)
+	w.attach(1, y.HandleFrame)
+	t.Cleanup(func() { pw.close(); w.close() }) // after the QPs' Destroy
+	px, py := x.CreatePD(), y.CreatePD()
+	// Timeout 10 asks for 4 ms; the floor makes it 100 ms. At 20 ms, under
+	// -race on this 2-CPU machine at load 8-11, retransmitted READs and
+	// WRITEs queued behind each other until QPs ran out of retries, on
+	// per-QP locks and on one engine lock alike (5 of 28 runs each).
+	o := opts{mtu: ibrc.MTU1024, timeout: 10, retry: 7, rnr: 7, access: ibrc.AccessLocalWrite | ibrc.AccessRemoteWrite | ibrc.AccessRemoteRead}
+
+	var xs, ys [qps]*qpEnd
+	for i := range qps {
+		xs[i], ys[i] = newEnd(t, x, px, nil, nil, nil, nil), newEnd(t, y, py, nil, nil, nil, nil)
+		pairUp(t, xs[i], ys[i], o)
+		fill(xs[i].raw.Bytes()[:ops*size], uint64(40+i))
+	}
+	// The victims: x's QPs with more WRITEs than the port has room for,
+	// so that they wait for turns, destroyed while the others run. Made
+	// without newEnd, whose cleanup would keep them.
+	victimQPs := make([]*ibrc.QP, victims)
+	gone := make([]weak.Pointer[ibrc.QP], victims)
+	for i := range victims {
+		raw := ibrctest.NewMem(memBase, 1<<20, 4096)
+		mr, err := px.RegisterMR(raw, memBase, 1<<20, ibrc.AccessLocalWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cq, _ := x.CreateCQ(64)
+		q, err := px.CreateQP(ibrc.QPInit{SendCQ: cq, RecvCQ: cq, Cap: ibrc.QPCap{MaxSendWR: 64, MaxRecvWR: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		peer := newEnd(t, y, py, nil, nil, nil, nil)
+		connect(t, &node{qp: q}, &node{qp: peer.qp}, macB, ipB, 0, 0, o)
+		connect(t, &node{qp: peer.qp}, &node{qp: q}, macA, ipA, 0, 0, o)
+		for k := range 16 {
+			if err := q.PostSend(ibrc.SendWR{ID: uint64(k), Opcode: ibrc.WRWrite,
+				SGL:        []ibrc.SGE{{Addr: memBase, Length: 64 << 10, LKey: mr.LKey()}},
+				RemoteAddr: memBase, RKey: peer.mr.RKey()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		victimQPs[i], gone[i] = q, weak.Make(q)
+	}
+
+	stop := make(chan struct{})
+	var side sync.WaitGroup
+	side.Add(2)
+	go func() { // the engine-wide calls
+		defer side.Done()
+		for n := 0; ; n++ {
+			x.SetIPv4(ipA)
+			_ = x.Stats()
+			_ = xs[n%qps].qp.Query()
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Microsecond):
+			}
+		}
+	}()
+	go func() { // the victims go while the others run
+		defer side.Done()
+		time.Sleep(2 * time.Millisecond)
+		for i, q := range victimQPs {
+			if err := q.Destroy(); err != nil {
+				t.Errorf("victim %d: %v", i, err)
+			}
+			victimQPs[i] = nil
+			time.Sleep(time.Millisecond)
+		}
+	}()
+
+	// x WRITEs its sources to y; y READs the same sources back.
+	run := func(q *qpEnd, wr func(k int) ibrc.SendWR) error {
+		buf := make([]ibrc.WC, 16)
+		posted, done := 0, 0
+		deadline := time.Now().Add(30 * time.Second)
+		for done < ops {
+			for posted < ops && posted-done < 4 {
+				if err := q.qp.PostSend(wr(posted)); err != nil {
+					return err
+				}
+				posted++
+			}
+			k := q.scq.Poll(buf)
+			for _, c := range buf[:k] {
+				if err := checkWC(c, uint64(done)); err != nil {
+					return err
+				}
+				done++
+			}
+			if k == 0 {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("%d of %d done after 30 s; stats %+v", done, ops, q.e.Stats())
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+		return nil
+	}
+	errs := make(chan error, 2*qps)
+	var workers sync.WaitGroup
+	for i := range qps {
+		workers.Add(2)
+		go func() {
+			defer workers.Done()
+			errs <- run(xs[i], func(k int) ibrc.SendWR {
+				return ibrc.SendWR{ID: uint64(k), Opcode: ibrc.WRWrite, Flags: ibrc.SendSignaled,
+					SGL: xs[i].sge(uint64(k)*size, size), RemoteAddr: memBase + uint64(k)*size, RKey: ys[i].mr.RKey()}
+			})
+		}()
+		go func() {
+			defer workers.Done()
+			errs <- run(ys[i], func(k int) ibrc.SendWR {
+				return ibrc.SendWR{ID: uint64(k), Opcode: ibrc.WRRead, Flags: ibrc.SendSignaled,
+					SGL: ys[i].sge(rArea+uint64(k)*size, size), RemoteAddr: memBase + uint64(k)*size, RKey: xs[i].mr.RKey()}
+			})
+		}()
+	}
+	workers.Wait()
+	close(stop)
+	side.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	for s, e := range []*ibrc.Transport{x, y} {
+		st := e.Stats()
+		t.Logf("side %d: %d frames sent, %d retransmitted, %d timeouts, %d sequence NAKs, %d dropped",
+			s, st.TxFrames, st.Retransmits, st.Timeouts, st.SeqNakReceived, st.TxDropped)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	for i := range qps {
+		src := xs[i].raw.Bytes()[:ops*size]
+		expectBytes(t, "x's WRITEs", ys[i].raw.Bytes()[:ops*size], src)
+		expectBytes(t, "y's READs", ys[i].raw.Bytes()[rArea:rArea+ops*size], src)
+	}
+	for i, g := range gone {
+		deadline := time.Now().Add(5 * time.Second)
+		for g.Value() != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("x still holds destroyed victim %d", i)
+			}
+			runtime.GC()
+			time.Sleep(time.Millisecond)
+		}
+	}
 }
