@@ -284,8 +284,9 @@ func (q *QP) Query() QPAttr {
 //
 // Under q's lock, so nothing of q runs meanwhile: its timers and page
 // requests find it dead (gen, dead) when they come, a frame that found
-// it in the table before it went finds it dead, and the transmit pump
-// skips it.
+// it in the table before it went finds it dead, and it leaves the
+// transmit turns (txForget, under txqMu), so a pump that took it from
+// them before finds it dead and skips it.
 func (q *QP) Destroy() error {
 	e := q.e
 	q.mu.Lock()

@@ -8,10 +8,11 @@ import (
 // The transmit path. Everything the engine sends is built under the lock
 // of the QP that sends it into txq (under txqMu, which all QPs share for
 // the length of an append) and handed to the Port by flush, outside the
-// QPs' locks, on whichever goroutine released one. A port that cannot take a frame now refuses it
-// with ErrPortFull instead of blocking; the frame stays first in txq and
-// nothing more goes out until PortReady. So no caller of the engine (the
-// port's reader in HandleFrame above all) ever waits for the wire.
+// QPs' locks, on whichever goroutine released one. A port that cannot
+// take a frame now refuses it with ErrPortFull instead of blocking; the
+// frame stays first in txq and nothing more goes out until PortReady. So
+// no caller of the engine (the port's reader in HandleFrame above all)
+// ever waits for the wire.
 //
 // What may wait in txq is bounded. Packets that carry data, READ responses
 // and request packets, are built only while txq holds fewer than
@@ -50,7 +51,9 @@ var ErrPortFull = errors.New("ibrc: port full")
 // calls Transport.PortReady when asked to (Pull) or after it refused a frame
 // (ErrPortFull), once it has room. It calls Transport.FrameLeft for each
 // frame it took, in order, once the frame is on the wire or dropped: the
-// local ACK timer runs from then (QP.onTimeout), not from queueing.
+// local ACK timer runs from then (QP.onTimeout), not from queueing. It
+// makes both calls holding no lock of the engine's, and FrameLeft takes
+// none; SendFrame, which runs under txMu, and Pull must not call back.
 type PacedPort interface {
 	Port
 	// Pull asks for a PortReady call: the engine has packets to build. It
@@ -290,6 +293,8 @@ func (e *Transport) send(frame []byte) uint64 {
 }
 
 // waiting reports whether the frame send placed at seq has not left yet.
+// Caller holds the lock of the QP that sent it; the count of frames that
+// left is an atomic, which FrameLeft adds to without a lock.
 func (e *Transport) waiting(seq uint64) bool { return seq > e.left.Load() }
 
 // defer_ queues a callback for flush to run outside the engine's locks,

@@ -85,11 +85,19 @@
 //     frame decoders).
 //
 // Counters (Stats), the receive-fault policy and FrameLeft's count are
-// atomics: nothing waits for a lock to count or to read them.
-// qplock_test.go holds the engine to all this (a QP stuck inside a copy
-// while another completes its traffic, or is given its turns; Deregister
-// waiting for the copy in flight; QPs in parallel under -race), and
-// BenchmarkParallelQPs measures it.
+// atomics: nothing waits for a lock to count or to read them, and a
+// PacedPort's goroutine calls FrameLeft holding none. The local ACK timer
+// is its QP's: armed, stopped and run under the QP's lock, where it
+// compares the QP's last request frame (its place in txQueued, numbered
+// under txqMu) with FrameLeft's count. Config does not change after New
+// but for IPv4 (under mu), so its other fields, MinAckTimeout among them,
+// are read without a lock. Destroy takes its QP out of the turns (txWait,
+// under txqMu) while it holds the QP's lock, and a pump that took the QP
+// before finds it dead. qplock_test.go holds the engine to all this (a QP
+// stuck inside a copy while another completes its traffic, or is given
+// its turns; Deregister waiting for the copy in flight; QPs in parallel
+// under -race, on a plain port and on a PacedPort with its own
+// goroutine), and BenchmarkParallelQPs measures it.
 //
 // FuzzHandleFrame builds a whole engine, memory region and connected QP
 // for every input, sends its own READ and SEND, and then runs the QP's
