@@ -10,7 +10,7 @@ func (q *QP) complete(p *rocev2.Packet) error {
 	psn := p.BTH.PSN
 	// Nothing may answer a PSN that was never sent.
 	if psnDiff(psn, q.req.high) >= 0 {
-		e.stats.ResponseDiscards++
+		e.stats.ResponseDiscards.Add(1)
 		return errDiscard("response for a PSN not sent")
 	}
 	op := p.BTH.Opcode
@@ -20,7 +20,7 @@ func (q *QP) complete(p *rocev2.Packet) error {
 		switch {
 		case syn.IsACK():
 			if psnDiff(psn, q.comp.psn) < 0 {
-				e.stats.ResponseDiscards++
+				e.stats.ResponseDiscards.Add(1)
 				break
 			}
 			q.ackUpTo(psn)
@@ -29,13 +29,13 @@ func (q *QP) complete(p *rocev2.Packet) error {
 		case syn.IsNAK():
 			q.onNak(psn, syn.Value())
 		default:
-			e.stats.ResponseDiscards++
+			e.stats.ResponseDiscards.Add(1)
 			return errDiscard("reserved AETH syndrome")
 		}
 	case op.Has(rocev2.Read | rocev2.Response):
 		q.onReadResponse(p)
 	default:
-		e.stats.RxDiscarded++
+		e.stats.RxDiscarded.Add(1)
 		return errDiscard("unexpected response " + op.String())
 	}
 	if q.state == StateRTS || q.state == StateSQD {
@@ -114,10 +114,10 @@ func (q *QP) retryCounted(psn uint32) {
 func (q *QP) onRNRNak(psn uint32, timer uint8) {
 	e := q.e
 	if psnDiff(psn, q.comp.psn) < 0 || q.req.rnrWait && q.req.rnrPSN == psn {
-		e.stats.ResponseDiscards++
+		e.stats.ResponseDiscards.Add(1)
 		return
 	}
-	e.stats.RNRNakReceived++
+	e.stats.RNRNakReceived.Add(1)
 	if psnDiff(psn, q.comp.psn) > 0 && !q.ackUpTo(psnAdd(psn, -1)) {
 		return
 	}
@@ -141,8 +141,8 @@ func (q *QP) onRNRNak(psn uint32, timer uint8) {
 	}
 	gen := q.gen
 	q.req.rnrTimer = e.clk.AfterFunc(rocev2.RNRTimer(timer), func() {
-		e.mu.Lock()
-		defer e.unlock()
+		q.mu.Lock()
+		defer q.unlock()
 		if q.gen != gen || !q.req.rnrWait {
 			return
 		}
@@ -167,14 +167,14 @@ func (q *QP) onRNRNak(psn uint32, timer uint8) {
 func (q *QP) onNak(psn uint32, code uint8) {
 	e := q.e
 	if psnDiff(psn, q.comp.psn) < 0 {
-		e.stats.ResponseDiscards++
+		e.stats.ResponseDiscards.Add(1)
 		return
 	}
 	if psnDiff(psn, q.comp.psn) > 0 && !q.ackUpTo(psnAdd(psn, -1)) {
 		return
 	}
 	if code == rocev2.NAKPSNSeqError {
-		e.stats.SeqNakReceived++
+		e.stats.SeqNakReceived.Add(1)
 		if q.req.rnrNAKed && psn == q.req.rnrPSN {
 			// The packets sent after the one the peer RNR NAKed reached
 			// it out of sequence, and it says so (rdma_rxe does): the
@@ -188,7 +188,7 @@ func (q *QP) onNak(psn uint32, code uint8) {
 		}
 		return
 	}
-	e.stats.ErrNakReceived++
+	e.stats.ErrNakReceived.Add(1)
 	st := WCRemOpErr
 	switch code {
 	case rocev2.NAKInvalidRequest:
@@ -203,7 +203,7 @@ func (q *QP) onReadResponse(p *rocev2.Packet) {
 	e := q.e
 	psn := p.BTH.PSN
 	if q.comp.readFault {
-		e.stats.ResponseDiscards++
+		e.stats.ResponseDiscards.Add(1)
 		return
 	}
 	// A READ response implicitly acknowledges the SENDs and WRITEs before it.
@@ -217,17 +217,17 @@ func (q *QP) onReadResponse(p *rocev2.Packet) {
 		q.onProgress()
 	}
 	if !q.outstanding() || !q.sq[0].isRead() {
-		e.stats.ResponseDiscards++
+		e.stats.ResponseDiscards.Add(1)
 		return
 	}
 	w := q.sq[0]
 	if psnDiff(psn, w.firstPSN) < 0 || psnDiff(psn, w.lastPSN) > 0 || psnDiff(psn, q.comp.psn) < 0 {
-		e.stats.ResponseDiscards++ // stale or duplicate
+		e.stats.ResponseDiscards.Add(1) // stale or duplicate
 		return
 	}
 	if psnDiff(psn, q.comp.psn) > 0 {
 		// Responses before this one were lost.
-		e.stats.ReadRetries++
+		e.stats.ReadRetries.Add(1)
 		q.retryCounted(q.comp.psn)
 		return
 	}
@@ -252,7 +252,7 @@ func (q *QP) onReadResponse(p *rocev2.Packet) {
 		// rest of the READ (RC cannot pause a READ responder).
 		q.localFault(err, w, off, psn, true, &q.comp.readFault, func() {
 			if q.outstanding() && (q.state == StateRTS || q.state == StateSQD) {
-				e.stats.ReadRetries++
+				e.stats.ReadRetries.Add(1)
 				q.req.startedRetry = false
 				q.retryFrom(q.comp.psn)
 			}

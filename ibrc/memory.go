@@ -109,7 +109,7 @@ func (f PageRequesterFunc) RequestPage(r PageRequest, done func(ok bool)) { f(r,
 // Port is the wire: the engine hands it whole Ethernet frames (without
 // FCS). The frame belongs to the port once passed; SendFrame must not call
 // back into the engine synchronously with a frame for it (queue it). It
-// runs on whatever goroutine released the engine's lock, a port reader's
+// runs on whatever goroutine released a QP's lock, a port reader's
 // included, so it should not block: a port that cannot take the frame now
 // returns ErrPortFull (the frame stays the engine's) and calls
 // Transport.PortReady once it can.

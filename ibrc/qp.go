@@ -2,6 +2,8 @@ package ibrc
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/npfnic/npfnic/ibrc/rocev2"
@@ -17,8 +19,8 @@ type QPInit struct {
 	// RecvSource, if set, supplies receive WRs when the responder needs
 	// one and none was posted with PostRecv: a device whose receive queue
 	// lives in guest memory, with no doorbell, takes the next entry when a
-	// message arrives. It is called with the engine's lock held and must
-	// not call back into the engine; it may touch the queue's memory.
+	// message arrives. It is called with the QP's lock held and must not
+	// call back into the engine; it may touch the queue's memory.
 	RecvSource RecvSource
 }
 
@@ -65,17 +67,31 @@ type readRes struct {
 
 // QP is a reliable-connected queue pair.
 type QP struct {
-	e      *Transport
-	pd     *PD
-	num    uint32
-	init   QPInit
-	attr   QPAttr
-	state  QPState
-	gen    uint64 // bumped on reset/destroy: stale callbacks check it
-	dead   bool
-	path   rocev2.Path
-	mtu    int
-	faults uint8 // in-flight page requests: bit role*2+write
+	e    *Transport
+	pd   *PD
+	num  uint32
+	init QPInit
+
+	// mu guards the rest: the QP's state and its requester, completer
+	// and responder, which run under it on whichever goroutine drives the
+	// QP (a verb, a received frame, a timer, a page response, the
+	// transmit pump), memory region accesses included. It is the QP's
+	// alone: QPs never wait for each other's (see the package's Locking).
+	// Let go of it with unlock, unlockRead or release, never mu.Unlock:
+	// they hand back a turn the pump could not give (turnDue).
+	mu sync.Mutex
+	// turnDue: the transmit pump came for q's turn and found mu taken (a
+	// copy of q's own on another goroutine); whoever holds mu puts q back
+	// in the turns as it lets go (release). Not under mu: the pump sets
+	// it without mu.
+	turnDue atomic.Bool
+	attr    QPAttr
+	state   QPState
+	gen     uint64 // bumped on reset/destroy: stale callbacks check it
+	dead    bool
+	path    rocev2.Path
+	mtu     int
+	faults  uint8 // in-flight page requests: bit role*2+write
 
 	sq []*sendWQE
 	rq []*recvWQE
@@ -187,6 +203,41 @@ func (pd *PD) createQP(init QPInit, num uint32) (*QP, error) {
 	return q, nil
 }
 
+// unlock releases q.mu and delivers what q's work queued: frames and
+// callbacks (flush).
+func (q *QP) unlock() {
+	q.release()
+	q.e.flush()
+}
+
+// unlockRead is unlock for the verbs that only look at q, which queue
+// nothing: it flushes only when it handed q's turn back.
+func (q *QP) unlockRead() {
+	if q.release() {
+		q.e.flush()
+	}
+}
+
+// release releases q.mu, first giving q back its place in the transmit
+// turns if the pump found it busy meanwhile (turnDue). It reports whether
+// it did. The pump may set turnDue just before the Unlock, after the
+// check: so it looks again once mu is let go, and takes mu back to hand
+// the turn over unless another goroutine holds it, which will then. With
+// the pump's own second look (pump), no turn is lost.
+func (q *QP) release() bool {
+	handed := false
+	for {
+		if q.turnDue.Swap(false) && !q.dead {
+			q.e.txWaitFor(q)
+			handed = true
+		}
+		q.mu.Unlock()
+		if !q.turnDue.Load() || !q.mu.TryLock() {
+			return handed
+		}
+	}
+}
+
 // pullRecv takes the next receive WR from the QP's RecvSource into rq when
 // rq is empty. It reports whether rq has a WR now; false with the QP in
 // ERR when the source returned a malformed entry (completed here with its
@@ -207,7 +258,7 @@ func (q *QP) pullRecv() bool {
 			st = WCLocLenErr
 		}
 		q.init.RecvCQ.push(WC{WRID: wr.ID, Status: st, Opcode: WCRecv, QPN: q.num})
-		q.e.stats.ErrNakSent++
+		q.e.stats.ErrNakSent.Add(1)
 		q.sendAck(q.resp.psn, rocev2.NAKSyndrome(rocev2.NAKRemoteOp))
 		q.moveToErr()
 		return false
@@ -222,24 +273,34 @@ func (q *QP) Num() uint32 { return q.num }
 
 // Query returns the QP's attributes, with State its current state.
 func (q *QP) Query() QPAttr {
-	q.e.mu.Lock()
-	defer q.e.mu.Unlock()
+	q.mu.Lock()
+	defer q.unlockRead()
 	a := q.attr
 	a.State = q.state
 	return a
 }
 
 // Destroy removes the QP; outstanding work is dropped without completions.
+//
+// Under q's lock, so nothing of q runs meanwhile: its timers and page
+// requests find it dead (gen, dead) when they come, a frame that found
+// it in the table before it went finds it dead, and it leaves the
+// transmit turns (txForget, under txqMu), so a pump that took it from
+// them before finds it dead and skips it.
 func (q *QP) Destroy() error {
 	e := q.e
-	e.mu.Lock()
-	defer e.unlock()
+	q.mu.Lock()
+	defer q.unlock()
 	if q.dead {
 		return ErrDestroyed
 	}
 	q.reset()
 	q.dead = true
-	delete(e.qps, q.num)
+	e.mu.Lock()
+	if e.qps[q.num] == q {
+		delete(e.qps, q.num)
+	}
+	e.mu.Unlock()
 	e.txForget(q)
 	return nil
 }
@@ -296,9 +357,8 @@ func CheckTransition(cur, next QPState, mask AttrMask) error {
 // Without AttrState in mask the QP keeps its state (if the table allows
 // that state to itself).
 func (q *QP) ModifyQP(attr *QPAttr, mask AttrMask) error {
-	e := q.e
-	e.mu.Lock()
-	defer e.unlock()
+	q.mu.Lock()
+	defer q.unlock()
 	if q.dead {
 		return ErrDestroyed
 	}
@@ -411,7 +471,7 @@ func (q *QP) setPath() {
 		h := q.num*0x9e3779b1 ^ a.DestQPN
 		sport = uint16(0xc000 | (h^h>>14)&0x3fff)
 	}
-	src := q.e.cfg.IPv4
+	src := q.e.ipv4()
 	if a.AV.SrcIP != ([4]byte{}) {
 		src = a.AV.SrcIP
 	}
@@ -509,9 +569,8 @@ func (q *QP) PostSend(wr SendWR) error {
 	if n > MaxMsgSize {
 		return fmt.Errorf("%w: message of %d bytes", ErrInvalidArg, n)
 	}
-	e := q.e
-	e.mu.Lock()
-	defer e.unlock()
+	q.mu.Lock()
+	defer q.unlock()
 	switch {
 	case q.dead:
 		return ErrDestroyed
@@ -541,9 +600,8 @@ func (q *QP) PostRecv(wr RecvWR) error {
 		return fmt.Errorf("%w: %d SGEs, QP takes %d", ErrInvalidArg, len(wr.SGL), q.init.Cap.MaxRecvSGE)
 	}
 	n := sglLen(wr.SGL)
-	e := q.e
-	e.mu.Lock()
-	defer e.unlock()
+	q.mu.Lock()
+	defer q.unlock()
 	switch {
 	case q.dead:
 		return ErrDestroyed
@@ -574,26 +632,26 @@ func wcOpcode(o WROpcode) WCOpcode {
 // receive dispatches a decoded packet to the responder or the requester.
 func (q *QP) receive(p *rocev2.Packet, frame []byte) error {
 	if q.state == StateReset || q.state == StateInit || q.state == StateErr {
-		q.e.stats.RxDiscarded++
+		q.e.stats.RxDiscarded.Add(1)
 		return errDiscard("QP in " + q.state.String())
 	}
 	if ip, _ := rocev2.IPv4FromGID(q.attr.AV.DGID); p.SrcIP4() != ip {
-		q.e.stats.RxDiscarded++
+		q.e.stats.RxDiscarded.Add(1)
 		return errDiscard("source is not the QP's peer")
 	}
 	if p.DstIP4() != q.path.SrcIP {
-		q.e.stats.RxDiscarded++
+		q.e.stats.RxDiscarded.Add(1)
 		return errDiscard("destination is not the QP's address")
 	}
 	if p.BTH.PKey&0x7fff != q.attr.PKey&0x7fff || p.BTH.PKey&0x8000 == 0 && q.attr.PKey&0x8000 == 0 {
-		q.e.stats.RxDiscarded++
+		q.e.stats.RxDiscarded.Add(1)
 		return errDiscard("P_Key mismatch")
 	}
 	if p.BTH.Opcode.Has(rocev2.Request) {
 		return q.respond(p, frame)
 	}
 	if q.state == StateRTR {
-		q.e.stats.RxDiscarded++
+		q.e.stats.RxDiscarded.Add(1)
 		return errDiscard("response to a QP that is not sending")
 	}
 	return q.complete(p)
@@ -601,7 +659,7 @@ func (q *QP) receive(p *rocev2.Packet, frame []byte) error {
 
 // pageRequest raises a page request for the fault at va of the packet at
 // psn, unless one of the same kind is in flight, and records the fault in
-// the trace. resolved runs under the engine lock when it completes.
+// the trace. resolved runs under q's lock when it completes.
 func (q *QP) pageRequest(role Role, mem Memory, va uint64, psn uint32, write bool, resolved func(ok bool)) {
 	bit := uint8(1) << (uint8(role)*2 + b2u(write))
 	if q.faults&bit != 0 {
@@ -609,15 +667,15 @@ func (q *QP) pageRequest(role Role, mem Memory, va uint64, psn uint32, write boo
 	}
 	q.faults |= bit
 	e := q.e
-	e.stats.PageRequests++
+	e.stats.PageRequests.Add(1)
 	detected := clock.Nanotime()
 	e.cfg.Trace.Emit(trace.Fault, trace.TrackRC, va, trace.RCFaultB(q.num, psn, role == RoleResponder))
 	gen := q.gen
 	done := func(ok bool) {
-		e.mu.Lock()
-		defer e.unlock()
+		q.mu.Lock()
+		defer q.unlock()
 		if !ok {
-			e.stats.PageRequestErrors++
+			e.stats.PageRequestErrors.Add(1)
 		}
 		if q.gen != gen || q.dead {
 			return
@@ -651,15 +709,15 @@ func b2u(b bool) uint8 {
 // can free that many entries, the unsignaled ones too. It does not go back
 // when the QP is reset, whose WRs vanish without completing.
 func (q *QP) SendsCompleted() uint64 {
-	q.e.mu.Lock()
-	defer q.e.mu.Unlock()
+	q.mu.Lock()
+	defer q.unlockRead()
 	return q.sendsDone
 }
 
 // PSNs returns the next PSN the requester will send (new work) and the
 // PSN the responder expects.
 func (q *QP) PSNs() (send, expect uint32) {
-	q.e.mu.Lock()
-	defer q.e.mu.Unlock()
+	q.mu.Lock()
+	defer q.unlockRead()
 	return q.req.high, q.resp.psn
 }

@@ -366,7 +366,11 @@ func TestPortFull(t *testing.T) {
 	})
 	t.Run("requester", func(t *testing.T) {
 		p := &heldPort{full: true}
-		v := newVictimWith(t, victimOpts{port: ibrc.PortFunc(p.send)})
+		// The virtual clock: on the real one the WRITE's local ACK timer
+		// (67 ms) retransmitted through p from a timer goroutine, racing
+		// with decode, when the subtest took that long (-race, a loaded
+		// machine) or after it ended.
+		v := newVictimWith(t, victimOpts{port: ibrc.PortFunc(p.send), virtual: true})
 		err := v.qp.PostSend(ibrc.SendWR{ID: 1, Opcode: ibrc.WRWrite, SGL: []ibrc.SGE{{Addr: memBase, Length: 256 << 10, LKey: v.mr.LKey()}},
 			RemoteAddr: 0x1000, RKey: 1})
 		if err != nil {

@@ -156,9 +156,9 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 		}
 	}
 	q.req.ackNext = false
-	e.stats.DataPackets++
+	e.stats.DataPackets.Add(1)
 	if retrans {
-		e.stats.Retransmits++
+		e.stats.Retransmits.Add(1)
 	} else {
 		q.req.high = q.req.psn
 	}
@@ -213,7 +213,7 @@ func (q *QP) localFault(err error, w *sendWQE, off uint64, psn uint32, write boo
 		q.failHead(WCLocProtErr)
 		return
 	}
-	q.e.stats.RequesterFaults++
+	q.e.stats.RequesterFaults.Add(1)
 	*paused = true
 	q.pageRequest(RoleRequester, faultMem(err), va, psn, write, func(ok bool) {
 		*paused = false
@@ -245,17 +245,19 @@ func (q *QP) failWQE(w *sendWQE, st WCStatus) {
 	}
 }
 
-// gather reads len(p) bytes at message offset off of an SGL.
+// gather reads len(p) bytes at message offset off of an SGL. A region
+// deregistered since the lookup fails the access as one not found
+// (errMRDead is an sglError).
 func (q *QP) gather(sgl []SGE, off uint64, p []byte) error {
 	return q.walkSGL(sgl, off, len(p), 0, func(m *MR, va uint64, lo, hi int) error {
-		return m.mem.ReadAt(va, p[lo:hi])
+		return m.readAt(va, p[lo:hi])
 	})
 }
 
 // scatter writes p at message offset off of an SGL.
 func (q *QP) scatter(sgl []SGE, off uint64, p []byte) error {
 	return q.walkSGL(sgl, off, len(p), AccessLocalWrite, func(m *MR, va uint64, lo, hi int) error {
-		return m.mem.WriteAt(va, p[lo:hi])
+		return m.writeAt(va, p[lo:hi])
 	})
 }
 
@@ -335,8 +337,8 @@ func (q *QP) armTimer() {
 	q.req.timerTok = tok
 	e := q.e
 	q.req.timer = e.clk.AfterFunc(d, func() {
-		e.mu.Lock()
-		defer e.unlock()
+		q.mu.Lock()
+		defer q.unlock()
 		if q.req.timerTok != tok {
 			return
 		}
@@ -370,7 +372,7 @@ func (q *QP) onTimeout() {
 		return
 	}
 	q.req.retryCnt--
-	q.e.stats.Timeouts++
+	q.e.stats.Timeouts.Add(1)
 	q.req.startedRetry = false
 	q.retryFrom(q.comp.psn)
 }
@@ -416,7 +418,7 @@ func (q *QP) checkDrained() {
 
 // SQDrained reports whether an SQD QP has no message in progress.
 func (q *QP) SQDrained() bool {
-	q.e.mu.Lock()
-	defer q.e.mu.Unlock()
+	q.mu.Lock()
+	defer q.unlockRead()
 	return q.state == StateSQD && q.req.drained
 }

@@ -1,6 +1,8 @@
 package ibrc
 
 import (
+	"errors"
+
 	"github.com/npfnic/npfnic/ibrc/rocev2"
 	"github.com/npfnic/npfnic/vdevice/trace"
 )
@@ -24,18 +26,18 @@ func (q *QP) respond(p *rocev2.Packet, frame []byte) error {
 			q.resp.backlog = append(q.resp.backlog, append([]byte(nil), frame...))
 			return nil
 		}
-		e.stats.OutOfSeqDropped++
+		e.stats.OutOfSeqDropped.Add(1)
 		return errDiscard("responder backlog full")
 	}
 	psn := p.BTH.PSN
 	d := psnDiff(psn, q.resp.psn)
 	if d > 0 {
 		if q.resp.sentNAK {
-			e.stats.OutOfSeqDropped++
+			e.stats.OutOfSeqDropped.Add(1)
 			return errDiscard("out of sequence after a NAK")
 		}
 		q.resp.sentNAK = true
-		e.stats.SeqNakSent++
+		e.stats.SeqNakSent.Add(1)
 		q.sendAck(q.resp.psn, rocev2.NAKSyndrome(rocev2.NAKPSNSeqError))
 		return nil
 	}
@@ -100,7 +102,7 @@ func (q *QP) respond(p *rocev2.Packet, frame []byte) error {
 // (IBA 9.9.3.1.3: responder class C errors). A SEND in progress completes
 // with st.
 func (q *QP) classC(code uint8, st WCStatus) error {
-	q.e.stats.ErrNakSent++
+	q.e.stats.ErrNakSent.Add(1)
 	q.sendAck(q.resp.psn, rocev2.NAKSyndrome(code))
 	if w := q.resp.wqe; w != nil && len(q.rq) > 0 && q.rq[0] == w {
 		q.rq = q.rq[1:]
@@ -114,7 +116,7 @@ func (q *QP) classC(code uint8, st WCStatus) error {
 // sendAck sends an ACK or NAK for psn with the current MSN.
 func (q *QP) sendAck(psn uint32, syn rocev2.Syndrome) {
 	if syn.IsACK() {
-		q.e.stats.Acks++
+		q.e.stats.Acks.Add(1)
 	}
 	h := rocev2.Headers{
 		BTH:  rocev2.BTH{Opcode: rocev2.OpAck, PKey: q.attr.PKey, DestQP: q.attr.DestQPN, PSN: psn},
@@ -155,7 +157,7 @@ func (q *QP) inSeqDone(p *rocev2.Packet) {
 // recvFault handles a translation fault while placing request data.
 func (q *QP) recvFault(p *rocev2.Packet, mem Memory, va uint64) {
 	e := q.e
-	e.stats.ResponderFaults++
+	e.stats.ResponderFaults.Add(1)
 	psn := p.BTH.PSN
 	q.resp.faulted, q.resp.faultPSN = true, psn
 	q.pageRequest(RoleResponder, mem, va, psn, true, func(ok bool) {
@@ -164,11 +166,11 @@ func (q *QP) recvFault(p *rocev2.Packet, mem Memory, va uint64) {
 		}
 	})
 	if e.RecvFaultPolicy() == FaultDrop {
-		e.stats.FaultDrops++
+		e.stats.FaultDrops.Add(1)
 		q.resp.sentNAK = true // no sequence-error NAK: only the timeout recovers
 		return
 	}
-	e.stats.RNRNakFault++
+	e.stats.RNRNakFault.Add(1)
 	q.rnrNak(p.BTH.PSN)
 }
 
@@ -197,7 +199,7 @@ func (q *QP) execSend(p *rocev2.Packet) {
 			if q.state == StateErr {
 				return
 			}
-			q.e.stats.RNRNakNoWQE++
+			q.e.stats.RNRNakNoWQE.Add(1)
 			q.rnrNak(p.BTH.PSN)
 			return
 		}
@@ -251,7 +253,7 @@ func (q *QP) execWrite(p *rocev2.Packet) {
 		}
 		va, resid = r.VA, l
 		q.resp.wLen = l
-	} else if mr != nil && mr.dead {
+	} else if mr != nil && mr.dead.Load() {
 		// Deregistered between the packets of this WRITE: the rest of
 		// the message has nowhere to go.
 		q.classC(rocev2.NAKRemoteAccess, WCRemAccessErr)
@@ -266,12 +268,13 @@ func (q *QP) execWrite(p *rocev2.Packet) {
 		if q.state == StateErr {
 			return
 		}
-		q.e.stats.RNRNakNoWQE++
+		q.e.stats.RNRNakNoWQE.Add(1)
 		q.rnrNak(p.BTH.PSN)
 		return
 	}
 	if n > 0 {
-		if err := mr.mem.WriteAt(va, p.Payload); err != nil {
+		// A region deregistered since (errMRDead) fails as above.
+		if err := mr.writeAt(va, p.Payload); err != nil {
 			if fva, _, ok := AsFault(err); ok {
 				q.recvFault(p, mr.mem, fva)
 				return
@@ -349,7 +352,7 @@ func (q *QP) replayRead(p *rocev2.Packet) bool {
 		psnDiff(psn, st.res.first) < 0 || psnDiff(psn, st.res.last) > 0 || p.RETH.RKey != st.res.rkey {
 		return false
 	}
-	q.e.stats.DupRequests++
+	q.e.stats.DupRequests.Add(1)
 	st.from, st.psn = psn, psn
 	return true
 }
@@ -366,11 +369,8 @@ func (q *QP) readStep() {
 	st := q.resp.stall
 	res := &st.res
 	for range readBurst {
-		if res.mr != nil && res.mr.dead {
-			q.resp.stall = nil
-			e.stats.ErrNakSent++
-			q.sendAck(st.psn, rocev2.NAKSyndrome(rocev2.NAKRemoteAccess))
-			q.moveToErr()
+		if res.mr != nil && res.mr.dead.Load() {
+			q.readGone(st.psn)
 			return
 		}
 		if !e.txRoom(q) {
@@ -388,17 +388,21 @@ func (q *QP) readStep() {
 			if len(b) == 0 {
 				return nil
 			}
-			return res.mr.mem.ReadAt(res.va+off, b)
+			return res.mr.readAt(res.va+off, b)
 		})
 		if err != nil {
+			if errors.Is(err, errMRDead) {
+				q.readGone(psn) // deregistered since the check above
+				return
+			}
 			if va, _, ok := AsFault(err); ok {
-				e.stats.ResponderFaults++
+				e.stats.ResponderFaults.Add(1)
 				st.fault = true
 				q.pageRequest(RoleResponder, res.mr.mem, va, psn, false, func(ok bool) { q.resumeRead(ok) })
 				return
 			}
 			q.resp.stall = nil
-			e.stats.ErrNakSent++
+			e.stats.ErrNakSent.Add(1)
 			q.sendAck(psn, rocev2.NAKSyndrome(rocev2.NAKRemoteOp))
 			q.moveToErr()
 			return
@@ -417,6 +421,15 @@ func (q *QP) readStep() {
 	e.txWaitFor(q)
 }
 
+// readGone ends the READ being answered at psn because its region was
+// deregistered: a remote access NAK, as the READ would have begun with.
+func (q *QP) readGone(psn uint32) {
+	q.resp.stall = nil
+	q.e.stats.ErrNakSent.Add(1)
+	q.sendAck(psn, rocev2.NAKSyndrome(rocev2.NAKRemoteAccess))
+	q.moveToErr()
+}
+
 // readTurn continues the READ being answered and, once it is done, the
 // requests that waited behind it.
 func (q *QP) readTurn() {
@@ -424,10 +437,15 @@ func (q *QP) readTurn() {
 		return
 	}
 	q.readStep()
+	if q.resp.stall != nil || len(q.resp.backlog) == 0 {
+		return
+	}
+	d := q.e.decoder()
+	defer q.e.putDecoder(d)
 	for q.resp.stall == nil && len(q.resp.backlog) > 0 && q.state != StateErr {
 		f := q.resp.backlog[0]
 		q.resp.backlog = q.resp.backlog[1:]
-		pkt, err := q.e.dec.Decode(f)
+		pkt, err := d.Decode(f)
 		if err == nil {
 			q.respond(pkt, f)
 		}
@@ -444,7 +462,7 @@ func (q *QP) resumeRead(ok bool) {
 	st.fault = false
 	if !ok {
 		q.resp.stall = nil
-		q.e.stats.ErrNakSent++
+		q.e.stats.ErrNakSent.Add(1)
 		q.sendAck(st.psn, rocev2.NAKSyndrome(rocev2.NAKRemoteAccess))
 		q.moveToErr()
 		return
@@ -458,7 +476,7 @@ func (q *QP) resumeRead(ok bool) {
 // requested PSN if the request is still among the remembered ones.
 func (q *QP) duplicate(p *rocev2.Packet) {
 	e := q.e
-	e.stats.DupRequests++
+	e.stats.DupRequests.Add(1)
 	op := p.BTH.Opcode
 	psn := p.BTH.PSN
 	if op.Has(rocev2.Read) {

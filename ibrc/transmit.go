@@ -5,12 +5,14 @@ import (
 	"slices"
 )
 
-// The transmit path. Everything the engine sends is built under its lock
-// into txq and handed to the Port by flush, outside the lock, on whichever
-// goroutine released it. A port that cannot take a frame now refuses it
-// with ErrPortFull instead of blocking; the frame stays first in txq and
-// nothing more goes out until PortReady. So no caller of the engine (the
-// port's reader in HandleFrame above all) ever waits for the wire.
+// The transmit path. Everything the engine sends is built under the lock
+// of the QP that sends it into txq (under txqMu, which all QPs share for
+// the length of an append) and handed to the Port by flush, outside the
+// QPs' locks, on whichever goroutine released one. A port that cannot
+// take a frame now refuses it with ErrPortFull instead of blocking; the
+// frame stays first in txq and nothing more goes out until PortReady. So
+// no caller of the engine (the port's reader in HandleFrame above all)
+// ever waits for the wire.
 //
 // What may wait in txq is bounded. Packets that carry data, READ responses
 // and request packets, are built only while txq holds fewer than
@@ -30,6 +32,15 @@ import (
 // answering a 2 GiB READ goes back to reading at once. Any other port
 // takes frames synchronously, so whichever goroutine flushes is the
 // transmit side and builds them while the port takes them.
+//
+// The turns are where QPs take turns: the goroutine that holds txMu
+// builds each waiting QP's packets in turn under that QP's lock, so a
+// turn waits for the copies of the turns before it in the round (a READ's
+// burst). A QP busy elsewhere (a copy of its own on another goroutine) is
+// not waited for: its turn goes back to the goroutine that holds it
+// (pump). The room check and the append are two steps under txqMu, so
+// QPs building at once on different goroutines may take txq a packet each
+// past txRoomFrames; the headroom up to maxTxFrames absorbs that.
 
 // ErrPortFull is what a Port's SendFrame returns when it cannot take the
 // frame now and does not want to block for it. The frame stays the
@@ -40,7 +51,9 @@ var ErrPortFull = errors.New("ibrc: port full")
 // calls Transport.PortReady when asked to (Pull) or after it refused a frame
 // (ErrPortFull), once it has room. It calls Transport.FrameLeft for each
 // frame it took, in order, once the frame is on the wire or dropped: the
-// local ACK timer runs from then (QP.onTimeout), not from queueing.
+// local ACK timer runs from then (QP.onTimeout), not from queueing. It
+// makes both calls holding no lock of the engine's, and FrameLeft takes
+// none; SendFrame, which runs under txMu, and Pull must not call back.
 type PacedPort interface {
 	Port
 	// Pull asks for a PortReady call: the engine has packets to build. It
@@ -70,9 +83,9 @@ const (
 // finish; it must not be called from within SendFrame.
 func (e *Transport) PortReady() {
 	e.txMu.Lock()
-	e.mu.Lock()
+	e.txqMu.Lock()
 	e.portFull = false
-	e.mu.Unlock()
+	e.txqMu.Unlock()
 	for e.flushRound(true) {
 	}
 	e.txMu.Unlock()
@@ -94,10 +107,10 @@ func (e *Transport) flush() {
 		for e.flushRound(pump) {
 		}
 		e.txMu.Unlock()
-		e.mu.Lock()
+		e.txqMu.Lock()
 		more := e.outputLocked(pump)
 		pull := !pump && !more && !e.portFull && len(e.txWait) > 0
-		e.mu.Unlock()
+		e.txqMu.Unlock()
 		if pull {
 			e.paced.Pull()
 		}
@@ -110,11 +123,13 @@ func (e *Transport) flush() {
 // flushRound does one round of flush, reporting whether it had anything
 // to do; with pump, waiting QPs get turns first. Caller holds txMu.
 func (e *Transport) flushRound(pump bool) bool {
-	e.mu.Lock()
+	e.txqMu.Lock()
 	e.txOut = 0 // the previous round's frames are the port's
+	e.txqMu.Unlock()
 	if pump {
-		e.pumpLocked()
+		e.pump()
 	}
+	e.txqMu.Lock()
 	var frames [][]byte
 	if !e.portFull {
 		frames, e.txq = e.txq, nil
@@ -122,7 +137,7 @@ func (e *Transport) flushRound(pump bool) bool {
 	}
 	cbs := e.cbq
 	e.cbq = nil
-	e.mu.Unlock()
+	e.txqMu.Unlock()
 	if len(frames) == 0 && len(cbs) == 0 {
 		return false
 	}
@@ -134,11 +149,11 @@ func (e *Transport) flushRound(pump bool) bool {
 		}
 		if err == ErrPortFull {
 			// PortReady waits for txMu, so it comes after this.
-			e.mu.Lock()
+			e.txqMu.Lock()
 			e.txq = append(frames[i:], e.txq...)
 			e.txOut = 0
 			e.portFull = true
-			e.mu.Unlock()
+			e.txqMu.Unlock()
 			break
 		}
 	}
@@ -149,7 +164,7 @@ func (e *Transport) flushRound(pump bool) bool {
 }
 
 // outputLocked reports whether flush has something to do. Caller holds
-// mu.
+// txqMu.
 func (e *Transport) outputLocked(pump bool) bool {
 	if len(e.cbq) > 0 {
 		return true
@@ -161,21 +176,31 @@ func (e *Transport) outputLocked(pump bool) bool {
 }
 
 // roomLocked reports whether data packets may be built now. Caller holds
-// mu.
+// txqMu.
 func (e *Transport) roomLocked() bool { return len(e.txq)+e.txOut < txRoomFrames }
 
 // txRoom reports whether q may build a data packet now; if not, q gets a
-// turn (txTurn) once the port took enough. Caller holds mu.
+// turn (txTurn) once the port took enough. Caller holds q.mu.
 func (e *Transport) txRoom(q *QP) bool {
+	e.txqMu.Lock()
+	defer e.txqMu.Unlock()
 	if e.roomLocked() {
 		return true
 	}
-	e.txWaitFor(q)
+	e.txWaitLocked(q)
 	return false
 }
 
-// txWaitFor gives q a turn after the QPs already waiting. Caller holds mu.
+// txWaitFor gives q a turn after the QPs already waiting. Caller holds
+// q.mu.
 func (e *Transport) txWaitFor(q *QP) {
+	e.txqMu.Lock()
+	e.txWaitLocked(q)
+	e.txqMu.Unlock()
+}
+
+// txWaitLocked is txWaitFor with txqMu held.
+func (e *Transport) txWaitLocked(q *QP) {
 	if !e.txWaiting[q] {
 		e.txWaiting[q] = true
 		e.txWait = append(e.txWait, q)
@@ -183,8 +208,10 @@ func (e *Transport) txWaitFor(q *QP) {
 }
 
 // txForget takes a destroyed q out of the turns: a port that takes
-// nothing for long must not hold on to it. Caller holds mu.
+// nothing for long must not hold on to it. Caller holds q.mu.
 func (e *Transport) txForget(q *QP) {
+	e.txqMu.Lock()
+	defer e.txqMu.Unlock()
 	if !e.txWaiting[q] {
 		return
 	}
@@ -192,27 +219,54 @@ func (e *Transport) txForget(q *QP) {
 	e.txWait = slices.DeleteFunc(e.txWait, func(w *QP) bool { return w == q })
 }
 
-// pumpLocked gives the QPs waiting for room a turn each, in order, while
-// there is room; one that still has packets to build waits again behind
-// the others, for the next round. A round is one pass, so that mu, held
-// across the memory reads of what it builds, is let go between them (a
-// port reader waits for it). Caller holds mu.
-func (e *Transport) pumpLocked() {
-	for n := len(e.txWait); n > 0 && e.roomLocked(); n-- {
+// pump gives the QPs waiting for room a turn each, in order, while there
+// is room; one that still has packets to build waits again behind the
+// others, for the next round. A round is one pass, so that the frames a
+// pass built go to the port before the next pass reads memory for more.
+// Each turn runs under its QP's lock alone: the QPs' work on other
+// goroutines goes on meanwhile, and queues its own frames behind. A QP
+// whose lock is taken (its own copy on another goroutine: a port reader
+// placing a slow page) is not waited for: its holder puts it back in the
+// turns as it lets go (turnDue, release), and the QPs behind it, and the
+// frames already built, go on. Caller holds txMu.
+func (e *Transport) pump() {
+	e.txqMu.Lock()
+	n := len(e.txWait)
+	e.txqMu.Unlock()
+	for ; n > 0; n-- {
+		e.txqMu.Lock()
+		if len(e.txWait) == 0 || !e.roomLocked() {
+			e.txqMu.Unlock()
+			break
+		}
 		q := e.txWait[0]
 		e.txWait[0] = nil
 		e.txWait = e.txWait[1:]
 		delete(e.txWaiting, q)
+		if len(e.txWait) == 0 {
+			e.txWait = nil // let the array go
+		}
+		e.txqMu.Unlock()
+		if !q.mu.TryLock() {
+			// Busy. Say so, then look again: a holder that let go
+			// between the two looks did not see turnDue.
+			q.turnDue.Store(true)
+			if !q.mu.TryLock() {
+				continue
+			}
+		}
+		q.turnDue.Store(false) // this is its turn
 		q.txTurn()
-	}
-	if len(e.txWait) == 0 {
-		e.txWait = nil // let the array go
+		q.release() // not unlock: this is the flush
 	}
 }
 
 // txTurn builds what q held back for lack of room: READ responses, then
-// request packets.
+// request packets. Caller holds q.mu.
 func (q *QP) txTurn() {
+	if q.dead {
+		return // destroyed after the pump took it from the turns
+	}
 	q.readTurn()
 	if q.state == StateRTS || q.state == StateSQD {
 		q.reqProgress()
@@ -220,25 +274,33 @@ func (q *QP) txTurn() {
 }
 
 // FrameLeft tells the engine that its PacedPort put a frame it took on
-// the wire, or dropped it. It does not wait for the engine's lock.
+// the wire, or dropped it. It does not wait for any lock.
 func (e *Transport) FrameLeft() { e.left.Add(1) }
 
 // send queues a frame and returns its place in the engine's output
-// (txQueued), 0 if it was dropped. Caller holds mu.
+// (txQueued), 0 if it was dropped. Caller holds the sending QP's lock.
 func (e *Transport) send(frame []byte) uint64 {
+	e.txqMu.Lock()
+	defer e.txqMu.Unlock()
 	if len(e.txq)+e.txOut >= maxTxFrames {
-		e.stats.TxDropped++
+		e.stats.TxDropped.Add(1)
 		return 0
 	}
-	e.stats.TxFrames++
+	e.stats.TxFrames.Add(1)
 	e.txq = append(e.txq, frame)
 	e.txQueued++
 	return e.txQueued
 }
 
 // waiting reports whether the frame send placed at seq has not left yet.
+// Caller holds the lock of the QP that sent it; the count of frames that
+// left is an atomic, which FrameLeft adds to without a lock.
 func (e *Transport) waiting(seq uint64) bool { return seq > e.left.Load() }
 
-// defer_ queues a callback for after the lock is released. Caller holds
-// mu.
-func (e *Transport) defer_(f func()) { e.cbq = append(e.cbq, f) }
+// defer_ queues a callback for flush to run outside the engine's locks,
+// after the frames queued before it.
+func (e *Transport) defer_(f func()) {
+	e.txqMu.Lock()
+	e.cbq = append(e.cbq, f)
+	e.txqMu.Unlock()
+}

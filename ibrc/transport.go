@@ -25,27 +25,79 @@
 // received frames with HandleFrame; it takes its timers from a clock.Clock
 // (clock.Virtual makes tests and experiments deterministic and fast).
 // Every callback it makes (port sends, page requests, CQ notifications,
-// async events) happens after it has released its lock, in order, except
-// that frames a full port refused go out after later callbacks.
+// async events) happens outside its locks, on a goroutine that holds none
+// of them but txMu (below), in the order they were queued, except that
+// frames a full port refused go out after later callbacks. A callback may
+// call back into the engine.
 //
 // Threading and the transmit path (transmit.go). The engine has no
 // goroutine: it runs on its callers' (HandleFrame's, the verbs', its
-// timers', page responses'), and whoever releases its lock hands what was
-// built meanwhile to the Port. None of them waits for the wire, or a port
-// reader that answers a READ would wait for its peer's reader doing the
-// same: a Port that cannot take a frame now returns ErrPortFull, and the
-// engine holds its output until PortReady. What it holds is bounded:
+// timers', page responses'), and whoever releases a QP's lock hands what
+// was built meanwhile to the Port. None of them waits for the wire, or a
+// port reader that answers a READ would wait for its peer's reader doing
+// the same: a Port that cannot take a frame now returns ErrPortFull, and
+// the engine holds its output until PortReady. What it holds is bounded:
 // packets that carry data (READ responses, requests) are built only while
 // the transmit queue has room, a READ from a cursor a burst at a time (so
 // a 2 GiB READ costs its responder a cursor, and no more for its
 // duplicates), and ACKs and NAKs past the queue's bound are dropped, as a
 // lost frame would be. With a PacedPort, what waited for room is built
 // only on the port's transmit goroutine (PortReady), so a port reader
-// builds at most a burst for a READ request before it reads on. The lock
-// is held across memory region accesses, one packet's data at a time.
-// Lock order: txMu (the one goroutine handing frames to the port and
-// running callbacks; PortReady waits for it) before mu, before a CQ's
-// lock; the Port is called without mu.
+// builds at most a burst for a READ request before it reads on.
+//
+// Locking (issue 23). As Linux rdma_rxe runs each QP's requester,
+// responder and completer as tasks of that QP, each QP here has a lock of
+// its own that its roles run under, held across the memory region
+// accesses of its work, one packet's data at a time; no lock is taken by
+// every QP's work for longer than a table lookup or a queue append. So
+// work on one QP, its copies included, does not wait for another QP's
+// copies: a port reader placing a SEND for QP B goes on while QP A's
+// responder waits for a slow page of guest memory. The one exception is
+// by design: packets held back for want of transmit room are built in
+// turns, one QP after another, on the goroutine that transmits
+// (transmit.go). The locks, in the order they may be taken:
+//
+//   - txMu: held by the one goroutine handing frames to the port and
+//     running callbacks (flush, PortReady). flush only tries it (a
+//     goroutine that finds it taken leaves its output to the holder), and
+//     PortReady, which waits for it, is never called under another lock
+//     of the engine, so nothing that holds a lock below waits for it.
+//   - QP.mu: a QP's state: its queues, requester, completer, responder,
+//     timers and in-flight page requests. The verbs, HandleFrame, the
+//     QP's timers and its page requests' done take it; so does the
+//     transmit pump, under txMu, for the QP whose turn it is, but only if
+//     it is free: a QP busy elsewhere gets its turn back from its holder
+//     (QP.turnDue). No goroutine holds two QPs' locks.
+//   - MR.use, read side: held across one access to a region's Memory.
+//     Deregister takes the write side after taking the key out of the
+//     table, so it waits for the accesses in flight, and an access that
+//     starts after it finds the region dead: once Deregister returns,
+//     nothing touches the region's memory (the quiesce contract a device
+//     builds DEREG_MR on). Holders of a QP's lock take it; Deregister
+//     holds no other lock of the engine while it waits.
+//   - Leaves, held for a few instructions, never across memory or a
+//     callback; no other lock of the engine is taken while one is held:
+//     Transport.mu (an RWMutex over the tables: QPs by number, MRs by key,
+//     the port's addresses; a received frame's lookup takes its read
+//     side), a CQ's mu (its completions and notification), txqMu (the
+//     transmit queue, queued callbacks, the QPs waiting for a turn,
+//     portFull, txQueued), the message alarm's mu and decMu (the spare
+//     frame decoders).
+//
+// Counters (Stats), the receive-fault policy and FrameLeft's count are
+// atomics: nothing waits for a lock to count or to read them, and a
+// PacedPort's goroutine calls FrameLeft holding none. The local ACK timer
+// is its QP's: armed, stopped and run under the QP's lock, where it
+// compares the QP's last request frame (its place in txQueued, numbered
+// under txqMu) with FrameLeft's count. Config does not change after New
+// but for IPv4 (under mu), so its other fields, MinAckTimeout among them,
+// are read without a lock. Destroy takes its QP out of the turns (txWait,
+// under txqMu) while it holds the QP's lock, and a pump that took the QP
+// before finds it dead. qplock_test.go holds the engine to all this (a QP
+// stuck inside a copy while another completes its traffic, or is given
+// its turns; Deregister waiting for the copy in flight; QPs in parallel
+// under -race, on a plain port and on a PacedPort with its own
+// goroutine), and BenchmarkParallelQPs measures it.
 //
 // FuzzHandleFrame builds a whole engine, memory region and connected QP
 // for every input, sends its own READ and SEND, and then runs the QP's
@@ -183,40 +235,77 @@ type Stats struct {
 // Transport is one RoCEv2 port's RC transport: protection domains, memory
 // regions, CQs and QPs. Its methods are safe for concurrent use.
 type Transport struct {
-	mu      sync.Mutex
-	cfg     Config
-	clk     clock.Clock
-	dec     *rocev2.Decoder
+	cfg Config // immutable after New but for IPv4, which is under mu
+	clk clock.Clock
+
+	// mu guards the tables (see the package's Locking): held shortly,
+	// and no other lock of the engine is taken while it is held.
+	mu      sync.RWMutex
 	qps     map[uint32]*QP
 	mrs     map[uint32]*MR // by key
 	local   [][4]byte      // addresses besides cfg.IPv4 this port answers (SetLocalIPs)
 	nextQPN uint32
 	nextMR  uint32
 	keyTag  uint8
-	stats   Stats
-	// policy is the responder's FaultPolicy. It is an atomic rather than
-	// under mu so that a device register write can set it without waiting
-	// for mu, which is held across memory region accesses.
+
+	decMu sync.Mutex
+	decs  []*rocev2.Decoder // see decoder
+
+	stats counters
+	// policy is the responder's FaultPolicy. It is an atomic so that a
+	// device register write can set it without waiting for a QP, whose
+	// lock is held across memory region accesses.
 	policy atomic.Uint32
 	// alarm is the message alarm (SetMessageAlarm); its own lock, for
 	// the same reason as policy.
 	alarm messageAlarm
 
-	// The transmit path (transmit.go): output produced under mu and
-	// delivered by flush outside it.
+	// The transmit path (transmit.go): output produced under the QPs'
+	// locks and delivered by flush outside them.
+	txMu  sync.Mutex // held by the one goroutine that flushes
+	paced PacedPort  // cfg.Port, if it is one
+	// txqMu guards the rest, which every QP's work appends to: held for
+	// an append or a swap, never across memory, the port or a callback.
+	txqMu     sync.Mutex
 	txq       [][]byte // frames the port has not taken yet, oldest first
 	txOut     int      // frames the running flush took from txq and is handing over
 	cbq       []func()
-	txMu      sync.Mutex // held by the one goroutine that flushes
-	paced     PacedPort  // cfg.Port, if it is one
-	portFull  bool       // the port refused a frame (ErrPortFull): none until PortReady
-	txWait    []*QP      // QPs with packets to build once there is room, in turn order
+	portFull  bool  // the port refused a frame (ErrPortFull): none until PortReady
+	txWait    []*QP // QPs with packets to build once there is room, in turn order
 	txWaiting map[*QP]bool
 	// txQueued counts the frames send queued, left those that the port
 	// put on the wire or dropped: frames leave in the order they were
 	// queued, so the frame queued n-th has left once left >= n.
 	txQueued uint64
 	left     atomic.Uint64
+}
+
+// decMu guards decs, the decoders not in use: a decoder is one frame's
+// scratch space, and frames for different QPs are decoded at once. Not
+// a sync.Pool, which may drop them (and does, at random, under the race
+// detector), and a decoder costs more to build than a frame to handle.
+const maxFreeDecoders = 16
+
+// decoder returns a decoder for the caller alone (putDecoder gives it
+// back).
+func (e *Transport) decoder() *rocev2.Decoder {
+	e.decMu.Lock()
+	defer e.decMu.Unlock()
+	if n := len(e.decs); n > 0 {
+		d := e.decs[n-1]
+		e.decs = e.decs[:n-1]
+		return d
+	}
+	return rocev2.NewDecoder()
+}
+
+// putDecoder gives back a decoder; what it decoded is no longer used.
+func (e *Transport) putDecoder(d *rocev2.Decoder) {
+	e.decMu.Lock()
+	defer e.decMu.Unlock()
+	if len(e.decs) < maxFreeDecoders {
+		e.decs = append(e.decs, d)
+	}
 }
 
 // New returns an engine.
@@ -236,7 +325,7 @@ func New(cfg Config) *Transport {
 	e := &Transport{
 		cfg:       cfg,
 		clk:       cfg.Clock,
-		dec:       rocev2.NewDecoder(),
+		decs:      []*rocev2.Decoder{rocev2.NewDecoder()},
 		qps:       make(map[uint32]*QP),
 		mrs:       make(map[uint32]*MR),
 		nextQPN:   0x11,
@@ -249,7 +338,7 @@ func New(cfg Config) *Transport {
 }
 
 // SetRecvFaultPolicy changes the responder's receive-fault policy; it
-// applies from the next fault. It does not wait for the engine's lock.
+// applies from the next fault. It does not wait for any QP.
 func (e *Transport) SetRecvFaultPolicy(p FaultPolicy) { e.policy.Store(uint32(p)) }
 
 // RecvFaultPolicy returns the responder's receive-fault policy.
@@ -270,8 +359,8 @@ type messageAlarm struct {
 // the responder (Stats.MessagesIn), counted from now, or, right after an
 // alarm went off, from the request that set it off: the requests executed
 // in between count towards n, so gaps chain exactly (if they already make
-// n, the next request sets it off). 0 cancels. It does not wait for the
-// engine's lock.
+// n, the next request sets it off). 0 cancels. It does not wait for any
+// QP.
 func (e *Transport) SetMessageAlarm(n uint64) {
 	a := &e.alarm
 	a.mu.Lock()
@@ -297,10 +386,11 @@ func (e *Transport) MessageAlarm() uint64 {
 	return e.alarm.left
 }
 
-// messageExecuted counts one executed request and the alarm down (engine
-// lock held).
+// messageExecuted counts one executed request and the alarm down. The
+// responder calls it under its QP's lock: the alarm's own lock orders the
+// QPs' requests, so the count is exact whichever QPs execute them.
 func (e *Transport) messageExecuted() {
-	e.stats.MessagesIn++
+	e.stats.MessagesIn.Add(1)
 	a := &e.alarm
 	if !a.on.Load() {
 		return
@@ -323,20 +413,19 @@ func (e *Transport) messageExecuted() {
 }
 
 // GID returns the port's GID (IPv4-mapped).
-func (e *Transport) GID() [16]byte { return rocev2.GIDFromIPv4(e.cfg.IPv4) }
+func (e *Transport) GID() [16]byte { return rocev2.GIDFromIPv4(e.ipv4()) }
 
-// Stats returns a snapshot of the counters.
-func (e *Transport) Stats() Stats {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.stats
+// ipv4 returns the port's own address (Config.IPv4, SetIPv4).
+func (e *Transport) ipv4() [4]byte {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.cfg.IPv4
 }
 
-// unlock releases mu and delivers queued frames and callbacks.
-func (e *Transport) unlock() {
-	e.mu.Unlock()
-	e.flush()
-}
+// Stats returns the counters. It waits for no lock: each counter is read
+// on its own, so a snapshot taken while traffic runs may be a packet
+// apart between counters; one taken while the engine is idle is exact.
+func (e *Transport) Stats() Stats { return e.stats.snapshot() }
 
 func (e *Transport) event(ev Event) {
 	if h := e.cfg.OnEvent; h != nil {
@@ -348,36 +437,46 @@ func (e *Transport) event(ev Event) {
 // was dropped without any response (nil when it was consumed, including
 // when the engine answered it with a NAK). The engine does not keep frame.
 func (e *Transport) HandleFrame(frame []byte) error {
-	e.mu.Lock()
-	defer e.unlock()
-	e.stats.RxFrames++
-	pkt, err := e.dec.Decode(frame)
+	e.stats.RxFrames.Add(1)
+	d := e.decoder()
+	defer e.putDecoder(d) // after the QP's lock is let go: pkt is d's
+	pkt, err := d.Decode(frame)
 	if err != nil {
 		if isICRC(err) {
-			e.stats.RxBadICRC++
+			e.stats.RxBadICRC.Add(1)
 		} else {
-			e.stats.RxMalformed++
+			e.stats.RxMalformed.Add(1)
 		}
 		return err
 	}
-	if !e.isLocal(pkt.DstIP4()) {
-		e.stats.RxDiscarded++
+	e.mu.RLock()
+	local := e.isLocal(pkt.DstIP4())
+	q := e.qps[pkt.BTH.DestQP]
+	e.mu.RUnlock()
+	if !local {
+		e.stats.RxDiscarded.Add(1)
 		return errDiscard("destination IP is not this port")
 	}
 	if !pkt.BTH.Opcode.IsRC() {
-		e.stats.RxDiscarded++
+		e.stats.RxDiscarded.Add(1)
 		return errDiscard("not an RC opcode: " + pkt.BTH.Opcode.String())
 	}
-	q := e.qps[pkt.BTH.DestQP]
 	if q == nil {
-		e.stats.RxNoQP++
+		e.stats.RxNoQP.Add(1)
+		return errDiscard("no such QP")
+	}
+	q.mu.Lock()
+	defer q.unlock()
+	if q.dead {
+		// Destroyed since the lookup: as if it had not been found.
+		e.stats.RxNoQP.Add(1)
 		return errDiscard("no such QP")
 	}
 	return q.receive(pkt, frame)
 }
 
 // isLocal reports whether ip is one of the port's addresses. Caller holds
-// mu.
+// mu (either side).
 func (e *Transport) isLocal(ip [4]byte) bool {
 	if ip == e.cfg.IPv4 {
 		return true
@@ -443,7 +542,37 @@ type MR struct {
 	length uint64
 	access Access
 	key    uint32
-	dead   bool
+	// use is held, read side, across each access to mem (readAt,
+	// writeAt), and taken, write side, by Deregister to set dead: so
+	// Deregister waits for the accesses in flight, and none starts after.
+	use  sync.RWMutex
+	dead atomic.Bool // deregistered: accesses fail (errMRDead)
+}
+
+// errMRDead is an access to a region found dead: the same failure as a
+// key that is not (or no longer) in the table.
+var errMRDead = sglError("memory region deregistered")
+
+// readAt reads the region's memory at va, unless it is deregistered.
+// Caller holds a QP's lock (and no MR's).
+func (m *MR) readAt(va uint64, p []byte) error {
+	m.use.RLock()
+	defer m.use.RUnlock()
+	if m.dead.Load() {
+		return errMRDead
+	}
+	return m.mem.ReadAt(va, p)
+}
+
+// writeAt writes the region's memory at va, unless it is deregistered.
+// Caller holds a QP's lock (and no MR's).
+func (m *MR) writeAt(va uint64, p []byte) error {
+	m.use.RLock()
+	defer m.use.RUnlock()
+	if m.dead.Load() {
+		return errMRDead
+	}
+	return m.mem.WriteAt(va, p)
 }
 
 // LKey and RKey return the region's keys (equal here, as in rdma_rxe).
@@ -501,22 +630,38 @@ func (pd *PD) registerMR(mem Memory, va, length uint64, access Access, key uint3
 	return m, nil
 }
 
-// Deregister removes the region; its keys stop working at once.
+// Deregister removes the region; its keys stop working at once. It waits
+// for the accesses to the region's memory in flight, one packet's data
+// each, and none starts after it returned: the region's memory is no
+// longer the engine's. A second call waits the same way and returns
+// ErrDestroyed.
 func (m *MR) Deregister() error {
 	e := m.pd.e
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if m.dead {
+	live := e.mrs[m.key] == m
+	if live {
+		delete(e.mrs, m.key)
+	}
+	e.mu.Unlock()
+	// No lookup finds it now; a QP that found it before (a WRITE in
+	// progress, a READ being answered, an SGL being walked) finds it dead
+	// at its next access, and the accesses in flight end before this.
+	m.use.Lock()
+	m.dead.Store(true)
+	m.use.Unlock()
+	if !live {
 		return ErrDestroyed
 	}
-	m.dead = true
-	delete(e.mrs, m.key)
 	return nil
 }
 
 // lookupMR finds the region of key for an access of length bytes at va.
+// The region may be deregistered as soon as this returns: its accesses
+// (readAt, writeAt) check.
 func (e *Transport) lookupMR(key uint32, pd *PD, need Access, va, length uint64) *MR {
+	e.mu.RLock()
 	m := e.mrs[key]
+	e.mu.RUnlock()
 	if m == nil || m.key != key || m.pd != pd || m.access&need != need {
 		return nil
 	}
@@ -528,7 +673,9 @@ func (e *Transport) lookupMR(key uint32, pd *PD, need Access, va, length uint64)
 
 // CQ is a completion queue.
 type CQ struct {
-	e        *Transport
+	e *Transport
+	// mu guards the rest: the QPs that complete into the CQ push under
+	// their own locks, and the consumer polls without any of the engine's.
 	mu       sync.Mutex
 	buf      []WC
 	head, n  int
@@ -573,15 +720,16 @@ func (cq *CQ) Overflowed() bool {
 	return cq.overflow
 }
 
-// SetNotify sets a function called (outside the engine's lock) after new
+// SetNotify sets a function called (outside the engine's locks) after new
 // completions were added.
 func (cq *CQ) SetNotify(f func()) {
-	cq.e.mu.Lock()
-	defer cq.e.mu.Unlock()
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
 	cq.notify = f
 }
 
-// push adds a completion; called with e.mu held.
+// push adds a completion. The QPs that share the CQ push under their own
+// locks; cq.mu orders them.
 func (cq *CQ) push(wc WC) {
 	cq.mu.Lock()
 	if cq.n == len(cq.buf) {
@@ -595,14 +743,15 @@ func (cq *CQ) push(wc WC) {
 	}
 	cq.buf[(cq.head+cq.n)%len(cq.buf)] = wc
 	cq.n++
+	notify := cq.notify != nil && !cq.pending
+	cq.pending = cq.pending || notify
 	cq.mu.Unlock()
-	if cq.notify != nil && !cq.pending {
-		cq.pending = true
+	if notify {
 		cq.e.defer_(func() {
-			cq.e.mu.Lock()
+			cq.mu.Lock()
 			cq.pending = false
 			f := cq.notify
-			cq.e.mu.Unlock()
+			cq.mu.Unlock()
 			if f != nil {
 				f()
 			}

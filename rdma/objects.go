@@ -54,8 +54,8 @@ type qp struct {
 	sqBroken bool           // the send ring could not be read
 
 	// rqMu guards the receive ring, which the ibrc engine's receive path
-	// fetches from (RecvSource, under the engine's lock) while the worker
-	// retires and flushes. Lock order: the ibrc engine's lock, then rqMu.
+	// fetches from (RecvSource, under the ibrc QP's lock) while the worker
+	// retires and flushes. Lock order: the ibrc QP's lock, then rqMu.
 	rqMu     sync.Mutex
 	rq       *rxeq.RQ
 	rqBroken atomic.Bool

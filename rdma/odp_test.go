@@ -178,7 +178,11 @@ func TestODPFaultTimeline(t *testing.T) {
 		last = s.TS
 	}
 	// The group's detection stamp is taken with the fault, just before it
-	// is traced.
+	// is traced. Its record is the pager's waiter's (pri.Group.Finish),
+	// written after the response on a goroutine of its own, which the
+	// retransmission does not wait for: the page was mapped before the
+	// response, so the SEND may complete first.
+	waitFor(t, "the page request group's record", func() bool { return len(b.odp.pri.Recorder().Snapshot()) > 0 })
 	recs := b.odp.pri.Recorder().Snapshot()
 	if len(recs) != 1 {
 		t.Fatalf("%d pri records, want 1", len(recs))

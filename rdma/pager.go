@@ -48,9 +48,9 @@ const (
 // the requester.
 //
 // Threading. RequestPage runs on whatever goroutine flushed the ibrc
-// engine's output (the port's reader, the worker, a timer) after the
-// engine released its lock; it never waits: PRI's TrySubmit, or a retry on
-// the engine's clock. Each group queued gets a waiter goroutine that calls
+// engine's output (the port's reader, the worker, a timer) outside the
+// engine's locks; it never waits: PRI's TrySubmit, or a retry on the
+// engine's clock. Each group queued gets a waiter goroutine that calls
 // done with the response. done is never called from RequestPage itself.
 //
 // Lifetime. When RESET replaces the ibrc engine (or the engine closes) its

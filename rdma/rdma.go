@@ -16,37 +16,42 @@
 // transmit side (Config.Port) and its PRI (Config.PRI), which the Ethernet
 // datapath faults through too.
 //
-// Threading. RegRead and RegWrite run on the vfio-user socket goroutine
-// and never touch guest memory: they record what the driver wrote (a
-// command tail, an EQ head, a doorbell's QPN, a CQ arm, ENABLE/RESET) and
-// wake the engine's worker goroutine, which does every piece of work that
-// touches the control queues or the rxe rings: it runs commands in order,
-// fetches send queues into the ibrc engine, moves completions into the rxe
-// CQs, retires ring slots and writes events and the status block. Received
-// frames are processed on the goroutine that calls Receive (the port
-// Mux's reader) inside the ibrc engine, which takes the next receive entry
-// from the QP's rxe receive queue when a message needs one (ibrc.RecvSource:
-// a receive queue has no doorbell); the ibrc engine's timers run on the
-// clock's goroutines; a page response reaches the ibrc engine from a
-// goroutine that waits for that one group (pager.go). A write of
-// RDMA_RECV_FAULT reaches the running transport without its lock (an
-// atomic). What the ibrc engine sends goes through the transmitter
-// (transmit.go): a bounded queue and the one goroutine that calls the
-// port's Send, which blocks while the peer does not read. Nothing else
-// waits for the wire, so the port's reader keeps reading (two NICs that
-// READ from each other wedged both readers in Send, Ethernet included).
-// The transmitter paces the ibrc engine (ibrc.PacedPort): the READ
-// responses and requests that did not fit are built, reading guest
-// memory, on its goroutine (PortReady), not on the port's reader; RESET
-// drops the old transport's queued frames. The worker never holds the
-// ibrc engine's lock while it waits for anything; the only thing it waits
-// for is an object's stream to quiesce (DESTROY_QP, DESTROY_CQ,
-// DEREG_MR), whose units are single copies. Locks: mu (register state)
-// before streamMu and the transmitter's mu; the transmitter's readyMu
-// before the ibrc engine's locks (its txMu, then its mu) before a QP's
-// rqMu; the ibrc engine hands frames to the transmitter (its mu) without
-// its own mu; nothing is held across guest memory but the ibrc engine's
-// locks, readyMu and rqMu (a ring or region copy).
+// Threading. ReadRegister and WriteRegister run on the vfio-user socket
+// goroutine and never touch guest memory: they record what the driver wrote
+// (a command tail, an EQ head, a doorbell's QPN, a CQ arm, ENABLE/RESET)
+// and wake the engine's worker goroutine, which does every piece of work
+// that touches the control queues or the rxe rings: it runs commands in
+// order, fetches send queues into the ibrc engine, moves completions into
+// the rxe CQs, retires ring slots and writes events and the status block.
+// Received frames are processed on the goroutine that calls Receive (the
+// port Mux's reader) inside the ibrc engine, which takes the next receive
+// entry from the QP's rxe receive queue when a message needs one
+// (ibrc.RecvSource: a receive queue has no doorbell); the ibrc engine's
+// timers run on the clock's goroutines; a page response reaches the ibrc
+// engine from a goroutine that waits for that one group (pager.go). A write
+// of RDMA_RECV_FAULT reaches the running transport as an atomic, and an
+// access to RDMA_MSG_ALARM takes only the transport's message alarm lock, a
+// leaf: the register block waits for no ibrc QP. What the ibrc engine sends
+// goes through the transmitter (transmit.go): a bounded queue and the one
+// goroutine that calls the port's Send, which blocks while the peer does
+// not read. Nothing else waits for the wire, so the port's reader keeps
+// reading (two NICs that READ from each other wedged both readers in Send,
+// Ethernet included). The transmitter paces the ibrc engine
+// (ibrc.PacedPort): the READ responses and requests that did not fit are
+// built, reading guest memory, on its goroutine (PortReady), not on the
+// port's reader; RESET drops the old transport's queued frames. The worker
+// never holds the ibrc engine's locks while it waits for anything; the only
+// thing it waits for is an object's stream to quiesce (DESTROY_QP,
+// DESTROY_CQ, DEREG_MR), whose units are single copies. Locks: mu (register
+// state) before streamMu, the transmitter's mu and the ibrc engine's
+// message alarm lock (a leaf); the transmitter's readyMu before the ibrc
+// engine's locks (its txMu, then an ibrc QP's lock) before a QP's rqMu; the
+// ibrc engine hands frames to the transmitter (its mu) without its QPs'
+// locks; nothing is held across guest memory but the ibrc engine's locks,
+// readyMu and rqMu (a ring or region copy). The ibrc engine locks per QP
+// (ibrc's Locking): the receive path placing one QP's message does not wait
+// for another QP's copies, nor for the transmitter building a third's READ
+// responses.
 //
 // Trust. The driver is trusted as far as the register contract goes, and
 // no further: every address, size and handle of a command is checked, and a
