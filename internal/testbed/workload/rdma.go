@@ -3,6 +3,7 @@ package workload
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -109,6 +110,12 @@ func ParsePerftest(out string) ([]PerftestRow, error) {
 		var lat PerftestLatency
 		for i, c := range cols {
 			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil && c == "t_stdev[usec]" && strings.EqualFold(strings.TrimLeft(f[i], "+-"), "nan") {
+				// perftest takes the square root of a variance that
+				// rounding made negative when one sample dwarfs the
+				// rest (a 201 ms stall among 700 µs ones): unknown.
+				v, err = math.NaN(), nil
+			}
 			if err != nil {
 				return nil, fmt.Errorf("perftest: column %s: %w", c, err)
 			}

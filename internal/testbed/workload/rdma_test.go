@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"math"
 	"os"
 	"reflect"
 	"strings"
@@ -45,6 +46,27 @@ func TestParsePerftest(t *testing.T) {
 		if rows, err := ParsePerftest(bad); err == nil {
 			t.Errorf("ParsePerftest(%q) = %+v, want an error", bad, rows)
 		}
+	}
+}
+
+// TestParsePerftestStdevNaN: perftest prints -nan for the standard
+// deviation when one stalled sample dwarfs the rest; the row is good and
+// the deviation unknown. NaN anywhere else is still an error.
+func TestParsePerftestStdevNaN(t *testing.T) {
+	data, err := os.ReadFile("testdata/ib_send_lat-64-stdev-nan.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ParsePerftest(string(data))
+	if err != nil || len(rows) != 1 || rows[0].Latency == nil {
+		t.Fatalf("%+v, %v", rows, err)
+	}
+	if l := rows[0].Latency; !math.IsNaN(l.Stdev) || l.Typical != 2994.32 || l.Max != 201162.57 {
+		t.Errorf("latency %+v: want stdev NaN, typical 2994.32, max 201162.57", *l)
+	}
+	bad := strings.Replace(string(data), "2994.32", "-nan", 1)
+	if rows, err := ParsePerftest(bad); err == nil {
+		t.Errorf("-nan as the typical latency parsed: %+v", rows)
 	}
 }
 
