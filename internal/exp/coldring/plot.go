@@ -25,20 +25,46 @@ var policyLabel = map[string]string{
 	"pin": "pin (buffers pre-mapped)", "drop": "drop on rNPF", "backup": "backup ring", "off": "off (no translation)",
 }
 
-func styled(p string) (color.Color, draw.GlyphDrawer, string) {
-	c, ok := policyColor[p]
+// styled is an arm's colour, marker, dashes and legend label: the
+// policy's colour, and a fault_ahead arm's line dashed; the label says
+// the fault_ahead of both arms of a policy when the figure has both
+// (zero says whether it does).
+func styled(a Arm, zero bool) (color.Color, draw.GlyphDrawer, []vg.Length, string) {
+	c, ok := policyColor[a.Policy]
 	if !ok {
 		c = color.Black
 	}
-	g, ok := policyShape[p]
+	g, ok := policyShape[a.Policy]
 	if !ok {
 		g = draw.TriangleGlyph{}
 	}
-	l, ok := policyLabel[p]
+	l, ok := policyLabel[a.Policy]
 	if !ok {
-		l = p
+		l = a.Policy
 	}
-	return c, g, l
+	var dashes []vg.Length
+	switch {
+	case a.FaultAhead == 0:
+		l += ", fault_ahead 0 (seed 000's driver)"
+		dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+	case a.FaultAhead != DefaultAhead:
+		l += fmt.Sprintf(", fault_ahead %d", a.FaultAhead)
+		dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+	case zero:
+		l += fmt.Sprintf(", fault_ahead %d (npfnic's default)", DriverDefaultAhead)
+	}
+	return c, g, dashes, l
+}
+
+// hasZero reports, per policy, whether arms has its fault_ahead=0 arm.
+func hasZero(arms []Arm) map[string]bool {
+	z := map[string]bool{}
+	for _, a := range arms {
+		if a.FaultAhead == 0 {
+			z[a.Policy] = true
+		}
+	}
+	return z
 }
 
 // startupPlot is Figure 4(a): ops/s against time from the cold start.
@@ -50,6 +76,11 @@ func startupPlot(c Config, st []StartupSummary) (*plot.Plot, error) {
 	p := report.NewPlot(fmt.Sprintf("(a) startup from a cold RX ring of %d entries (npfnic, %s guest%s)", st[0].RingSize, c.AccelName(), runs),
 		"time since memaslap started (s)", "memcached operations/s")
 	p.Legend.Top, p.Legend.Left = true, false
+	var arms []Arm
+	for _, s := range st {
+		arms = append(arms, s.Arm())
+	}
+	zero := hasZero(arms)
 	for _, s := range st {
 		if len(s.Bins) == 0 {
 			continue
@@ -62,8 +93,8 @@ func startupPlot(c Config, st []StartupSummary) (*plot.Plot, error) {
 		if err != nil {
 			return nil, err
 		}
-		col, shape, label := styled(s.Policy)
-		l.Color, pts.Color, pts.Shape = col, col, shape
+		col, shape, dashes, label := styled(s.Arm(), zero[s.Policy])
+		l.Color, pts.Color, pts.Shape, l.Dashes = col, col, shape, dashes
 		l.Width, pts.Radius = vg.Points(1.6), vg.Points(2.5)
 		p.Add(l, pts)
 		p.Legend.Add(label, l, pts)
@@ -85,17 +116,18 @@ func sweepPlot(c Config, cells []SweepCell) (*plot.Plot, error) {
 		"RX ring size (entries)", "seconds (log scale)")
 	p.Legend.Top, p.Legend.Left = true, true
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	policies, sizes := axes(cells)
+	arms, sizes := axes(cells)
+	zero := hasZero(arms)
 	var ticks []plot.Tick
 	for _, n := range sizes {
 		ticks = append(ticks, plot.Tick{Value: float64(n), Label: fmt.Sprint(n)})
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	ymin, ymax := math.Inf(1), 0.0
-	for _, pol := range policies {
+	for _, arm := range arms {
 		var done, capped plotter.XYs
 		for _, s := range cells {
-			if s.Policy != pol || !s.Done() || s.Seconds <= 0 {
+			if s.Arm() != arm || !s.Done() || s.Seconds <= 0 {
 				continue
 			}
 			done = append(done, plotter.XY{X: float64(s.RingSize), Y: s.Seconds})
@@ -111,8 +143,8 @@ func sweepPlot(c Config, cells []SweepCell) (*plot.Plot, error) {
 		if err != nil {
 			return nil, err
 		}
-		col, shape, label := styled(pol)
-		l.Color, pts.Color, pts.Shape = col, col, shape
+		col, shape, dashes, label := styled(arm, zero[arm.Policy])
+		l.Color, pts.Color, pts.Shape, l.Dashes = col, col, shape, dashes
 		l.Width, pts.Radius = vg.Points(1.6), vg.Points(2.8)
 		p.Add(l, pts)
 		p.Legend.Add(label, l, pts)
@@ -123,7 +155,7 @@ func sweepPlot(c Config, cells []SweepCell) (*plot.Plot, error) {
 			}
 			cp.Color, cp.Shape, cp.Radius = col, draw.TriangleGlyph{}, vg.Points(5)
 			p.Add(cp)
-			p.Legend.Add(pol+": capped, did not finish", cp)
+			p.Legend.Add(arm.Name()+": capped, did not finish", cp)
 		}
 	}
 	if ymax == 0 {
