@@ -241,6 +241,9 @@ type StartupSummary struct {
 	Rounds     int
 	Failed     int
 	Bins       []float64
+	// Lo and Hi are each second's smallest and largest value over the
+	// rounds (the same second of every round).
+	Lo, Hi []float64
 	// Ops is the median total; Mean its average rate.
 	Ops  float64
 	Mean float64
@@ -284,7 +287,7 @@ func Startup(results []Result) []StartupSummary {
 			for _, b := range bins {
 				n = max(n, len(b))
 			}
-			s.Bins = make([]float64, n)
+			s.Bins, s.Lo, s.Hi = make([]float64, n), make([]float64, n), make([]float64, n)
 			for i := range s.Bins {
 				var xs []float64
 				for _, b := range bins {
@@ -293,6 +296,7 @@ func Startup(results []Result) []StartupSummary {
 					}
 				}
 				s.Bins[i] = report.Median(xs)
+				s.Lo[i], s.Hi[i] = report.Spread(xs)
 				if s.Bins[i] == 0 {
 					s.ZeroSeconds++
 				}

@@ -287,7 +287,7 @@ func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 	f.CSV("datapath.csv", CSVHeader, CSVRows(results))
 	f.CSV("datapath_ratios.csv", ratioHeader, ratioRows)
 	f.Text("datapath.txt", Table(c, results))
-	f.Charts("datapath.png", 760, 330, Charts(c.AccelName(), results)...)
+	f.Charts("datapath.png", 900, 330, Charts(c.AccelName(), results)...)
 	return f.Done()
 }
 
@@ -325,7 +325,6 @@ func Charts(accel string, results []Result) []report.Chart {
 		tput.Series = append(tput.Series, report.BarSeries{Name: label(r), Values: []float64{value(metrics[0], r), value(metrics[1], r)}})
 		mc.Series = append(mc.Series, report.BarSeries{Name: label(r), Values: []float64{value(metrics[2], r)}})
 	}
-	tput.LegendRoom, mc.LegendRoom = true, true
 	charts = append(charts, tput, mc)
 	if len(results) > 1 {
 		base := results[0]
@@ -347,7 +346,6 @@ func Charts(accel string, results []Result) []report.Chart {
 			}
 			rel.Series = append(rel.Series, report.BarSeries{Name: label(r), Values: vals})
 		}
-		rel.LegendRoom = true
 		charts = append(charts, rel)
 	}
 	return charts
