@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -59,10 +60,13 @@ type coldRingFlags struct {
 	skipA, skipB    *bool
 }
 
-// coldRingDefaults are what exp cold-ring and demo differ in.
+// coldRingDefaults are what exp cold-ring and demo differ in (zero:
+// the experiment's own default).
 type coldRingDefaults struct {
+	policies      string
 	startup, cap  time.Duration
 	sizes         string
+	ops           int
 	startupRounds int
 	// aheadZero is -fault-ahead-zero's default.
 	aheadZero string
@@ -70,11 +74,11 @@ type coldRingDefaults struct {
 
 func addColdRingFlags(fs *flag.FlagSet, d coldRingDefaults) *coldRingFlags {
 	return &coldRingFlags{
-		policies:      fs.String("policies", strings.Join(coldring.Policies, ","), "RX policies to compare, comma-separated: off (no translation), pin, drop, backup"),
+		policies:      fs.String("policies", cmp.Or(d.policies, strings.Join(coldring.Policies, ",")), "RX policies to compare, comma-separated: off (no translation), pin, drop, backup"),
 		sizes:         fs.String("sizes", d.sizes, "RX ring sizes of part (b), comma-separated"),
 		startup:       fs.Duration("startup-time", d.startup, "length of each part (a) run: memaslap throughput from the cold start (whole seconds)"),
 		ring:          fs.Int("startup-ring", coldring.DefaultStartupRing, "RX ring size of part (a)"),
-		ops:           fs.Int("ops", coldring.DefaultOps, "memaslap operations per part (b) run"),
+		ops:           fs.Int("ops", cmp.Or(d.ops, coldring.DefaultOps), "memaslap operations per part (b) run"),
 		cap:           fs.Duration("cap", d.cap, "longest a part (b) run may take; slower runs are recorded as capped"),
 		conns:         fs.Int("conns", coldring.DefaultConns, "memaslap connections"),
 		startupRounds: fs.Int("startup-rounds", d.startupRounds, "run part (a) in only the first this many rounds (0: every round)"),
