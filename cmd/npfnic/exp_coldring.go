@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -18,7 +19,9 @@ var expColdRing = experiment{
 		"so its RX ring starts cold. (a) memaslap throughput per second from the cold start with a\n" +
 		"64-entry ring; (b) seconds for 10,000 operations against the ring size, off (no\n" +
 		"translation) beside pin; (c) with -fault-ahead, backup again with the driver's fault_ahead\n" +
-		"swept (seed 004 Figure 11's shape). Rounds run the policies in a rotating order; the\n" +
+		"swept (seed 004 Figure 11's shape). -fault-ahead-zero drop,backup also runs those policies\n" +
+		"in (a) and (b) with fault_ahead=0, the paper's driver, beside npfnic's default (64), as\n" +
+		"arms of their own (\"drop fa=0\"). Rounds run the arms in a rotating order; the\n" +
 		"tables show medians with the rounds' min-max. Runs record the driver's fault and\n" +
 		"translation counters and TCP retransmissions. Needs root, iperf3 and libmemcached-tools.",
 	rounds: coldring.DefaultRounds, roundsHelp: coldRingRoundsHelp,
@@ -53,28 +56,35 @@ type coldRingFlags struct {
 	conns           *int
 	startupRounds   *int
 	extra, ahead    *string
+	aheadZero       *string
 	skipA, skipB    *bool
 }
 
-// coldRingDefaults are what exp cold-ring and demo differ in.
+// coldRingDefaults are what exp cold-ring and demo differ in (zero:
+// the experiment's own default).
 type coldRingDefaults struct {
+	policies      string
 	startup, cap  time.Duration
 	sizes         string
+	ops           int
 	startupRounds int
+	// aheadZero is -fault-ahead-zero's default.
+	aheadZero string
 }
 
 func addColdRingFlags(fs *flag.FlagSet, d coldRingDefaults) *coldRingFlags {
 	return &coldRingFlags{
-		policies:      fs.String("policies", strings.Join(coldring.Policies, ","), "RX policies to compare, comma-separated: off (no translation), pin, drop, backup"),
+		policies:      fs.String("policies", cmp.Or(d.policies, strings.Join(coldring.Policies, ",")), "RX policies to compare, comma-separated: off (no translation), pin, drop, backup"),
 		sizes:         fs.String("sizes", d.sizes, "RX ring sizes of part (b), comma-separated"),
 		startup:       fs.Duration("startup-time", d.startup, "length of each part (a) run: memaslap throughput from the cold start (whole seconds)"),
 		ring:          fs.Int("startup-ring", coldring.DefaultStartupRing, "RX ring size of part (a)"),
-		ops:           fs.Int("ops", coldring.DefaultOps, "memaslap operations per part (b) run"),
+		ops:           fs.Int("ops", cmp.Or(d.ops, coldring.DefaultOps), "memaslap operations per part (b) run"),
 		cap:           fs.Duration("cap", d.cap, "longest a part (b) run may take; slower runs are recorded as capped"),
 		conns:         fs.Int("conns", coldring.DefaultConns, "memaslap connections"),
 		startupRounds: fs.Int("startup-rounds", d.startupRounds, "run part (a) in only the first this many rounds (0: every round)"),
 		extra:         fs.String("driver-params", "", "extra npfnic.ko parameters for every load, e.g. fault_delay_us=100"),
 		ahead:         fs.String("fault-ahead", "", "part (c): also run backup with the driver's fault_ahead at each of these values, comma-separated (e.g. 0,1,4,16,64), against pin"),
+		aheadZero:     fs.String("fault-ahead-zero", d.aheadZero, "parts (a) and (b): also run these policies (drop, backup; comma-separated) with the driver's fault_ahead=0, the paper's driver, as arms of their own beside npfnic's default"),
 		skipA:         fs.Bool("skip-startup", false, "leave out part (a)"),
 		skipB:         fs.Bool("skip-sweep", false, "leave out part (b)"),
 	}
@@ -93,6 +103,6 @@ func (f *coldRingFlags) config(env runner.Env, rounds int) (coldring.Config, err
 		Env: env, Policies: runner.ParseList(*f.policies), Sizes: sizes,
 		StartupTime: *f.startup, StartupRing: *f.ring, Ops: *f.ops, Cap: *f.cap,
 		Conns: *f.conns, Rounds: rounds, StartupRounds: *f.startupRounds, DriverExtra: *f.extra,
-		FaultAhead: ahead, SkipStartup: *f.skipA, SkipSweep: *f.skipB,
+		FaultAhead: ahead, FaultAheadZero: runner.ParseList(*f.aheadZero), SkipStartup: *f.skipA, SkipSweep: *f.skipB,
 	}, nil
 }

@@ -24,7 +24,7 @@ import (
 // fault's stages, and draws that fault as a PNG.
 func runTrace(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("npfnic trace", flag.ContinueOnError)
-	out := fs.String("out", "", "draw the chosen fault's timeline into this PNG (default: FILE with .png)")
+	out := fs.String("out", "", "draw the chosen fault's timeline into this PNG, and an SVG beside it (default: FILE with .png)")
 	pick := fs.String("fault", "median", "which fault to draw: median (the round trip nearest the median), slowest, first, or its number in the list")
 	vector := fs.Int("prq-vector", hw.PRQVectorDefault, "the MSI-X vector page requests are announced on (the driver's PRQ_VECTOR)")
 	dir := fs.String("dir", "", "only faults of Ethernet RX buffers (rx), TX buffers (tx), or RC receive faults (rc); default rx and tx, or rc when the trace has no Ethernet fault")
@@ -128,7 +128,7 @@ func runTrace(ctx context.Context, args []string) error {
 	if err := report.FaultTimeline(png, title, events, tl); err != nil {
 		return err
 	}
-	fmt.Printf("\nwrote %s\n", png)
+	fmt.Printf("\nwrote %s and %s\n", png, report.SVGPath(png))
 	return nil
 }
 
@@ -257,6 +257,6 @@ func traceRC(tls []trace.RCTimeline, events []trace.Event, pick, out, path strin
 	if err := report.FaultStages(png, title, events, tl.Stages(), names, 3); err != nil {
 		return err
 	}
-	fmt.Printf("\nwrote %s\n", png)
+	fmt.Printf("\nwrote %s and %s\n", png, report.SVGPath(png))
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/npfnic/npfnic/internal/report"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/trace"
 )
@@ -55,6 +56,9 @@ func TestTraceCommand(t *testing.T) {
 		}
 		if fi, err := os.Stat(png); err != nil || fi.Size() < 10_000 {
 			t.Fatalf("-fault %s: PNG %v, %v", pick, fi, err)
+		}
+		if err := report.CheckFigure(png); err != nil {
+			t.Errorf("-fault %s: %v", pick, err)
 		}
 	}
 	if err := runTrace(context.Background(), []string{"-dir", "rx", "-out", filepath.Join(dir, "rx.png"), in}); err != nil {
@@ -130,6 +134,9 @@ func TestTraceCommandRC(t *testing.T) {
 		}
 		if fi, err := os.Stat(png); err != nil || fi.Size() < 10_000 {
 			t.Fatalf("%v: PNG %v, %v", args, fi, err)
+		}
+		if err := report.CheckFigure(png); err != nil {
+			t.Errorf("%v: %v", args, err)
 		}
 	}
 	if err := runTrace(context.Background(), []string{"-dir", "rx", in}); err == nil {

@@ -1,8 +1,10 @@
-// Package report owns the output of experiments: CSV tables and PNG
-// charts (line charts with several series and an optional logarithmic x
-// axis, grouped bar charts), drawn with gonum/plot so that every
-// experiment's figures look alike and are readable: title, axis labels with
-// units, legend.
+// Package report owns the output of experiments: CSV tables and figures
+// (line charts with several series and an optional logarithmic x axis,
+// grouped bar charts with the rounds' min-max), drawn with gonum/plot so
+// that every experiment's figures look alike and are readable: title, axis
+// labels with units, a colour-blind-safe palette with a marker and a dash
+// pattern per series (style.go), the legend outside the data, a PNG and
+// an SVG of each (figure.go), checked by CheckFigure and CheckBars.
 package report
 
 import (
@@ -13,6 +15,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -20,7 +23,6 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // WriteCSV writes header and rows to path (creating its directory).
@@ -66,7 +68,8 @@ func Row(vals ...any) []string {
 	return r
 }
 
-// Series is one named line of a LineChart.
+// Series is one named line of a LineChart, in its SeriesStyle; Dashed
+// draws it dashed whatever its place.
 type Series struct {
 	Name   string
 	X, Y   []float64
@@ -79,38 +82,37 @@ type LineChart struct {
 	LogX, LogY            bool
 	Series                []Series
 	YMin                  *float64 // fixes the lower end of the y axis (e.g. 0)
-	// LegendLeft and LegendBottom move the legend from the top right.
-	LegendLeft, LegendBottom bool
 }
 
 // BarChart is a grouped bar chart: one group per category along x, one
-// bar per series in each group.
+// bar per series in each group. The y axis leaves room above the
+// highest bar and range.
 type BarChart struct {
 	Title, XLabel, YLabel string
 	Categories            []string
 	Series                []BarSeries
-	// LegendRoom adds an empty category on the right, where the legend
-	// goes, so the legend never hides a bar.
-	LegendRoom bool
 }
 
-// BarSeries is one named set of bars, a value per category.
+// BarSeries is one named set of bars, a value per category; Lo and Hi,
+// if set, are each value's range (the rounds' min-max), drawn as a
+// whisker on its bar (NaN: none).
 type BarSeries struct {
 	Name   string
 	Values []float64
+	Lo, Hi []float64
 }
 
 // Chart is a LineChart or a BarChart.
 type Chart interface {
-	plot() (*plot.Plot, error)
+	// Plot is the chart as a gonum plot.
+	Plot() (*plot.Plot, error)
 }
 
-var palette = []color.Color{
-	color.RGBA{0x1f, 0x77, 0xb4, 0xff}, color.RGBA{0xd6, 0x27, 0x28, 0xff},
-	color.RGBA{0x2c, 0xa0, 0x2c, 0xff}, color.RGBA{0xff, 0x7f, 0x0e, 0xff},
-	color.RGBA{0x94, 0x67, 0xbd, 0xff}, color.RGBA{0x8c, 0x56, 0x4b, 0xff},
-	color.RGBA{0xe3, 0x77, 0xc2, 0xff}, color.RGBA{0x7f, 0x7f, 0x7f, 0xff},
-}
+var white color.Color = color.White
+
+// headroom is the share of a bar chart's y range left above its
+// highest bar or range.
+const headroom = 0.08
 
 func newPlot(title, x, y string) *plot.Plot {
 	p := plot.New()
@@ -120,24 +122,26 @@ func newPlot(title, x, y string) *plot.Plot {
 	p.Y.Label.Text = y
 	p.X.Label.TextStyle.Font.Size = vg.Points(11)
 	p.Y.Label.TextStyle.Font.Size = vg.Points(11)
-	p.Legend.Top = true
+	p.Legend.Top, p.Legend.Left = true, true
 	p.Legend.TextStyle.Font.Size = vg.Points(10)
-	p.Add(plotter.NewGrid())
+	p.Legend.ThumbnailWidth = vg.Points(28)
+	g := plotter.NewGrid()
+	g.Vertical.Color, g.Horizontal.Color = gridGrey, gridGrey
+	p.Add(g)
 	return p
 }
 
-func (c LineChart) plot() (*plot.Plot, error) {
+// Plot implements Chart.
+func (c LineChart) Plot() (*plot.Plot, error) {
 	p := newPlot(c.Title, c.XLabel, c.YLabel)
-	p.Legend.Left, p.Legend.Top = c.LegendLeft, !c.LegendBottom
 	if c.LogX {
-		p.X.Scale = plot.LogScale{}
+		p.X.Scale = LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	}
 	if c.LogY {
-		p.Y.Scale = plot.LogScale{}
+		p.Y.Scale = LogScale{}
 		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	}
-	shapes := []draw.GlyphDrawer{draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}, draw.CrossGlyph{}, draw.PlusGlyph{}, draw.RingGlyph{}}
 	for i, s := range c.Series {
 		if len(s.X) != len(s.Y) {
 			return nil, fmt.Errorf("report: series %q has %d x and %d y", s.Name, len(s.X), len(s.Y))
@@ -152,20 +156,13 @@ func (c LineChart) plot() (*plot.Plot, error) {
 		if len(xys) == 0 {
 			continue
 		}
-		l, pts, err := plotter.NewLinePoints(xys)
-		if err != nil {
+		st := SeriesStyle(i)
+		if s.Dashed {
+			st.Dashes = Dashed
+		}
+		if err := st.AddLine(p, s.Name, xys); err != nil {
 			return nil, err
 		}
-		col := palette[i%len(palette)]
-		l.Color, pts.Color = col, col
-		l.Width = vg.Points(1.6)
-		if s.Dashed {
-			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
-		}
-		pts.Shape = shapes[i%len(shapes)]
-		pts.Radius = vg.Points(2.8)
-		p.Add(l, pts)
-		p.Legend.Add(s.Name, l, pts)
 	}
 	if c.LogX && p.X.Min > 0 {
 		// Room around the data so the decade ticks at the ends show.
@@ -181,95 +178,94 @@ func (c LineChart) plot() (*plot.Plot, error) {
 	return p, nil
 }
 
-func (c BarChart) plot() (*plot.Plot, error) {
-	if c.LegendRoom {
-		c.Categories = append(append([]string(nil), c.Categories...), "")
-		series := make([]BarSeries, len(c.Series))
-		for i, s := range c.Series {
-			series[i] = BarSeries{Name: s.Name, Values: append(append([]float64(nil), s.Values...), 0)}
-		}
-		c.Series = series
-	}
+// Plot implements Chart.
+func (c BarChart) Plot() (*plot.Plot, error) {
 	p := newPlot(c.Title, c.XLabel, c.YLabel)
 	n := len(c.Series)
 	if n == 0 {
 		return nil, errors.New("report: bar chart without series")
 	}
 	w := vg.Points(math.Max(4, 60/float64(n)))
+	top := 0.0
 	for i, s := range c.Series {
 		if len(s.Values) != len(c.Categories) {
 			return nil, fmt.Errorf("report: series %q has %d values for %d categories", s.Name, len(s.Values), len(c.Categories))
+		}
+		if s.Lo != nil && len(s.Lo) != len(s.Values) || s.Hi != nil && len(s.Hi) != len(s.Values) {
+			return nil, fmt.Errorf("report: series %q has %d values, %d lows and %d highs", s.Name, len(s.Values), len(s.Lo), len(s.Hi))
 		}
 		b, err := plotter.NewBarChart(plotter.Values(s.Values), w)
 		if err != nil {
 			return nil, err
 		}
-		b.Color = palette[i%len(palette)]
+		b.Color = Color(i)
 		b.LineStyle.Width = 0
 		b.Offset = w * vg.Length(float64(i)-float64(n-1)/2)
 		p.Add(b)
 		p.Legend.Add(s.Name, b)
+		for _, v := range append(slices.Clone(s.Values), s.Hi...) {
+			if !math.IsNaN(v) && !math.IsInf(v, 0) {
+				top = math.Max(top, v)
+			}
+		}
+		if s.Lo != nil || s.Hi != nil {
+			p.Add(&barRanges{offset: b.Offset, width: w / 2, lo: s.Lo, hi: s.Hi})
+		}
 	}
 	p.NominalX(c.Categories...)
+	// Each group in the middle of a slot of its own.
+	p.X.Min, p.X.Max = -0.5, float64(len(c.Categories))-0.5
 	p.Y.Min = math.Min(0, p.Y.Min)
+	if top <= 0 {
+		top = 1
+	}
+	p.Y.Max = math.Max(p.Y.Max, top) + headroom*(math.Max(p.Y.Max, top)-p.Y.Min)
 	return p, nil
 }
 
-// SavePNG draws the charts stacked vertically into one PNG of width by
-// height pixels per chart.
+// barRanges draws a whisker from lo to hi on each bar of one series.
+type barRanges struct {
+	offset, width vg.Length
+	lo, hi        []float64
+}
+
+func (r *barRanges) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, trY := p.Transforms(&c)
+	sty := draw.LineStyle{Color: color.Black, Width: vg.Points(1)}
+	for i := range max(len(r.lo), len(r.hi)) {
+		lo, hi := math.NaN(), math.NaN()
+		if i < len(r.lo) {
+			lo = r.lo[i]
+		}
+		if i < len(r.hi) {
+			hi = r.hi[i]
+		}
+		if math.IsNaN(lo) || math.IsNaN(hi) {
+			continue
+		}
+		x := trX(float64(i)) + r.offset
+		y0, y1 := trY(lo), trY(hi)
+		c.StrokeLine2(sty, x, y0, x, y1)
+		c.StrokeLine2(sty, x-r.width/2, y0, x+r.width/2, y0)
+		c.StrokeLine2(sty, x-r.width/2, y1, x+r.width/2, y1)
+	}
+}
+
+// SavePNG draws the charts stacked vertically into a figure (SaveFigure:
+// the PNG path and its SVG) of width by height pixels per chart.
 func SavePNG(path string, width, height int, charts ...Chart) error {
 	if len(charts) == 0 {
 		return errors.New("report: no chart")
 	}
 	plots := make([]*plot.Plot, len(charts))
 	for i, c := range charts {
-		p, err := c.plot()
+		p, err := c.Plot()
 		if err != nil {
 			return err
 		}
 		plots[i] = p
 	}
 	return SavePlots(path, width, height, plots)
-}
-
-// SavePlots draws gonum plots stacked vertically into one PNG of width by
-// height pixels per plot, for experiments that build their own plots.
-func SavePlots(path string, width, height int, plots []*plot.Plot) error {
-	if len(plots) == 0 {
-		return errors.New("report: no plot")
-	}
-	const dpi = 96
-	w := vg.Length(width) * vg.Inch / dpi
-	h := vg.Length(height*len(plots)) * vg.Inch / dpi
-	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(dpi))
-	dc := draw.New(img)
-	grid := make([][]*plot.Plot, len(plots))
-	for i, p := range plots {
-		grid[i] = []*plot.Plot{p}
-	}
-	t := draw.Tiles{Rows: len(plots), Cols: 1, PadTop: vg.Points(6), PadBottom: vg.Points(6), PadLeft: vg.Points(6), PadRight: vg.Points(10), PadY: vg.Points(14)}
-	canv := plot.Align(grid, t, dc)
-	for i := range grid {
-		grid[i][0].Draw(canv[i][0])
-	}
-	return WritePNG(path, img)
-}
-
-// WritePNG writes a drawn canvas to path as a PNG (creating its
-// directory), for figures laid out by hand.
-func WritePNG(path string, img *vgimg.Canvas) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // SpreadXYs are a line's points, each with its spread (the rounds'
@@ -285,33 +281,60 @@ func (s *SpreadXYs) Add(x, y, lo, hi float64) {
 	s.YErrors = append(s.YErrors, struct{ Low, High float64 }{y - lo, hi - y})
 }
 
-// Draw adds the line to p, its points and error bars in col, named in
-// the legend; dotted draws it dotted with squares (the second of two
-// kinds, e.g. major faults) instead of solid with circles.
-func (s SpreadXYs) Draw(p *plot.Plot, name string, col color.Color, dotted bool) error {
-	l, pts, err := plotter.NewLinePoints(s.XYs)
-	if err != nil {
+// Draw adds the line to p in st, its points' error bars in st's colour,
+// named in the legend.
+func (s SpreadXYs) Draw(p *plot.Plot, name string, st Style) error {
+	if err := st.AddLine(p, name, s.XYs); err != nil {
 		return err
-	}
-	l.Color, pts.Color = col, col
-	l.Width, pts.Radius = vg.Points(1.6), vg.Points(3)
-	pts.Shape = draw.CircleGlyph{}
-	if dotted {
-		l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
-		pts.Shape = draw.SquareGlyph{}
 	}
 	bars, err := plotter.NewYErrorBars(s)
 	if err != nil {
 		return err
 	}
-	bars.Color = col
-	p.Add(l, pts, bars)
-	p.Legend.Add(name, l, pts)
+	bars.Color, bars.Width = st.Color, vg.Points(1.2)
+	p.Add(bars)
 	return nil
 }
 
-// Color is the i-th colour of the palette every chart uses.
-func Color(i int) color.Color { return palette[i%len(palette)] }
+// AddBand adds to p the range of a line: a band from lo to hi at xs,
+// filled with col faded (Faded). Points whose lo or hi is NaN break it.
+func AddBand(p *plot.Plot, xs, lo, hi []float64, col color.Color) error {
+	if len(xs) != len(lo) || len(xs) != len(hi) {
+		return fmt.Errorf("report: band of %d x, %d lo, %d hi", len(xs), len(lo), len(hi))
+	}
+	flush := func(run []int) error {
+		if len(run) < 2 {
+			return nil
+		}
+		var pts plotter.XYs
+		for _, i := range run {
+			pts = append(pts, plotter.XY{X: xs[i], Y: hi[i]})
+		}
+		for k := len(run) - 1; k >= 0; k-- {
+			pts = append(pts, plotter.XY{X: xs[run[k]], Y: lo[run[k]]})
+		}
+		poly, err := plotter.NewPolygon(pts)
+		if err != nil {
+			return err
+		}
+		poly.Color = Faded(col)
+		poly.LineStyle.Width = 0
+		p.Add(poly)
+		return nil
+	}
+	var run []int
+	for i := range xs {
+		if math.IsNaN(lo[i]) || math.IsNaN(hi[i]) {
+			if err := flush(run); err != nil {
+				return err
+			}
+			run = run[:0]
+			continue
+		}
+		run = append(run, i)
+	}
+	return flush(run)
+}
 
 // NewPlot is a plot with the title, axis labels, legend font and grid
 // every chart of the experiments has.

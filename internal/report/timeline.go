@@ -60,74 +60,71 @@ func FaultStages(path, title string, events, stages []trace.Event, names []strin
 	return SavePlots(path, 1100, 420, []*plot.Plot{whole, zoom})
 }
 
-// kindStyle gives each kind of event a colour and a shape, the same in
-// every picture: the fault's own stages in strong colours, the datapath in
-// blues, translation in greys.
+// kindStyle gives each kind of event a colour of the palette and a
+// shape, the same in every picture, no two kinds alike: the fault's own
+// stages in vermillion, orange, reddish purple and bluish green, the
+// datapath in blue and sky blue, the queues' own work in black,
+// translation in grey (background).
 func kindStyle(k trace.Kind) (color.Color, draw.GlyphDrawer) {
 	var (
-		red    = color.RGBA{0xd6, 0x27, 0x28, 0xff}
-		orange = color.RGBA{0xff, 0x7f, 0x0e, 0xff}
-		purple = color.RGBA{0x94, 0x67, 0xbd, 0xff}
-		green  = color.RGBA{0x2c, 0xa0, 0x2c, 0xff}
-		blue   = color.RGBA{0x1f, 0x77, 0xb4, 0xff}
-		cyan   = color.RGBA{0x17, 0xbe, 0xcf, 0xff}
-		grey   = color.RGBA{0x7f, 0x7f, 0x7f, 0xff}
-		brown  = color.RGBA{0x8c, 0x56, 0x4b, 0xff}
-		olive  = color.RGBA{0xbc, 0xbd, 0x22, 0xff}
-		black  = color.RGBA{0x20, 0x20, 0x20, 0xff}
+		blue, vermillion, green, orange = Palette[0], Palette[1], Palette[2], Palette[3]
+		purple, sky, black              = Palette[4], Palette[5], Palette[6]
 	)
 	switch k {
 	case trace.Fault:
-		return red, draw.CircleGlyph{}
+		return vermillion, draw.CircleGlyph{}
 	case trace.RxDrop:
-		return red, draw.CrossGlyph{}
+		return vermillion, draw.CrossGlyph{}
 	case trace.PageRequest:
-		return orange, draw.SquareGlyph{}
+		return orange, draw.BoxGlyph{}
 	case trace.IRQ:
-		return purple, draw.TriangleGlyph{}
+		return purple, draw.PyramidGlyph{}
 	case trace.IRQDeferred:
-		return purple, draw.RingGlyph{}
+		return purple, draw.TriangleGlyph{}
 	case trace.PageResponse:
-		return green, draw.SquareGlyph{}
+		return green, draw.BoxGlyph{}
 	case trace.RxFrame:
 		return blue, draw.CircleGlyph{}
 	case trace.TxFrame:
-		return blue, draw.TriangleGlyph{}
+		return blue, draw.PyramidGlyph{}
 	case trace.DMAWrite:
-		return cyan, draw.PlusGlyph{}
+		return sky, draw.PlusGlyph{}
 	case trace.DMARead:
-		return cyan, draw.CrossGlyph{}
+		return sky, draw.CrossGlyph{}
 	case trace.ATCHit:
-		return grey, draw.CircleGlyph{}
+		return Grey, draw.CircleGlyph{}
 	case trace.ATCMiss:
-		return grey, draw.RingGlyph{}
+		return Grey, draw.RingGlyph{}
 	case trace.Walk:
-		return grey, draw.BoxGlyph{}
+		return Grey, draw.BoxGlyph{}
 	case trace.Doorbell:
-		return brown, draw.PyramidGlyph{}
+		return black, draw.PyramidGlyph{}
 	case trace.DescFetch:
-		return brown, draw.BoxGlyph{}
-	case trace.BackupStore:
-		return olive, draw.SquareGlyph{}
-	case trace.BackupResolve:
-		return olive, draw.CircleGlyph{}
-	case trace.Invalidate:
 		return black, draw.BoxGlyph{}
+	case trace.BackupStore:
+		return green, draw.SquareGlyph{}
+	case trace.BackupResolve:
+		return green, draw.RingGlyph{}
+	case trace.Invalidate:
+		return black, draw.CrossGlyph{}
+	case trace.InvalidateDone:
+		return black, draw.PlusGlyph{}
+	case trace.RDMAEvent:
+		return purple, draw.CircleGlyph{}
 	case trace.RCRx:
 		return blue, draw.RingGlyph{}
 	case trace.RCTx:
-		return cyan, draw.TriangleGlyph{}
+		return sky, draw.TriangleGlyph{}
 	case trace.RCResume:
 		return green, draw.CircleGlyph{}
 	case trace.CQE:
-		return brown, draw.CircleGlyph{}
+		return black, draw.CircleGlyph{}
 	}
 	return black, draw.RingGlyph{}
 }
 
 func timelinePlot(title string, events, stages []trace.Event, names []string, from, to int64) (*plot.Plot, error) {
 	p := newPlot(title, "µs since the fault was detected", "")
-	p.Legend.Top, p.Legend.Left = true, false
 	us := func(ts int64) float64 { return float64(ts-stages[0].TS) / 1000 }
 
 	var in []trace.Event
@@ -210,8 +207,8 @@ func timelinePlot(title string, events, stages []trace.Event, names []string, fr
 		if err != nil {
 			return nil, err
 		}
-		l.Color = color.Gray{Y: 0x60}
-		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		l.Color = Grey
+		l.Dashes = Dashed
 		p.Add(l)
 		labels.XYs = append(labels.XYs, plotter.XY{X: x, Y: top - 0.22*float64(level)})
 		labels.Labels = append(labels.Labels, fmt.Sprintf("%s +%.1f µs", names[i], x))
@@ -228,7 +225,7 @@ func timelinePlot(title string, events, stages []trace.Event, names []string, fr
 	}
 	p.NominalY(trackNames...)
 	p.Y.Min, p.Y.Max = -0.6, float64(len(order))-0.1
-	// The right fifth is the legend's, clear of the events.
-	p.X.Min, p.X.Max = us(from), us(to)+0.25*(us(to)-us(from))
+	// Room on the right for the labels of the last stages.
+	p.X.Min, p.X.Max = us(from), us(to)+0.15*(us(to)-us(from))
 	return p, nil
 }

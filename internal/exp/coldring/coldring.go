@@ -19,6 +19,14 @@
 //     PI4/PIA prefault policies), against the same rounds' pin: seed 004
 //     Figure 11's shape, time and slowdown against the knob.
 //
+// npfnic's driver backs the next 64 cold slots of a ring once it resolved
+// a fault (fault_ahead=64), so drop no longer shows seed 000's pathology
+// on a cold ring; seed 000's driver backed only the faulting slot. With
+// Config.FaultAheadZero, parts (a) and (b) also run the policies listed
+// with the driver's fault_ahead=0, the paper's driver, as arms of their
+// own beside the default ("drop fa=0" beside "drop"): the pathology and
+// what fault-ahead does about it, in the same tables and figures.
+//
 // Every run reloads the driver (rmmod, insmod with rx_policy and
 // rx_ring_size): that is the cold start. Runs record the driver's fault
 // counters (ethtool -S), the TCP retransmissions of both ends and how
@@ -26,7 +34,7 @@
 //
 // Single runs on a shared 2-core host vary by tens of percent, so the
 // experiment runs in rounds (default 5) and reports medians with their
-// min-max: every round runs every policy (and N) at a ring size back to
+// min-max: every round runs every arm (and N) at a ring size back to
 // back, in an order rotated by one each round, and the ring sizes
 // ascending in odd rounds and descending in even ones, so that neither a
 // drift of the host nor the run after a lossy one lines up with one
@@ -84,6 +92,10 @@ type Config struct {
 	// with pin, the reference. Part (b)'s backup runs with the driver's
 	// default fault_ahead.
 	FaultAhead []int
+	// FaultAheadZero lists policies (drop, backup: those that fault on
+	// RX) that parts (a) and (b) also run with the driver's fault_ahead=0,
+	// seed 000's driver, as arms of their own; each must be in Policies.
+	FaultAheadZero []string
 	// SkipStartup and SkipSweep leave out part (a) or (b).
 	SkipStartup, SkipSweep bool
 	// DriverExtra is appended to every insmod (e.g. "fault_delay_us=100").
@@ -101,6 +113,11 @@ const (
 	DefaultConns       = 16
 	DefaultRounds      = 5
 )
+
+// DriverDefaultAhead is the fault_ahead npfnic.ko loads with when none is
+// given (guestdrv/npfnic_npf.c; a test checks they agree): what the arms
+// without a fault_ahead of their own run with.
+const DriverDefaultAhead = 64
 
 // MaxFaultAhead is the largest fault_ahead the driver takes (its largest
 // ring size).
@@ -179,7 +196,51 @@ func (c *Config) Validate() error {
 	if len(c.FaultAhead) > 0 && (c.SkipSweep || !slices.Contains(c.Policies, "pin")) {
 		return errors.New("the fault-ahead sweep (part c) is judged against pin: it needs part (b) with pin")
 	}
+	seen = map[string]bool{}
+	for _, p := range c.FaultAheadZero {
+		switch {
+		case p != "drop" && p != "backup":
+			return fmt.Errorf("fault_ahead=0 arm %q: want drop or backup (off and pin never fault on RX)", p)
+		case !slices.Contains(c.Policies, p):
+			return fmt.Errorf("fault_ahead=0 arm %q: the policy is not among those run (%s)", p, strings.Join(c.Policies, ", "))
+		case seen[p]:
+			return fmt.Errorf("fault_ahead=0 arm %q listed twice", p)
+		case p == "backup" && slices.Contains(c.FaultAhead, 0) && !c.SkipSweep:
+			return errors.New("backup with fault_ahead=0 is both an arm of part (b) and part (c)'s N=0: drop one")
+		}
+		seen[p] = true
+	}
 	return nil
+}
+
+// Arm is what the runs of a part compare: an RX policy with the driver's
+// fault_ahead (DefaultAhead: the driver's own, DriverDefaultAhead).
+type Arm struct {
+	Policy     string
+	FaultAhead int
+}
+
+// Name is the arm's name in tables and progress lines: the policy, with
+// " fa=N" when the arm sets fault_ahead.
+func (a Arm) Name() string {
+	if a.FaultAhead == DefaultAhead {
+		return a.Policy
+	}
+	return fmt.Sprintf("%s fa=%d", a.Policy, a.FaultAhead)
+}
+
+// Arms are the arms of parts (a) and (b) in the order the first round
+// runs them: every policy, each followed by its fault_ahead=0 arm if it
+// has one.
+func (c *Config) Arms() []Arm {
+	var arms []Arm
+	for _, p := range c.Policies {
+		arms = append(arms, Arm{p, DefaultAhead})
+		if slices.Contains(c.FaultAheadZero, p) {
+			arms = append(arms, Arm{p, 0})
+		}
+	}
+	return arms
 }
 
 // Part names the parts of the experiment.
@@ -199,8 +260,8 @@ type Result struct {
 	Policy   string
 	RingSize int
 	Round    int
-	// FaultAhead is the driver's fault_ahead of the run (part c), or
-	// DefaultAhead.
+	// FaultAhead is the driver's fault_ahead of the run (part c, and the
+	// fault_ahead=0 arms of parts a and b), or DefaultAhead.
 	FaultAhead int
 	// LoadSeconds is how long the driver's load took (rmmod, insmod,
 	// interface up: pin maps its buffers there), before the measured
@@ -226,6 +287,9 @@ type Result struct {
 	HostLoad                                float64
 	Err                                     error
 }
+
+// Arm is the run's arm.
+func (r Result) Arm() Arm { return Arm{r.Policy, r.FaultAhead} }
 
 // Failed reports a run that measured nothing usable.
 func (r Result) Failed() bool { return r.Err != nil }
@@ -278,14 +342,14 @@ func (j job) String() string {
 	return s
 }
 
-// jobs lists every run in order. Each round runs part (a) for every
-// policy, then, per ring size, part (b) for every policy and part (c) for
+// jobs lists every run in order. Each round runs part (a) for every arm
+// (Arms), then, per ring size, part (b) for every arm and part (c) for
 // every fault_ahead back to back; the order of those rotates by one each
 // round, and the ring sizes go up in odd rounds and down in even ones.
 func (c *Config) jobs() []runner.Step[job] {
 	var arms []job
-	for _, p := range c.Policies {
-		arms = append(arms, job{part: PartSweep, policy: p, ahead: DefaultAhead})
+	for _, a := range c.Arms() {
+		arms = append(arms, job{part: PartSweep, policy: a.Policy, ahead: a.FaultAhead})
 	}
 	for _, n := range c.FaultAhead {
 		arms = append(arms, job{part: PartAhead, policy: "backup", ahead: n})
@@ -293,8 +357,8 @@ func (c *Config) jobs() []runner.Step[job] {
 	return runner.Rounds(c.Rounds, func(round int) []job {
 		var jobs []job
 		if !c.SkipStartup && round <= c.StartupRounds {
-			for _, p := range runner.Rotate(c.Policies, round) {
-				jobs = append(jobs, job{PartStartup, p, c.StartupRing, DefaultAhead})
+			for _, a := range runner.Rotate(c.Arms(), round) {
+				jobs = append(jobs, job{PartStartup, a.Policy, c.StartupRing, a.FaultAhead})
 			}
 		}
 		if c.SkipSweep {

@@ -3,7 +3,6 @@ package coldring
 import (
 	"errors"
 	"fmt"
-	"image/color"
 	"math"
 	"slices"
 
@@ -14,138 +13,170 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 )
 
-// Colours per policy, the same in both panels (internal/report's palette).
-var policyColor = map[string]color.Color{"pin": report.Color(0), "drop": report.Color(1), "backup": report.Color(2), "off": report.Color(7)}
-
-var policyShape = map[string]draw.GlyphDrawer{
-	"pin": draw.CircleGlyph{}, "drop": draw.CrossGlyph{}, "backup": draw.SquareGlyph{}, "off": draw.RingGlyph{},
+// Every policy has its colour (internal/report's palette, as in every
+// figure) and marker; its fault_ahead=0 arm (seed 000's driver) has the
+// same colour, the hollow marker and a dashed line.
+var policyStyle = map[string]report.Style{
+	"pin":    {Color: report.Palette[0], Shape: draw.CircleGlyph{}, Dashes: report.Solid},
+	"drop":   {Color: report.Palette[1], Shape: draw.PyramidGlyph{}, Dashes: report.Solid},
+	"backup": {Color: report.Palette[2], Shape: draw.BoxGlyph{}, Dashes: report.Solid},
+	"off":    {Color: report.Palette[6], Shape: draw.PlusGlyph{}, Dashes: report.Dotted},
 }
 
 var policyLabel = map[string]string{
 	"pin": "pin (buffers pre-mapped)", "drop": "drop on rNPF", "backup": "backup ring", "off": "off (no translation)",
 }
 
-func styled(p string) (color.Color, draw.GlyphDrawer, string) {
-	c, ok := policyColor[p]
+// styled is an arm's style and legend label; the label says the
+// fault_ahead of both arms of a policy when the figure has both (zero
+// says whether it does).
+func styled(a Arm, zero bool) (report.Style, string) {
+	st, ok := policyStyle[a.Policy]
 	if !ok {
-		c = color.Black
+		st = report.SeriesStyle(4)
 	}
-	g, ok := policyShape[p]
+	l, ok := policyLabel[a.Policy]
 	if !ok {
-		g = draw.TriangleGlyph{}
+		l = a.Policy
 	}
-	l, ok := policyLabel[p]
-	if !ok {
-		l = p
+	switch {
+	case a.FaultAhead == 0:
+		l += ", fault_ahead 0 (seed 000's driver)"
+		st.Shape, st.Dashes = report.Hollow(st.Shape), report.Dashed
+	case a.FaultAhead != DefaultAhead:
+		l += fmt.Sprintf(", fault_ahead %d", a.FaultAhead)
+		st.Shape, st.Dashes = report.Hollow(st.Shape), report.DashDot
+	case zero:
+		l += fmt.Sprintf(", fault_ahead %d (npfnic's default)", DriverDefaultAhead)
 	}
-	return c, g, l
+	return st, l
 }
 
-// startupPlot is Figure 4(a): ops/s against time from the cold start.
+// hasZero reports, per policy, whether arms has its fault_ahead=0 arm.
+func hasZero(arms []Arm) map[string]bool {
+	z := map[string]bool{}
+	for _, a := range arms {
+		if a.FaultAhead == 0 {
+			z[a.Policy] = true
+		}
+	}
+	return z
+}
+
+// startupPlot is Figure 4(a): ops/s against time from the cold start,
+// the medians with the rounds' min-max shaded.
 func startupPlot(c Config, st []StartupSummary) (*plot.Plot, error) {
 	runs := ""
 	if n := st[0].Rounds; n > 1 {
-		runs = fmt.Sprintf(", median of %d rounds", n)
+		runs = fmt.Sprintf(", median of %d rounds, shaded: min-max", n)
 	}
 	p := report.NewPlot(fmt.Sprintf("(a) startup from a cold RX ring of %d entries (npfnic, %s guest%s)", st[0].RingSize, c.AccelName(), runs),
 		"time since memaslap started (s)", "memcached operations/s")
-	p.Legend.Top, p.Legend.Left = true, false
+	var arms []Arm
+	for _, s := range st {
+		arms = append(arms, s.Arm())
+	}
+	zero := hasZero(arms)
 	for _, s := range st {
 		if len(s.Bins) == 0 {
 			continue
 		}
+		style, label := styled(s.Arm(), zero[s.Policy])
 		xys := make(plotter.XYs, len(s.Bins))
+		xs := make([]float64, len(s.Bins))
 		for i, v := range s.Bins {
-			xys[i] = plotter.XY{X: float64(i + 1), Y: v}
+			xs[i] = float64(i + 1)
+			xys[i] = plotter.XY{X: xs[i], Y: v}
 		}
-		l, pts, err := plotter.NewLinePoints(xys)
-		if err != nil {
+		if s.Rounds-s.Failed > 1 && len(s.Lo) == len(s.Bins) {
+			if err := report.AddBand(p, xs, s.Lo, s.Hi, style.Color); err != nil {
+				return nil, err
+			}
+		}
+		if err := style.AddLine(p, label, xys); err != nil {
 			return nil, err
 		}
-		col, shape, label := styled(s.Policy)
-		l.Color, pts.Color, pts.Shape = col, col, shape
-		l.Width, pts.Radius = vg.Points(1.6), vg.Points(2.5)
-		p.Add(l, pts)
-		p.Legend.Add(label, l, pts)
 	}
 	p.X.Min, p.Y.Min = 0, 0
 	if p.Y.Max <= 0 {
 		p.Y.Max = 1
 	}
-	p.Y.Max *= 1.25 // room for the legend
+	p.Y.Max *= 1.05
 	p.X.Tick.Marker, p.Y.Tick.Marker = wholeTicks{}, wholeTicks{}
 	return p, nil
 }
 
 // sweepPlot is Figure 4(b): seconds for the operations against RX ring
-// size, both axes logarithmic; capped runs are drawn at the cap with an
-// upward triangle and the cap as a dashed line.
+// size, both axes logarithmic, the medians with the rounds' min-max as
+// error bars; capped runs are drawn at the cap with a large hollow
+// triangle and the cap as a grey dashed line.
 func sweepPlot(c Config, cells []SweepCell) (*plot.Plot, error) {
-	p := report.NewPlot(fmt.Sprintf("(b) time for %d memaslap operations from a cold RX ring", c.Ops),
+	rounds := ""
+	if c.Rounds > 1 {
+		rounds = fmt.Sprintf(", median of %d rounds, bars: min-max", c.Rounds)
+	}
+	p := report.NewPlot(fmt.Sprintf("(b) time for %d memaslap operations from a cold RX ring%s", c.Ops, rounds),
 		"RX ring size (entries)", "seconds (log scale)")
-	p.Legend.Top, p.Legend.Left = true, true
-	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	policies, sizes := axes(cells)
+	p.X.Scale, p.Y.Scale = report.LogScale{}, report.LogScale{}
+	arms, sizes := axes(cells)
+	zero := hasZero(arms)
 	var ticks []plot.Tick
 	for _, n := range sizes {
 		ticks = append(ticks, plot.Tick{Value: float64(n), Label: fmt.Sprint(n)})
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	ymin, ymax := math.Inf(1), 0.0
-	for _, pol := range policies {
-		var done, capped plotter.XYs
+	for _, arm := range arms {
+		var line report.SpreadXYs
+		var capped plotter.XYs
 		for _, s := range cells {
-			if s.Policy != pol || !s.Done() || s.Seconds <= 0 {
+			if s.Arm() != arm || !s.Done() || s.Seconds <= 0 {
 				continue
 			}
-			done = append(done, plotter.XY{X: float64(s.RingSize), Y: s.Seconds})
+			lo, hi := s.Seconds, s.Seconds
+			if s.Runs-s.Failed > 1 && s.Lo > 0 {
+				lo, hi = s.Lo, s.Hi
+			}
+			line.Add(float64(s.RingSize), s.Seconds, lo, hi)
 			if s.LowerBound {
 				capped = append(capped, plotter.XY{X: float64(s.RingSize), Y: s.Seconds})
 			}
-			ymin, ymax = math.Min(ymin, s.Seconds), math.Max(ymax, s.Seconds)
+			ymin, ymax = math.Min(ymin, lo), math.Max(ymax, hi)
 		}
-		if len(done) == 0 {
+		if len(line.XYs) == 0 {
 			continue
 		}
-		l, pts, err := plotter.NewLinePoints(done)
-		if err != nil {
+		style, label := styled(arm, zero[arm.Policy])
+		if err := line.Draw(p, label, style); err != nil {
 			return nil, err
 		}
-		col, shape, label := styled(pol)
-		l.Color, pts.Color, pts.Shape = col, col, shape
-		l.Width, pts.Radius = vg.Points(1.6), vg.Points(2.8)
-		p.Add(l, pts)
-		p.Legend.Add(label, l, pts)
 		if len(capped) > 0 {
 			cp, err := plotter.NewScatter(capped)
 			if err != nil {
 				return nil, err
 			}
-			cp.Color, cp.Shape, cp.Radius = col, draw.TriangleGlyph{}, vg.Points(5)
+			cp.Color, cp.Shape, cp.Radius = style.Color, draw.TriangleGlyph{}, vg.Points(6)
 			p.Add(cp)
-			p.Legend.Add(pol+": capped, did not finish", cp)
+			p.Legend.Add(arm.Name()+": capped, did not finish", cp)
 		}
 	}
 	if ymax == 0 {
 		return p, nil
 	}
 	capS := c.Cap.Seconds()
-	line, err := plotter.NewLine(plotter.XYs{{X: float64(sizes[0]), Y: capS}, {X: float64(sizes[len(sizes)-1]), Y: capS}})
-	if err != nil {
+	if err := report.AddReference(p, fmt.Sprintf("cap (%.0f s)", capS), report.Dashed,
+		plotter.XYs{{X: float64(sizes[0]) / 1.3, Y: capS}, {X: float64(sizes[len(sizes)-1]) * 1.3, Y: capS}}); err != nil {
 		return nil, err
 	}
-	line.Color = color.Gray{0x80}
-	line.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
-	p.Add(line)
-	p.Legend.Add(fmt.Sprintf("cap (%.0f s)", capS), line)
 	p.X.Min, p.X.Max = float64(sizes[0])/1.3, float64(sizes[len(sizes)-1])*1.3
-	p.Y.Min = math.Min(ymin, capS) / 1.5
-	p.Y.Max = math.Max(ymax, capS) * 4 // room for the legend
+	p.Y.Min = math.Min(ymin, capS) / 1.3
+	p.Y.Max = math.Max(ymax, capS) * 1.3
 	p.Y.Tick.Marker = logTicks{}
 	return p, nil
 }
 
-// SavePNG draws the panels that have data, stacked, into path.
+// SavePNG draws the panels that have data, stacked, into path (and its
+// SVG).
 func SavePNG(path string, c Config, results []Result) error {
 	c.setDefaults()
 	var plots []*plot.Plot
@@ -166,7 +197,7 @@ func SavePNG(path string, c Config, results []Result) error {
 	if len(plots) == 0 {
 		return errors.New("coldring: nothing to plot")
 	}
-	return report.SavePlots(path, 820, 400, plots)
+	return report.SavePlots(path, 1040, 400, plots)
 }
 
 // wholeTicks are gonum's default ticks labelled without decimals when
@@ -258,23 +289,23 @@ func SaveAheadPNG(path string, c Config, sweep, ahead []SweepCell) error {
 	}
 	faults := report.NewPlot("(c) backup from a cold ring with fault ahead: receive faults per cold start (medians)",
 		"fault_ahead N (a resolved RX fault backs the next N cold slots)", "rx_faults (log scale)")
-	faults.Y.Scale, faults.Y.Tick.Marker = plot.LogScale{}, logTicks{}
+	faults.Y.Scale, faults.Y.Tick.Marker = report.LogScale{}, logTicks{}
 	top := report.NewPlot(fmt.Sprintf("time for %d memaslap operations from the cold start%s", c.Ops, rounds),
 		"fault_ahead N", "seconds")
-	bottom := report.NewPlot("backup relative to pin (medians): the paper's goal is <= 1.1x",
+	bottom := report.NewPlot("backup relative to pin's median (bars: backup's rounds): the paper's goal is <= 1.1x",
 		"fault_ahead N", "backup / pin")
 	for _, p := range []*plot.Plot{faults, top, bottom} {
-		p.X.Scale = plot.LogScale{}
+		p.X.Scale = report.LogScale{}
 		p.X.Tick.Marker = aheadTicks(ns)
 		p.X.Min, p.X.Max = float64(ns[0]+1)/1.3, float64(ns[len(ns)-1]+1)*1.3
-		p.Legend.Top, p.Legend.Left = true, false
 	}
 	ratios := AheadRatios(sweep, ahead)
-	ymax, rmax, rmin, fmax := 0.0, 1.2, 1.0, 1.0
+	ymax, rmax, rmin, fmax := 0.0, 1.1, 1.0, 1.0
 	for i, size := range sizes {
-		col := report.Color(i)
-		var line report.SpreadXYs
-		var rel, fs, ideal plotter.XYs
+		style := report.SeriesStyle(i)
+		col := style.Color
+		var line, rel report.SpreadXYs
+		var fs, ideal plotter.XYs
 		for k, s := range ahead {
 			if s.RingSize != size || !s.Done() {
 				continue
@@ -286,64 +317,52 @@ func SaveAheadPNG(path string, c Config, sweep, ahead []SweepCell) error {
 			ideal = append(ideal, plotter.XY{X: x, Y: math.Ceil(float64(size) / float64(min(s.FaultAhead, size-1)+1))})
 			fmax = math.Max(fmax, s.RxFaults)
 			if r := ratios[k]; !math.IsNaN(r.Ratio) {
-				rel = append(rel, plotter.XY{X: x, Y: r.Ratio})
-				rmax, rmin = math.Max(rmax, r.Ratio), math.Min(rmin, r.Ratio)
+				// The rounds' range over pin's median.
+				lo, hi := r.Ratio*s.Lo/s.Seconds, r.Ratio*s.Hi/s.Seconds
+				if math.IsNaN(lo) || math.IsNaN(hi) || s.Seconds <= 0 {
+					lo, hi = r.Ratio, r.Ratio
+				}
+				rel.Add(x, r.Ratio, lo, hi)
+				rmax, rmin = math.Max(rmax, hi), math.Min(rmin, lo)
 			}
 		}
 		if len(line.XYs) == 0 {
 			continue
 		}
-		if err := line.Draw(top, fmt.Sprintf("backup, ring %d", size), col, false); err != nil {
+		if err := line.Draw(top, fmt.Sprintf("backup, ring %d", size), style); err != nil {
 			return err
 		}
-		fl, fp, err := plotter.NewLinePoints(fs)
-		if err != nil {
+		if err := style.AddLine(faults, fmt.Sprintf("ring %d", size), fs); err != nil {
 			return err
 		}
-		fl.Color, fp.Color, fp.Shape = col, col, draw.CircleGlyph{}
-		fl.Width, fp.Radius = vg.Points(1.6), vg.Points(3)
 		il, err := plotter.NewLine(ideal)
 		if err != nil {
 			return err
 		}
-		il.Color, il.Width = col, vg.Points(1)
-		il.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
-		faults.Add(fl, fp, il)
-		faults.Legend.Add(fmt.Sprintf("ring %d", size), fl, fp)
+		il.Color, il.Width, il.Dashes = col, vg.Points(1), report.Dotted
+		faults.Add(il)
 		faults.Legend.Add(fmt.Sprintf("ring %d / (N+1)", size), il)
 		if p, ok := pin[size]; ok {
 			pl, err := plotter.NewLine(plotter.XYs{{X: top.X.Min, Y: p.Seconds}, {X: top.X.Max, Y: p.Seconds}})
 			if err != nil {
 				return err
 			}
-			pl.Color, pl.Width = col, vg.Points(1.2)
-			pl.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+			pl.Color, pl.Width, pl.Dashes = col, vg.Points(1), report.Dashed
 			top.Add(pl)
-			top.Legend.Add(fmt.Sprintf("pin, ring %d", size), pl)
+			top.Legend.Add(fmt.Sprintf("pin, ring %d (median)", size), pl)
 			ymax = math.Max(ymax, p.Seconds)
 		}
-		if len(rel) > 0 {
-			rl, rp, err := plotter.NewLinePoints(rel)
-			if err != nil {
+		if len(rel.XYs) > 0 {
+			if err := rel.Draw(bottom, fmt.Sprintf("ring %d", size), style); err != nil {
 				return err
 			}
-			rl.Color, rp.Color, rp.Shape = col, col, draw.CircleGlyph{}
-			rl.Width, rp.Radius = vg.Points(1.6), vg.Points(3)
-			bottom.Add(rl, rp)
-			bottom.Legend.Add(fmt.Sprintf("ring %d", size), rl, rp)
 		}
 	}
-	goal, err := plotter.NewLine(plotter.XYs{{X: bottom.X.Min, Y: 1.1}, {X: bottom.X.Max, Y: 1.1}})
-	if err != nil {
+	if err := report.AddReference(bottom, "1.1x (goal)", report.Dashed, plotter.XYs{{X: bottom.X.Min, Y: 1.1}, {X: bottom.X.Max, Y: 1.1}}); err != nil {
 		return err
 	}
-	goal.Color = color.Gray{0x60}
-	goal.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
-	bottom.Add(goal)
-	bottom.Legend.Add("1.1x (goal)", goal)
-	top.Y.Min, top.Y.Max = 0, ymax*1.45 // room for the legend
-	bottom.Y.Min, bottom.Y.Max = math.Min(rmin, 0.8)-0.05, rmax*1.15
-	faults.Y.Min, faults.Y.Max = 0.5, fmax*8
-	faults.Legend.Top, faults.Legend.Left = true, false
-	return report.SavePlots(path, 820, 360, []*plot.Plot{faults, top, bottom})
+	top.Y.Min, top.Y.Max = 0, ymax*1.05
+	bottom.Y.Min, bottom.Y.Max = math.Min(rmin, 0.9)-0.05, math.Max(rmax, 1.1)*1.05
+	faults.Y.Min, faults.Y.Max = 0.5, fmax*1.5
+	return report.SavePlots(path, 1040, 360, []*plot.Plot{faults, top, bottom})
 }

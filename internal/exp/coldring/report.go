@@ -24,8 +24,12 @@ func Header(c Config) string {
 	if c.DriverExtra != "" {
 		s += " " + c.DriverExtra
 	}
+	if len(c.FaultAheadZero) > 0 {
+		s += fmt.Sprintf("\n\"fa=0\" arms load it with fault_ahead=0, seed 000's driver: a resolved RX fault backs only its own slot; the others with npfnic's default, fault_ahead=%d: the next %d cold slots too",
+			DriverDefaultAhead, DriverDefaultAhead)
+	}
 	if c.Rounds > 1 {
-		s += fmt.Sprintf("\nmedians of %d rounds: each round runs every policy at a ring size back to back, the order rotated by one each round", c.Rounds)
+		s += fmt.Sprintf("\nmedians of %d rounds: each round runs every arm at a ring size back to back, the order rotated by one each round", c.Rounds)
 		if c.StartupRounds < c.Rounds && !c.SkipStartup {
 			s += fmt.Sprintf("; part (a) in the first %d", c.StartupRounds)
 		}
@@ -33,8 +37,8 @@ func Header(c Config) string {
 	return s
 }
 
-// Table formats both parts: (a) per policy, (b) time against ring size with
-// the ratios to pin and the goals.
+// Table formats both parts: (a) per arm, (b) time against ring size with
+// the ratios to pin and the goals, and part (c) if it ran.
 func Table(c Config, results []Result) string {
 	c.setDefaults()
 	var b strings.Builder
@@ -49,7 +53,7 @@ func Table(c Config, results []Result) string {
 		fmt.Fprintf(tw, "policy\tops\tmean ops/s\tt(50%% of %s) s\tidle s\trx_faults\tbackup pkts\tfault drops\tretrans host\tretrans guest\t\n", Baseline(Sweep(results)))
 		for _, s := range st {
 			if s.Failed == s.Rounds {
-				fmt.Fprintf(tw, "%s\tFAILED\t\t\t\t\t\t\t\t\t\n", s.Policy)
+				fmt.Fprintf(tw, "%s\tFAILED\t\t\t\t\t\t\t\t\t\n", s.Arm().Name())
 				continue
 			}
 			tth := "never"
@@ -58,14 +62,14 @@ func Table(c Config, results []Result) string {
 			} else if s.TimeToHalf == 0 {
 				tth = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%s\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", s.Policy, s.Ops, s.Mean, tth, s.ZeroSeconds,
+			fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%s\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", s.Arm().Name(), s.Ops, s.Mean, tth, s.ZeroSeconds,
 				s.RxFaults, s.BackupPkts, s.FaultDrops, s.HostRetrans, s.GuestRetrans)
 		}
 		tw.Flush()
 		b.WriteString("ops/s per second:\n")
 		tw = tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.AlignRight)
 		for _, s := range st {
-			cells := []string{s.Policy}
+			cells := []string{s.Arm().Name()}
 			for _, v := range s.Bins {
 				cells = append(cells, fmt.Sprintf("%.0f", v))
 			}
@@ -80,52 +84,65 @@ func Table(c Config, results []Result) string {
 			b.WriteString("; median (fastest-slowest round), ratios of the medians")
 		}
 		b.WriteString("\n")
-		policies, sizes := axes(cells)
-		at := map[string]SweepCell{}
+		arms, sizes := axes(cells)
+		type key struct {
+			a Arm
+			n int
+		}
+		at := map[key]SweepCell{}
 		for _, s := range cells {
-			at[fmt.Sprint(s.Policy, s.RingSize)] = s
+			at[key{s.Arm(), s.RingSize}] = s
 		}
-		ratios := map[string]SweepRatio{}
+		type col struct {
+			a    Arm
+			base string
+		}
+		ratios := map[col]map[int]SweepRatio{}
 		for _, r := range Ratios(cells) {
-			ratios[fmt.Sprint(r.Policy, "/", r.Base, r.RingSize)] = r
+			k := col{r.Arm(), r.Base}
+			if ratios[k] == nil {
+				ratios[k] = map[int]SweepRatio{}
+			}
+			ratios[k][r.RingSize] = r
 		}
-		type col struct{ p, base string }
 		var rcols []col
 		base := Baseline(cells)
-		for _, p := range policies {
-			if p != base && !(p == "off" && base == "pin") {
-				rcols = append(rcols, col{p, base})
+		baseArm, off := Arm{base, DefaultAhead}, Arm{"off", DefaultAhead}
+		for _, a := range arms {
+			if a != baseArm && !(a == off && base == "pin") {
+				rcols = append(rcols, col{a, base})
 			}
 		}
-		if base == "pin" && slices.Contains(policies, "off") {
-			rcols = append([]col{{"pin", "off"}}, rcols...)
+		if base == "pin" && slices.Contains(arms, off) {
+			rcols = append([]col{{baseArm, "off"}}, rcols...)
 		}
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 		hdr := []string{"ring"}
-		for _, p := range policies {
-			hdr = append(hdr, p+" s")
+		for _, a := range arms {
+			hdr = append(hdr, a.Name()+" s")
 		}
 		for _, rc := range rcols {
-			hdr = append(hdr, rc.p+"/"+rc.base)
+			hdr = append(hdr, rc.a.Name()+"/"+rc.base)
 		}
 		fmt.Fprintf(tw, "%s\t\n", strings.Join(hdr, "\t"))
 		for _, n := range sizes {
 			row := []string{fmt.Sprint(n)}
-			for _, p := range policies {
-				row = append(row, cellText(at[fmt.Sprint(p, n)], c.Rounds > 1))
+			for _, a := range arms {
+				row = append(row, cellText(at[key{a, n}], c.Rounds > 1))
 			}
 			for _, rc := range rcols {
-				row = append(row, ratioText(ratios[fmt.Sprint(rc.p, "/", rc.base, n)]))
+				row = append(row, ratioText(ratios[rc][n]))
 			}
 			fmt.Fprintf(tw, "%s\t\n", strings.Join(row, "\t"))
 		}
 		tw.Flush()
+		cell := func(a Arm, n int) (SweepCell, bool) { s, ok := at[key{a, n}]; return s, ok }
 		b.WriteString("counters (medians): rx_faults / rx_backup_pkts / rx_fault_drops / TCP retransmits host+guest\n")
-		counterTable(&b, policies, sizes, at, func(s SweepCell) string {
+		counterTable(&b, arms, sizes, cell, func(s SweepCell) string {
 			return fmt.Sprintf("%.0f/%.0f/%.0f/%.0f", s.RxFaults, s.BackupPkts, s.FaultDrops, s.HostRetrans+s.GuestRetrans)
 		})
 		b.WriteString("translation (medians): atc_hits / atc_misses / tx_faults, and the driver's load in s (before the measured window)\n")
-		counterTable(&b, policies, sizes, at, func(s SweepCell) string {
+		counterTable(&b, arms, sizes, cell, func(s SweepCell) string {
 			return fmt.Sprintf("%.0f/%.0f/%.0f %.2fs", s.ATCHits, s.ATCMisses, s.TxFaults, s.LoadSeconds)
 		})
 		b.WriteString(Goals(cells))
@@ -136,7 +153,8 @@ func Table(c Config, results []Result) string {
 	var failures []string
 	for _, r := range results {
 		if r.Err != nil {
-			failures = append(failures, fmt.Sprintf("(%s) %s ring %d round %d FAILED: %v", partLetter(r.Part), r.Policy, r.RingSize, r.Round, runner.FirstLine(r.Err.Error())))
+			j := job{part: r.Part, policy: r.Policy, ring: r.RingSize, ahead: r.FaultAhead}
+			failures = append(failures, fmt.Sprintf("%s round %d FAILED: %v", j, r.Round, runner.FirstLine(r.Err.Error())))
 		}
 	}
 	if len(failures) > 0 {
@@ -145,47 +163,59 @@ func Table(c Config, results []Result) string {
 	return b.String()
 }
 
-// Goals reports against the experiment's goals (not asserted): backup
-// within 1.1x of pin at every ring size; drop visibly pathological.
+// Goals reports against the experiment's goals (not asserted), for each
+// arm of backup and drop: backup within 1.1x of pin at every ring size;
+// drop visibly pathological (seed 000's drop, fault_ahead=0, is; npfnic's
+// default fault_ahead is meant to cure it).
 func Goals(cells []SweepCell) string {
 	base := Baseline(cells)
 	if base != "pin" {
 		return ""
 	}
-	var backupOK, backupMiss, dropBad, dropNot []string
+	type tally struct{ yes, no []string }
+	var arms []Arm
+	by := map[Arm]*tally{}
 	for _, r := range Ratios(cells) {
-		if math.IsNaN(r.Ratio) || r.Base != "pin" {
+		if math.IsNaN(r.Ratio) || r.Base != "pin" || (r.Policy != "backup" && r.Policy != "drop") {
 			continue
 		}
-		switch r.Policy {
-		case "backup":
-			if r.Ratio <= 1.1 {
-				backupOK = append(backupOK, fmt.Sprint(r.RingSize))
-			} else {
-				backupMiss = append(backupMiss, fmt.Sprintf("%d (%.2fx)", r.RingSize, r.Ratio))
-			}
-		case "drop":
-			if r.LowerBound || r.Ratio >= 2 {
-				dropBad = append(dropBad, fmt.Sprint(r.RingSize))
-			} else {
-				dropNot = append(dropNot, fmt.Sprintf("%d (%.2fx)", r.RingSize, r.Ratio))
-			}
+		t := by[r.Arm()]
+		if t == nil {
+			t = &tally{}
+			by[r.Arm()] = t
+			arms = append(arms, r.Arm())
+		}
+		yes := r.Ratio <= 1.1
+		if r.Policy == "drop" {
+			yes = r.LowerBound || r.Ratio >= 2
+		}
+		if yes {
+			t.yes = append(t.yes, fmt.Sprint(r.RingSize))
+		} else {
+			t.no = append(t.no, fmt.Sprintf("%d (%.2fx)", r.RingSize, r.Ratio))
 		}
 	}
+	if len(arms) == 0 {
+		return ""
+	}
+	// backup's arms first, then drop's, each in run order.
+	slices.SortStableFunc(arms, func(a, b Arm) int { return strings.Compare(a.Policy, b.Policy) })
 	var b strings.Builder
 	b.WriteString("goals (on the medians):\n")
-	if len(backupOK)+len(backupMiss) > 0 {
-		if len(backupMiss) == 0 {
-			fmt.Fprintf(&b, "  backup within 1.1x of pin: MET at every ring size (%s)\n", strings.Join(backupOK, ", "))
-		} else {
-			fmt.Fprintf(&b, "  backup within 1.1x of pin: MISSED at %s (met at %s)\n", strings.Join(backupMiss, ", "), orNone(backupOK))
+	for _, a := range arms {
+		t := by[a]
+		if a.Policy == "backup" {
+			if len(t.no) == 0 {
+				fmt.Fprintf(&b, "  %s within 1.1x of pin: MET at every ring size (%s)\n", a.Name(), strings.Join(t.yes, ", "))
+			} else {
+				fmt.Fprintf(&b, "  %s within 1.1x of pin: MISSED at %s (met at %s)\n", a.Name(), strings.Join(t.no, ", "), orNone(t.yes))
+			}
+			continue
 		}
-	}
-	if len(dropBad)+len(dropNot) > 0 {
-		if len(dropNot) == 0 {
-			fmt.Fprintf(&b, "  drop pathological (>= 2x pin or capped): yes at every ring size (%s)\n", strings.Join(dropBad, ", "))
+		if len(t.no) == 0 {
+			fmt.Fprintf(&b, "  %s pathological (>= 2x pin or capped): yes at every ring size (%s)\n", a.Name(), strings.Join(t.yes, ", "))
 		} else {
-			fmt.Fprintf(&b, "  drop pathological (>= 2x pin or capped): at %s; not at %s\n", orNone(dropBad), strings.Join(dropNot, ", "))
+			fmt.Fprintf(&b, "  %s pathological (>= 2x pin or capped): at %s; not at %s\n", a.Name(), orNone(t.yes), strings.Join(t.no, ", "))
 		}
 	}
 	return b.String()
@@ -198,14 +228,17 @@ func orNone(xs []string) string {
 	return strings.Join(xs, ", ")
 }
 
-func counterTable(b *strings.Builder, policies []string, sizes []int, at map[string]SweepCell, text func(SweepCell) string) {
+func counterTable(b *strings.Builder, arms []Arm, sizes []int, at func(Arm, int) (SweepCell, bool), text func(SweepCell) string) {
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	hdr := append([]string{"ring"}, policies...)
+	hdr := []string{"ring"}
+	for _, a := range arms {
+		hdr = append(hdr, a.Name())
+	}
 	fmt.Fprintf(tw, "%s\t\n", strings.Join(hdr, "\t"))
 	for _, n := range sizes {
 		row := []string{fmt.Sprint(n)}
-		for _, p := range policies {
-			s, ok := at[fmt.Sprint(p, n)]
+		for _, a := range arms {
+			s, ok := at(a, n)
 			if !ok || !s.Done() {
 				row = append(row, "-")
 				continue
@@ -307,15 +340,15 @@ func ratioText(r SweepRatio) string {
 	return fmt.Sprintf("%.2fx", r.Ratio)
 }
 
-// axes lists the policies (in first-seen order) and ring sizes (ascending).
-func axes(cells []SweepCell) ([]string, []int) {
-	var ps []string
+// axes lists the arms (in first-seen order) and ring sizes (ascending).
+func axes(cells []SweepCell) ([]Arm, []int) {
+	var ps []Arm
 	var ns []int
-	seenP, seenN := map[string]bool{}, map[int]bool{}
+	seenP, seenN := map[Arm]bool{}, map[int]bool{}
 	for _, c := range cells {
-		if !seenP[c.Policy] {
-			seenP[c.Policy] = true
-			ps = append(ps, c.Policy)
+		if !seenP[c.Arm()] {
+			seenP[c.Arm()] = true
+			ps = append(ps, c.Arm())
 		}
 		if !seenN[c.RingSize] {
 			seenN[c.RingSize] = true
@@ -338,13 +371,17 @@ func cellRow(c Config, s SweepCell) []string {
 	if s.Done() {
 		secs, lo, hi = fmt.Sprintf("%.4g", s.Seconds), fmt.Sprintf("%.4g", s.Lo), fmt.Sprintf("%.4g", s.Hi)
 	}
-	ahead := ""
-	if s.FaultAhead != DefaultAhead {
-		ahead = fmt.Sprint(s.FaultAhead)
-	}
-	return report.Row(s.Policy, s.RingSize, ahead, c.Ops, secs, lo, hi, s.LowerBound, s.Runs, s.Capped, s.Failed,
+	return report.Row(s.Policy, s.RingSize, aheadText(s.FaultAhead), c.Ops, secs, lo, hi, s.LowerBound, s.Runs, s.Capped, s.Failed,
 		s.RxFaults, s.Prefaulted, s.BackupPkts, s.FaultDrops, s.TxFaults, s.ATCHits, s.ATCMisses,
 		s.HostRetrans, s.GuestRetrans, s.LoadSeconds)
+}
+
+// aheadText is a fault_ahead for a CSV: blank for the driver's default.
+func aheadText(n int) string {
+	if n == DefaultAhead {
+		return ""
+	}
+	return fmt.Sprint(n)
 }
 
 // CounterNames are the ethtool -S counters every run records in the CSV.
@@ -366,11 +403,7 @@ func RunsHeader() []string {
 func RunsRows(results []Result) [][]string {
 	var rows [][]string
 	for _, r := range results {
-		ahead := ""
-		if r.FaultAhead != DefaultAhead {
-			ahead = fmt.Sprint(r.FaultAhead)
-		}
-		row := []any{r.Part, r.Policy, r.RingSize, ahead, r.Round, r.Ops, r.Seconds, r.Capped, r.MemaslapErrors,
+		row := []any{r.Part, r.Policy, r.RingSize, aheadText(r.FaultAhead), r.Round, r.Ops, r.Seconds, r.Capped, r.MemaslapErrors,
 			r.HostRetrans, r.GuestRetrans, r.HostTimeouts, r.LoadSeconds}
 		for _, n := range CounterNames {
 			if v, ok := r.Stats[n]; ok {
@@ -390,8 +423,8 @@ func RunsRows(results []Result) [][]string {
 }
 
 // WriteOutputs writes into dir: cold-ring-runs.csv (every run with its
-// counters), cold-ring-startup.csv (part a: ops/s per second and policy),
-// cold-ring-ops.csv (part b: medians, spreads and ratios),
+// counters), cold-ring-startup.csv (part a: ops/s per second and arm),
+// cold-ring-ops.csv (part b: medians, spreads and ratios per arm),
 // cold-ring-ahead.csv and cold-ring-ahead.png (part c, when it ran),
 // cold-ring.txt (the tables) and cold-ring.png (parts a and b).
 func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
@@ -401,20 +434,24 @@ func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 		var rows [][]string
 		for _, s := range st {
 			for i, v := range s.Bins {
-				rows = append(rows, report.Row(s.Policy, s.RingSize, i+1, v))
+				rows = append(rows, report.Row(s.Policy, aheadText(s.FaultAhead), s.RingSize, i+1, v))
 			}
 		}
-		f.CSV("cold-ring-startup.csv", []string{"policy", "ring_size", "second", "ops_per_s"}, rows)
+		f.CSV("cold-ring-startup.csv", []string{"policy", "fault_ahead", "ring_size", "second", "ops_per_s"}, rows)
 	}
 	if cells := Sweep(results); len(cells) > 0 {
-		ratios := map[string]SweepRatio{}
+		type key struct {
+			a Arm
+			n int
+		}
+		ratios := map[key]SweepRatio{}
 		for _, r := range Ratios(cells) {
-			ratios[fmt.Sprint(r.Policy, r.RingSize)] = r
+			ratios[key{r.Arm(), r.RingSize}] = r
 		}
 		var rows [][]string
 		for _, s := range cells {
 			ratio, base, lb := "", "", false
-			if r, ok := ratios[fmt.Sprint(s.Policy, s.RingSize)]; ok && !math.IsNaN(r.Ratio) {
+			if r, ok := ratios[key{s.Arm(), s.RingSize}]; ok && !math.IsNaN(r.Ratio) {
 				ratio, base, lb = fmt.Sprintf("%.4g", r.Ratio), r.Base, r.LowerBound
 			}
 			rows = append(rows, append(cellRow(c, s), ratio, base, fmt.Sprint(lb)))

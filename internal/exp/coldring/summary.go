@@ -7,12 +7,13 @@ import (
 	"github.com/npfnic/npfnic/internal/report"
 )
 
-// SweepCell is part (b) (or (c)) for one policy and ring size over its
+// SweepCell is part (b) (or (c)) for one arm and ring size over its
 // rounds.
 type SweepCell struct {
 	Policy   string
 	RingSize int
-	// FaultAhead is the driver's fault_ahead (part c), or DefaultAhead.
+	// FaultAhead is the driver's fault_ahead (part c, and the fault_ahead=0
+	// arms of part b), or DefaultAhead.
 	FaultAhead int
 	// Seconds is the median time for the operations; a capped run counts
 	// as the cap (a lower bound), and LowerBound says the median is one.
@@ -29,6 +30,9 @@ type SweepCell struct {
 	// LoadSeconds is the median time the driver's load took.
 	LoadSeconds float64
 }
+
+// Arm is the cell's arm.
+func (s SweepCell) Arm() Arm { return Arm{s.Policy, s.FaultAhead} }
 
 // Done reports whether the cell has a measurement.
 func (s SweepCell) Done() bool { return s.Runs > s.Failed }
@@ -92,9 +96,9 @@ func cellOf(policy string, ring, ahead int, rs []Result) SweepCell {
 	return c
 }
 
-// cells summarizes the runs of one part: a cell per ring size, policy and
-// fault_ahead, ring sizes ascending, then in the order the rest first
-// appears.
+// cells summarizes the runs of one part: a cell per ring size and arm
+// (policy and fault_ahead), ring sizes ascending, then in the order the
+// rest first appears.
 func cells(results []Result, part string) []SweepCell {
 	type key struct {
 		p     string
@@ -102,11 +106,7 @@ func cells(results []Result, part string) []SweepCell {
 		ahead int
 	}
 	order, by := report.Group(ofPart(results, part), func(r Result) key {
-		k := key{r.Policy, r.RingSize, DefaultAhead}
-		if part == PartAhead {
-			k.ahead = r.FaultAhead
-		}
-		return k
+		return key{r.Policy, r.RingSize, r.FaultAhead}
 	})
 	slices.SortStableFunc(order, func(a, b key) int { return a.n - b.n })
 	var out []SweepCell
@@ -127,7 +127,7 @@ func ofPart(results []Result, part string) []Result {
 	return out
 }
 
-// Sweep summarizes part (b): one cell per ring size and policy.
+// Sweep summarizes part (b): one cell per ring size and arm.
 func Sweep(results []Result) []SweepCell { return cells(results, PartSweep) }
 
 // Ahead summarizes part (c): one cell per ring size and fault_ahead,
@@ -143,11 +143,12 @@ func Ahead(results []Result) []SweepCell {
 	return out
 }
 
-// SweepRatio is one policy's time relative to a baseline at one ring size.
+// SweepRatio is one arm's time relative to a baseline at one ring size.
 type SweepRatio struct {
 	Policy   string
 	RingSize int
-	// FaultAhead is the cell's fault_ahead (part c), or DefaultAhead.
+	// FaultAhead is the cell's fault_ahead (part c and the fault_ahead=0
+	// arms), or DefaultAhead.
 	FaultAhead int
 	// Base is the policy divided by: pin, or off when pin was not run
 	// (and for pin itself).
@@ -160,6 +161,9 @@ type SweepRatio struct {
 	LowerBound bool
 }
 
+// Arm is the arm divided.
+func (r SweepRatio) Arm() Arm { return Arm{r.Policy, r.FaultAhead} }
+
 func ratio(c, b SweepCell, ok bool, base string) SweepRatio {
 	r := SweepRatio{Policy: c.Policy, RingSize: c.RingSize, FaultAhead: c.FaultAhead, Base: base, Ratio: math.NaN()}
 	if ok && b.Done() && c.Done() && b.Seconds > 0 && !b.LowerBound {
@@ -169,28 +173,30 @@ func ratio(c, b SweepCell, ok bool, base string) SweepRatio {
 	return r
 }
 
-// Ratios divides every policy's time by the baseline's at the same ring
-// size (Baseline: pin, or off when pin was not run), except off's when the
-// baseline is pin: pin's is divided by off's instead.
+// Ratios divides every arm's time by the baseline's at the same ring size
+// (Baseline: pin, or off when pin was not run; with the driver's default
+// fault_ahead), except off's when the baseline is pin: pin's is divided
+// by off's instead.
 func Ratios(cs []SweepCell) []SweepRatio {
 	base := Baseline(cs)
-	at := map[string]map[int]SweepCell{}
+	at := map[Arm]map[int]SweepCell{}
 	for _, c := range cs {
-		if at[c.Policy] == nil {
-			at[c.Policy] = map[int]SweepCell{}
+		if at[c.Arm()] == nil {
+			at[c.Arm()] = map[int]SweepCell{}
 		}
-		at[c.Policy][c.RingSize] = c
+		at[c.Arm()][c.RingSize] = c
 	}
+	baseArm, off := Arm{base, DefaultAhead}, Arm{"off", DefaultAhead}
 	var out []SweepRatio
 	for _, c := range cs {
 		switch {
-		case c.Policy == base && base == "pin":
-			if _, ran := at["off"]; ran {
-				b, ok := at["off"][c.RingSize]
+		case c.Arm() == baseArm && base == "pin":
+			if _, ran := at[off]; ran {
+				b, ok := at[off][c.RingSize]
 				out = append(out, ratio(c, b, ok, "off"))
 			}
-		case c.Policy != base && !(c.Policy == "off" && base == "pin"):
-			b, ok := at[base][c.RingSize]
+		case c.Arm() != baseArm && !(c.Arm() == off && base == "pin"):
+			b, ok := at[baseArm][c.RingSize]
 			out = append(out, ratio(c, b, ok, base))
 		}
 	}
@@ -214,7 +220,8 @@ func AheadRatios(sweep, ahead []SweepCell) []SweepRatio {
 	return out
 }
 
-// Baseline is the policy ratios are taken against.
+// Baseline is the policy ratios are taken against (its arm with the
+// driver's default fault_ahead).
 func Baseline(cells []SweepCell) string {
 	for _, c := range cells {
 		if c.Policy == "pin" {
@@ -224,14 +231,19 @@ func Baseline(cells []SweepCell) string {
 	return "off"
 }
 
-// StartupSummary is part (a) for one policy: bins are the per-second
+// StartupSummary is part (a) for one arm: bins are the per-second
 // medians over rounds.
 type StartupSummary struct {
-	Policy   string
-	RingSize int
-	Rounds   int
-	Failed   int
-	Bins     []float64
+	Policy string
+	// FaultAhead is the arm's fault_ahead, or DefaultAhead.
+	FaultAhead int
+	RingSize   int
+	Rounds     int
+	Failed     int
+	Bins       []float64
+	// Lo and Hi are each second's smallest and largest value over the
+	// rounds (the same second of every round).
+	Lo, Hi []float64
 	// Ops is the median total; Mean its average rate.
 	Ops  float64
 	Mean float64
@@ -245,13 +257,16 @@ type StartupSummary struct {
 	HostRetrans, GuestRetrans        float64
 }
 
-// Startup summarizes part (a), one entry per policy in run order.
+// Arm is the summary's arm.
+func (s StartupSummary) Arm() Arm { return Arm{s.Policy, s.FaultAhead} }
+
+// Startup summarizes part (a), one entry per arm in run order.
 func Startup(results []Result) []StartupSummary {
-	order, by := report.Group(ofPart(results, PartStartup), func(r Result) string { return r.Policy })
+	order, by := report.Group(ofPart(results, PartStartup), Result.Arm)
 	var out []StartupSummary
-	for _, p := range order {
-		rs := by[p]
-		s := StartupSummary{Policy: p, RingSize: rs[0].RingSize, Rounds: len(rs)}
+	for _, a := range order {
+		rs := by[a]
+		s := StartupSummary{Policy: a.Policy, FaultAhead: a.FaultAhead, RingSize: rs[0].RingSize, Rounds: len(rs)}
 		var bins [][]float64
 		var ops, faults, backup, drops, hr, gr []float64
 		for _, r := range rs {
@@ -272,7 +287,7 @@ func Startup(results []Result) []StartupSummary {
 			for _, b := range bins {
 				n = max(n, len(b))
 			}
-			s.Bins = make([]float64, n)
+			s.Bins, s.Lo, s.Hi = make([]float64, n), make([]float64, n), make([]float64, n)
 			for i := range s.Bins {
 				var xs []float64
 				for _, b := range bins {
@@ -281,6 +296,7 @@ func Startup(results []Result) []StartupSummary {
 					}
 				}
 				s.Bins[i] = report.Median(xs)
+				s.Lo[i], s.Hi[i] = report.Spread(xs)
 				if s.Bins[i] == 0 {
 					s.ZeroSeconds++
 				}
@@ -297,6 +313,7 @@ func Startup(results []Result) []StartupSummary {
 	// Time to half of the baseline's steady state.
 	base := -1
 	for i, s := range out {
+		// pin and off have no fault_ahead arms (Validate).
 		if s.Policy == "pin" || (base < 0 && s.Policy == "off") {
 			base = i
 		}

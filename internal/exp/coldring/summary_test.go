@@ -23,7 +23,7 @@ func TestSweepMedianWithCappedRuns(t *testing.T) {
 	rs := []Result{
 		sweepRun("pin", 64, 3, false, 0), sweepRun("pin", 64, 5, false, 0), sweepRun("pin", 64, 4, false, 0),
 		sweepRun("drop", 64, 60, true, 64), sweepRun("drop", 64, 12, false, 64), sweepRun("drop", 64, 60, true, 64),
-		sweepRun("backup", 64, 4.4, false, 64), {Part: PartSweep, Policy: "backup", RingSize: 64, Err: os.ErrClosed},
+		sweepRun("backup", 64, 4.4, false, 64), {Part: PartSweep, Policy: "backup", RingSize: 64, FaultAhead: DefaultAhead, Err: os.ErrClosed},
 		sweepRun("backup", 16, 2, false, 16),
 	}
 	cells := Sweep(rs)
@@ -87,9 +87,9 @@ func TestSweepEvenRoundsMedian(t *testing.T) {
 
 func TestStartupSummary(t *testing.T) {
 	rs := []Result{
-		{Part: PartStartup, Policy: "pin", RingSize: 64, Bins: []float64{3000, 4000, 4000, 4000}, Ops: 15000},
-		{Part: PartStartup, Policy: "drop", RingSize: 64, Bins: []float64{0, 0, 100, 2500}, Ops: 2600, Stats: map[string]uint64{"rx_fault_drops": 40}},
-		{Part: PartStartup, Policy: "backup", RingSize: 64, Bins: []float64{2900, 4000, 4000, 4100}, Ops: 15000},
+		{Part: PartStartup, Policy: "pin", RingSize: 64, FaultAhead: DefaultAhead, Bins: []float64{3000, 4000, 4000, 4000}, Ops: 15000},
+		{Part: PartStartup, Policy: "drop", RingSize: 64, FaultAhead: DefaultAhead, Bins: []float64{0, 0, 100, 2500}, Ops: 2600, Stats: map[string]uint64{"rx_fault_drops": 40}},
+		{Part: PartStartup, Policy: "backup", RingSize: 64, FaultAhead: DefaultAhead, Bins: []float64{2900, 4000, 4000, 4100}, Ops: 15000},
 	}
 	st := Startup(rs)
 	if len(st) != 3 {
@@ -110,12 +110,12 @@ func TestWriteOutputs(t *testing.T) {
 		if p == "drop" {
 			bins = []float64{0, 0, 0, 0, 200}
 		}
-		rs = append(rs, Result{Part: PartStartup, Policy: p, RingSize: 64, Bins: bins, Ops: 12000, Stats: map[string]uint64{"rx_faults": 64}})
+		rs = append(rs, Result{Part: PartStartup, Policy: p, RingSize: 64, FaultAhead: DefaultAhead, Bins: bins, Ops: 12000, Stats: map[string]uint64{"rx_faults": 64}})
 	}
 	for _, n := range DefaultSizes {
 		rs = append(rs, sweepRun("pin", n, 3, false, 0), sweepRun("drop", n, 60, n >= 64, uint64(n)), sweepRun("backup", n, 3.2, false, uint64(n)))
 	}
-	rs = append(rs, Result{Part: PartSweep, Policy: "backup", RingSize: 512, Round: 2, Err: os.ErrDeadlineExceeded})
+	rs = append(rs, Result{Part: PartSweep, Policy: "backup", RingSize: 512, Round: 2, FaultAhead: DefaultAhead, Err: os.ErrDeadlineExceeded})
 	dir := t.TempDir()
 	c := Config{Cap: 60 * time.Second, StartupTime: 5 * time.Second}
 	files, err := WriteOutputs(dir, c, rs)

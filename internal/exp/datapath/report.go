@@ -287,14 +287,40 @@ func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 	f.CSV("datapath.csv", CSVHeader, CSVRows(results))
 	f.CSV("datapath_ratios.csv", ratioHeader, ratioRows)
 	f.Text("datapath.txt", Table(c, results))
-	f.Charts("datapath.png", 760, 330, Charts(c.AccelName(), results)...)
+	f.Charts("datapath.png", 900, 330, Charts(c.AccelName(), results)...)
 	return f.Done()
 }
 
 // Charts are the figure's panels: TCP throughput per direction, memcached
 // operations per second, and every metric relative to the first NIC, all
-// summarized over rounds. A NIC without a value draws no bar (0).
+// summarized over rounds: the median, with the rounds' min-max as a
+// whisker (a ratio's: the NIC's rounds over the first NIC's median). A
+// NIC without a value draws no bar (0).
 func Charts(accel string, results []Result) []report.Chart {
+	// Every round's value of each metric, per NIC.
+	type key struct {
+		nic string
+		m   int
+	}
+	rounds := map[key][]float64{}
+	for _, r := range results {
+		if r.Round == 0 {
+			continue
+		}
+		for i, m := range metrics {
+			if v, ok := m.get(r); ok {
+				rounds[key{r.NIC, i}] = append(rounds[key{r.NIC, i}], v)
+			}
+		}
+	}
+	spread := func(r Result, i int, scale float64) (lo, hi float64) {
+		xs := rounds[key{r.NIC, i}]
+		if len(xs) < 2 || scale <= 0 {
+			return math.NaN(), math.NaN()
+		}
+		lo, hi = report.Spread(xs)
+		return lo / scale, hi / scale
+	}
 	results = Summarize(results)
 	value := func(m metric, r Result) float64 {
 		if v, ok := m.get(r); ok {
@@ -320,12 +346,21 @@ func Charts(accel string, results []Result) []report.Chart {
 		Title: "memcached in the guest, memaslap on the host", YLabel: "operations/s",
 		Categories: []string{"memaslap get/set (9:1)"},
 	}
+	if len(results) > 0 && results[0].Rounds > 1 {
+		tput.Title += ", whiskers: min-max"
+	}
 	charts := []report.Chart{}
 	for _, r := range results {
-		tput.Series = append(tput.Series, report.BarSeries{Name: label(r), Values: []float64{value(metrics[0], r), value(metrics[1], r)}})
-		mc.Series = append(mc.Series, report.BarSeries{Name: label(r), Values: []float64{value(metrics[2], r)}})
+		t := report.BarSeries{Name: label(r), Values: []float64{value(metrics[0], r), value(metrics[1], r)}}
+		m := report.BarSeries{Name: label(r), Values: []float64{value(metrics[2], r)}}
+		for i := range 2 {
+			lo, hi := spread(r, i, 1)
+			t.Lo, t.Hi = append(t.Lo, lo), append(t.Hi, hi)
+		}
+		lo, hi := spread(r, 2, 1)
+		m.Lo, m.Hi = []float64{lo}, []float64{hi}
+		tput.Series, mc.Series = append(tput.Series, t), append(mc.Series, m)
 	}
-	tput.LegendRoom, mc.LegendRoom = true, true
 	charts = append(charts, tput, mc)
 	if len(results) > 1 {
 		base := results[0]
@@ -335,19 +370,19 @@ func Charts(accel string, results []Result) []report.Chart {
 			Categories: []string{"guest to host", "host to guest", "memcached"},
 		}
 		for _, r := range results {
-			var vals []float64
-			for _, m := range metrics {
+			s := report.BarSeries{Name: label(r)}
+			for i, m := range metrics {
 				a, okA := m.get(r)
 				b, okB := m.get(base)
-				v := 0.0
+				v, lo, hi := 0.0, math.NaN(), math.NaN()
 				if okA && okB && b > 0 {
 					v = a / b
+					lo, hi = spread(r, i, b)
 				}
-				vals = append(vals, v)
+				s.Values, s.Lo, s.Hi = append(s.Values, v), append(s.Lo, lo), append(s.Hi, hi)
 			}
-			rel.Series = append(rel.Series, report.BarSeries{Name: label(r), Values: vals})
+			rel.Series = append(rel.Series, s)
 		}
-		rel.LegendRoom = true
 		charts = append(charts, rel)
 	}
 	return charts

@@ -297,7 +297,7 @@ func WriteRCOutputs(dir string, c RCConfig, r *RCResult) ([]string, error) {
 	f.CSV("fault-cost-rc-echo.csv", echoHeader, echoRows(r.Echo))
 	f.Text("fault-cost-rc.txt", RCTable(c, r))
 	if charts := RCCharts(c, r); len(charts) > 0 {
-		f.Charts("fault-cost-rc.png", 900, 380, charts...)
+		f.Charts("fault-cost-rc.png", 1100, 380, charts...)
 	}
 	if tl, ok := MedianRCFault(r); ok {
 		title := fmt.Sprintf("npfnic: one RC receive fault (QPN %#x, PSN %#x, %d RNR NAKs)", tl.QPN, tl.PSN, tl.NAKs)
@@ -343,7 +343,7 @@ func RCCharts(c RCConfig, r *RCResult) []report.Chart {
 	// Two scales: the device's stages take microseconds, the guest's and
 	// the sender's milliseconds.
 	bars := func(title, unit string, scale float64, rows []int, withFloor bool) report.BarChart {
-		bar := report.BarChart{Title: title, YLabel: unit, LegendRoom: true}
+		bar := report.BarChart{Title: title, YLabel: unit}
 		p50 := report.BarSeries{Name: "p50"}
 		p99 := report.BarSeries{Name: "p99"}
 		for _, row := range rows {
@@ -369,7 +369,7 @@ func RCCharts(c RCConfig, r *RCResult) []report.Chart {
 
 	cdf := report.LineChart{
 		Title:  "distributions: the device's share, the guest's, the sender's back-off, the whole fault, and the floor",
-		XLabel: "microseconds (log scale)", YLabel: "fraction of faults", LogX: true, LegendLeft: false, LegendBottom: true,
+		XLabel: "microseconds (log scale)", YLabel: "fraction of faults", LogX: true,
 	}
 	stageSeries := func(name string, from, to func(trace.RCTimeline) trace.Event) {
 		var xs []time.Duration

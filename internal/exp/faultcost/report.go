@@ -208,7 +208,7 @@ func WriteOutputs(dir string, c Config, r *Result) ([]string, error) {
 	f.Text("fault-cost.txt", Table(c, r))
 	f.CSV("fault-cost-rounds.csv", []string{"round", "faults", "round_trip_p50_us", "rx_faults", "rx_round_trip_p50_us", "floor_n", "floor_p50_us", "ratio_all", "ratio_rx"}, rounds)
 	if charts := Charts(c, r); len(charts) > 0 {
-		f.Charts("fault-cost.png", 820, 380, charts...)
+		f.Charts("fault-cost.png", 1000, 380, charts...)
 	}
 	return f.Done()
 }
@@ -303,7 +303,7 @@ func Charts(c Config, r *Result) []report.Chart {
 			for i := range RowNames {
 				bar.Categories = append(bar.Categories, RowNames[i][0])
 			}
-			bar.Categories = append(bar.Categories, "floor", "")
+			bar.Categories = append(bar.Categories, "floor")
 			for _, bd := range bds {
 				if bd.Kind == "all" {
 					continue
@@ -316,7 +316,7 @@ func Charts(c Config, r *Result) []report.Chart {
 						s.Values = append(s.Values, 0)
 					}
 				}
-				s.Values = append(s.Values, us1(q.get(floor)), 0)
+				s.Values = append(s.Values, us1(q.get(floor)))
 				bar.Series = append(bar.Series, s)
 			}
 			charts = append(charts, bar)
@@ -325,7 +325,6 @@ func Charts(c Config, r *Result) []report.Chart {
 	cdf := report.LineChart{
 		Title:  "fault round trip (detected -> response) against the DIAG_ECHO floor",
 		XLabel: "microseconds (log scale)", YLabel: "fraction of events", LogX: true,
-		LegendBottom: true,
 	}
 	for _, k := range []uint16{hw.FaultKindRxBuf, hw.FaultKindTxBuf} {
 		if xs := RoundTrips(r.Records, k); len(xs) > 0 {

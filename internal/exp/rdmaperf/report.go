@@ -209,13 +209,17 @@ func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 	f.CSV("rdma.csv", []string{"round", "pair", "test", "value", "error"}, rows)
 	f.CSV("rdma-summary.csv", []string{"pair", "test", "unit", "median", "min", "max", "ratio_to_rxe_rxe", "rounds_ok", "rounds_failed"}, summary)
 	f.Text("rdma.txt", Table(c, results))
-	f.Charts("rdma.png", 900, 360, charts(c, cells)...)
+	f.Charts("rdma.png", 1000, 360, charts(c, cells)...)
 	return f.Done()
 }
 
 func charts(c Config, cells []Cell) []report.Chart {
-	bw := report.BarChart{Title: "RC bandwidth, perftest at 64 KiB (median)", XLabel: "test", YLabel: "MB/s", LegendRoom: true}
-	lat := report.BarChart{Title: "RC latency, ib_send_lat at 64 bytes (median, typical)", XLabel: "test", YLabel: "µs", LegendRoom: true}
+	rounds := ""
+	if c.Rounds > 1 {
+		rounds = fmt.Sprintf(" of %d rounds, whiskers: min-max", c.Rounds)
+	}
+	bw := report.BarChart{Title: "RC bandwidth, perftest at 64 KiB (median" + rounds + ")", XLabel: "test", YLabel: "MB/s"}
+	lat := report.BarChart{Title: "RC latency, ib_send_lat at 64 bytes (median, typical" + rounds + ")", XLabel: "test", YLabel: "µs"}
 	for _, t := range Tests {
 		if t.Latency {
 			lat.Categories = append(lat.Categories, t.Name)
@@ -233,11 +237,15 @@ func charts(c Config, cells []Cell) []report.Chart {
 			if math.IsNaN(v) {
 				v = 0
 			}
+			s := &sb
 			if cell.Test.Latency {
-				sl.Values = append(sl.Values, v)
-			} else {
-				sb.Values = append(sb.Values, v)
+				s = &sl
 			}
+			lo, hi := cell.Lo, cell.Hi
+			if cell.OK < 2 {
+				lo, hi = math.NaN(), math.NaN() // no range of one round
+			}
+			s.Values, s.Lo, s.Hi = append(s.Values, v), append(s.Lo, lo), append(s.Hi, hi)
 		}
 		bw.Series = append(bw.Series, sb)
 		lat.Series = append(lat.Series, sl)

@@ -11,7 +11,6 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/npfnic/npfnic/ibrc"
 	"github.com/npfnic/npfnic/internal/report"
@@ -28,16 +27,41 @@ import (
 // against the fault rate per packet, both axes logarithmic, for its two
 // resolution times.
 
-// policyColor colours a policy of either transport: what keeps the
-// stream going (backup, RNR NAK) green, drop red.
+// policyColor colours a policy of either transport, as in every figure
+// (internal/report's palette): pin blue, drop vermillion, what keeps the
+// stream going (backup, RNR NAK) bluish green.
 var policyColor = map[string]color.Color{
-	"pin":                color.RGBA{0x1f, 0x77, 0xb4, 0xff},
-	"drop":               color.RGBA{0xd6, 0x27, 0x28, 0xff},
-	"backup":             color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
-	testbed.RecvFaultRNR: color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
+	"pin":                report.Palette[0],
+	"drop":               report.Palette[1], // also testbed.RecvFaultDrop
+	"backup":             report.Palette[2],
+	testbed.RecvFaultRNR: report.Palette[2],
 }
 
-var optimumColor = color.RGBA{0x55, 0x55, 0x55, 0xff}
+// policyShape marks a policy's points; a major fault's are hollow.
+var policyShape = map[string]draw.GlyphDrawer{
+	"drop":               draw.PyramidGlyph{}, // also testbed.RecvFaultDrop
+	"backup":             draw.BoxGlyph{},
+	testbed.RecvFaultRNR: draw.BoxGlyph{},
+}
+
+// curveStyle is the style of a policy's curve of a fault kind (or of a
+// slower resolution: second): minor faults solid with filled markers,
+// major ones dotted with hollow ones.
+func curveStyle(policy string, second bool) report.Style {
+	st := report.Style{Color: policyColor[policy], Shape: policyShape[policy], Dashes: report.Solid}
+	if st.Color == nil {
+		st.Color = report.Palette[len(report.Palette)-1]
+	}
+	if st.Shape == nil {
+		st.Shape = draw.CircleGlyph{}
+	}
+	if second {
+		st.Shape, st.Dashes = report.Hollow(st.Shape), report.Dotted
+	}
+	return st
+}
+
+var optimumColor = report.Grey
 
 // zeroXOf is where rate 0 sits on the logarithmic axis: a decade below
 // the smallest rate of ppms.
@@ -97,16 +121,10 @@ func (pn panel) plot() (*plot.Plot, error) {
 		}
 		return float64(ppm) / testbed.PPM
 	}
-	p := plot.New()
-	p.Title.Text = pn.title
+	p := report.NewPlot(pn.title, pn.xLabel, pn.yLabel)
 	p.Title.TextStyle.Font.Size = vg.Points(pn.titleSize)
-	p.X.Label.Text, p.Y.Label.Text = pn.xLabel, pn.yLabel
-	p.X.Scale = plot.LogScale{}
+	p.X.Scale = report.LogScale{}
 	p.X.Tick.Marker = rateTicks{zero}
-	p.Legend.Top, p.Legend.Left = false, true
-	p.Legend.YOffs = vg.Points(30)
-	p.Legend.TextStyle.Font.Size = vg.Points(10)
-	p.Add(plotter.NewGrid())
 	maxX := zero
 	for _, s := range pn.points {
 		maxX = math.Max(maxX, xOf(s.PPM))
@@ -117,7 +135,7 @@ func (pn panel) plot() (*plot.Plot, error) {
 			return nil, err
 		}
 		l.Color, l.Width = pn.optimumColor, vg.Points(1.5)
-		l.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+		l.Dashes = report.Dashed
 		p.Add(l)
 		p.Legend.Add(pn.optimumLabel, l)
 	}
@@ -134,7 +152,7 @@ func (pn panel) plot() (*plot.Plot, error) {
 			if len(line.XYs) < 2 {
 				continue
 			}
-			if err := line.Draw(p, pn.name(policy, fault), policyColor[policy], fault == "major"); err != nil {
+			if err := line.Draw(p, pn.name(policy, fault), curveStyle(policy, fault == "major")); err != nil {
 				return nil, err
 			}
 			drawn++
@@ -175,7 +193,7 @@ func SavePlot(path string, c Config, cells []Cell) error {
 	if err != nil {
 		return err
 	}
-	return savePanels(path, 1000, 560, p, pn.optimum, "relative to pin", nil)
+	return savePanels(path, 1150, 560, p, pn.optimum, "relative to pin", nil)
 }
 
 // SaveRCPlot draws the RC figure into a PNG; without sim, only its left
@@ -208,7 +226,7 @@ func SaveRCPlot(path string, c Config, sum RCSummary, sim *Sim) error {
 			return err
 		}
 	}
-	return savePanels(path, 1000, 580, left, sum.Optimum, "relative to the optimum", right)
+	return savePanels(path, 1150, 580, left, sum.Optimum, "relative to the optimum", right)
 }
 
 // rcName is an RC policy's name in the legend.
@@ -220,30 +238,33 @@ func rcName(policy string) string {
 }
 
 // savePanels draws left, with an axis relative to optimum (none at 0)
-// on its right, and right beside it (if set) into a PNG of width (560
-// pixels wider with right) by height pixels.
+// on its right, and right beside it (if set) into a figure (a PNG and its
+// SVG) of width (800 pixels wider with right) by height pixels, each
+// legend right of its panel.
 func savePanels(path string, width, height int, left *plot.Plot, optimum float64, relLabel string, right *plot.Plot) error {
-	const dpi = 96
 	if right != nil {
-		width += 560
+		width += 720
 	}
-	w, h := vg.Length(width)*vg.Inch/dpi, vg.Length(height)*vg.Inch/dpi
-	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(dpi))
-	dc := draw.Crop(draw.New(img), vg.Points(8), -vg.Points(8), vg.Points(6), -vg.Points(6))
-	leftArea := dc
-	if right != nil {
-		split := dc.Min.X + (dc.Max.X-dc.Min.X)*0.62
-		leftArea = draw.Crop(dc, 0, split-dc.Max.X, 0, 0)
-		right.Draw(draw.Crop(dc, split-dc.Min.X+vg.Points(12), 0, 0, 0))
-	}
-	// The relative axis needs room the plot does not know about.
-	const rightAxis = 62
-	inner := draw.Crop(leftArea, 0, -vg.Points(rightAxis), 0, 0)
-	left.Draw(inner)
-	if optimum > 0 {
-		drawRelativeAxis(left, inner, optimum, relLabel)
-	}
-	return report.WritePNG(path, img)
+	return report.SaveFigure(path, width, height, func(c draw.Canvas) error {
+		dc := draw.Crop(c, vg.Points(8), -vg.Points(8), vg.Points(6), -vg.Points(6))
+		leftArea := dc
+		if right != nil {
+			split := dc.Min.X + (dc.Max.X-dc.Min.X)*0.6
+			leftArea = draw.Crop(dc, 0, split-dc.Max.X, 0, 0)
+			report.DrawPlot(draw.Crop(dc, split-dc.Min.X+vg.Points(12), 0, 0, 0), right, report.LegendWidth(right), 0)
+		}
+		// The relative axis needs room the plot does not know about,
+		// between it and its legend.
+		var rightAxis vg.Length
+		if optimum > 0 {
+			rightAxis = vg.Points(62)
+		}
+		inner := report.DrawPlot(leftArea, left, report.LegendWidth(left), rightAxis)
+		if optimum > 0 {
+			drawRelativeAxis(left, inner, optimum, relLabel)
+		}
+		return nil
+	})
 }
 
 // drawRelativeAxis draws, right of p's data area, an axis of the same
@@ -276,18 +297,13 @@ func drawRelativeAxis(p *plot.Plot, c draw.Canvas, pin float64, label string) {
 
 // simPanel is `npfnic exp rnr`'s sweep, relative to its fault-free run.
 func simPanel(sim *Sim) (*plot.Plot, error) {
-	p := plot.New()
 	sc := sim.Config
-	p.Title.Text = fmt.Sprintf("virtual time, npfnic exp rnr: %g Gb/s, %d KiB SENDs, MTU %d", sc.LinkGbps, sc.MsgSize>>10, sc.MTU.Bytes())
+	p := report.NewPlot(fmt.Sprintf("virtual time, npfnic exp rnr: %g Gb/s, %d KiB SENDs, MTU %d", sc.LinkGbps, sc.MsgSize>>10, sc.MTU.Bytes()),
+		"receive faults per packet", "throughput relative to no faults")
 	p.Title.TextStyle.Font.Size = vg.Points(11)
-	p.X.Label.Text = "receive faults per packet"
-	p.Y.Label.Text = "throughput relative to no faults"
-	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Scale, p.Y.Scale = report.LogScale{}, report.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Legend.Top, p.Legend.Left = false, true
-	p.Legend.TextStyle.Font.Size = vg.Points(10)
-	p.Add(plotter.NewGrid())
 	drawn := 0
 	for i, res := range sc.Resolutions {
 		for _, rec := range sc.Recoveries {
@@ -300,25 +316,14 @@ func simPanel(sim *Sim) (*plot.Plot, error) {
 			if len(xys) == 0 {
 				continue
 			}
-			l, pts, err := plotter.NewLinePoints(xys)
-			if err != nil {
-				return nil, err
-			}
 			policy := testbed.RecvFaultRNR
 			if rec == ibrc.FaultDrop {
 				policy = testbed.RecvFaultDrop
 			}
-			col := policyColor[policy]
-			l.Color, pts.Color = col, col
-			l.Width = vg.Points(1.6)
-			pts.Radius = vg.Points(3)
-			pts.Shape = draw.CircleGlyph{}
-			if i > 0 {
-				l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
-				pts.Shape = draw.SquareGlyph{}
+			name := fmt.Sprintf("%s, faults resolved in %v", rcName(policy), durationText(res))
+			if err := curveStyle(policy, i > 0).AddLine(p, name, xys); err != nil {
+				return nil, err
 			}
-			p.Add(l, pts)
-			p.Legend.Add(fmt.Sprintf("%s, faults resolved in %v", rcName(policy), durationText(res)), l, pts)
 			drawn++
 		}
 	}

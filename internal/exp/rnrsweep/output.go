@@ -154,9 +154,9 @@ func WriteOutputs(dir string, c Config, base Result, points []Result) (csvPath, 
 	}
 	title := fmt.Sprintf("RC throughput vs receive-fault rate (%s)", c.Describe())
 	pngPath = filepath.Join(dir, "rnr.png")
-	err = report.SavePNG(pngPath, 1100, 520,
-		report.LineChart{Title: title, XLabel: "receive faults per packet (probability)", YLabel: "throughput (MB/s)", LogX: true, LogY: true, Series: abs, LegendLeft: true, LegendBottom: true},
-		report.LineChart{Title: "relative to the fault-free stream", XLabel: "receive faults per packet (probability)", YLabel: "throughput / no-fault throughput", LogX: true, LogY: true, Series: rel, LegendLeft: true, LegendBottom: true},
+	err = report.SavePNG(pngPath, 1250, 520,
+		report.LineChart{Title: title, XLabel: "receive faults per packet (probability)", YLabel: "throughput (MB/s)", LogX: true, LogY: true, Series: abs},
+		report.LineChart{Title: "relative to the fault-free stream", XLabel: "receive faults per packet (probability)", YLabel: "throughput / no-fault throughput", LogX: true, LogY: true, Series: rel},
 	)
 	return csvPath, pngPath, err
 }

@@ -197,7 +197,14 @@ func Report(w io.Writer, o *Outcome, dir string, info *RunInfo, runErr error) er
 	if o.Logs != "" {
 		logs = fmt.Sprintf(" (logs in %s)", o.Logs)
 	}
-	fmt.Fprintf(w, "\nwrote %s%s in %.0fs\n", strings.Join(files, ", "), logs, time.Since(info.Start).Seconds())
+	svg := ""
+	for _, f := range files {
+		if strings.HasSuffix(f, ".png") {
+			svg = "; each .png has its .svg beside it"
+			break
+		}
+	}
+	fmt.Fprintf(w, "\nwrote %s%s in %.0fs%s\n", strings.Join(files, ", "), logs, time.Since(info.Start).Seconds(), svg)
 	if runErr != nil {
 		return runErr
 	}
@@ -247,12 +254,25 @@ func (f *Files) Text(name, text string) {
 	})
 }
 
-// PNG draws name with draw, given its path.
-func (f *Files) PNG(name string, draw func(path string) error) { f.add(name, draw) }
+// PNG draws the figure name (a .png) with draw, given its path, which
+// writes its SVG beside it (report.SaveFigure); a figure without its SVG
+// is an error. The PNG is listed, standing for both.
+func (f *Files) PNG(name string, draw func(path string) error) {
+	f.add(name, func(p string) error {
+		if err := draw(p); err != nil {
+			return err
+		}
+		if _, err := os.Stat(report.SVGPath(p)); err != nil {
+			return fmt.Errorf("figure %s: no SVG beside it: %w", name, err)
+		}
+		return nil
+	})
+}
 
-// Charts draws name from report charts, width by height pixels each.
+// Charts draws the figure name from report charts, width by height
+// pixels each, with its SVG (PNG).
 func (f *Files) Charts(name string, width, height int, charts ...report.Chart) {
-	f.add(name, func(p string) error { return report.SavePNG(p, width, height, charts...) })
+	f.PNG(name, func(p string) error { return report.SavePNG(p, width, height, charts...) })
 }
 
 // Add records files written by other means (another experiment's Write).
