@@ -20,10 +20,9 @@ import (
 func runDemo(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	opt := addImageFlags(fs)
-	logDir := fs.String("logs", "out/demo", "keep the guest's console log and QMP transcript here")
-	traffic := fs.Duration("traffic", 3*time.Second, "length of each iperf3 direction and of the memaslap run (whole seconds)")
+	out := fs.String("out", "out/demo", "output directory: the guests' logs, and the cold ring's table, CSV and figures in OUT/cold-ring")
+	traffic := fs.Duration("time", 3*time.Second, "length of each iperf3 direction and of the memaslap run (whole seconds)")
 	coldRing := fs.Bool("cold-ring", true, "end with a short cold-ring experiment (npfnic exp cold-ring: Lesokhin et al., ASPLOS'17, Figure 4)")
-	coldOut := fs.String("cold-ring-out", "out/demo/cold-ring", "output directory of the short cold-ring experiment")
 	// The paper's comparison, short enough that make run stays under
 	// 5 minutes on a loaded 2-core TCG host: pin, drop and backup (exp
 	// cold-ring adds off), drop twice, with npfnic's default fault_ahead
@@ -54,9 +53,10 @@ func runDemo(ctx context.Context, args []string) error {
 		return badUsage(err)
 	}
 	if *traffic < time.Second || *traffic > time.Hour || *traffic%time.Second != 0 {
-		return usageErrorf("-traffic %v: want whole seconds from 1s to 1h", *traffic)
+		return usageErrorf("-time %v: want whole seconds from 1s to 1h", *traffic)
 	}
-	cold, err := cf.config(runner.Env{LogDir: filepath.Join(*coldOut, "logs")}, *rounds)
+	logDir, coldOut := filepath.Join(*out, "logs"), filepath.Join(*out, "cold-ring")
+	cold, err := cf.config(runner.Env{LogDir: filepath.Join(coldOut, "logs")}, *rounds)
 	if err != nil {
 		return badUsage(err)
 	}
@@ -66,14 +66,9 @@ func runDemo(ctx context.Context, args []string) error {
 			return badUsage(err)
 		}
 	}
-	// The output folders can be made and written.
-	if err := checkOutDir("-logs", *logDir); err != nil {
+	// The output folder can be made and written.
+	if err := checkOutDir("-out", *out); err != nil {
 		return err
-	}
-	if *coldRing {
-		if err := checkOutDir("-cold-ring-out", *coldOut); err != nil {
-			return err
-		}
 	}
 	a, err := buildImages(ctx, opt)
 	if err != nil {
@@ -88,7 +83,7 @@ func runDemo(ctx context.Context, args []string) error {
 	step("booting %s under %s with one npfnic device (vfio-user, served in this process)", a.Kernel.Release, accel)
 	start := time.Now()
 	v, err := vm.Start(ctx, vm.Config{
-		Name: "demo", Images: a, LogDir: *logDir, MemoryMiB: *gf.mem, CPUs: *gf.cpus, Accel: accel,
+		Name: "demo", Images: a, LogDir: logDir, MemoryMiB: *gf.mem, CPUs: *gf.cpus, Accel: accel,
 		NPFNICs: []vm.NPFNIC{{}}, DefaultServer: vm.InProcessServer{},
 	})
 	if err != nil {
@@ -156,7 +151,7 @@ func runDemo(ctx context.Context, args []string) error {
 		return err
 	}
 	c := datapath.Config{
-		Env:  runner.Env{Images: a, LogDir: filepath.Join(*logDir, "traffic"), Progress: &stampWriter{w: os.Stdout, start: start}, Accel: accel},
+		Env:  runner.Env{Images: a, LogDir: filepath.Join(logDir, "traffic"), Progress: &stampWriter{w: os.Stdout, start: start}, Accel: accel},
 		NICs: nics, IperfTime: *traffic, MemaslapTime: *traffic, MemoryMiB: *gf.mem, CPUs: *gf.cpus,
 	}
 	results, err := datapath.Run(ctx, c)
@@ -191,13 +186,13 @@ func runDemo(ctx context.Context, args []string) error {
 		info.Accelerator = accel.String()
 		results, err := coldring.Run(ctx, cold)
 		var table strings.Builder
-		err = runner.Report(&table, coldring.Report(cold, results), *coldOut, info, err)
+		err = runner.Report(&table, coldring.Report(cold, results), coldOut, info, err)
 		fmt.Print(indent(table.String()))
 		if err != nil {
 			return fmt.Errorf("cold ring: %w", err)
 		}
 	}
-	step("done in %.1fs; logs in %s", time.Since(start).Seconds(), *logDir)
+	step("done in %.1fs; logs in %s", time.Since(start).Seconds(), logDir)
 	return nil
 }
 

@@ -80,7 +80,7 @@ func addColdRingFlags(fs *flag.FlagSet, d coldRingDefaults) *coldRingFlags {
 		ring:          fs.Int("startup-ring", coldring.DefaultStartupRing, "RX ring size of part (a)"),
 		ops:           fs.Int("ops", cmp.Or(d.ops, coldring.DefaultOps), "memaslap operations per part (b) run"),
 		cap:           fs.Duration("cap", d.cap, "longest a part (b) run may take; slower runs are recorded as capped"),
-		conns:         fs.Int("conns", coldring.DefaultConns, "memaslap connections"),
+		conns:         fs.Int("memaslap-conns", coldring.DefaultConns, "memaslap connections"),
 		startupRounds: fs.Int("startup-rounds", d.startupRounds, "run part (a) in only the first this many rounds (0: every round)"),
 		extra:         fs.String("driver-params", "", "extra npfnic.ko parameters for every load, e.g. fault_delay_us=100"),
 		ahead:         fs.String("fault-ahead", "", "part (c): also run backup with the driver's fault_ahead at each of these values, comma-separated (e.g. 0,1,4,16,64), against pin"),

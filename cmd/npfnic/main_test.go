@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -303,14 +305,13 @@ func TestValidateBeforeImages(t *testing.T) {
 		tc{[]string{"exp", "rnpf-rate", "-msg-size", "64"}, "a message size is for -transport rc"},
 		tc{[]string{"exp", "rnpf-rate", "-transport", "rc"}, ""},
 		// demo, boot and images.
-		tc{[]string{"demo", "-logs", "logs", "-cold-ring-out", "cold"}, ""},
-		tc{[]string{"demo", "-traffic", "1500ms"}, "-traffic 1.5s: want whole seconds"},
+		tc{[]string{"demo", "-out", "demo-out"}, ""},
+		tc{[]string{"demo", "-time", "1500ms"}, "-time 1.5s: want whole seconds"},
 		tc{[]string{"demo", "-sizes", "64,100"}, "ring size 100: want a power of two"},
 		tc{[]string{"demo", "-fault-ahead-zero", "drop,backup"}, ""},
 		tc{[]string{"demo", "-fault-ahead-zero", "drop,drop"}, `fault_ahead=0 arm "drop" listed twice`},
-		tc{[]string{"demo", "-cold-ring-out", under}, "-cold-ring-out " + under},
 		tc{[]string{"demo", "-cold-ring=false", "-sizes", "64,100"}, ""}, // the cold ring's flags do not matter without it
-		tc{[]string{"demo", "-logs", under}, "-logs " + under},
+		tc{[]string{"demo", "-out", under}, "-out " + under},
 		tc{[]string{"boot"}, ""},
 		tc{[]string{"boot", "-nic", "tulip"}, `-nic tulip: NIC model "tulip": want e1000e or virtio`},
 		tc{[]string{"boot", "-nic", "e1000e:vde"}, `NIC backend "vde": want user, tap=IFNAME, stream=PATH or stream-server=PATH`},
@@ -493,6 +494,64 @@ func TestInterruptedStatus(t *testing.T) {
 	} {
 		if got := interruptedStatus(tc.ctx, tc.status); got != tc.want {
 			t.Errorf("interruptedStatus(interrupted %v, %d) = %d, want %d", tc.ctx.Err() != nil, tc.status, got, tc.want)
+		}
+	}
+}
+
+// TestFlagVocabulary: one flag name means one thing across every command
+// that boots guests or runs an experiment: the same name takes the same
+// kind of value everywhere, and the names the commands once spelled
+// differently (-conns beside -memaslap-conns, -size and -msg beside
+// -msg-size, -timeout for an ACK timeout code, -logs for results) are
+// not used.
+func TestFlagVocabulary(t *testing.T) {
+	paths := [][]string{{"boot"}, {"demo"}, {"serve"}}
+	for _, e := range experiments {
+		paths = append(paths, []string{"exp", e.name})
+	}
+	// flagLine is one line of flag.PrintDefaults: "  -name type".
+	flagLine := regexp.MustCompile(`^  -([a-z0-9-]+)(?: (\S+))?$`)
+	kinds := map[string]map[string][]string{} // name → kind → commands
+	for _, p := range paths {
+		status, out, _, _ := cli(t, append(p, "-h")...)
+		if status != 0 {
+			t.Fatalf("%v -h exited %d", p, status)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			m := flagLine.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			name, kind := m[1], cmp.Or(m[2], "bool")
+			if kinds[name] == nil {
+				kinds[name] = map[string][]string{}
+			}
+			kinds[name][kind] = append(kinds[name][kind], strings.Join(p, " "))
+		}
+	}
+	if len(kinds) < 20 {
+		t.Fatalf("found only %d flags in the commands' help: the parsing is off", len(kinds))
+	}
+	for name, byKind := range kinds {
+		if len(byKind) > 1 {
+			t.Errorf("-%s takes different kinds of value: %v", name, byKind)
+		}
+	}
+	retired := map[string]string{
+		"conns": "-memaslap-conns", "size": "-msg-size", "msg": "-msg-size", "rc-size": "-rc-msg-size",
+		"timeout": "a name saying which timeout", "traffic-time": "-time",
+	}
+	for name, instead := range retired {
+		for _, cmds := range kinds[name] {
+			t.Errorf("%v take -%s: use %s", cmds, name, instead)
+		}
+	}
+	// Results go to -out; -logs is for commands that only keep logs.
+	for _, cmds := range kinds["logs"] {
+		for _, c := range cmds {
+			if c != "boot" {
+				t.Errorf("%s takes -logs: a command with results writes them, and its logs, under -out", c)
+			}
 		}
 	}
 }
