@@ -75,6 +75,19 @@ func InPalette(c color.NRGBA) bool {
 	return false
 }
 
+// CheckFigures checks every PNG among an experiment's output files with
+// CheckFigure and returns how many there were.
+func CheckFigures(files []string) (figures int, err error) {
+	var errs []error
+	for _, f := range files {
+		if strings.HasSuffix(f, ".png") {
+			figures++
+			errs = append(errs, CheckFigure(f))
+		}
+	}
+	return figures, errors.Join(errs...)
+}
+
 // CheckFigure checks a figure the experiments wrote: the PNG at path
 // decodes, its SVG twin is beside it, and the SVG draws with the palette
 // only (Allowed), with at least one of its colours (a series).

@@ -3,7 +3,6 @@ package datapath
 import (
 	"errors"
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/npfnic/npfnic/images"
@@ -41,14 +40,9 @@ func TestFigures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := 0
-		for _, f := range files {
-			if strings.HasSuffix(f, ".png") {
-				n++
-				if err := report.CheckFigure(f); err != nil {
-					t.Errorf("%s: %v", tc.name, err)
-				}
-			}
+		n, err := report.CheckFigures(files)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
 		}
 		if n != 1 {
 			t.Errorf("%s: %d figures in %v", tc.name, n, files)

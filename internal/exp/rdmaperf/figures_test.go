@@ -3,7 +3,6 @@ package rdmaperf
 import (
 	"errors"
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/npfnic/npfnic/internal/exp/runner"
@@ -30,14 +29,9 @@ func TestFigure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	for _, f := range files {
-		if strings.HasSuffix(f, ".png") {
-			n++
-			if err := report.CheckFigure(f); err != nil {
-				t.Error(err)
-			}
-		}
+	n, err := report.CheckFigures(files)
+	if err != nil {
+		t.Error(err)
 	}
 	if n != 1 {
 		t.Errorf("%d figures in %v", n, files)

@@ -2,7 +2,6 @@ package rnpfrate
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/npfnic/npfnic/internal/report"
@@ -27,14 +26,9 @@ func TestFigures(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		n := 0
-		for _, f := range files {
-			if strings.HasSuffix(f, ".png") {
-				n++
-				if err := report.CheckFigure(f); err != nil {
-					t.Errorf("%s: %v", tc.name, err)
-				}
-			}
+		n, err := report.CheckFigures(files)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
 		}
 		if n != tc.want {
 			t.Errorf("%s: %d figures in %v, want %d", tc.name, n, files, tc.want)
