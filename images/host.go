@@ -78,6 +78,12 @@ func checkHost(h host) error {
 	if len(problems) == 0 {
 		return nil
 	}
+	return fmt.Errorf("this host is %s on %s; %s: %s", osName(rel), h.arch, supportedHosts, strings.Join(problems, "; "))
+}
+
+// osName names the system of an os-release: its PRETTY_NAME, else NAME
+// and VERSION_ID.
+func osName(rel map[string]string) string {
 	name := rel["PRETTY_NAME"]
 	if name == "" {
 		name = strings.TrimSpace(rel["NAME"] + " " + rel["VERSION_ID"])
@@ -85,8 +91,11 @@ func checkHost(h host) error {
 	if name == "" {
 		name = "an unknown system (no os-release)"
 	}
-	return fmt.Errorf("this host is %s on %s; %s: %s", name, h.arch, supportedHosts, strings.Join(problems, "; "))
+	return name
 }
+
+// HostOS names the system this process runs on, as os-release does.
+func HostOS() string { return osName(parseOSRelease(thisHost().osRelease)) }
 
 // isBookworm reports whether os-release describes Debian 12 or a
 // derivative built on it.

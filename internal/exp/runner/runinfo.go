@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/buildinfo"
 	"github.com/npfnic/npfnic/internal/report"
 )
@@ -108,26 +108,10 @@ func commit() string {
 }
 
 func thisHost() Host {
-	h := Host{OS: osName(), CPUs: runtime.NumCPU()}
+	h := Host{OS: images.HostOS(), CPUs: runtime.NumCPU()}
 	h.Name, _ = os.Hostname()
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		h.Kernel = strings.TrimSpace(string(b))
 	}
 	return h
-}
-
-// osName is os-release's PRETTY_NAME, else the OS Go was built for.
-func osName() string {
-	f, err := os.Open("/etc/os-release")
-	if err != nil {
-		return runtime.GOOS
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "PRETTY_NAME="); ok {
-			return strings.Trim(v, `"`)
-		}
-	}
-	return runtime.GOOS
 }
