@@ -265,6 +265,12 @@ func (s *rdmaSoak) stopTraffic(running bool) {
 	}
 	s.traffic = nil
 	defer tr.cancel()
+	if !running {
+		// The step ended the traffic (its server's guest rebooted, its
+		// driver reloaded): end the run now, or the perftest runner
+		// retries it against the new boot until the kill below lands.
+		tr.cancel()
+	}
 	if running {
 		select {
 		case err := <-tr.done:

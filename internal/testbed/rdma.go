@@ -340,10 +340,14 @@ func (p *RDMAPair) waitReachable(ctx context.Context) error {
 // ibverbs device and GID index, and the other end reachable. Its programs
 // are gone; the other guest's are not. Needs RDMAPairConfig.AllowReboot.
 func (p *RDMAPair) Reboot(ctx context.Context, g *RDMAGuest) error {
+	start := time.Now()
 	if err := g.VM.Reboot(ctx); err != nil {
 		return err
 	}
-	return p.reconfigure(ctx, g)
+	booted := time.Now()
+	err := p.reconfigure(ctx, g)
+	p.progress("%s rebooted in %.1fs, set up in %.1fs", g.Kind, booted.Sub(start).Seconds(), time.Since(booted).Seconds())
+	return err
 }
 
 // ReloadDriver unloads npfnic.ko from an npfnic guest of the pair
