@@ -125,7 +125,8 @@ func rxeStats(t *testing.T, g *testbed.RDMAGuest) map[string]int64 {
 // TestRDMAInteropWithRxe: npfnic and rdma_rxe, each as server and as
 // client: ibv_rc_pingpong with buffer validation at 1 byte, 4 KiB and
 // 64 KiB; perftest's SEND, WRITE and READ bandwidth at every size and
-// SEND latency. rxe's own counters show no sequence error and no
+// SEND latency; atomics each way (ib_atomic_bw: rxe's requests on npfnic's
+// responder, npfnic's on rxe's). rxe's own counters show no sequence error and no
 // exhausted retry caused by npfnic's packets. Then npfnic's side is killed
 // mid-transfer (killMidTransfer).
 func TestRDMAInteropWithRxe(t *testing.T) {
@@ -141,6 +142,10 @@ func TestRDMAInteropWithRxe(t *testing.T) {
 	}
 	perftest(t, p, rxe, npf, workload.Perftest{Tool: "ib_write_bw", Size: 65536, Iters: 50})
 	perftest(t, p, npf, rxe, workload.Perftest{Tool: "ib_send_lat", Size: 64, Iters: 100})
+	// Atomics both ways: npfnic's responder under rxe's requests, then
+	// npfnic's requester against rxe's responder.
+	perftest(t, p, npf, rxe, workload.Perftest{Tool: "ib_atomic_bw", Iters: 500, Extra: []string{"-A", "CMP_AND_SWAP"}})
+	perftest(t, p, rxe, npf, workload.Perftest{Tool: "ib_atomic_bw", Iters: 500, Extra: []string{"-A", "FETCH_AND_ADD"}})
 	after := rxeStats(t, rxe)
 	for _, k := range []string{"rcvd_seq_err", "retry_exceeded_err", "retry_rnr_exceeded_err"} {
 		if d := after[k] - before[k]; d != 0 {
@@ -161,7 +166,7 @@ func TestRDMAInteropWithRxe(t *testing.T) {
 }
 
 // TestRDMABetweenNPFNICs: two npfnics: ibv_rc_pingpong with validation,
-// perftest's bandwidth tests at every size and SEND latency; the first
+// perftest's bandwidth tests at every size, SEND and atomic latency; the first
 // device's port is recorded, and tshark decodes every frame of it as
 // RoCEv2 without a malformed-packet or error-level expert warning.
 func TestRDMABetweenNPFNICs(t *testing.T) {
@@ -175,6 +180,7 @@ func TestRDMABetweenNPFNICs(t *testing.T) {
 		perftest(t, p, p.A, p.B, workload.Perftest{Tool: tool, All: true, Iters: 5})
 	}
 	perftest(t, p, p.A, p.B, workload.Perftest{Tool: "ib_send_lat", Size: 64, Iters: 100})
+	perftest(t, p, p.A, p.B, workload.Perftest{Tool: "ib_atomic_lat", Iters: 200, Extra: []string{"-A", "FETCH_AND_ADD"}})
 	// Both peers hostile at once: B's user space writes garbage into its
 	// rings against A, which serves live traffic meanwhile.
 	hostileBesideLiveTraffic(t, p, p.B, p.A)

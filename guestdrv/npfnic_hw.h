@@ -31,7 +31,7 @@
 #define NPFNIC_DIAG_ECHO_MAX             0x10000 /* most rounds one DIAG_ECHO_CTRL write runs */
 #define NPFNIC_DIAG_ECHO_GAP_MAX         0xf4240 /* largest NPFNIC_REG_DIAG_ECHO_GAP (microseconds) */
 #define NPFNIC_MAGIC                     0x4e50464e /* value of NPFNIC_REG_ID */
-#define NPFNIC_INTERFACE_VERSION         0x20005 /* value of NPFNIC_REG_VERSION */
+#define NPFNIC_INTERFACE_VERSION         0x20006 /* value of NPFNIC_REG_VERSION */
 #define NPFNIC_DIAG_DMA_CTRL_START       0x1 /* start; ignored while NPFNIC_DIAG_DMA_STATUS_BUSY */
 #define NPFNIC_DIAG_DMA_CTRL_ABORT       0x2 /* stop a running DMA; BUSY until no byte will be written */
 #define NPFNIC_DIAG_DMA_STATUS_IDLE      0x0
@@ -465,7 +465,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_MAX_CQE              0x10000 /* slots of a completion queue */
 #define NPFNIC_RDMA_MAX_MR_SIZE          0x10000000000 /* bytes of one memory region */
 #define NPFNIC_RDMA_MAX_MSG_SIZE         0x80000000 /* bytes of one message */
-#define NPFNIC_RDMA_MAX_RD_ATOMIC        0x10 /* RDMA READs outstanding per QP */
+#define NPFNIC_RDMA_MAX_RD_ATOMIC        0x10 /* RDMA READs and atomics outstanding per QP */
 #define NPFNIC_RDMA_CMD_CREATE_CQ        0x1 /* command: create a completion queue */
 #define NPFNIC_RDMA_CMD_DESTROY_CQ       0x2 /* command: destroy a completion queue (no QP may use it) */
 #define NPFNIC_RDMA_CMD_CREATE_QP        0x3 /* command: create an RC queue pair (in RESET) */
@@ -525,9 +525,11 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_ACCESS_LOCAL_WRITE   0x1 /* MR access: the device may write it for local operations */
 #define NPFNIC_RDMA_ACCESS_REMOTE_WRITE  0x2 /* MR access: RDMA WRITE from the peer */
 #define NPFNIC_RDMA_ACCESS_REMOTE_READ   0x4 /* MR access: RDMA READ from the peer */
+#define NPFNIC_RDMA_ACCESS_REMOTE_ATOMIC 0x8 /* MR and QP access: atomics from the peer (needs LOCAL_WRITE on an MR) */
 #define NPFNIC_RDMA_ACCESS_ON_DEMAND     0x40 /* MR access: on-demand paging (pages fault in through PRI) */
 #define NPFNIC_FEAT_RDMA                 0x10 /* NPFNIC_REG_FEATURES: the RDMA engine (registers at NPFNIC_REG_RDMA_CTRL) */
 #define NPFNIC_FEAT_RDMA_ODP             0x20 /* NPFNIC_REG_FEATURES: memory regions fault through PRI (on-demand paging) */
+#define NPFNIC_FEAT_RDMA_ATOMIC          0x40 /* NPFNIC_REG_FEATURES: RC atomics (CMP_AND_SWP, FETCH_AND_ADD) */
 
 /* RDMA counters: indices in the NPFNIC_RDMA_CMD_QUERY_STATS buffer (le64 each) */
 #define NPFNIC_RDMA_STAT_RX_FRAMES       0 /* RoCEv2 frames handed to the RC engine */
@@ -692,7 +694,7 @@ struct npfnic_rdma_cmd_modify_qp {
 	__u8 min_rnr_timer;             /* driver: the RNR NAK timer this QP asks for, IB timer table index 0..31 */
 	__u8 max_rd_atomic;             /* driver: RDMA READs this QP has outstanding, 0..NPFNIC_RDMA_MAX_RD_ATOMIC */
 	__u8 max_dest_rd_atomic;        /* driver: RDMA READs the peer may have outstanding here */
-	__le32 access;                  /* driver: remote access of the responder (NPFNIC_RDMA_ACCESS_REMOTE_*) */
+	__le32 access;                  /* driver: remote access of the responder (NPFNIC_RDMA_ACCESS_REMOTE_*; REMOTE_ATOMIC since 2.6) */
 	__le32 dest_qpn;                /* driver: the peer's QPN */
 	__le32 rq_psn;                  /* driver: expected PSN of the responder, 24 bits */
 	__le32 sq_psn;                  /* driver: first PSN of the requester, 24 bits */

@@ -77,6 +77,8 @@ static int npfnic_ib_query_device(struct ib_device *ibdev, struct ib_device_attr
 		attr->odp_caps.general_caps = IB_ODP_SUPPORT;
 		attr->odp_caps.per_transport_caps.rc_odp_caps = IB_ODP_SUPPORT_SEND |
 			IB_ODP_SUPPORT_RECV | IB_ODP_SUPPORT_WRITE | IB_ODP_SUPPORT_READ;
+		if (dev->hw.atomics)
+			attr->odp_caps.per_transport_caps.rc_odp_caps |= IB_ODP_SUPPORT_ATOMIC;
 	}
 	attr->max_send_sge = NPFNIC_IB_MAX_SGE;
 	attr->max_recv_sge = NPFNIC_IB_MAX_SGE;
@@ -88,7 +90,8 @@ static int npfnic_ib_query_device(struct ib_device *ibdev, struct ib_device_attr
 	attr->max_qp_rd_atom = NPFNIC_IB_MAX_RD_ATOM;
 	attr->max_qp_init_rd_atom = NPFNIC_IB_MAX_RD_ATOM;
 	attr->max_res_rd_atom = NPFNIC_IB_MAX_QP * NPFNIC_IB_MAX_RD_ATOM;
-	attr->atomic_cap = IB_ATOMIC_NONE;
+	/* Atomic with respect to the device's other atomics, not the CPUs'. */
+	attr->atomic_cap = dev->hw.atomics ? IB_ATOMIC_HCA : IB_ATOMIC_NONE;
 	attr->max_pkeys = 1;
 	attr->local_ca_ack_delay = 15;
 	return 0;

@@ -78,6 +78,7 @@ struct npfnic_ib_hw {
 	bool enabled;			/* the device has the engine and it runs */
 	bool dead;			/* killed: a command timed out, or an engine error */
 	bool quiesced;			/* reset and idle: holds no object, uses no memory */
+	bool atomics;			/* FEAT_RDMA_ATOMIC: REMOTE_ATOMIC reaches the device */
 	unsigned long inject_dereg;	/* bit 0: the next DEREG_MR gets no status (diag) */
 	struct mutex cmd_lock;		/* the command queue: one command at a time */
 	wait_queue_head_t cmd_wait;	/* woken by CMD_DONE events */

@@ -77,6 +77,7 @@ NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ATTR_DEST_QPN, IB_QP_DEST_QPN);
 NPFNIC_IB_SAME(NPFNIC_RDMA_ACCESS_LOCAL_WRITE, IB_ACCESS_LOCAL_WRITE);
 NPFNIC_IB_SAME(NPFNIC_RDMA_ACCESS_REMOTE_WRITE, IB_ACCESS_REMOTE_WRITE);
 NPFNIC_IB_SAME(NPFNIC_RDMA_ACCESS_REMOTE_READ, IB_ACCESS_REMOTE_READ);
+NPFNIC_IB_SAME(NPFNIC_RDMA_ACCESS_REMOTE_ATOMIC, IB_ACCESS_REMOTE_ATOMIC);
 NPFNIC_IB_SAME(NPFNIC_RDMA_ACCESS_ON_DEMAND, IB_ACCESS_ON_DEMAND);
 NPFNIC_IB_SAME(NPFNIC_RDMA_QP_RESET, IB_QPS_RESET);
 NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ERR, IB_QPS_ERR);
@@ -88,6 +89,14 @@ NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ERR, IB_QPS_ERR);
 #define NPFNIC_IB_ACCESS_HW_MASK \
 	(IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ | \
 	 IB_ACCESS_ON_DEMAND)
+
+/* What of access the device takes: REMOTE_ATOMIC only if it has atomics. */
+static u32 npfnic_ib_hw_access(const struct npfnic_ib_hw *hw, u32 access, u32 mask)
+{
+	if (hw->atomics)
+		mask |= IB_ACCESS_REMOTE_ATOMIC;
+	return access & mask;
+}
 
 /* ---- building one command ---- */
 
@@ -111,11 +120,13 @@ static void npfnic_ib_fill_create_qp(struct npfnic_rdma_cmd_create_qp *c,
 	c->sq_sig_all = cpu_to_le16(qp->sig_all);
 }
 
-static void npfnic_ib_fill_modify_qp(struct npfnic_rdma_cmd_modify_qp *c,
+static void npfnic_ib_fill_modify_qp(const struct npfnic_ib_hw *hw,
+				     struct npfnic_rdma_cmd_modify_qp *c,
 				     const struct npfnic_ib_cmd *cmd)
 {
 	const struct npfnic_ib_qp *qp = cmd->qp.qp;
 	const struct ib_qp_attr *a = &qp->attr;
+	const u32 remote = IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ;
 
 	c->mask = cpu_to_le32(cmd->qp.mask & NPFNIC_IB_QP_HW_MASK);
 	c->state = a->qp_state;
@@ -126,8 +137,7 @@ static void npfnic_ib_fill_modify_qp(struct npfnic_rdma_cmd_modify_qp *c,
 	c->min_rnr_timer = a->min_rnr_timer;
 	c->max_rd_atomic = a->max_rd_atomic;
 	c->max_dest_rd_atomic = a->max_dest_rd_atomic;
-	c->access = cpu_to_le32(a->qp_access_flags &
-				(IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ));
+	c->access = cpu_to_le32(npfnic_ib_hw_access(hw, a->qp_access_flags, remote));
 	c->dest_qpn = cpu_to_le32(a->dest_qp_num);
 	c->rq_psn = cpu_to_le32(a->rq_psn);
 	c->sq_psn = cpu_to_le32(a->sq_psn);
@@ -168,7 +178,7 @@ static void npfnic_ib_fill(struct npfnic_ib_hw *hw, struct npfnic_rdma_cmd *e,
 		npfnic_ib_fill_create_qp((void *)e, cmd);
 		break;
 	case NPFNIC_IB_CMD_MODIFY_QP:
-		npfnic_ib_fill_modify_qp((void *)e, cmd);
+		npfnic_ib_fill_modify_qp(hw, (void *)e, cmd);
 		break;
 	case NPFNIC_IB_CMD_REG_MR: {
 		struct npfnic_rdma_cmd_reg_mr *c = (void *)e;
@@ -176,7 +186,8 @@ static void npfnic_ib_fill(struct npfnic_ib_hw *hw, struct npfnic_rdma_cmd *e,
 		c->pd = cpu_to_le32(cmd->mr.pdn);
 		c->va = cpu_to_le64(cmd->mr.va);
 		c->length = cpu_to_le64(cmd->mr.length);
-		c->access = cpu_to_le32(cmd->mr.access & NPFNIC_IB_ACCESS_HW_MASK);
+		c->access = cpu_to_le32(npfnic_ib_hw_access(hw, cmd->mr.access,
+							    NPFNIC_IB_ACCESS_HW_MASK));
 		c->pasid = cpu_to_le32(cmd->mr.pasid);
 		break;
 	}
@@ -588,6 +599,7 @@ int npfnic_ib_hw_init(struct npfnic_ib_dev *dev)
 	iowrite32(NPFNIC_RDMA_VECTOR, nic->bar0 + NPFNIC_REG_EQ_VECTOR);
 	hw->cmdq_tail = 0;
 	hw->eq_head = 0;
+	hw->atomics = nic->features & NPFNIC_FEAT_RDMA_ATOMIC;
 	iowrite32(NPFNIC_RDMA_CTRL_ENABLE, nic->bar0 + NPFNIC_REG_RDMA_CTRL);
 	WRITE_ONCE(hw->enabled, true);
 	iowrite32(1, nic->bar0 + NPFNIC_REG_EQ_ARM);

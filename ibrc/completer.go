@@ -1,6 +1,8 @@
 package ibrc
 
 import (
+	"encoding/binary"
+
 	"github.com/npfnic/npfnic/ibrc/rocev2"
 )
 
@@ -32,6 +34,8 @@ func (q *QP) complete(p *rocev2.Packet) error {
 			e.stats.ResponseDiscards.Add(1)
 			return errDiscard("reserved AETH syndrome")
 		}
+	case op == rocev2.OpAtomicAck:
+		q.onAtomicAck(p)
 	case op.Has(rocev2.Read | rocev2.Response):
 		q.onReadResponse(p)
 	default:
@@ -52,9 +56,10 @@ func (q *QP) ackUpTo(psn uint32) bool {
 	ok := true
 	for q.outstanding() {
 		w := q.sq[0]
-		if w.isRead() {
+		if w.awaitsResponse() {
 			if psnDiff(psn, w.firstPSN) >= 0 {
-				// The responder went past the READ: its responses were lost.
+				// The responder went past the READ or atomic: its
+				// responses were lost.
 				ok = false
 			}
 			break
@@ -199,6 +204,57 @@ func (q *QP) onNak(psn uint32, code uint8) {
 	q.failHead(st)
 }
 
+// implicitAck completes the SENDs and WRITEs before psn, which a READ
+// response or an atomic ACK for psn acknowledges.
+func (q *QP) implicitAck(psn uint32) {
+	progress := false
+	for q.outstanding() && !q.sq[0].awaitsResponse() && psnDiff(psn, q.sq[0].lastPSN) > 0 {
+		q.comp.psn = psnAdd(q.sq[0].lastPSN, 1)
+		q.completeHead(WCSuccess)
+		progress = true
+	}
+	if progress {
+		q.onProgress()
+	}
+}
+
+// onAtomicAck completes an atomic with the original value its responder
+// found, written into the WQE's SGL.
+func (q *QP) onAtomicAck(p *rocev2.Packet) {
+	e := q.e
+	psn := p.BTH.PSN
+	if q.comp.readFault {
+		e.stats.ResponseDiscards.Add(1)
+		return
+	}
+	q.implicitAck(psn)
+	if !q.outstanding() || !q.sq[0].isAtomic() || psnDiff(psn, q.comp.psn) < 0 || psnDiff(psn, q.sq[0].firstPSN) != 0 {
+		e.stats.ResponseDiscards.Add(1) // stale, duplicate or for a PSN that is no atomic
+		return
+	}
+	w := q.sq[0]
+	if !p.AETH.Syndrome.IsACK() {
+		q.failHead(WCBadRespErr)
+		return
+	}
+	var orig [AtomicSize]byte
+	binary.LittleEndian.PutUint64(orig[:], p.AtomicAckETH.OrigRemData)
+	if err := q.scatter(w.wr.SGL, 0, orig[:]); err != nil {
+		// The responder keeps the result: asked again, it answers the
+		// duplicate from it without executing the atomic twice.
+		q.localFault(err, w, 0, psn, true, &q.comp.readFault, func() {
+			if q.outstanding() && (q.state == StateRTS || q.state == StateSQD) {
+				q.req.startedRetry = false
+				q.retryFrom(q.comp.psn)
+			}
+		})
+		return
+	}
+	q.comp.psn = psnAdd(psn, 1)
+	q.completeHead(WCSuccess)
+	q.onProgress()
+}
+
 func (q *QP) onReadResponse(p *rocev2.Packet) {
 	e := q.e
 	psn := p.BTH.PSN
@@ -207,15 +263,7 @@ func (q *QP) onReadResponse(p *rocev2.Packet) {
 		return
 	}
 	// A READ response implicitly acknowledges the SENDs and WRITEs before it.
-	progress := false
-	for q.outstanding() && !q.sq[0].isRead() && psnDiff(psn, q.sq[0].lastPSN) > 0 {
-		q.comp.psn = psnAdd(q.sq[0].lastPSN, 1)
-		q.completeHead(WCSuccess)
-		progress = true
-	}
-	if progress {
-		q.onProgress()
-	}
+	q.implicitAck(psn)
 	if !q.outstanding() || !q.sq[0].isRead() {
 		e.stats.ResponseDiscards.Add(1)
 		return

@@ -101,9 +101,9 @@ var pairMRSpecs = [pairNumMR]struct {
 	acc    ibrc.Access
 }{
 	pairMRSrc:   {pairSrcLo, pairSrcHi, ibrc.AccessRemoteRead},
-	pairMRDst:   {pairDstLo, pairDstHi, ibrc.AccessLocalWrite | ibrc.AccessRemoteWrite | ibrc.AccessRemoteRead},
+	pairMRDst:   {pairDstLo, pairDstHi, ibrc.AccessLocalWrite | ibrc.AccessRemoteWrite | ibrc.AccessRemoteRead | ibrc.AccessRemoteAtomic},
 	pairMRLocal: {pairLocLo, pairLocHi, ibrc.AccessLocalWrite},
-	pairMROther: {pairOtherLo, pairOtherHi, ibrc.AccessLocalWrite | ibrc.AccessRemoteWrite | ibrc.AccessRemoteRead},
+	pairMROther: {pairOtherLo, pairOtherHi, ibrc.AccessLocalWrite | ibrc.AccessRemoteWrite | ibrc.AccessRemoteRead | ibrc.AccessRemoteAtomic},
 }
 
 // pairTemplate is each side's initial memory: distinct pseudo-random
@@ -243,8 +243,9 @@ type pairWR struct {
 	length  uint64
 	imm     uint32
 	clean   bool   // integrity is checkable
-	want    []byte // SEND, WRITE: the payload; READ: what the sink must hold
-	target  uint64 // WRITE: the peer's address of the payload
+	want    []byte // SEND, WRITE: the payload; READ, atomic: what the sink must hold
+	target  uint64 // WRITE: the peer's address of the payload; atomic: of the word
+	word    uint64 // atomic: what the peer's word must hold after it ran once
 	sink    []ibrc.SGE
 	signal  bool
 	done    int
@@ -459,7 +460,7 @@ func newPairRig(t *testing.T, cfg pairConfig) *pairRig {
 				t.Fatal(err)
 			}
 		}
-		must(ibrc.QPAttr{State: ibrc.StateInit, PKey: 0xffff, AccessFlags: ibrc.AccessRemoteWrite | ibrc.AccessRemoteRead},
+		must(ibrc.QPAttr{State: ibrc.StateInit, PKey: 0xffff, AccessFlags: ibrc.AccessRemoteWrite | ibrc.AccessRemoteRead | ibrc.AccessRemoteAtomic},
 			ibrc.AttrState|ibrc.AttrPKey|ibrc.AttrAccessFlags)
 		must(ibrc.QPAttr{State: ibrc.StateRTR, PathMTU: cfg.mtu, DestQPN: s.peer.qp.Num(), RQPSN: cfg.psn[1-n],
 			MaxDestRdAtomic: cfg.maxDestRd, MinRNRTimer: cfg.minRNR,
@@ -654,8 +655,10 @@ func forge(f []byte, field uint8, v uint32) []byte {
 func (r *pairRig) post(s *pairSide, p *pairProg, cfg pairConfig) {
 	kind, lenb, mode := p.u8(), p.u8(), p.u8()
 	a, b := uint64(p.u16()), uint64(p.u16())
-	ops := [...]ibrc.WROpcode{ibrc.WRSend, ibrc.WRSendImm, ibrc.WRWrite, ibrc.WRWriteImm, ibrc.WRRead}
-	op := ops[kind%5]
+	ops := [...]ibrc.WROpcode{ibrc.WRSend, ibrc.WRSendImm, ibrc.WRWrite, ibrc.WRWriteImm, ibrc.WRRead,
+		ibrc.WRAtomicCmpSwp, ibrc.WRAtomicFetchAdd}
+	op := ops[int(kind)%len(ops)]
+	atomic := op == ibrc.WRAtomicCmpSwp || op == ibrc.WRAtomicFetchAdd
 	w := &pairWR{id: s.nextID, op: op, signal: kind&0x08 == 0 || kind&0x10 != 0, imm: uint32(a)<<16 | uint32(b)}
 	s.nextID++
 	wr := ibrc.SendWR{ID: w.id, Opcode: op, Imm: w.imm}
@@ -677,6 +680,29 @@ func (r *pairRig) post(s *pairSide, p *pairProg, cfg pairConfig) {
 		// allocators.
 		w.clean = true
 		switch {
+		case atomic:
+			// A fresh aligned word of the peer's targets, returned into a
+			// fresh sink.
+			at := (peer.target + ibrc.AtomicSize - 1) &^ (ibrc.AtomicSize - 1)
+			if at+ibrc.AtomicSize > pairTargetHi {
+				return
+			}
+			if w.sink = s.alloc(ibrc.AtomicSize, 1+int(mode%2), mode&0x40 != 0); w.sink == nil {
+				return
+			}
+			peer.target = at + ibrc.AtomicSize
+			w.target = pairBase + at
+			w.want = pairTemplate[peer.n][at : at+ibrc.AtomicSize]
+			orig := binary.LittleEndian.Uint64(w.want)
+			wr.RemoteAddr, wr.RKey, wr.SGL = w.target, peer.mrs[pairMRDst].mr.RKey(), w.sink
+			wr.CompareAdd, wr.Swap = a<<16|b, b<<32|a
+			w.word = orig + wr.CompareAdd
+			if op == ibrc.WRAtomicCmpSwp {
+				w.word = orig
+				if mode&0x20 != 0 { // equal: swapped
+					wr.CompareAdd, w.word = orig, wr.Swap
+				}
+			}
 		case op == ibrc.WRRead:
 			w.sink = s.alloc(n, nsge, mode&0x40 != 0)
 			if w.sink == nil {
@@ -718,6 +744,13 @@ func (r *pairRig) post(s *pairSide, p *pairProg, cfg pairConfig) {
 			m := min(uint64(lenb), uint64(cfg.inlineCap)+uint64(mode&1))
 			wr.SGL, wr.Flags, wr.Inline = nil, wr.Flags|ibrc.SendInline, pairTemplate[s.n][:m]
 		}
+		if atomic && mode&0x10 != 0 && len(wr.SGL) > 0 {
+			// Posted as it must be (8 bytes, not inline), so that the
+			// wild address and key reach the peer.
+			wr.SGL, wr.Flags, wr.Inline = wr.SGL[:1], wr.Flags&^ibrc.SendInline, nil
+			wr.SGL[0].Length = ibrc.AtomicSize
+			wr.CompareAdd, wr.Swap = a, b
+		}
 		if mode&0x20 != 0 && op == ibrc.WRRead {
 			// A huge READ: 2^31 bytes over four SGEs.
 			for i := range wr.SGL {
@@ -735,7 +768,7 @@ func (r *pairRig) post(s *pairSide, p *pairProg, cfg pairConfig) {
 	}
 	// The engine may gather the first packets before PostSend returns.
 	nr, nw := len(s.reads), len(s.writes)
-	s.allow(wr.SGL, op == ibrc.WRRead)
+	s.allow(wr.SGL, op == ibrc.WRRead || atomic)
 	if err := s.qp.PostSend(wr); err != nil {
 		s.reads, s.writes = s.reads[:nr], s.writes[:nw]
 		return // refused: it does not exist
@@ -885,6 +918,10 @@ func wcOpcodeOf(op ibrc.WROpcode) ibrc.WCOpcode {
 		return ibrc.WCRDMAWrite
 	case ibrc.WRRead:
 		return ibrc.WCRDMARead
+	case ibrc.WRAtomicCmpSwp:
+		return ibrc.WCCompSwap
+	case ibrc.WRAtomicFetchAdd:
+		return ibrc.WCFetchAdd
 	}
 	return ibrc.WCSend
 }
@@ -922,6 +959,14 @@ func (r *pairRig) sendWC(s *pairSide, wc ibrc.WC) {
 		off := w.target - pairBase
 		if got := s.peer.mem.data[off : off+w.length]; !bytes.Equal(got, w.want) {
 			t.Fatalf("side %d: WRITE %#x of %d bytes succeeded, target differs at byte %d", s.n, w.id, w.length, diffAt(got, w.want))
+		}
+	case ibrc.WRAtomicCmpSwp, ibrc.WRAtomicFetchAdd:
+		if got := s.gather(w.sink, ibrc.AtomicSize); !bytes.Equal(got, w.want) {
+			t.Fatalf("side %d: %v %#x succeeded, returned %x, the word was %x", s.n, w.op, w.id, got, w.want)
+		}
+		off := w.target - pairBase
+		if got := binary.LittleEndian.Uint64(s.peer.mem.data[off:]); got != w.word {
+			t.Fatalf("side %d: %v %#x succeeded, left the word %#x, want %#x (executed once)", s.n, w.op, w.id, got, w.word)
 		}
 	}
 }
@@ -1039,10 +1084,15 @@ func pairSeeds() map[string][]byte {
 	clk := []byte{pairOpClock, 0, 15}
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 	// Both sides: receives, then a SEND, a SEND with immediate, a WRITE,
-	// a WRITE with immediate and a READ each, all multi-packet.
+	// a WRITE with immediate and a READ each, all multi-packet, and
+	// atomics: a CMP_AND_SWP that swaps, one that does not, FETCH_AND_ADDs
+	// (one returning into mrLocal over two SGEs), and one with a wild
+	// address and key.
 	traffic := cat(recv(0, 100, 1), recv(0, 100, 2), recv(1, 100, 0), recv(1, 100, 3),
 		post(0, 0, 90, 2, 10, 0), post(1, 1, 70, 1, 300, 0), post(0, 2, 80, 2, 999, 0), post(1, 3, 33, 0, 5, 0),
-		post(0, 4, 120, 0x42, 4000, 0), post(1, 4, 200, 2, 7, 0))
+		post(0, 4, 120, 0x42, 4000, 0), post(1, 4, 200, 2, 7, 0),
+		post(0, 5, 1, 0x20, 3, 4), post(1, 5, 1, 0, 5, 6), post(0, 6, 1, 0x41, 7, 8), post(1, 6, 1, 1, 0xffff, 0xffff),
+		post(0, 5, 1, 0xd3, 0x40, 0x81))
 	lossy := cat(traffic, []byte{pairOpDrop, 0, 0, pairOpDup, 1, 1, pairOpDeliver, 0, 2, pairOpFlip, 1, 0, 60, 0, 3,
 		pairOpTruncate, 0, 1, 50, 0}, all, clk, all, clk, all)
 	forged := cat(traffic, []byte{pairOpForge, 0, 0, pairFieldPSNShift, 2, 0, 0, 0, pairOpForge, 1, 0, pairFieldSyndrome, 0x60, 0, 0, 0,

@@ -50,11 +50,23 @@ type sendWQE struct {
 
 func (w *sendWQE) isRead() bool { return w.wr.Opcode == WRRead }
 
+func (w *sendWQE) isAtomic() bool { return w.wr.Opcode.atomic() }
+
+// awaitsResponse: the WQE completes by its own response (READ responses,
+// an atomic ACK), never by an ACK of a later PSN, and counts against the
+// QP's max_rd_atomic.
+func (w *sendWQE) awaitsResponse() bool { return w.isRead() || w.isAtomic() }
+
+func (o WROpcode) atomic() bool { return o == WRAtomicCmpSwp || o == WRAtomicFetchAdd }
+
 type recvWQE struct {
 	wr     RecvWR
 	length uint64
 }
 
+// readRes is a responder resource: an RDMA READ or an atomic the
+// responder remembers, so that a duplicate request is answered again
+// without being executed again (IBA 9.7.5.1.6 and o9-29 for atomics).
 type readRes struct {
 	first, last uint32
 	va          uint64
@@ -63,6 +75,11 @@ type readRes struct {
 	mr          *MR
 	mtu         int // its segmentation: the path MTU when it arrived
 	valid       bool
+	// atomic: an atomic executed at first, which found orig at va and
+	// was acknowledged with msn.
+	atomic bool
+	orig   uint64
+	msn    uint32
 }
 
 // QP is a reliable-connected queue pair.
@@ -109,7 +126,7 @@ type reqState struct {
 	high         uint32 // first PSN never sent
 	next         int    // index in sq of the WQE being sent
 	offset       uint64 // bytes of sq[next] already covered by sent PSNs
-	readsOut     int    // READ WQEs started and not completed
+	readsOut     int    // READ and atomic WQEs started and not completed
 	rnrWait      bool
 	rnrPSN       uint32
 	rnrNAKed     bool // the peer RNR NAKed rnrPSN and acknowledged nothing since
@@ -546,13 +563,16 @@ func sglLen(sgl []SGE) uint64 {
 
 // PostSend queues a send work request.
 func (q *QP) PostSend(wr SendWR) error {
-	if wr.Opcode > WRRead || wr.Opcode == 5 {
+	if wr.Opcode > WRAtomicFetchAdd {
 		return fmt.Errorf("%w: opcode %v", ErrInvalidArg, wr.Opcode)
 	}
 	if len(wr.SGL) > q.init.Cap.MaxSendSGE {
 		return fmt.Errorf("%w: %d SGEs, QP takes %d", ErrInvalidArg, len(wr.SGL), q.init.Cap.MaxSendSGE)
 	}
 	n := sglLen(wr.SGL)
+	if wr.Opcode.atomic() && (n != AtomicSize || wr.Flags&SendInline != 0) {
+		return fmt.Errorf("%w: %v returns %d bytes into an SGL, not %d", ErrInvalidArg, wr.Opcode, AtomicSize, n)
+	}
 	if wr.Flags&SendInline != 0 {
 		switch {
 		case wr.Opcode == WRRead:
@@ -625,6 +645,10 @@ func wcOpcode(o WROpcode) WCOpcode {
 		return WCRDMAWrite
 	case WRRead:
 		return WCRDMARead
+	case WRAtomicCmpSwp:
+		return WCCompSwap
+	case WRAtomicFetchAdd:
+		return WCFetchAdd
 	}
 	return WCSend
 }

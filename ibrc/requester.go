@@ -26,7 +26,7 @@ func (q *QP) reqProgress() {
 				q.checkDrained()
 				return
 			}
-			if w.isRead() && q.req.readsOut >= max(1, int(q.attr.MaxRdAtomic)) {
+			if w.awaitsResponse() && q.req.readsOut >= max(1, int(q.attr.MaxRdAtomic)) {
 				return
 			}
 			if w.wr.Flags&SendFence != 0 && q.req.readsOut > 0 {
@@ -86,7 +86,7 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 		w.mtu, w.npkts = q.mtu, packets(w.length, q.mtu)
 		w.firstPSN = q.req.psn
 		w.lastPSN = psnAdd(q.req.psn, w.npkts-1)
-		if w.isRead() {
+		if w.awaitsResponse() {
 			q.req.readsOut++
 		}
 	}
@@ -110,6 +110,17 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 			q.req.next++
 			q.req.offset = 0
 		}
+	} else if w.isAtomic() {
+		h.BTH.Opcode = rocev2.OpFetchAdd
+		h.AtomicETH = rocev2.AtomicETH{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, SwapOrAdd: w.wr.CompareAdd}
+		if w.wr.Opcode == WRAtomicCmpSwp {
+			h.BTH.Opcode = rocev2.OpCompareSwap
+			h.AtomicETH.SwapOrAdd, h.AtomicETH.CompareDat = w.wr.Swap, w.wr.CompareAdd
+		}
+		h.BTH.AckReq = true
+		frame, _ = rocev2.BuildFrame(&q.path, &h, 0, func([]byte) error { return nil })
+		q.req.psn = psnAdd(psn, 1)
+		q.req.next++
 	} else {
 		off := q.req.offset
 		n := min(uint64(w.mtu), w.length-off)
@@ -308,7 +319,7 @@ func (q *QP) completeHead(st WCStatus) {
 	} else {
 		q.req.offset = 0
 	}
-	if w.isRead() && w.started {
+	if w.awaitsResponse() && w.started {
 		q.req.readsOut--
 	}
 	if st != WCSuccess || q.init.SigAll || w.wr.Flags&SendSignaled != 0 {

@@ -61,16 +61,17 @@ func (q *QP) respond(p *rocev2.Packet, frame []byte) error {
 	}
 	acc := q.attr.AccessFlags
 	switch {
-	case op.Has(rocev2.Atomic), op.Has(rocev2.HasIETH):
+	case op.Has(rocev2.HasIETH):
 		return q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
-	case op.Has(rocev2.Write) && acc&AccessRemoteWrite == 0, op.Has(rocev2.Read) && acc&AccessRemoteRead == 0:
+	case op.Has(rocev2.Write) && acc&AccessRemoteWrite == 0, op.Has(rocev2.Read) && acc&AccessRemoteRead == 0,
+		op.Has(rocev2.Atomic) && acc&AccessRemoteAtomic == 0:
 		return q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
 	}
 	// Payload length: First and Middle packets carry exactly one MTU, Last
 	// packets 1..MTU, Only packets 0..MTU.
 	n := len(p.Payload)
 	switch {
-	case op.Has(rocev2.Read):
+	case op.Has(rocev2.Read), op.Has(rocev2.Atomic):
 		if n != 0 {
 			return q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
 		}
@@ -92,6 +93,8 @@ func (q *QP) respond(p *rocev2.Packet, frame []byte) error {
 		q.execSend(p)
 	case op.Has(rocev2.Write):
 		q.execWrite(p)
+	case op.Has(rocev2.Atomic):
+		q.execAtomic(p)
 	default:
 		q.execRead(p)
 	}
@@ -489,9 +492,77 @@ func (q *QP) duplicate(p *rocev2.Packet) {
 		return
 	}
 	if op.Has(rocev2.Atomic) {
-		return
+		for _, r := range q.resp.reads {
+			if r.valid && r.atomic && r.first == psn && r.rkey == p.AtomicETH.RKey && r.va == p.AtomicETH.VA {
+				q.atomicAck(psn, r.msn, r.orig)
+				return
+			}
+		}
+		return // forgotten: the requester's retries run out, as for a READ
 	}
 	if p.BTH.AckReq {
 		q.sendAck(psnAdd(q.resp.psn, -1), rocev2.ACKSyndrome(rocev2.CreditsInvalid))
 	}
+}
+
+// execAtomic executes a CMP_AND_SWP or FETCH_AND_ADD: the 8 aligned bytes
+// at the request's address are read, changed and written back under the
+// engine's atomic lock, so that atomics of all QPs on this device are
+// atomic with respect to one another (IBV_ATOMIC_HCA). A fault on either
+// access changes nothing (the write is the last step) and is answered as a
+// WRITE's is: the retransmission executes it once the page is present. The
+// original value is remembered with the responder's READs, for duplicates.
+func (q *QP) execAtomic(p *rocev2.Packet) {
+	e := q.e
+	a := &p.AtomicETH
+	if a.VA%AtomicSize != 0 {
+		q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
+		return
+	}
+	mr := e.lookupMR(a.RKey, q.pd, AccessRemoteAtomic, a.VA, AtomicSize)
+	if mr == nil {
+		q.classC(rocev2.NAKRemoteAccess, WCRemAccessErr)
+		return
+	}
+	orig, err := e.atomicRMW(mr, a.VA, func(v uint64) uint64 {
+		if p.BTH.Opcode == rocev2.OpFetchAdd {
+			return v + a.SwapOrAdd
+		}
+		if v == a.CompareDat {
+			return a.SwapOrAdd
+		}
+		return v
+	})
+	if err != nil {
+		if va, _, ok := AsFault(err); ok {
+			q.recvFault(p, mr.mem, va)
+			return
+		}
+		q.classC(rocev2.NAKRemoteAccess, WCRemAccessErr)
+		return
+	}
+	psn := p.BTH.PSN
+	if q.resp.faulted && psn == q.resp.faultPSN {
+		q.resp.faulted = false
+		e.cfg.Trace.Emit(trace.RCResume, trace.TrackRC, uint64(q.num), uint64(psn))
+	}
+	q.resp.psn = psnAdd(psn, 1)
+	q.resp.msn = (q.resp.msn + 1) & psnMask
+	q.resp.reads[q.resp.readNext] = readRes{first: psn, last: psn, va: a.VA, length: AtomicSize, rkey: a.RKey,
+		valid: true, atomic: true, orig: orig, msn: q.resp.msn}
+	q.resp.readNext = (q.resp.readNext + 1) % len(q.resp.reads)
+	e.messageExecuted()
+	q.atomicAck(psn, q.resp.msn, orig)
+}
+
+// atomicAck answers the atomic at psn with the value it found.
+func (q *QP) atomicAck(psn, msn uint32, orig uint64) {
+	q.e.stats.Acks.Add(1)
+	h := rocev2.Headers{
+		BTH:          rocev2.BTH{Opcode: rocev2.OpAtomicAck, PKey: q.attr.PKey, DestQP: q.attr.DestQPN, PSN: psn},
+		AETH:         rocev2.AETH{Syndrome: rocev2.ACKSyndrome(rocev2.CreditsInvalid), MSN: msn},
+		AtomicAckETH: rocev2.AtomicAckETH{OrigRemData: orig},
+	}
+	f, _ := rocev2.BuildFrame(&q.path, &h, 0, func([]byte) error { return nil })
+	q.e.send(f)
 }

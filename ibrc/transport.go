@@ -68,6 +68,8 @@
 //     transmit pump, under txMu, for the QP whose turn it is, but only if
 //     it is free: a QP busy elsewhere gets its turn back from its holder
 //     (QP.turnDue). No goroutine holds two QPs' locks.
+//   - atomicMu: one atomic's read-modify-write, under the executing QP's
+//     lock, around that one region's two accesses (MR.use below).
 //   - MR.use, read side: held across one access to a region's Memory.
 //     Deregister takes the write side after taking the key out of the
 //     table, so it waits for the accesses in flight, and an access that
@@ -108,6 +110,7 @@
 package ibrc
 
 import (
+	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -250,6 +253,11 @@ type Transport struct {
 
 	decMu sync.Mutex
 	decs  []*rocev2.Decoder // see decoder
+
+	// atomicMu makes the read-modify-write of every atomic one step with
+	// respect to the others, whichever QP executes it: taken under a QP's
+	// lock, around two accesses to one region, and nothing else under it.
+	atomicMu sync.Mutex
 
 	stats counters
 	// policy is the responder's FaultPolicy. It is an atomic so that a
@@ -573,6 +581,24 @@ func (m *MR) writeAt(va uint64, p []byte) error {
 		return errMRDead
 	}
 	return m.mem.WriteAt(va, p)
+}
+
+// atomicRMW replaces the AtomicSize bytes at va (aligned, in m) by
+// f(old) and returns old. Either access may fault; the write comes last,
+// so a failed RMW changed nothing.
+func (e *Transport) atomicRMW(m *MR, va uint64, f func(old uint64) uint64) (uint64, error) {
+	var b [AtomicSize]byte
+	e.atomicMu.Lock()
+	defer e.atomicMu.Unlock()
+	if err := m.readAt(va, b[:]); err != nil {
+		return 0, err
+	}
+	old := binary.LittleEndian.Uint64(b[:])
+	binary.LittleEndian.PutUint64(b[:], f(old))
+	if err := m.writeAt(va, b[:]); err != nil {
+		return 0, err
+	}
+	return old, nil
 }
 
 // LKey and RKey return the region's keys (equal here, as in rdma_rxe).

@@ -75,7 +75,16 @@ const (
 	WRSend     WROpcode = 2
 	WRSendImm  WROpcode = 3
 	WRRead     WROpcode = 4
+	// The atomics read, modify and write AtomicSize bytes at an aligned
+	// remote address and return the original value into the WR's SGL.
+	WRAtomicCmpSwp   WROpcode = 5
+	WRAtomicFetchAdd WROpcode = 6
 )
+
+// AtomicSize is the operand of an atomic operation: 8 bytes, at an address
+// aligned to it, in the responder's byte order (little endian, as the
+// guests' CPUs and rdma_rxe use).
+const AtomicSize = 8
 
 func (o WROpcode) String() string {
 	switch o {
@@ -89,6 +98,10 @@ func (o WROpcode) String() string {
 		return "SEND_WITH_IMM"
 	case WRRead:
 		return "RDMA_READ"
+	case WRAtomicCmpSwp:
+		return "ATOMIC_CMP_AND_SWP"
+	case WRAtomicFetchAdd:
+		return "ATOMIC_FETCH_AND_ADD"
 	}
 	return fmt.Sprintf("WROpcode(%d)", o)
 }
@@ -123,8 +136,11 @@ type SendWR struct {
 	// bytes, SGL empty); PostSend copies it.
 	Inline     []byte
 	Imm        uint32 // immediate data (network order is applied on the wire)
-	RemoteAddr uint64 // RDMA WRITE/READ
+	RemoteAddr uint64 // RDMA WRITE/READ, atomics
 	RKey       uint32
+	// CompareAdd is the value a CMP_AND_SWP compares with, the one a
+	// FETCH_AND_ADD adds; Swap is what a CMP_AND_SWP writes if equal.
+	CompareAdd, Swap uint64
 }
 
 // RecvWR is a receive work request.
@@ -180,6 +196,8 @@ const (
 	WCSend        WCOpcode = 0
 	WCRDMAWrite   WCOpcode = 1
 	WCRDMARead    WCOpcode = 2
+	WCCompSwap    WCOpcode = 3
+	WCFetchAdd    WCOpcode = 4
 	WCRecv        WCOpcode = 128
 	WCRecvRDMAImm WCOpcode = 129
 )

@@ -38,9 +38,13 @@ var guestPrograms = map[Variant][]string{
 		"/usr/sbin/ethtool", "/usr/sbin/ip", "/usr/bin/sha256sum", "/usr/share/misc/pci.ids",
 	},
 	VariantRDMA: {
-		"/usr/bin/rdma", "/usr/bin/ibv_devinfo", "/usr/bin/ibv_devices", "/usr/bin/ibv_rc_pingpong",
-		"/usr/bin/ib_send_bw", "/usr/bin/ib_write_bw", "/usr/bin/ib_read_bw", "/usr/bin/ib_send_lat",
-		"/usr/bin/ib_write_lat", "/etc/libibverbs.d/rxe.driver",
+		// ibverbs-utils and perftest whole, as a user has them.
+		"/usr/bin/rdma", "/usr/bin/ibv_devinfo", "/usr/bin/ibv_devices", "/usr/bin/ibv_asyncwatch",
+		"/usr/bin/ibv_rc_pingpong", "/usr/bin/ibv_uc_pingpong", "/usr/bin/ibv_ud_pingpong",
+		"/usr/bin/ibv_srq_pingpong", "/usr/bin/ibv_xsrq_pingpong",
+		"/usr/bin/ib_send_bw", "/usr/bin/ib_write_bw", "/usr/bin/ib_read_bw", "/usr/bin/ib_atomic_bw",
+		"/usr/bin/ib_send_lat", "/usr/bin/ib_write_lat", "/usr/bin/ib_read_lat", "/usr/bin/ib_atomic_lat",
+		"/etc/libibverbs.d/rxe.driver",
 		"/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so",
 	},
 }

@@ -288,8 +288,9 @@ func (w *worker) modifyQP(n uint32, b []byte) uint32 {
 		Timeout: hw.RDMAModifyQPTimeout.Get(b), RetryCnt: hw.RDMAModifyQPRetryCnt.Get(b),
 		RNRRetry: hw.RDMAModifyQPRNRRetry.Get(b), MinRNRTimer: hw.RDMAModifyQPMinRNRTimer.Get(b),
 		MaxRdAtomic: hw.RDMAModifyQPMaxRdAtomic.Get(b), MaxDestRdAtomic: hw.RDMAModifyQPMaxDestRd.Get(b),
-		AccessFlags: ibrc.Access(hw.RDMAModifyQPAccess.Get(b) & (hw.RDMAAccessLocalWrite | hw.RDMAAccessRemoteWrite | hw.RDMAAccessRemoteRead)),
-		DestQPN:     hw.RDMAModifyQPDestQPN.Get(b), RQPSN: hw.RDMAModifyQPRQPSN.Get(b), SQPSN: hw.RDMAModifyQPSQPSN.Get(b),
+		AccessFlags: ibrc.Access(hw.RDMAModifyQPAccess.Get(b) & (hw.RDMAAccessLocalWrite | hw.RDMAAccessRemoteWrite |
+			hw.RDMAAccessRemoteRead | hw.RDMAAccessRemoteAtomic)),
+		DestQPN: hw.RDMAModifyQPDestQPN.Get(b), RQPSN: hw.RDMAModifyQPRQPSN.Get(b), SQPSN: hw.RDMAModifyQPSQPSN.Get(b),
 	}
 	if mask&ibrc.AttrMaxRdAtomic != 0 && a.MaxRdAtomic > hw.RDMAMaxRdAtomic ||
 		mask&ibrc.AttrMaxDestRdAtomic != 0 && a.MaxDestRdAtomic > hw.RDMAMaxRdAtomic {
@@ -394,13 +395,14 @@ func (w *worker) regMR(key uint32, b []byte) uint32 {
 	}
 	va, length := hw.RDMARegMRVA.Get(b), hw.RDMARegMRLength.Get(b)
 	acc := hw.RDMARegMRAccess.Get(b)
-	const known = hw.RDMAAccessLocalWrite | hw.RDMAAccessRemoteWrite | hw.RDMAAccessRemoteRead | hw.RDMAAccessOnDemand
+	const known = hw.RDMAAccessLocalWrite | hw.RDMAAccessRemoteWrite | hw.RDMAAccessRemoteRead |
+		hw.RDMAAccessRemoteAtomic | hw.RDMAAccessOnDemand
 	switch {
 	case length == 0 || length > hw.RDMAMaxMRSize || wraps(va, length):
 		return hw.RDMACmdErrParam
 	case acc&^known != 0:
 		return hw.RDMACmdErrParam
-	case acc&hw.RDMAAccessRemoteWrite != 0 && acc&hw.RDMAAccessLocalWrite == 0:
+	case acc&(hw.RDMAAccessRemoteWrite|hw.RDMAAccessRemoteAtomic) != 0 && acc&hw.RDMAAccessLocalWrite == 0:
 		return hw.RDMACmdErrParam
 	}
 	pdn := hw.RDMARegMRPD.Get(b)

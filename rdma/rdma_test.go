@@ -168,7 +168,11 @@ func TestBadWQEs(t *testing.T) {
 		bad  rdmatest.Send
 		st   ibrc.WCStatus
 	}{
-		{"atomic opcode", rdmatest.Send{ID: 9, Opcode: hw.IBVWRAtomicFetchAdd, Flags: sig}, ibrc.WCLocQPOpErr},
+		{"local invalidate opcode", rdmatest.Send{ID: 9, Opcode: hw.IBVWRLocalInv, Flags: sig}, ibrc.WCLocQPOpErr},
+		{"atomic into 4 bytes", rdmatest.Send{ID: 9, Opcode: hw.IBVWRAtomicFetchAdd, Flags: sig, RemoteAddr: bufVA, RKey: mrKey,
+			AutoLength: true, NumSGE: -1, SGL: []rdmatest.SGE{{Addr: bufVA, Length: 4, LKey: mrKey}}}, ibrc.WCLocLenErr},
+		{"atomic to a QP without remote atomic", rdmatest.Send{ID: 9, Opcode: hw.IBVWRAtomicCmpAndSwp, Flags: sig, RemoteAddr: bufVA, RKey: mrKey,
+			AutoLength: true, NumSGE: -1, SGL: []rdmatest.SGE{{Addr: bufVA, Length: 8, LKey: mrKey}}}, ibrc.WCRemInvReqErr},
 		{"undefined opcode", rdmatest.Send{ID: 9, Opcode: 0xdead, Flags: sig}, ibrc.WCLocQPOpErr},
 		{"bad lkey", rdmatest.Send{ID: 9, Opcode: hw.IBVWRSend, Flags: sig, AutoLength: true, NumSGE: -1,
 			SGL: []rdmatest.SGE{{Addr: bufVA, Length: 64, LKey: 0x999}}}, ibrc.WCLocProtErr},

@@ -196,7 +196,7 @@ func TestThroughEngine(t *testing.T) {
 		{id: 3, opcode: hw.IBVWRRDMAWrite, raddr: mrBase + 0x10000, rkey: rkB, sges: []rawSGE{{mrBase, 3000, lkA}}, autoLength: true, autoNumS: true},
 		{id: 4, opcode: hw.IBVWRRDMAWriteWithImm, flags: sig, imm: 7, raddr: mrBase + 0x20000, rkey: rkB, sges: []rawSGE{{mrBase + 100, 10, lkA}}, autoLength: true, autoNumS: true},
 		{id: 5, opcode: hw.IBVWRRDMARead, flags: sig, raddr: mrBase + 0x8000, rkey: rkB, sges: []rawSGE{{mrBase + 0x9000, 12, lkA}}, autoLength: true, autoNumS: true},
-		{id: 6, opcode: hw.IBVWRAtomicFetchAdd, flags: sig, raddr: mrBase, rkey: rkB},
+		{id: 6, opcode: hw.IBVWRAtomicFetchAdd, flags: sig, raddr: mrBase, rkey: rkB, sges: []rawSGE{{mrBase, 4, lkA}}, autoLength: true, autoNumS: true},
 	}
 	for _, p := range posts {
 		a.usq.post(p.write)
@@ -217,7 +217,7 @@ func TestThroughEngine(t *testing.T) {
 		st ibrc.WCStatus
 		op ibrc.WCOpcode
 	}{{1, ibrc.WCSuccess, ibrc.WCSend}, {2, ibrc.WCSuccess, ibrc.WCSend}, // 3: an unsignaled WRITE
-		{4, ibrc.WCSuccess, ibrc.WCRDMAWrite}, {5, ibrc.WCSuccess, ibrc.WCRDMARead}, {6, ibrc.WCLocQPOpErr, ibrc.WCSend}}
+		{4, ibrc.WCSuccess, ibrc.WCRDMAWrite}, {5, ibrc.WCSuccess, ibrc.WCRDMARead}, {6, ibrc.WCLocLenErr, ibrc.WCFetchAdd}}
 	for i, e := range a.cqes {
 		if e.WRID != wantA[i].id || e.Status != wantA[i].st || e.Opcode != wantA[i].op || e.QPNum != a.qp.Num() ||
 			e.SrcQP != 0 || e.PortNum != 1 || e.Flags&wcGRH != 0 {

@@ -114,6 +114,7 @@ type sendSpec struct {
 	imm                  uint32
 	raddr                uint64
 	rkey                 uint32
+	cmpAdd, swap         uint64 // atomics (whose rkey is in another place)
 	length, numSGE       uint32
 	sges                 []rawSGE
 	inline               []byte
@@ -131,7 +132,13 @@ func (s sendSpec) write(e []byte) {
 	hw.RxeSendFlags.Put(e, s.flags)
 	hw.RxeSendImm.Put(e, s.imm)
 	hw.RxeSendRemoteAddr.Put(e, s.raddr)
-	hw.RxeSendRKey.Put(e, s.rkey)
+	if s.opcode == hw.IBVWRAtomicCmpAndSwp || s.opcode == hw.IBVWRAtomicFetchAdd {
+		hw.RxeSendCompareAdd.Put(e, s.cmpAdd)
+		hw.RxeSendSwap.Put(e, s.swap)
+		hw.RxeSendAtomicRKey.Put(e, s.rkey)
+	} else {
+		hw.RxeSendRKey.Put(e, s.rkey)
+	}
 	length, n := s.length, s.numSGE
 	if s.autoLength {
 		length = uint32(len(s.inline))

@@ -113,8 +113,18 @@ func TestParseSend(t *testing.T) {
 		{"largest message", sendSpec{id: 17, opcode: hw.IBVWRSend, sges: []rawSGE{sg(0, 1<<31-1, 1), sg(1<<40, 1, 1)}, autoLength: true, autoNumS: true},
 			ibrc.SendWR{ID: 17, Opcode: ibrc.WRSend, SGL: []ibrc.SGE{se(0, 1<<31-1, 1), se(1<<40, 1, 1)}}, 0},
 
-		{"atomic cmp&swp", sendSpec{id: 20, opcode: hw.IBVWRAtomicCmpAndSwp}, ibrc.SendWR{ID: 20}, BadOpcode},
-		{"atomic fetch&add", sendSpec{id: 21, opcode: hw.IBVWRAtomicFetchAdd}, ibrc.SendWR{ID: 21}, BadOpcode},
+		{"atomic cmp&swp", sendSpec{id: 18, opcode: hw.IBVWRAtomicCmpAndSwp, flags: hw.IBVSendSignaled | hw.IBVSendFence,
+			raddr: 0x7f00_0000_1008, rkey: 0x4321, cmpAdd: 0x0102030405060708, swap: 0xf0e0d0c0b0a09080, sges: []rawSGE{sg(0x5000, 8, 9)}, autoLength: true, autoNumS: true},
+			ibrc.SendWR{ID: 18, Opcode: ibrc.WRAtomicCmpSwp, Flags: ibrc.SendSignaled | ibrc.SendFence, RemoteAddr: 0x7f00_0000_1008, RKey: 0x4321,
+				CompareAdd: 0x0102030405060708, Swap: 0xf0e0d0c0b0a09080, SGL: []ibrc.SGE{{Addr: 0x5000, Length: 8, LKey: 9}}}, 0},
+		{"atomic fetch&add over two SGEs", sendSpec{id: 19, opcode: hw.IBVWRAtomicFetchAdd, raddr: 8, rkey: 3, cmpAdd: 5, swap: 6,
+			sges: []rawSGE{sg(0x5000, 4, 9), sg(0x6000, 4, 9)}, autoLength: true, autoNumS: true},
+			ibrc.SendWR{ID: 19, Opcode: ibrc.WRAtomicFetchAdd, RemoteAddr: 8, RKey: 3, CompareAdd: 5, Swap: 6,
+				SGL: []ibrc.SGE{{Addr: 0x5000, Length: 4, LKey: 9}, {Addr: 0x6000, Length: 4, LKey: 9}}}, 0},
+		{"atomic into 4 bytes", sendSpec{id: 20, opcode: hw.IBVWRAtomicCmpAndSwp, raddr: 8, rkey: 3, sges: []rawSGE{sg(0x5000, 4, 9)}, autoLength: true, autoNumS: true},
+			ibrc.SendWR{ID: 20, Opcode: ibrc.WRAtomicCmpSwp, RemoteAddr: 8, RKey: 3}, AtomicLength},
+		{"inline atomic", sendSpec{id: 21, opcode: hw.IBVWRAtomicFetchAdd, flags: hw.IBVSendInline, inline: make([]byte, 8), autoLength: true},
+			ibrc.SendWR{ID: 21, Opcode: ibrc.WRAtomicFetchAdd, Flags: ibrc.SendInline}, AtomicLength},
 		{"local inv", sendSpec{id: 22, opcode: hw.IBVWRLocalInv}, ibrc.SendWR{ID: 22}, BadOpcode},
 		{"bind mw", sendSpec{id: 23, opcode: hw.IBVWRBindMW}, ibrc.SendWR{ID: 23}, BadOpcode},
 		{"send with inv", sendSpec{id: 24, opcode: hw.IBVWRSendWithInv}, ibrc.SendWR{ID: 24}, BadOpcode},
@@ -194,7 +204,7 @@ func TestStatusOfMalformed(t *testing.T) {
 	want := map[Malformed]ibrc.WCStatus{
 		BadOpcode: ibrc.WCLocQPOpErr, TooManySGEs: ibrc.WCLocQPOpErr, InlineRead: ibrc.WCLocQPOpErr,
 		InlineTooLong: ibrc.WCLocLenErr, TooLong: ibrc.WCLocLenErr, SGLShort: ibrc.WCLocLenErr,
-		SGEWraps: ibrc.WCLocProtErr,
+		SGEWraps: ibrc.WCLocProtErr, AtomicLength: ibrc.WCLocLenErr,
 	}
 	for m := Malformed(1); int(m) < len(malformedText); m++ {
 		if m.Status() != want[m] {

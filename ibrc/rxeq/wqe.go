@@ -15,7 +15,7 @@ type Malformed uint8
 // Kinds of malformed entries.
 const (
 	// BadOpcode: wr.opcode is not SEND, SEND_WITH_IMM, RDMA_WRITE,
-	// RDMA_WRITE_WITH_IMM or RDMA_READ (atomics, memory windows, local
+	// RDMA_WRITE_WITH_IMM, RDMA_READ or an atomic (memory windows, local
 	// invalidation and TSO are not implemented, other values not defined).
 	BadOpcode Malformed = iota + 1
 	// TooManySGEs: dma.num_sge exceeds the QP's SGE limit.
@@ -32,6 +32,9 @@ const (
 	// SGEWraps: an SGE's used range passes the end of the address space,
 	// so it lies in no memory region.
 	SGEWraps
+	// AtomicLength: an atomic whose SGL is not the 8 bytes its original
+	// value is returned into, or that is inline.
+	AtomicLength
 )
 
 var malformedText = [...]string{
@@ -42,6 +45,7 @@ var malformedText = [...]string{
 	TooLong:       "message longer than 2^31 bytes",
 	SGLShort:      "SGEs shorter than the message",
 	SGEWraps:      "SGE wraps the address space",
+	AtomicLength:  "atomic not returning into 8 bytes",
 }
 
 func (m Malformed) Error() string {
@@ -54,7 +58,7 @@ func (m Malformed) Error() string {
 // Status is the IBV_WC status of an entry malformed so.
 func (m Malformed) Status() ibrc.WCStatus {
 	switch m {
-	case InlineTooLong, TooLong, SGLShort:
+	case InlineTooLong, TooLong, SGLShort, AtomicLength:
 		return ibrc.WCLocLenErr
 	case SGEWraps:
 		return ibrc.WCLocProtErr
@@ -99,6 +103,10 @@ func (e *WQEError) WC(qpn uint32) ibrc.WC {
 			wc.Opcode = ibrc.WCRDMAWrite
 		case hw.IBVWRRDMARead:
 			wc.Opcode = ibrc.WCRDMARead
+		case hw.IBVWRAtomicCmpAndSwp:
+			wc.Opcode = ibrc.WCCompSwap
+		case hw.IBVWRAtomicFetchAdd:
+			wc.Opcode = ibrc.WCFetchAdd
 		}
 	}
 	return wc
@@ -188,6 +196,13 @@ func parseSend(elem []byte, lim SendLimits, sgl []ibrc.SGE) (ibrc.SendWR, Malfor
 		wr.Opcode, wr.Imm = ibrc.WRWriteImm, hw.RxeSendImm.Get(elem)
 	case hw.IBVWRRDMARead:
 		wr.Opcode = ibrc.WRRead
+	case hw.IBVWRAtomicCmpAndSwp, hw.IBVWRAtomicFetchAdd:
+		wr.Opcode = ibrc.WRAtomicFetchAdd
+		if hw.RxeSendOpcode.Get(elem) == hw.IBVWRAtomicCmpAndSwp {
+			wr.Opcode = ibrc.WRAtomicCmpSwp
+		}
+		wr.RemoteAddr, wr.RKey = hw.RxeSendRemoteAddr.Get(elem), hw.RxeSendAtomicRKey.Get(elem)
+		wr.CompareAdd, wr.Swap = hw.RxeSendCompareAdd.Get(elem), hw.RxeSendSwap.Get(elem)
 	default:
 		return wr, BadOpcode
 	}
@@ -200,6 +215,11 @@ func parseSend(elem []byte, lim SendLimits, sgl []ibrc.SGE) (ibrc.SendWR, Malfor
 	length := hw.RxeSendLength.Get(elem)
 	if length > ibrc.MaxMsgSize {
 		return wr, TooLong
+	}
+	if wr.Opcode == ibrc.WRAtomicCmpSwp || wr.Opcode == ibrc.WRAtomicFetchAdd {
+		if length != ibrc.AtomicSize || flags&hw.IBVSendInline != 0 {
+			return wr, AtomicLength
+		}
 	}
 	if flags&hw.IBVSendInline != 0 {
 		switch {

@@ -256,12 +256,14 @@ type Send struct {
 	Flags      uint32
 	Imm        uint32
 	RemoteAddr uint64
-	RKey       uint32
-	Length     uint32
-	AutoLength bool
-	NumSGE     int
-	SGL        []SGE
-	Inline     []byte
+	RKey       uint32 // for atomics too: Encode puts it where their member of the union has it
+	// CompareAdd and Swap are an atomic's operands.
+	CompareAdd, Swap uint64
+	Length           uint32
+	AutoLength       bool
+	NumSGE           int
+	SGL              []SGE
+	Inline           []byte
 }
 
 // Encode writes w into a send queue slot.
@@ -271,7 +273,13 @@ func (w Send) Encode(s []byte) {
 	hw.RxeSendFlags.Put(s, w.Flags)
 	hw.RxeSendImm.Put(s, w.Imm)
 	hw.RxeSendRemoteAddr.Put(s, w.RemoteAddr)
-	hw.RxeSendRKey.Put(s, w.RKey)
+	if w.Opcode == hw.IBVWRAtomicCmpAndSwp || w.Opcode == hw.IBVWRAtomicFetchAdd {
+		hw.RxeSendCompareAdd.Put(s, w.CompareAdd)
+		hw.RxeSendSwap.Put(s, w.Swap)
+		hw.RxeSendAtomicRKey.Put(s, w.RKey)
+	} else {
+		hw.RxeSendRKey.Put(s, w.RKey)
+	}
 	n, length := w.NumSGE, w.Length
 	if n < 0 {
 		n = len(w.SGL)

@@ -58,7 +58,7 @@ const (
 	// Bump the major for incompatible register changes, the minor for
 	// additions an older driver can ignore, and say what changed in
 	// InterfaceChanges.
-	InterfaceVersion = 2<<16 | 5
+	InterfaceVersion = 2<<16 | 6
 )
 
 // InterfaceChange is what one interface version added or changed.
@@ -76,6 +76,7 @@ var InterfaceChanges = []InterfaceChange{
 	{2, 3, "the quiesce contract: BUSY bits in every control register of an engine that DMAs, LATE_DMA"},
 	{2, 4, "RDMA (FEATURES.RDMA): the RDMA register block, command and event queues, rdma_rxe's user-ABI queues, a tenth vector"},
 	{2, 5, "on-demand paging for RDMA (FEATURES.RDMA_ODP): page requests for memory regions, RDMA_RECV_FAULT, RDMA_MSG_ALARM, QUERY_STATS"},
+	{2, 6, "RC atomics (FEATURES.RDMA_ATOMIC): RDMA_ACCESS_REMOTE_ATOMIC for QPs and MRs, rxe's atomic send entries and completions"},
 }
 
 // Register offsets in BAR0. All registers are 32 bits wide.
@@ -254,9 +255,12 @@ const (
 	// page request through PRI, resolved or refused by the page response
 	// (RDMADoc, "On-demand paging").
 	FeatRDMAODP = 1 << 5
+	// FeatRDMAAtomic (interface 2.6): RC atomics, CMP_AND_SWP and
+	// FETCH_AND_ADD, both ways (RDMADoc, "Atomics").
+	FeatRDMAAtomic = 1 << 6
 
 	// Features is REG_FEATURES of this device.
-	Features = FeatTxCsum | FeatTSO4 | FeatTSO6 | FeatRxCsum | FeatRDMA | FeatRDMAODP
+	Features = FeatTxCsum | FeatTSO4 | FeatTSO6 | FeatRxCsum | FeatRDMA | FeatRDMAODP | FeatRDMAAtomic
 )
 
 // Register values.

@@ -94,6 +94,20 @@ page responses to drain before it completes an invalidation: the driver may inva
 holds a request unanswered. Nor do DEREG_MR, DESTROY_QP and RESET wait for them: a response that
 comes after them is harmless (no DMA follows it).
 
+Atomics (interface 2.6, FEATURES.RDMA_ATOMIC). A send entry with IBV_WR_ATOMIC_CMP_AND_SWP or
+IBV_WR_ATOMIC_FETCH_AND_ADD reads wr.wr.atomic (remote_addr, compare_add, swap, rkey) and returns the
+original 8 bytes into its SGL, which must hold exactly 8 bytes (dma.length 8, not inline; else
+IBV_WC_LOC_LEN_ERR); it completes with IBV_WC_COMP_SWAP or IBV_WC_FETCH_ADD, byte_len 8. Atomics count
+with RDMA READs against max_rd_atomic and wait for IBV_SEND_FENCE like them. The responder executes
+an atomic only on a QP whose access has RDMA_ACCESS_REMOTE_ATOMIC (else an invalid request NAK), on
+8 bytes aligned to 8 (else an invalid request NAK) inside an MR registered with
+RDMA_ACCESS_REMOTE_ATOMIC (else a remote access NAK). The 8 bytes are little-endian; the read, the
+change and the write are one step with respect to every other atomic of the device (the guarantee
+of IBV_ATOMIC_HCA, which is what the device offers: not with respect to the CPUs). The responder
+remembers its last max_dest_rd_atomic READs and atomics: a duplicate atomic is answered with the
+value it found the first time, never executed twice. A fault on the 8 bytes (read or write) is a
+receive fault: nothing is changed, and the retransmission executes it once the page is present.
+
 Message alarm. RDMA_MSG_ALARM = N arms a countdown of the requests the responder executes (those
 messages_in counts); the one that reaches 0 posts a MSG_ALARM event (handle 0) and disarms it. A
 write right after an alarm went off counts from the request that set it off: the requests executed
@@ -173,7 +187,7 @@ const (
 	RDMAMaxCQE      = 65536     // slots of a completion queue
 	RDMAMaxMRSize   = 1 << 40   // bytes of one MR
 	RDMAMaxMsgSize  = 1 << 31   // bytes of one message
-	RDMAMaxRdAtomic = 16        // RDMA READs outstanding per QP, each way
+	RDMAMaxRdAtomic = 16        // RDMA READs and atomics outstanding per QP, each way
 )
 
 // Command opcodes (RDMACmdOpcode).
@@ -272,7 +286,9 @@ const (
 	RDMAAccessLocalWrite  = 1 << 0
 	RDMAAccessRemoteWrite = 1 << 1
 	RDMAAccessRemoteRead  = 1 << 2
-	RDMAAccessOnDemand    = 1 << 6
+	// RDMAAccessRemoteAtomic (interface 2.6): atomics from the peer.
+	RDMAAccessRemoteAtomic = 1 << 3
+	RDMAAccessOnDemand     = 1 << 6
 )
 
 // Command header, common to every opcode.
@@ -319,7 +335,7 @@ var (
 	RDMAModifyQPMinRNRTimer = u8("min_rnr_timer", 21, "driver: the RNR NAK timer this QP asks for, IB timer table index 0..31")
 	RDMAModifyQPMaxRdAtomic = u8("max_rd_atomic", 22, "driver: RDMA READs this QP has outstanding, 0..NPFNIC_RDMA_MAX_RD_ATOMIC")
 	RDMAModifyQPMaxDestRd   = u8("max_dest_rd_atomic", 23, "driver: RDMA READs the peer may have outstanding here")
-	RDMAModifyQPAccess      = le32("access", 24, "driver: remote access of the responder (NPFNIC_RDMA_ACCESS_REMOTE_*)")
+	RDMAModifyQPAccess      = le32("access", 24, "driver: remote access of the responder (NPFNIC_RDMA_ACCESS_REMOTE_*; REMOTE_ATOMIC since 2.6)")
 	RDMAModifyQPDestQPN     = le32("dest_qpn", 28, "driver: the peer's QPN")
 	RDMAModifyQPRQPSN       = le32("rq_psn", 32, "driver: expected PSN of the responder, 24 bits")
 	RDMAModifyQPSQPSN       = le32("sq_psn", 36, "driver: first PSN of the requester, 24 bits")
@@ -506,7 +522,7 @@ var RDMAValues = []Value{
 	{"RDMA_MAX_CQE", RDMAMaxCQE, "slots of a completion queue"},
 	{"RDMA_MAX_MR_SIZE", RDMAMaxMRSize, "bytes of one memory region"},
 	{"RDMA_MAX_MSG_SIZE", RDMAMaxMsgSize, "bytes of one message"},
-	{"RDMA_MAX_RD_ATOMIC", RDMAMaxRdAtomic, "RDMA READs outstanding per QP"},
+	{"RDMA_MAX_RD_ATOMIC", RDMAMaxRdAtomic, "RDMA READs and atomics outstanding per QP"},
 	{"RDMA_CMD_CREATE_CQ", RDMACmdCreateCQ, "command: create a completion queue"},
 	{"RDMA_CMD_DESTROY_CQ", RDMACmdDestroyCQ, "command: destroy a completion queue (no QP may use it)"},
 	{"RDMA_CMD_CREATE_QP", RDMACmdCreateQP, "command: create an RC queue pair (in RESET)"},
@@ -566,7 +582,9 @@ var RDMAValues = []Value{
 	{"RDMA_ACCESS_LOCAL_WRITE", RDMAAccessLocalWrite, "MR access: the device may write it for local operations"},
 	{"RDMA_ACCESS_REMOTE_WRITE", RDMAAccessRemoteWrite, "MR access: RDMA WRITE from the peer"},
 	{"RDMA_ACCESS_REMOTE_READ", RDMAAccessRemoteRead, "MR access: RDMA READ from the peer"},
+	{"RDMA_ACCESS_REMOTE_ATOMIC", RDMAAccessRemoteAtomic, "MR and QP access: atomics from the peer (needs LOCAL_WRITE on an MR)"},
 	{"RDMA_ACCESS_ON_DEMAND", RDMAAccessOnDemand, "MR access: on-demand paging (pages fault in through PRI)"},
 	{"FEAT_RDMA", FeatRDMA, "NPFNIC_REG_FEATURES: the RDMA engine (registers at NPFNIC_REG_RDMA_CTRL)"},
 	{"FEAT_RDMA_ODP", FeatRDMAODP, "NPFNIC_REG_FEATURES: memory regions fault through PRI (on-demand paging)"},
+	{"FEAT_RDMA_ATOMIC", FeatRDMAAtomic, "NPFNIC_REG_FEATURES: RC atomics (CMP_AND_SWP, FETCH_AND_ADD)"},
 }

@@ -87,8 +87,12 @@ var (
 	RxeSendOpcode     = abi32("wr.opcode", 12, "IBV_WR_*")
 	RxeSendFlags      = abi32("wr.send_flags", 16, "IBV_SEND_*")
 	RxeSendImm        = abiBe32("wr.ex.imm_data", 20, "immediate data of the _WITH_IMM opcodes, network byte order")
-	RxeSendRemoteAddr = abi64("wr.wr.rdma.remote_addr", 24, "RDMA WRITE and READ: the remote address")
+	RxeSendRemoteAddr = abi64("wr.wr.rdma.remote_addr", 24, "RDMA WRITE and READ: the remote address; atomics: the same bytes, wr.wr.atomic.remote_addr")
 	RxeSendRKey       = abi32("wr.wr.rdma.rkey", 32, "RDMA WRITE and READ: the remote key")
+	// The atomics' member of the wr.wr union: rkey moves past the operands.
+	RxeSendCompareAdd = abi64("wr.wr.atomic.compare_add", 32, "atomics: the value CMP_AND_SWP compares with, FETCH_AND_ADD adds")
+	RxeSendSwap       = abi64("wr.wr.atomic.swap", 40, "CMP_AND_SWP: the value written if equal")
+	RxeSendAtomicRKey = abi32("wr.wr.atomic.rkey", 48, "atomics: the remote key")
 	RxeSendLength     = abi32("dma.length", 184, "message length in bytes")
 	RxeSendNumSGE     = abi32("dma.num_sge", 196, "SGEs in dma.sge (not read with IBV_SEND_INLINE)")
 	rxeSendInline     = Field{Name: "dma.inline_data", Offset: RxeSendWQESize, Size: 1, Count: -1, CType: "__u8",
@@ -103,7 +107,8 @@ var RxeSendWQE = ABILayout{"struct rxe_send_wqe", "rdma/rdma_user_rxe.h", RxeSen
 		"PSNs, dma.resid, dma.cur_sge, dma.sge_offset, ...) are rdma_rxe's private progress state: the device " +
 		"neither reads nor writes them.",
 	[]Field{RxeSendWRID.Field, RxeSendOpcode.Field, RxeSendFlags.Field, RxeSendImm.Field, RxeSendRemoteAddr.Field,
-		RxeSendRKey.Field, RxeSendLength.Field, RxeSendNumSGE.Field, rxeSendInline, rxeSendSGE}}
+		RxeSendRKey.Field, RxeSendCompareAdd.Field, RxeSendSwap.Field, RxeSendAtomicRKey.Field, RxeSendLength.Field,
+		RxeSendNumSGE.Field, rxeSendInline, rxeSendSGE}}
 
 // Receive queue entry fields (struct rxe_recv_wqe) the device reads.
 var (
@@ -190,6 +195,8 @@ const (
 	IBVWCSend            = 0
 	IBVWCRDMAWrite       = 1
 	IBVWCRDMARead        = 2
+	IBVWCCompSwap        = 3
+	IBVWCFetchAdd        = 4
 	IBVWCRecv            = 1 << 7
 	IBVWCRecvRDMAWithImm = IBVWCRecv + 1
 
@@ -206,9 +213,9 @@ var RxeValues = []Value{
 	{"IBV_WR_SEND", IBVWRSend, "SEND"},
 	{"IBV_WR_SEND_WITH_IMM", IBVWRSendWithImm, "SEND with immediate data"},
 	{"IBV_WR_RDMA_READ", IBVWRRDMARead, "RDMA READ"},
-	{"IBV_WR_ATOMIC_CMP_AND_SWP", IBVWRAtomicCmpAndSwp, "not supported: IBV_WC_LOC_QP_OP_ERR"},
-	{"IBV_WR_ATOMIC_FETCH_AND_ADD", IBVWRAtomicFetchAdd, "not supported"},
-	{"IBV_WR_LOCAL_INV", IBVWRLocalInv, "not supported"},
+	{"IBV_WR_ATOMIC_CMP_AND_SWP", IBVWRAtomicCmpAndSwp, "atomic compare and swap of the 8 aligned bytes at wr.wr.atomic.remote_addr; the original value lands in the 8-byte SGL"},
+	{"IBV_WR_ATOMIC_FETCH_AND_ADD", IBVWRAtomicFetchAdd, "atomic fetch and add, as CMP_AND_SWP"},
+	{"IBV_WR_LOCAL_INV", IBVWRLocalInv, "not supported: IBV_WC_LOC_QP_OP_ERR"},
 	{"IBV_WR_BIND_MW", IBVWRBindMW, "not supported"},
 	{"IBV_WR_SEND_WITH_INV", IBVWRSendWithInv, "not supported"},
 	{"IBV_WR_TSO", IBVWRTSO, "not supported (UD and raw packet QPs only)"},
@@ -234,6 +241,8 @@ var RxeValues = []Value{
 	{"IBV_WC_SEND", IBVWCSend, "opcode: SEND completed"},
 	{"IBV_WC_RDMA_WRITE", IBVWCRDMAWrite, "RDMA WRITE completed"},
 	{"IBV_WC_RDMA_READ", IBVWCRDMARead, "RDMA READ completed"},
+	{"IBV_WC_COMP_SWAP", IBVWCCompSwap, "atomic compare and swap completed"},
+	{"IBV_WC_FETCH_ADD", IBVWCFetchAdd, "atomic fetch and add completed"},
 	{"IBV_WC_RECV", IBVWCRecv, "a SEND received"},
 	{"IBV_WC_RECV_RDMA_WITH_IMM", IBVWCRecvRDMAWithImm, "an RDMA WRITE with immediate data received"},
 	{"IBV_WC_GRH", IBVWCGRH, "wc_flags: set on receive completions, as rdma_rxe does (RoCEv2 packets carry an IP header in place of the GRH)"},

@@ -247,10 +247,11 @@ const (
 // Verbs values (the uapi's IB_UVERBS_* and ib_verbs.h's enums, the same
 // numbers as libibverbs' IBV_*).
 const (
-	accessLocalWrite  = 1
-	accessRemoteWrite = 2
-	accessRemoteRead  = 4
-	accessOnDemand    = 0x40
+	accessLocalWrite   = 1
+	accessRemoteWrite  = 2
+	accessRemoteRead   = 4
+	accessRemoteAtomic = 8
+	accessOnDemand     = 0x40
 
 	qptRC = 2
 

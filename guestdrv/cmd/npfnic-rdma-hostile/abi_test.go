@@ -133,7 +133,7 @@ func TestRequests(t *testing.T) {
 			{postSendHandle.Field, 9}, {postSendWRCount.Field, 0}, {postSendSGECount.Field, 0}, {postSendWQESize.Field, 56}}},
 		{"modify_qp to INIT", &modifyQP, reqModifyQP(2, steps[0]), []want{
 			{modifyHandle.Field, 2}, {modifyMask.Field, hw.RDMAQPAttrState | hw.RDMAQPAttrPKeyIndex | hw.RDMAQPAttrPort | hw.RDMAQPAttrAccessFlags}, {modifyState.Field, qpsInit},
-			{modifyPort.Field, 1}, {modifyPKeyIndex.Field, 0}, {modifyAccess.Field, accessLocalWrite | accessRemoteWrite | accessRemoteRead},
+			{modifyPort.Field, 1}, {modifyPKeyIndex.Field, 0}, {modifyAccess.Field, accessLocalWrite | accessRemoteWrite | accessRemoteRead | accessRemoteAtomic},
 			{modifyDestIsGlobal.Field, 0}}},
 		{"modify_qp to RTR", &modifyQP, reqModifyQP(2, steps[1]), []want{
 			{modifyHandle.Field, 2}, {modifyMask.Field, hw.RDMAQPAttrState | hw.RDMAQPAttrAV | hw.RDMAQPAttrPathMTU | hw.RDMAQPAttrDestQPN | hw.RDMAQPAttrRQPSN | hw.RDMAQPAttrMaxDestRdAtomic | hw.RDMAQPAttrMinRNRTimer},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -206,6 +207,20 @@ var cases = []hostileCase{
 		return sendWQE{opcode: hw.IBVWRRDMARead, flags: hw.IBVSendSignaled, remoteAddr: e.rmr.addr + scratch,
 			rkey: e.rmr.rkey, sgl: []sge{e.lsge(writeArea, 64)}}.sum()
 	}),
+	// Atomics librxe would refuse to post, and one the server refuses.
+	sendCase("atomic-into-4-bytes", hw.IBVWCLocLenErr, "", func(e *caseEnv) sendWQE {
+		return sendWQE{opcode: hw.IBVWRAtomicFetchAdd, flags: hw.IBVSendSignaled, remoteAddr: e.rmr.addr + atomicWord,
+			rkey: e.rmr.rkey, compareAdd: 1, sgl: []sge{e.lsge(scratch, 4)}}.sum()
+	}),
+	sendCase("atomic-misaligned", hw.IBVWCRemInvReqErr, "", func(e *caseEnv) sendWQE {
+		return sendWQE{opcode: hw.IBVWRAtomicFetchAdd, flags: hw.IBVSendSignaled, remoteAddr: e.rmr.addr + atomicWord + 4,
+			rkey: e.rmr.rkey, compareAdd: 1, sgl: []sge{e.lsge(scratch, 8)}}.sum()
+	}),
+	sendCase("atomic-bad-rkey", hw.IBVWCRemAccessErr, "", func(e *caseEnv) sendWQE {
+		return sendWQE{opcode: hw.IBVWRAtomicCmpAndSwp, flags: hw.IBVSendSignaled, remoteAddr: e.rmr.addr + atomicWord,
+			rkey: e.rmr.rkey ^ 0x5a5a00, sgl: []sge{e.lsge(scratch, 8)}}.sum()
+	}),
+	{name: "atomics", want: atomicsWant, run: atomics},
 	// Receive entries: the server's SEND finds them.
 	recvCase("recv-bad-lkey", hw.IBVWCLocProtErr, hw.IBVWCRemOpErr, "LOC_QP_OP_ERR", func(e *caseEnv) recvWQE {
 		s := e.lsge(scratch, recvSize)
@@ -421,4 +436,55 @@ func modifyErrInflight(e *caseEnv) (string, error) {
 		return "reads " + describe(sends, inflightReads, ids) + " (out of order, wrong bytes or status); " + r, nil
 	}
 	return "reads in order SUCCESS… WR_FLUSH_ERR…, bytes right; " + r, nil
+}
+
+// atomicWord is the server's word the atomics change: in its canary
+// area, 8-byte aligned, so that its check after the case finds it back
+// only if each atomic ran once, as asked.
+const atomicWord = scratch + 64
+
+const atomicsWant = "FETCH_ADD SUCCESS orig right; CMP_SWAP SUCCESS orig right; CMP_SWAP SUCCESS orig right"
+
+// atomics adds to the server's canary word, swaps it back (comparing with
+// the sum), then compares with a wrong value, which changes nothing: each
+// returns the word as it was before it ran.
+func atomics(e *caseEnv) (string, error) {
+	var b [8]byte
+	fillCanary(b[:], mrOff+atomicWord)
+	orig := binary.LittleEndian.Uint64(b[:])
+	const add = 0x0102_0304_0506_0708
+	res := func(i int) int { return scratch + 8*i }
+	ws := []sendWQE{
+		{id: 1, opcode: hw.IBVWRAtomicFetchAdd, compareAdd: add, sgl: []sge{e.lsge(res(0), 8)}},
+		{id: 2, opcode: hw.IBVWRAtomicCmpAndSwp, compareAdd: orig + add, swap: orig, sgl: []sge{e.lsge(res(1), 8)}},
+		{id: 3, opcode: hw.IBVWRAtomicCmpAndSwp, compareAdd: ^orig, swap: 0, sgl: []sge{e.lsge(res(2), 8)}},
+	}
+	for i := range ws {
+		ws[i].flags, ws[i].remoteAddr, ws[i].rkey = hw.IBVSendSignaled, e.rmr.addr+atomicWord, e.rmr.rkey
+		ws[i] = ws[i].sum()
+	}
+	if err := e.post(ws...); err != nil {
+		return "", err
+	}
+	got := e.scq.q.pollN(len(ws), e.wait)
+	names := map[uint32]string{hw.IBVWCFetchAdd: "FETCH_ADD", hw.IBVWCCompSwap: "CMP_SWAP"}
+	want := []uint64{orig, orig + add, orig}
+	var out []string
+	for i, c := range got {
+		s := names[c.opcode] + " " + statusName(c.status)
+		if c.wrID != ws[i].id {
+			s += fmt.Sprintf("#%#x", c.wrID)
+		}
+		v := binary.LittleEndian.Uint64(e.buf[mrOff+res(i):])
+		if v == want[i] {
+			s += " orig right"
+		} else {
+			s += fmt.Sprintf(" orig %#x, want %#x", v, want[i])
+		}
+		out = append(out, s)
+	}
+	if len(got) < len(ws) {
+		out = append(out, fmt.Sprintf("(only %d of %d completions)", len(got), len(ws)))
+	}
+	return strings.Join(out, "; "), nil
 }

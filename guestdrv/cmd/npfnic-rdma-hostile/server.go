@@ -40,7 +40,7 @@ func newServer(v *verbs, sgid uint8, gid [16]byte) (*server, error) {
 		return nil, err
 	}
 	fillCanary(s.buf, 0)
-	if s.mr, err = v.regMR(s.pd, s.buf[mrOff:mrOff+mrLen], accessLocalWrite|accessRemoteWrite|accessRemoteRead); err != nil {
+	if s.mr, err = v.regMR(s.pd, s.buf[mrOff:mrOff+mrLen], accessLocalWrite|accessRemoteWrite|accessRemoteRead|accessRemoteAtomic); err != nil {
 		return nil, err
 	}
 	return s, nil

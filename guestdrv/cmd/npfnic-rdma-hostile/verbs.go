@@ -373,7 +373,7 @@ type endpoint struct {
 func connectSteps(local endpoint, sgidIndex uint8, remote endpoint) []qpAttr {
 	return []qpAttr{
 		{mask: hw.RDMAQPAttrState | hw.RDMAQPAttrPKeyIndex | hw.RDMAQPAttrPort | hw.RDMAQPAttrAccessFlags, state: qpsInit, port: 1,
-			access: accessLocalWrite | accessRemoteWrite | accessRemoteRead},
+			access: accessLocalWrite | accessRemoteWrite | accessRemoteRead | accessRemoteAtomic},
 		{mask: hw.RDMAQPAttrState | hw.RDMAQPAttrAV | hw.RDMAQPAttrPathMTU | hw.RDMAQPAttrDestQPN | hw.RDMAQPAttrRQPSN | hw.RDMAQPAttrMaxDestRdAtomic | hw.RDMAQPAttrMinRNRTimer, state: qpsRTR,
 			pathMTU: mtu1024, destQPN: remote.qpn, rqPSN: remote.psn, maxDestRd: 1, minRNRTimer: 12,
 			dgid: remote.gid, sgidIndex: sgidIndex},

@@ -28,11 +28,14 @@ type sendWQE struct {
 	imm        uint32
 	remoteAddr uint64
 	rkey       uint32
-	length     uint32 // dma.length
-	numSGE     uint32 // dma.num_sge
-	sgl        []sge
-	inline     []byte // with IBV_SEND_INLINE
-	ssn        uint32
+	// compareAdd and swap are an atomic's operands (its rkey goes where
+	// the atomic member of the union has it).
+	compareAdd, swap uint64
+	length           uint32 // dma.length
+	numSGE           uint32 // dma.num_sge
+	sgl              []sge
+	inline           []byte // with IBV_SEND_INLINE
+	ssn              uint32
 }
 
 // sum returns w with length and numSGE what librxe writes: the SGEs'
@@ -60,7 +63,13 @@ func (w sendWQE) put(slot []byte) {
 	hw.RxeSendFlags.Put(slot, w.flags)
 	hw.RxeSendImm.Put(slot, w.imm)
 	hw.RxeSendRemoteAddr.Put(slot, w.remoteAddr)
-	hw.RxeSendRKey.Put(slot, w.rkey)
+	if w.opcode == hw.IBVWRAtomicCmpAndSwp || w.opcode == hw.IBVWRAtomicFetchAdd {
+		hw.RxeSendCompareAdd.Put(slot, w.compareAdd)
+		hw.RxeSendSwap.Put(slot, w.swap)
+		hw.RxeSendAtomicRKey.Put(slot, w.rkey)
+	} else {
+		hw.RxeSendRKey.Put(slot, w.rkey)
+	}
 	sendIOVA.Put(slot, w.remoteAddr)
 	sendState.Put(slot, 0)
 	sendSSN.Put(slot, w.ssn)
