@@ -19,13 +19,15 @@ import (
 // driver's ib_device the way a user sees it, with rdma_rxe never loaded:
 // Debian's ibverbs tools find it through librxe (the rxe user ABI) and open
 // it, its port is ACTIVE over Ethernet with a RoCEv2 GID from the guest's
-// IPv4 address, `rdma link` lists it on its netdev, and two ibverbs
-// programs (ibv_rc_pingpong server and client) create their CQs, QPs and
-// MRs on it (queues mapped through the uverbs file) and connect their QPs
-// up to RTS; Ethernet keeps working while translation runs for them. The
-// client killed with a SEND in flight loses its objects alone; rmmod with
-// the server still running disassociates its context, insmod brings the
-// device back, and the console shows no oops or warning.
+// IPv4 address, `rdma link` lists it on its netdev, and ibverbs programs
+// (ibv_rc_pingpong servers and clients) create their CQs, QPs and MRs on it
+// (queues mapped through the uverbs file). A server and a client in the
+// guest connect their QPs to each other and move checked buffers over the
+// device's loopback; Ethernet keeps working while translation runs for
+// them. A client killed mid-transfer loses its objects alone (its server's
+// QP then fails its retries); rmmod with a server still running
+// disassociates its context, insmod brings the device back, and the
+// console shows no oops or warning.
 func TestRDMADeviceOnNPFNIC(t *testing.T) {
 	// The port is up with a carrier: npfnic's wire is cabled to a QEMU NIC
 	// of the same guest (whose driver is never loaded).
@@ -99,7 +101,7 @@ func TestRDMADeviceOnNPFNIC(t *testing.T) {
 	// PD, an MR, a CQ and a QP, moves the QP to INIT, posts its receives
 	// into the mapped queue and waits for a client.
 	gid := gidRE.FindStringSubmatch(info)[1]
-	pp := make(chan vm.Result, 2)
+	pp := make(chan vm.Result, 4)
 	pingpong := func(args ...string) {
 		go func() {
 			pctx, pcancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -129,11 +131,29 @@ func TestRDMADeviceOnNPFNIC(t *testing.T) {
 	waitResources("the server's QP (INIT), CQ and MR", func(res string) bool {
 		return strings.Contains(res, "state INIT") && strings.Contains(res, "mrlen 4096")
 	})
-	// A client in the same guest: both QPs go through RTR to RTS with the
-	// other's QPN and the path to the guest's own GID (the core resolves
-	// the MAC). The client's SEND leaves on the cable, whose other end has
-	// no RDMA, so both then wait for completions that do not come.
-	pingpong("10.77.0.2")
+	// A server and a client in the same guest: both QPs go through RTR
+	// to RTS with the other's QPN and the path to the guest's own GID (the
+	// core resolves the port's own MAC), and the device loops their
+	// packets back: every buffer arrives intact (-c).
+	loopback := func(args ...string) []string {
+		return append([]string{"ibv_rc_pingpong", "-d", "npfnic0", "-g", gid, "-s", "4096", "-p", "18600", "-n", "100", "-c"}, args...)
+	}
+	lb := make(chan vm.Result, 1)
+	go func() {
+		r, _ := v.Exec(ctx, loopback()...)
+		lb <- r
+	}()
+	waitResources("the loopback server's QP", func(res string) bool { return strings.Count(res, "state INIT") == 2 })
+	if r, err := v.Exec(ctx, loopback("10.77.0.2")...); err != nil || r.Exit != 0 || !strings.Contains(r.Stdout, "100 iters") {
+		t.Fatalf("ibv_rc_pingpong -c over loopback, client: %v exit %d\n%s%s", err, r.Exit, r.Stdout, r.Stderr)
+	}
+	if r := <-lb; r.Exit != 0 || !strings.Contains(r.Stdout, "100 iters") {
+		t.Fatalf("ibv_rc_pingpong -c over loopback, server: exit %d\n%s%s", r.Exit, r.Stdout, r.Stderr)
+	}
+	// Another pair, moving data while the checks below run.
+	pingpong("-p", "18601", "-n", "100000000")
+	waitResources("the second server's QP", func(res string) bool { return strings.Count(res, "state INIT") == 2 })
+	pingpong("-p", "18601", "-n", "100000000", "10.77.0.2")
 	res := waitResources("two QPs in RTS", func(res string) bool {
 		return strings.Count(res, "type RC state RTS") == 2
 	})
@@ -156,11 +176,16 @@ func TestRDMADeviceOnNPFNIC(t *testing.T) {
 		t.Errorf("no ATC miss after the ping: is translation on? %v", m)
 	}
 
-	// The client killed with its SEND in flight (the device retransmits
-	// it): its QP, CQ and MR go, the server's stay.
+	// The client killed mid-transfer: its QP, CQ and MR go, the servers'
+	// stay; then the second server goes too.
 	run(t, v, `for p in $(pidof ibv_rc_pingpong); do if grep -q 10.77.0.2 /proc/$p/cmdline; then kill -9 $p; fi; done`)
 	<-pp
-	waitResources("the server's objects alone", func(res string) bool {
+	waitResources("the servers' objects alone", func(res string) bool {
+		return strings.Count(res, "comm ibv_rc_pingpong") == 6
+	})
+	run(t, v, `for p in $(pidof ibv_rc_pingpong); do if grep -q 18601 /proc/$p/cmdline; then kill -9 $p; fi; done`)
+	<-pp
+	waitResources("the first server's objects alone", func(res string) bool {
 		return strings.Count(res, "comm ibv_rc_pingpong") == 3
 	})
 

@@ -153,8 +153,14 @@ func (n *node) connect(t testing.TB, qpn uint32, peer *node, peerQPN uint32, mtu
 // connectTimeout is connect with the local ACK timeout's code.
 func (n *node) connectTimeout(t testing.TB, qpn uint32, peer *node, peerQPN uint32, mtu, timeout uint8) {
 	t.Helper()
+	n.connectAccess(t, qpn, peer, peerQPN, mtu, timeout, hw.RDMAAccessRemoteWrite|hw.RDMAAccessRemoteRead)
+}
+
+// connectAccess is connectTimeout with the QP's remote access flags.
+func (n *node) connectAccess(t testing.TB, qpn uint32, peer *node, peerQPN uint32, mtu, timeout uint8, access uint32) {
+	t.Helper()
 	n.must(t, rdmatest.ModifyQP(qpn, rdmatest.Modify{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrAccessFlags,
-		State: hw.RDMAQPInit, Access: hw.RDMAAccessRemoteWrite | hw.RDMAAccessRemoteRead}))
+		State: hw.RDMAQPInit, Access: access}))
 	n.must(t, rdmatest.ModifyQP(qpn, rdmatest.Modify{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrAV | hw.RDMAQPAttrPathMTU |
 		hw.RDMAQPAttrDestQPN | hw.RDMAQPAttrRQPSN | hw.RDMAQPAttrMaxDestRdAtomic | hw.RDMAQPAttrMinRNRTimer,
 		State: hw.RDMAQPRTR, PathMTU: mtu, DestQPN: peerQPN, RQPSN: 100, MaxDestRd: 4, MinRNRTimer: 1,

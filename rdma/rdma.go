@@ -146,6 +146,7 @@ type Stats struct {
 	RxDisabled  uint64 // frames dropped without bus mastering
 	RingErrors  uint64 // rxe ring accesses that failed (QP or CQ in error)
 	LateRefused uint64 // MR accesses refused because the region was going away
+	Loopback    uint64 // frames to the port's own addresses, received without the wire
 }
 
 // Engine is the RDMA engine. Create it with New.
@@ -203,7 +204,7 @@ type Engine struct {
 	testBeforeDrain atomic.Pointer[func()]
 
 	stats struct {
-		commands, events, doorbells, cqes, badWQEs, rxFrames, rxDisabled, ringErrors, lateRefused atomic.Uint64
+		commands, events, doorbells, cqes, badWQEs, rxFrames, rxDisabled, ringErrors, lateRefused, loopback atomic.Uint64
 	}
 }
 
@@ -627,7 +628,7 @@ func (e *Engine) Stats() Stats {
 		Commands: e.stats.commands.Load(), Events: e.stats.events.Load(), Doorbells: e.stats.doorbells.Load(),
 		CQEs: e.stats.cqes.Load(), BadWQEs: e.stats.badWQEs.Load(), RC: e.rc.Load().Stats(),
 		RxFrames: e.stats.rxFrames.Load(), RxDisabled: e.stats.rxDisabled.Load(),
-		RingErrors: e.stats.ringErrors.Load(), LateRefused: e.stats.lateRefused.Load(),
+		RingErrors: e.stats.ringErrors.Load(), LateRefused: e.stats.lateRefused.Load(), Loopback: e.stats.loopback.Load(),
 	}
 }
 

@@ -36,6 +36,13 @@ type txFrame struct {
 // (PortReady) once the queue has room, so a long READ's responses are
 // read from guest memory here, not on the port's reader. Frames of a
 // transport that RESET replaced are dropped, queued or not.
+//
+// A frame to one of the port's own addresses (a QP connected to another
+// QP of this device, which the kernel resolves to the port's own MAC)
+// never reaches the wire: this goroutine hands it to the engine's
+// receive path, as rdma_rxe loops back a packet to a local address. So
+// loopback works without a cable, and takes the transmit path's flow
+// control like any other frame.
 type transmitter struct {
 	e    *Engine
 	mu   sync.Mutex
@@ -68,7 +75,7 @@ func (p *txPort) Pull() { p.t.pull(p.rc) }
 
 // put queues frame of rc, or refuses it with ibrc.ErrPortFull.
 func (t *transmitter) put(rc *ibrc.Transport, frame []byte) error {
-	if t.e.port.Load() == nil {
+	if t.e.port.Load() == nil && !t.e.Claim(frame) {
 		return errNoPort
 	}
 	t.mu.Lock()
@@ -132,7 +139,10 @@ func (t *transmitter) run() {
 		t.r++
 		t.mu.Unlock()
 		if f.rc == t.e.rc.Load() {
-			if p := t.e.port.Load(); p != nil {
+			if t.e.Claim(f.frame) {
+				t.e.stats.loopback.Add(1)
+				t.e.Receive(f.frame)
+			} else if p := t.e.port.Load(); p != nil {
 				_ = (*p).Send(f.frame)
 			}
 		}
