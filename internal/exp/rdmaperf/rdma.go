@@ -71,6 +71,8 @@ var Tests = []Test{
 	{Name: "send_bw 64K", Run: workload.Perftest{Tool: "ib_send_bw", Size: 65536}},
 	{Name: "read_bw 64K", Run: workload.Perftest{Tool: "ib_read_bw", Size: 65536}},
 	{Name: "send_lat 64B", Latency: true, Run: workload.Perftest{Tool: "ib_send_lat", Size: 64}},
+	{Name: "fetch_add_lat", Latency: true, Run: workload.Perftest{Tool: "ib_atomic_lat", Extra: []string{"-A", "FETCH_AND_ADD"}}},
+	{Name: "cmp_swap_lat", Latency: true, Run: workload.Perftest{Tool: "ib_atomic_lat", Extra: []string{"-A", "CMP_AND_SWAP"}}},
 }
 
 // testTimeout bounds one perftest run: rxe↔rxe moves 200 × 64 KiB in

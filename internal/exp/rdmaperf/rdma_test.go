@@ -37,8 +37,12 @@ func TestReport(t *testing.T) {
 	for round := 1; round <= 3; round++ {
 		for _, tt := range Tests {
 			base, fast := 10.0+float64(round), 150.0+float64(round)
-			if tt.Latency {
+			switch {
+			case tt.Name == "send_lat 64B":
 				base, fast = 600, 100
+			case tt.Latency:
+				// The latency goal is send_lat's: atomics are reported, not judged.
+				base, fast = 600, 500
 			}
 			results = append(results,
 				Result{Pair: rxe, Test: tt.Name, Round: round, Value: base},
@@ -60,7 +64,8 @@ func TestReport(t *testing.T) {
 	tab := Table(c, results)
 	for _, want := range []string{
 		"goal npfnic-npfnic >= 10x rxe-rxe bandwidth: MET",
-		"goal npfnic-npfnic <= 0.3x rxe-rxe latency: MET",
+		"goal npfnic-npfnic <= 0.3x rxe-rxe latency: MET (send_lat 64B 0.17x)",
+		"fetch_add_lat (µs)",
 		"goal npfnic-rxe >= 1.5x rxe-rxe bandwidth: NOT MEASURED",
 		"goal npfnic-npfnic >= 10x rxe-rxe bandwidth: MET (write_bw 64K 12.67x",
 		"npfnic-rxe write_bw 64K: 3 of 3 rounds failed: no ibverbs device",
