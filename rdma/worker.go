@@ -26,6 +26,7 @@ type worker struct {
 
 	qps    map[uint32]*qp
 	cqs    [hw.RDMAMaxCQ]*cq
+	srqs   [hw.RDMAMaxSRQ]*srq
 	mrs    map[uint32]*mr
 	pds    map[uint32]*ibrc.PD
 	pdRefs map[uint32]int
@@ -119,6 +120,7 @@ func (w *worker) service() {
 	if inst != nil {
 		w.runCommands(tail)
 	}
+	w.srqEvents()
 	for _, n := range w.bells {
 		if q := w.qps[n]; q != nil {
 			w.pumpSQ(q)
@@ -320,7 +322,10 @@ func (w *worker) drainCQ(c *cq) bool {
 	return moved
 }
 
-// complete handles one engine completion on c.
+// complete handles one engine completion on c. The work request's ring
+// slot is retired before its completion is written, as rdma_rxe does: a
+// program that posts again as soon as it polls the completion (perftest's
+// latency tests, with one slot) must find the slot free.
 func (w *worker) complete(c *cq, wc ibrc.WC) {
 	q := w.qps[wc.QPN]
 	if q == nil {
@@ -330,10 +335,10 @@ func (w *worker) complete(c *cq, wc ibrc.WC) {
 		q.errStatus = wc.Status
 	}
 	if wc.Opcode&ibrc.WCRecv != 0 {
-		w.push(c, rxeq.CQEFromWC(wc), wc.Solicited || wc.Status != ibrc.WCSuccess)
 		if err := q.retireRecv(); err != nil && !errors.Is(err, rxeq.ErrNotFetched) {
 			w.ringError(err)
 		}
+		w.push(c, rxeq.CQEFromWC(wc), wc.Solicited || wc.Status != ibrc.WCSuccess)
 		return
 	}
 	sig := true
@@ -341,10 +346,10 @@ func (w *worker) complete(c *cq, wc ibrc.WC) {
 		sig = q.signaled[0]
 		q.signaled = q.signaled[1:]
 	}
+	w.retireSend(q)
 	if sig || wc.Status != ibrc.WCSuccess {
 		w.push(c, rxeq.CQEFromWC(wc), true)
 	}
-	w.retireSend(q)
 }
 
 func (w *worker) retireSend(q *qp) {
@@ -507,8 +512,8 @@ func (w *worker) checkQP(q *qp) (moved bool) {
 		if inErr {
 			wc.Status = ibrc.WCWRFlushErr
 		}
-		w.push(q.scq, rxeq.CQEFromWC(wc), true)
 		w.retireSend(q)
+		w.push(q.scq, rxeq.CQEFromWC(wc), true)
 		if !inErr {
 			if q.errStatus == 0 {
 				q.errStatus = wc.Status
@@ -554,8 +559,8 @@ func (w *worker) checkQP(q *qp) (moved bool) {
 // IBV_WC_WR_FLUSH_ERR, as rdma_rxe does; it reports whether there were
 // any.
 func (w *worker) flushRQ(q *qp) (moved bool) {
-	if q.rqBroken.Load() {
-		return false
+	if q.rqBroken.Load() || q.srq != nil {
+		return false // an SRQ is not flushed: its entries are not the QP's
 	}
 	for {
 		q.rqMu.Lock()
@@ -601,6 +606,12 @@ func (w *worker) teardown() {
 		if c != nil {
 			w.e.retire(c.dma)
 			w.cqs[i] = nil
+		}
+	}
+	for i, s := range w.srqs {
+		if s != nil {
+			w.e.retire(s.dma)
+			w.srqs[i] = nil
 		}
 	}
 	for k, m := range w.mrs {
