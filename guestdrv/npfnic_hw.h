@@ -31,7 +31,7 @@
 #define NPFNIC_DIAG_ECHO_MAX             0x10000 /* most rounds one DIAG_ECHO_CTRL write runs */
 #define NPFNIC_DIAG_ECHO_GAP_MAX         0xf4240 /* largest NPFNIC_REG_DIAG_ECHO_GAP (microseconds) */
 #define NPFNIC_MAGIC                     0x4e50464e /* value of NPFNIC_REG_ID */
-#define NPFNIC_INTERFACE_VERSION         0x20006 /* value of NPFNIC_REG_VERSION */
+#define NPFNIC_INTERFACE_VERSION         0x20007 /* value of NPFNIC_REG_VERSION */
 #define NPFNIC_DIAG_DMA_CTRL_START       0x1 /* start; ignored while NPFNIC_DIAG_DMA_STATUS_BUSY */
 #define NPFNIC_DIAG_DMA_CTRL_ABORT       0x2 /* stop a running DMA; BUSY until no byte will be written */
 #define NPFNIC_DIAG_DMA_STATUS_IDLE      0x0
@@ -457,6 +457,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_QPN_MAX              0xffffff /* largest QPN (QPNs 0 and 1 are reserved) */
 #define NPFNIC_RDMA_MAX_QP               0x100 /* live queue pairs */
 #define NPFNIC_RDMA_MAX_CQ               0x100 /* live completion queues */
+#define NPFNIC_RDMA_MAX_SRQ              0x100 /* live shared receive queues (SRQN 0..RDMA_MAX_SRQ-1) */
 #define NPFNIC_RDMA_MAX_MR               0x1000 /* live memory regions */
 #define NPFNIC_RDMA_MAX_GID              0x10 /* GID table entries */
 #define NPFNIC_RDMA_MAX_SGE              0x20 /* scatter/gather entries per WQE */
@@ -477,7 +478,11 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_CMD_ADD_GID          0x9 /* command: set a GID table entry */
 #define NPFNIC_RDMA_CMD_DEL_GID          0xa /* command: clear a GID table entry */
 #define NPFNIC_RDMA_CMD_QUERY_STATS      0xb /* command: write the NPFNIC_RDMA_STATS counters to a buffer */
+#define NPFNIC_RDMA_CMD_CREATE_SRQ       0xc /* command: create a shared receive queue */
+#define NPFNIC_RDMA_CMD_MODIFY_SRQ       0xd /* command: arm (or disarm) an SRQ's limit */
+#define NPFNIC_RDMA_CMD_DESTROY_SRQ      0xe /* command: destroy an SRQ no QP uses */
 #define NPFNIC_RDMA_CMD_FLAG_EVENT       0x1 /* command flag: post a CMD_DONE event */
+#define NPFNIC_RDMA_CMD_FLAG_SRQ         0x2 /* CREATE_QP flag: receives from an SRQ (struct npfnic_rdma_cmd_create_qp_srq) */
 #define NPFNIC_RDMA_CMD_OK               0x0 /* command status: done */
 #define NPFNIC_RDMA_CMDERR_OPCODE        0x1 /* command status: unknown opcode */
 #define NPFNIC_RDMA_CMDERR_HANDLE        0x2 /* command status: handle out of range, in use or unknown */
@@ -494,6 +499,8 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_EVENT_QP_ACCESS_ERR  0x6 /* event: the peer reported a remote access error */
 #define NPFNIC_RDMA_EVENT_COMM_EST       0x7 /* event: a QP in RTR received its first packet */
 #define NPFNIC_RDMA_EVENT_MSG_ALARM      0x8 /* event: RDMA_MSG_ALARM's count of executed requests was reached */
+#define NPFNIC_RDMA_EVENT_SRQ_LIMIT      0x9 /* event: an SRQ has fewer entries posted than its armed limit (now disarmed) */
+#define NPFNIC_RDMA_EVENT_SRQ_ERR        0xa /* event: an SRQ's ring could not be read; it gives no more entries */
 #define NPFNIC_RDMAERR_BAD_STATUS_ADDR   0x1 /* RDMA status block outside guest memory or misaligned */
 #define NPFNIC_RDMAERR_BAD_CMDQ          0x2 /* command queue invalid or outside guest memory */
 #define NPFNIC_RDMAERR_BAD_CMDQ_TAIL     0x3 /* CMDQ_TAIL moved backwards or too far */
@@ -530,6 +537,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_FEAT_RDMA                 0x10 /* NPFNIC_REG_FEATURES: the RDMA engine (registers at NPFNIC_REG_RDMA_CTRL) */
 #define NPFNIC_FEAT_RDMA_ODP             0x20 /* NPFNIC_REG_FEATURES: memory regions fault through PRI (on-demand paging) */
 #define NPFNIC_FEAT_RDMA_ATOMIC          0x40 /* NPFNIC_REG_FEATURES: RC atomics (CMP_AND_SWP, FETCH_AND_ADD) */
+#define NPFNIC_FEAT_RDMA_SRQ             0x80 /* NPFNIC_REG_FEATURES: shared receive queues */
 
 /* RDMA counters: indices in the NPFNIC_RDMA_CMD_QUERY_STATS buffer (le64 each) */
 #define NPFNIC_RDMA_STAT_RX_FRAMES       0 /* RoCEv2 frames handed to the RC engine */
@@ -677,6 +685,97 @@ _Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, max_send_sge) == 56, "
 _Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, max_recv_sge) == 58, "npfnic_rdma_cmd_create_qp.max_recv_sge offset");
 _Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, max_inline) == 60, "npfnic_rdma_cmd_create_qp.max_inline offset");
 _Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp, sq_sig_all) == 62, "npfnic_rdma_cmd_create_qp.sq_sig_all offset");
+
+/* NPFNIC_RDMA_CMD_CREATE_QP with NPFNIC_RDMA_CMD_FLAG_SRQ (handle: QPN; interface 2.7): receives come from the SRQ. */
+struct npfnic_rdma_cmd_create_qp_srq {
+	__u8 opcode;                    /* driver: NPFNIC_RDMA_CMD_* */
+	__u8 flags;                     /* driver: NPFNIC_RDMA_CMD_FLAG_* */
+	__le16 rsvd;                    /* reserved, zero */
+	__le32 status;                  /* device: NPFNIC_RDMA_CMD_OK or NPFNIC_RDMA_CMDERR_*; the driver writes NPFNIC_RDMA_CMD_PENDING before posting */
+	__le32 handle;                  /* driver: the QPN, CQN, MR key or GID index the command acts on */
+	__le32 pd;                      /* driver: protection domain number; the QP may use only MRs of this PD */
+	__le64 sq_buf;                  /* driver: IOVA of the send queue's rxe queue buffer */
+	__le32 sq_slots;                /* driver: send queue slots, a power of two, 2..NPFNIC_RDMA_MAX_QP_WR */
+	__le32 sq_log2_elem_size;       /* driver: log2 of the send queue's slot size */
+	__le32 srqn;                    /* driver: the SRQ the QP takes its receives from (same PD) */
+	__le32 rsvd_rq[3];              /* reserved, zero (a receive queue's geometry without FLAG_SRQ) */
+	__le32 send_cqn;                /* driver: CQ of send completions */
+	__le32 recv_cqn;                /* driver: CQ of receive completions */
+	__le16 max_send_sge;            /* driver: SGEs per send WQE, 1..NPFNIC_RDMA_MAX_SGE */
+	__le16 rsvd3;                   /* reserved, zero */
+	__le16 max_inline;              /* driver: inline bytes per send WQE, 0..NPFNIC_RDMA_MAX_INLINE */
+	__le16 sq_sig_all;              /* driver: 1: every send WQE completes on the CQ, whatever IBV_SEND_SIGNALED says */
+};
+_Static_assert(sizeof(struct npfnic_rdma_cmd_create_qp_srq) == 64, "npfnic_rdma_cmd_create_qp_srq size");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp_srq, opcode) == 0, "npfnic_rdma_cmd_create_qp_srq.opcode offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp_srq, flags) == 1, "npfnic_rdma_cmd_create_qp_srq.flags offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp_srq, rsvd) == 2, "npfnic_rdma_cmd_create_qp_srq.rsvd offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp_srq, status) == 4, "npfnic_rdma_cmd_create_qp_srq.status offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp_srq, handle) == 8, "npfnic_rdma_cmd_create_qp_srq.handle offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp_srq, pd) == 12, "npfnic_rdma_cmd_create_qp_srq.pd offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp_srq, sq_buf) == 16, "npfnic_rdma_cmd_create_qp_srq.sq_buf offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp_srq, sq_slots) == 24, "npfnic_rdma_cmd_create_qp_srq.sq_slots offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp_srq, sq_log2_elem_size) == 28, "npfnic_rdma_cmd_create_qp_srq.sq_log2_elem_size offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp_srq, srqn) == 32, "npfnic_rdma_cmd_create_qp_srq.srqn offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp_srq, rsvd_rq) == 36, "npfnic_rdma_cmd_create_qp_srq.rsvd_rq offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp_srq, send_cqn) == 48, "npfnic_rdma_cmd_create_qp_srq.send_cqn offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp_srq, recv_cqn) == 52, "npfnic_rdma_cmd_create_qp_srq.recv_cqn offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp_srq, max_send_sge) == 56, "npfnic_rdma_cmd_create_qp_srq.max_send_sge offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp_srq, rsvd3) == 58, "npfnic_rdma_cmd_create_qp_srq.rsvd3 offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp_srq, max_inline) == 60, "npfnic_rdma_cmd_create_qp_srq.max_inline offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_qp_srq, sq_sig_all) == 62, "npfnic_rdma_cmd_create_qp_srq.sq_sig_all offset");
+
+/* NPFNIC_RDMA_CMD_CREATE_SRQ (handle: SRQN; interface 2.7). */
+struct npfnic_rdma_cmd_create_srq {
+	__u8 opcode;                    /* driver: NPFNIC_RDMA_CMD_* */
+	__u8 flags;                     /* driver: NPFNIC_RDMA_CMD_FLAG_* */
+	__le16 rsvd;                    /* reserved, zero */
+	__le32 status;                  /* device: NPFNIC_RDMA_CMD_OK or NPFNIC_RDMA_CMDERR_*; the driver writes NPFNIC_RDMA_CMD_PENDING before posting */
+	__le32 handle;                  /* driver: the QPN, CQN, MR key or GID index the command acts on */
+	__le32 pd;                      /* driver: protection domain number */
+	__le64 buf;                     /* driver: IOVA of the rxe queue buffer */
+	__le32 slots;                   /* driver: slots, a power of two, 2..NPFNIC_RDMA_MAX_QP_WR */
+	__le32 log2_elem_size;          /* driver: log2 of the slot size */
+	__le16 max_sge;                 /* driver: SGEs per entry, 1..NPFNIC_RDMA_MAX_SGE */
+	__le16 rsvd2;                   /* reserved, zero */
+	__le32 limit;                   /* driver: the limit armed at creation (0: none), as MODIFY_SRQ's */
+	__le32 rsvd_tail[6];            /* reserved, zero */
+};
+_Static_assert(sizeof(struct npfnic_rdma_cmd_create_srq) == 64, "npfnic_rdma_cmd_create_srq size");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_srq, opcode) == 0, "npfnic_rdma_cmd_create_srq.opcode offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_srq, flags) == 1, "npfnic_rdma_cmd_create_srq.flags offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_srq, rsvd) == 2, "npfnic_rdma_cmd_create_srq.rsvd offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_srq, status) == 4, "npfnic_rdma_cmd_create_srq.status offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_srq, handle) == 8, "npfnic_rdma_cmd_create_srq.handle offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_srq, pd) == 12, "npfnic_rdma_cmd_create_srq.pd offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_srq, buf) == 16, "npfnic_rdma_cmd_create_srq.buf offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_srq, slots) == 24, "npfnic_rdma_cmd_create_srq.slots offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_srq, log2_elem_size) == 28, "npfnic_rdma_cmd_create_srq.log2_elem_size offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_srq, max_sge) == 32, "npfnic_rdma_cmd_create_srq.max_sge offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_srq, rsvd2) == 34, "npfnic_rdma_cmd_create_srq.rsvd2 offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_srq, limit) == 36, "npfnic_rdma_cmd_create_srq.limit offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_create_srq, rsvd_tail) == 40, "npfnic_rdma_cmd_create_srq.rsvd_tail offset");
+
+/* NPFNIC_RDMA_CMD_MODIFY_SRQ (handle: SRQN; interface 2.7). */
+struct npfnic_rdma_cmd_modify_srq {
+	__u8 opcode;                    /* driver: NPFNIC_RDMA_CMD_* */
+	__u8 flags;                     /* driver: NPFNIC_RDMA_CMD_FLAG_* */
+	__le16 rsvd;                    /* reserved, zero */
+	__le32 status;                  /* device: NPFNIC_RDMA_CMD_OK or NPFNIC_RDMA_CMDERR_*; the driver writes NPFNIC_RDMA_CMD_PENDING before posting */
+	__le32 handle;                  /* driver: the QPN, CQN, MR key or GID index the command acts on */
+	__le32 rsvd2;                   /* reserved, zero */
+	__le32 limit;                   /* driver: arm: one SRQ_LIMIT event once fewer entries than this are posted; 0 disarms */
+	__le32 rsvd_tail[11];           /* reserved, zero */
+};
+_Static_assert(sizeof(struct npfnic_rdma_cmd_modify_srq) == 64, "npfnic_rdma_cmd_modify_srq size");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_srq, opcode) == 0, "npfnic_rdma_cmd_modify_srq.opcode offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_srq, flags) == 1, "npfnic_rdma_cmd_modify_srq.flags offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_srq, rsvd) == 2, "npfnic_rdma_cmd_modify_srq.rsvd offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_srq, status) == 4, "npfnic_rdma_cmd_modify_srq.status offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_srq, handle) == 8, "npfnic_rdma_cmd_modify_srq.handle offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_srq, rsvd2) == 12, "npfnic_rdma_cmd_modify_srq.rsvd2 offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_srq, limit) == 16, "npfnic_rdma_cmd_modify_srq.limit offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_srq, rsvd_tail) == 20, "npfnic_rdma_cmd_modify_srq.rsvd_tail offset");
 
 /* NPFNIC_RDMA_CMD_MODIFY_QP and NPFNIC_RDMA_CMD_QUERY_QP (handle: QPN). QUERY_QP: the device writes state, rq_psn and sq_psn. */
 struct npfnic_rdma_cmd_modify_qp {

@@ -85,6 +85,12 @@ func (w *worker) exec(b []byte) (status uint32, results bool) {
 		return w.delGID(h), false
 	case hw.RDMACmdQueryStats:
 		return w.queryStats(h, b), false
+	case hw.RDMACmdCreateSRQ:
+		return w.createSRQ(h, b), false
+	case hw.RDMACmdModifySRQ:
+		return w.modifySRQ(h, b), false
+	case hw.RDMACmdDestroySRQ:
+		return w.destroySRQ(h), false
 	}
 	return hw.RDMACmdErrOpcode, false
 }
@@ -194,10 +200,25 @@ func (w *worker) createQP(n uint32, b []byte) uint32 {
 	case len(w.qps) >= hw.RDMAMaxQP:
 		return hw.RDMACmdErrResource
 	}
+	pdn := hw.RDMACreateQPPD.Get(b)
 	sg, ok1 := geometry(hw.RDMACreateQPSQBuf.Get(b), hw.RDMACreateQPSQSlots.Get(b), hw.RDMACreateQPSQLog2Elem.Get(b), hw.RDMAMaxQPWR)
-	rg, ok2 := geometry(hw.RDMACreateQPRQBuf.Get(b), hw.RDMACreateQPRQSlots.Get(b), hw.RDMACreateQPRQLog2Elem.Get(b), hw.RDMAMaxQPWR)
+	var rg rxeq.Geometry
+	var s *srq
+	ok2 := true
+	rsge := int(hw.RDMACreateQPMaxRecvSGE.Get(b))
+	if hw.RDMACmdFlags.Get(b)&hw.RDMACmdFlagSRQ != 0 {
+		// Receives from an SRQ of the same PD, whose geometry bounds them.
+		if sn := hw.RDMACreateQPSRQN.Get(b); sn < hw.RDMAMaxSRQ && w.srqs[sn] != nil && w.srqs[sn].pdn == pdn {
+			s = w.srqs[sn]
+			rg.Slots, rsge = s.slots, s.maxSGE
+		} else {
+			ok2 = false
+		}
+	} else {
+		rg, ok2 = geometry(hw.RDMACreateQPRQBuf.Get(b), hw.RDMACreateQPRQSlots.Get(b), hw.RDMACreateQPRQLog2Elem.Get(b), hw.RDMAMaxQPWR)
+	}
 	scqn, rcqn := hw.RDMACreateQPSendCQ.Get(b), hw.RDMACreateQPRecvCQ.Get(b)
-	ssge, rsge := int(hw.RDMACreateQPMaxSendSGE.Get(b)), int(hw.RDMACreateQPMaxRecvSGE.Get(b))
+	ssge := int(hw.RDMACreateQPMaxSendSGE.Get(b))
 	inline := int(hw.RDMACreateQPMaxInline.Get(b))
 	switch {
 	case !ok1 || !ok2:
@@ -207,23 +228,31 @@ func (w *worker) createQP(n uint32, b []byte) uint32 {
 	case ssge < 1 || ssge > hw.RDMAMaxSGE || rsge < 1 || rsge > hw.RDMAMaxSGE || inline > hw.RDMAMaxInline:
 		return hw.RDMACmdErrParam
 	}
-	q := &qp{n: n, pdn: hw.RDMACreateQPPD.Get(b), sqG: sg, rqG: rg, rsge: rsge, badWQEs: &w.e.stats.badWQEs,
+	q := &qp{n: n, pdn: pdn, sqG: sg, rqG: rg, rsge: rsge, badWQEs: &w.e.stats.badWQEs,
 		lim: rxeq.SendLimits{MaxSGE: ssge, MaxInline: inline}, sigAll: hw.RDMACreateQPSigAll.Get(b) != 0,
-		scq: w.cqs[scqn], rcq: w.cqs[rcqn]}
+		scq: w.cqs[scqn], rcq: w.cqs[rcqn], srq: s}
 	q.dma = w.e.cfg.Mem.NewStream(streamName("qp", n))
 	if !q.newRings() {
 		return hw.RDMACmdErrParam
 	}
+	recv := q.nextRecv
+	if s != nil {
+		recv = s.next
+	}
 	rc, err := w.pd(q.pdn).CreateQPNum(n, ibrc.QPInit{SendCQ: q.scq.rc, RecvCQ: q.rcq.rc,
 		Cap:        ibrc.QPCap{MaxSendWR: int(sg.Slots), MaxRecvWR: int(rg.Slots), MaxSendSGE: ssge, MaxRecvSGE: rsge, MaxInline: inline},
-		RecvSource: q.nextRecv})
+		RecvSource: recv})
 	if err != nil {
 		w.putPD(q.pdn)
 		return hw.RDMACmdErrParam
 	}
 	q.rc = rc
 	q.dma.Own(sg.Base, sg.Size)
-	q.dma.Own(rg.Base, rg.Size)
+	if s == nil {
+		q.dma.Own(rg.Base, rg.Size)
+	} else {
+		s.refs++
+	}
 	w.e.addStream(q.dma)
 	q.scq.refs++
 	q.rcq.refs++
@@ -240,11 +269,15 @@ func (q *qp) newRings() bool {
 	if err != nil {
 		return false
 	}
+	q.sq = sq
+	if q.srq != nil {
+		return true // no receive ring of its own
+	}
 	rq, err := rxeq.NewRQ(q.dma, q.rqG, q.rsge)
 	if err != nil {
 		return false
 	}
-	q.sq, q.rq = sq, rq
+	q.rq = rq
 	return true
 }
 
@@ -260,10 +293,12 @@ func (q *qp) discard() {
 	defer q.dma.End()
 	for q.sq.Outstanding() > 0 && q.sq.Retire() == nil {
 	}
-	q.rqMu.Lock()
-	for q.rq.Outstanding() > 0 && q.rq.Retire() == nil {
+	if q.rq != nil { // an SRQ's entries were retired when taken
+		q.rqMu.Lock()
+		for q.rq.Outstanding() > 0 && q.rq.Retire() == nil {
+		}
+		q.rqMu.Unlock()
 	}
-	q.rqMu.Unlock()
 	q.sqBroken = false
 	q.rqBroken.Store(false)
 }
@@ -382,6 +417,9 @@ func (w *worker) destroyQP(n uint32) uint32 {
 	delete(w.qps, n)
 	q.scq.refs--
 	q.rcq.refs--
+	if q.srq != nil {
+		q.srq.refs--
+	}
 	w.putPD(q.pdn)
 	return hw.RDMACmdOK
 }

@@ -44,6 +44,7 @@ type qp struct {
 	sigAll bool
 	scq    *cq
 	rcq    *cq
+	srq    *srq // receives come from it, not from rq (nil)
 
 	// signaled has, for each send WR handed to the engine and not yet
 	// completed, whether its success makes a completion (IBV_SEND_SIGNALED
@@ -94,6 +95,9 @@ func (q *qp) nextRecv() (ibrc.RecvWR, ibrc.WCStatus, bool) {
 
 // retireRecv returns the oldest fetched receive slot to user space.
 func (q *qp) retireRecv() error {
+	if q.srq != nil {
+		return nil // retired when taken
+	}
 	q.rqMu.Lock()
 	defer q.rqMu.Unlock()
 	if !q.dma.Begin() {

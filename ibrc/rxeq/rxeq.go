@@ -215,5 +215,15 @@ func (c *consumer) retire() error {
 // Outstanding is the number of entries fetched and not yet retired.
 func (c *consumer) Outstanding() int { return int((c.fetch - c.cons) & c.mask) }
 
+// Posted is the number of entries posted and not yet fetched, from the
+// producer index as it is now (masked: never more than the ring holds).
+func (c *consumer) Posted() (int, error) {
+	prod, err := c.load(hw.RxeQueueProducer, "producer_index")
+	if err != nil {
+		return 0, err
+	}
+	return int((prod - c.fetch) & c.mask), nil
+}
+
 // Geometry returns the registered geometry.
 func (r *ring) Geometry() Geometry { return r.g }

@@ -406,9 +406,11 @@ func CreateQP(qpn uint32, s QPSpec) Cmd {
 	hw.RDMACreateQPSQBuf.Put(c[:], s.SQ.Base)
 	hw.RDMACreateQPSQSlots.Put(c[:], s.SQ.Slots)
 	hw.RDMACreateQPSQLog2Elem.Put(c[:], s.SQ.Log2)
-	hw.RDMACreateQPRQBuf.Put(c[:], s.RQ.Base)
-	hw.RDMACreateQPRQSlots.Put(c[:], s.RQ.Slots)
-	hw.RDMACreateQPRQLog2Elem.Put(c[:], s.RQ.Log2)
+	if s.RQ != nil {
+		hw.RDMACreateQPRQBuf.Put(c[:], s.RQ.Base)
+		hw.RDMACreateQPRQSlots.Put(c[:], s.RQ.Slots)
+		hw.RDMACreateQPRQLog2Elem.Put(c[:], s.RQ.Log2)
+	}
 	hw.RDMACreateQPSendCQ.Put(c[:], s.SendCQ)
 	hw.RDMACreateQPRecvCQ.Put(c[:], s.RecvCQ)
 	hw.RDMACreateQPMaxSendSGE.Put(c[:], s.MaxSendSGE)
@@ -417,6 +419,37 @@ func CreateQP(qpn uint32, s QPSpec) Cmd {
 	if s.SigAll {
 		hw.RDMACreateQPSigAll.Put(c[:], 1)
 	}
+	return c
+}
+
+// CreateQPSRQ is CREATE_QP with FLAG_SRQ: the QP's receives come from
+// the SRQ srqn (s.RQ and s.MaxRecvSGE are not sent).
+func CreateQPSRQ(qpn, srqn uint32, s QPSpec) Cmd {
+	c := CreateQP(qpn, s)
+	c[hw.RDMACmdFlags.Offset] |= hw.RDMACmdFlagSRQ
+	clear(c[hw.RDMACreateQPRQBuf.Offset : hw.RDMACreateQPRQLog2Elem.Offset+4])
+	hw.RDMACreateQPMaxRecvSGE.Put(c[:], 0)
+	hw.RDMACreateQPSRQN.Put(c[:], srqn)
+	return c
+}
+
+// CreateSRQ is CREATE_SRQ of an SRQ over q with maxSGE SGEs per entry and
+// limit armed.
+func CreateSRQ(srqn, pd uint32, q *Queue, maxSGE uint16, limit uint32) Cmd {
+	c := NewCmd(hw.RDMACmdCreateSRQ, srqn)
+	hw.RDMACreateSRQPD.Put(c[:], pd)
+	hw.RDMACreateSRQBuf.Put(c[:], q.Base)
+	hw.RDMACreateSRQSlots.Put(c[:], q.Slots)
+	hw.RDMACreateSRQLog2Elem.Put(c[:], q.Log2)
+	hw.RDMACreateSRQMaxSGE.Put(c[:], maxSGE)
+	hw.RDMACreateSRQLimit.Put(c[:], limit)
+	return c
+}
+
+// ModifySRQ is MODIFY_SRQ arming limit (0 disarms).
+func ModifySRQ(srqn, limit uint32) Cmd {
+	c := NewCmd(hw.RDMACmdModifySRQ, srqn)
+	hw.RDMAModifySRQLimit.Put(c[:], limit)
 	return c
 }
 

@@ -58,7 +58,7 @@ const (
 	// Bump the major for incompatible register changes, the minor for
 	// additions an older driver can ignore, and say what changed in
 	// InterfaceChanges.
-	InterfaceVersion = 2<<16 | 6
+	InterfaceVersion = 2<<16 | 7
 )
 
 // InterfaceChange is what one interface version added or changed.
@@ -77,6 +77,7 @@ var InterfaceChanges = []InterfaceChange{
 	{2, 4, "RDMA (FEATURES.RDMA): the RDMA register block, command and event queues, rdma_rxe's user-ABI queues, a tenth vector"},
 	{2, 5, "on-demand paging for RDMA (FEATURES.RDMA_ODP): page requests for memory regions, RDMA_RECV_FAULT, RDMA_MSG_ALARM, QUERY_STATS"},
 	{2, 6, "RC atomics (FEATURES.RDMA_ATOMIC): RDMA_ACCESS_REMOTE_ATOMIC for QPs and MRs, rxe's atomic send entries and completions"},
+	{2, 7, "shared receive queues (FEATURES.RDMA_SRQ): CREATE_SRQ, MODIFY_SRQ, DESTROY_SRQ, CREATE_QP's FLAG_SRQ, the SRQ_LIMIT and SRQ_ERR events"},
 }
 
 // Register offsets in BAR0. All registers are 32 bits wide.
@@ -258,9 +259,12 @@ const (
 	// FeatRDMAAtomic (interface 2.6): RC atomics, CMP_AND_SWP and
 	// FETCH_AND_ADD, both ways (RDMADoc, "Atomics").
 	FeatRDMAAtomic = 1 << 6
+	// FeatRDMASRQ (interface 2.7): shared receive queues (RDMADoc,
+	// "Shared receive queues").
+	FeatRDMASRQ = 1 << 7
 
 	// Features is REG_FEATURES of this device.
-	Features = FeatTxCsum | FeatTSO4 | FeatTSO6 | FeatRxCsum | FeatRDMA | FeatRDMAODP | FeatRDMAAtomic
+	Features = FeatTxCsum | FeatTSO4 | FeatTSO6 | FeatRxCsum | FeatRDMA | FeatRDMAODP | FeatRDMAAtomic | FeatRDMASRQ
 )
 
 // Register values.

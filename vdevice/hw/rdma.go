@@ -108,6 +108,19 @@ remembers its last max_dest_rd_atomic READs and atomics: a duplicate atomic is a
 value it found the first time, never executed twice. A fault on the 8 bytes (read or write) is a
 receive fault: nothing is changed, and the retransmission executes it once the page is present.
 
+Shared receive queues (interface 2.7, FEATURES.RDMA_SRQ). CREATE_SRQ registers an rxe queue buffer of
+receive entries (struct rxe_recv_wqe, as a receive queue's) that librxe posts to, for the QPs of its
+PD created with FLAG_SRQ naming it. A QP takes the next entry when a message needs one, whichever QP
+it is, and moves the SRQ's consumer index at once (rdma_rxe's order): a taken entry belongs to the QP,
+completes on its receive CQ (flushed with it), and is no longer the SRQ's. A malformed entry completes
+with its error on the QP that took it, which goes to the error state as with its own receive queue.
+An SRQ is never flushed: its entries stay posted when its QPs go to the error state or are destroyed.
+Its limit (below its slots), armed by CREATE_SRQ or MODIFY_SRQ, posts one SRQ_LIMIT event (and
+disarms) when a QP takes an entry and fewer than limit entries are left posted, as rdma_rxe. A ring that
+cannot be read (outside guest memory, or once stopped) posts SRQ_ERR and gives no more entries: QPs
+then answer SENDs with RNR NAKs. DESTROY_SRQ fails with CMDERR_BUSY while a QP uses it, and completes
+once no DMA of the device reads its ring.
+
 Message alarm. RDMA_MSG_ALARM = N arms a countdown of the requests the responder executes (those
 messages_in counts); the one that reaches 0 posts a MSG_ALARM event (handle 0) and disarms it. A
 write right after an alarm went off counts from the request that set it off: the requests executed
@@ -179,6 +192,7 @@ const (
 	RDMAQPNMax      = 1<<24 - 1 // QPN: 2..RDMAQPNMax (0 and 1 are the special QPs)
 	RDMAMaxQP       = 256       // live queue pairs
 	RDMAMaxCQ       = 256       // live completion queues
+	RDMAMaxSRQ      = 256       // live shared receive queues (SRQN 0..RDMAMaxSRQ-1)
 	RDMAMaxMR       = 4096      // live memory regions
 	RDMAMaxGID      = 16        // GID table entries
 	RDMAMaxSGE      = 32        // scatter/gather entries per WQE
@@ -205,11 +219,20 @@ const (
 	// RDMACmdQueryStats (interface 2.5) writes the counters (RDMACounters,
 	// 64 bits each, in their order) to the buffer it names.
 	RDMACmdQueryStats = 11
+	// Shared receive queues (interface 2.7): handle the SRQN,
+	// 0..RDMAMaxSRQ-1.
+	RDMACmdCreateSRQ  = 12
+	RDMACmdModifySRQ  = 13
+	RDMACmdDestroySRQ = 14
 )
 
 // Command flags (RDMACmdFlags).
 const (
 	RDMACmdFlagEvent = 1 << 0 // post a CMD_DONE event once the command ran
+	// RDMACmdFlagSRQ (CREATE_QP, interface 2.7): the QP takes its receives
+	// from a shared receive queue; the entry is a struct
+	// npfnic_rdma_cmd_create_qp_srq.
+	RDMACmdFlagSRQ = 1 << 1
 )
 
 // Command status (RDMACmdStatus), written by the device.
@@ -228,14 +251,16 @@ const (
 
 // Event types (RDMAEventType).
 const (
-	RDMAEventCmdDone     = 1 // handle: the command's queue index (free-running)
-	RDMAEventCQComp      = 2 // handle: CQN (armed, and a completion landed)
-	RDMAEventCQErr       = 3 // handle: CQN; the CQ overran (full when a completion was due) and stopped
-	RDMAEventQPFatal     = 4 // handle: QPN; the QP went to the error state (info: NPFNIC_RDMA_WC status that caused it)
-	RDMAEventQPReqErr    = 5 // handle: QPN; the remote side reported an invalid request
-	RDMAEventQPAccessErr = 6 // handle: QPN; the remote side reported a remote access error
-	RDMAEventCommEst     = 7 // handle: QPN; first packet received in RTR
-	RDMAEventMsgAlarm    = 8 // handle 0: the requests RDMA_MSG_ALARM asked for were executed (interface 2.5)
+	RDMAEventCmdDone     = 1  // handle: the command's queue index (free-running)
+	RDMAEventCQComp      = 2  // handle: CQN (armed, and a completion landed)
+	RDMAEventCQErr       = 3  // handle: CQN; the CQ overran (full when a completion was due) and stopped
+	RDMAEventQPFatal     = 4  // handle: QPN; the QP went to the error state (info: NPFNIC_RDMA_WC status that caused it)
+	RDMAEventQPReqErr    = 5  // handle: QPN; the remote side reported an invalid request
+	RDMAEventQPAccessErr = 6  // handle: QPN; the remote side reported a remote access error
+	RDMAEventCommEst     = 7  // handle: QPN; first packet received in RTR
+	RDMAEventMsgAlarm    = 8  // handle 0: the requests RDMA_MSG_ALARM asked for were executed (interface 2.5)
+	RDMAEventSRQLimit    = 9  // handle: SRQN; fewer entries posted than its armed limit (interface 2.7); disarmed
+	RDMAEventSRQErr      = 10 // handle: SRQN; its ring could not be read: it gives no more entries (interface 2.7)
 )
 
 // RDMA engine errors (RDMA_ERROR and the status block's error).
@@ -322,6 +347,24 @@ var (
 	RDMACreateQPMaxRecvSGE = le16("max_recv_sge", 58, "driver: SGEs per receive WQE, 1..NPFNIC_RDMA_MAX_SGE")
 	RDMACreateQPMaxInline  = le16("max_inline", 60, "driver: inline bytes per send WQE, 0..NPFNIC_RDMA_MAX_INLINE")
 	RDMACreateQPSigAll     = le16("sq_sig_all", 62, "driver: 1: every send WQE completes on the CQ, whatever IBV_SEND_SIGNALED says")
+)
+
+// CREATE_QP with NPFNIC_RDMA_CMD_FLAG_SRQ: as CREATE_QP, with the SRQ in
+// place of the receive queue.
+var (
+	RDMACreateQPSRQN = le32("srqn", 32, "driver: the SRQ the QP takes its receives from (same PD)")
+)
+
+// CREATE_SRQ: a shared receive queue over an rxe queue buffer of receive
+// entries; MODIFY_SRQ arms its limit.
+var (
+	RDMACreateSRQPD       = le32("pd", 12, "driver: protection domain number")
+	RDMACreateSRQBuf      = le64("buf", 16, "driver: IOVA of the rxe queue buffer")
+	RDMACreateSRQSlots    = le32("slots", 24, "driver: slots, a power of two, 2..NPFNIC_RDMA_MAX_QP_WR")
+	RDMACreateSRQLog2Elem = le32("log2_elem_size", 28, "driver: log2 of the slot size")
+	RDMACreateSRQMaxSGE   = le16("max_sge", 32, "driver: SGEs per entry, 1..NPFNIC_RDMA_MAX_SGE")
+	RDMACreateSRQLimit    = le32("limit", 36, "driver: the limit armed at creation (0: none), as MODIFY_SRQ's")
+	RDMAModifySRQLimit    = le32("limit", 16, "driver: arm: one SRQ_LIMIT event once fewer entries than this are posted; 0 disarms")
 )
 
 // MODIFY_QP: attributes as in ib_modify_qp; only those in mask apply.
@@ -428,6 +471,15 @@ var (
 		RDMACreateQPRQBuf.Field, RDMACreateQPRQSlots.Field, RDMACreateQPRQLog2Elem.Field,
 		RDMACreateQPSendCQ.Field, RDMACreateQPRecvCQ.Field, RDMACreateQPMaxSendSGE.Field, RDMACreateQPMaxRecvSGE.Field,
 		RDMACreateQPMaxInline.Field, RDMACreateQPSigAll.Field)
+	RDMACmdCreateQPSRQLayout = rdmaCmd("rdma_cmd_create_qp_srq", "NPFNIC_RDMA_CMD_CREATE_QP with NPFNIC_RDMA_CMD_FLAG_SRQ (handle: QPN; interface 2.7): receives come from the SRQ.",
+		RDMACreateQPPD.Field, RDMACreateQPSQBuf.Field, RDMACreateQPSQSlots.Field, RDMACreateQPSQLog2Elem.Field,
+		RDMACreateQPSRQN.Field, Field{Name: "rsvd_rq", Offset: 36, Size: 4, Count: 3, Doc: "reserved, zero (a receive queue's geometry without FLAG_SRQ)"}, RDMACreateQPSendCQ.Field, RDMACreateQPRecvCQ.Field, RDMACreateQPMaxSendSGE.Field,
+		le16("rsvd3", 58, "reserved, zero").Field, RDMACreateQPMaxInline.Field, RDMACreateQPSigAll.Field)
+	RDMACmdCreateSRQLayout = rdmaCmd("rdma_cmd_create_srq", "NPFNIC_RDMA_CMD_CREATE_SRQ (handle: SRQN; interface 2.7).",
+		RDMACreateSRQPD.Field, RDMACreateSRQBuf.Field, RDMACreateSRQSlots.Field, RDMACreateSRQLog2Elem.Field,
+		RDMACreateSRQMaxSGE.Field, le16("rsvd2", 34, "reserved, zero").Field, RDMACreateSRQLimit.Field, rdmaCmdTail(40))
+	RDMACmdModifySRQLayout = rdmaCmd("rdma_cmd_modify_srq", "NPFNIC_RDMA_CMD_MODIFY_SRQ (handle: SRQN; interface 2.7).",
+		le32("rsvd2", 12, "reserved, zero").Field, RDMAModifySRQLimit.Field, rdmaCmdTail(20))
 	RDMACmdModifyQPLayout = rdmaCmd("rdma_cmd_modify_qp", "NPFNIC_RDMA_CMD_MODIFY_QP and NPFNIC_RDMA_CMD_QUERY_QP (handle: QPN). QUERY_QP: the device writes state, rq_psn and sq_psn.",
 		RDMAModifyQPMask.Field, RDMAModifyQPState.Field, RDMAModifyQPPathMTU.Field, RDMAModifyQPTimeout.Field,
 		RDMAModifyQPRetryCnt.Field, RDMAModifyQPRNRRetry.Field, RDMAModifyQPMinRNRTimer.Field,
@@ -471,7 +523,8 @@ var RDMAStatus = Layout{"rdma_status", RDMAStatusSize, "RDMA status block (devic
 	WrittenByDevice}
 
 // RDMALayouts lists the structures of the RDMA interface.
-var RDMALayouts = []*Layout{&RDMACmd, &RDMACmdCreateCQLayout, &RDMACmdCreateQPLayout, &RDMACmdModifyQPLayout,
+var RDMALayouts = []*Layout{&RDMACmd, &RDMACmdCreateCQLayout, &RDMACmdCreateQPLayout, &RDMACmdCreateQPSRQLayout,
+	&RDMACmdCreateSRQLayout, &RDMACmdModifySRQLayout, &RDMACmdModifyQPLayout,
 	&RDMACmdRegMRLayout, &RDMACmdQueryStatsLayout, &RDMACmdAddGIDLayout, &RDMAEvent, &RDMAStatus}
 
 // RDMARegisters lists the RDMA registers in offset order.
@@ -514,6 +567,7 @@ var RDMAValues = []Value{
 	{"RDMA_QPN_MAX", RDMAQPNMax, "largest QPN (QPNs 0 and 1 are reserved)"},
 	{"RDMA_MAX_QP", RDMAMaxQP, "live queue pairs"},
 	{"RDMA_MAX_CQ", RDMAMaxCQ, "live completion queues"},
+	{"RDMA_MAX_SRQ", RDMAMaxSRQ, "live shared receive queues (SRQN 0..RDMA_MAX_SRQ-1)"},
 	{"RDMA_MAX_MR", RDMAMaxMR, "live memory regions"},
 	{"RDMA_MAX_GID", RDMAMaxGID, "GID table entries"},
 	{"RDMA_MAX_SGE", RDMAMaxSGE, "scatter/gather entries per WQE"},
@@ -534,7 +588,11 @@ var RDMAValues = []Value{
 	{"RDMA_CMD_ADD_GID", RDMACmdAddGID, "command: set a GID table entry"},
 	{"RDMA_CMD_DEL_GID", RDMACmdDelGID, "command: clear a GID table entry"},
 	{"RDMA_CMD_QUERY_STATS", RDMACmdQueryStats, "command: write the NPFNIC_RDMA_STATS counters to a buffer"},
+	{"RDMA_CMD_CREATE_SRQ", RDMACmdCreateSRQ, "command: create a shared receive queue"},
+	{"RDMA_CMD_MODIFY_SRQ", RDMACmdModifySRQ, "command: arm (or disarm) an SRQ's limit"},
+	{"RDMA_CMD_DESTROY_SRQ", RDMACmdDestroySRQ, "command: destroy an SRQ no QP uses"},
 	{"RDMA_CMD_FLAG_EVENT", RDMACmdFlagEvent, "command flag: post a CMD_DONE event"},
+	{"RDMA_CMD_FLAG_SRQ", RDMACmdFlagSRQ, "CREATE_QP flag: receives from an SRQ (struct npfnic_rdma_cmd_create_qp_srq)"},
 	{"RDMA_CMD_OK", RDMACmdOK, "command status: done"},
 	{"RDMA_CMDERR_OPCODE", RDMACmdErrOpcode, "command status: unknown opcode"},
 	{"RDMA_CMDERR_HANDLE", RDMACmdErrHandle, "command status: handle out of range, in use or unknown"},
@@ -551,6 +609,8 @@ var RDMAValues = []Value{
 	{"RDMA_EVENT_QP_ACCESS_ERR", RDMAEventQPAccessErr, "event: the peer reported a remote access error"},
 	{"RDMA_EVENT_COMM_EST", RDMAEventCommEst, "event: a QP in RTR received its first packet"},
 	{"RDMA_EVENT_MSG_ALARM", RDMAEventMsgAlarm, "event: RDMA_MSG_ALARM's count of executed requests was reached"},
+	{"RDMA_EVENT_SRQ_LIMIT", RDMAEventSRQLimit, "event: an SRQ has fewer entries posted than its armed limit (now disarmed)"},
+	{"RDMA_EVENT_SRQ_ERR", RDMAEventSRQErr, "event: an SRQ's ring could not be read; it gives no more entries"},
 	{"RDMAERR_BAD_STATUS_ADDR", RDMAErrBadStatusAddr, "RDMA status block outside guest memory or misaligned"},
 	{"RDMAERR_BAD_CMDQ", RDMAErrBadCmdq, "command queue invalid or outside guest memory"},
 	{"RDMAERR_BAD_CMDQ_TAIL", RDMAErrBadCmdqTail, "CMDQ_TAIL moved backwards or too far"},
@@ -587,4 +647,5 @@ var RDMAValues = []Value{
 	{"FEAT_RDMA", FeatRDMA, "NPFNIC_REG_FEATURES: the RDMA engine (registers at NPFNIC_REG_RDMA_CTRL)"},
 	{"FEAT_RDMA_ODP", FeatRDMAODP, "NPFNIC_REG_FEATURES: memory regions fault through PRI (on-demand paging)"},
 	{"FEAT_RDMA_ATOMIC", FeatRDMAAtomic, "NPFNIC_REG_FEATURES: RC atomics (CMP_AND_SWP, FETCH_AND_ADD)"},
+	{"FEAT_RDMA_SRQ", FeatRDMASRQ, "NPFNIC_REG_FEATURES: shared receive queues"},
 }
