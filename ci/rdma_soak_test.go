@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -14,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/npfnic/npfnic/images"
+	"github.com/npfnic/npfnic/internal/exp/runner"
+	"github.com/npfnic/npfnic/internal/report"
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 	"github.com/npfnic/npfnic/vdevice/hw"
@@ -33,7 +37,9 @@ import (
 // -c moves checked buffers, and this process, which serves the device,
 // holds its goroutines and memory (logged every round, bounded after
 // warm-up). NPFNIC_SOAK_ROUNDS rounds (default 5: one of each step; make
-// soak SOAK=rdma: 500).
+// soak SOAK=rdma: 500). Every round's figures go to out/soak/rdma
+// (soak.csv, and soak.png of the server's memory, goroutines and round
+// times), written whether the soak passes or fails.
 
 // rdmaSoakStep is what npfnic's side goes through in one round, under the
 // round's traffic. disrupts: the step ends the traffic itself.
@@ -143,6 +149,12 @@ func TestRDMASoak(t *testing.T) {
 	}
 	var base, lo, hi procFigures
 	soakStart := time.Now()
+	var rows []soakRow
+	defer func() {
+		if src, err := images.FindSourceDir("."); err == nil {
+			writeSoakFigures(t, filepath.Join(src, "out", "soak", "rdma"), rows)
+		}
+	}()
 	defer func() {
 		if t.Failed() {
 			t.Logf("the device's RDMA counters: %+v", s.npf.NIC.RDMA().Stats())
@@ -182,6 +194,8 @@ func TestRDMASoak(t *testing.T) {
 		} else if err := f.within(base); err != nil {
 			t.Fatalf("round %d (%s): the device server grew beyond its bound after warm-up: %v", s.round, step.name, err)
 		}
+		rows = append(rows, soakRow{round: s.round, step: step.name, odp: s.odp, secs: time.Since(roundStart).Seconds(), f: f,
+			retries: rxeSt["completer_retry_err"]})
 		t.Logf("round %d (%s, traffic %s) %.1fs (to the step's end %.1fs): late DMA 0/0; %s; device ring accesses refused %d, "+
 			"MR accesses refused %d; rxe retries %d",
 			s.round, step.name, map[bool]string{false: "pinned", true: "odp"}[s.odp], time.Since(roundStart).Seconds(),
@@ -189,6 +203,55 @@ func TestRDMASoak(t *testing.T) {
 	}
 	t.Logf("%d rounds in %.1fs: goroutines %d..%d, VmRSS %d..%d MiB, RssAnon %d..%d MiB, Go heap %d..%d MiB; late DMA 0",
 		rounds, time.Since(soakStart).Seconds(), lo.goroutines, hi.goroutines, lo.rssMiB, hi.rssMiB, lo.anonMiB, hi.anonMiB, lo.heapMiB, hi.heapMiB)
+}
+
+// soakRow is one round's figures.
+type soakRow struct {
+	round   int
+	step    string
+	odp     bool
+	secs    float64
+	f       procFigures
+	retries int64 // rxe's completer_retry_err so far
+}
+
+// writeSoakFigures writes the rounds' figures into dir: soak.csv and
+// soak.png (the server's memory and goroutines by round; each round's
+// time).
+func writeSoakFigures(t *testing.T, dir string, rows []soakRow) {
+	if len(rows) == 0 {
+		return
+	}
+	var csv [][]string
+	var mem, anon, heap, gor, secs report.Series
+	mem.Name, anon.Name, heap.Name, gor.Name, secs.Name = "VmRSS", "RssAnon", "Go heap", "goroutines", "round time"
+	for _, r := range rows {
+		csv = append(csv, report.Row(r.round, r.step, map[bool]string{false: "pinned", true: "odp"}[r.odp], r.secs,
+			r.f.goroutines, r.f.rssMiB, r.f.anonMiB, r.f.shmemMiB, r.f.heapMiB, r.retries))
+		x := float64(r.round)
+		for _, p := range []struct {
+			s *report.Series
+			v float64
+		}{{&mem, float64(r.f.rssMiB)}, {&anon, float64(r.f.anonMiB)}, {&heap, float64(r.f.heapMiB)},
+			{&gor, float64(r.f.goroutines)}, {&secs, r.secs}} {
+			p.s.X, p.s.Y = append(p.s.X, x), append(p.s.Y, p.v)
+		}
+	}
+	zero := 0.0
+	f := runner.Files{Dir: dir}
+	f.CSV("soak.csv", []string{"round", "step", "traffic", "seconds", "goroutines", "vmrss_mib", "rssanon_mib", "rssshmem_mib",
+		"go_heap_mib", "rxe_retries"}, csv)
+	f.Charts("soak.png", 1000, 300,
+		report.LineChart{Title: "RDMA soak: the device server's memory by round", XLabel: "round", YLabel: "MiB",
+			Series: []report.Series{mem, anon, heap}, YMin: &zero},
+		report.LineChart{Title: "its goroutines", XLabel: "round", YLabel: "goroutines", Series: []report.Series{gor}, YMin: &zero},
+		report.LineChart{Title: "each round's time (qp, mr, kill, rmmod, reset in turn)", XLabel: "round", YLabel: "s",
+			Series: []report.Series{secs}, YMin: &zero})
+	if paths, err := f.Done(); err != nil {
+		t.Logf("soak figures: %v", err)
+	} else {
+		t.Logf("soak figures: %s", strings.Join(paths, ", "))
+	}
 }
 
 func soakStepNames() string {
@@ -653,4 +716,22 @@ func (f procFigures) within(base procFigures) error {
 		return fmt.Errorf("RssShmem %d MiB: more than the guest's %d MiB of RAM", f.shmemMiB, soakGuestRAMMiB)
 	}
 	return nil
+}
+
+// TestSoakFigures: the soak's figures are written from its rounds.
+func TestSoakFigures(t *testing.T) {
+	dir := t.TempDir()
+	var rows []soakRow
+	for i := range 10 {
+		rows = append(rows, soakRow{round: i, step: rdmaSoakSteps[i%len(rdmaSoakSteps)].name, odp: i%2 == 1, secs: 14 + float64(i%5),
+			f: procFigures{goroutines: 27, rssMiB: 30 + int64(i%3), anonMiB: 15, heapMiB: 4}})
+	}
+	writeSoakFigures(t, dir, rows)
+	b, err := os.ReadFile(filepath.Join(dir, "soak.csv"))
+	if err != nil || strings.Count(string(b), "\n") != 11 || !strings.Contains(string(b), "rmmod,odp") {
+		t.Fatalf("soak.csv: %v\n%s", err, b)
+	}
+	if _, err := report.CheckFigures([]string{filepath.Join(dir, "soak.png")}); err != nil {
+		t.Fatal(err)
+	}
 }
