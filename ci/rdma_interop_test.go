@@ -1,6 +1,7 @@
 package ci
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"os/exec"
@@ -56,17 +57,18 @@ func pingpong(t *testing.T, p *testbed.RDMAPair, server, client *testbed.RDMAGue
 		q.ODP = pp.ODP && g.Kind == testbed.RDMANPFNIC // rxe has no ODP
 		return q.Args(g.Dev, g.GIDIndex, ip)
 	})
+	prog := cmp.Or(pp.Program, "ibv_rc_pingpong")
 	if err != nil {
-		t.Fatalf("ibv_rc_pingpong -s %d, %s server, %s client: %v", pp.Size, server.Kind, client.Kind, err)
+		t.Fatalf("%s -s %d, %s server, %s client: %v", prog, pp.Size, server.Kind, client.Kind, err)
 	}
 	r, err := workload.ParsePingpong(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Iters != pp.Iters || r.Bytes != int64(pp.Size)*int64(pp.Iters)*2 {
-		t.Fatalf("ibv_rc_pingpong -s %d -n %d: %+v", pp.Size, pp.Iters, r)
+		t.Fatalf("%s -s %d -n %d: %+v", prog, pp.Size, pp.Iters, r)
 	}
-	t.Logf("ibv_rc_pingpong -s %d (events %v, %s server, %s client): %.0f usec/iter", pp.Size, pp.Events, server.Kind, client.Kind, r.UsecPerIter)
+	t.Logf("%s -s %d (events %v, %s server, %s client): %.0f usec/iter", prog, pp.Size, pp.Events, server.Kind, client.Kind, r.UsecPerIter)
 	return r
 }
 
@@ -124,10 +126,12 @@ func rxeStats(t *testing.T, g *testbed.RDMAGuest) map[string]int64 {
 
 // TestRDMAInteropWithRxe: npfnic and rdma_rxe, each as server and as
 // client: ibv_rc_pingpong with buffer validation at 1 byte, 4 KiB and
-// 64 KiB; perftest's SEND, WRITE and READ bandwidth at every size and
-// SEND latency; atomics each way (ib_atomic_bw: rxe's requests on npfnic's
-// responder, npfnic's on rxe's). rxe's own counters show no sequence error and no
-// exhausted retry caused by npfnic's packets. Then npfnic's side is killed
+// 64 KiB; ibv_srq_pingpong (eight QPs sharing an SRQ, validated);
+// perftest's SEND, WRITE and READ bandwidth at every size and SEND
+// latency; atomics each way (ib_atomic_bw: rxe's requests on npfnic's
+// responder, npfnic's on rxe's). rxe's own counters show no sequence
+// error and no exhausted retry caused by npfnic's packets. Then npfnic's
+// side is killed
 // mid-transfer (killMidTransfer).
 func TestRDMAInteropWithRxe(t *testing.T) {
 	p := rdmaPair(t, "rdma-rxe", testbed.RDMANPFNIC, testbed.RDMARxe, "")
@@ -137,6 +141,9 @@ func TestRDMAInteropWithRxe(t *testing.T) {
 		pingpong(t, p, npf, rxe, workload.Pingpong{Size: size, Iters: 50})
 	}
 	pingpong(t, p, rxe, npf, workload.Pingpong{Size: 4096, Iters: 50, Events: true})
+	// Shared receive queues: eight QPs on each side take from one SRQ.
+	pingpong(t, p, npf, rxe, workload.Pingpong{Program: "ibv_srq_pingpong", QPs: 8, Size: 4096, Iters: 50})
+	pingpong(t, p, rxe, npf, workload.Pingpong{Program: "ibv_srq_pingpong", QPs: 8, Size: 1024, Iters: 50})
 	for _, tool := range []string{"ib_send_bw", "ib_write_bw", "ib_read_bw"} {
 		perftest(t, p, npf, rxe, workload.Perftest{Tool: tool, All: true, Iters: 5})
 	}

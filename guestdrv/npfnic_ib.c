@@ -22,7 +22,7 @@
  * The core's MAD layer opens every RoCE port with a PD (so get_dma_mr),
  * then a kernel CQ and QP1: npfnic has no kernel QPs, so those fail with
  * -EOPNOTSUPP and ib_mad leaves the port alone ("Couldn't open port").
- * Kernel post_recv and poll_cq refuse likewise.
+ * Kernel SRQs, post_recv, post_srq_recv and poll_cq refuse likewise.
  *
  * Lifetime: the ib_device is registered at probe, after the netdev, and
  * unregistered at remove before the netdev goes. ib_unregister_device
@@ -30,7 +30,8 @@
  * destroys their objects, so rmmod with ibverbs programs running works.
  *
  * Locking: gid_lock covers the GID table; the IDAs lock themselves; each
- * QP's lock its attributes; each context's as_lock its address space.
+ * QP's lock its attributes, each SRQ's its limit changes; each context's
+ * as_lock its address space.
  */
 
 #include <linux/etherdevice.h>
@@ -86,6 +87,12 @@ static int npfnic_ib_query_device(struct ib_device *ibdev, struct ib_device_attr
 	attr->max_cq = NPFNIC_IB_MAX_CQ;
 	attr->max_cqe = NPFNIC_IB_MAX_CQE;
 	attr->max_mr = NPFNIC_IB_MAX_MR;
+	/* Shared receive queues (npfnic_ib_queue.c), not resizable. */
+	if (dev->hw.srq) {
+		attr->max_srq = NPFNIC_IB_MAX_SRQ;
+		attr->max_srq_wr = NPFNIC_IB_MAX_QP_WR;
+		attr->max_srq_sge = NPFNIC_IB_MAX_SGE;
+	}
 	attr->max_pd = NPFNIC_IB_MAX_PD;
 	attr->max_qp_rd_atom = NPFNIC_IB_MAX_RD_ATOM;
 	attr->max_qp_init_rd_atom = NPFNIC_IB_MAX_RD_ATOM;
@@ -304,6 +311,7 @@ static const struct ib_device_ops npfnic_ib_ops = {
 	.alloc_ucontext = npfnic_ib_alloc_ucontext,
 	.create_cq = npfnic_ib_create_cq,
 	.create_qp = npfnic_ib_create_qp,
+	.create_srq = npfnic_ib_create_srq,
 	.add_gid = npfnic_ib_add_gid,
 	.alloc_hw_port_stats = npfnic_ib_alloc_port_stats,
 	.dealloc_pd = npfnic_ib_dealloc_pd,
@@ -312,6 +320,7 @@ static const struct ib_device_ops npfnic_ib_ops = {
 	.dereg_mr = npfnic_ib_dereg_mr,
 	.destroy_cq = npfnic_ib_destroy_cq,
 	.destroy_qp = npfnic_ib_destroy_qp,
+	.destroy_srq = npfnic_ib_destroy_srq,
 	.disassociate_ucontext = npfnic_ib_disassociate_ucontext,
 	.get_dev_fw_str = npfnic_ib_fw_str,
 	.get_dma_mr = npfnic_ib_get_dma_mr,
@@ -322,19 +331,23 @@ static const struct ib_device_ops npfnic_ib_ops = {
 	.mmap = npfnic_ib_mmap,
 	.mmap_free = npfnic_ib_mmap_free,
 	.modify_qp = npfnic_ib_modify_qp,
+	.modify_srq = npfnic_ib_modify_srq,
 	.poll_cq = npfnic_ib_poll_cq,
 	.post_recv = npfnic_ib_post_recv,
 	.post_send = npfnic_ib_post_send,
+	.post_srq_recv = npfnic_ib_post_srq_recv,
 	.query_device = npfnic_ib_query_device,
 	.query_pkey = npfnic_ib_query_pkey,
 	.query_port = npfnic_ib_query_port,
 	.query_qp = npfnic_ib_query_qp,
+	.query_srq = npfnic_ib_query_srq,
 	.reg_user_mr = npfnic_ib_reg_user_mr,
 	.req_notify_cq = npfnic_ib_req_notify_cq,
 
 	INIT_RDMA_OBJ_SIZE(ib_cq, npfnic_ib_cq, ibcq),
 	INIT_RDMA_OBJ_SIZE(ib_pd, npfnic_ib_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, npfnic_ib_qp, ibqp),
+	INIT_RDMA_OBJ_SIZE(ib_srq, npfnic_ib_srq, ibsrq),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, npfnic_ib_ucontext, ibuc),
 };
 
@@ -389,9 +402,11 @@ int npfnic_ib_probe(struct npfnic *nic)
 	ida_init(&dev->pd_ida);
 	ida_init(&dev->cq_ida);
 	ida_init(&dev->qp_ida);
+	ida_init(&dev->srq_ida);
 	ida_init(&dev->mr_ida);
 	xa_init_flags(&dev->cqs, XA_FLAGS_LOCK_IRQ);
 	xa_init_flags(&dev->qps, XA_FLAGS_LOCK_IRQ);
+	xa_init_flags(&dev->srqs, XA_FLAGS_LOCK_IRQ);
 	for (k = 0; k < NPFNIC_IB_NSTATS; k++)
 		dev->stat_descs[k].name = npfnic_ib_stat_names[k];
 
@@ -456,6 +471,7 @@ void npfnic_ib_remove(struct npfnic *nic)
 	ida_destroy(&dev->pd_ida);
 	ida_destroy(&dev->cq_ida);
 	ida_destroy(&dev->qp_ida);
+	ida_destroy(&dev->srq_ida);
 	ida_destroy(&dev->mr_ida);
 	/* The engine first: it stops using the translations, then they go. */
 	npfnic_ib_hw_fini(dev);

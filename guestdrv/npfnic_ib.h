@@ -2,10 +2,10 @@
 /*
  * npfnic RDMA personality, shared by the ib_device (npfnic_ib.c), the
  * device's command and event queues (npfnic_ib_cmd.c), the rxe queues with
- * the CQs and QPs built on them (npfnic_ib_queue.c), the memory regions with
- * their per-context address spaces (npfnic_ib_mr.c), the translation engine
- * those run on (npfnic_ib_ats.c) and the page requests of on-demand paging
- * memory regions (npfnic_ib_odp.c).
+ * the CQs, SRQs and QPs built on them (npfnic_ib_queue.c), the memory
+ * regions with their per-context address spaces (npfnic_ib_mr.c), the
+ * translation engine those run on (npfnic_ib_ats.c) and the page requests
+ * of on-demand paging memory regions (npfnic_ib_odp.c).
  *
  * npfnic speaks rdma_rxe's user ABI (include/uapi/rdma/rdma_user_rxe.h) so
  * that Debian's stock librxe drives it: the queue buffers are laid out as
@@ -43,6 +43,7 @@
 #define NPFNIC_IB_MAX_SGE	16
 #define NPFNIC_IB_MAX_INLINE	NPFNIC_RDMA_MAX_INLINE
 #define NPFNIC_IB_MAX_CQ	NPFNIC_RDMA_MAX_CQ
+#define NPFNIC_IB_MAX_SRQ	NPFNIC_RDMA_MAX_SRQ	/* SRQNs 0.., WRs and SGEs as QPs' */
 #define NPFNIC_IB_MAX_CQE	16383
 #define NPFNIC_IB_MAX_MR	NPFNIC_RDMA_MAX_MR
 #define NPFNIC_IB_MAX_PD	1024
@@ -79,6 +80,7 @@ struct npfnic_ib_hw {
 	bool dead;			/* killed: a command timed out, or an engine error */
 	bool quiesced;			/* reset and idle: holds no object, uses no memory */
 	bool atomics;			/* FEAT_RDMA_ATOMIC: REMOTE_ATOMIC reaches the device */
+	bool srq;			/* FEAT_RDMA_SRQ: shared receive queues */
 	unsigned long inject_dereg;	/* bit 0: the next DEREG_MR gets no status (diag) */
 	struct mutex cmd_lock;		/* the command queue: one command at a time */
 	wait_queue_head_t cmd_wait;	/* woken by CMD_DONE events */
@@ -171,6 +173,7 @@ struct npfnic_ib_dev {
 	struct ida pd_ida;
 	struct ida cq_ida;
 	struct ida qp_ida;		/* QPNs */
+	struct ida srq_ida;		/* SRQNs */
 	struct ida mr_ida;		/* MR key indices */
 	atomic_t mr_gen;		/* the low byte of every new key */
 
@@ -193,6 +196,7 @@ struct npfnic_ib_dev {
 	struct rdma_stat_desc stat_descs[NPFNIC_IB_NSTATS];	/* rdma statistic */
 	struct xarray cqs;		/* CQN -> live CQ, for events (irq-safe lock) */
 	struct xarray qps;		/* QPN -> live QP, for events (irq-safe lock) */
+	struct xarray srqs;		/* SRQN -> live SRQ, for events (irq-safe lock) */
 };
 
 /*
@@ -246,12 +250,26 @@ struct npfnic_ib_cq {
 	struct npfnic_ib_queue q;
 };
 
+/*
+ * A shared receive queue: an rxe queue of receive entries, as a QP's
+ * receive queue, that the QPs created on it take their receives from.
+ */
+struct npfnic_ib_srq {
+	struct ib_srq ibsrq;
+	struct mutex lock;		/* limit changes (MODIFY_SRQ) */
+	u32 srqn;
+	struct npfnic_ib_queue q;
+	u32 max_wr;			/* entries the queue holds */
+	u32 max_sge;
+	u32 limit;			/* armed; 0: not (the SRQ_LIMIT event disarms it) */
+};
+
 struct npfnic_ib_qp {
 	struct ib_qp ibqp;
 	struct mutex lock;		/* attr */
 	struct npfnic_ib_queue sq;
-	struct npfnic_ib_queue rq;
-	struct ib_qp_cap cap;		/* what the queues hold */
+	struct npfnic_ib_queue rq;	/* none on an SRQ */
+	struct ib_qp_cap cap;		/* what the queues hold (no receives on an SRQ) */
 	bool sig_all;			/* every send WQE completes (IB_SIGNAL_ALL_WR) */
 	struct ib_qp_attr attr;		/* the attributes last set; no sgid_attr kept */
 	u8 gid_index;			/* the path's source GID (IB_QP_AV) */
@@ -290,6 +308,9 @@ enum npfnic_ib_cmd_op {
 	NPFNIC_IB_CMD_REG_MR,
 	NPFNIC_IB_CMD_DEREG_MR,
 	NPFNIC_IB_CMD_QUERY_STATS,
+	NPFNIC_IB_CMD_CREATE_SRQ,
+	NPFNIC_IB_CMD_MODIFY_SRQ,
+	NPFNIC_IB_CMD_DESTROY_SRQ,
 };
 
 struct npfnic_ib_cmd {
@@ -312,10 +333,17 @@ struct npfnic_ib_cmd {
 			u32 recv_cqn;
 			int mask;		/* MODIFY_QP: IB_QP_* */
 			const struct npfnic_ib_qp *qp;
+			const struct npfnic_ib_srq *srq;	/* CREATE_QP: receives from it */
 			u8 state;		/* QUERY_QP results */
 			u32 sq_psn;
 			u32 rq_psn;
 		} qp;
+		struct {
+			u32 srqn;
+			u32 pdn;
+			u32 limit;		/* CREATE_SRQ, MODIFY_SRQ: to arm; 0: none */
+			const struct npfnic_ib_srq *srq;
+		} srq;
 		struct {
 			u32 key;
 			u32 pdn;
@@ -348,6 +376,11 @@ static inline struct npfnic_ib_pd *to_npfnic_ib_pd(struct ib_pd *ibpd)
 static inline struct npfnic_ib_cq *to_npfnic_ib_cq(struct ib_cq *ibcq)
 {
 	return container_of(ibcq, struct npfnic_ib_cq, ibcq);
+}
+
+static inline struct npfnic_ib_srq *to_npfnic_ib_srq(struct ib_srq *ibsrq)
+{
+	return container_of(ibsrq, struct npfnic_ib_srq, ibsrq);
 }
 
 static inline struct npfnic_ib_qp *to_npfnic_ib_qp(struct ib_qp *ibqp)
@@ -391,12 +424,20 @@ void npfnic_ib_odp_dereg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr);
 void npfnic_ib_odp_get_stats(struct npfnic_ib_dev *dev, u64 *data);
 void npfnic_ib_rnpf_alarm(struct npfnic_ib_dev *dev);
 
-/* npfnic_ib_queue.c: rxe queues, CQs and QPs */
+/* npfnic_ib_queue.c: rxe queues, CQs, SRQs and QPs */
 int npfnic_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 			struct ib_udata *udata);
 int npfnic_ib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 int npfnic_ib_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
 int npfnic_ib_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);
+int npfnic_ib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
+			 struct ib_udata *udata);
+int npfnic_ib_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+			 enum ib_srq_attr_mask mask, struct ib_udata *udata);
+int npfnic_ib_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
+int npfnic_ib_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
+int npfnic_ib_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
+			    const struct ib_recv_wr **bad_wr);
 int npfnic_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 			struct ib_udata *udata);
 int npfnic_ib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,

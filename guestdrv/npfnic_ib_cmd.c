@@ -2,8 +2,10 @@
 /*
  * npfnic RDMA: the device's side of the verbs (interface 2.4): the command
  * queue every create, modify and destroy goes through, the event queue
- * (completion events, QP and CQ errors, command completions), the send
- * queue and CQ arm doorbells, and the engine's bring-up and quiesce.
+ * (completion events, QP, CQ and SRQ errors, SRQ limits, command
+ * completions), the send queue and CQ arm doorbells, and the engine's
+ * bring-up and quiesce. Shared receive queues (interface 2.7) are there
+ * when the device has FEATURES.RDMA_SRQ.
  *
  * Commands run one at a time (cmd_lock): the driver writes a 64-byte
  * entry with status PENDING and NPFNIC_RDMA_CMD_FLAG_EVENT, moves
@@ -15,19 +17,19 @@
  * state: no command is posted any more, and RDMA_CTRL RESET destroys
  * every object the device holds. Once BUSY clears the engine touches no
  * memory (quiesced): from then on the commands that end the device's use
- * of memory (DESTROY_CQ, DESTROY_QP, DEREG_MR, DEL_GID) succeed without
- * it, so the destroy paths free everything, and the others fail with
+ * of memory (DESTROY_CQ, DESTROY_QP, DESTROY_SRQ, DEREG_MR, DEL_GID)
+ * succeed without it, so the destroy paths free everything, and the others fail with
  * -EIO. An engine that stays busy is not trusted with anything: every
  * command fails, and what the device may still use (queues, MR pages) is
  * leaked by the destroy paths, never freed; -ETIMEDOUT tells a create's
  * error path that the device may use what the command named.
  *
  * Events are read in the interrupt handler (EQ_VECTOR, armed again after
- * each batch). CQ and QP events go to the core's handlers (uverbs turns
- * them into completion channel and async events), found by handle in
- * xarrays whose lock the handler holds while it calls them: a CQ or QP
- * leaves its xarray before its destroy command, so no event reaches an
- * object that is going away. Event contents are device input: a handle
+ * each batch). CQ, QP and SRQ events go to the core's handlers (uverbs
+ * turns them into completion channel and async events), found by handle
+ * in xarrays whose lock the handler holds while it calls them: a CQ, QP
+ * or SRQ leaves its xarray before its destroy command, so no event
+ * reaches an object that is going away. Event contents are device input: a handle
  * that names nothing is ignored, an event queue that claims more events
  * than it holds is left alone.
  *
@@ -100,6 +102,7 @@ static u32 npfnic_ib_hw_access(const struct npfnic_ib_hw *hw, u32 access, u32 ma
 
 /* ---- building one command ---- */
 
+/* A QP with its own receive queue. */
 static void npfnic_ib_fill_create_qp(struct npfnic_rdma_cmd_create_qp *c,
 				     const struct npfnic_ib_cmd *cmd)
 {
@@ -118,6 +121,38 @@ static void npfnic_ib_fill_create_qp(struct npfnic_rdma_cmd_create_qp *c,
 	c->max_recv_sge = cpu_to_le16(qp->cap.max_recv_sge);
 	c->max_inline = cpu_to_le16(qp->cap.max_inline_data);
 	c->sq_sig_all = cpu_to_le16(qp->sig_all);
+}
+
+/* A QP on an SRQ (FLAG_SRQ): the SRQN where the receive queue would be. */
+static void npfnic_ib_fill_create_qp_srq(struct npfnic_rdma_cmd_create_qp_srq *c,
+					 const struct npfnic_ib_cmd *cmd)
+{
+	const struct npfnic_ib_qp *qp = cmd->qp.qp;
+
+	c->flags |= NPFNIC_RDMA_CMD_FLAG_SRQ;
+	c->pd = cpu_to_le32(cmd->qp.pdn);
+	c->sq_buf = cpu_to_le64(qp->sq.dma);
+	c->sq_slots = cpu_to_le32(qp->sq.slots);
+	c->sq_log2_elem_size = cpu_to_le32(qp->sq.log2_elem_size);
+	c->srqn = cpu_to_le32(cmd->qp.srq->srqn);
+	c->send_cqn = cpu_to_le32(cmd->qp.send_cqn);
+	c->recv_cqn = cpu_to_le32(cmd->qp.recv_cqn);
+	c->max_send_sge = cpu_to_le16(qp->cap.max_send_sge);
+	c->max_inline = cpu_to_le16(qp->cap.max_inline_data);
+	c->sq_sig_all = cpu_to_le16(qp->sig_all);
+}
+
+static void npfnic_ib_fill_create_srq(struct npfnic_rdma_cmd_create_srq *c,
+				      const struct npfnic_ib_cmd *cmd)
+{
+	const struct npfnic_ib_srq *srq = cmd->srq.srq;
+
+	c->pd = cpu_to_le32(cmd->srq.pdn);
+	c->buf = cpu_to_le64(srq->q.dma);
+	c->slots = cpu_to_le32(srq->q.slots);
+	c->log2_elem_size = cpu_to_le32(srq->q.log2_elem_size);
+	c->max_sge = cpu_to_le16(srq->max_sge);
+	c->limit = cpu_to_le32(cmd->srq.limit);
 }
 
 static void npfnic_ib_fill_modify_qp(const struct npfnic_ib_hw *hw,
@@ -175,7 +210,10 @@ static void npfnic_ib_fill(struct npfnic_ib_hw *hw, struct npfnic_rdma_cmd *e,
 		break;
 	}
 	case NPFNIC_IB_CMD_CREATE_QP:
-		npfnic_ib_fill_create_qp((void *)e, cmd);
+		if (cmd->qp.srq)
+			npfnic_ib_fill_create_qp_srq((void *)e, cmd);
+		else
+			npfnic_ib_fill_create_qp((void *)e, cmd);
 		break;
 	case NPFNIC_IB_CMD_MODIFY_QP:
 		npfnic_ib_fill_modify_qp(hw, (void *)e, cmd);
@@ -189,6 +227,15 @@ static void npfnic_ib_fill(struct npfnic_ib_hw *hw, struct npfnic_rdma_cmd *e,
 		c->access = cpu_to_le32(npfnic_ib_hw_access(hw, cmd->mr.access,
 							    NPFNIC_IB_ACCESS_HW_MASK));
 		c->pasid = cpu_to_le32(cmd->mr.pasid);
+		break;
+	}
+	case NPFNIC_IB_CMD_CREATE_SRQ:
+		npfnic_ib_fill_create_srq((void *)e, cmd);
+		break;
+	case NPFNIC_IB_CMD_MODIFY_SRQ: {
+		struct npfnic_rdma_cmd_modify_srq *c = (void *)e;
+
+		c->limit = cpu_to_le32(cmd->srq.limit);
 		break;
 	}
 	case NPFNIC_IB_CMD_QUERY_STATS: {
@@ -225,7 +272,8 @@ static int npfnic_ib_cmd_errno(u32 status)
 static bool npfnic_ib_cmd_releases(enum npfnic_ib_cmd_op op)
 {
 	return op == NPFNIC_IB_CMD_DESTROY_CQ || op == NPFNIC_IB_CMD_DESTROY_QP ||
-	       op == NPFNIC_IB_CMD_DEREG_MR || op == NPFNIC_IB_CMD_DEL_GID;
+	       op == NPFNIC_IB_CMD_DESTROY_SRQ || op == NPFNIC_IB_CMD_DEREG_MR ||
+	       op == NPFNIC_IB_CMD_DEL_GID;
 }
 
 /*
@@ -289,7 +337,7 @@ static bool npfnic_ib_cmd_done(struct npfnic_ib_hw *hw, struct npfnic_rdma_cmd *
 /*
  * Runs one command on the device and returns its outcome as an errno; 0
  * without the engine. The commands that end the device's use of memory
- * (DESTROY_CQ, DESTROY_QP, DEREG_MR) returning an error means the memory
+ * (DESTROY_CQ, DESTROY_QP, DESTROY_SRQ, DEREG_MR) returning an error means the memory
  * must be leaked; they return 0 once a dead engine is quiesced. Any other
  * command returning -ETIMEDOUT reached the device, which may use what it
  * named (a create's queues) until it is destroyed: never, the engine
@@ -309,6 +357,9 @@ int npfnic_ib_cmd(struct npfnic_ib_dev *dev, struct npfnic_ib_cmd *cmd)
 		[NPFNIC_IB_CMD_REG_MR] = NPFNIC_RDMA_CMD_REG_MR,
 		[NPFNIC_IB_CMD_DEREG_MR] = NPFNIC_RDMA_CMD_DEREG_MR,
 		[NPFNIC_IB_CMD_QUERY_STATS] = NPFNIC_RDMA_CMD_QUERY_STATS,
+		[NPFNIC_IB_CMD_CREATE_SRQ] = NPFNIC_RDMA_CMD_CREATE_SRQ,
+		[NPFNIC_IB_CMD_MODIFY_SRQ] = NPFNIC_RDMA_CMD_MODIFY_SRQ,
+		[NPFNIC_IB_CMD_DESTROY_SRQ] = NPFNIC_RDMA_CMD_DESTROY_SRQ,
 	};
 	struct npfnic_ib_hw *hw = &dev->hw;
 	struct npfnic *nic = dev->nic;
@@ -331,6 +382,11 @@ int npfnic_ib_cmd(struct npfnic_ib_dev *dev, struct npfnic_ib_cmd *cmd)
 	case NPFNIC_IB_CMD_REG_MR:
 	case NPFNIC_IB_CMD_DEREG_MR:
 		handle = cmd->mr.key;
+		break;
+	case NPFNIC_IB_CMD_CREATE_SRQ:
+	case NPFNIC_IB_CMD_MODIFY_SRQ:
+	case NPFNIC_IB_CMD_DESTROY_SRQ:
+		handle = cmd->srq.srqn;
 		break;
 	case NPFNIC_IB_CMD_QUERY_STATS:
 		handle = 0;
@@ -480,6 +536,31 @@ static void npfnic_ib_qp_event(struct npfnic_ib_dev *dev, u32 qpn, enum ib_event
 	xa_unlock(&dev->qps);
 }
 
+/*
+ * SRQ_LIMIT consumed the arm: the device disarmed the limit, and so does
+ * the driver's copy, which query_srq reports. An event of an arm that a
+ * MODIFY_SRQ has replaced meanwhile clears the new one's copy too, as the
+ * device gives no way to tell them apart: query_srq then reads 0 while
+ * the device is armed, and the next event comes all the same.
+ */
+static void npfnic_ib_srq_event(struct npfnic_ib_dev *dev, u32 srqn, enum ib_event_type type)
+{
+	struct npfnic_ib_srq *srq;
+	struct ib_event ev;
+
+	xa_lock(&dev->srqs);
+	srq = xa_load(&dev->srqs, srqn);
+	if (srq && type == IB_EVENT_SRQ_LIMIT_REACHED)
+		WRITE_ONCE(srq->limit, 0);
+	if (srq && srq->ibsrq.event_handler) {
+		ev.device = &dev->ibdev;
+		ev.event = type;
+		ev.element.srq = &srq->ibsrq;
+		srq->ibsrq.event_handler(&ev, srq->ibsrq.srq_context);
+	}
+	xa_unlock(&dev->srqs);
+}
+
 static void npfnic_ib_event(struct npfnic_ib_dev *dev, const struct npfnic_rdma_event *ev)
 {
 	u32 handle = le32_to_cpu(ev->handle);
@@ -508,6 +589,12 @@ static void npfnic_ib_event(struct npfnic_ib_dev *dev, const struct npfnic_rdma_
 		break;
 	case NPFNIC_RDMA_EVENT_MSG_ALARM:
 		npfnic_ib_rnpf_alarm(dev);
+		break;
+	case NPFNIC_RDMA_EVENT_SRQ_LIMIT:
+		npfnic_ib_srq_event(dev, handle, IB_EVENT_SRQ_LIMIT_REACHED);
+		break;
+	case NPFNIC_RDMA_EVENT_SRQ_ERR:
+		npfnic_ib_srq_event(dev, handle, IB_EVENT_SRQ_ERR);
 		break;
 	default:
 		dev->hw.bad_events++;
@@ -600,6 +687,7 @@ int npfnic_ib_hw_init(struct npfnic_ib_dev *dev)
 	hw->cmdq_tail = 0;
 	hw->eq_head = 0;
 	hw->atomics = nic->features & NPFNIC_FEAT_RDMA_ATOMIC;
+	hw->srq = nic->features & NPFNIC_FEAT_RDMA_SRQ;
 	iowrite32(NPFNIC_RDMA_CTRL_ENABLE, nic->bar0 + NPFNIC_REG_RDMA_CTRL);
 	WRITE_ONCE(hw->enabled, true);
 	iowrite32(1, nic->bar0 + NPFNIC_REG_EQ_ARM);

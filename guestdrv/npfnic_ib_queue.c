@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * npfnic RDMA: the rxe queues and the CQs and QPs built on them.
+ * npfnic RDMA: the rxe queues and the CQs, SRQs and QPs built on them.
  *
  * An rxe queue is one buffer: struct rxe_queue_buf (log2_elem_size,
  * index_mask, the producer and consumer indices on their own cache lines)
@@ -14,8 +14,8 @@
  * mmap(). The mapping goes through rdma_user_mmap_io, so the core tracks
  * it and zaps it when the device is unregistered under a live context.
  *
- * The buffer belongs to its mmap entry: destroying the CQ or QP tells the
- * device to stop using the queue (its destroy command), then removes the
+ * The buffer belongs to its mmap entry: destroying the CQ, SRQ or QP tells
+ * the device to stop using the queue (its destroy command), then removes the
  * entry; the memory is freed in mmap_free, once user space unmapped it too.
  * The device never touches a queue after its destroy command completed, so
  * what user space still writes there reaches nothing. A destroy command
@@ -31,7 +31,12 @@
  * librxe posts receives and polls completions in user space with no
  * system call; a send is the entry, the producer index, then a POST_SEND
  * with no work requests, which becomes the QP's doorbell here. Kernel
- * consumers get no CQs or QPs: there is no kernel datapath.
+ * consumers get no CQs, SRQs or QPs: there is no kernel datapath.
+ *
+ * A shared receive queue (FEATURES.RDMA_SRQ) is a receive queue of its
+ * own, laid out and mapped as a QP's, that librxe posts to; the QPs
+ * created on it get no receive queue (librxe maps none: rq_mi stays
+ * zero), and the device takes their receives from the SRQ's ring.
  */
 
 #include <linux/dma-mapping.h>
@@ -239,6 +244,163 @@ int npfnic_ib_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 	return -EOPNOTSUPP;
 }
 
+/* ---- receive queues: a QP's own, or an SRQ ---- */
+
+/* The receive queue slot: the entry, then its SGEs. */
+static size_t npfnic_ib_recv_elem(u32 max_sge)
+{
+	return sizeof(struct rxe_recv_wqe) + max_sge * sizeof(struct rxe_sge);
+}
+
+/* ---- SRQs ---- */
+
+/*
+ * Only user space gets SRQs (kernel consumers have no QPs), and only on a
+ * device with FEATURES.RDMA_SRQ. The limit of the attributes is armed at
+ * creation, as rdma_rxe does.
+ */
+int npfnic_ib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
+			 struct ib_udata *udata)
+{
+	struct npfnic_ib_dev *dev = to_npfnic_ib_dev(ibsrq->device);
+	struct npfnic_ib_srq *srq = to_npfnic_ib_srq(ibsrq);
+	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_CREATE_SRQ };
+	struct rxe_create_srq_resp resp = {};
+	struct npfnic_ib_ucontext *uc;
+	bool leak = false;
+	u32 entries;
+	int id, err;
+
+	if (!udata || !dev->hw.srq)
+		return -EOPNOTSUPP;
+	if (init->srq_type != IB_SRQT_BASIC)
+		return -EOPNOTSUPP;
+	if (!init->attr.max_wr || init->attr.max_wr > NPFNIC_IB_MAX_QP_WR ||
+	    init->attr.max_sge > NPFNIC_IB_MAX_SGE || udata->outlen < sizeof(resp))
+		return -EINVAL;
+	uc = rdma_udata_to_drv_context(udata, struct npfnic_ib_ucontext, ibuc);
+	mutex_init(&srq->lock);
+	srq->max_sge = max_t(u32, init->attr.max_sge, 1);
+	entries = init->attr.max_wr;
+
+	id = ida_alloc_range(&dev->srq_ida, 0, NPFNIC_IB_MAX_SRQ - 1, GFP_KERNEL);
+	if (id < 0)
+		return id == -ENOSPC ? -ENOMEM : id;
+	srq->srqn = id;
+	err = npfnic_ib_queue_init(dev, &uc->ibuc, &srq->q, &entries,
+				   npfnic_ib_recv_elem(srq->max_sge), &resp.mi);
+	if (err)
+		goto err_id;
+	/* As MODIFY_SRQ's, and rdma_rxe's: at most the entries the queue holds. */
+	if (init->attr.srq_limit > entries) {
+		err = -EINVAL;
+		goto err_queue;
+	}
+	srq->max_wr = entries;
+	srq->limit = init->attr.srq_limit;
+
+	cmd.srq.srqn = srq->srqn;
+	cmd.srq.pdn = to_npfnic_ib_pd(ibsrq->pd)->pdn;
+	cmd.srq.limit = srq->limit;
+	cmd.srq.srq = srq;
+	err = npfnic_ib_cmd(dev, &cmd);
+	if (err) {
+		leak = err == -ETIMEDOUT;
+		goto err_queue;
+	}
+	resp.srq_num = srq->srqn;
+	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
+	if (err)
+		goto err_cmd;
+	err = xa_err(xa_store_irq(&dev->srqs, srq->srqn, srq, GFP_KERNEL));
+	if (err)
+		goto err_cmd;
+	init->attr.max_wr = entries;
+	init->attr.max_sge = srq->max_sge;
+	return 0;
+
+err_cmd:
+	cmd.op = NPFNIC_IB_CMD_DESTROY_SRQ;
+	leak = npfnic_ib_cmd(dev, &cmd);
+err_queue:
+	npfnic_ib_queue_release(&srq->q, leak);
+err_id:
+	ida_free(&dev->srq_ida, srq->srqn);
+	return err;
+}
+
+/*
+ * IB_SRQ_LIMIT arms (or, with 0, disarms) the limit through MODIFY_SRQ.
+ * IB_SRQ_MAX_WR, a resize, is not supported: the device reads the ring at
+ * the one IOVA CREATE_SRQ gave it and has no command to move it to a new
+ * buffer while QPs take entries from it (so IB_DEVICE_SRQ_RESIZE is not
+ * reported, and librxe's rxe_modify_srq_cmd is never looked at).
+ */
+int npfnic_ib_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+			 enum ib_srq_attr_mask mask, struct ib_udata *udata)
+{
+	struct npfnic_ib_srq *srq = to_npfnic_ib_srq(ibsrq);
+	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_MODIFY_SRQ };
+	int err;
+
+	if (mask & ~(IB_SRQ_MAX_WR | IB_SRQ_LIMIT))
+		return -EINVAL;
+	if (mask & IB_SRQ_MAX_WR)
+		return -EOPNOTSUPP;
+	if (!(mask & IB_SRQ_LIMIT))
+		return 0;
+	if (attr->srq_limit > srq->max_wr)
+		return -EINVAL;
+	mutex_lock(&srq->lock);
+	cmd.srq.srqn = srq->srqn;
+	cmd.srq.limit = attr->srq_limit;
+	cmd.srq.srq = srq;
+	err = npfnic_ib_cmd(to_npfnic_ib_dev(ibsrq->device), &cmd);
+	if (!err)
+		WRITE_ONCE(srq->limit, attr->srq_limit);
+	mutex_unlock(&srq->lock);
+	return err;
+}
+
+int npfnic_ib_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr)
+{
+	struct npfnic_ib_srq *srq = to_npfnic_ib_srq(ibsrq);
+
+	attr->max_wr = srq->max_wr;
+	attr->max_sge = srq->max_sge;
+	attr->srq_limit = READ_ONCE(srq->limit);
+	return 0;
+}
+
+/*
+ * The core destroys an SRQ only once no QP uses it (usecnt): the device's
+ * DESTROY_SRQ, which fails with BUSY while a QP does, then completes once
+ * no DMA reads the ring. As for CQs, a device that did not let go of it
+ * gets the ring leaked.
+ */
+int npfnic_ib_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
+{
+	struct npfnic_ib_dev *dev = to_npfnic_ib_dev(ibsrq->device);
+	struct npfnic_ib_srq *srq = to_npfnic_ib_srq(ibsrq);
+	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_DESTROY_SRQ };
+
+	/* No event reaches the SRQ from here on. */
+	xa_erase_irq(&dev->srqs, srq->srqn);
+	cmd.srq.srqn = srq->srqn;
+	cmd.srq.srq = srq;
+	npfnic_ib_queue_release(&srq->q, npfnic_ib_cmd(dev, &cmd));
+	ida_free(&dev->srq_ida, srq->srqn);
+	return 0;
+}
+
+/* User space posts to its SRQs itself; kernel consumers have none. */
+int npfnic_ib_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
+			    const struct ib_recv_wr **bad_wr)
+{
+	*bad_wr = wr;
+	return -EOPNOTSUPP;
+}
+
 /* ---- QPs ---- */
 
 /* The send queue slot: the entry, then its SGEs or inline data. */
@@ -248,22 +410,20 @@ static size_t npfnic_ib_sq_elem(const struct ib_qp_cap *cap)
 	       max_t(size_t, cap->max_send_sge * sizeof(struct rxe_sge), cap->max_inline_data);
 }
 
-static size_t npfnic_ib_rq_elem(const struct ib_qp_cap *cap)
-{
-	return sizeof(struct rxe_recv_wqe) + cap->max_recv_sge * sizeof(struct rxe_sge);
-}
-
+/* With an SRQ the receive capabilities are ignored, as the verbs have it. */
 static int npfnic_ib_check_cap(struct ib_qp_init_attr *init)
 {
 	struct ib_qp_cap *cap = &init->cap;
 
 	if (init->qp_type != IB_QPT_RC)
 		return -EOPNOTSUPP;
-	if (init->srq || init->create_flags)
+	if (init->create_flags)
 		return -EOPNOTSUPP;
-	if (cap->max_send_wr > NPFNIC_IB_MAX_QP_WR || cap->max_recv_wr > NPFNIC_IB_MAX_QP_WR ||
-	    cap->max_send_sge > NPFNIC_IB_MAX_SGE || cap->max_recv_sge > NPFNIC_IB_MAX_SGE ||
+	if (cap->max_send_wr > NPFNIC_IB_MAX_QP_WR || cap->max_send_sge > NPFNIC_IB_MAX_SGE ||
 	    cap->max_inline_data > NPFNIC_IB_MAX_INLINE)
+		return -EINVAL;
+	if (!init->srq &&
+	    (cap->max_recv_wr > NPFNIC_IB_MAX_QP_WR || cap->max_recv_sge > NPFNIC_IB_MAX_SGE))
 		return -EINVAL;
 	return 0;
 }
@@ -287,6 +447,9 @@ int npfnic_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct
 	err = npfnic_ib_check_cap(init);
 	if (err)
 		return err;
+	/* The device checks it too: a QP receives into MRs of its SRQ's PD. */
+	if (init->srq && init->srq->pd != ibqp->pd)
+		return -EINVAL;
 	uc = rdma_udata_to_drv_context(udata, struct npfnic_ib_ucontext, ibuc);
 	mutex_init(&qp->lock);
 	/* As rdma_rxe: the slot fits the SGEs or the inline data, whichever is larger. */
@@ -297,9 +460,10 @@ int npfnic_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct
 	cap.max_inline_data = max_t(u32, cap.max_inline_data,
 				    cap.max_send_sge * sizeof(struct rxe_sge));
 	cap.max_inline_data = min_t(u32, cap.max_inline_data, NPFNIC_IB_MAX_INLINE);
-	cap.max_recv_sge = max_t(u32, cap.max_recv_sge, 1);
+	/* On an SRQ: no receive queue, no receive capabilities. */
+	cap.max_recv_sge = init->srq ? 0 : max_t(u32, cap.max_recv_sge, 1);
 	sq_wr = max_t(u32, cap.max_send_wr, 1);
-	rq_wr = max_t(u32, cap.max_recv_wr, 1);
+	rq_wr = init->srq ? 0 : max_t(u32, cap.max_recv_wr, 1);
 
 	id = ida_alloc_range(&dev->qp_ida, NPFNIC_IB_QPN_BASE,
 			     NPFNIC_IB_QPN_BASE + NPFNIC_IB_MAX_QP - 1, GFP_KERNEL);
@@ -310,10 +474,12 @@ int npfnic_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct
 				   &resp.sq_mi);
 	if (err)
 		goto err_id;
-	err = npfnic_ib_queue_init(dev, &uc->ibuc, &qp->rq, &rq_wr, npfnic_ib_rq_elem(&cap),
-				   &resp.rq_mi);
-	if (err)
-		goto err_sq;
+	if (!init->srq) {
+		err = npfnic_ib_queue_init(dev, &uc->ibuc, &qp->rq, &rq_wr,
+					   npfnic_ib_recv_elem(cap.max_recv_sge), &resp.rq_mi);
+		if (err)
+			goto err_sq;
+	}
 	cap.max_send_wr = sq_wr;
 	cap.max_recv_wr = rq_wr;
 	qp->cap = cap;
@@ -329,6 +495,7 @@ int npfnic_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct
 	cmd.qp.send_cqn = to_npfnic_ib_cq(init->send_cq)->cqn;
 	cmd.qp.recv_cqn = to_npfnic_ib_cq(init->recv_cq)->cqn;
 	cmd.qp.qp = qp;
+	cmd.qp.srq = init->srq ? to_npfnic_ib_srq(init->srq) : NULL;
 	err = npfnic_ib_cmd(dev, &cmd);
 	if (err) {
 		leak = err == -ETIMEDOUT;
@@ -484,6 +651,7 @@ int npfnic_ib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	init->qp_type = ibqp->qp_type;
 	init->send_cq = ibqp->send_cq;
 	init->recv_cq = ibqp->recv_cq;
+	init->srq = ibqp->srq;
 	init->sq_sig_type = IB_SIGNAL_REQ_WR;
 	init->cap = qp->cap;
 	return 0;

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -198,6 +199,10 @@ func perftestColumns(line string) []string {
 
 // Pingpong is one ibv_rc_pingpong run.
 type Pingpong struct {
+	// Program is the ibverbs-utils pingpong: ibv_rc_pingpong (the
+	// default) or ibv_srq_pingpong, which takes the same flags and QPs.
+	Program     string
+	QPs         int // -q: ibv_srq_pingpong's QPs sharing its SRQ; 0: its 16
 	Size, Iters int // -s, -n
 	ODP         bool
 	Events      bool // -e: sleep on CQ events
@@ -208,7 +213,10 @@ type Pingpong struct {
 
 // Args is the command line on one side (see Perftest.Args).
 func (p Pingpong) Args(dev string, gidIndex int, server string) []string {
-	args := []string{"ibv_rc_pingpong", "-d", dev, "-g", strconv.Itoa(gidIndex)}
+	args := []string{cmp.Or(p.Program, "ibv_rc_pingpong"), "-d", dev, "-g", strconv.Itoa(gidIndex)}
+	if p.QPs > 0 {
+		args = append(args, "-q", strconv.Itoa(p.QPs))
+	}
 	if p.Size > 0 {
 		args = append(args, "-s", strconv.Itoa(p.Size))
 	}

@@ -136,6 +136,8 @@ func TestRDMAArgs(t *testing.T) {
 		{Pingpong{Size: 4096, Iters: 100, Validate: true, Events: true}.Args("rxe0", 1, "10.81.0.1"),
 			"ibv_rc_pingpong -d rxe0 -g 1 -s 4096 -n 100 -e -c 10.81.0.1"},
 		{Pingpong{Port: 18515}.Args("npfnic0", 1, ""), "ibv_rc_pingpong -d npfnic0 -g 1 -p 18515"},
+		{Pingpong{Program: "ibv_srq_pingpong", QPs: 4, Size: 64, Validate: true}.Args("npfnic0", 1, "10.81.0.2"),
+			"ibv_srq_pingpong -d npfnic0 -g 1 -q 4 -s 64 -c 10.81.0.2"},
 		{Perftest{Tool: "ib_write_bw", Port: 18516}.Args("npfnic0", 1, "10.81.0.2"), "ib_write_bw -d npfnic0 -x 1 -p 18516 10.81.0.2"},
 		{Perftest{Tool: "ib_send_bw", Size: 4096, Duration: 90 * time.Second, ODP: true}.Args("npfnic0", 1, ""), "ib_send_bw -d npfnic0 -x 1 -s 4096 -D 90 --odp"},
 		{Perftest{Tool: "ib_send_bw", Duration: 300 * time.Millisecond}.Args("rxe0", 1, "10.81.0.1"), "ib_send_bw -d rxe0 -x 1 -D 1 10.81.0.1"},
