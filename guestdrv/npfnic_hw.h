@@ -551,7 +551,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_STAT_FAULT_DROPS     8 /* requests the responder dropped for a receive fault (RDMA_RECV_FAULT = DROP) */
 #define NPFNIC_RDMA_STAT_RESPONDER_FAULTS 9 /* faults placing SEND or WRITE data or reading READ data (FAULT_KIND_RC_RECV) */
 #define NPFNIC_RDMA_STAT_REQUESTER_FAULTS 10 /* faults gathering a send's payload or scattering a READ response (FAULT_KIND_RC_SEND) */
-#define NPFNIC_RDMA_STAT_READ_RETRIES    11 /* RDMA READs requested again after a dropped or lost response */
+#define NPFNIC_RDMA_STAT_READ_RETRIES    11 /* RDMA READs (and atomics) requested again after a dropped or lost response */
 #define NPFNIC_RDMA_STAT_PAGE_REQUESTS   12 /* page requests raised for memory regions */
 #define NPFNIC_RDMA_STAT_PAGE_REQUEST_ERRORS 13 /* faults that failed: Invalid Request, or PRI not usable */
 #define NPFNIC_RDMA_STAT_SEQ_NAKS_SENT   14 /* PSN sequence error NAKs the responder sent */

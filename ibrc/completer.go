@@ -218,16 +218,47 @@ func (q *QP) implicitAck(psn uint32) {
 	}
 }
 
+// responseStart begins the handling of a READ response or an atomic ACK
+// for psn: none is taken while the last one's fault waits for its page,
+// and the SENDs and WRITEs before it are acknowledged by it.
+func (q *QP) responseStart(psn uint32) bool {
+	if q.comp.readFault {
+		q.e.stats.ResponseDiscards.Add(1)
+		return false
+	}
+	q.implicitAck(psn)
+	return true
+}
+
+// scatterResponse places a response's data (a READ response's payload, an
+// atomic's original value) at message offset off of w's SGL and reports
+// whether it landed. A fault drops it and every response after it until
+// the page is present, then asks again from the oldest unacknowledged PSN
+// (RC cannot pause a responder); a responder answers an atomic asked again
+// from the result it kept, without executing it twice.
+func (q *QP) scatterResponse(w *sendWQE, off uint64, psn uint32, data []byte) bool {
+	err := q.scatter(w.wr.SGL, off, data)
+	if err == nil {
+		return true
+	}
+	q.localFault(err, w, off, psn, true, &q.comp.readFault, func() {
+		if q.outstanding() && (q.state == StateRTS || q.state == StateSQD) {
+			q.e.stats.ReadRetries.Add(1)
+			q.req.startedRetry = false
+			q.retryFrom(q.comp.psn)
+		}
+	})
+	return false
+}
+
 // onAtomicAck completes an atomic with the original value its responder
 // found, written into the WQE's SGL.
 func (q *QP) onAtomicAck(p *rocev2.Packet) {
 	e := q.e
 	psn := p.BTH.PSN
-	if q.comp.readFault {
-		e.stats.ResponseDiscards.Add(1)
+	if !q.responseStart(psn) {
 		return
 	}
-	q.implicitAck(psn)
 	if !q.outstanding() || !q.sq[0].isAtomic() || psnDiff(psn, q.comp.psn) < 0 || psnDiff(psn, q.sq[0].firstPSN) != 0 {
 		e.stats.ResponseDiscards.Add(1) // stale, duplicate or for a PSN that is no atomic
 		return
@@ -239,15 +270,7 @@ func (q *QP) onAtomicAck(p *rocev2.Packet) {
 	}
 	var orig [AtomicSize]byte
 	binary.LittleEndian.PutUint64(orig[:], p.AtomicAckETH.OrigRemData)
-	if err := q.scatter(w.wr.SGL, 0, orig[:]); err != nil {
-		// The responder keeps the result: asked again, it answers the
-		// duplicate from it without executing the atomic twice.
-		q.localFault(err, w, 0, psn, true, &q.comp.readFault, func() {
-			if q.outstanding() && (q.state == StateRTS || q.state == StateSQD) {
-				q.req.startedRetry = false
-				q.retryFrom(q.comp.psn)
-			}
-		})
+	if !q.scatterResponse(w, 0, psn, orig[:]) {
 		return
 	}
 	q.comp.psn = psnAdd(psn, 1)
@@ -258,12 +281,9 @@ func (q *QP) onAtomicAck(p *rocev2.Packet) {
 func (q *QP) onReadResponse(p *rocev2.Packet) {
 	e := q.e
 	psn := p.BTH.PSN
-	if q.comp.readFault {
-		e.stats.ResponseDiscards.Add(1)
+	if !q.responseStart(psn) {
 		return
 	}
-	// A READ response implicitly acknowledges the SENDs and WRITEs before it.
-	q.implicitAck(psn)
 	if !q.outstanding() || !q.sq[0].isRead() {
 		e.stats.ResponseDiscards.Add(1)
 		return
@@ -295,16 +315,7 @@ func (q *QP) onReadResponse(p *rocev2.Packet) {
 		q.failHead(WCBadRespErr)
 		return
 	}
-	if err := q.scatter(w.wr.SGL, off, p.Payload); err != nil {
-		// Drop responses until the page is present, then ask again for the
-		// rest of the READ (RC cannot pause a READ responder).
-		q.localFault(err, w, off, psn, true, &q.comp.readFault, func() {
-			if q.outstanding() && (q.state == StateRTS || q.state == StateSQD) {
-				e.stats.ReadRetries.Add(1)
-				q.req.startedRetry = false
-				q.retryFrom(q.comp.psn)
-			}
-		})
+	if !q.scatterResponse(w, off, psn, p.Payload) {
 		return
 	}
 	q.comp.psn = psnAdd(psn, 1)

@@ -210,7 +210,7 @@ type Stats struct {
 	RNRNakReceived   uint64
 	SeqNakReceived   uint64
 	ErrNakReceived   uint64
-	ReadRetries      uint64 // READs re-requested after lost or dropped responses
+	ReadRetries      uint64 // READs (and atomics) re-requested after lost or dropped responses
 	RequesterFaults  uint64 // faults gathering payload or scattering READ responses
 	ResponseDiscards uint64 // responses ignored: stale, duplicate, dropped during a fault
 

@@ -131,14 +131,7 @@ func (s sendSpec) write(e []byte) {
 	hw.RxeSendOpcode.Put(e, s.opcode)
 	hw.RxeSendFlags.Put(e, s.flags)
 	hw.RxeSendImm.Put(e, s.imm)
-	hw.RxeSendRemoteAddr.Put(e, s.raddr)
-	if s.opcode == hw.IBVWRAtomicCmpAndSwp || s.opcode == hw.IBVWRAtomicFetchAdd {
-		hw.RxeSendCompareAdd.Put(e, s.cmpAdd)
-		hw.RxeSendSwap.Put(e, s.swap)
-		hw.RxeSendAtomicRKey.Put(e, s.rkey)
-	} else {
-		hw.RxeSendRKey.Put(e, s.rkey)
-	}
+	hw.PutRxeSendRemote(e, s.opcode, s.raddr, s.rkey, s.cmpAdd, s.swap)
 	length, n := s.length, s.numSGE
 	if s.autoLength {
 		length = uint32(len(s.inline))

@@ -196,18 +196,19 @@ func parseSend(elem []byte, lim SendLimits, sgl []ibrc.SGE) (ibrc.SendWR, Malfor
 		wr.Opcode, wr.Imm = ibrc.WRWriteImm, hw.RxeSendImm.Get(elem)
 	case hw.IBVWRRDMARead:
 		wr.Opcode = ibrc.WRRead
-	case hw.IBVWRAtomicCmpAndSwp, hw.IBVWRAtomicFetchAdd:
+	case hw.IBVWRAtomicCmpAndSwp:
+		wr.Opcode = ibrc.WRAtomicCmpSwp
+	case hw.IBVWRAtomicFetchAdd:
 		wr.Opcode = ibrc.WRAtomicFetchAdd
-		if hw.RxeSendOpcode.Get(elem) == hw.IBVWRAtomicCmpAndSwp {
-			wr.Opcode = ibrc.WRAtomicCmpSwp
-		}
-		wr.RemoteAddr, wr.RKey = hw.RxeSendRemoteAddr.Get(elem), hw.RxeSendAtomicRKey.Get(elem)
-		wr.CompareAdd, wr.Swap = hw.RxeSendCompareAdd.Get(elem), hw.RxeSendSwap.Get(elem)
 	default:
 		return wr, BadOpcode
 	}
-	if wr.Opcode == ibrc.WRWrite || wr.Opcode == ibrc.WRWriteImm || wr.Opcode == ibrc.WRRead {
+	switch wr.Opcode {
+	case ibrc.WRWrite, ibrc.WRWriteImm, ibrc.WRRead:
 		wr.RemoteAddr, wr.RKey = hw.RxeSendRemoteAddr.Get(elem), hw.RxeSendRKey.Get(elem)
+	case ibrc.WRAtomicCmpSwp, ibrc.WRAtomicFetchAdd:
+		wr.RemoteAddr, wr.RKey = hw.RxeSendRemoteAddr.Get(elem), hw.RxeSendAtomicRKey.Get(elem)
+		wr.CompareAdd, wr.Swap = hw.RxeSendCompareAdd.Get(elem), hw.RxeSendSwap.Get(elem)
 	}
 	// Flags the engine implements; IBV_SEND_IP_CSUM and undefined bits
 	// mean nothing on an RC QP and are ignored, as rdma_rxe does.

@@ -272,14 +272,7 @@ func (w Send) Encode(s []byte) {
 	hw.RxeSendOpcode.Put(s, w.Opcode)
 	hw.RxeSendFlags.Put(s, w.Flags)
 	hw.RxeSendImm.Put(s, w.Imm)
-	hw.RxeSendRemoteAddr.Put(s, w.RemoteAddr)
-	if w.Opcode == hw.IBVWRAtomicCmpAndSwp || w.Opcode == hw.IBVWRAtomicFetchAdd {
-		hw.RxeSendCompareAdd.Put(s, w.CompareAdd)
-		hw.RxeSendSwap.Put(s, w.Swap)
-		hw.RxeSendAtomicRKey.Put(s, w.RKey)
-	} else {
-		hw.RxeSendRKey.Put(s, w.RKey)
-	}
+	hw.PutRxeSendRemote(s, w.Opcode, w.RemoteAddr, w.RKey, w.CompareAdd, w.Swap)
 	n, length := w.NumSGE, w.Length
 	if n < 0 {
 		n = len(w.SGL)

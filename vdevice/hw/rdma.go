@@ -431,7 +431,7 @@ var RDMACounters = []RDMACounter{
 	{"fault_drops", "requests the responder dropped for a receive fault (RDMA_RECV_FAULT = DROP)"},
 	{"responder_faults", "faults placing SEND or WRITE data or reading READ data (FAULT_KIND_RC_RECV)"},
 	{"requester_faults", "faults gathering a send's payload or scattering a READ response (FAULT_KIND_RC_SEND)"},
-	{"read_retries", "RDMA READs requested again after a dropped or lost response"},
+	{"read_retries", "RDMA READs (and atomics) requested again after a dropped or lost response"},
 	{"page_requests", "page requests raised for memory regions"},
 	{"page_request_errors", "faults that failed: Invalid Request, or PRI not usable"},
 	{"seq_naks_sent", "PSN sequence error NAKs the responder sent"},

@@ -101,6 +101,25 @@ var (
 		Doc: "otherwise: dma.num_sge SGEs (same bytes as dma.inline_data)"}
 )
 
+// RxeSendIsAtomic reports whether a send entry's opcode reads the atomic
+// member of the wr.wr union (its rkey past the operands) rather than rdma.
+func RxeSendIsAtomic(opcode uint32) bool {
+	return opcode == IBVWRAtomicCmpAndSwp || opcode == IBVWRAtomicFetchAdd
+}
+
+// PutRxeSendRemote writes the remote side of a send entry into slot as
+// librxe does: the member of the wr.wr union its opcode reads.
+func PutRxeSendRemote(slot []byte, opcode uint32, remoteAddr uint64, rkey uint32, compareAdd, swap uint64) {
+	RxeSendRemoteAddr.Put(slot, remoteAddr)
+	if RxeSendIsAtomic(opcode) {
+		RxeSendCompareAdd.Put(slot, compareAdd)
+		RxeSendSwap.Put(slot, swap)
+		RxeSendAtomicRKey.Put(slot, rkey)
+		return
+	}
+	RxeSendRKey.Put(slot, rkey)
+}
+
 // RxeSendWQE is struct rxe_send_wqe.
 var RxeSendWQE = ABILayout{"struct rxe_send_wqe", "rdma/rdma_user_rxe.h", RxeSendWQESize,
 	"Send queue entry, written by user space (librxe), read by the device. Its other fields (status, state, iova, " +

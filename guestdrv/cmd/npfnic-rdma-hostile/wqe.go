@@ -62,14 +62,7 @@ func (w sendWQE) put(slot []byte) {
 	hw.RxeSendOpcode.Put(slot, w.opcode)
 	hw.RxeSendFlags.Put(slot, w.flags)
 	hw.RxeSendImm.Put(slot, w.imm)
-	hw.RxeSendRemoteAddr.Put(slot, w.remoteAddr)
-	if w.opcode == hw.IBVWRAtomicCmpAndSwp || w.opcode == hw.IBVWRAtomicFetchAdd {
-		hw.RxeSendCompareAdd.Put(slot, w.compareAdd)
-		hw.RxeSendSwap.Put(slot, w.swap)
-		hw.RxeSendAtomicRKey.Put(slot, w.rkey)
-	} else {
-		hw.RxeSendRKey.Put(slot, w.rkey)
-	}
+	hw.PutRxeSendRemote(slot, w.opcode, w.remoteAddr, w.rkey, w.compareAdd, w.swap)
 	sendIOVA.Put(slot, w.remoteAddr)
 	sendState.Put(slot, 0)
 	sendSSN.Put(slot, w.ssn)
