@@ -542,14 +542,14 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 /* RDMA counters: indices in the NPFNIC_RDMA_CMD_QUERY_STATS buffer (le64 each) */
 #define NPFNIC_RDMA_STAT_RX_FRAMES       0 /* RoCEv2 frames handed to the RC engine */
 #define NPFNIC_RDMA_STAT_TX_FRAMES       1 /* RoCEv2 frames the RC engine sent */
-#define NPFNIC_RDMA_STAT_MESSAGES_IN     2 /* SEND, WRITE and READ requests the responder executed */
+#define NPFNIC_RDMA_STAT_MESSAGES_IN     2 /* SEND, WRITE, READ and atomic requests the responder executed */
 #define NPFNIC_RDMA_STAT_RETRANSMITS     3 /* request packets the requester sent again */
 #define NPFNIC_RDMA_STAT_ACK_TIMEOUTS    4 /* local ACK timeouts that made the requester retransmit */
 #define NPFNIC_RDMA_STAT_RNR_NAKS_RCVD   5 /* RNR NAKs the requester received */
 #define NPFNIC_RDMA_STAT_RNR_NAKS_NO_WQE 6 /* RNR NAKs the responder sent for a SEND that found no receive posted */
 #define NPFNIC_RDMA_STAT_RNR_NAKS_FAULT  7 /* RNR NAKs the responder sent for a receive fault (RDMA_RECV_FAULT = RNR) */
 #define NPFNIC_RDMA_STAT_FAULT_DROPS     8 /* requests the responder dropped for a receive fault (RDMA_RECV_FAULT = DROP) */
-#define NPFNIC_RDMA_STAT_RESPONDER_FAULTS 9 /* faults placing SEND or WRITE data or reading READ data (FAULT_KIND_RC_RECV) */
+#define NPFNIC_RDMA_STAT_RESPONDER_FAULTS 9 /* faults placing SEND or WRITE data, reading READ data or changing an atomic's word (FAULT_KIND_RC_RECV) */
 #define NPFNIC_RDMA_STAT_REQUESTER_FAULTS 10 /* faults gathering a send's payload or scattering a READ response (FAULT_KIND_RC_SEND) */
 #define NPFNIC_RDMA_STAT_READ_RETRIES    11 /* RDMA READs (and atomics) requested again after a dropped or lost response */
 #define NPFNIC_RDMA_STAT_PAGE_REQUESTS   12 /* page requests raised for memory regions */
