@@ -262,6 +262,7 @@ struct npfnic_ib_srq {
 	u32 max_wr;			/* entries the queue holds */
 	u32 max_sge;
 	u32 limit;			/* armed; 0: not (the SRQ_LIMIT event disarms it) */
+	u32 mods;			/* MODIFY_SRQs sent: the arm the device numbers events by */
 };
 
 struct npfnic_ib_qp {

@@ -543,14 +543,19 @@ static void npfnic_ib_qp_event(struct npfnic_ib_dev *dev, u32 qpn, enum ib_event
  * device gives no way to tell them apart: query_srq then reads 0 while
  * the device is armed, and the next event comes all the same.
  */
-static void npfnic_ib_srq_event(struct npfnic_ib_dev *dev, u32 srqn, enum ib_event_type type)
+/*
+ * SRQ_LIMIT disarms the limit it reports, unless the SRQ was armed again
+ * since: info numbers the arm that fired (its MODIFY_SRQ count).
+ */
+static void npfnic_ib_srq_event(struct npfnic_ib_dev *dev, u32 srqn, enum ib_event_type type,
+				u32 info)
 {
 	struct npfnic_ib_srq *srq;
 	struct ib_event ev;
 
 	xa_lock(&dev->srqs);
 	srq = xa_load(&dev->srqs, srqn);
-	if (srq && type == IB_EVENT_SRQ_LIMIT_REACHED)
+	if (srq && type == IB_EVENT_SRQ_LIMIT_REACHED && info == READ_ONCE(srq->mods))
 		WRITE_ONCE(srq->limit, 0);
 	if (srq && srq->ibsrq.event_handler) {
 		ev.device = &dev->ibdev;
@@ -591,10 +596,10 @@ static void npfnic_ib_event(struct npfnic_ib_dev *dev, const struct npfnic_rdma_
 		npfnic_ib_rnpf_alarm(dev);
 		break;
 	case NPFNIC_RDMA_EVENT_SRQ_LIMIT:
-		npfnic_ib_srq_event(dev, handle, IB_EVENT_SRQ_LIMIT_REACHED);
+		npfnic_ib_srq_event(dev, handle, IB_EVENT_SRQ_LIMIT_REACHED, le32_to_cpu(ev->info));
 		break;
 	case NPFNIC_RDMA_EVENT_SRQ_ERR:
-		npfnic_ib_srq_event(dev, handle, IB_EVENT_SRQ_ERR);
+		npfnic_ib_srq_event(dev, handle, IB_EVENT_SRQ_ERR, 0);
 		break;
 	default:
 		dev->hw.bad_events++;

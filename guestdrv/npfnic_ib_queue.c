@@ -341,6 +341,7 @@ int npfnic_ib_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 {
 	struct npfnic_ib_srq *srq = to_npfnic_ib_srq(ibsrq);
 	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_MODIFY_SRQ };
+	u32 old_limit;
 	int err;
 
 	if (mask & ~(IB_SRQ_MAX_WR | IB_SRQ_LIMIT))
@@ -355,9 +356,19 @@ int npfnic_ib_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 	cmd.srq.srqn = srq->srqn;
 	cmd.srq.limit = attr->srq_limit;
 	cmd.srq.srq = srq;
+	/*
+	 * The new arm's number before the command: its SRQ_LIMIT event may
+	 * come before the command's completion does.
+	 */
+	old_limit = srq->limit;
+	WRITE_ONCE(srq->mods, srq->mods + 1);
+	WRITE_ONCE(srq->limit, attr->srq_limit);
 	err = npfnic_ib_cmd(to_npfnic_ib_dev(ibsrq->device), &cmd);
-	if (!err)
-		WRITE_ONCE(srq->limit, attr->srq_limit);
+	if (err) {
+		/* Not run (the engine is dead or gone): no arm, no event. */
+		WRITE_ONCE(srq->mods, srq->mods - 1);
+		WRITE_ONCE(srq->limit, old_limit);
+	}
 	mutex_unlock(&srq->lock);
 	return err;
 }

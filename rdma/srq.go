@@ -30,9 +30,12 @@ type srq struct {
 	mu     sync.Mutex
 	ring   *rxeq.RQ
 	limit  uint32 // armed: SRQ_LIMIT once fewer entries are posted; 0 none
+	mods   uint32 // MODIFY_SRQ commands run: the arm's number (CREATE_SRQ's is 0)
 	broken bool   // the ring could not be read: no more entries
-	// limitHit and errHit are events for the worker to post.
+	// limitHit and errHit are events for the worker to post; firedArm
+	// is the number of the arm limitHit reports.
 	limitHit, errHit atomic.Bool
+	firedArm         atomic.Uint32
 	badWQEs          *atomic.Uint64
 	wake             func()
 }
@@ -69,6 +72,7 @@ func (s *srq) next() (ibrc.RecvWR, ibrc.WCStatus, bool) {
 			s.fail()
 		case uint32(n) < s.limit:
 			s.limit = 0
+			s.firedArm.Store(s.mods)
 			s.limitHit.Store(true)
 			s.wake()
 		}
@@ -120,6 +124,7 @@ func (w *worker) modifySRQ(n uint32, b []byte) uint32 {
 	}
 	s.mu.Lock()
 	s.limit = limit
+	s.mods++
 	s.mu.Unlock()
 	return hw.RDMACmdOK
 }
@@ -145,7 +150,7 @@ func (w *worker) srqEvents() {
 			continue
 		}
 		if s.limitHit.Swap(false) {
-			w.postEvent(hw.RDMAEventSRQLimit, s.n, 0)
+			w.postEvent(hw.RDMAEventSRQLimit, s.n, s.firedArm.Load())
 		}
 		if s.errHit.Swap(false) {
 			w.e.stats.ringErrors.Add(1)

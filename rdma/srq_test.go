@@ -88,8 +88,21 @@ func TestSRQ(t *testing.T) {
 	if c := r.srq.Consumer(); c != 3 {
 		t.Errorf("SRQ consumer_index %d after 3 entries taken, want 3", c)
 	}
-	// 4 posted, 3 taken: 1 left, under the limit of 2.
-	b.waitEvent(t, hw.RDMAEventSRQLimit, srqn)
+	// 4 posted, 3 taken: 1 left, under the limit CREATE_SRQ armed (arm 0).
+	if ev := b.waitEvent(t, hw.RDMAEventSRQLimit, srqn); ev.Info != 0 {
+		t.Errorf("SRQ_LIMIT of CREATE_SRQ's arm: info %d, want 0", ev.Info)
+	}
+	// Armed again by MODIFY_SRQ (its first): the next take fires it, as
+	// arm 1.
+	b.must(t, rdmatest.ModifySRQ(srqn, 2))
+	r.post(t, 5)
+	r.send(t, 1, 5, 50, 0x55)
+	if c := poll(t, b.rcq, 1)[0]; c.WRID != 4 || c.Status != ibrc.WCSuccess {
+		t.Fatalf("receive after re-arming: %+v", c)
+	}
+	if ev := b.waitEvent(t, hw.RDMAEventSRQLimit, srqn); ev.Info != 1 {
+		t.Errorf("SRQ_LIMIT of MODIFY_SRQ's arm: info %d, want 1", ev.Info)
+	}
 
 	if st, _, _ := b.d.Run(rdmatest.NewCmd(hw.RDMACmdDestroySRQ, srqn)); st != hw.RDMACmdErrBusy {
 		t.Errorf("DESTROY_SRQ with QPs attached: status %d, want BUSY", st)
@@ -98,8 +111,8 @@ func TestSRQ(t *testing.T) {
 	// stays posted for QP 1.
 	b.must(t, rdmatest.ModifyQP(r.bQPs[0], rdmatest.Modify{Mask: hw.RDMAQPAttrState, State: hw.RDMAQPErr}))
 	quiet(t, b.rcq)
-	r.send(t, 1, 4, 64, 0x44)
-	if c := poll(t, b.rcq, 1)[0]; c.Status != ibrc.WCSuccess || c.WRID != 4 || c.QPNum != r.bQPs[1] {
+	r.send(t, 1, 6, 64, 0x44)
+	if c := poll(t, b.rcq, 1)[0]; c.Status != ibrc.WCSuccess || c.WRID != 5 || c.QPNum != r.bQPs[1] {
 		t.Fatalf("the SRQ's last entry after the other QP's error: %+v", c)
 	}
 	for _, q := range r.bQPs {

@@ -116,7 +116,10 @@ completes on its receive CQ (flushed with it), and is no longer the SRQ's. A mal
 with its error on the QP that took it, which goes to the error state as with its own receive queue.
 An SRQ is never flushed: its entries stay posted when its QPs go to the error state or are destroyed.
 Its limit (below its slots), armed by CREATE_SRQ or MODIFY_SRQ, posts one SRQ_LIMIT event (and
-disarms) when a QP takes an entry and fewer than limit entries are left posted, as rdma_rxe. A ring that
+disarms) when a QP takes an entry and fewer than limit entries are left posted, as rdma_rxe. The
+event's info is the number of MODIFY_SRQ commands the SRQ had run when that limit was armed (0: the
+one CREATE_SRQ armed), so that a driver that armed it again since knows the event is the old arm's
+(events come from the receive path, not in order with commands). A ring that
 cannot be read (outside guest memory, or once stopped) posts SRQ_ERR and gives no more entries: QPs
 then answer SENDs with RNR NAKs. DESTROY_SRQ fails with CMDERR_BUSY while a QP uses it, and completes
 once no DMA of the device reads its ring.
@@ -259,7 +262,7 @@ const (
 	RDMAEventQPAccessErr = 6  // handle: QPN; the remote side reported a remote access error
 	RDMAEventCommEst     = 7  // handle: QPN; first packet received in RTR
 	RDMAEventMsgAlarm    = 8  // handle 0: the requests RDMA_MSG_ALARM asked for were executed (interface 2.5)
-	RDMAEventSRQLimit    = 9  // handle: SRQN; fewer entries posted than its armed limit (interface 2.7); disarmed
+	RDMAEventSRQLimit    = 9  // handle: SRQN; fewer entries posted than its armed limit (interface 2.7); disarmed; info: the arm's MODIFY_SRQ count
 	RDMAEventSRQErr      = 10 // handle: SRQN; its ring could not be read: it gives no more entries (interface 2.7)
 )
 
