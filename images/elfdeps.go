@@ -231,3 +231,29 @@ func (km *KernelModules) LoadOrder(names ...string) ([]string, error) {
 
 // Path is the .ko file of a module.
 func (km *KernelModules) Path(name string) string { return km.paths[moduleName(name)] }
+
+// Files lists the regular files and symlinks under dir (absolute inside
+// the tree), as guest paths, leaving out the directories in skip.
+func (t Tree) Files(dir string, skip map[string]bool) ([]string, error) {
+	real, err := t.Resolve(dir)
+	if err != nil {
+		return nil, err
+	}
+	root := filepath.Join(t.Root, real)
+	var out []string
+	err = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		guest := path.Join(dir, filepath.ToSlash(rel))
+		switch {
+		case d.IsDir() && skip[guest]:
+			return filepath.SkipDir
+		case d.Type().IsRegular(), d.Type()&os.ModeSymlink != 0:
+			out = append(out, guest)
+		}
+		return nil
+	})
+	return out, err
+}

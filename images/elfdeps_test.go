@@ -58,3 +58,47 @@ func TestELFClosureFindsInterpreterAndLibraries(t *testing.T) {
 		t.Error("closure of a missing program succeeded")
 	}
 }
+
+// TestTreeFiles: a directory's files and symlinks by guest path, through
+// a symlinked parent, without the subdirectories left out.
+func TestTreeFiles(t *testing.T) {
+	root := t.TempDir()
+	for _, f := range []string{"usr/lib/py/a.py", "usr/lib/py/pkg/b.so", "usr/lib/py/test/t.py", "usr/lib/py/pkg/test/keep.py"} {
+		p := filepath.Join(root, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("a.py", filepath.Join(root, "usr/lib/py/link.py")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("usr/lib", filepath.Join(root, "lib")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Tree{Root: root}.Files("/lib/py", map[string]bool{"/lib/py/test": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "/lib/py/a.py /lib/py/link.py /lib/py/pkg/b.so /lib/py/pkg/test/keep.py"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("Files = %v, want %s", got, want)
+	}
+}
+
+// TestGunzipped: only the test suite's compressed files go in
+// decompressed.
+func TestGunzipped(t *testing.T) {
+	for gp, want := range map[string]bool{
+		"/usr/share/doc/rdma-core/tests/base.py.gz":   true,
+		"/usr/share/doc/rdma-core/tests/run_tests.py": false,
+		"/usr/share/doc/other/changelog.gz":           false,
+		"/usr/lib/python3.11/x.gz":                    false,
+	} {
+		if got := gunzipped(gp); got != want {
+			t.Errorf("gunzipped(%s) = %v, want %v", gp, got, want)
+		}
+	}
+}

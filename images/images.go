@@ -102,6 +102,9 @@ type Artifacts struct {
 	Module        string // npfnic.ko
 	Initramfs     string // guest image: npfnic tools, memcached, iperf3, lspci, ethtool
 	RDMAInitramfs string // the same plus rdma_rxe and the RDMA user tools
+	// ConformanceInitramfs is the RDMA image plus rdma-core's test suite
+	// (python3, pyverbs), rdmacm-utils and the rdma_cm modules.
+	ConformanceInitramfs string
 	// CacheDir is the cache they are in; what the VM harness learns about
 	// the host (whether KVM works) is kept there too.
 	CacheDir string
@@ -201,7 +204,7 @@ func (b *Builder) lockCache(ctx context.Context) (func(), error) {
 
 func (b *Builder) build(ctx context.Context) (*Artifacts, error) {
 	start := time.Now()
-	b.step, b.steps = 0, 9
+	b.step, b.steps = 0, 10
 	if b.extracted {
 		fmt.Fprintf(b.out, "images: no checkout here; the driver and the guest tools build from the sources in this binary, extracted to %s\n", b.opt.SourceDir)
 	} else {
@@ -237,6 +240,9 @@ func (b *Builder) build(ctx context.Context) (*Artifacts, error) {
 		return nil, err
 	}
 	if a.RDMAInitramfs, err = b.buildInitramfs(ctx, VariantRDMA, a.Kernel, a.Module, userland, base, tools); err != nil {
+		return nil, err
+	}
+	if a.ConformanceInitramfs, err = b.buildInitramfs(ctx, VariantConformance, a.Kernel, a.Module, userland, base, tools); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(b.out, "images: all artifacts ready in %s (%.1fs)\n", b.opt.CacheDir, time.Since(start).Seconds())

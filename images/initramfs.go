@@ -1,8 +1,10 @@
 package images
 
 import (
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -26,7 +28,20 @@ const (
 	// VariantRDMA adds Linux's soft-RoCE (rdma_rxe) and the RDMA user
 	// tools, for a peer guest.
 	VariantRDMA Variant = "rdma"
+	// VariantConformance adds rdma-core's own test suite (python3 with
+	// pyverbs, /usr/share/doc/rdma-core/tests), rdmacm-utils and the
+	// rdma_cm modules: the judge of the RDMA device (issue 24). It is
+	// kept apart because python makes it twice the size of the RDMA
+	// image, and every RDMA guest of the VM tests would boot it.
+	VariantConformance Variant = "conformance"
 )
+
+// variantParts are the parts a variant's image is made of, in order.
+var variantParts = map[Variant][]Variant{
+	VariantBase:        {VariantBase},
+	VariantRDMA:        {VariantBase, VariantRDMA},
+	VariantConformance: {VariantBase, VariantRDMA, VariantConformance},
+}
 
 // uRootCommands are the u-root core commands in the guest (a busybox binary).
 var uRootCommands = []string{"github.com/u-root/u-root/cmds/core/*"}
@@ -47,33 +62,64 @@ var guestPrograms = map[Variant][]string{
 		"/etc/libibverbs.d/rxe.driver",
 		"/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so",
 	},
+	VariantConformance: {
+		"/usr/bin/python3",
+		// rdmacm-utils whole.
+		"/usr/bin/rping", "/usr/bin/ucmatose", "/usr/bin/udaddy", "/usr/bin/mckey", "/usr/bin/rdma_server",
+		"/usr/bin/rdma_client", "/usr/bin/rdma_xserver", "/usr/bin/rdma_xclient", "/usr/bin/rcopy",
+		"/usr/bin/riostream", "/usr/bin/rstream", "/usr/bin/cmtime",
+	},
+}
+
+// guestTrees are directories of the bookworm tree copied whole (their ELF
+// files with what they link), but for the subdirectories in treesLeftOut.
+var guestTrees = map[Variant][]string{
+	VariantConformance: {"/usr/lib/python3.11", "/usr/lib/python3/dist-packages", "/usr/share/doc/rdma-core/tests"},
+}
+
+// gunzipTrees are guest trees whose *.gz files go into the image
+// decompressed, without the suffix: Debian compresses what it installs
+// under /usr/share/doc, rdma-core's test modules included, which python
+// cannot import so.
+var gunzipTrees = []string{"/usr/share/doc/rdma-core/tests/"}
+
+// treesLeftOut are parts of the python standard library nothing here
+// imports: its own tests, the IDE, Tk and the like.
+var treesLeftOut = map[string]bool{
+	"/usr/lib/python3.11/test": true, "/usr/lib/python3.11/idlelib": true, "/usr/lib/python3.11/tkinter": true,
+	"/usr/lib/python3.11/turtledemo": true, "/usr/lib/python3.11/ensurepip": true, "/usr/lib/python3.11/lib2to3": true,
+	"/usr/lib/python3.11/pydoc_data": true,
 }
 
 // guestModules are kernel modules shipped for loading on demand (with their
 // dependencies): what the npfnic driver links against, the QEMU NICs npfnic
 // is compared with, soft-RoCE, and zram (swap for the ODP reclaim test).
 var guestModules = map[Variant][]string{
-	VariantBase: append([]string{"e1000e", "virtio_net", "virtio_pci", "tun"}, agent.DriverDeps...),
-	VariantRDMA: {"crc32_generic", "rdma_rxe", "ib_uverbs", "zram"},
+	VariantBase:        append([]string{"e1000e", "virtio_net", "virtio_pci", "tun"}, agent.DriverDeps...),
+	VariantRDMA:        {"crc32_generic", "rdma_rxe", "ib_uverbs", "zram"},
+	VariantConformance: {"rdma_ucm", "rdma_cm"},
 }
 
 const passwd = "root:x:0:0:root:/root:/bin/sh\nmemcache:x:100:100:memcached:/nonexistent:/bin/false\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"
 const group = "root:x:0:\nmemcache:x:100:\nnogroup:x:65534:\n"
-
-func (v Variant) includes(other Variant) bool { return v == other || v == VariantRDMA }
 
 // buildInitramfs assembles a u-root initramfs for the variant.
 func (b *Builder) buildInitramfs(ctx context.Context, v Variant, k Kernel, module, userland, base string, tools map[string]string) (string, error) {
 	done := b.begin("initramfs (" + string(v) + ")")
 	var programs []string
 	var modules []string
-	for _, part := range []Variant{VariantBase, VariantRDMA} {
-		if v.includes(part) {
-			programs = append(programs, guestPrograms[part]...)
-			modules = append(modules, guestModules[part]...)
+	tree := Tree{Root: userland}
+	for _, part := range variantParts[v] {
+		programs = append(programs, guestPrograms[part]...)
+		modules = append(modules, guestModules[part]...)
+		for _, dir := range guestTrees[part] {
+			fs, err := tree.Files(dir, treesLeftOut)
+			if err != nil {
+				return "", fmt.Errorf("guest tree: %w", err)
+			}
+			programs = append(programs, fs...)
 		}
 	}
-	tree := Tree{Root: userland}
 	files, err := tree.ELFClosure(programs...)
 	if err != nil {
 		return "", fmt.Errorf("guest programs: %w", err)
@@ -155,7 +201,18 @@ func (b *Builder) buildInitramfs(ctx context.Context, v Variant, k Kernel, modul
 		return "", err
 	}
 	for _, gp := range guestPaths {
-		extra = append(extra, filepath.Join(userland, files[gp])+":"+strings.TrimPrefix(gp, "/"))
+		src := filepath.Join(userland, files[gp])
+		if gunzipped(gp) {
+			b, err := gunzipFile(src)
+			if err != nil {
+				return "", err
+			}
+			if err := addStaged(strings.TrimSuffix(gp, ".gz"), string(b)); err != nil {
+				return "", err
+			}
+			continue
+		}
+		extra = append(extra, src+":"+strings.TrimPrefix(gp, "/"))
 	}
 	for _, m := range order {
 		extra = append(extra, km.Path(m)+":"+strings.TrimPrefix(agent.ModulesDir, "/")+"/"+m+".ko")
@@ -286,4 +343,31 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// gunzipped reports whether the guest file gp goes in decompressed.
+func gunzipped(gp string) bool {
+	if !strings.HasSuffix(gp, ".gz") {
+		return false
+	}
+	for _, t := range gunzipTrees {
+		if strings.HasPrefix(gp, t) {
+			return true
+		}
+	}
+	return false
+}
+
+func gunzipFile(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	defer z.Close()
+	return io.ReadAll(z)
 }

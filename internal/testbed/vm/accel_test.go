@@ -178,7 +178,7 @@ func TestMachineArgs(t *testing.T) {
 	img := &images.Artifacts{
 		QEMU:      images.QEMU{Root: "/q"},
 		Kernel:    images.Kernel{Vmlinux: "/k/vmlinux"},
-		Initramfs: "/i/base.cpio", RDMAInitramfs: "/i/rdma.cpio",
+		Initramfs: "/i/base.cpio", RDMAInitramfs: "/i/rdma.cpio", ConformanceInitramfs: "/i/conformance.cpio",
 	}
 	for _, c := range []struct {
 		name    string
@@ -200,6 +200,8 @@ func TestMachineArgs(t *testing.T) {
 			want: []string{"-object", "memory-backend-memfd,id=mem,size=512M,share=on", "-m", "512M", "-smp", "2"}, not: []string{"-cpu"}},
 		{name: "kvm rdma", cfg: Config{Name: "r", MemoryMiB: 1024, CPUs: 1, Variant: images.VariantRDMA}, accel: AccelKVM,
 			want: []string{"-kernel", "/k/vmlinux", "-initrd", "/i/rdma.cpio"}},
+		{name: "tcg conformance", cfg: Config{Name: "c", MemoryMiB: 1024, CPUs: 1, Variant: images.VariantConformance}, accel: AccelTCG,
+			want: []string{"-kernel", "/k/vmlinux", "-initrd", "/i/conformance.cpio"}},
 		{name: "kvm devices", cfg: Config{Name: "d", MemoryMiB: 1024, CPUs: 1,
 			NICs: []QEMUNIC{{Model: "e1000e", Netdev: Netdev{Kind: "user"}}}}, accel: AccelKVM, sockets: []string{"/s/n0.sock"},
 			want: []string{"-device", "pcie-root-port,id=rp1,chassis=1,slot=1", "-device",

@@ -240,8 +240,11 @@ func (v *VM) start(ctx context.Context) error {
 func (v *VM) qemuArgs(sockets []string) ([]string, error) {
 	img := v.cfg.Images
 	initrd := img.Initramfs
-	if v.cfg.Variant == images.VariantRDMA {
+	switch v.cfg.Variant {
+	case images.VariantRDMA:
 		initrd = img.RDMAInitramfs
+	case images.VariantConformance:
+		initrd = img.ConformanceInitramfs
 	}
 	args := []string{"-name", v.cfg.Name}
 	args = append(args, machineArgs(v.accel, v.cfg.MemoryMiB, v.cfg.CPUs)...)
