@@ -37,9 +37,9 @@ type txFrame struct {
 // read from guest memory here, not on the port's reader. Frames of a
 // transport that RESET replaced are dropped, queued or not.
 //
-// A frame to one of the port's own addresses (a QP connected to another
-// QP of this device, which the kernel resolves to the port's own MAC)
-// never reaches the wire: this goroutine hands it to the engine's
+// A frame to the port's own MAC and one of its own addresses (a QP
+// connected to another QP of this device: the kernel resolves its path to
+// the port's own MAC) never reaches the wire: this goroutine hands it to the engine's
 // receive path, as rdma_rxe loops back a packet to a local address. So
 // loopback works without a cable, and takes the transmit path's flow
 // control like any other frame.
@@ -75,7 +75,7 @@ func (p *txPort) Pull() { p.t.pull(p.rc) }
 
 // put queues frame of rc, or refuses it with ibrc.ErrPortFull.
 func (t *transmitter) put(rc *ibrc.Transport, frame []byte) error {
-	if t.e.port.Load() == nil && !t.e.Claim(frame) {
+	if t.e.port.Load() == nil && !t.e.loopback(frame) {
 		return errNoPort
 	}
 	t.mu.Lock()
@@ -139,7 +139,7 @@ func (t *transmitter) run() {
 		t.r++
 		t.mu.Unlock()
 		if f.rc == t.e.rc.Load() {
-			if t.e.Claim(f.frame) {
+			if t.e.loopback(f.frame) {
 				t.e.stats.loopback.Add(1)
 				t.e.Receive(f.frame)
 			} else if p := t.e.port.Load(); p != nil {
@@ -173,4 +173,12 @@ func (t *transmitter) close() {
 	t.readyMu.Unlock()
 	t.purge()
 	t.cond.Broadcast()
+}
+
+// loopback reports whether a frame the transport sends is for this port:
+// to its own MAC (what the core resolves a local GID's path to) and one
+// of its own addresses. The MAC, compared first, keeps the header parse
+// off the path of every frame bound for the wire.
+func (e *Engine) loopback(frame []byte) bool {
+	return len(frame) >= 6 && [6]byte(frame[:6]) == e.cfg.MAC && e.Claim(frame)
 }
