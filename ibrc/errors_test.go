@@ -110,7 +110,7 @@ func TestStateMachine(t *testing.T) {
 		{ibrc.StateRTS, ibrc.StateErr, 0, true},
 		{ibrc.StateRTS, ibrc.StateErr, ibrc.AttrTimeout, false},
 	} {
-		err := ibrc.CheckTransition(c.from, c.to, c.mask)
+		err := ibrc.CheckTransition(ibrc.TypeRC, c.from, c.to, c.mask)
 		if (err == nil) != c.ok {
 			t.Errorf("%v->%v mask %#x: err %v, want ok=%v", c.from, c.to, c.mask, err, c.ok)
 		}

@@ -61,6 +61,8 @@ type opts struct {
 	sendWR, recvW  int
 	noPager        bool
 	traceA, traceB *trace.Recorder
+	qpType         ibrc.QPType // 0: RC
+	qkey           uint32      // UD: both QPs' Q_Key
 }
 
 func defaults(o *opts) {
@@ -124,7 +126,7 @@ func newWorld(t testing.TB, o opts) *world {
 		}
 		n.scq, _ = n.e.CreateCQ(4096)
 		n.rcq, _ = n.e.CreateCQ(4096)
-		n.qp, err = n.pd.CreateQP(ibrc.QPInit{SendCQ: n.scq, RecvCQ: n.rcq,
+		n.qp, err = n.pd.CreateQP(ibrc.QPInit{Type: o.qpType, SendCQ: n.scq, RecvCQ: n.rcq,
 			Cap: ibrc.QPCap{MaxSendWR: o.sendWR, MaxRecvWR: o.recvW, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInline: 2048}})
 		if err != nil {
 			t.Fatal(err)
@@ -148,6 +150,20 @@ func connect(t testing.TB, n, peer *node, peerMAC [6]byte, peerIP [4]byte, sqpsn
 		if err := q.ModifyQP(&a, m); err != nil {
 			t.Fatal(err)
 		}
+	}
+	switch o.qpType {
+	case ibrc.TypeUD:
+		must(ibrc.QPAttr{State: ibrc.StateInit, PKey: 0xffff, QKey: o.qkey}, ibrc.AttrState|ibrc.AttrPKey|ibrc.AttrQKey)
+		must(ibrc.QPAttr{State: ibrc.StateRTR, PathMTU: o.mtu}, ibrc.AttrState|ibrc.AttrPathMTU)
+		must(ibrc.QPAttr{State: ibrc.StateRTS, SQPSN: sqpsn}, ibrc.AttrState|ibrc.AttrSQPSN)
+		return
+	case ibrc.TypeUC:
+		must(ibrc.QPAttr{State: ibrc.StateInit, PKey: 0xffff, AccessFlags: o.access}, ibrc.AttrState|ibrc.AttrPKey|ibrc.AttrAccessFlags)
+		must(ibrc.QPAttr{State: ibrc.StateRTR, PathMTU: o.mtu, DestQPN: peer.qp.Num(), RQPSN: rqpsn,
+			AV: ibrc.AddressVector{DestMAC: peerMAC, DGID: rocev2.GIDFromIPv4(peerIP)}},
+			ibrc.AttrState|ibrc.AttrPathMTU|ibrc.AttrDestQPN|ibrc.AttrRQPSN|ibrc.AttrAV)
+		must(ibrc.QPAttr{State: ibrc.StateRTS, SQPSN: sqpsn}, ibrc.AttrState|ibrc.AttrSQPSN)
+		return
 	}
 	must(ibrc.QPAttr{State: ibrc.StateInit, PKey: 0xffff, AccessFlags: o.access}, ibrc.AttrState|ibrc.AttrPKey|ibrc.AttrAccessFlags)
 	must(ibrc.QPAttr{State: ibrc.StateRTR, PathMTU: o.mtu, DestQPN: peer.qp.Num(), RQPSN: rqpsn,

@@ -1,6 +1,7 @@
 package ibrc
 
 import (
+	"cmp"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 // QPInit are the creation parameters of a QP.
 type QPInit struct {
+	Type           QPType // 0: TypeRC
 	SendCQ, RecvCQ *CQ
 	Cap            QPCap
 	SigAll         bool // every send WR completes with a CQE, signaled or not
@@ -82,7 +84,7 @@ type readRes struct {
 	msn    uint32
 }
 
-// QP is a reliable-connected queue pair.
+// QP is a queue pair: RC, UC or UD (QPInit.Type).
 type QP struct {
 	e    *Transport
 	pd   *PD
@@ -125,7 +127,7 @@ type reqState struct {
 	psn          uint32 // next PSN to send
 	high         uint32 // first PSN never sent
 	next         int    // index in sq of the WQE being sent
-	offset       uint64 // bytes of sq[next] already covered by sent PSNs
+	offset       uint64 // bytes of sq[next] already covered by sent PSNs (RC, UC)
 	readsOut     int    // READ and atomic WQEs started and not completed
 	rnrWait      bool
 	rnrPSN       uint32
@@ -169,6 +171,10 @@ type respState struct {
 	// retransmission to be placed (the trace's RCResume).
 	faulted  bool
 	faultPSN uint32
+	// dropMsg (UC): a packet of the message in progress was lost or
+	// refused, so the rest of it is dropped until a First packet starts
+	// the next message (IBA 9.7.7; UC never NAKs).
+	dropMsg bool
 }
 
 const maxBacklog = 64
@@ -191,7 +197,11 @@ func (pd *PD) CreateQPNum(num uint32, init QPInit) (*QP, error) {
 }
 
 func (pd *PD) createQP(init QPInit, num uint32) (*QP, error) {
-	if init.SendCQ == nil || init.RecvCQ == nil || init.Cap.MaxSendWR <= 0 || init.Cap.MaxRecvWR <= 0 {
+	if init.Type == 0 {
+		init.Type = TypeRC
+	}
+	if init.SendCQ == nil || init.RecvCQ == nil || init.Cap.MaxSendWR <= 0 || init.Cap.MaxRecvWR <= 0 ||
+		transitions[init.Type] == nil {
 		return nil, ErrInvalidArg
 	}
 	if init.Cap.MaxSendSGE <= 0 {
@@ -288,6 +298,13 @@ func (q *QP) pullRecv() bool {
 // Num returns the QP number.
 func (q *QP) Num() uint32 { return q.num }
 
+// Type returns the QP's transport service.
+func (q *QP) Type() QPType { return q.init.Type }
+
+// unreliable: UC or UD, whose requester never waits for an answer and
+// whose responder never sends one.
+func (q *QP) unreliable() bool { return q.init.Type != TypeRC }
+
 // Query returns the QP's attributes, with State its current state.
 func (q *QP) Query() QPAttr {
 	q.mu.Lock()
@@ -324,32 +341,60 @@ func (q *QP) Destroy() error {
 
 type transition struct{ req, opt AttrMask }
 
-// transitions is the RC part of the IBA QP state transition table
-// (IBA 11.2.1.2 Table 91; Linux ib_modify_qp_is_ok) without alternate paths,
+// transitions is the IBA QP state transition table (IBA 11.2.1.2 Table 91;
+// Linux ib_modify_qp_is_ok) for RC, UC and UD, without alternate paths,
 // port numbers and path migration. Any state may go to RESET and ERR.
-var transitions = map[[2]QPState]transition{
-	{StateReset, StateReset}: {},
-	{StateReset, StateInit}:  {req: AttrPKey | AttrAccessFlags},
-	{StateInit, StateInit}:   {opt: AttrPKey | AttrAccessFlags},
-	{StateInit, StateRTR}: {
-		req: AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN | AttrMaxDestRdAtomic | AttrMinRNRTimer,
-		opt: AttrAccessFlags | AttrPKey,
+var transitions = map[QPType]map[[2]QPState]transition{
+	TypeRC: {
+		{StateReset, StateReset}: {},
+		{StateReset, StateInit}:  {req: AttrPKey | AttrAccessFlags},
+		{StateInit, StateInit}:   {opt: AttrPKey | AttrAccessFlags},
+		{StateInit, StateRTR}: {
+			req: AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN | AttrMaxDestRdAtomic | AttrMinRNRTimer,
+			opt: AttrAccessFlags | AttrPKey,
+		},
+		{StateRTR, StateRTS}: {
+			req: AttrSQPSN | AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxRdAtomic,
+			opt: AttrAccessFlags | AttrMinRNRTimer,
+		},
+		{StateRTS, StateRTS}: {opt: AttrAccessFlags | AttrMinRNRTimer},
+		{StateRTS, StateSQD}: {},
+		{StateSQD, StateRTS}: {opt: AttrAccessFlags | AttrMinRNRTimer},
+		{StateSQD, StateSQD}: {opt: AttrAccessFlags | AttrMinRNRTimer | AttrPKey | AttrAV | AttrTimeout |
+			AttrRetryCnt | AttrRNRRetry | AttrMaxRdAtomic | AttrMaxDestRdAtomic | AttrPathMTU},
+		{StateSQE, StateRTS}: {opt: AttrAccessFlags | AttrMinRNRTimer},
 	},
-	{StateRTR, StateRTS}: {
-		req: AttrSQPSN | AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxRdAtomic,
-		opt: AttrAccessFlags | AttrMinRNRTimer,
+	TypeUC: {
+		{StateReset, StateReset}: {},
+		{StateReset, StateInit}:  {req: AttrPKey | AttrAccessFlags},
+		{StateInit, StateInit}:   {opt: AttrPKey | AttrAccessFlags},
+		{StateInit, StateRTR}:    {req: AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN, opt: AttrAccessFlags | AttrPKey},
+		{StateRTR, StateRTS}:     {req: AttrSQPSN, opt: AttrAccessFlags},
+		{StateRTS, StateRTS}:     {opt: AttrAccessFlags},
+		{StateRTS, StateSQD}:     {},
+		{StateSQD, StateRTS}:     {opt: AttrAccessFlags},
+		{StateSQD, StateSQD}:     {opt: AttrAccessFlags | AttrPKey | AttrAV | AttrPathMTU},
+		{StateSQE, StateRTS}:     {opt: AttrAccessFlags},
 	},
-	{StateRTS, StateRTS}: {opt: AttrAccessFlags | AttrMinRNRTimer},
-	{StateRTS, StateSQD}: {},
-	{StateSQD, StateRTS}: {opt: AttrAccessFlags | AttrMinRNRTimer},
-	{StateSQD, StateSQD}: {opt: AttrAccessFlags | AttrMinRNRTimer | AttrPKey | AttrAV | AttrTimeout |
-		AttrRetryCnt | AttrRNRRetry | AttrMaxRdAtomic | AttrMaxDestRdAtomic | AttrPathMTU},
-	{StateSQE, StateRTS}: {opt: AttrAccessFlags | AttrMinRNRTimer},
+	// UD: the path MTU is the driver's (the port's active MTU), not the
+	// consumer's, so it is optional wherever the Q_Key may change.
+	TypeUD: {
+		{StateReset, StateReset}: {},
+		{StateReset, StateInit}:  {req: AttrPKey | AttrQKey, opt: AttrPathMTU},
+		{StateInit, StateInit}:   {opt: AttrPKey | AttrQKey | AttrPathMTU},
+		{StateInit, StateRTR}:    {opt: AttrPKey | AttrQKey | AttrPathMTU},
+		{StateRTR, StateRTS}:     {req: AttrSQPSN, opt: AttrQKey | AttrPathMTU},
+		{StateRTS, StateRTS}:     {opt: AttrQKey | AttrPathMTU},
+		{StateRTS, StateSQD}:     {},
+		{StateSQD, StateRTS}:     {opt: AttrQKey | AttrPathMTU},
+		{StateSQD, StateSQD}:     {opt: AttrPKey | AttrQKey | AttrPathMTU},
+		{StateSQE, StateRTS}:     {opt: AttrQKey | AttrPathMTU},
+	},
 }
 
-// CheckTransition reports whether the IBA table allows moving from cur to
-// next with the attributes in mask (AttrState aside).
-func CheckTransition(cur, next QPState, mask AttrMask) error {
+// CheckTransition reports whether the IBA table of QP type t allows moving
+// from cur to next with the attributes in mask (AttrState aside).
+func CheckTransition(t QPType, cur, next QPState, mask AttrMask) error {
 	mask &^= AttrState
 	if next == StateReset || next == StateErr {
 		if mask != 0 {
@@ -357,15 +402,15 @@ func CheckTransition(cur, next QPState, mask AttrMask) error {
 		}
 		return nil
 	}
-	t, ok := transitions[[2]QPState{cur, next}]
+	tr, ok := transitions[t][[2]QPState{cur, next}]
 	if !ok {
-		return fmt.Errorf("%w: %v->%v", ErrInvalidModify, cur, next)
+		return fmt.Errorf("%w: %v %v->%v", ErrInvalidModify, t, cur, next)
 	}
-	if mask&t.req != t.req {
-		return fmt.Errorf("%w: %v->%v requires mask %#x, missing %#x", ErrInvalidModify, cur, next, t.req, t.req&^mask)
+	if mask&tr.req != tr.req {
+		return fmt.Errorf("%w: %v %v->%v requires mask %#x, missing %#x", ErrInvalidModify, t, cur, next, tr.req, tr.req&^mask)
 	}
-	if extra := mask &^ (t.req | t.opt); extra != 0 {
-		return fmt.Errorf("%w: %v->%v does not take mask bits %#x", ErrInvalidModify, cur, next, extra)
+	if extra := mask &^ (tr.req | tr.opt); extra != 0 {
+		return fmt.Errorf("%w: %v %v->%v does not take mask bits %#x", ErrInvalidModify, t, cur, next, extra)
 	}
 	return nil
 }
@@ -386,7 +431,7 @@ func (q *QP) ModifyQP(attr *QPAttr, mask AttrMask) error {
 	if next > StateErr {
 		return ErrInvalidArg
 	}
-	if err := CheckTransition(q.state, next, mask); err != nil {
+	if err := CheckTransition(q.init.Type, q.state, next, mask); err != nil {
 		return err
 	}
 	if err := validateAttr(attr, mask); err != nil {
@@ -395,6 +440,7 @@ func (q *QP) ModifyQP(attr *QPAttr, mask AttrMask) error {
 	a := &q.attr
 	setIf(mask, AttrAccessFlags, &a.AccessFlags, attr.AccessFlags)
 	setIf(mask, AttrPKey, &a.PKey, attr.PKey)
+	setIf(mask, AttrQKey, &a.QKey, attr.QKey)
 	setIf(mask, AttrAV, &a.AV, attr.AV)
 	setIf(mask, AttrPathMTU, &a.PathMTU, attr.PathMTU)
 	setIf(mask, AttrDestQPN, &a.DestQPN, attr.DestQPN)
@@ -409,7 +455,10 @@ func (q *QP) ModifyQP(attr *QPAttr, mask AttrMask) error {
 	// The requester's retry budgets restart only when the consumer sets them.
 	setIf(mask, AttrRetryCnt, &q.req.retryCnt, attr.RetryCnt)
 	setIf(mask, AttrRNRRetry, &q.req.rnrRetry, attr.RNRRetry)
-	if mask&(AttrAV|AttrPathMTU|AttrDestQPN) != 0 {
+	if q.init.Type == TypeUD {
+		// Each WR names its own path; the MTU bounds the messages.
+		q.mtu = cmp.Or(a.PathMTU, MTU4096).Bytes()
+	} else if mask&(AttrAV|AttrPathMTU|AttrDestQPN) != 0 {
 		q.setPath()
 	}
 	prev := q.state
@@ -569,6 +618,9 @@ func (q *QP) PostSend(wr SendWR) error {
 	if len(wr.SGL) > q.init.Cap.MaxSendSGE {
 		return fmt.Errorf("%w: %d SGEs, QP takes %d", ErrInvalidArg, len(wr.SGL), q.init.Cap.MaxSendSGE)
 	}
+	if err := q.init.Type.canPost(wr.Opcode); err != nil {
+		return err
+	}
 	n := sglLen(wr.SGL)
 	if wr.Opcode.atomic() && (n != AtomicSize || wr.Flags&SendInline != 0) {
 		return fmt.Errorf("%w: %v returns %d bytes into an SGL, not %d", ErrInvalidArg, wr.Opcode, AtomicSize, n)
@@ -659,6 +711,13 @@ func (q *QP) receive(p *rocev2.Packet, frame []byte) error {
 		q.e.stats.RxDiscarded.Add(1)
 		return errDiscard("QP in " + q.state.String())
 	}
+	if p.BTH.Opcode.Service() != q.init.Type.service() {
+		q.e.stats.RxDiscarded.Add(1)
+		return errDiscard(p.BTH.Opcode.String() + " to a " + q.init.Type.String() + " QP")
+	}
+	if q.init.Type == TypeUD {
+		return q.receiveDatagram(p)
+	}
 	if ip, _ := rocev2.IPv4FromGID(q.attr.AV.DGID); p.SrcIP4() != ip {
 		q.e.stats.RxDiscarded.Add(1)
 		return errDiscard("source is not the QP's peer")
@@ -670,6 +729,9 @@ func (q *QP) receive(p *rocev2.Packet, frame []byte) error {
 	if p.BTH.PKey&0x7fff != q.attr.PKey&0x7fff || p.BTH.PKey&0x8000 == 0 && q.attr.PKey&0x8000 == 0 {
 		q.e.stats.RxDiscarded.Add(1)
 		return errDiscard("P_Key mismatch")
+	}
+	if q.init.Type == TypeUC {
+		return q.respondUC(p)
 	}
 	if p.BTH.Opcode.Has(rocev2.Request) {
 		return q.respond(p, frame)

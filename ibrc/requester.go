@@ -71,6 +71,9 @@ func (q *QP) windowRoom(w *sendWQE) int {
 // sendPacket sends the next packet of w (for a READ, its next request);
 // false when it could not (fault stall or error).
 func (q *QP) sendPacket(w *sendWQE) bool {
+	if q.init.Type == TypeUD {
+		return q.sendDatagram(w)
+	}
 	if !q.e.txRoom(q) {
 		return false // the transmit path gives q a turn when it has room
 	}
@@ -95,6 +98,7 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 	retrans := psnDiff(psn, q.req.high) < 0
 	var frame []byte
 	var err error
+	sent := false // the packet is w's last: an unreliable QP completes w
 	if w.isRead() {
 		off := q.req.offset
 		k := q.windowRoom(w)
@@ -134,14 +138,15 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 				h.RETH = rocev2.RETH{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALength: uint32(w.length)}
 			}
 		}
+		h.BTH.Opcode = h.BTH.Opcode.On(q.init.Type.service())
 		if last && imm {
 			h.ImmDt.Data = w.wr.Imm
 		}
 		h.BTH.SolicitedEvent = last && w.wr.Flags&SendSolicited != 0
 		window := q.e.cfg.MaxUnackedPSNs
-		h.BTH.AckReq = last || q.req.ackNext ||
+		h.BTH.AckReq = q.init.Type == TypeRC && (last || q.req.ackNext ||
 			int(psn)%e.cfg.AckEvery == e.cfg.AckEvery-1 ||
-			int(psnDiff(psnAdd(psn, 1), q.comp.psn)) >= window
+			int(psnDiff(psnAdd(psn, 1), q.comp.psn)) >= window)
 		frame, err = rocev2.BuildFrame(&q.path, &h, int(n), func(p []byte) error {
 			if w.wr.Flags&SendInline != 0 {
 				copy(p, w.wr.Inline[off:])
@@ -164,6 +169,7 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 		if last {
 			q.req.next++
 			q.req.offset = 0
+			sent = true
 		}
 	}
 	q.req.ackNext = false
@@ -175,6 +181,12 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 	}
 	if seq := e.send(frame); seq != 0 {
 		q.req.lastSent = seq
+	}
+	if q.unreliable() {
+		if sent {
+			q.sentUnreliable()
+		}
+		return true
 	}
 	q.armTimer()
 	return true

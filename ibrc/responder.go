@@ -105,6 +105,9 @@ func (q *QP) respond(p *rocev2.Packet, frame []byte) error {
 // (IBA 9.9.3.1.3: responder class C errors). A SEND in progress completes
 // with st.
 func (q *QP) classC(code uint8, st WCStatus) error {
+	if q.unreliable() {
+		return q.dropMessage("UC request refused: " + st.String())
+	}
 	q.e.stats.ErrNakSent.Add(1)
 	q.sendAck(q.resp.psn, rocev2.NAKSyndrome(code))
 	if w := q.resp.wqe; w != nil && len(q.rq) > 0 && q.rq[0] == w {
@@ -116,8 +119,12 @@ func (q *QP) classC(code uint8, st WCStatus) error {
 	return nil
 }
 
-// sendAck sends an ACK or NAK for psn with the current MSN.
+// sendAck sends an ACK or NAK for psn with the current MSN; nothing on an
+// unreliable QP, which never answers.
 func (q *QP) sendAck(psn uint32, syn rocev2.Syndrome) {
+	if q.unreliable() {
+		return
+	}
 	if syn.IsACK() {
 		q.e.stats.Acks.Add(1)
 	}
@@ -129,8 +136,13 @@ func (q *QP) sendAck(psn uint32, syn rocev2.Syndrome) {
 	q.e.send(f)
 }
 
-// rnrNak tells the requester to back off and retransmit psn later.
+// rnrNak tells the requester to back off and retransmit psn later; a UC
+// responder, which cannot, drops the message.
 func (q *QP) rnrNak(psn uint32) {
+	if q.unreliable() {
+		q.dropMessage("UC receiver not ready")
+		return
+	}
 	q.resp.sentNAK = true // drop what follows silently until psn returns
 	q.sendAck(psn, rocev2.RNRNAKSyndrome(q.attr.MinRNRTimer))
 }
@@ -168,6 +180,14 @@ func (q *QP) recvFault(p *rocev2.Packet, mem Memory, va uint64) {
 			q.recvFaultFailed(psn)
 		}
 	})
+	if q.unreliable() {
+		// Nothing will send it again: the message is lost, and the
+		// page is on its way for the next one.
+		e.stats.FaultDrops.Add(1)
+		q.resp.faulted = false
+		q.dropMessage("UC receive fault")
+		return
+	}
 	if e.RecvFaultPolicy() == FaultDrop {
 		e.stats.FaultDrops.Add(1)
 		q.resp.sentNAK = true // no sequence-error NAK: only the timeout recovers

@@ -465,9 +465,9 @@ func (e *Transport) HandleFrame(frame []byte) error {
 		e.stats.RxDiscarded.Add(1)
 		return errDiscard("destination IP is not this port")
 	}
-	if !pkt.BTH.Opcode.IsRC() {
+	if pkt.BTH.Opcode.Has(rocev2.CNP) {
 		e.stats.RxDiscarded.Add(1)
-		return errDiscard("not an RC opcode: " + pkt.BTH.Opcode.String())
+		return errDiscard("not a transport opcode: " + pkt.BTH.Opcode.String())
 	}
 	if q == nil {
 		e.stats.RxNoQP.Add(1)

@@ -4,8 +4,37 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/npfnic/npfnic/ibrc/rocev2"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
+
+// QPType is a QP's transport service; values match enum ibv_qp_type.
+type QPType uint8
+
+// QP types. The zero QPInit.Type is RC.
+const (
+	TypeRC QPType = 2
+	TypeUC QPType = 3 // unreliable connected: RC's SENDs and WRITEs, no ACKs, no retries
+	TypeUD QPType = 4 // unreliable datagram: one-packet SENDs, each to the address its WR names
+)
+
+func (t QPType) String() string {
+	switch t {
+	case TypeRC, TypeUC, TypeUD:
+		return t.service().String()
+	}
+	return fmt.Sprintf("QPType(%d)", uint8(t))
+}
+
+func (t QPType) service() rocev2.Service {
+	switch t {
+	case TypeUC:
+		return rocev2.ServiceUC
+	case TypeUD:
+		return rocev2.ServiceUD
+	}
+	return rocev2.ServiceRC
+}
 
 // QPState is the state of a queue pair (IBA 10.3.1); values match
 // enum ibv_qp_state.
@@ -141,7 +170,24 @@ type SendWR struct {
 	// CompareAdd is the value a CMP_AND_SWP compares with, the one a
 	// FETCH_AND_ADD adds; Swap is what a CMP_AND_SWP writes if equal.
 	CompareAdd, Swap uint64
+	// UD is where a UD QP's SEND goes (the address handle's path, the
+	// remote QP and Q_Key); the other types ignore it.
+	UD UDDest
 }
+
+// UDDest addresses one UD SEND.
+type UDDest struct {
+	AV  AddressVector
+	QPN uint32
+	// QKey is the Q_Key the message carries; with its high bit set, the
+	// sending QP's own (IBA 10.2.5: a privileged Q_Key is never taken from
+	// a work request).
+	QKey uint32
+}
+
+// ControlledQKey is the high bit of a Q_Key: a WR's Q_Key with it set means
+// the QP's own.
+const ControlledQKey = 1 << 31
 
 // RecvWR is a receive work request.
 type RecvWR struct {
@@ -206,7 +252,16 @@ const (
 type WCFlags uint8
 
 // Completion flags.
-const WCWithImm WCFlags = 1 << 1
+const (
+	// WCGRH: a UD receive whose buffer starts with the 40-byte GRH area
+	// (for RoCEv2 over IPv4, 20 zero bytes and the packet's IPv4 header).
+	WCGRH     WCFlags = 1 << 0
+	WCWithImm WCFlags = 1 << 1
+)
+
+// GRHSize is the room a UD receive buffer gives the GRH ahead of the
+// payload.
+const GRHSize = 40
 
 // WC is a work completion.
 type WC struct {
@@ -217,6 +272,7 @@ type WC struct {
 	Imm     uint32
 	Flags   WCFlags
 	QPN     uint32
+	SrcQP   uint32 // UD receives: the sender's QP
 	// Solicited: a receive completion of a message whose last packet had
 	// the solicited event bit (IBV_SEND_SOLICITED), which a CQ armed for
 	// solicited completions only reports.
@@ -233,6 +289,7 @@ const (
 	AttrState           AttrMask = hw.RDMAQPAttrState
 	AttrAccessFlags     AttrMask = hw.RDMAQPAttrAccessFlags
 	AttrPKey            AttrMask = hw.RDMAQPAttrPKeyIndex // here the P_Key itself, not an index
+	AttrQKey            AttrMask = hw.RDMAQPAttrQKey
 	AttrAV              AttrMask = hw.RDMAQPAttrAV
 	AttrPathMTU         AttrMask = hw.RDMAQPAttrPathMTU
 	AttrTimeout         AttrMask = hw.RDMAQPAttrTimeout
@@ -261,10 +318,13 @@ type AddressVector struct {
 
 // QPAttr are the attributes of a QP.
 type QPAttr struct {
-	State           QPState
-	AccessFlags     Access // remote operations the responder permits
-	PKey            uint16
-	AV              AddressVector
+	State       QPState
+	AccessFlags Access // remote operations the responder permits
+	PKey        uint16
+	QKey        uint32 // UD: the Q_Key received messages must carry
+	AV          AddressVector
+	// PathMTU of a UD QP is the port's MTU, which bounds its messages
+	// (the driver passes its active MTU; 4096 bytes if never set).
 	PathMTU         MTU
 	DestQPN         uint32
 	RQPSN           uint32 // first PSN the responder expects

@@ -33,6 +33,7 @@ type Path struct {
 // on the wire is decided by BTH.Opcode. PadCount is computed by AppendFrame.
 type Headers struct {
 	BTH          BTH
+	DETH         DETH
 	RETH         RETH
 	AETH         AETH
 	ImmDt        ImmDt
@@ -91,6 +92,10 @@ func appendFrame(dst []byte, p *Path, h *Headers, payloadLen int, fill func([]by
 	bth.encode(udp[8:])
 	q := udp[8+BTHLen:]
 	fl := op.Flags()
+	if fl&HasDETH != 0 {
+		h.DETH.encode(q)
+		q = q[DETHLen:]
+	}
 	if fl&HasRETH != 0 {
 		h.RETH.encode(q)
 		q = q[RETHLen:]
@@ -233,6 +238,10 @@ func (d *Decoder) Decode(frame []byte) (*Packet, error) {
 	d.pkt.BTH = t.BTH
 	rest := t.BTH.Payload
 	fl := b.Opcode.Flags()
+	if fl&HasDETH != 0 {
+		d.pkt.DETH = t.DETH
+		rest = rest[DETHLen:]
+	}
 	if fl&HasRETH != 0 {
 		d.pkt.RETH = t.RETH
 		rest = rest[RETHLen:]

@@ -12,6 +12,7 @@ import (
 // Header lengths in bytes.
 const (
 	BTHLen          = 12
+	DETHLen         = 8
 	RETHLen         = 16
 	AETHLen         = 4
 	ImmDtLen        = 4
@@ -33,6 +34,7 @@ var (
 	LayerTypeIETH         = gopacket.RegisterLayerType(layerTypeBase+4, gopacket.LayerTypeMetadata{Name: "IETH", Decoder: gopacket.DecodeFunc(decodeStandalone(func() extLayer { return &IETH{} }))})
 	LayerTypeAtomicETH    = gopacket.RegisterLayerType(layerTypeBase+5, gopacket.LayerTypeMetadata{Name: "AtomicETH", Decoder: gopacket.DecodeFunc(decodeStandalone(func() extLayer { return &AtomicETH{} }))})
 	LayerTypeAtomicAckETH = gopacket.RegisterLayerType(layerTypeBase+6, gopacket.LayerTypeMetadata{Name: "AtomicAckETH", Decoder: gopacket.DecodeFunc(decodeStandalone(func() extLayer { return &AtomicAckETH{} }))})
+	LayerTypeDETH         = gopacket.RegisterLayerType(layerTypeBase+7, gopacket.LayerTypeMetadata{Name: "DETH", Decoder: gopacket.DecodeFunc(decodeStandalone(func() extLayer { return &DETH{} }))})
 )
 
 func init() {
@@ -50,6 +52,7 @@ var extOrder = [...]struct {
 	flag OpFlags
 	typ  *gopacket.LayerType
 }{
+	{HasDETH, &LayerTypeDETH},
 	{HasRETH, &LayerTypeRETH},
 	{HasAtomicETH, &LayerTypeAtomicETH},
 	{HasAETH, &LayerTypeAETH},
@@ -216,6 +219,37 @@ func (e *extBase) split(data []byte, n int, df gopacket.DecodeFeedback) error {
 	}
 	e.Contents, e.Payload = data[:n], data[n:]
 	return nil
+}
+
+// DETH is the Datagram Extended Transport Header of UD packets: the Q_Key
+// the receiving QP checks and the sending QP's number.
+type DETH struct {
+	extBase
+	QKey  uint32
+	SrcQP uint32 // 24 bits
+}
+
+func (d *DETH) LayerType() gopacket.LayerType     { return LayerTypeDETH }
+func (d *DETH) CanDecode() gopacket.LayerClass    { return LayerTypeDETH }
+func (d *DETH) NextLayerType() gopacket.LayerType { return d.next(HasDETH) }
+func (d *DETH) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {
+	if err := d.split(data, DETHLen, df); err != nil {
+		return err
+	}
+	d.QKey = binary.BigEndian.Uint32(data[0:4])
+	d.SrcQP = binary.BigEndian.Uint32(data[4:8]) & 0xffffff
+	return nil
+}
+func (d *DETH) encode(p []byte) {
+	binary.BigEndian.PutUint32(p[0:4], d.QKey)
+	binary.BigEndian.PutUint32(p[4:8], d.SrcQP&0xffffff)
+}
+func (d *DETH) SerializeTo(b gopacket.SerializeBuffer, _ gopacket.SerializeOptions) error {
+	p, err := b.PrependBytes(DETHLen)
+	if err == nil {
+		d.encode(p)
+	}
+	return err
 }
 
 // RETH is the RDMA Extended Transport Header.
@@ -413,6 +447,8 @@ func decodeBTH(data []byte, p gopacket.PacketBuilder) error {
 
 func newExt(t gopacket.LayerType) extLayer {
 	switch t {
+	case LayerTypeDETH:
+		return &DETH{}
 	case LayerTypeRETH:
 		return &RETH{}
 	case LayerTypeAETH:
@@ -447,6 +483,7 @@ func decodeStandalone(mk func() extLayer) func([]byte, gopacket.PacketBuilder) e
 // DecodingLayers to add them to a gopacket.DecodingLayerParser.
 type TransportLayers struct {
 	BTH          BTH
+	DETH         DETH
 	RETH         RETH
 	AETH         AETH
 	ImmDt        ImmDt
@@ -458,7 +495,7 @@ type TransportLayers struct {
 // NewTransportLayers returns linked transport layers.
 func NewTransportLayers() *TransportLayers {
 	t := &TransportLayers{}
-	for _, l := range []extLayer{&t.RETH, &t.AETH, &t.ImmDt, &t.IETH, &t.AtomicETH, &t.AtomicAckETH} {
+	for _, l := range []extLayer{&t.DETH, &t.RETH, &t.AETH, &t.ImmDt, &t.IETH, &t.AtomicETH, &t.AtomicAckETH} {
 		l.setBTH(&t.BTH)
 	}
 	return t
@@ -466,5 +503,5 @@ func NewTransportLayers() *TransportLayers {
 
 // DecodingLayers returns the layers for a gopacket.DecodingLayerParser.
 func (t *TransportLayers) DecodingLayers() []gopacket.DecodingLayer {
-	return []gopacket.DecodingLayer{&t.BTH, &t.RETH, &t.AETH, &t.ImmDt, &t.IETH, &t.AtomicETH, &t.AtomicAckETH}
+	return []gopacket.DecodingLayer{&t.BTH, &t.DETH, &t.RETH, &t.AETH, &t.ImmDt, &t.IETH, &t.AtomicETH, &t.AtomicAckETH}
 }

@@ -1,6 +1,6 @@
 // Package rocev2 owns the RoCEv2 wire format of the InfiniBand transport:
-// the Base Transport Header and the extended transport headers (RETH, AETH,
-// ImmDt, IETH, AtomicETH, AtomicAckETH) as gopacket layers registered on UDP
+// the Base Transport Header and the extended transport headers (DETH, RETH,
+// AETH, ImmDt, IETH, AtomicETH, AtomicAckETH) as gopacket layers registered on UDP
 // port 4791, the invariant CRC (ICRC), a builder for whole
 // Ethernet/IPv4/UDP/BTH/.../payload/ICRC frames, a strict frame decoder, the
 // IB RNR timer table, and pcap capture through pcapgo.
@@ -8,7 +8,11 @@
 // Layout of a RoCEv2 frame as built and accepted here:
 //
 //	Ethernet (optionally 802.1Q) | IPv4 (DF, no options) | UDP dst 4791 |
-//	BTH (12) | RETH (16) / AETH (4) / ImmDt (4) / ... | payload | pad (0-3) | ICRC (4)
+//	BTH (12) | DETH (8) / RETH (16) / AETH (4) / ImmDt (4) / ... | payload | pad (0-3) | ICRC (4)
+//
+// The opcodes are those of the RC, UC and UD transports (IBA 9.2, Table
+// 38): an opcode's top three bits name its transport, the low five its
+// operation, the same operation having the same low bits in each.
 //
 // The ICRC is the CRC-32 of IEEE 802.3 computed over 8 bytes of 0xff (the
 // LRH that RoCEv2 does not carry), the IPv4 header with TOS, TTL and header
@@ -22,6 +26,7 @@ package rocev2
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/npfnic/npfnic/vdevice/pkthdr"
 )
@@ -63,6 +68,40 @@ const (
 	opTransportCNPBase Opcode = 0x80
 )
 
+// UD opcodes (transport 011): single-packet SENDs with a DETH.
+const (
+	OpUDSendOnly    Opcode = 0x64
+	OpUDSendOnlyImm Opcode = 0x65
+)
+
+// Service is an InfiniBand transport service, the top three bits of an
+// opcode (IBA 9.2).
+type Service uint8
+
+// Transport services.
+const (
+	ServiceRC Service = 0
+	ServiceUC Service = 1
+	ServiceUD Service = 3
+)
+
+var serviceNames = map[Service]string{ServiceRC: "RC", ServiceUC: "UC", ServiceUD: "UD"}
+
+func (s Service) String() string {
+	if n, ok := serviceNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("Service(%d)", uint8(s))
+}
+
+// Service returns the opcode's transport service.
+func (o Opcode) Service() Service { return Service(o >> 5) }
+
+// On returns the opcode of the same operation on service s: an RC
+// SendOpcode or WriteOpcode as UC sends it, OpSendOnly(Imm) as UD does.
+// Whether s has the operation is the caller's to know (Known tells).
+func (o Opcode) On(s Service) Opcode { return o&^opTransportMask | Opcode(s)<<5 }
+
 // OpFlags describe what an opcode carries and means.
 type OpFlags uint32
 
@@ -86,6 +125,7 @@ const (
 	Atomic
 	Ack
 	CNP
+	HasDETH
 )
 
 // Only marks the single packet of a one-packet message.
@@ -121,6 +161,17 @@ var opTable = [256]opInfo{
 	OpSendLastInv:    {"RC SEND Last with Invalidate", Request | Send | Last | HasPayload | HasIETH},
 	OpSendOnlyInv:    {"RC SEND Only with Invalidate", Request | Send | Only | HasPayload | HasIETH},
 	OpCNP:            {"CNP", CNP | HasPayload},
+	OpUDSendOnly:     {"UD SEND Only", Request | Send | Only | HasPayload | HasDETH},
+	OpUDSendOnlyImm:  {"UD SEND Only with Immediate", Request | Send | Only | HasPayload | HasDETH | HasImmDt},
+}
+
+// The UC opcodes are RC's SENDs and RDMA WRITEs (0x00-0x0b) on transport
+// 001, with the same headers: UC has no READ, atomic or acknowledge.
+func init() {
+	for o := OpSendFirst; o <= OpWriteOnlyImm; o++ {
+		rc := opTable[o]
+		opTable[o.On(ServiceUC)] = opInfo{"UC" + strings.TrimPrefix(rc.name, "RC"), rc.flags}
+	}
 }
 
 // Known reports whether the opcode is one this package can decode.
@@ -140,6 +191,9 @@ func (o Opcode) Has(f OpFlags) bool { return opTable[o].flags&f == f }
 func (o Opcode) HeaderLen() int {
 	f := o.Flags()
 	n := 0
+	if f&HasDETH != 0 {
+		n += DETHLen
+	}
 	if f&HasRETH != 0 {
 		n += RETHLen
 	}

@@ -152,12 +152,13 @@ var testPath = Path{
 	SrcIP: [4]byte{192, 0, 2, 1}, DstIP: [4]byte{192, 0, 2, 2}, SrcPort: 0xc123,
 }
 
-// sampleFrames returns one frame per RC opcode shape.
+// sampleFrames returns one frame per opcode of RC, UC and UD.
 func sampleFrames() map[string][]byte {
 	pl := []byte("hello, remote memory!") // 21 bytes: pad 3
 	mk := func(op Opcode, payload []byte) *Headers {
 		return &Headers{
 			BTH:          BTH{Opcode: op, PKey: 0xffff, DestQP: 0x12345, PSN: 0xfffffe, AckReq: true},
+			DETH:         DETH{QKey: 0x11111111, SrcQP: 0xabcdef},
 			RETH:         RETH{VA: 0x7f0000001000, RKey: 0xabcd01, DMALength: uint32(len(payload))},
 			AETH:         AETH{Syndrome: RNRNAKSyndrome(12), MSN: 0x42},
 			ImmDt:        ImmDt{Data: 0xcafef00d},
@@ -167,7 +168,7 @@ func sampleFrames() map[string][]byte {
 		}
 	}
 	out := map[string][]byte{}
-	for op := Opcode(0); op <= OpSendOnlyInv; op++ {
+	for op := Opcode(0); op < OpCNP; op++ {
 		if !op.Known() {
 			continue
 		}
@@ -202,6 +203,9 @@ func TestLayersRoundTrip(t *testing.T) {
 			}
 			if op.Has(HasAETH) && (p.AETH.Syndrome != RNRNAKSyndrome(12) || p.AETH.MSN != 0x42) {
 				t.Fatalf("AETH %+v", p.AETH)
+			}
+			if op.Has(HasDETH) != (op.Service() == ServiceUD) || op.Has(HasDETH) && (p.DETH.QKey != 0x11111111 || p.DETH.SrcQP != 0xabcdef) {
+				t.Fatalf("DETH %+v", p.DETH)
 			}
 			if op.Has(HasImmDt) && p.ImmDt.Data != 0xcafef00d {
 				t.Fatalf("ImmDt %+v", p.ImmDt)
@@ -328,7 +332,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		p, err := dec.Decode(frame)
 		_ = gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.Default)
-		if err != nil || p.HasDot1Q || !p.BTH.Opcode.IsRC() {
+		if err != nil || p.HasDot1Q || p.BTH.Opcode.Has(CNP) {
 			return
 		}
 		var path Path
@@ -343,8 +347,41 @@ func FuzzDecodeFrame(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded frame rejected: %v", err)
 		}
-		if q.BTH.PSN != p.BTH.PSN || q.BTH.Opcode != p.BTH.Opcode || !bytes.Equal(q.Payload, p.Payload) || q.AETH.Syndrome != p.AETH.Syndrome || q.AETH.MSN != p.AETH.MSN || q.RETH.VA != p.RETH.VA {
+		if q.BTH.PSN != p.BTH.PSN || q.BTH.Opcode != p.BTH.Opcode || !bytes.Equal(q.Payload, p.Payload) || q.AETH.Syndrome != p.AETH.Syndrome || q.AETH.MSN != p.AETH.MSN || q.RETH.VA != p.RETH.VA || q.DETH.QKey != p.DETH.QKey || q.DETH.SrcQP != p.DETH.SrcQP {
 			t.Fatalf("re-encoding changed the packet: %+v %+v / %+v %+v / %q %q", p.BTH, p.AETH, q.BTH, q.AETH, p.Payload, q.Payload)
 		}
 	})
+}
+
+// TestServices: the opcode table's UC and UD entries are RC's operations
+// on their transport, and the scapy UC vector decodes as UC SEND Only.
+func TestServices(t *testing.T) {
+	cases := []struct {
+		op      Opcode
+		service Service
+		name    string
+	}{
+		{OpSendOnly, ServiceRC, "RC SEND Only"},
+		{OpSendFirst.On(ServiceUC), ServiceUC, "UC SEND First"},
+		{OpWriteOnlyImm.On(ServiceUC), ServiceUC, "UC RDMA WRITE Only with Immediate"},
+		{OpSendOnly.On(ServiceUD), ServiceUD, "UD SEND Only"},
+		{OpSendOnlyImm.On(ServiceUD), ServiceUD, "UD SEND Only with Immediate"},
+	}
+	for _, c := range cases {
+		if c.op.Service() != c.service || c.op.String() != c.name || !c.op.Known() {
+			t.Errorf("%#02x: %v %q", uint8(c.op), c.op.Service(), c.op)
+		}
+	}
+	for _, op := range []Opcode{OpReadRequest.On(ServiceUC), OpCompareSwap.On(ServiceUC), OpAck.On(ServiceUC), OpSendFirst.On(ServiceUD), OpWriteOnly.On(ServiceUD)} {
+		if op.Known() {
+			t.Errorf("%v is not an operation of its service", op)
+		}
+	}
+	if OpUDSendOnlyImm.HeaderLen() != DETHLen+ImmDtLen {
+		t.Errorf("UD SEND with immediate headers: %d bytes", OpUDSendOnlyImm.HeaderLen())
+	}
+	p, err := NewDecoder().Decode(mustHex(t, icrcVectors[1].frame))
+	if err != nil || p.BTH.Opcode != OpSendOnly.On(ServiceUC) {
+		t.Fatalf("scapy's UC SEND Only: %v %v", err, p)
+	}
 }

@@ -296,6 +296,7 @@ const (
 	RDMAQPAttrAccessFlags     = 1 << 3
 	RDMAQPAttrPKeyIndex       = 1 << 4 // ignored: one P_Key
 	RDMAQPAttrPort            = 1 << 5 // ignored: one port
+	RDMAQPAttrQKey            = 1 << 6 // UD QPs (interface 2.8): qkey
 	RDMAQPAttrAV              = 1 << 7 // dgid, dmac, sgid_index, hop_limit, traffic_class, flow_label
 	RDMAQPAttrPathMTU         = 1 << 8
 	RDMAQPAttrTimeout         = 1 << 9
