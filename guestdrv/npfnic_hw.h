@@ -31,7 +31,7 @@
 #define NPFNIC_DIAG_ECHO_MAX             0x10000 /* most rounds one DIAG_ECHO_CTRL write runs */
 #define NPFNIC_DIAG_ECHO_GAP_MAX         0xf4240 /* largest NPFNIC_REG_DIAG_ECHO_GAP (microseconds) */
 #define NPFNIC_MAGIC                     0x4e50464e /* value of NPFNIC_REG_ID */
-#define NPFNIC_INTERFACE_VERSION         0x20007 /* value of NPFNIC_REG_VERSION */
+#define NPFNIC_INTERFACE_VERSION         0x20008 /* value of NPFNIC_REG_VERSION */
 #define NPFNIC_DIAG_DMA_CTRL_START       0x1 /* start; ignored while NPFNIC_DIAG_DMA_STATUS_BUSY */
 #define NPFNIC_DIAG_DMA_CTRL_ABORT       0x2 /* stop a running DMA; BUSY until no byte will be written */
 #define NPFNIC_DIAG_DMA_STATUS_IDLE      0x0
@@ -483,6 +483,8 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_CMD_DESTROY_SRQ      0xe /* command: destroy an SRQ no QP uses */
 #define NPFNIC_RDMA_CMD_FLAG_EVENT       0x1 /* command flag: post a CMD_DONE event */
 #define NPFNIC_RDMA_CMD_FLAG_SRQ         0x2 /* CREATE_QP flag: receives from an SRQ (struct npfnic_rdma_cmd_create_qp_srq) */
+#define NPFNIC_RDMA_CMD_FLAG_UD          0x4 /* CREATE_QP flag: an unreliable datagram QP */
+#define NPFNIC_RDMA_CMD_FLAG_UC          0x8 /* CREATE_QP flag: an unreliable connected QP */
 #define NPFNIC_RDMA_CMD_OK               0x0 /* command status: done */
 #define NPFNIC_RDMA_CMDERR_OPCODE        0x1 /* command status: unknown opcode */
 #define NPFNIC_RDMA_CMDERR_HANDLE        0x2 /* command status: handle out of range, in use or unknown */
@@ -518,6 +520,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_QP_ATTR_ACCESS_FLAGS 0x8 /* MODIFY_QP mask: access */
 #define NPFNIC_RDMA_QP_ATTR_PKEY_INDEX   0x10 /* MODIFY_QP mask: pkey_index (ignored: one P_Key) */
 #define NPFNIC_RDMA_QP_ATTR_PORT         0x20 /* MODIFY_QP mask: port (ignored: one port) */
+#define NPFNIC_RDMA_QP_ATTR_QKEY         0x40 /* MODIFY_QP mask: qkey (UD QPs) */
 #define NPFNIC_RDMA_QP_ATTR_AV           0x80 /* MODIFY_QP mask: dgid, dmac, sgid_index, hop_limit */
 #define NPFNIC_RDMA_QP_ATTR_PATH_MTU     0x100 /* MODIFY_QP mask: path_mtu */
 #define NPFNIC_RDMA_QP_ATTR_TIMEOUT      0x200 /* MODIFY_QP mask: timeout */
@@ -538,6 +541,8 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_FEAT_RDMA_ODP             0x20 /* NPFNIC_REG_FEATURES: memory regions fault through PRI (on-demand paging) */
 #define NPFNIC_FEAT_RDMA_ATOMIC          0x40 /* NPFNIC_REG_FEATURES: RC atomics (CMP_AND_SWP, FETCH_AND_ADD) */
 #define NPFNIC_FEAT_RDMA_SRQ             0x80 /* NPFNIC_REG_FEATURES: shared receive queues */
+#define NPFNIC_FEAT_RDMA_UD              0x100 /* NPFNIC_REG_FEATURES: UD queue pairs */
+#define NPFNIC_FEAT_RDMA_UC              0x200 /* NPFNIC_REG_FEATURES: UC queue pairs */
 
 /* RDMA counters: indices in the NPFNIC_RDMA_CMD_QUERY_STATS buffer (le64 each) */
 #define NPFNIC_RDMA_STAT_RX_FRAMES       0 /* RoCEv2 frames handed to the RC engine */
@@ -825,6 +830,39 @@ _Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, dgid) == 40, "npfnic_r
 _Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, dmac) == 56, "npfnic_rdma_cmd_modify_qp.dmac offset");
 _Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, sgid_index) == 62, "npfnic_rdma_cmd_modify_qp.sgid_index offset");
 _Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp, hop_limit) == 63, "npfnic_rdma_cmd_modify_qp.hop_limit offset");
+
+/* NPFNIC_RDMA_CMD_MODIFY_QP of a UD QP (interface 2.8): qkey in place of dest_qpn. path_mtu is the port's MTU, which bounds its messages; the connection's fields are ignored. */
+struct npfnic_rdma_cmd_modify_qp_ud {
+	__u8 opcode;                    /* driver: NPFNIC_RDMA_CMD_* */
+	__u8 flags;                     /* driver: NPFNIC_RDMA_CMD_FLAG_* */
+	__le16 rsvd;                    /* reserved, zero */
+	__le32 status;                  /* device: NPFNIC_RDMA_CMD_OK or NPFNIC_RDMA_CMDERR_*; the driver writes NPFNIC_RDMA_CMD_PENDING before posting */
+	__le32 handle;                  /* driver: the QPN, CQN, MR key or GID index the command acts on */
+	__le32 mask;                    /* driver: NPFNIC_RDMA_QP_ATTR_* that apply */
+	__u8 state;                     /* driver: NPFNIC_RDMA_QP_* (enum ib_qp_state) */
+	__u8 path_mtu;                  /* driver: enum ib_mtu, 1 (256 bytes) .. 5 (4096) */
+	__u8 rsvd_rc[6];                /* ignored (RC and UC) */
+	__le32 access;                  /* driver: remote access of the responder (NPFNIC_RDMA_ACCESS_REMOTE_*; REMOTE_ATOMIC since 2.6) */
+	__le32 qkey;                    /* driver, UD QPs (interface 2.8): the Q_Key its received messages must carry */
+	__le32 rsvd_rq_psn;             /* ignored */
+	__le32 sq_psn;                  /* driver: first PSN of the requester, 24 bits */
+	__u8 rsvd_av[24];               /* ignored: each send entry carries its address vector */
+};
+_Static_assert(sizeof(struct npfnic_rdma_cmd_modify_qp_ud) == 64, "npfnic_rdma_cmd_modify_qp_ud size");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp_ud, opcode) == 0, "npfnic_rdma_cmd_modify_qp_ud.opcode offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp_ud, flags) == 1, "npfnic_rdma_cmd_modify_qp_ud.flags offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp_ud, rsvd) == 2, "npfnic_rdma_cmd_modify_qp_ud.rsvd offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp_ud, status) == 4, "npfnic_rdma_cmd_modify_qp_ud.status offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp_ud, handle) == 8, "npfnic_rdma_cmd_modify_qp_ud.handle offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp_ud, mask) == 12, "npfnic_rdma_cmd_modify_qp_ud.mask offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp_ud, state) == 16, "npfnic_rdma_cmd_modify_qp_ud.state offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp_ud, path_mtu) == 17, "npfnic_rdma_cmd_modify_qp_ud.path_mtu offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp_ud, rsvd_rc) == 18, "npfnic_rdma_cmd_modify_qp_ud.rsvd_rc offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp_ud, access) == 24, "npfnic_rdma_cmd_modify_qp_ud.access offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp_ud, qkey) == 28, "npfnic_rdma_cmd_modify_qp_ud.qkey offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp_ud, rsvd_rq_psn) == 32, "npfnic_rdma_cmd_modify_qp_ud.rsvd_rq_psn offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp_ud, sq_psn) == 36, "npfnic_rdma_cmd_modify_qp_ud.sq_psn offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_modify_qp_ud, rsvd_av) == 40, "npfnic_rdma_cmd_modify_qp_ud.rsvd_av offset");
 
 /* NPFNIC_RDMA_CMD_REG_MR (handle: the key, lkey = rkey). */
 struct npfnic_rdma_cmd_reg_mr {

@@ -201,6 +201,15 @@ func (w *worker) createQP(n uint32, b []byte) uint32 {
 		return hw.RDMACmdErrResource
 	}
 	pdn := hw.RDMACreateQPPD.Get(b)
+	typ := ibrc.TypeRC
+	switch hw.RDMACmdFlags.Get(b) & (hw.RDMACmdFlagUD | hw.RDMACmdFlagUC) {
+	case hw.RDMACmdFlagUD:
+		typ = ibrc.TypeUD
+	case hw.RDMACmdFlagUC:
+		typ = ibrc.TypeUC
+	case hw.RDMACmdFlagUD | hw.RDMACmdFlagUC:
+		return hw.RDMACmdErrParam
+	}
 	sg, ok1 := geometry(hw.RDMACreateQPSQBuf.Get(b), hw.RDMACreateQPSQSlots.Get(b), hw.RDMACreateQPSQLog2Elem.Get(b), hw.RDMAMaxQPWR)
 	var rg rxeq.Geometry
 	var s *srq
@@ -229,7 +238,7 @@ func (w *worker) createQP(n uint32, b []byte) uint32 {
 		return hw.RDMACmdErrParam
 	}
 	q := &qp{n: n, pdn: pdn, sqG: sg, rqG: rg, rsge: rsge, badWQEs: &w.e.stats.badWQEs,
-		lim: rxeq.SendLimits{MaxSGE: ssge, MaxInline: inline}, sigAll: hw.RDMACreateQPSigAll.Get(b) != 0,
+		lim: rxeq.SendLimits{MaxSGE: ssge, MaxInline: inline, UD: typ == ibrc.TypeUD}, sigAll: hw.RDMACreateQPSigAll.Get(b) != 0,
 		scq: w.cqs[scqn], rcq: w.cqs[rcqn], srq: s}
 	q.dma = w.e.cfg.Mem.NewStream(streamName("qp", n))
 	if !q.newRings() {
@@ -239,7 +248,7 @@ func (w *worker) createQP(n uint32, b []byte) uint32 {
 	if s != nil {
 		recv = s.next
 	}
-	rc, err := w.pd(q.pdn).CreateQPNum(n, ibrc.QPInit{SendCQ: q.scq.rc, RecvCQ: q.rcq.rc,
+	rc, err := w.pd(q.pdn).CreateQPNum(n, ibrc.QPInit{Type: typ, SendCQ: q.scq.rc, RecvCQ: q.rcq.rc,
 		Cap:        ibrc.QPCap{MaxSendWR: int(sg.Slots), MaxRecvWR: int(rg.Slots), MaxSendSGE: ssge, MaxRecvSGE: rsge, MaxInline: inline},
 		RecvSource: recv})
 	if err != nil {
@@ -310,7 +319,7 @@ func (q *qp) discard() {
 const modifyMask = hw.RDMAQPAttrState | hw.RDMAQPAttrAccessFlags | hw.RDMAQPAttrAV | hw.RDMAQPAttrPathMTU |
 	hw.RDMAQPAttrTimeout | hw.RDMAQPAttrRetryCnt | hw.RDMAQPAttrRNRRetry | hw.RDMAQPAttrRQPSN |
 	hw.RDMAQPAttrMaxQPRdAtomic | hw.RDMAQPAttrMinRNRTimer | hw.RDMAQPAttrSQPSN | hw.RDMAQPAttrMaxDestRdAtomic |
-	hw.RDMAQPAttrDestQPN
+	hw.RDMAQPAttrDestQPN | hw.RDMAQPAttrQKey
 
 func (w *worker) modifyQP(n uint32, b []byte) uint32 {
 	q := w.qps[n]
@@ -327,6 +336,10 @@ func (w *worker) modifyQP(n uint32, b []byte) uint32 {
 			hw.RDMAAccessRemoteRead | hw.RDMAAccessRemoteAtomic)),
 		DestQPN: hw.RDMAModifyQPDestQPN.Get(b), RQPSN: hw.RDMAModifyQPRQPSN.Get(b), SQPSN: hw.RDMAModifyQPSQPSN.Get(b),
 	}
+	if q.rc.Type() == ibrc.TypeUD {
+		// No peer: the Q_Key has dest_qpn's bytes.
+		a.DestQPN, a.QKey = 0, hw.RDMAModifyQPQKey.Get(b)
+	}
 	if mask&ibrc.AttrMaxRdAtomic != 0 && a.MaxRdAtomic > hw.RDMAMaxRdAtomic ||
 		mask&ibrc.AttrMaxDestRdAtomic != 0 && a.MaxDestRdAtomic > hw.RDMAMaxRdAtomic {
 		return hw.RDMACmdErrParam
@@ -335,13 +348,9 @@ func (w *worker) modifyQP(n uint32, b []byte) uint32 {
 		copy(a.AV.DGID[:], b[hw.RDMAModifyQPDGID.Offset:hw.RDMAModifyQPDGID.Offset+16])
 		copy(a.AV.DestMAC[:], b[hw.RDMAModifyQPDMAC.Offset:hw.RDMAModifyQPDMAC.Offset+6])
 		a.AV.HopLimit = hw.RDMAModifyQPHopLimit.Get(b)
-		si := hw.RDMAModifyQPSGIDIndex.Get(b)
-		if int(si) >= len(w.gids) || !w.gids[si].valid {
-			return hw.RDMACmdErrParam
-		}
-		ip, ok := ipv4OfGID(w.gids[si].gid)
+		ip, ok := w.sourceIP(hw.RDMAModifyQPSGIDIndex.Get(b))
 		if !ok {
-			return hw.RDMACmdErrParam // RoCEv2 over IPv4 only
+			return hw.RDMACmdErrParam // no such GID, or not RoCEv2 over IPv4
 		}
 		a.AV.SrcIP = ip
 	}
@@ -377,6 +386,16 @@ func (w *worker) modifyQP(n uint32, b []byte) uint32 {
 		w.pumpSQ(q) // entries posted before RTS
 	}
 	return hw.RDMACmdOK
+}
+
+// sourceIP is the IPv4 address of the port's GID at index si: what a QP
+// whose address vector names that source GID sends from. false: no such
+// GID, or not an IPv4-mapped one.
+func (w *worker) sourceIP(si uint8) ([4]byte, bool) {
+	if int(si) >= len(w.gids) || !w.gids[si].valid {
+		return [4]byte{}, false
+	}
+	return ipv4OfGID(w.gids[si].gid)
 }
 
 func (w *worker) queryQP(n uint32, b []byte) uint32 {

@@ -485,6 +485,15 @@ func (w *worker) pumpSQ(q *qp) {
 			return
 		}
 		wr := wqe.WR
+		if q.lim.UD {
+			ip, ok := w.sourceIP(wqe.SGIDIndex)
+			if !ok {
+				q.bad = &rxeq.WQEError{Slot: wqe.Slot, WRID: wr.ID, Opcode: uint32(wr.Opcode), Kind: rxeq.BadAddress}
+				w.e.stats.badWQEs.Add(1)
+				return
+			}
+			wr.UD.AV.SrcIP = ip
+		}
 		sig := q.sigAll || wr.Flags&ibrc.SendSignaled != 0
 		wr.Flags |= ibrc.SendSignaled
 		if err := q.rc.PostSend(wr); err != nil {

@@ -31,7 +31,7 @@ type CQE struct {
 // is for UD QPs and stays 0, and a receive completion has IBV_WC_GRH.
 func CQEFromWC(wc ibrc.WC) CQE {
 	e := CQE{WRID: wc.WRID, Status: wc.Status, Opcode: wc.Opcode, ByteLen: wc.ByteLen, Imm: wc.Imm,
-		QPNum: wc.QPN, Flags: wc.Flags, PortNum: 1}
+		QPNum: wc.QPN, SrcQP: wc.SrcQP, Flags: wc.Flags, PortNum: 1}
 	if wc.Opcode&ibrc.WCRecv != 0 {
 		e.Flags |= wcGRH
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/npfnic/npfnic/ibrc"
+	"github.com/npfnic/npfnic/ibrc/rocev2"
 	"github.com/npfnic/npfnic/internal/fuzzseed"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
@@ -171,7 +172,7 @@ func FuzzSQ(f *testing.F) {
 		sges: []rawSGE{{math.MaxUint64 - 7, 8, 1}, {0x10, 100, 2}}}), uint8(0x02), uint8(2), uint16(0), fetchAll)
 	f.Add([]byte{0xff}, uint8(0xff), uint8(255), uint16(0xffff), []byte{opStore, 0xff, 0xff, 0xff, 0xff, opFetch, opRewrite, 1, 2, 3, 4, 5, 6, 7, 8, opFetch})
 	f.Fuzz(func(t *testing.T, slots []byte, shape, maxSGE uint8, maxInline uint16, ops []byte) {
-		lim := SendLimits{MaxSGE: int(maxSGE % 33), MaxInline: int(maxInline % 1025)}
+		lim := SendLimits{MaxSGE: int(maxSGE % 33), MaxInline: int(maxInline % 1025), UD: maxInline&0x8000 != 0}
 		need, _ := lim.sendNeed()
 		g := fuzzGeometry(shape, need)
 		m := newQueueMem(t, g)
@@ -194,8 +195,15 @@ func FuzzSQ(f *testing.F) {
 				checkWQEError(t, err, wr.ID, false)
 				return
 			}
-			if wr.Opcode > ibrc.WRRead || uint32(wr.Opcode) != hw.RxeSendOpcode.Get(raw) || wr.Flags&^0xf != 0 {
+			if wr.Opcode > ibrc.WRAtomicFetchAdd || uint32(wr.Opcode) != hw.RxeSendOpcode.Get(raw) || wr.Flags&^0xf != 0 {
 				t.Fatalf("opcode %v flags %#x from %d", wr.Opcode, wr.Flags, hw.RxeSendOpcode.Get(raw))
+			}
+			if lim.UD {
+				_, v4 := rocev2.IPv4FromGID(wr.UD.AV.DGID)
+				if wr.Opcode != ibrc.WRSend && wr.Opcode != ibrc.WRSendImm || !v4 || wr.UD.QPN > hw.RDMAQPNMax ||
+					hw.RxeSendUDAHNum.Get(raw) != 0 {
+					t.Fatalf("UD entry accepted: %v to %+v", wr.Opcode, wr.UD)
+				}
 			}
 			length := hw.RxeSendLength.Get(raw)
 			if wr.Flags&ibrc.SendInline != 0 {

@@ -204,7 +204,7 @@ func TestStatusOfMalformed(t *testing.T) {
 	want := map[Malformed]ibrc.WCStatus{
 		BadOpcode: ibrc.WCLocQPOpErr, TooManySGEs: ibrc.WCLocQPOpErr, InlineRead: ibrc.WCLocQPOpErr,
 		InlineTooLong: ibrc.WCLocLenErr, TooLong: ibrc.WCLocLenErr, SGLShort: ibrc.WCLocLenErr,
-		SGEWraps: ibrc.WCLocProtErr, AtomicLength: ibrc.WCLocLenErr,
+		SGEWraps: ibrc.WCLocProtErr, AtomicLength: ibrc.WCLocLenErr, BadAddress: ibrc.WCLocQPOpErr,
 	}
 	for m := Malformed(1); int(m) < len(malformedText); m++ {
 		if m.Status() != want[m] {
@@ -670,5 +670,54 @@ func BenchmarkSQFetch(b *testing.B) {
 		if len(m.writes) == cap(m.writes) {
 			m.writes = m.writes[:0]
 		}
+	}
+}
+
+// TestParseSendUD: a UD QP's entries carry their destination; what the
+// port cannot send to, and what UD cannot do, are malformed.
+func TestParseSendUD(t *testing.T) {
+	gid := [16]byte{10: 0xff, 11: 0xff, 12: 10, 13: 0, 14: 0, 15: 2}
+	good := hw.RxeAV{NetworkType: hw.RxeNetworkTypeIPv4, DMAC: [6]byte{2, 1, 2, 3, 4, 5}, DGID: gid, SGIDIndex: 3, HopLimit: 9, TrafficClass: 0x10}
+	dest := ibrc.UDDest{AV: ibrc.AddressVector{DestMAC: good.DMAC, DGID: gid, HopLimit: 9, TrafficClass: 0x10}, QPN: 0x1234, QKey: 0x80000000}
+	with := func(f func(a *hw.RxeAV)) hw.RxeAV { a := good; f(&a); return a }
+	for _, c := range []struct {
+		name   string
+		opcode uint32
+		qpn    uint32
+		ahNum  uint32
+		av     hw.RxeAV
+		bad    Malformed
+	}{
+		{"send", hw.IBVWRSend, 0x1234, 0, good, 0},
+		{"send imm", hw.IBVWRSendWithImm, 0x1234, 0, good, 0},
+		{"write on UD", hw.IBVWRRDMAWrite, 0x1234, 0, good, BadOpcode},
+		{"atomic on UD", hw.IBVWRAtomicFetchAdd, 0x1234, 0, good, BadOpcode},
+		{"numbered address handle", hw.IBVWRSend, 0x1234, 7, good, BadAddress},
+		{"IPv6 network", hw.IBVWRSend, 0x1234, 0, with(func(a *hw.RxeAV) { a.NetworkType = 2 }), BadAddress},
+		{"DGID not IPv4-mapped", hw.IBVWRSend, 0x1234, 0, with(func(a *hw.RxeAV) { a.DGID = [16]byte{0xfe, 0x80, 15: 1} }), BadAddress},
+		{"QPN over 24 bits", hw.IBVWRSend, 1 << 24, 0, good, BadAddress},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := sqGeom()
+			m := newQueueMem(t, g)
+			u := user{m, g}
+			lim := sqLim
+			lim.UD = true
+			q, err := NewSQ(m, g, lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.post(func(e []byte) {
+				sendSpec{id: 5, opcode: c.opcode, sges: []rawSGE{{0x1000, 8, 1}}, autoLength: true, autoNumS: true}.write(e)
+				hw.PutRxeSendUD(e, c.qpn, 0x80000000, c.ahNum, c.av)
+			})
+			w, ok, err := q.Fetch()
+			if !ok || c.bad == 0 && err != nil || c.bad != 0 && !errors.Is(err, c.bad) {
+				t.Fatalf("ok %v err %v, want %v", ok, err, c.bad)
+			}
+			if c.bad == 0 && (w.WR.UD != dest || w.SGIDIndex != 3) {
+				t.Fatalf("destination %+v sgid %d, want %+v", w.WR.UD, w.SGIDIndex, dest)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/npfnic/npfnic/ibrc"
+	"github.com/npfnic/npfnic/ibrc/rocev2"
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
 
@@ -35,6 +36,11 @@ const (
 	// AtomicLength: an atomic whose SGL is not the 8 bytes its original
 	// value is returned into, or that is inline.
 	AtomicLength
+	// BadAddress: a UD entry whose address vector the device cannot send
+	// to: an address handle number (npfnic numbers none), a network type
+	// other than IPv4, a destination GID that is not IPv4-mapped, or a
+	// source GID index naming no GID of the port.
+	BadAddress
 )
 
 var malformedText = [...]string{
@@ -46,6 +52,7 @@ var malformedText = [...]string{
 	SGLShort:      "SGEs shorter than the message",
 	SGEWraps:      "SGE wraps the address space",
 	AtomicLength:  "atomic not returning into 8 bytes",
+	BadAddress:    "UD address vector the port cannot send to",
 }
 
 func (m Malformed) Error() string {
@@ -113,10 +120,12 @@ func (e *WQEError) WC(qpn uint32) ibrc.WC {
 }
 
 // SendLimits are what the driver registered for a send queue, as
-// ibv_create_qp's caps reported them: the entry's SGEs and inline bytes.
+// ibv_create_qp's caps reported them: the entry's SGEs and inline bytes;
+// and whether the QP is UD, whose entries carry their destination.
 type SendLimits struct {
 	MaxSGE    int
 	MaxInline int
+	UD        bool
 }
 
 // sendNeed is the prefix of a send slot the device reads: the fixed part
@@ -134,6 +143,9 @@ func (l SendLimits) sendNeed() (int, error) {
 type SendWQE struct {
 	Slot uint32
 	WR   ibrc.SendWR
+	// SGIDIndex is a UD entry's source GID: the caller, which has the
+	// port's GID table, sets WR.UD.AV.SrcIP from it.
+	SGIDIndex uint8
 }
 
 // SQ is the device's end of an rxe send queue: it fetches entries in order
@@ -167,7 +179,7 @@ func (q *SQ) Fetch() (w SendWQE, ok bool, err error) {
 		return SendWQE{}, false, err
 	}
 	wr, m := parseSend(q.elem, q.lim, q.sgl[:0])
-	w = SendWQE{Slot: slot, WR: wr}
+	w = SendWQE{Slot: slot, WR: wr, SGIDIndex: hw.RxeSendUDSGIDIndex.Get(q.elem)}
 	if m != 0 {
 		return w, true, &WQEError{Slot: slot, WRID: wr.ID, Opcode: hw.RxeSendOpcode.Get(q.elem), Kind: m}
 	}
@@ -202,6 +214,14 @@ func parseSend(elem []byte, lim SendLimits, sgl []ibrc.SGE) (ibrc.SendWR, Malfor
 		wr.Opcode = ibrc.WRAtomicFetchAdd
 	default:
 		return wr, BadOpcode
+	}
+	if lim.UD {
+		if wr.Opcode != ibrc.WRSend && wr.Opcode != ibrc.WRSendImm {
+			return wr, BadOpcode
+		}
+		if m := parseUD(elem, &wr.UD); m != 0 {
+			return wr, m
+		}
 	}
 	switch wr.Opcode {
 	case ibrc.WRWrite, ibrc.WRWriteImm, ibrc.WRRead:
@@ -239,6 +259,21 @@ func parseSend(elem []byte, lim SendLimits, sgl []ibrc.SGE) (ibrc.SendWR, Malfor
 	var m Malformed
 	wr.SGL, m = parseSGL(elem[hw.RxeSendWQESize:], int(n), length, sgl)
 	return wr, m
+}
+
+// parseUD reads the destination of a UD entry: librxe copies the address
+// handle's vector into it.
+func parseUD(elem []byte, d *ibrc.UDDest) Malformed {
+	d.QPN, d.QKey = hw.RxeSendUDRemoteQPN.Get(elem), hw.RxeSendUDRemoteQKey.Get(elem)
+	copy(d.AV.DestMAC[:], elem[hw.RxeSendUDDMAC.Offset:])
+	copy(d.AV.DGID[:], elem[hw.RxeSendUDDGID.Offset:])
+	d.AV.HopLimit, d.AV.TrafficClass = hw.RxeSendUDHopLimit.Get(elem), hw.RxeSendUDTrafficClass.Get(elem)
+	_, v4 := rocev2.IPv4FromGID(d.AV.DGID)
+	if hw.RxeSendUDAHNum.Get(elem) != 0 || hw.RxeSendUDNetworkType.Get(elem) != hw.RxeNetworkTypeIPv4 || !v4 ||
+		d.QPN > hw.RDMAQPNMax {
+		return BadAddress
+	}
+	return 0
 }
 
 // parseSGL reads n SGEs from b and keeps the first length bytes they

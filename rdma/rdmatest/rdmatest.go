@@ -264,6 +264,16 @@ type Send struct {
 	NumSGE           int
 	SGL              []SGE
 	Inline           []byte
+	// UD is a UD QP's destination: its member of the wr.wr union (nil
+	// for the other types).
+	UD *UDDest
+}
+
+// UDDest is where a UD send entry goes, as librxe copies it from an
+// address handle.
+type UDDest struct {
+	QPN, QKey, AHNum uint32
+	AV               hw.RxeAV
 }
 
 // Encode writes w into a send queue slot.
@@ -273,6 +283,9 @@ func (w Send) Encode(s []byte) {
 	hw.RxeSendFlags.Put(s, w.Flags)
 	hw.RxeSendImm.Put(s, w.Imm)
 	hw.PutRxeSendRemote(s, w.Opcode, w.RemoteAddr, w.RKey, w.CompareAdd, w.Swap)
+	if w.UD != nil {
+		hw.PutRxeSendUD(s, w.UD.QPN, w.UD.QKey, w.UD.AHNum, w.UD.AV)
+	}
 	n, length := w.NumSGE, w.Length
 	if n < 0 {
 		n = len(w.SGL)
@@ -390,11 +403,13 @@ type QPSpec struct {
 	MaxSendSGE, MaxRecvSGE uint16
 	MaxInline              uint16
 	SigAll                 bool
+	Flags                  uint8 // NPFNIC_RDMA_CMD_FLAG_UD or _UC: the QP's type
 }
 
 // CreateQP is the CREATE_QP command.
 func CreateQP(qpn uint32, s QPSpec) Cmd {
 	c := NewCmd(hw.RDMACmdCreateQP, qpn)
+	c[hw.RDMACmdFlags.Offset] |= s.Flags
 	hw.RDMACreateQPPD.Put(c[:], s.PD)
 	hw.RDMACreateQPSQBuf.Put(c[:], s.SQ.Base)
 	hw.RDMACreateQPSQSlots.Put(c[:], s.SQ.Slots)
@@ -455,6 +470,7 @@ type Modify struct {
 	DGID                                          [16]byte
 	DMAC                                          [6]byte
 	SGIDIndex, HopLimit                           uint8
+	QKey                                          uint32 // UD QPs: written over DestQPN
 }
 
 // ModifyQP is the MODIFY_QP command.
@@ -477,6 +493,9 @@ func ModifyQP(qpn uint32, m Modify) Cmd {
 	copy(c[hw.RDMAModifyQPDMAC.Offset:], m.DMAC[:])
 	hw.RDMAModifyQPSGIDIndex.Put(c[:], m.SGIDIndex)
 	hw.RDMAModifyQPHopLimit.Put(c[:], m.HopLimit)
+	if m.QKey != 0 {
+		hw.RDMAModifyQPQKey.Put(c[:], m.QKey)
+	}
 	return c
 }
 

@@ -58,7 +58,7 @@ const (
 	// Bump the major for incompatible register changes, the minor for
 	// additions an older driver can ignore, and say what changed in
 	// InterfaceChanges.
-	InterfaceVersion = 2<<16 | 7
+	InterfaceVersion = 2<<16 | 8
 )
 
 // InterfaceChange is what one interface version added or changed.
@@ -78,6 +78,7 @@ var InterfaceChanges = []InterfaceChange{
 	{2, 5, "on-demand paging for RDMA (FEATURES.RDMA_ODP): page requests for memory regions, RDMA_RECV_FAULT, RDMA_MSG_ALARM, QUERY_STATS"},
 	{2, 6, "RC atomics (FEATURES.RDMA_ATOMIC): RDMA_ACCESS_REMOTE_ATOMIC for QPs and MRs, rxe's atomic send entries and completions"},
 	{2, 7, "shared receive queues (FEATURES.RDMA_SRQ): CREATE_SRQ, MODIFY_SRQ, DESTROY_SRQ, CREATE_QP's FLAG_SRQ, the SRQ_LIMIT and SRQ_ERR events"},
+	{2, 8, "UD and UC queue pairs (FEATURES.RDMA_UD, RDMA_UC): CREATE_QP's FLAG_UD and FLAG_UC, MODIFY_QP's qkey and QP_ATTR_QKEY, the UD member of the rxe send entry"},
 }
 
 // Register offsets in BAR0. All registers are 32 bits wide.
@@ -262,9 +263,14 @@ const (
 	// FeatRDMASRQ (interface 2.7): shared receive queues (RDMADoc,
 	// "Shared receive queues").
 	FeatRDMASRQ = 1 << 7
+	// FeatRDMAUD and FeatRDMAUC (interface 2.8): unreliable datagram and
+	// unreliable connected QPs (RDMADoc, "UD and UC queue pairs").
+	FeatRDMAUD = 1 << 8
+	FeatRDMAUC = 1 << 9
 
 	// Features is REG_FEATURES of this device.
-	Features = FeatTxCsum | FeatTSO4 | FeatTSO6 | FeatRxCsum | FeatRDMA | FeatRDMAODP | FeatRDMAAtomic | FeatRDMASRQ
+	Features = FeatTxCsum | FeatTSO4 | FeatTSO6 | FeatRxCsum | FeatRDMA | FeatRDMAODP | FeatRDMAAtomic | FeatRDMASRQ |
+		FeatRDMAUD | FeatRDMAUC
 )
 
 // Register values.

@@ -236,6 +236,10 @@ const (
 	// from a shared receive queue; the entry is a struct
 	// npfnic_rdma_cmd_create_qp_srq.
 	RDMACmdFlagSRQ = 1 << 1
+	// RDMACmdFlagUD and RDMACmdFlagUC (CREATE_QP, interface 2.8): the
+	// QP's type is UD or UC, not RC; at most one of them.
+	RDMACmdFlagUD = 1 << 2
+	RDMACmdFlagUC = 1 << 3
 )
 
 // Command status (RDMACmdStatus), written by the device.
@@ -384,6 +388,8 @@ var (
 	RDMAModifyQPMaxDestRd   = u8("max_dest_rd_atomic", 23, "driver: RDMA READs the peer may have outstanding here")
 	RDMAModifyQPAccess      = le32("access", 24, "driver: remote access of the responder (NPFNIC_RDMA_ACCESS_REMOTE_*; REMOTE_ATOMIC since 2.6)")
 	RDMAModifyQPDestQPN     = le32("dest_qpn", 28, "driver: the peer's QPN")
+	// A UD QP has no peer: its Q_Key takes dest_qpn's place.
+	RDMAModifyQPQKey = le32("qkey", 28, "driver, UD QPs (interface 2.8): the Q_Key its received messages must carry")
 	RDMAModifyQPRQPSN       = le32("rq_psn", 32, "driver: expected PSN of the responder, 24 bits")
 	RDMAModifyQPSQPSN       = le32("sq_psn", 36, "driver: first PSN of the requester, 24 bits")
 	RDMAModifyQPDGID        = Field{Name: "dgid", Offset: 40, Size: 1, Count: 16, Doc: "driver: the peer's GID (an IPv4-mapped IPv6 address for RoCEv2 over IPv4)"}
@@ -490,6 +496,11 @@ var (
 		RDMAModifyQPMaxRdAtomic.Field, RDMAModifyQPMaxDestRd.Field, RDMAModifyQPAccess.Field, RDMAModifyQPDestQPN.Field,
 		RDMAModifyQPRQPSN.Field, RDMAModifyQPSQPSN.Field, RDMAModifyQPDGID, RDMAModifyQPDMAC,
 		RDMAModifyQPSGIDIndex.Field, RDMAModifyQPHopLimit.Field)
+	RDMACmdModifyQPUDLayout = rdmaCmd("rdma_cmd_modify_qp_ud", "NPFNIC_RDMA_CMD_MODIFY_QP of a UD QP (interface 2.8): qkey in place of dest_qpn. "+
+		"path_mtu is the port's MTU, which bounds its messages; the connection's fields are ignored.",
+		RDMAModifyQPMask.Field, RDMAModifyQPState.Field, RDMAModifyQPPathMTU.Field, Field{Name: "rsvd_rc", Offset: 18, Size: 1, Count: 6, Doc: "ignored (RC and UC)"},
+		RDMAModifyQPAccess.Field, RDMAModifyQPQKey.Field, Field{Name: "rsvd_rq_psn", Offset: 32, Size: 4, Doc: "ignored"},
+		RDMAModifyQPSQPSN.Field, Field{Name: "rsvd_av", Offset: 40, Size: 1, Count: 24, Doc: "ignored: each send entry carries its address vector"})
 	RDMACmdRegMRLayout = rdmaCmd("rdma_cmd_reg_mr", "NPFNIC_RDMA_CMD_REG_MR (handle: the key, lkey = rkey).",
 		RDMARegMRPD.Field, RDMARegMRVA.Field, RDMARegMRLength.Field, RDMARegMRAccess.Field, RDMARegMRPASID.Field, rdmaCmdTail(40))
 	RDMACmdQueryStatsLayout = rdmaCmd("rdma_cmd_query_stats", "NPFNIC_RDMA_CMD_QUERY_STATS (handle 0; interface 2.5).",
@@ -528,7 +539,7 @@ var RDMAStatus = Layout{"rdma_status", RDMAStatusSize, "RDMA status block (devic
 
 // RDMALayouts lists the structures of the RDMA interface.
 var RDMALayouts = []*Layout{&RDMACmd, &RDMACmdCreateCQLayout, &RDMACmdCreateQPLayout, &RDMACmdCreateQPSRQLayout,
-	&RDMACmdCreateSRQLayout, &RDMACmdModifySRQLayout, &RDMACmdModifyQPLayout,
+	&RDMACmdCreateSRQLayout, &RDMACmdModifySRQLayout, &RDMACmdModifyQPLayout, &RDMACmdModifyQPUDLayout,
 	&RDMACmdRegMRLayout, &RDMACmdQueryStatsLayout, &RDMACmdAddGIDLayout, &RDMAEvent, &RDMAStatus}
 
 // RDMARegisters lists the RDMA registers in offset order.
@@ -597,6 +608,8 @@ var RDMAValues = []Value{
 	{"RDMA_CMD_DESTROY_SRQ", RDMACmdDestroySRQ, "command: destroy an SRQ no QP uses"},
 	{"RDMA_CMD_FLAG_EVENT", RDMACmdFlagEvent, "command flag: post a CMD_DONE event"},
 	{"RDMA_CMD_FLAG_SRQ", RDMACmdFlagSRQ, "CREATE_QP flag: receives from an SRQ (struct npfnic_rdma_cmd_create_qp_srq)"},
+	{"RDMA_CMD_FLAG_UD", RDMACmdFlagUD, "CREATE_QP flag: an unreliable datagram QP"},
+	{"RDMA_CMD_FLAG_UC", RDMACmdFlagUC, "CREATE_QP flag: an unreliable connected QP"},
 	{"RDMA_CMD_OK", RDMACmdOK, "command status: done"},
 	{"RDMA_CMDERR_OPCODE", RDMACmdErrOpcode, "command status: unknown opcode"},
 	{"RDMA_CMDERR_HANDLE", RDMACmdErrHandle, "command status: handle out of range, in use or unknown"},
@@ -632,6 +645,7 @@ var RDMAValues = []Value{
 	{"RDMA_QP_ATTR_ACCESS_FLAGS", RDMAQPAttrAccessFlags, "MODIFY_QP mask: access"},
 	{"RDMA_QP_ATTR_PKEY_INDEX", RDMAQPAttrPKeyIndex, "MODIFY_QP mask: pkey_index (ignored: one P_Key)"},
 	{"RDMA_QP_ATTR_PORT", RDMAQPAttrPort, "MODIFY_QP mask: port (ignored: one port)"},
+	{"RDMA_QP_ATTR_QKEY", RDMAQPAttrQKey, "MODIFY_QP mask: qkey (UD QPs)"},
 	{"RDMA_QP_ATTR_AV", RDMAQPAttrAV, "MODIFY_QP mask: dgid, dmac, sgid_index, hop_limit"},
 	{"RDMA_QP_ATTR_PATH_MTU", RDMAQPAttrPathMTU, "MODIFY_QP mask: path_mtu"},
 	{"RDMA_QP_ATTR_TIMEOUT", RDMAQPAttrTimeout, "MODIFY_QP mask: timeout"},
@@ -652,4 +666,6 @@ var RDMAValues = []Value{
 	{"FEAT_RDMA_ODP", FeatRDMAODP, "NPFNIC_REG_FEATURES: memory regions fault through PRI (on-demand paging)"},
 	{"FEAT_RDMA_ATOMIC", FeatRDMAAtomic, "NPFNIC_REG_FEATURES: RC atomics (CMP_AND_SWP, FETCH_AND_ADD)"},
 	{"FEAT_RDMA_SRQ", FeatRDMASRQ, "NPFNIC_REG_FEATURES: shared receive queues"},
+	{"FEAT_RDMA_UD", FeatRDMAUD, "NPFNIC_REG_FEATURES: UD queue pairs"},
+	{"FEAT_RDMA_UC", FeatRDMAUC, "NPFNIC_REG_FEATURES: UC queue pairs"},
 }

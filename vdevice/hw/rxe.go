@@ -93,13 +93,29 @@ var (
 	RxeSendCompareAdd = abi64("wr.wr.atomic.compare_add", 32, "atomics: the value CMP_AND_SWP compares with, FETCH_AND_ADD adds")
 	RxeSendSwap       = abi64("wr.wr.atomic.swap", 40, "CMP_AND_SWP: the value written if equal")
 	RxeSendAtomicRKey = abi32("wr.wr.atomic.rkey", 48, "atomics: the remote key")
-	RxeSendLength     = abi32("dma.length", 184, "message length in bytes")
+	// The UD member of the wr.wr union: the destination of a UD SEND, with
+	// the address vector librxe copies from the address handle into the
+	// entry (ah_num 0: npfnic never numbers its address handles).
+	RxeSendUDRemoteQPN    = abi32("wr.wr.ud.remote_qpn", 24, "UD: the destination QP")
+	RxeSendUDRemoteQKey   = abi32("wr.wr.ud.remote_qkey", 28, "UD: the Q_Key; high bit set: the QP's own")
+	RxeSendUDAHNum        = abi32("wr.wr.ud.ah_num", 36, "UD: 0, or the entry is malformed (no address handle has a number)")
+	RxeSendUDNetworkType  = abi8("wr.wr.ud.av.network_type", 57, "UD: RXE_NETWORK_TYPE_IPV4 (1); IPv6 is not carried")
+	RxeSendUDDMAC         = Field{Name: "wr.wr.ud.av.dmac", Offset: 58, Size: 1, Count: 6, CType: "__u8[6]", Doc: "UD: the destination's Ethernet address"}
+	RxeSendUDDGID         = Field{Name: "wr.wr.ud.av.grh.dgid", Offset: 64, Size: 16, CType: "union rxe_gid", Doc: "UD: the destination GID, IPv4-mapped"}
+	RxeSendUDSGIDIndex    = abi8("wr.wr.ud.av.grh.sgid_index", 84, "UD: the port's GID to send from")
+	RxeSendUDHopLimit     = abi8("wr.wr.ud.av.grh.hop_limit", 85, "UD: IP TTL (0: 64)")
+	RxeSendUDTrafficClass = abi8("wr.wr.ud.av.grh.traffic_class", 86, "UD: IP TOS")
+	RxeSendLength         = abi32("dma.length", 184, "message length in bytes")
 	RxeSendNumSGE     = abi32("dma.num_sge", 196, "SGEs in dma.sge (not read with IBV_SEND_INLINE)")
 	rxeSendInline     = Field{Name: "dma.inline_data", Offset: RxeSendWQESize, Size: 1, Count: -1, CType: "__u8",
 		Doc: "IBV_SEND_INLINE: the payload, dma.length bytes"}
 	rxeSendSGE = Field{Name: "dma.sge", Offset: RxeSendWQESize, Size: RxeSGESize, Count: -1, CType: "struct rxe_sge",
 		Doc: "otherwise: dma.num_sge SGEs (same bytes as dma.inline_data)"}
 )
+
+// RxeNetworkTypeIPv4 is RXE_NETWORK_TYPE_IPV4 of rdma_user_rxe.h, the
+// network type of an address vector whose GIDs are IPv4-mapped.
+const RxeNetworkTypeIPv4 = 1
 
 // RxeSendIsAtomic reports whether a send entry's opcode reads the atomic
 // member of the wr.wr union (its rkey past the operands) rather than rdma.
@@ -120,14 +136,41 @@ func PutRxeSendRemote(slot []byte, opcode uint32, remoteAddr uint64, rkey uint32
 	RxeSendRKey.Put(slot, rkey)
 }
 
+// RxeAV is what a UD send entry's address vector (struct rxe_av) holds
+// that the device reads.
+type RxeAV struct {
+	NetworkType  uint8
+	DMAC         [6]byte
+	DGID         [16]byte
+	SGIDIndex    uint8
+	HopLimit     uint8
+	TrafficClass uint8
+}
+
+// PutRxeSendUD writes the UD member of a send entry as librxe does for an
+// address handle of ah_num 0 (the vector copied into the entry).
+func PutRxeSendUD(slot []byte, remoteQPN, remoteQKey, ahNum uint32, av RxeAV) {
+	RxeSendUDRemoteQPN.Put(slot, remoteQPN)
+	RxeSendUDRemoteQKey.Put(slot, remoteQKey)
+	RxeSendUDAHNum.Put(slot, ahNum)
+	RxeSendUDNetworkType.Put(slot, av.NetworkType)
+	copy(slot[RxeSendUDDMAC.Offset:], av.DMAC[:])
+	copy(slot[RxeSendUDDGID.Offset:], av.DGID[:])
+	RxeSendUDSGIDIndex.Put(slot, av.SGIDIndex)
+	RxeSendUDHopLimit.Put(slot, av.HopLimit)
+	RxeSendUDTrafficClass.Put(slot, av.TrafficClass)
+}
+
 // RxeSendWQE is struct rxe_send_wqe.
 var RxeSendWQE = ABILayout{"struct rxe_send_wqe", "rdma/rdma_user_rxe.h", RxeSendWQESize,
 	"Send queue entry, written by user space (librxe), read by the device. Its other fields (status, state, iova, " +
 		"PSNs, dma.resid, dma.cur_sge, dma.sge_offset, ...) are rdma_rxe's private progress state: the device " +
 		"neither reads nor writes them.",
 	[]Field{RxeSendWRID.Field, RxeSendOpcode.Field, RxeSendFlags.Field, RxeSendImm.Field, RxeSendRemoteAddr.Field,
-		RxeSendRKey.Field, RxeSendCompareAdd.Field, RxeSendSwap.Field, RxeSendAtomicRKey.Field, RxeSendLength.Field,
-		RxeSendNumSGE.Field, rxeSendInline, rxeSendSGE}}
+		RxeSendRKey.Field, RxeSendCompareAdd.Field, RxeSendSwap.Field, RxeSendAtomicRKey.Field,
+		RxeSendUDRemoteQPN.Field, RxeSendUDRemoteQKey.Field, RxeSendUDAHNum.Field, RxeSendUDNetworkType.Field,
+		RxeSendUDDMAC, RxeSendUDDGID, RxeSendUDSGIDIndex.Field, RxeSendUDHopLimit.Field, RxeSendUDTrafficClass.Field,
+		RxeSendLength.Field, RxeSendNumSGE.Field, rxeSendInline, rxeSendSGE}}
 
 // Receive queue entry fields (struct rxe_recv_wqe) the device reads.
 var (
@@ -152,7 +195,7 @@ var (
 	RxeCQEByteLen      = abi32("byte_len", 20, "success: the message's length (received, sent, written or read)")
 	RxeCQEImm          = abiBe32("ex.imm_data", 24, "with IBV_WC_WITH_IMM: the immediate data, network byte order")
 	RxeCQEQPNum        = abi32("qp_num", 28, "the local QP")
-	RxeCQESrcQP        = abi32("src_qp", 32, "UD only; 0 on an RC QP")
+	RxeCQESrcQP        = abi32("src_qp", 32, "UD receives: the sender's QP; 0 otherwise")
 	RxeCQEFlags        = abi32("wc_flags", 36, "IBV_WC_GRH, IBV_WC_WITH_IMM")
 	RxeCQEPKeyIndex    = abi16("pkey_index", 40, "0")
 	RxeCQESLID         = abi16("slid", 42, "0 (RoCE)")
@@ -237,12 +280,12 @@ var RxeValues = []Value{
 	{"IBV_WR_LOCAL_INV", IBVWRLocalInv, "not supported: IBV_WC_LOC_QP_OP_ERR"},
 	{"IBV_WR_BIND_MW", IBVWRBindMW, "not supported"},
 	{"IBV_WR_SEND_WITH_INV", IBVWRSendWithInv, "not supported"},
-	{"IBV_WR_TSO", IBVWRTSO, "not supported (UD and raw packet QPs only)"},
+	{"IBV_WR_TSO", IBVWRTSO, "not supported"},
 	{"IBV_SEND_FENCE", IBVSendFence, "wr.send_flags: wait for earlier RDMA READs"},
 	{"IBV_SEND_SIGNALED", IBVSendSignaled, "complete successfully into the CQ (errors always are)"},
 	{"IBV_SEND_SOLICITED", IBVSendSolicited, "set the solicited event bit of the last packet"},
 	{"IBV_SEND_INLINE", IBVSendInline, "the payload is in the entry (dma.inline_data), not behind SGEs"},
-	{"IBV_SEND_IP_CSUM", IBVSendIPCsum, "ignored (UD and raw packet QPs only)"},
+	{"IBV_SEND_IP_CSUM", IBVSendIPCsum, "ignored"},
 	{"IBV_WC_SUCCESS", IBVWCSuccess, "status: success"},
 	{"IBV_WC_LOC_LEN_ERR", IBVWCLocLenErr, "local length error: a message longer than its buffers or than 2^31 bytes, inline data over the QP's limit"},
 	{"IBV_WC_LOC_QP_OP_ERR", IBVWCLocQPOpErr, "local QP operation error: an opcode the device does not implement, too many SGEs, inline data with RDMA READ"},
