@@ -56,6 +56,8 @@ type RDMAGuest struct {
 	// BDF is the PCI function of an npfnic guest's NIC (its debugfs
 	// knobs, rdmafault.go); "" for rxe.
 	BDF string
+	// dir holds a lone guest's socket (StartRDMAGuest); "" in a pair.
+	dir string
 }
 
 // RDMAPair is two guests cabled back to back through QEMU's stream
