@@ -40,6 +40,7 @@ var commands = []command{
 
 var experiments = []command{
 	{"cold-ring", expColdRing.run, "Lesokhin et al. ASPLOS'17, Figure 4: memcached from a cold RX ring under pin, drop and backup; time for 10,000 ops vs ring size"},
+	{"conformance", expConformance.run, "rdma-core's own test suite on npfnic and on rdma_rxe, side by side: every test's status, npfnic's failures and missing features"},
 	{"datapath", expDatapath.run, "the same guest through QEMU's e1000e, QEMU's virtio-net and npfnic: iperf3 both ways, memcached/memaslap"},
 	{"fault-cost", expFaultCost.run, "Lesokhin et al. ASPLOS'17, Figure 3/Table 4: per-stage cost of a network page fault (p50/p99) against an interrupt+doorbell floor"},
 	{"rdma", expRDMA.run, "unmodified perftest between two guests: rdma_rxe and npfnic paired every way, bandwidth and latency against rxe-rxe"},

@@ -152,7 +152,7 @@ func TestBadCommandLine(t *testing.T) {
 		{[]string{"nope"}, "npfnic: unknown command \"nope\"\nrun 'npfnic -h' for usage\n"},
 		{[]string{"-nope"}, "npfnic: flag provided but not defined: -nope\nrun 'npfnic -h' for usage\n"},
 		{[]string{"help", "nope"}, "npfnic help: unknown command \"nope\"\nrun 'npfnic help -h' for usage\n"},
-		{[]string{"exp", "nope"}, "npfnic exp: unknown experiment \"nope\" (want cold-ring, datapath, fault-cost, rdma, rnpf-rate, rnr)\nrun 'npfnic exp -h' for usage\n"},
+		{[]string{"exp", "nope"}, "npfnic exp: unknown experiment \"nope\" (want cold-ring, conformance, datapath, fault-cost, rdma, rnpf-rate, rnr)\nrun 'npfnic exp -h' for usage\n"},
 		{[]string{"exp", "-m", "512"}, "npfnic exp: -m: flags go after the experiment's name (npfnic exp NAME -m)\nrun 'npfnic exp -h' for usage\n"},
 	}
 	for _, p := range paths() {
@@ -236,7 +236,7 @@ func TestValidateBeforeImages(t *testing.T) {
 	var tcs []tc
 	// Every experiment that boots guests: the defaults pass, and the
 	// common flags are checked.
-	defs := []experiment{expColdRing, expDatapath, expFaultCost, expRDMA, expRNPFRate, expRNR}
+	defs := []experiment{expColdRing, expConformance, expDatapath, expFaultCost, expRDMA, expRNPFRate, expRNR}
 	for i, e := range experiments {
 		if i >= len(defs) || defs[i].name != e.name {
 			t.Fatalf("experiment %q is not in this test's list", e.name)
@@ -252,8 +252,10 @@ func TestValidateBeforeImages(t *testing.T) {
 			tc{append(slices.Clone(x), "-out", under), "-out " + under + ": "},
 			tc{append(slices.Clone(x), "-trace", filepath.Join(under, "t.json")), "-trace " + filepath.Join(under, "t.json")},
 			tc{append(slices.Clone(x), "-trace", "t.json", "-trace-events", "-1"), "-trace-events -1: want 1 to"},
-			tc{append(slices.Clone(x), "-rounds", "0"), "-rounds 0: want 1 to 100"},
 		)
+		if e.rounds > 0 {
+			tcs = append(tcs, tc{append(slices.Clone(x), "-rounds", "0"), "-rounds 0: want 1 to 100"})
+		}
 	}
 	// Every command that boots guests: -m, -smp and -accel are checked
 	// before the build (-accel's resolution, which may boot a probe guest,
@@ -288,6 +290,11 @@ func TestValidateBeforeImages(t *testing.T) {
 		tc{[]string{"exp", "cold-ring", "-fault-ahead-zero", "pin"}, `fault_ahead=0 arm "pin": want drop or backup`},
 		tc{[]string{"exp", "cold-ring", "-fault-ahead-zero", "drop", "-policies", "pin,backup"}, `fault_ahead=0 arm "drop": the policy is not among those run`},
 		tc{[]string{"exp", "cold-ring", "-fault-ahead-zero", "backup", "-fault-ahead", "0,16"}, "part (c)'s N=0"},
+		tc{[]string{"exp", "conformance", "-devices", "rxe,mlx5"}, `-devices: RDMA guest "mlx5": want rxe or npfnic`},
+		tc{[]string{"exp", "conformance", "-devices", "npfnic,npfnic"}, "-devices: device npfnic listed twice"},
+		tc{[]string{"exp", "conformance", "-k", " "}, `test pattern " ": want a substring`},
+		tc{[]string{"exp", "conformance", "-suite-timeout", "10s"}, "suite timeout 10s: want at least a minute"},
+		tc{[]string{"exp", "conformance", "-devices", "npfnic", "-k", "tests.test_odp.", "-k", "*atomic*"}, ""},
 		tc{[]string{"exp", "datapath", "-nics", "e1000e,tulip"}, `-nics: unknown NIC "tulip" (want e1000e,virtio,npfnic)`},
 		tc{[]string{"exp", "datapath", "-time", "1500ms"}, "want whole seconds"},
 		tc{[]string{"exp", "datapath", "-smp", "100"}, "1 to 64 vCPUs"},
@@ -387,6 +394,7 @@ func TestErrorPrefixes(t *testing.T) {
 		{"exp", "fault-cost", "-policy", "fast"},
 		{"exp", "rnpf-rate", "-rates", "2"},
 		{"exp", "rdma", "-iters", "2"},
+		{"exp", "conformance", "-devices", "x"},
 		{"exp", "rnr", "-mtu", "7"},
 		{"exp", "rnr", "-rates", "x"},
 		{"trace", "missing.json"},
