@@ -163,4 +163,7 @@ func TestConfig(t *testing.T) {
 	if got := progressLine(Suite{Announced: 9, Results: []Result{ok("a.b"), skip("a.c", "x")}}); got != "2 of 9 tests: 1 ok, 1 skip" {
 		t.Errorf("progress %q", got)
 	}
+	if got := progressLine(Parse("conformance: 9 tests\ntest_b (a.b) ... ok\ntest_c (a.c) ... ")); got != "1 of 9 tests: 1 ok; running a.c.test_c" {
+		t.Errorf("progress %q", got)
+	}
 }

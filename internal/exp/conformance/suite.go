@@ -131,9 +131,14 @@ func SuiteArgs(dev string, gid int, patterns []string) []string {
 }
 
 // progressLine tells how far a report got: "120 of 273 tests: 30 ok, 85
-// skip, 5 error".
+// skip, 5 error", the test still running apart.
 func progressLine(s Suite) string {
-	line := summary(s)
+	running := ""
+	if n := len(s.Results); n > 0 && s.Results[n-1].Detail == unfinished {
+		running = "; running " + s.Results[n-1].ID
+		s.Results = s.Results[:n-1]
+	}
+	line := summary(s) + running
 	if s.Announced >= 0 {
 		line = strings.Replace(line, " tests:", fmt.Sprintf(" of %d tests:", s.Announced), 1)
 	}
