@@ -10,7 +10,7 @@ FUZZMINIMIZETIME ?= 100x
 FUZZ ?=
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: run test images unit vmtest fuzz vet checkpatch soak stress-ci
+.PHONY: run test images unit vmtest fuzz vet checkpatch soak stress-ci conformance
 
 run: images
 	$(GO) run ./cmd/npfnic demo
@@ -53,6 +53,15 @@ soak_test_rdma := TestRDMASoak
 soak: images
 	@test -n "$(soak_test_$(SOAK))" || { echo "SOAK=$(SOAK): want eth or rdma"; exit 1; }
 	NPFNIC_SOAK_ROUNDS=$(SOAK_ROUNDS) NPFNIC_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 24h -v -run '^$(soak_test_$(SOAK))$$' ./ci/
+
+# rdma-core's own test suite (Debian's pyverbs tests) on npfnic and on
+# rdma_rxe, one guest each, side by side (npfnic exp conformance, 2 to 3
+# minutes per device under TCG): every test's status, the goals, npfnic's
+# failures and the skips rxe does not take, in out/exp/conformance.
+# CONFORMANCE_ARGS adds flags: -devices npfnic, -k tests.test_odp. ...
+CONFORMANCE_ARGS ?=
+conformance: images
+	$(GO) run ./cmd/npfnic exp conformance $(CONFORMANCE_ARGS)
 
 # Every Fuzz target of every package, FUZZTIME each, then a table of execs
 # and execs/s per target (ci/fuzz.sh; FUZZ=REGEX picks targets,
