@@ -17,7 +17,7 @@ import (
 // MR, docs/rdma.md), the atomics, and the CQ tests. About 30 tests, 25 s
 // of suite under TCG.
 var conformancePatterns = []string{
-	"tests.test_odp.OdpTestCase.test_odp_[!r]*",   // prefetch, implicit, UD, XRC
+	"tests.test_odp.OdpTestCase.test_odp_[!r]*",    // prefetch, implicit, UD, XRC
 	"tests.test_odp.OdpTestCase.test_odp_rc_[!h]*", // RC SEND, WRITE, READ, atomics, SRQ
 	"tests.test_atomic.",
 	"tests.test_cq.",
