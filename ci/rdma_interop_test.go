@@ -126,7 +126,8 @@ func rxeStats(t *testing.T, g *testbed.RDMAGuest) map[string]int64 {
 
 // TestRDMAInteropWithRxe: npfnic and rdma_rxe, each as server and as
 // client: ibv_rc_pingpong with buffer validation at 1 byte, 4 KiB and
-// 64 KiB; ibv_srq_pingpong (eight QPs sharing an SRQ, validated);
+// 64 KiB; ibv_srq_pingpong (eight QPs sharing an SRQ); ibv_ud_pingpong
+// and ibv_uc_pingpong, validated;
 // perftest's SEND, WRITE and READ bandwidth at every size and SEND
 // latency; atomics each way (ib_atomic_bw: rxe's requests on npfnic's
 // responder, npfnic's on rxe's). rxe's own counters show no sequence
@@ -144,6 +145,11 @@ func TestRDMAInteropWithRxe(t *testing.T) {
 	// Shared receive queues: eight QPs on each side take from one SRQ.
 	pingpong(t, p, npf, rxe, workload.Pingpong{Program: "ibv_srq_pingpong", QPs: 8, Size: 4096, Iters: 50})
 	pingpong(t, p, rxe, npf, workload.Pingpong{Program: "ibv_srq_pingpong", QPs: 8, Size: 1024, Iters: 50})
+	// UD (address handles, Q_Keys, the GRH area) and UC, each way.
+	pingpong(t, p, npf, rxe, workload.Pingpong{Program: "ibv_ud_pingpong", Size: 1024, Iters: 50, Validate: true})
+	pingpong(t, p, rxe, npf, workload.Pingpong{Program: "ibv_ud_pingpong", Size: 512, Iters: 50, Validate: true})
+	pingpong(t, p, npf, rxe, workload.Pingpong{Program: "ibv_uc_pingpong", Size: 4096, Iters: 50, Validate: true})
+	pingpong(t, p, rxe, npf, workload.Pingpong{Program: "ibv_uc_pingpong", Size: 65536, Iters: 20, Validate: true})
 	for _, tool := range []string{"ib_send_bw", "ib_write_bw", "ib_read_bw"} {
 		perftest(t, p, npf, rxe, workload.Perftest{Tool: tool, All: true, Iters: 5})
 	}
@@ -172,7 +178,8 @@ func TestRDMAInteropWithRxe(t *testing.T) {
 	killMidTransfer(t, p, npf, rxe, false)
 }
 
-// TestRDMABetweenNPFNICs: two npfnics: ibv_rc_pingpong with validation,
+// TestRDMABetweenNPFNICs: two npfnics: ibv_rc_pingpong, ibv_ud_pingpong
+// and ibv_uc_pingpong with validation,
 // perftest's bandwidth tests at every size, SEND and atomic latency; the first
 // device's port is recorded, and tshark decodes every frame of it as
 // RoCEv2 without a malformed-packet or error-level expert warning.
@@ -183,6 +190,8 @@ func TestRDMABetweenNPFNICs(t *testing.T) {
 	for _, size := range []int{1, 4096, 65536} {
 		pingpong(t, p, p.A, p.B, workload.Pingpong{Size: size, Iters: 50})
 	}
+	pingpong(t, p, p.A, p.B, workload.Pingpong{Program: "ibv_ud_pingpong", Size: 1024, Iters: 50, Validate: true})
+	pingpong(t, p, p.A, p.B, workload.Pingpong{Program: "ibv_uc_pingpong", Size: 8192, Iters: 50, Validate: true})
 	for _, tool := range []string{"ib_send_bw", "ib_write_bw", "ib_read_bw"} {
 		perftest(t, p, p.A, p.B, workload.Perftest{Tool: tool, All: true, Iters: 5})
 	}

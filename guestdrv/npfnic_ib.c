@@ -93,6 +93,8 @@ static int npfnic_ib_query_device(struct ib_device *ibdev, struct ib_device_attr
 		attr->max_srq_wr = NPFNIC_IB_MAX_QP_WR;
 		attr->max_srq_sge = NPFNIC_IB_MAX_SGE;
 	}
+	if (dev->hw.ud)
+		attr->max_ah = NPFNIC_IB_MAX_AH;
 	attr->max_pd = NPFNIC_IB_MAX_PD;
 	attr->max_qp_rd_atom = NPFNIC_IB_MAX_RD_ATOM;
 	attr->max_qp_init_rd_atom = NPFNIC_IB_MAX_RD_ATOM;
@@ -309,6 +311,8 @@ static const struct ib_device_ops npfnic_ib_ops = {
 
 	.alloc_pd = npfnic_ib_alloc_pd,
 	.alloc_ucontext = npfnic_ib_alloc_ucontext,
+	.create_ah = npfnic_ib_create_ah,
+	.create_user_ah = npfnic_ib_create_ah,
 	.create_cq = npfnic_ib_create_cq,
 	.create_qp = npfnic_ib_create_qp,
 	.create_srq = npfnic_ib_create_srq,
@@ -318,6 +322,7 @@ static const struct ib_device_ops npfnic_ib_ops = {
 	.dealloc_ucontext = npfnic_ib_dealloc_ucontext,
 	.del_gid = npfnic_ib_del_gid,
 	.dereg_mr = npfnic_ib_dereg_mr,
+	.destroy_ah = npfnic_ib_destroy_ah,
 	.destroy_cq = npfnic_ib_destroy_cq,
 	.destroy_qp = npfnic_ib_destroy_qp,
 	.destroy_srq = npfnic_ib_destroy_srq,
@@ -344,6 +349,7 @@ static const struct ib_device_ops npfnic_ib_ops = {
 	.reg_user_mr = npfnic_ib_reg_user_mr,
 	.req_notify_cq = npfnic_ib_req_notify_cq,
 
+	INIT_RDMA_OBJ_SIZE(ib_ah, npfnic_ib_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, npfnic_ib_cq, ibcq),
 	INIT_RDMA_OBJ_SIZE(ib_pd, npfnic_ib_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, npfnic_ib_qp, ibqp),

@@ -44,6 +44,7 @@
 #define NPFNIC_IB_MAX_INLINE	NPFNIC_RDMA_MAX_INLINE
 #define NPFNIC_IB_MAX_CQ	NPFNIC_RDMA_MAX_CQ
 #define NPFNIC_IB_MAX_SRQ	NPFNIC_RDMA_MAX_SRQ	/* SRQNs 0.., WRs and SGEs as QPs' */
+#define NPFNIC_IB_MAX_AH	65536	/* address handles: driver objects only */
 #define NPFNIC_IB_MAX_CQE	16383
 #define NPFNIC_IB_MAX_MR	NPFNIC_RDMA_MAX_MR
 #define NPFNIC_IB_MAX_PD	1024
@@ -81,6 +82,8 @@ struct npfnic_ib_hw {
 	bool quiesced;			/* reset and idle: holds no object, uses no memory */
 	bool atomics;			/* FEAT_RDMA_ATOMIC: REMOTE_ATOMIC reaches the device */
 	bool srq;			/* FEAT_RDMA_SRQ: shared receive queues */
+	bool ud;			/* FEAT_RDMA_UD: UD QPs, address handles */
+	bool uc;			/* FEAT_RDMA_UC: UC QPs */
 	unsigned long inject_dereg;	/* bit 0: the next DEREG_MR gets no status (diag) */
 	struct mutex cmd_lock;		/* the command queue: one command at a time */
 	wait_queue_head_t cmd_wait;	/* woken by CMD_DONE events */
@@ -217,6 +220,14 @@ struct npfnic_ib_ucontext {
 struct npfnic_ib_pd {
 	struct ib_pd ibpd;
 	u32 pdn;
+};
+
+/*
+ * An address handle: librxe copies its vector into each UD send entry,
+ * so the device holds nothing for it and it has no number.
+ */
+struct npfnic_ib_ah {
+	struct ib_ah ibah;
 };
 
 /*
@@ -439,6 +450,9 @@ int npfnic_ib_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
 int npfnic_ib_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
 int npfnic_ib_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 			    const struct ib_recv_wr **bad_wr);
+int npfnic_ib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
+			struct ib_udata *udata);
+int npfnic_ib_destroy_ah(struct ib_ah *ibah, u32 flags);
 int npfnic_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 			struct ib_udata *udata);
 int npfnic_ib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,

@@ -83,11 +83,13 @@ NPFNIC_IB_SAME(NPFNIC_RDMA_ACCESS_REMOTE_ATOMIC, IB_ACCESS_REMOTE_ATOMIC);
 NPFNIC_IB_SAME(NPFNIC_RDMA_ACCESS_ON_DEMAND, IB_ACCESS_ON_DEMAND);
 NPFNIC_IB_SAME(NPFNIC_RDMA_QP_RESET, IB_QPS_RESET);
 NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ERR, IB_QPS_ERR);
+NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ATTR_QKEY, IB_QP_QKEY);
 
 #define NPFNIC_IB_QP_HW_MASK \
 	(IB_QP_STATE | IB_QP_ACCESS_FLAGS | IB_QP_AV | IB_QP_PATH_MTU | IB_QP_TIMEOUT | \
 	 IB_QP_RETRY_CNT | IB_QP_RNR_RETRY | IB_QP_RQ_PSN | IB_QP_MAX_QP_RD_ATOMIC | \
-	 IB_QP_MIN_RNR_TIMER | IB_QP_SQ_PSN | IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_DEST_QPN)
+	 IB_QP_MIN_RNR_TIMER | IB_QP_SQ_PSN | IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_DEST_QPN | \
+	 IB_QP_QKEY)
 #define NPFNIC_IB_ACCESS_HW_MASK \
 	(IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ | \
 	 IB_ACCESS_ON_DEMAND)
@@ -102,12 +104,26 @@ static u32 npfnic_ib_hw_access(const struct npfnic_ib_hw *hw, u32 access, u32 ma
 
 /* ---- building one command ---- */
 
+/* CREATE_QP's flag for the QP's type: none for RC. */
+static u8 npfnic_ib_qp_type_flag(const struct npfnic_ib_qp *qp)
+{
+	switch (qp->ibqp.qp_type) {
+	case IB_QPT_UD:
+		return NPFNIC_RDMA_CMD_FLAG_UD;
+	case IB_QPT_UC:
+		return NPFNIC_RDMA_CMD_FLAG_UC;
+	default:
+		return 0;
+	}
+}
+
 /* A QP with its own receive queue. */
 static void npfnic_ib_fill_create_qp(struct npfnic_rdma_cmd_create_qp *c,
 				     const struct npfnic_ib_cmd *cmd)
 {
 	const struct npfnic_ib_qp *qp = cmd->qp.qp;
 
+	c->flags |= npfnic_ib_qp_type_flag(qp);
 	c->pd = cpu_to_le32(cmd->qp.pdn);
 	c->sq_buf = cpu_to_le64(qp->sq.dma);
 	c->sq_slots = cpu_to_le32(qp->sq.slots);
@@ -129,7 +145,7 @@ static void npfnic_ib_fill_create_qp_srq(struct npfnic_rdma_cmd_create_qp_srq *c
 {
 	const struct npfnic_ib_qp *qp = cmd->qp.qp;
 
-	c->flags |= NPFNIC_RDMA_CMD_FLAG_SRQ;
+	c->flags |= NPFNIC_RDMA_CMD_FLAG_SRQ | npfnic_ib_qp_type_flag(qp);
 	c->pd = cpu_to_le32(cmd->qp.pdn);
 	c->sq_buf = cpu_to_le64(qp->sq.dma);
 	c->sq_slots = cpu_to_le32(qp->sq.slots);
@@ -173,7 +189,10 @@ static void npfnic_ib_fill_modify_qp(const struct npfnic_ib_hw *hw,
 	c->max_rd_atomic = a->max_rd_atomic;
 	c->max_dest_rd_atomic = a->max_dest_rd_atomic;
 	c->access = cpu_to_le32(npfnic_ib_hw_access(hw, a->qp_access_flags, remote));
-	c->dest_qpn = cpu_to_le32(a->dest_qp_num);
+	if (qp->ibqp.qp_type == IB_QPT_UD)
+		((struct npfnic_rdma_cmd_modify_qp_ud *)c)->qkey = cpu_to_le32(a->qkey);
+	else
+		c->dest_qpn = cpu_to_le32(a->dest_qp_num);
 	c->rq_psn = cpu_to_le32(a->rq_psn);
 	c->sq_psn = cpu_to_le32(a->sq_psn);
 	if (cmd->qp.mask & IB_QP_AV) {
@@ -693,6 +712,8 @@ int npfnic_ib_hw_init(struct npfnic_ib_dev *dev)
 	hw->eq_head = 0;
 	hw->atomics = nic->features & NPFNIC_FEAT_RDMA_ATOMIC;
 	hw->srq = nic->features & NPFNIC_FEAT_RDMA_SRQ;
+	hw->ud = nic->features & NPFNIC_FEAT_RDMA_UD;
+	hw->uc = nic->features & NPFNIC_FEAT_RDMA_UC;
 	iowrite32(NPFNIC_RDMA_CTRL_ENABLE, nic->bar0 + NPFNIC_REG_RDMA_CTRL);
 	WRITE_ONCE(hw->enabled, true);
 	iowrite32(1, nic->bar0 + NPFNIC_REG_EQ_ARM);

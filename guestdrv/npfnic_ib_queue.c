@@ -42,6 +42,8 @@
 #include <linux/dma-mapping.h>
 #include <linux/log2.h>
 #include <linux/mm.h>
+#include <net/ipv6.h>
+#include <rdma/ib_addr.h>
 #include <rdma/ib_cache.h>
 #include <rdma/uverbs_ioctl.h>
 
@@ -412,6 +414,40 @@ int npfnic_ib_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 	return -EOPNOTSUPP;
 }
 
+/* ---- address handles ---- */
+
+/*
+ * librxe resolves the vector (destination MAC, source address) itself and
+ * copies it into each send entry, so an address handle is only checked
+ * here: RoCEv2 over IPv4 is all the device sends. It has no number
+ * (ah_num 0 in the response). Kernel consumers have no UD QPs to use one.
+ */
+int npfnic_ib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
+			struct ib_udata *udata)
+{
+	struct npfnic_ib_dev *dev = to_npfnic_ib_dev(ibah->device);
+	const struct rdma_ah_attr *attr = init->ah_attr;
+	struct rxe_create_ah_resp resp = {};
+	const struct ib_global_route *grh;
+
+	if (!udata || !dev->hw.ud)
+		return -EOPNOTSUPP;
+	if (!(rdma_ah_get_ah_flags(attr) & IB_AH_GRH))
+		return -EINVAL;
+	grh = rdma_ah_read_grh(attr);
+	if (!grh->sgid_attr || grh->sgid_attr->gid_type != IB_GID_TYPE_ROCE_UDP_ENCAP ||
+	    !ipv6_addr_v4mapped((const struct in6_addr *)grh->dgid.raw))
+		return -EINVAL;
+	if (udata->outlen >= sizeof(resp))
+		return ib_copy_to_udata(udata, &resp, sizeof(resp));
+	return 0;
+}
+
+int npfnic_ib_destroy_ah(struct ib_ah *ibah, u32 flags)
+{
+	return 0;
+}
+
 /* ---- QPs ---- */
 
 /* The send queue slot: the entry, then its SGEs or inline data. */
@@ -422,12 +458,24 @@ static size_t npfnic_ib_sq_elem(const struct ib_qp_cap *cap)
 }
 
 /* With an SRQ the receive capabilities are ignored, as the verbs have it. */
-static int npfnic_ib_check_cap(struct ib_qp_init_attr *init)
+static int npfnic_ib_check_cap(const struct npfnic_ib_hw *hw, struct ib_qp_init_attr *init)
 {
 	struct ib_qp_cap *cap = &init->cap;
 
-	if (init->qp_type != IB_QPT_RC)
+	switch (init->qp_type) {
+	case IB_QPT_RC:
+		break;
+	case IB_QPT_UD:
+		if (!hw->ud)
+			return -EOPNOTSUPP;
+		break;
+	case IB_QPT_UC:
+		if (!hw->uc)
+			return -EOPNOTSUPP;
+		break;
+	default:
 		return -EOPNOTSUPP;
+	}
 	if (init->create_flags)
 		return -EOPNOTSUPP;
 	if (cap->max_send_wr > NPFNIC_IB_MAX_QP_WR || cap->max_send_sge > NPFNIC_IB_MAX_SGE ||
@@ -455,7 +503,7 @@ int npfnic_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct
 		return -EOPNOTSUPP;
 	if (udata->inlen || udata->outlen < sizeof(resp))
 		return -EINVAL;
-	err = npfnic_ib_check_cap(init);
+	err = npfnic_ib_check_cap(&dev->hw, init);
 	if (err)
 		return err;
 	/* The device checks it too: a QP receives into MRs of its SRQ's PD. */
@@ -618,9 +666,16 @@ int npfnic_ib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		qp->attr.max_dest_rd_atomic = attr->max_dest_rd_atomic;
 	if (mask & IB_QP_DEST_QPN)
 		qp->attr.dest_qp_num = attr->dest_qp_num & 0xffffff;
+	if (mask & IB_QP_QKEY)
+		qp->attr.qkey = attr->qkey;
 
 	cmd.qp.qpn = ibqp->qp_num;
 	cmd.qp.mask = mask;
+	/* A UD QP's messages are bounded by the port's MTU, which the device takes from here. */
+	if (ibqp->qp_type == IB_QPT_UD && next != IB_QPS_RESET && next != IB_QPS_ERR) {
+		qp->attr.path_mtu = iboe_get_mtu(READ_ONCE(dev->netdev->mtu));
+		cmd.qp.mask |= IB_QP_PATH_MTU;
+	}
 	cmd.qp.qp = qp;
 	err = npfnic_ib_cmd(dev, &cmd);
 	if (err)

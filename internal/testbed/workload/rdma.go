@@ -200,7 +200,9 @@ func perftestColumns(line string) []string {
 // Pingpong is one ibv_rc_pingpong run.
 type Pingpong struct {
 	// Program is the ibverbs-utils pingpong: ibv_rc_pingpong (the
-	// default) or ibv_srq_pingpong, which takes the same flags and QPs.
+	// default), ibv_srq_pingpong (which also takes QPs), ibv_uc_pingpong
+	// or ibv_ud_pingpong (whose Size must fit the port's MTU): they take
+	// the same flags.
 	Program     string
 	QPs         int // -q: ibv_srq_pingpong's QPs sharing its SRQ; 0: its 16
 	Size, Iters int // -s, -n
