@@ -1,6 +1,7 @@
 package ibrc_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/npfnic/npfnic/ibrc"
 	"github.com/npfnic/npfnic/ibrc/ibrctest"
 	"github.com/npfnic/npfnic/ibrc/rocev2"
+	"github.com/npfnic/npfnic/internal/clock"
 )
 
 // framesOf decodes what a side sent, for tests that look at the wire.
@@ -276,4 +278,143 @@ func TestTransitionsPerType(t *testing.T) {
 			t.Errorf("%v %v->%v mask %#x: %v", c.typ, c.cur, c.next, c.mask, err)
 		}
 	}
+}
+
+// unreliableVictim is an engine with a UC QP connected to a peer that is
+// not there and a UD QP, each with receive WRs posted into one buffer.
+type unreliableVictim struct {
+	e      *ibrc.Transport
+	mem    *ibrctest.Mem
+	mr     *ibrc.MR // local writes: the receive buffers
+	wmr    *ibrc.MR // remote writes: [fuzzWriteOff, fuzzWriteOff+fuzzWriteLen)
+	cq     *ibrc.CQ
+	uc, ud *ibrc.QP
+	out    [][]byte
+}
+
+const (
+	fuzzQKey    = 0x22222222
+	fuzzRecvOff = 4096 // receive buffers: [fuzzRecvOff, fuzzRecvOff+fuzzRecvLen)
+	fuzzRecvLen  = 2048
+	fuzzWriteOff = 8192
+	fuzzWriteLen = 4096
+	fuzzMemSize  = 16 << 10
+)
+
+func newUnreliableVictim(t testing.TB) *unreliableVictim {
+	v := &unreliableVictim{}
+	v.e = ibrc.New(ibrc.Config{Port: ibrc.PortFunc(func(f []byte) error { v.out = append(v.out, f); return nil }),
+		Clock: clock.NewVirtual(time.Unix(1700000000, 0)), MAC: macB, IPv4: ipB,
+		Pager: ibrc.PageRequesterFunc(func(ibrc.PageRequest, func(bool)) {})})
+	pd := v.e.CreatePD()
+	v.mem = ibrctest.NewMem(memBase, fuzzMemSize, 4096)
+	v.mr, _ = pd.RegisterMR(v.mem, memBase, fuzzMemSize, ibrc.AccessLocalWrite)
+	v.wmr, _ = pd.RegisterMR(v.mem, memBase+fuzzWriteOff, fuzzWriteLen, ibrc.AccessLocalWrite|ibrc.AccessRemoteWrite)
+	v.cq, _ = v.e.CreateCQ(64)
+	mk := func(typ ibrc.QPType, steps ...struct {
+		a ibrc.QPAttr
+		m ibrc.AttrMask
+	}) *ibrc.QP {
+		q, err := pd.CreateQP(ibrc.QPInit{Type: typ, SendCQ: v.cq, RecvCQ: v.cq, Cap: ibrc.QPCap{MaxSendWR: 8, MaxRecvWR: 8}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range steps {
+			if err := q.ModifyQP(&s.a, s.m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 4 {
+			q.PostRecv(ibrc.RecvWR{ID: uint64(i), SGL: []ibrc.SGE{{Addr: memBase + fuzzRecvOff, Length: fuzzRecvLen, LKey: v.mr.LKey()}}})
+		}
+		return q
+	}
+	type step = struct {
+		a ibrc.QPAttr
+		m ibrc.AttrMask
+	}
+	v.uc = mk(ibrc.TypeUC,
+		step{ibrc.QPAttr{State: ibrc.StateInit, PKey: 0xffff, AccessFlags: ibrc.AccessRemoteWrite}, ibrc.AttrState | ibrc.AttrPKey | ibrc.AttrAccessFlags},
+		step{ibrc.QPAttr{State: ibrc.StateRTR, PathMTU: ibrc.MTU256, DestQPN: peerQPN, RQPSN: 1000,
+			AV: ibrc.AddressVector{DestMAC: macA, DGID: rocev2.GIDFromIPv4(ipA)}},
+			ibrc.AttrState | ibrc.AttrPathMTU | ibrc.AttrDestQPN | ibrc.AttrRQPSN | ibrc.AttrAV},
+		step{ibrc.QPAttr{State: ibrc.StateRTS, SQPSN: 5}, ibrc.AttrState | ibrc.AttrSQPSN})
+	v.ud = mk(ibrc.TypeUD,
+		step{ibrc.QPAttr{State: ibrc.StateInit, PKey: 0xffff, QKey: fuzzQKey}, ibrc.AttrState | ibrc.AttrPKey | ibrc.AttrQKey},
+		step{ibrc.QPAttr{State: ibrc.StateRTR, PathMTU: ibrc.MTU1024}, ibrc.AttrState | ibrc.AttrPathMTU},
+		step{ibrc.QPAttr{State: ibrc.StateRTS, SQPSN: 5}, ibrc.AttrState | ibrc.AttrSQPSN})
+	return v
+}
+
+// FuzzHandleFrameUnreliable feeds frames to a UC and a UD QP (mode aims a
+// repaired frame at one of them from the UC QP's peer). Whatever arrives,
+// neither ever answers on the wire, neither leaves RTS, nothing outside
+// their receive buffers and the one region open to remote writes
+// changes, and every receive completion stays
+// within its buffer, a UD one counting the GRH area.
+func FuzzHandleFrameUnreliable(f *testing.F) {
+	path := rocev2.Path{SrcMAC: macA, DstMAC: macB, SrcIP: ipA, DstIP: ipB, SrcPort: 0xc001}
+	mk := func(op rocev2.Opcode, qpn uint32, payload []byte, mod func(h *rocev2.Headers)) []byte {
+		h := &rocev2.Headers{BTH: rocev2.BTH{Opcode: op, PKey: 0xffff, DestQP: qpn, PSN: 1000},
+			DETH: rocev2.DETH{QKey: fuzzQKey, SrcQP: 0x77},
+			RETH: rocev2.RETH{VA: memBase + fuzzWriteOff, RKey: 0, DMALength: uint32(len(payload))}}
+		if mod != nil {
+			mod(h)
+		}
+		return rocev2.AppendFrame(nil, &path, h, payload)
+	}
+	v := newUnreliableVictim(f)
+	mtu := make([]byte, 256)
+	for _, s := range [][]byte{
+		mk(rocev2.OpUDSendOnly, v.ud.Num(), []byte("datagram"), nil),
+		mk(rocev2.OpUDSendOnlyImm, v.ud.Num(), mtu, func(h *rocev2.Headers) { h.ImmDt.Data = 9 }),
+		mk(rocev2.OpUDSendOnly, v.ud.Num(), []byte("bad qkey"), func(h *rocev2.Headers) { h.DETH.QKey = 1 }),
+		mk(rocev2.OpSendOnly.On(rocev2.ServiceUC), v.uc.Num(), []byte("uc"), nil),
+		mk(rocev2.OpSendFirst.On(rocev2.ServiceUC), v.uc.Num(), mtu, nil),
+		mk(rocev2.OpWriteOnlyImm.On(rocev2.ServiceUC), v.uc.Num(), []byte("write"), func(h *rocev2.Headers) { h.RETH.RKey = v.wmr.RKey() }),
+		mk(rocev2.OpSendOnly, v.uc.Num(), []byte("rc opcode"), nil),
+	} {
+		f.Add(s, uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, frame []byte, mode uint8) {
+		v := newUnreliableVictim(t)
+		before := append([]byte(nil), v.mem.Bytes()...)
+		v.e.HandleFrame(frame)
+		if g := fixup(frame); g != nil && mode&1 != 0 {
+			copy(g[26:30], ipA[:])
+			copy(g[30:34], ipB[:])
+			if len(g) > 14+20+8+8 {
+				q := v.uc.Num()
+				if mode&2 != 0 {
+					q = v.ud.Num()
+				}
+				g[14+20+8+5], g[14+20+8+6], g[14+20+8+7] = byte(q>>16), byte(q>>8), byte(q)
+			}
+			if g = fixup(g); g != nil {
+				v.e.HandleFrame(g)
+				v.e.HandleFrame(g)
+			}
+		}
+		if len(v.out) != 0 {
+			t.Fatalf("an unreliable QP answered: %d frames", len(v.out))
+		}
+		for _, q := range []*ibrc.QP{v.uc, v.ud} {
+			if st := q.Query().State; st != ibrc.StateRTS {
+				t.Fatalf("%v QP in %v", q.Type(), st)
+			}
+		}
+		after := v.mem.Bytes()
+		for _, r := range [][2]int{{0, fuzzRecvOff}, {fuzzRecvOff + fuzzRecvLen, fuzzWriteOff}, {fuzzWriteOff + fuzzWriteLen, fuzzMemSize}} {
+			if !bytes.Equal(after[r[0]:r[1]], before[r[0]:r[1]]) {
+				t.Fatalf("memory at [%#x, %#x) changed: outside the receive buffers and the writable region", r[0], r[1])
+			}
+		}
+		wcs := make([]ibrc.WC, 16)
+		for _, wc := range wcs[:v.cq.Poll(wcs)] {
+			if wc.Status == ibrc.WCSuccess && wc.ByteLen > fuzzRecvLen ||
+				wc.QPN == v.ud.Num() && wc.Status == ibrc.WCSuccess && (wc.ByteLen < ibrc.GRHSize || wc.Flags&ibrc.WCGRH == 0) {
+				t.Fatalf("completion %+v", wc)
+			}
+		}
+	})
 }
