@@ -454,7 +454,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_EVENT_SIZE           0x10 /* bytes of an event queue entry */
 #define NPFNIC_RDMA_QUEUE_SIZE_MIN       0x8 /* smallest command or event queue */
 #define NPFNIC_RDMA_QUEUE_SIZE_MAX       0x1000 /* largest command or event queue */
-#define NPFNIC_RDMA_QPN_MAX              0xffffff /* largest QPN (QPNs 0 and 1 are reserved) */
+#define NPFNIC_RDMA_QPN_MAX              0xffffff /* largest QPN (0 is never a QP; 1 only the GSI QP, with FEAT_RDMA_KERNEL) */
 #define NPFNIC_RDMA_MAX_QP               0x100 /* live queue pairs */
 #define NPFNIC_RDMA_MAX_CQ               0x100 /* live completion queues */
 #define NPFNIC_RDMA_MAX_SRQ              0x100 /* live shared receive queues (SRQN 0..RDMA_MAX_SRQ-1) */
@@ -485,6 +485,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_CMD_FLAG_SRQ         0x2 /* CREATE_QP flag: receives from an SRQ (struct npfnic_rdma_cmd_create_qp_srq) */
 #define NPFNIC_RDMA_CMD_FLAG_UD          0x4 /* CREATE_QP flag: an unreliable datagram QP */
 #define NPFNIC_RDMA_CMD_FLAG_UC          0x8 /* CREATE_QP flag: an unreliable connected QP */
+#define NPFNIC_RDMA_CMD_FLAG_PHYSICAL    0x10 /* REG_MR flag: IOVAs reached without translation (the kernel's DMA MR) */
 #define NPFNIC_RDMA_CMD_OK               0x0 /* command status: done */
 #define NPFNIC_RDMA_CMDERR_OPCODE        0x1 /* command status: unknown opcode */
 #define NPFNIC_RDMA_CMDERR_HANDLE        0x2 /* command status: handle out of range, in use or unknown */
@@ -543,6 +544,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_FEAT_RDMA_SRQ             0x80 /* NPFNIC_REG_FEATURES: shared receive queues */
 #define NPFNIC_FEAT_RDMA_UD              0x100 /* NPFNIC_REG_FEATURES: UD queue pairs */
 #define NPFNIC_FEAT_RDMA_UC              0x200 /* NPFNIC_REG_FEATURES: UC queue pairs */
+#define NPFNIC_FEAT_RDMA_KERNEL          0x400 /* NPFNIC_REG_FEATURES: REG_MR's FLAG_PHYSICAL and the GSI QP 1 */
 
 /* RDMA counters: indices in the NPFNIC_RDMA_CMD_QUERY_STATS buffer (le64 each) */
 #define NPFNIC_RDMA_STAT_RX_FRAMES       0 /* RoCEv2 frames handed to the RC engine */

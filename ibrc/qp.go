@@ -187,10 +187,10 @@ const unreportedFaultRetry = 100 * time.Microsecond
 func (pd *PD) CreateQP(init QPInit) (*QP, error) { return pd.createQP(init, 0) }
 
 // CreateQPNum is CreateQP with the QP number chosen by the caller (2 to
-// 2^24-1), as a device whose driver names its QPs does; a number in use is
-// ErrResourceInUse.
+// 2^24-1, or 1 for the GSI QP, a UD QP), as a device whose driver names
+// its QPs does; a number in use is ErrResourceInUse.
 func (pd *PD) CreateQPNum(num uint32, init QPInit) (*QP, error) {
-	if num < 2 || num > psnMask {
+	if num < 1 || num > psnMask || num == 1 && init.Type != TypeUD {
 		return nil, ErrInvalidArg
 	}
 	return pd.createQP(init, num)

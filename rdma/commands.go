@@ -195,8 +195,10 @@ func (w *worker) putPD(n uint32) {
 
 func (w *worker) createQP(n uint32, b []byte) uint32 {
 	switch {
-	case n < 2 || n > hw.RDMAQPNMax || w.qps[n] != nil:
+	case n < 1 || n > hw.RDMAQPNMax || w.qps[n] != nil:
 		return hw.RDMACmdErrHandle
+	case n == 1 && hw.RDMACmdFlags.Get(b)&(hw.RDMACmdFlagUD|hw.RDMACmdFlagUC) != hw.RDMACmdFlagUD:
+		return hw.RDMACmdErrHandle // QP 1 is the GSI QP, a UD QP
 	case len(w.qps) >= hw.RDMAMaxQP:
 		return hw.RDMACmdErrResource
 	}
@@ -464,7 +466,10 @@ func (w *worker) regMR(key uint32, b []byte) uint32 {
 	}
 	pdn := hw.RDMARegMRPD.Get(b)
 	m := &mr{key: key, pdn: pdn, mem: &mrMem{e: w.e, xlat: w.e.cfg.Xlat, pasid: hw.RDMARegMRPASID.Get(b),
-		dma: w.e.cfg.Mem.NewStream(streamName("mr", key))}}
+		physical: hw.RDMACmdFlags.Get(b)&hw.RDMACmdFlagPhysical != 0, dma: w.e.cfg.Mem.NewStream(streamName("mr", key))}}
+	if m.mem.physical && acc&hw.RDMAAccessOnDemand != 0 {
+		return hw.RDMACmdErrParam // nothing to fault: IOVAs are present or outside guest memory
+	}
 	rc, err := w.pd(pdn).RegisterMRKey(m.mem, key, va, length, ibrc.Access(acc&^hw.RDMAAccessOnDemand))
 	if err != nil {
 		w.putPD(pdn)

@@ -124,7 +124,11 @@ type mrMem struct {
 	e     *Engine
 	xlat  *ats.Context
 	pasid uint32
-	dma   *guestmem.Stream
+	// physical: the region's addresses are IOVAs, reached as the rings
+	// are (REG_MR's FLAG_PHYSICAL: the kernel's DMA MR), not a process's
+	// virtual addresses translated in pasid.
+	physical bool
+	dma      *guestmem.Stream
 }
 
 func (m *mrMem) ReadAt(va uint64, p []byte) error  { return m.access(va, p, false) }
@@ -149,6 +153,12 @@ func (m *mrMem) access(va uint64, p []byte, write bool) error {
 	defer m.dma.End()
 	if !m.e.busMaster.Load() {
 		return &ibrc.FaultError{VA: va, Write: write} // retried once bus mastering is back
+	}
+	if m.physical {
+		if write {
+			return m.dma.WriteAt(va, p)
+		}
+		return m.dma.ReadAt(va, p)
 	}
 	for len(p) > 0 {
 		n := min(len(p), ats.MaxAccess)

@@ -144,3 +144,51 @@ func TestUCThroughRings(t *testing.T) {
 		t.Fatal("UC SEND landed wrong")
 	}
 }
+
+// gsiQKey is the Q_Key of the GSI QP (IBA 15.4).
+const gsiQKey = 0x80010000
+
+// TestGSIAndPhysicalMR: what kernel consumers need. QP 1 exists only as a
+// UD QP; a region registered with FLAG_PHYSICAL reaches IOVAs without
+// translation (the kernel's DMA MR) and cannot be on demand; a MAD-sized
+// SEND from one engine's QP 1 to the other's lands with src_qp 1.
+func TestGSIAndPhysicalMR(t *testing.T) {
+	pa, pb := port.Pipe(256)
+	a, b := newNode(t, pa, 1), newNode(t, pb, 2)
+	rc := rdmatest.CreateQP(1, rdmatest.QPSpec{PD: pdn, SQ: rdmatest.NewQueue(a.g, 8, 9), RQ: rdmatest.NewQueue(a.g, 8, 7),
+		SendCQ: sendCQ, RecvCQ: recvCQ, MaxSendSGE: 1, MaxRecvSGE: 1})
+	if st, _, _ := a.d.Run(rc); st != hw.RDMACmdErrHandle {
+		t.Fatalf("an RC QP 1: status %d, want ERR_HANDLE", st)
+	}
+	const dmaKey = 0x100
+	for _, n := range []*node{a, b} {
+		odp := rdmatest.RegMR(0x200, pdn, 0, 1<<30, hw.RDMAAccessLocalWrite|hw.RDMAAccessOnDemand, 0)
+		odp[hw.RDMACmdFlags.Offset] |= hw.RDMACmdFlagPhysical
+		if st, _, _ := n.d.Run(odp); st != hw.RDMACmdErrParam {
+			t.Fatalf("an on-demand physical MR: status %d, want ERR_PARAM", st)
+		}
+		reg := rdmatest.RegMR(dmaKey, pdn, 0, 1<<30, hw.RDMAAccessLocalWrite, 0)
+		reg[hw.RDMACmdFlags.Offset] |= hw.RDMACmdFlagPhysical
+		n.must(t, reg)
+	}
+	asq, _ := a.udQP(t, 1)
+	_, brq := b.udQP(t, 1)
+	for _, n := range []*node{a, b} {
+		n.must(t, rdmatest.ModifyQP(1, rdmatest.Modify{Mask: hw.RDMAQPAttrQKey, QKey: gsiQKey}))
+	}
+	mad := pattern(256, 0x3c)
+	src, dst := a.g.Alloc(256, 64), b.g.Alloc(296, 64)
+	copy(a.g.Bytes(src, 256), mad)
+	b.postRecv(t, brq, rdmatest.Recv{ID: 7, SGL: []rdmatest.SGE{{Addr: dst, Length: 296, LKey: dmaKey}}})
+	a.post(t, asq, 1, rdmatest.Send{ID: 8, Opcode: hw.IBVWRSend, Flags: sig, AutoLength: true, NumSGE: -1,
+		SGL: []rdmatest.SGE{{Addr: src, Length: 256, LKey: dmaKey}}, UD: udTo(b, 1, gsiQKey, 0)})
+	if c := poll(t, a.scq, 1)[0]; c.Status != ibrc.WCSuccess {
+		t.Fatalf("GSI send %+v", c)
+	}
+	if c := poll(t, b.rcq, 1)[0]; c.Status != ibrc.WCSuccess || c.SrcQP != 1 || c.QPNum != 1 || c.ByteLen != 296 {
+		t.Fatalf("GSI receive %+v", c)
+	}
+	if !bytes.Equal(b.g.Bytes(dst+40, 256), mad) {
+		t.Fatal("the MAD landed wrong")
+	}
+}

@@ -192,7 +192,7 @@ const (
 	RDMAQueueSizeMax = 4096
 
 	// Limits the device enforces (and the driver reports in query_device).
-	RDMAQPNMax      = 1<<24 - 1 // QPN: 2..RDMAQPNMax (0 and 1 are the special QPs)
+	RDMAQPNMax      = 1<<24 - 1 // QPN: 2..RDMAQPNMax, and 1 for the GSI QP (a UD QP; 0 is never one)
 	RDMAMaxQP       = 256       // live queue pairs
 	RDMAMaxCQ       = 256       // live completion queues
 	RDMAMaxSRQ      = 256       // live shared receive queues (SRQN 0..RDMAMaxSRQ-1)
@@ -240,6 +240,10 @@ const (
 	// QP's type is UD or UC, not RC; at most one of them.
 	RDMACmdFlagUD = 1 << 2
 	RDMACmdFlagUC = 1 << 3
+	// RDMACmdFlagPhysical (REG_MR, interface 2.8): the region's addresses
+	// are IOVAs the device reaches without translation, as the rings':
+	// the kernel's DMA MR (its PD's local_dma_lkey). pasid is ignored.
+	RDMACmdFlagPhysical = 1 << 4
 )
 
 // Command status (RDMACmdStatus), written by the device.
@@ -579,7 +583,7 @@ var RDMAValues = []Value{
 	{"RDMA_EVENT_SIZE", RDMAEventSize, "bytes of an event queue entry"},
 	{"RDMA_QUEUE_SIZE_MIN", RDMAQueueSizeMin, "smallest command or event queue"},
 	{"RDMA_QUEUE_SIZE_MAX", RDMAQueueSizeMax, "largest command or event queue"},
-	{"RDMA_QPN_MAX", RDMAQPNMax, "largest QPN (QPNs 0 and 1 are reserved)"},
+	{"RDMA_QPN_MAX", RDMAQPNMax, "largest QPN (0 is never a QP; 1 only the GSI QP, with FEAT_RDMA_KERNEL)"},
 	{"RDMA_MAX_QP", RDMAMaxQP, "live queue pairs"},
 	{"RDMA_MAX_CQ", RDMAMaxCQ, "live completion queues"},
 	{"RDMA_MAX_SRQ", RDMAMaxSRQ, "live shared receive queues (SRQN 0..RDMA_MAX_SRQ-1)"},
@@ -610,6 +614,7 @@ var RDMAValues = []Value{
 	{"RDMA_CMD_FLAG_SRQ", RDMACmdFlagSRQ, "CREATE_QP flag: receives from an SRQ (struct npfnic_rdma_cmd_create_qp_srq)"},
 	{"RDMA_CMD_FLAG_UD", RDMACmdFlagUD, "CREATE_QP flag: an unreliable datagram QP"},
 	{"RDMA_CMD_FLAG_UC", RDMACmdFlagUC, "CREATE_QP flag: an unreliable connected QP"},
+	{"RDMA_CMD_FLAG_PHYSICAL", RDMACmdFlagPhysical, "REG_MR flag: IOVAs reached without translation (the kernel's DMA MR)"},
 	{"RDMA_CMD_OK", RDMACmdOK, "command status: done"},
 	{"RDMA_CMDERR_OPCODE", RDMACmdErrOpcode, "command status: unknown opcode"},
 	{"RDMA_CMDERR_HANDLE", RDMACmdErrHandle, "command status: handle out of range, in use or unknown"},
@@ -668,4 +673,5 @@ var RDMAValues = []Value{
 	{"FEAT_RDMA_SRQ", FeatRDMASRQ, "NPFNIC_REG_FEATURES: shared receive queues"},
 	{"FEAT_RDMA_UD", FeatRDMAUD, "NPFNIC_REG_FEATURES: UD queue pairs"},
 	{"FEAT_RDMA_UC", FeatRDMAUC, "NPFNIC_REG_FEATURES: UC queue pairs"},
+	{"FEAT_RDMA_KERNEL", FeatRDMAKernel, "NPFNIC_REG_FEATURES: REG_MR's FLAG_PHYSICAL and the GSI QP 1"},
 }
