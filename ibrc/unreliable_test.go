@@ -293,8 +293,8 @@ type unreliableVictim struct {
 }
 
 const (
-	fuzzQKey    = 0x22222222
-	fuzzRecvOff = 4096 // receive buffers: [fuzzRecvOff, fuzzRecvOff+fuzzRecvLen)
+	fuzzQKey     = 0x22222222
+	fuzzRecvOff  = 4096 // receive buffers: [fuzzRecvOff, fuzzRecvOff+fuzzRecvLen)
 	fuzzRecvLen  = 2048
 	fuzzWriteOff = 8192
 	fuzzWriteLen = 4096

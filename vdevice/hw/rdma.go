@@ -393,13 +393,13 @@ var (
 	RDMAModifyQPAccess      = le32("access", 24, "driver: remote access of the responder (NPFNIC_RDMA_ACCESS_REMOTE_*; REMOTE_ATOMIC since 2.6)")
 	RDMAModifyQPDestQPN     = le32("dest_qpn", 28, "driver: the peer's QPN")
 	// A UD QP has no peer: its Q_Key takes dest_qpn's place.
-	RDMAModifyQPQKey = le32("qkey", 28, "driver, UD QPs (interface 2.8): the Q_Key its received messages must carry")
-	RDMAModifyQPRQPSN       = le32("rq_psn", 32, "driver: expected PSN of the responder, 24 bits")
-	RDMAModifyQPSQPSN       = le32("sq_psn", 36, "driver: first PSN of the requester, 24 bits")
-	RDMAModifyQPDGID        = Field{Name: "dgid", Offset: 40, Size: 1, Count: 16, Doc: "driver: the peer's GID (an IPv4-mapped IPv6 address for RoCEv2 over IPv4)"}
-	RDMAModifyQPDMAC        = Field{Name: "dmac", Offset: 56, Size: 1, Count: 6, Doc: "driver: the peer's Ethernet address (the core resolves it)"}
-	RDMAModifyQPSGIDIndex   = u8("sgid_index", 62, "driver: index of this port's GID the QP sends from")
-	RDMAModifyQPHopLimit    = u8("hop_limit", 63, "driver: IP TTL / hop limit (0: 64)")
+	RDMAModifyQPQKey      = le32("qkey", 28, "driver, UD QPs (interface 2.8): the Q_Key its received messages must carry")
+	RDMAModifyQPRQPSN     = le32("rq_psn", 32, "driver: expected PSN of the responder, 24 bits")
+	RDMAModifyQPSQPSN     = le32("sq_psn", 36, "driver: first PSN of the requester, 24 bits")
+	RDMAModifyQPDGID      = Field{Name: "dgid", Offset: 40, Size: 1, Count: 16, Doc: "driver: the peer's GID (an IPv4-mapped IPv6 address for RoCEv2 over IPv4)"}
+	RDMAModifyQPDMAC      = Field{Name: "dmac", Offset: 56, Size: 1, Count: 6, Doc: "driver: the peer's Ethernet address (the core resolves it)"}
+	RDMAModifyQPSGIDIndex = u8("sgid_index", 62, "driver: index of this port's GID the QP sends from")
+	RDMAModifyQPHopLimit  = u8("hop_limit", 63, "driver: IP TTL / hop limit (0: 64)")
 )
 
 // QUERY_QP results, written by the device into the entry (offsets as in

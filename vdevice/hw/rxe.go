@@ -106,8 +106,8 @@ var (
 	RxeSendUDHopLimit     = abi8("wr.wr.ud.av.grh.hop_limit", 85, "UD: IP TTL (0: 64)")
 	RxeSendUDTrafficClass = abi8("wr.wr.ud.av.grh.traffic_class", 86, "UD: IP TOS")
 	RxeSendLength         = abi32("dma.length", 184, "message length in bytes")
-	RxeSendNumSGE     = abi32("dma.num_sge", 196, "SGEs in dma.sge (not read with IBV_SEND_INLINE)")
-	rxeSendInline     = Field{Name: "dma.inline_data", Offset: RxeSendWQESize, Size: 1, Count: -1, CType: "__u8",
+	RxeSendNumSGE         = abi32("dma.num_sge", 196, "SGEs in dma.sge (not read with IBV_SEND_INLINE)")
+	rxeSendInline         = Field{Name: "dma.inline_data", Offset: RxeSendWQESize, Size: 1, Count: -1, CType: "__u8",
 		Doc: "IBV_SEND_INLINE: the payload, dma.length bytes"}
 	rxeSendSGE = Field{Name: "dma.sge", Offset: RxeSendWQESize, Size: RxeSGESize, Count: -1, CType: "struct rxe_sge",
 		Doc: "otherwise: dma.num_sge SGEs (same bytes as dma.inline_data)"}
