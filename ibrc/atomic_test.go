@@ -289,3 +289,91 @@ func TestAtomicsCountAsReads(t *testing.T) {
 		t.Fatalf("%d READs and atomics outstanding at most, want 2..8 (max_rd_atomic 8)", maxOut)
 	}
 }
+
+// TestAtomicWrite: an ATOMIC WRITE stores its 8 bytes at an aligned
+// address and completes on the zero-length READ response; a misaligned
+// address, a region without remote write or a QP without it fail it; a
+// lost response brings a duplicate that is answered, not written again
+// (the word the responder's owner changed since stays changed).
+func TestAtomicWrite(t *testing.T) {
+	const target = 0x4010
+	val := func(v uint64) []byte { b := make([]byte, 8); binary.LittleEndian.PutUint64(b, v); return b }
+	post := func(t *testing.T, w *world, remote uint64, rkey uint32, v uint64) {
+		t.Helper()
+		if err := w.a.qp.PostSend(ibrc.SendWR{ID: 1, Opcode: ibrc.WRAtomicWrite, Flags: ibrc.SendSignaled, Inline: val(v),
+			RemoteAddr: remote, RKey: rkey}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("stores", func(t *testing.T) {
+		w := newWorld(t, opts{})
+		post(t, w, memBase+target, w.b.mr.RKey(), 0x0102030405060708)
+		w.run(time.Second, func() bool { return len(w.a.wcs) == 1 })
+		if wc := w.a.wcs[0]; wc.Status != ibrc.WCSuccess || wc.Opcode != ibrc.WCAtomicWrite || wc.ByteLen != 8 {
+			t.Fatalf("completion %+v", wc)
+		}
+		if got := w.b.u64(target); got != 0x0102030405060708 {
+			t.Fatalf("remote word %#x", got)
+		}
+	})
+	for _, c := range []struct {
+		name   string
+		remote uint64
+		access ibrc.Access
+		want   ibrc.WCStatus
+	}{
+		{"misaligned", memBase + target + 4, 0, ibrc.WCRemInvReqErr},
+		{"QP without remote write", memBase + target, ibrc.AccessLocalWrite | ibrc.AccessRemoteRead, ibrc.WCRemInvReqErr},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorld(t, opts{access: c.access})
+			w.b.setU64(target&^7, 77)
+			post(t, w, c.remote, w.b.mr.RKey(), 1)
+			w.run(time.Second, func() bool { return len(w.a.wcs) == 1 })
+			if wc := w.a.wcs[0]; wc.Status != c.want {
+				t.Fatalf("completion %+v, want %v", wc, c.want)
+			}
+			if got := w.b.u64(target &^ 7); got != 77 {
+				t.Fatalf("remote word changed to %d", got)
+			}
+		})
+	}
+	t.Run("region without remote write", func(t *testing.T) {
+		w := newWorld(t, opts{})
+		ro, err := w.b.pd.RegisterMR(w.b.mem, memBase, memSize, ibrc.AccessRemoteRead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		post(t, w, memBase+target, ro.RKey(), 1)
+		w.run(time.Second, func() bool { return len(w.a.wcs) == 1 })
+		if wc := w.a.wcs[0]; wc.Status != ibrc.WCRemAccessErr {
+			t.Fatalf("completion %+v", wc)
+		}
+	})
+	t.Run("response lost", func(t *testing.T) {
+		var w *world
+		dropped := 0
+		link := ibrctest.LinkConfig{Filter: func(side int, _ uint64, f []byte) ibrctest.Action {
+			p, err := rocev2.NewDecoder().Decode(f)
+			if side == 1 && err == nil && p.BTH.Opcode == rocev2.OpReadRespOnly && dropped == 0 {
+				dropped++
+				w.b.setU64(target, 5) // the owner writes after the ATOMIC WRITE
+				return ibrctest.Drop
+			}
+			return ibrctest.Deliver
+		}}
+		w = newWorld(t, opts{link: link, retry: 7})
+		post(t, w, memBase+target, w.b.mr.RKey(), 9)
+		w.run(time.Second, func() bool { return len(w.a.wcs) == 1 })
+		if wc := w.a.wcs[0]; wc.Status != ibrc.WCSuccess {
+			t.Fatalf("completion %+v", wc)
+		}
+		if got, st := w.b.u64(target), w.b.e.Stats(); got != 5 || st.DupRequests == 0 {
+			t.Fatalf("word %d (want the owner's 5: written once), duplicates %d", got, st.DupRequests)
+		}
+	})
+	w := newWorld(t, opts{qpType: ibrc.TypeUC})
+	if err := w.a.qp.PostSend(ibrc.SendWR{Opcode: ibrc.WRAtomicWrite, Inline: val(1)}); !errors.Is(err, ibrc.ErrInvalidArg) {
+		t.Errorf("ATOMIC_WRITE on UC: %v", err)
+	}
+}

@@ -284,7 +284,7 @@ func (q *QP) onReadResponse(p *rocev2.Packet) {
 	if !q.responseStart(psn) {
 		return
 	}
-	if !q.outstanding() || !q.sq[0].isRead() {
+	if !q.outstanding() || !q.sq[0].isRead() && q.sq[0].wr.Opcode != WRAtomicWrite {
 		e.stats.ResponseDiscards.Add(1)
 		return
 	}
@@ -302,6 +302,17 @@ func (q *QP) onReadResponse(p *rocev2.Packet) {
 	op := p.BTH.Opcode
 	if op.Has(rocev2.HasAETH) && !p.AETH.Syndrome.IsACK() {
 		q.failHead(WCBadRespErr)
+		return
+	}
+	if w.wr.Opcode == WRAtomicWrite {
+		// Done once its one zero-length response arrives.
+		if op != rocev2.OpReadRespOnly || len(p.Payload) != 0 {
+			q.failHead(WCBadRespErr)
+			return
+		}
+		q.comp.psn = psnAdd(psn, 1)
+		q.completeHead(WCSuccess)
+		q.onProgress()
 		return
 	}
 	// A READ longer than the window is asked for in parts (windowRoom),

@@ -57,7 +57,11 @@ func (w *sendWQE) isAtomic() bool { return w.wr.Opcode.atomic() }
 // awaitsResponse: the WQE completes by its own response (READ responses,
 // an atomic ACK), never by an ACK of a later PSN, and counts against the
 // QP's max_rd_atomic.
-func (w *sendWQE) awaitsResponse() bool { return w.isRead() || w.isAtomic() }
+// An ATOMIC WRITE is answered by a zero-length READ response, as rdma_rxe
+// answers it, and held by the responder as a READ is.
+func (w *sendWQE) awaitsResponse() bool {
+	return w.isRead() || w.isAtomic() || w.wr.Opcode == WRAtomicWrite
+}
 
 func (o WROpcode) atomic() bool { return o == WRAtomicCmpSwp || o == WRAtomicFetchAdd }
 
@@ -612,9 +616,6 @@ func sglLen(sgl []SGE) uint64 {
 
 // PostSend queues a send work request.
 func (q *QP) PostSend(wr SendWR) error {
-	if wr.Opcode > WRAtomicFetchAdd {
-		return fmt.Errorf("%w: opcode %v", ErrInvalidArg, wr.Opcode)
-	}
 	if len(wr.SGL) > q.init.Cap.MaxSendSGE {
 		return fmt.Errorf("%w: %d SGEs, QP takes %d", ErrInvalidArg, len(wr.SGL), q.init.Cap.MaxSendSGE)
 	}
@@ -625,7 +626,13 @@ func (q *QP) PostSend(wr SendWR) error {
 	if wr.Opcode.atomic() && (n != AtomicSize || wr.Flags&SendInline != 0) {
 		return fmt.Errorf("%w: %v returns %d bytes into an SGL, not %d", ErrInvalidArg, wr.Opcode, AtomicSize, n)
 	}
-	if wr.Flags&SendInline != 0 {
+	if wr.Opcode == WRAtomicWrite {
+		// Its operand travels in the WR, whatever the QP's inline limit.
+		if len(wr.Inline) != AtomicSize || len(wr.SGL) > 0 {
+			return fmt.Errorf("%w: ATOMIC_WRITE of %d bytes, not %d", ErrInvalidArg, len(wr.Inline), AtomicSize)
+		}
+		n = AtomicSize
+	} else if wr.Flags&SendInline != 0 {
 		switch {
 		case wr.Opcode == WRRead:
 			return fmt.Errorf("%w: inline RDMA READ", ErrInvalidArg)
@@ -701,6 +708,8 @@ func wcOpcode(o WROpcode) WCOpcode {
 		return WCCompSwap
 	case WRAtomicFetchAdd:
 		return WCFetchAdd
+	case WRAtomicWrite:
+		return WCAtomicWrite
 	}
 	return WCSend
 }

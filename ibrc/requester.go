@@ -114,6 +114,13 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 			q.req.next++
 			q.req.offset = 0
 		}
+	} else if w.wr.Opcode == WRAtomicWrite {
+		h.BTH.Opcode = rocev2.OpAtomicWrite
+		h.RETH = rocev2.RETH{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALength: AtomicSize}
+		h.BTH.AckReq = true
+		frame = rocev2.AppendFrame(nil, &q.path, &h, w.wr.Inline)
+		q.req.psn = psnAdd(psn, 1)
+		q.req.next++
 	} else if w.isAtomic() {
 		h.BTH.Opcode = rocev2.OpFetchAdd
 		h.AtomicETH = rocev2.AtomicETH{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, SwapOrAdd: w.wr.CompareAdd}

@@ -64,6 +64,7 @@ func (q *QP) respond(p *rocev2.Packet, frame []byte) error {
 	case op.Has(rocev2.HasIETH):
 		return q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
 	case op.Has(rocev2.Write) && acc&AccessRemoteWrite == 0, op.Has(rocev2.Read) && acc&AccessRemoteRead == 0,
+		op.Has(rocev2.AtomicWrite) && acc&AccessRemoteWrite == 0,
 		op.Has(rocev2.Atomic) && acc&AccessRemoteAtomic == 0:
 		return q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
 	}
@@ -73,6 +74,10 @@ func (q *QP) respond(p *rocev2.Packet, frame []byte) error {
 	switch {
 	case op.Has(rocev2.Read), op.Has(rocev2.Atomic):
 		if n != 0 {
+			return q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
+		}
+	case op.Has(rocev2.AtomicWrite):
+		if n != AtomicSize {
 			return q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
 		}
 	case !op.Has(rocev2.Last):
@@ -95,6 +100,8 @@ func (q *QP) respond(p *rocev2.Packet, frame []byte) error {
 		q.execWrite(p)
 	case op.Has(rocev2.Atomic):
 		q.execAtomic(p)
+	case op.Has(rocev2.AtomicWrite):
+		q.execAtomicWrite(p)
 	default:
 		q.execRead(p)
 	}
@@ -511,6 +518,16 @@ func (q *QP) duplicate(p *rocev2.Packet) {
 		}
 		return
 	}
+	if op.Has(rocev2.AtomicWrite) {
+		// Answered again, never written again.
+		for _, r := range q.resp.reads {
+			if r.valid && r.first == psn && r.length == 0 && r.rkey == p.RETH.RKey && r.va == p.RETH.VA {
+				q.answerRead(r, psn)
+				return
+			}
+		}
+		return
+	}
 	if op.Has(rocev2.Atomic) {
 		for _, r := range q.resp.reads {
 			if r.valid && r.atomic && r.first == psn && r.rkey == p.AtomicETH.RKey && r.va == p.AtomicETH.VA {
@@ -573,6 +590,47 @@ func (q *QP) execAtomic(p *rocev2.Packet) {
 	q.resp.readNext = (q.resp.readNext + 1) % len(q.resp.reads)
 	e.messageExecuted()
 	q.atomicAck(psn, q.resp.msn, orig)
+}
+
+// execAtomicWrite writes an ATOMIC WRITE's 8 bytes as one store (under
+// the device's atomic lock, as an atomic's read-modify-write) and answers
+// with a zero-length READ response, kept among the READ resources so a
+// duplicate is answered again without a second write.
+func (q *QP) execAtomicWrite(p *rocev2.Packet) {
+	e := q.e
+	r := &p.RETH
+	if r.DMALength != AtomicSize || r.VA%AtomicSize != 0 {
+		q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
+		return
+	}
+	mr := e.lookupMR(r.RKey, q.pd, AccessRemoteWrite, r.VA, AtomicSize)
+	if mr == nil {
+		q.classC(rocev2.NAKRemoteAccess, WCRemAccessErr)
+		return
+	}
+	e.atomicMu.Lock()
+	err := mr.writeAt(r.VA, p.Payload)
+	e.atomicMu.Unlock()
+	if err != nil {
+		if va, _, ok := AsFault(err); ok {
+			q.recvFault(p, mr.mem, va)
+			return
+		}
+		q.classC(rocev2.NAKRemoteAccess, WCRemAccessErr)
+		return
+	}
+	psn := p.BTH.PSN
+	if q.resp.faulted && psn == q.resp.faultPSN {
+		q.resp.faulted = false
+		e.cfg.Trace.Emit(trace.RCResume, trace.TrackRC, uint64(q.num), uint64(psn))
+	}
+	res := readRes{first: psn, last: psn, va: r.VA, rkey: r.RKey, mtu: q.mtu, valid: true}
+	q.resp.reads[q.resp.readNext] = res
+	q.resp.readNext = (q.resp.readNext + 1) % len(q.resp.reads)
+	q.resp.psn = psnAdd(psn, 1)
+	q.resp.msn = (q.resp.msn + 1) & psnMask
+	e.messageExecuted()
+	q.answerRead(res, psn)
 }
 
 // atomicAck answers the atomic at psn with the value it found.

@@ -21,8 +21,8 @@ import (
 // canPost reports whether a QP of type t takes send WRs of opcode o.
 func (t QPType) canPost(o WROpcode) error {
 	switch {
-	case o > WRAtomicFetchAdd:
-		return fmt.Errorf("%w: opcode %v", ErrInvalidArg, o)
+	case o > WRAtomicFetchAdd && (o != WRAtomicWrite || t != TypeRC):
+		return fmt.Errorf("%w: opcode %v on a %v QP", ErrInvalidArg, o, t)
 	case t == TypeUC && (o == WRRead || o.atomic()):
 		return fmt.Errorf("%w: %v on a UC QP", ErrInvalidArg, o)
 	case t == TypeUD && o != WRSend && o != WRSendImm:

@@ -108,6 +108,9 @@ const (
 	// remote address and return the original value into the WR's SGL.
 	WRAtomicCmpSwp   WROpcode = 5
 	WRAtomicFetchAdd WROpcode = 6
+	// WRAtomicWrite (IBA 1.5, RC only) writes its AtomicSize bytes, in
+	// Inline, at an aligned remote address as one store.
+	WRAtomicWrite WROpcode = 15
 )
 
 // AtomicSize is the operand of an atomic operation: 8 bytes, at an address
@@ -131,6 +134,8 @@ func (o WROpcode) String() string {
 		return "ATOMIC_CMP_AND_SWP"
 	case WRAtomicFetchAdd:
 		return "ATOMIC_FETCH_AND_ADD"
+	case WRAtomicWrite:
+		return "ATOMIC_WRITE"
 	}
 	return fmt.Sprintf("WROpcode(%d)", o)
 }
@@ -244,6 +249,7 @@ const (
 	WCRDMARead    WCOpcode = 2
 	WCCompSwap    WCOpcode = 3
 	WCFetchAdd    WCOpcode = 4
+	WCAtomicWrite WCOpcode = 9
 	WCRecv        WCOpcode = 128
 	WCRecvRDMAImm WCOpcode = 129
 )

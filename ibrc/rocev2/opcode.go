@@ -39,29 +39,32 @@ type Opcode uint8
 
 // RC opcodes (transport 000) and the congestion notification packet.
 const (
-	OpSendFirst        Opcode = 0x00
-	OpSendMiddle       Opcode = 0x01
-	OpSendLast         Opcode = 0x02
-	OpSendLastImm      Opcode = 0x03
-	OpSendOnly         Opcode = 0x04
-	OpSendOnlyImm      Opcode = 0x05
-	OpWriteFirst       Opcode = 0x06
-	OpWriteMiddle      Opcode = 0x07
-	OpWriteLast        Opcode = 0x08
-	OpWriteLastImm     Opcode = 0x09
-	OpWriteOnly        Opcode = 0x0a
-	OpWriteOnlyImm     Opcode = 0x0b
-	OpReadRequest      Opcode = 0x0c
-	OpReadRespFirst    Opcode = 0x0d
-	OpReadRespMiddle   Opcode = 0x0e
-	OpReadRespLast     Opcode = 0x0f
-	OpReadRespOnly     Opcode = 0x10
-	OpAck              Opcode = 0x11
-	OpAtomicAck        Opcode = 0x12
-	OpCompareSwap      Opcode = 0x13
-	OpFetchAdd         Opcode = 0x14
-	OpSendLastInv      Opcode = 0x16
-	OpSendOnlyInv      Opcode = 0x17
+	OpSendFirst      Opcode = 0x00
+	OpSendMiddle     Opcode = 0x01
+	OpSendLast       Opcode = 0x02
+	OpSendLastImm    Opcode = 0x03
+	OpSendOnly       Opcode = 0x04
+	OpSendOnlyImm    Opcode = 0x05
+	OpWriteFirst     Opcode = 0x06
+	OpWriteMiddle    Opcode = 0x07
+	OpWriteLast      Opcode = 0x08
+	OpWriteLastImm   Opcode = 0x09
+	OpWriteOnly      Opcode = 0x0a
+	OpWriteOnlyImm   Opcode = 0x0b
+	OpReadRequest    Opcode = 0x0c
+	OpReadRespFirst  Opcode = 0x0d
+	OpReadRespMiddle Opcode = 0x0e
+	OpReadRespLast   Opcode = 0x0f
+	OpReadRespOnly   Opcode = 0x10
+	OpAck            Opcode = 0x11
+	OpAtomicAck      Opcode = 0x12
+	OpCompareSwap    Opcode = 0x13
+	OpFetchAdd       Opcode = 0x14
+	OpSendLastInv    Opcode = 0x16
+	OpSendOnlyInv    Opcode = 0x17
+	// OpAtomicWrite (IBA 1.5): 8 bytes written at once at an aligned
+	// address, answered with a zero-length READ response.
+	OpAtomicWrite      Opcode = 0x1d
 	OpCNP              Opcode = 0x81
 	opTransportMask    Opcode = 0xe0
 	opTransportRC      Opcode = 0x00
@@ -126,6 +129,7 @@ const (
 	Ack
 	CNP
 	HasDETH
+	AtomicWrite
 )
 
 // Only marks the single packet of a one-packet message.
@@ -160,6 +164,7 @@ var opTable = [256]opInfo{
 	OpFetchAdd:       {"RC FetchAdd", Request | Atomic | Only | HasAtomicETH},
 	OpSendLastInv:    {"RC SEND Last with Invalidate", Request | Send | Last | HasPayload | HasIETH},
 	OpSendOnlyInv:    {"RC SEND Only with Invalidate", Request | Send | Only | HasPayload | HasIETH},
+	OpAtomicWrite:    {"RC ATOMIC WRITE", Request | AtomicWrite | Only | HasPayload | HasRETH},
 	OpCNP:            {"CNP", CNP | HasPayload},
 	OpUDSendOnly:     {"UD SEND Only", Request | Send | Only | HasPayload | HasDETH},
 	OpUDSendOnlyImm:  {"UD SEND Only with Immediate", Request | Send | Only | HasPayload | HasDETH | HasImmDt},

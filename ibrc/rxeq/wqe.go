@@ -34,7 +34,8 @@ const (
 	// so it lies in no memory region.
 	SGEWraps
 	// AtomicLength: an atomic whose SGL is not the 8 bytes its original
-	// value is returned into, or that is inline.
+	// value is returned into, or that is inline; an ATOMIC WRITE whose
+	// dma.length is not 8.
 	AtomicLength
 	// BadAddress: a UD entry whose address vector the device cannot send
 	// to: an address handle number (npfnic numbers none), a network type
@@ -114,6 +115,8 @@ func (e *WQEError) WC(qpn uint32) ibrc.WC {
 			wc.Opcode = ibrc.WCCompSwap
 		case hw.IBVWRAtomicFetchAdd:
 			wc.Opcode = ibrc.WCFetchAdd
+		case hw.IBVWRAtomicWrite:
+			wc.Opcode = ibrc.WCAtomicWrite
 		}
 	}
 	return wc
@@ -212,6 +215,8 @@ func parseSend(elem []byte, lim SendLimits, sgl []ibrc.SGE) (ibrc.SendWR, Malfor
 		wr.Opcode = ibrc.WRAtomicCmpSwp
 	case hw.IBVWRAtomicFetchAdd:
 		wr.Opcode = ibrc.WRAtomicFetchAdd
+	case hw.IBVWRAtomicWrite:
+		wr.Opcode = ibrc.WRAtomicWrite
 	default:
 		return wr, BadOpcode
 	}
@@ -224,7 +229,7 @@ func parseSend(elem []byte, lim SendLimits, sgl []ibrc.SGE) (ibrc.SendWR, Malfor
 		}
 	}
 	switch wr.Opcode {
-	case ibrc.WRWrite, ibrc.WRWriteImm, ibrc.WRRead:
+	case ibrc.WRWrite, ibrc.WRWriteImm, ibrc.WRRead, ibrc.WRAtomicWrite:
 		wr.RemoteAddr, wr.RKey = hw.RxeSendRemoteAddr.Get(elem), hw.RxeSendRKey.Get(elem)
 	case ibrc.WRAtomicCmpSwp, ibrc.WRAtomicFetchAdd:
 		wr.RemoteAddr, wr.RKey = hw.RxeSendRemoteAddr.Get(elem), hw.RxeSendAtomicRKey.Get(elem)
@@ -241,6 +246,15 @@ func parseSend(elem []byte, lim SendLimits, sgl []ibrc.SGE) (ibrc.SendWR, Malfor
 		if length != ibrc.AtomicSize || flags&hw.IBVSendInline != 0 {
 			return wr, AtomicLength
 		}
+	}
+	if wr.Opcode == ibrc.WRAtomicWrite {
+		// Its 8 bytes are in the entry (dma.atomic_wr), whatever the flags say.
+		if length != ibrc.AtomicSize || len(elem) < hw.RxeSendWQESize+ibrc.AtomicSize {
+			return wr, AtomicLength
+		}
+		wr.Flags &^= ibrc.SendInline
+		wr.Inline = elem[hw.RxeSendWQESize : hw.RxeSendWQESize+ibrc.AtomicSize]
+		return wr, 0
 	}
 	if flags&hw.IBVSendInline != 0 {
 		switch {

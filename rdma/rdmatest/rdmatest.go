@@ -295,14 +295,14 @@ func (w Send) Encode(s []byte) {
 		for _, g := range w.SGL {
 			length += g.Length
 		}
-		if w.Flags&hw.IBVSendInline != 0 {
+		if w.Flags&hw.IBVSendInline != 0 || w.Opcode == hw.IBVWRAtomicWrite {
 			length = uint32(len(w.Inline))
 		}
 	}
 	hw.RxeSendLength.Put(s, length)
 	hw.RxeSendNumSGE.Put(s, uint32(n))
-	if w.Flags&hw.IBVSendInline != 0 {
-		copy(s[hw.RxeSendWQESize:], w.Inline)
+	if w.Flags&hw.IBVSendInline != 0 || w.Opcode == hw.IBVWRAtomicWrite {
+		copy(s[hw.RxeSendWQESize:], w.Inline) // an ATOMIC WRITE's dma.atomic_wr too
 		return
 	}
 	putSGL(s[hw.RxeSendWQESize:], w.SGL)

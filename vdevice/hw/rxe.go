@@ -232,6 +232,12 @@ const (
 	IBVWRBindMW           = 8
 	IBVWRSendWithInv      = 9
 	IBVWRTSO              = 10
+	// IBVWRAtomicWrite (rdma-core 44; Linux 6.2's uapi, not 6.1's):
+	// wr.wr.rdma names the remote word, dma.atomic_wr (the inline data's
+	// bytes) holds its 8 new bytes, dma.length is 8. Its completion's
+	// opcode is IBVWCAtomicWrite.
+	IBVWRAtomicWrite = 15
+	IBVWCAtomicWrite = 9
 
 	IBVSendFence     = 1 << 0
 	IBVSendSignaled  = 1 << 1
