@@ -710,6 +710,10 @@ func wcOpcode(o WROpcode) WCOpcode {
 		return WCFetchAdd
 	case WRAtomicWrite:
 		return WCAtomicWrite
+	case WRBindMW:
+		return WCBindMW
+	case WRLocalInv:
+		return WCLocalInv
 	}
 	return WCSend
 }

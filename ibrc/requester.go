@@ -71,6 +71,9 @@ func (q *QP) windowRoom(w *sendWQE) int {
 // sendPacket sends the next packet of w (for a READ, its next request);
 // false when it could not (fault stall or error).
 func (q *QP) sendPacket(w *sendWQE) bool {
+	if w.wr.Opcode == WRBindMW || w.wr.Opcode == WRLocalInv {
+		return q.localOp(w)
+	}
 	if q.init.Type == TypeUD {
 		return q.sendDatagram(w)
 	}
@@ -137,9 +140,15 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 		n := min(uint64(w.mtu), w.length-off)
 		first, last := off == 0, off+n == w.length
 		imm := w.wr.Opcode == WRSendImm || w.wr.Opcode == WRWriteImm
-		if w.wr.Opcode == WRSend || w.wr.Opcode == WRSendImm {
+		switch {
+		case w.wr.Opcode == WRSendWithInv && last:
+			h.BTH.Opcode, h.IETH.RKey = rocev2.OpSendLastInv, w.wr.InvRKey
+			if first {
+				h.BTH.Opcode = rocev2.OpSendOnlyInv
+			}
+		case w.wr.Opcode == WRSend || w.wr.Opcode == WRSendImm || w.wr.Opcode == WRSendWithInv:
 			h.BTH.Opcode = rocev2.SendOpcode(first, last, imm)
-		} else {
+		default:
 			h.BTH.Opcode = rocev2.WriteOpcode(first, last, imm)
 			if first {
 				h.RETH = rocev2.RETH{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALength: uint32(w.length)}

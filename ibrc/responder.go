@@ -61,8 +61,6 @@ func (q *QP) respond(p *rocev2.Packet, frame []byte) error {
 	}
 	acc := q.attr.AccessFlags
 	switch {
-	case op.Has(rocev2.HasIETH):
-		return q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
 	case op.Has(rocev2.Write) && acc&AccessRemoteWrite == 0, op.Has(rocev2.Read) && acc&AccessRemoteRead == 0,
 		op.Has(rocev2.AtomicWrite) && acc&AccessRemoteWrite == 0,
 		op.Has(rocev2.Atomic) && acc&AccessRemoteAtomic == 0:
@@ -251,10 +249,17 @@ func (q *QP) execSend(p *rocev2.Packet) {
 	}
 	q.resp.offset += uint64(len(p.Payload))
 	if op.Has(rocev2.Last) {
+		if sendInvalidates(p) && q.invalidate(p.IETH.RKey) != nil {
+			q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
+			return
+		}
 		q.rq = q.rq[1:]
 		wc := WC{WRID: w.wr.ID, Status: WCSuccess, Opcode: WCRecv, ByteLen: uint32(q.resp.offset), QPN: q.num}
 		if op.Has(rocev2.HasImmDt) {
 			wc.Imm, wc.Flags = p.ImmDt.Data, WCWithImm
+		}
+		if sendInvalidates(p) {
+			wc.Imm, wc.Flags = p.IETH.RKey, WCWithInv
 		}
 		wc.Solicited = p.BTH.SolicitedEvent
 		q.init.RecvCQ.push(wc)
@@ -276,7 +281,7 @@ func (q *QP) execWrite(p *rocev2.Packet) {
 		}
 		mr = nil
 		if l > 0 {
-			if mr = q.e.lookupMR(r.RKey, q.pd, AccessRemoteWrite, r.VA, l); mr == nil {
+			if mr = q.lookupRemote(r.RKey, AccessRemoteWrite, r.VA, l); mr == nil {
 				q.classC(rocev2.NAKRemoteAccess, WCRemAccessErr)
 				return
 			}
@@ -332,7 +337,7 @@ func (q *QP) execRead(p *rocev2.Packet) {
 	}
 	var mr *MR
 	if l > 0 {
-		if mr = q.e.lookupMR(r.RKey, q.pd, AccessRemoteRead, r.VA, l); mr == nil {
+		if mr = q.lookupRemote(r.RKey, AccessRemoteRead, r.VA, l); mr == nil {
 			q.classC(rocev2.NAKRemoteAccess, WCRemAccessErr)
 			return
 		}
@@ -556,7 +561,7 @@ func (q *QP) execAtomic(p *rocev2.Packet) {
 		q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
 		return
 	}
-	mr := e.lookupMR(a.RKey, q.pd, AccessRemoteAtomic, a.VA, AtomicSize)
+	mr := q.lookupRemote(a.RKey, AccessRemoteAtomic, a.VA, AtomicSize)
 	if mr == nil {
 		q.classC(rocev2.NAKRemoteAccess, WCRemAccessErr)
 		return
@@ -603,7 +608,7 @@ func (q *QP) execAtomicWrite(p *rocev2.Packet) {
 		q.classC(rocev2.NAKInvalidRequest, WCRemInvReqErr)
 		return
 	}
-	mr := e.lookupMR(r.RKey, q.pd, AccessRemoteWrite, r.VA, AtomicSize)
+	mr := q.lookupRemote(r.RKey, AccessRemoteWrite, r.VA, AtomicSize)
 	if mr == nil {
 		q.classC(rocev2.NAKRemoteAccess, WCRemAccessErr)
 		return

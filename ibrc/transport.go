@@ -246,6 +246,7 @@ type Transport struct {
 	mu      sync.RWMutex
 	qps     map[uint32]*QP
 	mrs     map[uint32]*MR // by key
+	mws     map[uint32]*MW // by index (R_Key >> 8); their state too (window.go)
 	local   [][4]byte      // addresses besides cfg.IPv4 this port answers (SetLocalIPs)
 	nextQPN uint32
 	nextMR  uint32
@@ -336,6 +337,7 @@ func New(cfg Config) *Transport {
 		decs:      []*rocev2.Decoder{rocev2.NewDecoder()},
 		qps:       make(map[uint32]*QP),
 		mrs:       make(map[uint32]*MR),
+		mws:       make(map[uint32]*MW),
 		nextQPN:   0x11,
 		nextMR:    1,
 		txWaiting: make(map[*QP]bool),

@@ -21,7 +21,12 @@ import (
 // canPost reports whether a QP of type t takes send WRs of opcode o.
 func (t QPType) canPost(o WROpcode) error {
 	switch {
-	case o > WRAtomicFetchAdd && (o != WRAtomicWrite || t != TypeRC):
+	case o == WRLocalInv || o == WRBindMW:
+		if t == TypeUD {
+			return fmt.Errorf("%w: %v on a UD QP", ErrInvalidArg, o)
+		}
+		return nil
+	case o > WRAtomicFetchAdd && (o != WRAtomicWrite && o != WRSendWithInv || t != TypeRC):
 		return fmt.Errorf("%w: opcode %v on a %v QP", ErrInvalidArg, o, t)
 	case t == TypeUC && (o == WRRead || o.atomic()):
 		return fmt.Errorf("%w: %v on a UC QP", ErrInvalidArg, o)

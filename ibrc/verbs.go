@@ -108,6 +108,12 @@ const (
 	// remote address and return the original value into the WR's SGL.
 	WRAtomicCmpSwp   WROpcode = 5
 	WRAtomicFetchAdd WROpcode = 6
+	// Memory windows (window.go): LOCAL_INV unbinds the type 2 window of
+	// InvRKey, BIND_MW binds Bind's, SEND_WITH_INV is a SEND that has the
+	// responder unbind InvRKey's.
+	WRLocalInv    WROpcode = 7
+	WRBindMW      WROpcode = 8
+	WRSendWithInv WROpcode = 9
 	// WRAtomicWrite (IBA 1.5, RC only) writes its AtomicSize bytes, in
 	// Inline, at an aligned remote address as one store.
 	WRAtomicWrite WROpcode = 15
@@ -136,6 +142,12 @@ func (o WROpcode) String() string {
 		return "ATOMIC_FETCH_AND_ADD"
 	case WRAtomicWrite:
 		return "ATOMIC_WRITE"
+	case WRLocalInv:
+		return "LOCAL_INV"
+	case WRBindMW:
+		return "BIND_MW"
+	case WRSendWithInv:
+		return "SEND_WITH_INV"
 	}
 	return fmt.Sprintf("WROpcode(%d)", o)
 }
@@ -175,6 +187,10 @@ type SendWR struct {
 	// CompareAdd is the value a CMP_AND_SWP compares with, the one a
 	// FETCH_AND_ADD adds; Swap is what a CMP_AND_SWP writes if equal.
 	CompareAdd, Swap uint64
+	// InvRKey is the R_Key LOCAL_INV and SEND_WITH_INV invalidate; Bind
+	// is BIND_MW's window.
+	InvRKey uint32
+	Bind    MWBind
 	// UD is where a UD QP's SEND goes (the address handle's path, the
 	// remote QP and Q_Key); the other types ignore it.
 	UD UDDest
@@ -209,6 +225,7 @@ const (
 	WCLocLenErr       WCStatus = 1
 	WCLocQPOpErr      WCStatus = 2
 	WCLocProtErr      WCStatus = 4
+	WCMWBindErr       WCStatus = 6
 	WCWRFlushErr      WCStatus = 5
 	WCBadRespErr      WCStatus = 7
 	WCLocAccessErr    WCStatus = 8
@@ -224,7 +241,7 @@ const (
 
 var wcStatusNames = [wcStatusNameCount]string{
 	WCSuccess: "success", WCLocLenErr: "local length error", WCLocQPOpErr: "local QP operation error",
-	WCLocProtErr: "local protection error", WCWRFlushErr: "WR flushed", WCBadRespErr: "bad response error",
+	WCLocProtErr: "local protection error", WCMWBindErr: "memory window bind error", WCWRFlushErr: "WR flushed", WCBadRespErr: "bad response error",
 	WCLocAccessErr: "local access error", WCRemInvReqErr: "remote invalid request error",
 	WCRemAccessErr: "remote access error", WCRemOpErr: "remote operation error",
 	WCRetryExcErr: "transport retry counter exceeded", WCRNRRetryExcErr: "RNR retry counter exceeded",
@@ -249,6 +266,8 @@ const (
 	WCRDMARead    WCOpcode = 2
 	WCCompSwap    WCOpcode = 3
 	WCFetchAdd    WCOpcode = 4
+	WCBindMW      WCOpcode = 5
+	WCLocalInv    WCOpcode = 6
 	WCAtomicWrite WCOpcode = 9
 	WCRecv        WCOpcode = 128
 	WCRecvRDMAImm WCOpcode = 129
@@ -263,6 +282,9 @@ const (
 	// (for RoCEv2 over IPv4, 20 zero bytes and the packet's IPv4 header).
 	WCGRH     WCFlags = 1 << 0
 	WCWithImm WCFlags = 1 << 1
+	// WCWithInv: a receive of a SEND with Invalidate, whose R_Key is in
+	// Imm.
+	WCWithInv WCFlags = 1 << 3
 )
 
 // GRHSize is the room a UD receive buffer gives the GRH ahead of the
