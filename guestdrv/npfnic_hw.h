@@ -481,6 +481,8 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_CMD_CREATE_SRQ       0xc /* command: create a shared receive queue */
 #define NPFNIC_RDMA_CMD_MODIFY_SRQ       0xd /* command: arm (or disarm) an SRQ's limit */
 #define NPFNIC_RDMA_CMD_DESTROY_SRQ      0xe /* command: destroy an SRQ no QP uses */
+#define NPFNIC_RDMA_CMD_ALLOC_MW         0xf /* command: create a memory window, bound to nothing */
+#define NPFNIC_RDMA_CMD_DEALLOC_MW       0x10 /* command: destroy a memory window; its R_Key grants nothing from then on */
 #define NPFNIC_RDMA_CMD_FLAG_EVENT       0x1 /* command flag: post a CMD_DONE event */
 #define NPFNIC_RDMA_CMD_FLAG_SRQ         0x2 /* CREATE_QP flag: receives from an SRQ (struct npfnic_rdma_cmd_create_qp_srq) */
 #define NPFNIC_RDMA_CMD_FLAG_UD          0x4 /* CREATE_QP flag: an unreliable datagram QP */
@@ -537,6 +539,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_ACCESS_REMOTE_WRITE  0x2 /* MR access: RDMA WRITE from the peer */
 #define NPFNIC_RDMA_ACCESS_REMOTE_READ   0x4 /* MR access: RDMA READ from the peer */
 #define NPFNIC_RDMA_ACCESS_REMOTE_ATOMIC 0x8 /* MR and QP access: atomics from the peer (needs LOCAL_WRITE on an MR) */
+#define NPFNIC_RDMA_ACCESS_MW_BIND       0x10 /* MR access: memory windows may be bound to it */
 #define NPFNIC_RDMA_ACCESS_ON_DEMAND     0x40 /* MR access: on-demand paging (pages fault in through PRI) */
 #define NPFNIC_FEAT_RDMA                 0x10 /* NPFNIC_REG_FEATURES: the RDMA engine (registers at NPFNIC_REG_RDMA_CTRL) */
 #define NPFNIC_FEAT_RDMA_ODP             0x20 /* NPFNIC_REG_FEATURES: memory regions fault through PRI (on-demand paging) */
@@ -544,6 +547,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_FEAT_RDMA_SRQ             0x80 /* NPFNIC_REG_FEATURES: shared receive queues */
 #define NPFNIC_FEAT_RDMA_UD              0x100 /* NPFNIC_REG_FEATURES: UD queue pairs */
 #define NPFNIC_FEAT_RDMA_UC              0x200 /* NPFNIC_REG_FEATURES: UC queue pairs */
+#define NPFNIC_FEAT_RDMA_MW              0x800 /* NPFNIC_REG_FEATURES: memory windows, LOCAL_INV, SEND with Invalidate */
 #define NPFNIC_FEAT_RDMA_KERNEL          0x400 /* NPFNIC_REG_FEATURES: REG_MR's FLAG_PHYSICAL and the GSI QP 1 */
 
 /* RDMA counters: indices in the NPFNIC_RDMA_CMD_QUERY_STATS buffer (le64 each) */
@@ -783,6 +787,27 @@ _Static_assert(offsetof(struct npfnic_rdma_cmd_modify_srq, handle) == 8, "npfnic
 _Static_assert(offsetof(struct npfnic_rdma_cmd_modify_srq, rsvd2) == 12, "npfnic_rdma_cmd_modify_srq.rsvd2 offset");
 _Static_assert(offsetof(struct npfnic_rdma_cmd_modify_srq, limit) == 16, "npfnic_rdma_cmd_modify_srq.limit offset");
 _Static_assert(offsetof(struct npfnic_rdma_cmd_modify_srq, rsvd_tail) == 20, "npfnic_rdma_cmd_modify_srq.rsvd_tail offset");
+
+/* NPFNIC_RDMA_CMD_ALLOC_MW (handle: the window's R_Key; interface 2.8). */
+struct npfnic_rdma_cmd_alloc_mw {
+	__u8 opcode;                    /* driver: NPFNIC_RDMA_CMD_* */
+	__u8 flags;                     /* driver: NPFNIC_RDMA_CMD_FLAG_* */
+	__le16 rsvd;                    /* reserved, zero */
+	__le32 status;                  /* device: NPFNIC_RDMA_CMD_OK or NPFNIC_RDMA_CMDERR_*; the driver writes NPFNIC_RDMA_CMD_PENDING before posting */
+	__le32 handle;                  /* driver: the QPN, CQN, MR key or GID index the command acts on */
+	__le32 pd;                      /* driver: protection domain number */
+	__u8 type;                      /* driver: 1 or 2 (enum ib_mw_type) */
+	__u8 rsvd2[47];                 /* reserved, zero */
+};
+_Static_assert(sizeof(struct npfnic_rdma_cmd_alloc_mw) == 64, "npfnic_rdma_cmd_alloc_mw size");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_alloc_mw, opcode) == 0, "npfnic_rdma_cmd_alloc_mw.opcode offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_alloc_mw, flags) == 1, "npfnic_rdma_cmd_alloc_mw.flags offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_alloc_mw, rsvd) == 2, "npfnic_rdma_cmd_alloc_mw.rsvd offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_alloc_mw, status) == 4, "npfnic_rdma_cmd_alloc_mw.status offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_alloc_mw, handle) == 8, "npfnic_rdma_cmd_alloc_mw.handle offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_alloc_mw, pd) == 12, "npfnic_rdma_cmd_alloc_mw.pd offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_alloc_mw, type) == 16, "npfnic_rdma_cmd_alloc_mw.type offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_alloc_mw, rsvd2) == 17, "npfnic_rdma_cmd_alloc_mw.rsvd2 offset");
 
 /* NPFNIC_RDMA_CMD_MODIFY_QP and NPFNIC_RDMA_CMD_QUERY_QP (handle: QPN). QUERY_QP: the device writes state, rq_psn and sq_psn. */
 struct npfnic_rdma_cmd_modify_qp {

@@ -283,8 +283,9 @@ const (
 	WCGRH     WCFlags = 1 << 0
 	WCWithImm WCFlags = 1 << 1
 	// WCWithInv: a receive of a SEND with Invalidate, whose R_Key is in
-	// Imm.
-	WCWithInv WCFlags = 1 << 3
+	// Imm. The kernel's IB_WC_WITH_INVALIDATE, as rdma_rxe reports it to
+	// user space, not libibverbs' 1 << 3.
+	WCWithInv WCFlags = 1 << 2
 )
 
 // GRHSize is the room a UD receive buffer gives the GRH ahead of the

@@ -91,6 +91,10 @@ func (w *worker) exec(b []byte) (status uint32, results bool) {
 		return w.modifySRQ(h, b), false
 	case hw.RDMACmdDestroySRQ:
 		return w.destroySRQ(h), false
+	case hw.RDMACmdAllocMW:
+		return w.allocMW(h, b), false
+	case hw.RDMACmdDeallocMW:
+		return w.deallocMW(h), false
 	}
 	return hw.RDMACmdErrOpcode, false
 }
@@ -455,7 +459,7 @@ func (w *worker) regMR(key uint32, b []byte) uint32 {
 	va, length := hw.RDMARegMRVA.Get(b), hw.RDMARegMRLength.Get(b)
 	acc := hw.RDMARegMRAccess.Get(b)
 	const known = hw.RDMAAccessLocalWrite | hw.RDMAAccessRemoteWrite | hw.RDMAAccessRemoteRead |
-		hw.RDMAAccessRemoteAtomic | hw.RDMAAccessOnDemand
+		hw.RDMAAccessRemoteAtomic | hw.RDMAAccessMWBind | hw.RDMAAccessOnDemand
 	switch {
 	case length == 0 || length > hw.RDMAMaxMRSize || wraps(va, length):
 		return hw.RDMACmdErrParam
@@ -493,6 +497,43 @@ func (w *worker) deregMR(key uint32) uint32 {
 	w.e.retire(m.mem.dma) // no new copy starts
 	w.wait(m.mem.dma.Done())
 	delete(w.mrs, key)
+	w.putPD(m.pdn)
+	return hw.RDMACmdOK
+}
+
+// allocMW creates the window whose first R_Key is rkey.
+func (w *worker) allocMW(rkey uint32, b []byte) uint32 {
+	i := rkey >> 8
+	switch {
+	case i == 0 || w.mws[i] != nil:
+		return hw.RDMACmdErrHandle
+	case len(w.mws) >= hw.RDMAMaxMW:
+		return hw.RDMACmdErrResource
+	}
+	typ := ibrc.MWType(hw.RDMAAllocMWType.Get(b))
+	if typ != ibrc.MWType1 && typ != ibrc.MWType2 {
+		return hw.RDMACmdErrParam
+	}
+	pdn := hw.RDMAAllocMWPD.Get(b)
+	mw, err := w.pd(pdn).AllocMW(typ, rkey)
+	if err != nil {
+		w.putPD(pdn)
+		return hw.RDMACmdErrHandle
+	}
+	w.mws[i] = &window{rc: mw, pdn: pdn}
+	return hw.RDMACmdOK
+}
+
+// deallocMW removes the window of rkey's index: once the command
+// completed, its R_Keys reach nothing (a request in flight through it
+// finished its access before, under the engine's table lock).
+func (w *worker) deallocMW(rkey uint32) uint32 {
+	m := w.mws[rkey>>8]
+	if m == nil {
+		return hw.RDMACmdErrHandle
+	}
+	m.rc.Dealloc()
+	delete(w.mws, rkey>>8)
 	w.putPD(m.pdn)
 	return hw.RDMACmdOK
 }

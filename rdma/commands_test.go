@@ -88,7 +88,7 @@ func TestCommandErrors(t *testing.T) {
 		{"MR of 0 bytes", rdmatest.RegMR(1, pdn, bufVA, 0, access, pasid), hw.RDMACmdErrParam},
 		{"MR over the limit", rdmatest.RegMR(1, pdn, 0, hw.RDMAMaxMRSize+1, access, pasid), hw.RDMACmdErrParam},
 		{"MR wrapping", rdmatest.RegMR(1, pdn, ^uint64(0)-10, 4096, access, pasid), hw.RDMACmdErrParam},
-		{"MR with an undefined access bit", rdmatest.RegMR(1, pdn, bufVA, 4096, access|1<<4, pasid), hw.RDMACmdErrParam},
+		{"MR with an undefined access bit", rdmatest.RegMR(1, pdn, bufVA, 4096, access|1<<5, pasid), hw.RDMACmdErrParam},
 		{"MR remote atomic without local write", rdmatest.RegMR(1, pdn, bufVA, 4096, hw.RDMAAccessRemoteAtomic, pasid), hw.RDMACmdErrParam},
 		{"MR remote write without local write", rdmatest.RegMR(1, pdn, bufVA, 4096, hw.RDMAAccessRemoteWrite, pasid), hw.RDMACmdErrParam},
 		{"MR on demand", rdmatest.RegMR(1, pdn, bufVA, 4096, access|hw.RDMAAccessOnDemand, pasid), hw.RDMACmdOK},

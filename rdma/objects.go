@@ -120,6 +120,12 @@ type mr struct {
 // region's stream, so that DEREG_MR can stop it and wait for the copies in
 // flight. A fault a page request can resolve is an ibrc fault (Faulter);
 // any other failure is an access error.
+// window is a memory window the driver allocated (ALLOC_MW).
+type window struct {
+	rc  *ibrc.MW
+	pdn uint32
+}
+
 type mrMem struct {
 	e     *Engine
 	xlat  *ats.Context

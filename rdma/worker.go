@@ -28,6 +28,7 @@ type worker struct {
 	cqs    [hw.RDMAMaxCQ]*cq
 	srqs   [hw.RDMAMaxSRQ]*srq
 	mrs    map[uint32]*mr
+	mws    map[uint32]*window // by index, R_Key >> 8
 	pds    map[uint32]*ibrc.PD
 	pdRefs map[uint32]int
 	gids   [hw.RDMAMaxGID]struct {
@@ -48,6 +49,7 @@ func (w *worker) init(e *Engine) {
 	w.e = e
 	w.qps = make(map[uint32]*qp)
 	w.mrs = make(map[uint32]*mr)
+	w.mws = make(map[uint32]*window)
 	w.pds = make(map[uint32]*ibrc.PD)
 	w.pdRefs = make(map[uint32]int)
 	w.statVals = make([]uint64, 0, len(hw.RDMACounters))
@@ -627,6 +629,10 @@ func (w *worker) teardown() {
 		_ = m.rc.Deregister()
 		w.e.retire(m.mem.dma)
 		delete(w.mrs, k)
+	}
+	for k, m := range w.mws {
+		m.rc.Dealloc()
+		delete(w.mws, k)
 	}
 	clear(w.pds)
 	clear(w.pdRefs)

@@ -10,12 +10,15 @@ import (
 // CQE is a completion as struct ib_uverbs_wc carries it (and librxe hands
 // it to ibv_poll_cq as struct ibv_wc).
 type CQE struct {
-	WRID         uint64
-	Status       ibrc.WCStatus
-	Opcode       ibrc.WCOpcode
-	VendorErr    uint32
-	ByteLen      uint32
-	Imm          uint32 // host order; stored in network order (ex.imm_data)
+	WRID      uint64
+	Status    ibrc.WCStatus
+	Opcode    ibrc.WCOpcode
+	VendorErr uint32
+	ByteLen   uint32
+	// Imm is ex's value: the immediate data (stored in network order,
+	// ex.imm_data) or, with ibrc.WCWithInv, the invalidated R_Key (stored
+	// in host order, ex.invalidate_rkey).
+	Imm          uint32
 	QPNum        uint32
 	SrcQP        uint32
 	Flags        ibrc.WCFlags
@@ -26,9 +29,9 @@ type CQE struct {
 	PortNum      uint8
 }
 
-// CQEFromWC is the entry of an engine completion on an RC QP, on the
-// device's only port (1), with the fields rdma_rxe fills for one: src_qp
-// is for UD QPs and stays 0, and a receive completion has IBV_WC_GRH.
+// CQEFromWC is the entry of an engine completion, on the device's only
+// port (1), with the fields rdma_rxe fills: src_qp (a UD receive's), and
+// IBV_WC_GRH on every receive completion.
 func CQEFromWC(wc ibrc.WC) CQE {
 	e := CQE{WRID: wc.WRID, Status: wc.Status, Opcode: wc.Opcode, ByteLen: wc.ByteLen, Imm: wc.Imm,
 		QPNum: wc.QPN, SrcQP: wc.SrcQP, Flags: wc.Flags, PortNum: 1}
@@ -49,7 +52,11 @@ func (e CQE) Encode(b []byte) {
 	hw.RxeCQEOpcode.Put(b, uint32(e.Opcode))
 	hw.RxeCQEVendorErr.Put(b, e.VendorErr)
 	hw.RxeCQEByteLen.Put(b, e.ByteLen)
-	hw.RxeCQEImm.Put(b, e.Imm)
+	if e.Flags&ibrc.WCWithInv != 0 {
+		hw.RxeCQEInvRKey.Put(b, e.Imm)
+	} else {
+		hw.RxeCQEImm.Put(b, e.Imm)
+	}
 	hw.RxeCQEQPNum.Put(b, e.QPNum)
 	hw.RxeCQESrcQP.Put(b, e.SrcQP)
 	hw.RxeCQEFlags.Put(b, uint32(e.Flags))
@@ -64,7 +71,7 @@ func (e CQE) Encode(b []byte) {
 // DecodeCQE reads an entry (as librxe's consumer does; the device only
 // writes them). Fields wider in the ABI than in ibrc's types are truncated.
 func DecodeCQE(b []byte) CQE {
-	return CQE{
+	e := CQE{
 		WRID: hw.RxeCQEWRID.Get(b), Status: ibrc.WCStatus(hw.RxeCQEStatus.Get(b)),
 		Opcode: ibrc.WCOpcode(hw.RxeCQEOpcode.Get(b)), VendorErr: hw.RxeCQEVendorErr.Get(b),
 		ByteLen: hw.RxeCQEByteLen.Get(b), Imm: hw.RxeCQEImm.Get(b), QPNum: hw.RxeCQEQPNum.Get(b),
@@ -72,6 +79,10 @@ func DecodeCQE(b []byte) CQE {
 		PKeyIndex: hw.RxeCQEPKeyIndex.Get(b), SLID: hw.RxeCQESLID.Get(b), SL: hw.RxeCQESL.Get(b),
 		DLIDPathBits: hw.RxeCQEDLIDPathBits.Get(b), PortNum: hw.RxeCQEPortNum.Get(b),
 	}
+	if e.Flags&ibrc.WCWithInv != 0 {
+		e.Imm = hw.RxeCQEInvRKey.Get(b)
+	}
+	return e
 }
 
 // ErrCQFull is returned by Push when user space has not consumed enough:

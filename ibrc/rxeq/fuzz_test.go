@@ -195,7 +195,7 @@ func FuzzSQ(f *testing.F) {
 				checkWQEError(t, err, wr.ID, false)
 				return
 			}
-			if wr.Opcode > ibrc.WRAtomicFetchAdd && wr.Opcode != ibrc.WRAtomicWrite || uint32(wr.Opcode) != hw.RxeSendOpcode.Get(raw) || wr.Flags&^0xf != 0 {
+			if wr.Opcode > ibrc.WRSendWithInv && wr.Opcode != ibrc.WRAtomicWrite || uint32(wr.Opcode) != hw.RxeSendOpcode.Get(raw) || wr.Flags&^0xf != 0 {
 				t.Fatalf("opcode %v flags %#x from %d", wr.Opcode, wr.Flags, hw.RxeSendOpcode.Get(raw))
 			}
 			if lim.UD {
@@ -206,6 +206,12 @@ func FuzzSQ(f *testing.F) {
 				}
 			}
 			length := hw.RxeSendLength.Get(raw)
+			if wr.Opcode == ibrc.WRLocalInv || wr.Opcode == ibrc.WRBindMW {
+				if len(wr.SGL) != 0 || wr.Inline != nil || wr.Flags&ibrc.SendInline != 0 {
+					t.Fatalf("%v with data: %+v", wr.Opcode, wr)
+				}
+				return
+			}
 			if wr.Opcode == ibrc.WRAtomicWrite {
 				if length != ibrc.AtomicSize || len(wr.SGL) != 0 || string(wr.Inline) != string(raw[hw.RxeSendWQESize:hw.RxeSendWQESize+8]) {
 					t.Fatalf("ATOMIC_WRITE of %d bytes accepted as %+v", length, wr)

@@ -131,9 +131,10 @@ func TestParseSend(t *testing.T) {
 				Inline: []byte{1, 2, 3, 4, 5, 6, 7, 8}}, 0},
 		{"atomic write of 4 bytes", sendSpec{id: 39, opcode: hw.IBVWRAtomicWrite, raddr: 8, rkey: 1, inline: []byte{1, 2, 3, 4}, autoLength: true},
 			ibrc.SendWR{ID: 39, Opcode: ibrc.WRAtomicWrite, RemoteAddr: 8, RKey: 1}, AtomicLength},
-		{"local inv", sendSpec{id: 22, opcode: hw.IBVWRLocalInv}, ibrc.SendWR{ID: 22}, BadOpcode},
-		{"bind mw", sendSpec{id: 23, opcode: hw.IBVWRBindMW}, ibrc.SendWR{ID: 23}, BadOpcode},
-		{"send with inv", sendSpec{id: 24, opcode: hw.IBVWRSendWithInv}, ibrc.SendWR{ID: 24}, BadOpcode},
+		{"local inv", sendSpec{id: 22, opcode: hw.IBVWRLocalInv, imm: 0x4321, flags: hw.IBVSendSignaled | hw.IBVSendInline},
+			ibrc.SendWR{ID: 22, Opcode: ibrc.WRLocalInv, Flags: ibrc.SendSignaled, InvRKey: 0x21430000}, 0},
+		{"send with inv", sendSpec{id: 24, opcode: hw.IBVWRSendWithInv, imm: 0x4321, sges: two, autoLength: true, autoNumS: true},
+			ibrc.SendWR{ID: 24, Opcode: ibrc.WRSendWithInv, InvRKey: 0x21430000, SGL: wantTwo}, 0},
 		{"tso", sendSpec{id: 25, opcode: hw.IBVWRTSO}, ibrc.SendWR{ID: 25}, BadOpcode},
 		{"opcode 11", sendSpec{id: 26, opcode: 11}, ibrc.SendWR{ID: 26}, BadOpcode},
 		{"opcode 2^32-1", sendSpec{id: 27, opcode: math.MaxUint32}, ibrc.SendWR{ID: 27}, BadOpcode},
@@ -725,5 +726,32 @@ func TestParseSendUD(t *testing.T) {
 				t.Fatalf("destination %+v sgid %d, want %+v", w.WR.UD, w.SGIDIndex, dest)
 			}
 		})
+	}
+}
+
+// TestParseBindMW: a BIND_MW entry as librxe writes it (ibv_bind_mw for
+// type 1, a bind WR for type 2) becomes the window's bind.
+func TestParseBindMW(t *testing.T) {
+	g := sqGeom()
+	m := newQueueMem(t, g)
+	u := user{m, g}
+	q, err := NewSQ(m, g, sqLim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.post(func(e []byte) {
+		sendSpec{id: 7, opcode: hw.IBVWRBindMW, flags: hw.IBVSendSignaled, numSGE: 99}.write(e)
+		hw.RxeSendMWAddr.Put(e, 0x7f00_0000_1000)
+		hw.RxeSendMWLength.Put(e, 0x2000)
+		hw.RxeSendMWMRLKey.Put(e, 0x100)
+		hw.RxeSendMWRKey.Put(e, 0x770011)
+		hw.RxeSendMWNewRKey.Put(e, 0x770012)
+		hw.RxeSendMWAccess.Put(e, hw.RDMAAccessRemoteWrite|hw.RDMAAccessLocalWrite|1<<20)
+	})
+	w, ok, err := q.Fetch()
+	want := ibrc.SendWR{ID: 7, Opcode: ibrc.WRBindMW, Flags: ibrc.SendSignaled, Bind: ibrc.MWBind{MWRKey: 0x770011, NewRKey: 0x770012,
+		MRLKey: 0x100, Addr: 0x7f00_0000_1000, Length: 0x2000, Access: ibrc.AccessRemoteWrite | ibrc.AccessLocalWrite}}
+	if !ok || err != nil || !reflect.DeepEqual(norm(w.WR), norm(want)) {
+		t.Fatalf("got %+v (%v, %v)\nwant %+v", w.WR, ok, err, want)
 	}
 }

@@ -15,9 +15,8 @@ type Malformed uint8
 
 // Kinds of malformed entries.
 const (
-	// BadOpcode: wr.opcode is not SEND, SEND_WITH_IMM, RDMA_WRITE,
-	// RDMA_WRITE_WITH_IMM, RDMA_READ or an atomic (memory windows, local
-	// invalidation and TSO are not implemented, other values not defined).
+	// BadOpcode: wr.opcode is not one the device implements (TSO, FLUSH,
+	// values not defined), or one the QP's type does not take.
 	BadOpcode Malformed = iota + 1
 	// TooManySGEs: dma.num_sge exceeds the QP's SGE limit.
 	TooManySGEs
@@ -117,6 +116,10 @@ func (e *WQEError) WC(qpn uint32) ibrc.WC {
 			wc.Opcode = ibrc.WCFetchAdd
 		case hw.IBVWRAtomicWrite:
 			wc.Opcode = ibrc.WCAtomicWrite
+		case hw.IBVWRBindMW:
+			wc.Opcode = ibrc.WCBindMW
+		case hw.IBVWRLocalInv:
+			wc.Opcode = ibrc.WCLocalInv
 		}
 	}
 	return wc
@@ -217,6 +220,21 @@ func parseSend(elem []byte, lim SendLimits, sgl []ibrc.SGE) (ibrc.SendWR, Malfor
 		wr.Opcode = ibrc.WRAtomicFetchAdd
 	case hw.IBVWRAtomicWrite:
 		wr.Opcode = ibrc.WRAtomicWrite
+	case hw.IBVWRSendWithInv:
+		wr.Opcode, wr.InvRKey = ibrc.WRSendWithInv, hw.RxeSendInvRKey.Get(elem)
+	case hw.IBVWRLocalInv:
+		// No data: the R_Key is all of it.
+		wr.Opcode, wr.InvRKey = ibrc.WRLocalInv, hw.RxeSendInvRKey.Get(elem)
+		wr.Flags = ibrc.SendFlags(flags & (hw.IBVSendFence | hw.IBVSendSignaled))
+		return wr, 0
+	case hw.IBVWRBindMW:
+		wr.Opcode = ibrc.WRBindMW
+		wr.Flags = ibrc.SendFlags(flags & (hw.IBVSendFence | hw.IBVSendSignaled))
+		wr.Bind = ibrc.MWBind{MWRKey: hw.RxeSendMWRKey.Get(elem), NewRKey: hw.RxeSendMWNewRKey.Get(elem),
+			MRLKey: hw.RxeSendMWMRLKey.Get(elem), Addr: hw.RxeSendMWAddr.Get(elem), Length: hw.RxeSendMWLength.Get(elem),
+			Access: ibrc.Access(hw.RxeSendMWAccess.Get(elem) & (hw.RDMAAccessLocalWrite | hw.RDMAAccessRemoteWrite |
+				hw.RDMAAccessRemoteRead | hw.RDMAAccessRemoteAtomic))}
+		return wr, 0
 	default:
 		return wr, BadOpcode
 	}

@@ -267,6 +267,17 @@ type Send struct {
 	// UD is a UD QP's destination: its member of the wr.wr union (nil
 	// for the other types).
 	UD *UDDest
+	// InvRKey is LOCAL_INV's and SEND_WITH_INV's wr.ex.invalidate_rkey;
+	// Bind is BIND_MW's wr.wr.mw.
+	InvRKey uint32
+	Bind    *MWBind
+}
+
+// MWBind is a BIND_MW entry's window.
+type MWBind struct {
+	Addr, Length         uint64
+	MRLKey, MWRKey, RKey uint32
+	Access               uint32
 }
 
 // UDDest is where a UD send entry goes, as librxe copies it from an
@@ -285,6 +296,17 @@ func (w Send) Encode(s []byte) {
 	hw.PutRxeSendRemote(s, w.Opcode, w.RemoteAddr, w.RKey, w.CompareAdd, w.Swap)
 	if w.UD != nil {
 		hw.PutRxeSendUD(s, w.UD.QPN, w.UD.QKey, w.UD.AHNum, w.UD.AV)
+	}
+	if w.InvRKey != 0 {
+		hw.RxeSendInvRKey.Put(s, w.InvRKey)
+	}
+	if b := w.Bind; b != nil {
+		hw.RxeSendMWAddr.Put(s, b.Addr)
+		hw.RxeSendMWLength.Put(s, b.Length)
+		hw.RxeSendMWMRLKey.Put(s, b.MRLKey)
+		hw.RxeSendMWRKey.Put(s, b.MWRKey)
+		hw.RxeSendMWNewRKey.Put(s, b.RKey)
+		hw.RxeSendMWAccess.Put(s, b.Access)
 	}
 	n, length := w.NumSGE, w.Length
 	if n < 0 {
@@ -507,6 +529,15 @@ func RegMR(key, pd uint32, va, length uint64, access, pasid uint32) Cmd {
 	hw.RDMARegMRLength.Put(c[:], length)
 	hw.RDMARegMRAccess.Put(c[:], access)
 	hw.RDMARegMRPASID.Put(c[:], pasid)
+	return c
+}
+
+// AllocMW is the ALLOC_MW command of a window of type typ whose first
+// R_Key is rkey.
+func AllocMW(rkey, pd uint32, typ uint8) Cmd {
+	c := NewCmd(hw.RDMACmdAllocMW, rkey)
+	hw.RDMAAllocMWPD.Put(c[:], pd)
+	hw.RDMAAllocMWType.Put(c[:], typ)
 	return c
 }
 

@@ -197,6 +197,7 @@ const (
 	RDMAMaxCQ       = 256       // live completion queues
 	RDMAMaxSRQ      = 256       // live shared receive queues (SRQN 0..RDMAMaxSRQ-1)
 	RDMAMaxMR       = 4096      // live memory regions
+	RDMAMaxMW       = 4096      // live memory windows
 	RDMAMaxGID      = 16        // GID table entries
 	RDMAMaxSGE      = 32        // scatter/gather entries per WQE
 	RDMAMaxInline   = 256       // inline bytes per send WQE
@@ -227,6 +228,12 @@ const (
 	RDMACmdCreateSRQ  = 12
 	RDMACmdModifySRQ  = 13
 	RDMACmdDestroySRQ = 14
+	// Memory windows (interface 2.8, FEATURES.RDMA_MW): ALLOC_MW's handle
+	// is the window's first R_Key, DEALLOC_MW's any R_Key of it: a window
+	// is known by its index, R_Key >> 8, 1..RDMAQPNMax, unique among the
+	// windows.
+	RDMACmdAllocMW   = 15
+	RDMACmdDeallocMW = 16
 )
 
 // Command flags (RDMACmdFlags).
@@ -325,7 +332,10 @@ const (
 	RDMAAccessRemoteRead  = 1 << 2
 	// RDMAAccessRemoteAtomic (interface 2.6): atomics from the peer.
 	RDMAAccessRemoteAtomic = 1 << 3
-	RDMAAccessOnDemand     = 1 << 6
+	// RDMAAccessMWBind (interface 2.8): memory windows may be bound to
+	// the region.
+	RDMAAccessMWBind   = 1 << 4
+	RDMAAccessOnDemand = 1 << 6
 )
 
 // Command header, common to every opcode.
@@ -377,6 +387,12 @@ var (
 	RDMACreateSRQMaxSGE   = le16("max_sge", 32, "driver: SGEs per entry, 1..NPFNIC_RDMA_MAX_SGE")
 	RDMACreateSRQLimit    = le32("limit", 36, "driver: the limit armed at creation (0: none), as MODIFY_SRQ's")
 	RDMAModifySRQLimit    = le32("limit", 16, "driver: arm: one SRQ_LIMIT event once fewer entries than this are posted; 0 disarms")
+)
+
+// ALLOC_MW: a memory window of a PD.
+var (
+	RDMAAllocMWPD   = le32("pd", 12, "driver: protection domain number")
+	RDMAAllocMWType = u8("type", 16, "driver: 1 or 2 (enum ib_mw_type)")
 )
 
 // MODIFY_QP: attributes as in ib_modify_qp; only those in mask apply.
@@ -492,6 +508,8 @@ var (
 	RDMACmdCreateSRQLayout = rdmaCmd("rdma_cmd_create_srq", "NPFNIC_RDMA_CMD_CREATE_SRQ (handle: SRQN; interface 2.7).",
 		RDMACreateSRQPD.Field, RDMACreateSRQBuf.Field, RDMACreateSRQSlots.Field, RDMACreateSRQLog2Elem.Field,
 		RDMACreateSRQMaxSGE.Field, le16("rsvd2", 34, "reserved, zero").Field, RDMACreateSRQLimit.Field, rdmaCmdTail(40))
+	RDMACmdAllocMWLayout = rdmaCmd("rdma_cmd_alloc_mw", "NPFNIC_RDMA_CMD_ALLOC_MW (handle: the window's R_Key; interface 2.8).",
+		RDMAAllocMWPD.Field, RDMAAllocMWType.Field, Field{Name: "rsvd2", Offset: 17, Size: 1, Count: 47, Doc: "reserved, zero"})
 	RDMACmdModifySRQLayout = rdmaCmd("rdma_cmd_modify_srq", "NPFNIC_RDMA_CMD_MODIFY_SRQ (handle: SRQN; interface 2.7).",
 		le32("rsvd2", 12, "reserved, zero").Field, RDMAModifySRQLimit.Field, rdmaCmdTail(20))
 	RDMACmdModifyQPLayout = rdmaCmd("rdma_cmd_modify_qp", "NPFNIC_RDMA_CMD_MODIFY_QP and NPFNIC_RDMA_CMD_QUERY_QP (handle: QPN). QUERY_QP: the device writes state, rq_psn and sq_psn.",
@@ -543,7 +561,7 @@ var RDMAStatus = Layout{"rdma_status", RDMAStatusSize, "RDMA status block (devic
 
 // RDMALayouts lists the structures of the RDMA interface.
 var RDMALayouts = []*Layout{&RDMACmd, &RDMACmdCreateCQLayout, &RDMACmdCreateQPLayout, &RDMACmdCreateQPSRQLayout,
-	&RDMACmdCreateSRQLayout, &RDMACmdModifySRQLayout, &RDMACmdModifyQPLayout, &RDMACmdModifyQPUDLayout,
+	&RDMACmdCreateSRQLayout, &RDMACmdModifySRQLayout, &RDMACmdAllocMWLayout, &RDMACmdModifyQPLayout, &RDMACmdModifyQPUDLayout,
 	&RDMACmdRegMRLayout, &RDMACmdQueryStatsLayout, &RDMACmdAddGIDLayout, &RDMAEvent, &RDMAStatus}
 
 // RDMARegisters lists the RDMA registers in offset order.
@@ -610,6 +628,8 @@ var RDMAValues = []Value{
 	{"RDMA_CMD_CREATE_SRQ", RDMACmdCreateSRQ, "command: create a shared receive queue"},
 	{"RDMA_CMD_MODIFY_SRQ", RDMACmdModifySRQ, "command: arm (or disarm) an SRQ's limit"},
 	{"RDMA_CMD_DESTROY_SRQ", RDMACmdDestroySRQ, "command: destroy an SRQ no QP uses"},
+	{"RDMA_CMD_ALLOC_MW", RDMACmdAllocMW, "command: create a memory window, bound to nothing"},
+	{"RDMA_CMD_DEALLOC_MW", RDMACmdDeallocMW, "command: destroy a memory window; its R_Key grants nothing from then on"},
 	{"RDMA_CMD_FLAG_EVENT", RDMACmdFlagEvent, "command flag: post a CMD_DONE event"},
 	{"RDMA_CMD_FLAG_SRQ", RDMACmdFlagSRQ, "CREATE_QP flag: receives from an SRQ (struct npfnic_rdma_cmd_create_qp_srq)"},
 	{"RDMA_CMD_FLAG_UD", RDMACmdFlagUD, "CREATE_QP flag: an unreliable datagram QP"},
@@ -666,6 +686,7 @@ var RDMAValues = []Value{
 	{"RDMA_ACCESS_REMOTE_WRITE", RDMAAccessRemoteWrite, "MR access: RDMA WRITE from the peer"},
 	{"RDMA_ACCESS_REMOTE_READ", RDMAAccessRemoteRead, "MR access: RDMA READ from the peer"},
 	{"RDMA_ACCESS_REMOTE_ATOMIC", RDMAAccessRemoteAtomic, "MR and QP access: atomics from the peer (needs LOCAL_WRITE on an MR)"},
+	{"RDMA_ACCESS_MW_BIND", RDMAAccessMWBind, "MR access: memory windows may be bound to it"},
 	{"RDMA_ACCESS_ON_DEMAND", RDMAAccessOnDemand, "MR access: on-demand paging (pages fault in through PRI)"},
 	{"FEAT_RDMA", FeatRDMA, "NPFNIC_REG_FEATURES: the RDMA engine (registers at NPFNIC_REG_RDMA_CTRL)"},
 	{"FEAT_RDMA_ODP", FeatRDMAODP, "NPFNIC_REG_FEATURES: memory regions fault through PRI (on-demand paging)"},
@@ -673,5 +694,6 @@ var RDMAValues = []Value{
 	{"FEAT_RDMA_SRQ", FeatRDMASRQ, "NPFNIC_REG_FEATURES: shared receive queues"},
 	{"FEAT_RDMA_UD", FeatRDMAUD, "NPFNIC_REG_FEATURES: UD queue pairs"},
 	{"FEAT_RDMA_UC", FeatRDMAUC, "NPFNIC_REG_FEATURES: UC queue pairs"},
+	{"FEAT_RDMA_MW", FeatRDMAMW, "NPFNIC_REG_FEATURES: memory windows, LOCAL_INV, SEND with Invalidate"},
 	{"FEAT_RDMA_KERNEL", FeatRDMAKernel, "NPFNIC_REG_FEATURES: REG_MR's FLAG_PHYSICAL and the GSI QP 1"},
 }

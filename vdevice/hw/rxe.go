@@ -87,6 +87,7 @@ var (
 	RxeSendOpcode     = abi32("wr.opcode", 12, "IBV_WR_*")
 	RxeSendFlags      = abi32("wr.send_flags", 16, "IBV_SEND_*")
 	RxeSendImm        = abiBe32("wr.ex.imm_data", 20, "immediate data of the _WITH_IMM opcodes, network byte order")
+	RxeSendInvRKey    = abi32("wr.ex.invalidate_rkey", 20, "LOCAL_INV and SEND_WITH_INV: the R_Key to invalidate")
 	RxeSendRemoteAddr = abi64("wr.wr.rdma.remote_addr", 24, "RDMA WRITE and READ: the remote address; atomics: the same bytes, wr.wr.atomic.remote_addr")
 	RxeSendRKey       = abi32("wr.wr.rdma.rkey", 32, "RDMA WRITE and READ: the remote key")
 	// The atomics' member of the wr.wr union: rkey moves past the operands.
@@ -105,9 +106,16 @@ var (
 	RxeSendUDSGIDIndex    = abi8("wr.wr.ud.av.grh.sgid_index", 84, "UD: the port's GID to send from")
 	RxeSendUDHopLimit     = abi8("wr.wr.ud.av.grh.hop_limit", 85, "UD: IP TTL (0: 64)")
 	RxeSendUDTrafficClass = abi8("wr.wr.ud.av.grh.traffic_class", 86, "UD: IP TOS")
-	RxeSendLength         = abi32("dma.length", 184, "message length in bytes")
-	RxeSendNumSGE         = abi32("dma.num_sge", 196, "SGEs in dma.sge (not read with IBV_SEND_INLINE)")
-	rxeSendInline         = Field{Name: "dma.inline_data", Offset: RxeSendWQESize, Size: 1, Count: -1, CType: "__u8",
+	// The memory window member of the wr.wr union: a BIND_MW entry.
+	RxeSendMWAddr    = abi64("wr.wr.mw.addr", 24, "BIND_MW: the window's first address")
+	RxeSendMWLength  = abi64("wr.wr.mw.length", 32, "BIND_MW: its length (0: unbind a type 1 window)")
+	RxeSendMWMRLKey  = abi32("wr.wr.mw.mr_lkey", 40, "BIND_MW: the region it opens onto")
+	RxeSendMWRKey    = abi32("wr.wr.mw.mw_rkey", 44, "BIND_MW: the window's R_Key now")
+	RxeSendMWNewRKey = abi32("wr.wr.mw.rkey", 48, "BIND_MW: its low byte becomes the window's key")
+	RxeSendMWAccess  = abi32("wr.wr.mw.access", 52, "BIND_MW: remote access through the window (IBV_ACCESS_*)")
+	RxeSendLength    = abi32("dma.length", 184, "message length in bytes")
+	RxeSendNumSGE    = abi32("dma.num_sge", 196, "SGEs in dma.sge (not read with IBV_SEND_INLINE)")
+	rxeSendInline    = Field{Name: "dma.inline_data", Offset: RxeSendWQESize, Size: 1, Count: -1, CType: "__u8",
 		Doc: "IBV_SEND_INLINE: the payload, dma.length bytes"}
 	rxeSendSGE = Field{Name: "dma.sge", Offset: RxeSendWQESize, Size: RxeSGESize, Count: -1, CType: "struct rxe_sge",
 		Doc: "otherwise: dma.num_sge SGEs (same bytes as dma.inline_data)"}
@@ -166,10 +174,11 @@ var RxeSendWQE = ABILayout{"struct rxe_send_wqe", "rdma/rdma_user_rxe.h", RxeSen
 	"Send queue entry, written by user space (librxe), read by the device. Its other fields (status, state, iova, " +
 		"PSNs, dma.resid, dma.cur_sge, dma.sge_offset, ...) are rdma_rxe's private progress state: the device " +
 		"neither reads nor writes them.",
-	[]Field{RxeSendWRID.Field, RxeSendOpcode.Field, RxeSendFlags.Field, RxeSendImm.Field, RxeSendRemoteAddr.Field,
+	[]Field{RxeSendWRID.Field, RxeSendOpcode.Field, RxeSendFlags.Field, RxeSendImm.Field, RxeSendInvRKey.Field, RxeSendRemoteAddr.Field,
 		RxeSendRKey.Field, RxeSendCompareAdd.Field, RxeSendSwap.Field, RxeSendAtomicRKey.Field,
 		RxeSendUDRemoteQPN.Field, RxeSendUDRemoteQKey.Field, RxeSendUDAHNum.Field, RxeSendUDNetworkType.Field,
 		RxeSendUDDMAC, RxeSendUDDGID, RxeSendUDSGIDIndex.Field, RxeSendUDHopLimit.Field, RxeSendUDTrafficClass.Field,
+		RxeSendMWAddr.Field, RxeSendMWLength.Field, RxeSendMWMRLKey.Field, RxeSendMWRKey.Field, RxeSendMWNewRKey.Field, RxeSendMWAccess.Field,
 		RxeSendLength.Field, RxeSendNumSGE.Field, rxeSendInline, rxeSendSGE}}
 
 // Receive queue entry fields (struct rxe_recv_wqe) the device reads.
@@ -194,6 +203,7 @@ var (
 	RxeCQEVendorErr    = abi32("vendor_err", 16, "0")
 	RxeCQEByteLen      = abi32("byte_len", 20, "success: the message's length (received, sent, written or read)")
 	RxeCQEImm          = abiBe32("ex.imm_data", 24, "with IBV_WC_WITH_IMM: the immediate data, network byte order")
+	RxeCQEInvRKey      = abi32("ex.invalidate_rkey", 24, "with IB_WC_WITH_INVALIDATE: the R_Key a SEND with Invalidate invalidated")
 	RxeCQEQPNum        = abi32("qp_num", 28, "the local QP")
 	RxeCQESrcQP        = abi32("src_qp", 32, "UD receives: the sender's QP; 0 otherwise")
 	RxeCQEFlags        = abi32("wc_flags", 36, "IBV_WC_GRH, IBV_WC_WITH_IMM")
@@ -211,7 +221,7 @@ var RxeCQE = ABILayout{"struct ib_uverbs_wc", "rdma/ib_user_verbs.h", RxeCQESize
 	"Completion queue entry, written by the device at the start of a slot, read by user space (librxe copies it into " +
 		"the caller's struct ibv_wc). The device writes all 48 bytes.",
 	[]Field{RxeCQEWRID.Field, RxeCQEStatus.Field, RxeCQEOpcode.Field, RxeCQEVendorErr.Field, RxeCQEByteLen.Field,
-		RxeCQEImm.Field, RxeCQEQPNum.Field, RxeCQESrcQP.Field, RxeCQEFlags.Field, RxeCQEPKeyIndex.Field,
+		RxeCQEImm.Field, RxeCQEInvRKey.Field, RxeCQEQPNum.Field, RxeCQESrcQP.Field, RxeCQEFlags.Field, RxeCQEPKeyIndex.Field,
 		RxeCQESLID.Field, RxeCQESL.Field, RxeCQEDLIDPathBits.Field, RxeCQEPortNum.Field, rxeCQEReserved}}
 
 // RxeLayouts lists the rdma_rxe structures the device reads or writes.
@@ -249,6 +259,7 @@ const (
 	IBVWCLocLenErr      = 1
 	IBVWCLocQPOpErr     = 2
 	IBVWCLocProtErr     = 4
+	IBVWCMWBindErr      = 6
 	IBVWCWRFlushErr     = 5
 	IBVWCBadRespErr     = 7
 	IBVWCLocAccessErr   = 8
@@ -265,11 +276,18 @@ const (
 	IBVWCRDMARead        = 2
 	IBVWCCompSwap        = 3
 	IBVWCFetchAdd        = 4
+	IBVWCBindMW          = 5
+	IBVWCLocalInv        = 6
 	IBVWCRecv            = 1 << 7
 	IBVWCRecvRDMAWithImm = IBVWCRecv + 1
 
 	IBVWCGRH     = 1 << 0
 	IBVWCWithImm = 1 << 1
+	// IBVWCWithInvalidate is the kernel's IB_WC_WITH_INVALIDATE, which
+	// rdma_rxe writes into user CQEs and librxe passes on unchanged:
+	// libibverbs' IBV_WC_WITH_INV is 1 << 3, so a program sees this as
+	// IBV_WC_IP_CSUM_OK. npfnic speaks rdma_rxe's ABI as it is.
+	IBVWCWithInvalidate = 1 << 2
 )
 
 // RxeValues lists the verbs values of the rxe queues for the datasheet,
@@ -283,9 +301,9 @@ var RxeValues = []Value{
 	{"IBV_WR_RDMA_READ", IBVWRRDMARead, "RDMA READ"},
 	{"IBV_WR_ATOMIC_CMP_AND_SWP", IBVWRAtomicCmpAndSwp, "atomic compare and swap of the 8 aligned bytes at wr.wr.atomic.remote_addr; the original value lands in the 8-byte SGL"},
 	{"IBV_WR_ATOMIC_FETCH_AND_ADD", IBVWRAtomicFetchAdd, "atomic fetch and add, as CMP_AND_SWP"},
-	{"IBV_WR_LOCAL_INV", IBVWRLocalInv, "not supported: IBV_WC_LOC_QP_OP_ERR"},
-	{"IBV_WR_BIND_MW", IBVWRBindMW, "not supported"},
-	{"IBV_WR_SEND_WITH_INV", IBVWRSendWithInv, "not supported"},
+	{"IBV_WR_LOCAL_INV", IBVWRLocalInv, "unbind the type 2 window of wr.ex.invalidate_rkey (IBV_WC_LOC_QP_OP_ERR if there is none)"},
+	{"IBV_WR_BIND_MW", IBVWRBindMW, "bind the window of wr.wr.mw (IBV_WC_MW_BIND_ERR if the rules refuse it)"},
+	{"IBV_WR_SEND_WITH_INV", IBVWRSendWithInv, "SEND whose receiver unbinds its type 2 window of wr.ex.invalidate_rkey"},
 	{"IBV_WR_TSO", IBVWRTSO, "not supported"},
 	{"IBV_SEND_FENCE", IBVSendFence, "wr.send_flags: wait for earlier RDMA READs"},
 	{"IBV_SEND_SIGNALED", IBVSendSignaled, "complete successfully into the CQ (errors always are)"},
@@ -296,6 +314,7 @@ var RxeValues = []Value{
 	{"IBV_WC_LOC_LEN_ERR", IBVWCLocLenErr, "local length error: a message longer than its buffers or than 2^31 bytes, inline data over the QP's limit"},
 	{"IBV_WC_LOC_QP_OP_ERR", IBVWCLocQPOpErr, "local QP operation error: an opcode the device does not implement, too many SGEs, inline data with RDMA READ"},
 	{"IBV_WC_LOC_PROT_ERR", IBVWCLocProtErr, "local protection error: an SGE outside its memory region, of another PD, or a bad lkey"},
+	{"IBV_WC_MW_BIND_ERR", IBVWCMWBindErr, "memory window bind error: no such window, another PD, a bound type 2 window, a region without MW_BIND, a range outside it"},
 	{"IBV_WC_WR_FLUSH_ERR", IBVWCWRFlushErr, "flushed: the QP is in the error state"},
 	{"IBV_WC_BAD_RESP_ERR", IBVWCBadRespErr, "bad response from the responder"},
 	{"IBV_WC_LOC_ACCESS_ERR", IBVWCLocAccessErr, "local access error: a page of the buffer can not be made present"},
@@ -311,10 +330,13 @@ var RxeValues = []Value{
 	{"IBV_WC_RDMA_READ", IBVWCRDMARead, "RDMA READ completed"},
 	{"IBV_WC_COMP_SWAP", IBVWCCompSwap, "atomic compare and swap completed"},
 	{"IBV_WC_FETCH_ADD", IBVWCFetchAdd, "atomic fetch and add completed"},
+	{"IBV_WC_BIND_MW", IBVWCBindMW, "memory window bound"},
+	{"IBV_WC_LOCAL_INV", IBVWCLocalInv, "memory window invalidated"},
 	{"IBV_WC_RECV", IBVWCRecv, "a SEND received"},
 	{"IBV_WC_RECV_RDMA_WITH_IMM", IBVWCRecvRDMAWithImm, "an RDMA WRITE with immediate data received"},
 	{"IBV_WC_GRH", IBVWCGRH, "wc_flags: set on receive completions, as rdma_rxe does (RoCEv2 packets carry an IP header in place of the GRH)"},
 	{"IBV_WC_WITH_IMM", IBVWCWithImm, "wc_flags: ex.imm_data is valid"},
+	{"IBV_WC_WITH_INVALIDATE", IBVWCWithInvalidate, "wc_flags: ex.invalidate_rkey is valid (the kernel's IB_WC_WITH_INVALIDATE, as rdma_rxe writes it; libibverbs' IBV_WC_WITH_INV is 1 << 3)"},
 }
 
 // RxeQueuesDoc is how the device uses the rxe queues.

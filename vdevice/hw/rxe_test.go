@@ -108,7 +108,7 @@ func TestRxeLayouts(t *testing.T) {
 
 // rxeUnions are the unions of the rxe structures whose members' fields
 // hw.RxeLayouts lists side by side (by their dotted C names).
-var rxeUnions = map[string]bool{"wr.wr": true}
+var rxeUnions = map[string]bool{"wr.wr": true, "wr.ex": true, "ex": true}
 
 // unionSiblings reports whether fields a and b lie in different members of
 // one of rxeUnions, where they may overlap.
