@@ -482,6 +482,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_CMD_MODIFY_SRQ       0xd /* command: arm (or disarm) an SRQ's limit */
 #define NPFNIC_RDMA_CMD_DESTROY_SRQ      0xe /* command: destroy an SRQ no QP uses */
 #define NPFNIC_RDMA_CMD_ALLOC_MW         0xf /* command: create a memory window, bound to nothing */
+#define NPFNIC_RDMA_CMD_RESIZE_CQ        0x11 /* command: move a CQ to a new ring (as CREATE_CQ's), its pending completions first */
 #define NPFNIC_RDMA_CMD_DEALLOC_MW       0x10 /* command: destroy a memory window; its R_Key grants nothing from then on */
 #define NPFNIC_RDMA_CMD_FLAG_EVENT       0x1 /* command flag: post a CMD_DONE event */
 #define NPFNIC_RDMA_CMD_FLAG_SRQ         0x2 /* CREATE_QP flag: receives from an SRQ (struct npfnic_rdma_cmd_create_qp_srq) */
@@ -547,6 +548,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_FEAT_RDMA_SRQ             0x80 /* NPFNIC_REG_FEATURES: shared receive queues */
 #define NPFNIC_FEAT_RDMA_UD              0x100 /* NPFNIC_REG_FEATURES: UD queue pairs */
 #define NPFNIC_FEAT_RDMA_UC              0x200 /* NPFNIC_REG_FEATURES: UC queue pairs */
+#define NPFNIC_FEAT_RDMA_RESIZE_CQ       0x1000 /* NPFNIC_REG_FEATURES: RESIZE_CQ */
 #define NPFNIC_FEAT_RDMA_MW              0x800 /* NPFNIC_REG_FEATURES: memory windows, LOCAL_INV, SEND with Invalidate */
 #define NPFNIC_FEAT_RDMA_KERNEL          0x400 /* NPFNIC_REG_FEATURES: REG_MR's FLAG_PHYSICAL and the GSI QP 1 */
 
@@ -631,7 +633,7 @@ _Static_assert(offsetof(struct npfnic_rdma_cmd, handle) == 8, "npfnic_rdma_cmd.h
 _Static_assert(offsetof(struct npfnic_rdma_cmd, arg) == 12, "npfnic_rdma_cmd.arg offset");
 _Static_assert(offsetof(struct npfnic_rdma_cmd, args) == 16, "npfnic_rdma_cmd.args offset");
 
-/* NPFNIC_RDMA_CMD_CREATE_CQ (handle: CQN). */
+/* NPFNIC_RDMA_CMD_CREATE_CQ and NPFNIC_RDMA_CMD_RESIZE_CQ (handle: CQN). */
 struct npfnic_rdma_cmd_create_cq {
 	__u8 opcode;                    /* driver: NPFNIC_RDMA_CMD_* */
 	__u8 flags;                     /* driver: NPFNIC_RDMA_CMD_FLAG_* */

@@ -734,6 +734,22 @@ func (cq *CQ) Poll(out []WC) int {
 	return k
 }
 
+// Resize gives the CQ room for depth completions, keeping those waiting;
+// ErrInvalidArg if more wait than fit.
+func (cq *CQ) Resize(depth int) error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if depth <= 0 || depth < cq.n {
+		return ErrInvalidArg
+	}
+	buf := make([]WC, depth)
+	for i := range cq.n {
+		buf[i] = cq.buf[(cq.head+i)%len(cq.buf)]
+	}
+	cq.buf, cq.head = buf, 0
+	return nil
+}
+
 // Len returns the number of completions waiting.
 func (cq *CQ) Len() int {
 	cq.mu.Lock()

@@ -91,6 +91,8 @@ func (w *worker) exec(b []byte) (status uint32, results bool) {
 		return w.modifySRQ(h, b), false
 	case hw.RDMACmdDestroySRQ:
 		return w.destroySRQ(h), false
+	case hw.RDMACmdResizeCQ:
+		return w.resizeCQ(h, b), false
 	case hw.RDMACmdAllocMW:
 		return w.allocMW(h, b), false
 	case hw.RDMACmdDeallocMW:
@@ -147,6 +149,44 @@ func (w *worker) createCQ(n uint32, b []byte) uint32 {
 	w.e.mu.Lock()
 	w.e.liveCQ[n] = true
 	w.e.mu.Unlock()
+	return hw.RDMACmdOK
+}
+
+// resizeCQ moves CQ n to the ring the entry names, with the completions
+// user space has not consumed; the old ring's stream retires, so nothing
+// writes to it once this returns.
+func (w *worker) resizeCQ(n uint32, b []byte) uint32 {
+	if n >= hw.RDMAMaxCQ || w.cqs[n] == nil {
+		return hw.RDMACmdErrHandle
+	}
+	c := w.cqs[n]
+	g, ok := geometry(hw.RDMACreateCQBuf.Get(b), hw.RDMACreateCQSlots.Get(b), hw.RDMACreateCQLog2Elem.Get(b), hw.RDMAMaxCQE)
+	if !ok || c.broken {
+		return hw.RDMACmdErrParam
+	}
+	w.drainCQ(c) // the engine's completions go to the old ring first, in order
+	dma := w.e.cfg.Mem.NewStream(streamName("cq", n))
+	dma.Own(g.Base, g.Size)
+	if !c.dma.Begin() {
+		return hw.RDMACmdErrParam
+	}
+	oldProd := c.ring.Producer()
+	ring, moved, err := c.ring.Resize(dma, g)
+	c.dma.End()
+	if err != nil || c.rc.Resize(min(2*int(g.Slots), cqBacklog)) != nil {
+		return hw.RDMACmdErrParam
+	}
+	// The solicited mark keeps its distance back from the producer index;
+	// one already consumed marks nothing now.
+	if c.hasSol {
+		back := (oldProd - c.solEnd) & (c.ring.Geometry().Slots - 1)
+		c.solEnd, c.hasSol = moved-min(back, moved), back < moved
+	}
+	old := c.dma
+	c.ring, c.dma = ring, dma
+	w.e.addStream(dma)
+	w.e.retire(old)
+	w.wait(old.Done())
 	return hw.RDMACmdOK
 }
 

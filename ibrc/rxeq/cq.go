@@ -145,3 +145,42 @@ func (c *CQ) Consumer() (uint32, error) { return c.load(hw.RxeQueueConsumer, "co
 // Producer is the device's producer index: the slot the next completion
 // goes to.
 func (c *CQ) Producer() uint32 { return c.prod }
+
+// Resize moves the completions user space has not consumed yet into a new
+// ring over mem and g, from its slot 0 on, and writes the new ring's
+// indices (consumer 0, producer past them), as rdma_rxe's resize does: the
+// old ring is not touched again by the new CQ. It returns the new CQ and
+// how many completions moved; ErrCQFull if they do not fit (nothing of
+// the new ring written then but what it read).
+func (c *CQ) Resize(mem Memory, g Geometry) (*CQ, uint32, error) {
+	n, err := NewCQ(mem, g)
+	if err != nil {
+		return nil, 0, err
+	}
+	cons, err := c.load(hw.RxeQueueConsumer, "consumer_index")
+	if err != nil {
+		return nil, 0, err
+	}
+	k := (c.prod - cons) & c.mask
+	if k > n.mask {
+		return nil, 0, ErrCQFull
+	}
+	for i := range k {
+		from := c.g.SlotAddr((cons + i) & c.mask)
+		if err := c.mem.ReadAt(from, n.cqe[:]); err != nil {
+			return nil, 0, &RingError{"read completion", from, err}
+		}
+		to := n.g.SlotAddr(i)
+		if err := n.mem.WriteAt(to, n.cqe[:]); err != nil {
+			return nil, 0, &RingError{"write completion", to, err}
+		}
+	}
+	if err := n.store(hw.RxeQueueConsumer, "consumer_index", 0); err != nil {
+		return nil, 0, err
+	}
+	if err := n.store(hw.RxeQueueProducer, "producer_index", k); err != nil {
+		return nil, 0, err
+	}
+	n.prod = k
+	return n, k, nil
+}

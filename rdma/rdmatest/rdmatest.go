@@ -417,6 +417,13 @@ func CreateCQ(cqn uint32, q *Queue) Cmd {
 	return c
 }
 
+// ResizeCQ is the RESIZE_CQ command moving CQ cqn to q.
+func ResizeCQ(cqn uint32, q *Queue) Cmd {
+	c := CreateCQ(cqn, q)
+	c[hw.RDMACmdOpcode.Offset] = hw.RDMACmdResizeCQ
+	return c
+}
+
 // QPSpec are CREATE_QP's parameters.
 type QPSpec struct {
 	PD                     uint32

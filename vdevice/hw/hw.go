@@ -78,7 +78,7 @@ var InterfaceChanges = []InterfaceChange{
 	{2, 5, "on-demand paging for RDMA (FEATURES.RDMA_ODP): page requests for memory regions, RDMA_RECV_FAULT, RDMA_MSG_ALARM, QUERY_STATS"},
 	{2, 6, "RC atomics (FEATURES.RDMA_ATOMIC): RDMA_ACCESS_REMOTE_ATOMIC for QPs and MRs, rxe's atomic send entries and completions"},
 	{2, 7, "shared receive queues (FEATURES.RDMA_SRQ): CREATE_SRQ, MODIFY_SRQ, DESTROY_SRQ, CREATE_QP's FLAG_SRQ, the SRQ_LIMIT and SRQ_ERR events"},
-	{2, 8, "UD and UC queue pairs (FEATURES.RDMA_UD, RDMA_UC): CREATE_QP's FLAG_UD and FLAG_UC, MODIFY_QP's qkey and QP_ATTR_QKEY, the UD member of the rxe send entry; for kernel consumers (FEATURES.RDMA_KERNEL), REG_MR's FLAG_PHYSICAL and QP 1 (GSI); memory windows (FEATURES.RDMA_MW): ALLOC_MW, DEALLOC_MW, ACCESS_MW_BIND, the BIND_MW, LOCAL_INV and SEND_WITH_INV entries"},
+	{2, 8, "UD and UC queue pairs (FEATURES.RDMA_UD, RDMA_UC): CREATE_QP's FLAG_UD and FLAG_UC, MODIFY_QP's qkey and QP_ATTR_QKEY, the UD member of the rxe send entry; for kernel consumers (FEATURES.RDMA_KERNEL), REG_MR's FLAG_PHYSICAL and QP 1 (GSI); memory windows (FEATURES.RDMA_MW): ALLOC_MW, DEALLOC_MW, ACCESS_MW_BIND, the BIND_MW, LOCAL_INV and SEND_WITH_INV entries; RESIZE_CQ (FEATURES.RDMA_RESIZE_CQ)"},
 }
 
 // Register offsets in BAR0. All registers are 32 bits wide.
@@ -274,10 +274,13 @@ const (
 	// FeatRDMAMW (interface 2.8): memory windows of types 1 and 2,
 	// LOCAL_INV and SEND with Invalidate (RDMADoc, "Memory windows").
 	FeatRDMAMW = 1 << 11
+	// FeatRDMAResizeCQ (interface 2.8): RESIZE_CQ.
+	FeatRDMAResizeCQ = 1 << 12
 
 	// Features is REG_FEATURES of this device.
 	Features = FeatTxCsum | FeatTSO4 | FeatTSO6 | FeatRxCsum | FeatRDMA | FeatRDMAODP | FeatRDMAAtomic | FeatRDMASRQ |
-		FeatRDMAUD | FeatRDMAUC | FeatRDMAKernel | FeatRDMAMW
+		FeatRDMAUD | FeatRDMAUC | FeatRDMAKernel | FeatRDMAMW |
+		FeatRDMAResizeCQ
 )
 
 // Register values.

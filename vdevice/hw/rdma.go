@@ -234,6 +234,12 @@ const (
 	// windows.
 	RDMACmdAllocMW   = 15
 	RDMACmdDeallocMW = 16
+	// RDMACmdResizeCQ (interface 2.8, FEATURES.RDMA_RESIZE_CQ) moves a CQ
+	// to a new ring (struct npfnic_rdma_cmd_create_cq's fields): the
+	// completions not consumed yet go to its first slots, its consumer
+	// index is written 0 and its producer index past them; the old ring is
+	// not touched once the command completed.
+	RDMACmdResizeCQ = 17
 )
 
 // Command flags (RDMACmdFlags).
@@ -494,7 +500,7 @@ func rdmaCmd(name, doc string, fields ...Field) Layout {
 var (
 	RDMACmd = rdmaCmd("rdma_cmd", "RDMA command queue entry: the header; the rest of the 64 bytes depends on the opcode.",
 		le32("arg", 12, "driver: per opcode (pd, mask)").Field, Field{Name: "args", Offset: 16, Size: 8, Count: 6, Doc: "driver: per opcode; the device writes results here for QUERY_QP"})
-	RDMACmdCreateCQLayout = rdmaCmd("rdma_cmd_create_cq", "NPFNIC_RDMA_CMD_CREATE_CQ (handle: CQN).",
+	RDMACmdCreateCQLayout = rdmaCmd("rdma_cmd_create_cq", "NPFNIC_RDMA_CMD_CREATE_CQ and NPFNIC_RDMA_CMD_RESIZE_CQ (handle: CQN).",
 		le32("rsvd2", 12, "reserved, zero").Field, RDMACreateCQBuf.Field, RDMACreateCQSlots.Field, RDMACreateCQLog2Elem.Field, rdmaCmdTail(32))
 	RDMACmdCreateQPLayout = rdmaCmd("rdma_cmd_create_qp", "NPFNIC_RDMA_CMD_CREATE_QP (handle: QPN; the QP starts in RESET).",
 		RDMACreateQPPD.Field, RDMACreateQPSQBuf.Field, RDMACreateQPSQSlots.Field, RDMACreateQPSQLog2Elem.Field,
@@ -629,6 +635,7 @@ var RDMAValues = []Value{
 	{"RDMA_CMD_MODIFY_SRQ", RDMACmdModifySRQ, "command: arm (or disarm) an SRQ's limit"},
 	{"RDMA_CMD_DESTROY_SRQ", RDMACmdDestroySRQ, "command: destroy an SRQ no QP uses"},
 	{"RDMA_CMD_ALLOC_MW", RDMACmdAllocMW, "command: create a memory window, bound to nothing"},
+	{"RDMA_CMD_RESIZE_CQ", RDMACmdResizeCQ, "command: move a CQ to a new ring (as CREATE_CQ's), its pending completions first"},
 	{"RDMA_CMD_DEALLOC_MW", RDMACmdDeallocMW, "command: destroy a memory window; its R_Key grants nothing from then on"},
 	{"RDMA_CMD_FLAG_EVENT", RDMACmdFlagEvent, "command flag: post a CMD_DONE event"},
 	{"RDMA_CMD_FLAG_SRQ", RDMACmdFlagSRQ, "CREATE_QP flag: receives from an SRQ (struct npfnic_rdma_cmd_create_qp_srq)"},
@@ -694,6 +701,7 @@ var RDMAValues = []Value{
 	{"FEAT_RDMA_SRQ", FeatRDMASRQ, "NPFNIC_REG_FEATURES: shared receive queues"},
 	{"FEAT_RDMA_UD", FeatRDMAUD, "NPFNIC_REG_FEATURES: UD queue pairs"},
 	{"FEAT_RDMA_UC", FeatRDMAUC, "NPFNIC_REG_FEATURES: UC queue pairs"},
+	{"FEAT_RDMA_RESIZE_CQ", FeatRDMAResizeCQ, "NPFNIC_REG_FEATURES: RESIZE_CQ"},
 	{"FEAT_RDMA_MW", FeatRDMAMW, "NPFNIC_REG_FEATURES: memory windows, LOCAL_INV, SEND with Invalidate"},
 	{"FEAT_RDMA_KERNEL", FeatRDMAKernel, "NPFNIC_REG_FEATURES: REG_MR's FLAG_PHYSICAL and the GSI QP 1"},
 }
