@@ -152,6 +152,7 @@ var (
 	modifyDestPort      = u8f("dest.port_num", 31)
 	modifyHandle        = u32f("qp_handle", 64)
 	modifyMask          = u32f("attr_mask", 68)
+	modifyQKey          = u32f("qkey", 72)
 	modifyRQPSN         = u32f("rq_psn", 76)
 	modifySQPSN         = u32f("sq_psn", 80)
 	modifyDestQPN       = u32f("dest_qp_num", 84)
@@ -168,9 +169,28 @@ var (
 	modifyRNRRetry      = u8f("rnr_retry", 107)
 	modifyQP            = uverbs("struct ib_uverbs_modify_qp", 112, modifyDestDGID,
 		modifyDestSGIDIndex, modifyDestHopLimit, modifyDestIsGlobal, modifyDestPort, modifyHandle, modifyMask,
-		modifyRQPSN, modifySQPSN, modifyDestQPN, modifyAccess, modifyPKeyIndex, modifyState, modifyPathMTU,
+		modifyQKey, modifyRQPSN, modifySQPSN, modifyDestQPN, modifyAccess, modifyPKeyIndex, modifyState, modifyPathMTU,
 		modifyMaxRdAtomic, modifyMaxDestRd, modifyMinRNRTimer, modifyPort, modifyTimeout, modifyRetryCnt,
 		modifyRNRRetry)
+)
+
+// struct ib_uverbs_create_srq and its response, and destroy_srq.
+var (
+	createSRQUser          = u64f("user_handle", 8)
+	createSRQPD            = u32f("pd_handle", 16)
+	createSRQMaxWR         = u32f("max_wr", 20)
+	createSRQMaxSGE        = u32f("max_sge", 24)
+	createSRQLimit         = u32f("srq_limit", 28)
+	createSRQ              = uverbs("struct ib_uverbs_create_srq", 32, respPtr, createSRQUser, createSRQPD, createSRQMaxWR, createSRQMaxSGE, createSRQLimit)
+	createSRQRespHandle    = u32f("srq_handle", 0)
+	createSRQRespMaxWR     = u32f("max_wr", 4)
+	createSRQRespMaxSGE    = u32f("max_sge", 8)
+	createSRQRespSRQN      = u32f("srqn", 12)
+	createSRQResp          = uverbs("struct ib_uverbs_create_srq_resp", 16, createSRQRespHandle, createSRQRespMaxWR, createSRQRespMaxSGE, createSRQRespSRQN)
+	destroySRQHandle       = u32f("srq_handle", 8)
+	destroySRQ             = uverbs("struct ib_uverbs_destroy_srq", 16, respPtr, destroySRQHandle)
+	destroySRQRespReported = u32f("events_reported", 0)
+	destroySRQResp         = uverbs("struct ib_uverbs_destroy_srq_resp", 4, destroySRQRespReported)
 )
 
 // struct ib_uverbs_post_send with no work requests: librxe's doorbell.
@@ -204,19 +224,31 @@ var (
 	qpRespSQOffset = u64f("sq_mi.offset", 16)
 	qpRespSQSize   = u32f("sq_mi.size", 24)
 	rxeQPResp      = rxe("struct rxe_create_qp_resp", 32, qpRespRQOffset, qpRespRQSize, qpRespSQOffset, qpRespSQSize)
+	srqRespOffset  = u64f("mi.offset", 0)
+	srqRespSize    = u32f("mi.size", 8)
+	srqRespNum     = u32f("srq_num", 16)
+	rxeSRQResp     = rxe("struct rxe_create_srq_resp", 24, srqRespOffset, srqRespSize, srqRespNum)
 )
 
 // Fields of the queue entries that librxe fills for rdma_rxe's requester
 // and responder (their progress state starts from them) and npfnic's
-// device ignores: the tool writes them as librxe does.
+// device ignores: the tool writes them as librxe does. A UD entry's
+// address vector has the port and, as socket addresses, the IPv4
+// addresses of its GIDs, which rdma_rxe routes by.
 var (
-	sendState     = u32f("state", 148)
-	sendIOVA      = u64f("iova", 152)
-	sendSSN       = u32f("ssn", 176)
-	sendResid     = u32f("dma.resid", 188)
-	sendCurSGE    = u32f("dma.cur_sge", 192)
-	sendSGEOffset = u32f("dma.sge_offset", 200)
-	rxeSendExtra  = rxe("struct rxe_send_wqe", hw.RxeSendWQESize, sendState, sendIOVA, sendSSN, sendResid, sendCurSGE, sendSGEOffset)
+	sendUDPort       = u8f("wr.wr.ud.av.port_num", 56)
+	sendUDSGIDFamily = hw.Le16{Field: hw.Field{Name: "wr.wr.ud.av.sgid_addr._sockaddr_in.sin_family", Offset: 88, Size: 2, CType: "__kernel_sa_family_t"}}
+	sendUDSGIDAddr   = hw.Field{Name: "wr.wr.ud.av.sgid_addr._sockaddr_in.sin_addr", Offset: 92, Size: 4, CType: "struct in_addr"}
+	sendUDDGIDFamily = hw.Le16{Field: hw.Field{Name: "wr.wr.ud.av.dgid_addr._sockaddr_in.sin_family", Offset: 116, Size: 2, CType: "__kernel_sa_family_t"}}
+	sendUDDGIDAddr   = hw.Field{Name: "wr.wr.ud.av.dgid_addr._sockaddr_in.sin_addr", Offset: 120, Size: 4, CType: "struct in_addr"}
+	sendState        = u32f("state", 148)
+	sendIOVA         = u64f("iova", 152)
+	sendSSN          = u32f("ssn", 176)
+	sendResid        = u32f("dma.resid", 188)
+	sendCurSGE       = u32f("dma.cur_sge", 192)
+	sendSGEOffset    = u32f("dma.sge_offset", 200)
+	rxeSendExtra     = rxe("struct rxe_send_wqe", hw.RxeSendWQESize, sendUDPort, sendUDSGIDFamily, sendUDSGIDAddr,
+		sendUDDGIDFamily, sendUDDGIDAddr, sendState, sendIOVA, sendSSN, sendResid, sendCurSGE, sendSGEOffset)
 	recvResid     = u32f("dma.resid", 20)
 	recvCurSGE    = u32f("dma.cur_sge", 24)
 	recvSGEOffset = u32f("dma.sge_offset", 32)
@@ -226,8 +258,8 @@ var (
 // abiLayouts lists the structures above for the kernel check.
 var abiLayouts = []*hw.ABILayout{&cmdHdr, &getContext, &getContextResp, &allocPD, &allocPDResp, &deallocPD, &regMR,
 	&regMRResp, &deregMR, &createCQ, &createCQResp, &destroyCQ, &destroyCQResp, &createQP, &createQPResp, &destroyQP,
-	&destroyQPResp, &modifyQP, &postSend, &postSendResp, &uverbsSendWR, &asyncEvent, &rxeCQResp, &rxeQPResp,
-	&rxeSendExtra, &rxeRecvExtra}
+	&destroyQPResp, &modifyQP, &createSRQ, &createSRQResp, &destroySRQ, &destroySRQResp, &postSend, &postSendResp,
+	&uverbsSendWR, &asyncEvent, &rxeCQResp, &rxeQPResp, &rxeSRQResp, &rxeSendExtra, &rxeRecvExtra}
 
 // Legacy write() commands (enum ib_uverbs_write_cmds).
 const (
@@ -242,6 +274,8 @@ const (
 	cmdModifyQP   = 26
 	cmdDestroyQP  = 27
 	cmdPostSend   = 28
+	cmdCreateSRQ  = 32
+	cmdDestroySRQ = 35
 )
 
 // Verbs values (the uapi's IB_UVERBS_* and ib_verbs.h's enums, the same
@@ -254,6 +288,11 @@ const (
 	accessOnDemand     = 0x40
 
 	qptRC = 2
+	qptUD = 4
+
+	// afInet is AF_INET (linux/socket.h, not uapi), the family of an IPv4
+	// socket address.
+	afInet = 2
 
 	qpsReset = 0
 	qpsInit  = 1
@@ -268,6 +307,14 @@ const (
 	eventQPReqErr    = 2
 	eventQPAccessErr = 3
 	eventCommEst     = 4
+	eventSRQErr      = 14
+)
+
+// gsiQKey is the GSI QP's Q_Key (IB_QP1_QKEY), and controlledQKey the
+// bit of a send entry's Q_Key that means "the QP's own".
+const (
+	gsiQKey        = 0x80010000
+	controlledQKey = 0x80000000
 )
 
 // abiValues are the values above by their kernel names.
@@ -283,11 +330,14 @@ var abiValues = []hw.Value{
 	{Name: "IB_USER_VERBS_CMD_MODIFY_QP", Value: cmdModifyQP},
 	{Name: "IB_USER_VERBS_CMD_DESTROY_QP", Value: cmdDestroyQP},
 	{Name: "IB_USER_VERBS_CMD_POST_SEND", Value: cmdPostSend},
+	{Name: "IB_USER_VERBS_CMD_CREATE_SRQ", Value: cmdCreateSRQ},
+	{Name: "IB_USER_VERBS_CMD_DESTROY_SRQ", Value: cmdDestroySRQ},
 	{Name: "IB_UVERBS_ACCESS_LOCAL_WRITE", Value: accessLocalWrite},
 	{Name: "IB_UVERBS_ACCESS_REMOTE_WRITE", Value: accessRemoteWrite},
 	{Name: "IB_UVERBS_ACCESS_REMOTE_READ", Value: accessRemoteRead},
 	{Name: "IB_UVERBS_ACCESS_ON_DEMAND", Value: accessOnDemand},
 	{Name: "IB_UVERBS_QPT_RC", Value: qptRC},
+	{Name: "IB_UVERBS_QPT_UD", Value: qptUD},
 	{Name: "IB_QPS_RESET", Value: qpsReset},
 	{Name: "IB_QPS_INIT", Value: qpsInit},
 	{Name: "IB_QPS_RTR", Value: qpsRTR},
@@ -297,6 +347,7 @@ var abiValues = []hw.Value{
 	{Name: "IB_QP_ACCESS_FLAGS", Value: hw.RDMAQPAttrAccessFlags},
 	{Name: "IB_QP_PKEY_INDEX", Value: hw.RDMAQPAttrPKeyIndex},
 	{Name: "IB_QP_PORT", Value: hw.RDMAQPAttrPort},
+	{Name: "IB_QP_QKEY", Value: hw.RDMAQPAttrQKey},
 	{Name: "IB_QP_AV", Value: hw.RDMAQPAttrAV},
 	{Name: "IB_QP_PATH_MTU", Value: hw.RDMAQPAttrPathMTU},
 	{Name: "IB_QP_TIMEOUT", Value: hw.RDMAQPAttrTimeout},
@@ -314,4 +365,5 @@ var abiValues = []hw.Value{
 	{Name: "IB_EVENT_QP_REQ_ERR", Value: eventQPReqErr},
 	{Name: "IB_EVENT_QP_ACCESS_ERR", Value: eventQPAccessErr},
 	{Name: "IB_EVENT_COMM_EST", Value: eventCommEst},
+	{Name: "IB_EVENT_SRQ_ERR", Value: eventSRQErr},
 }

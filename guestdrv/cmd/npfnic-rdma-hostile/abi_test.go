@@ -113,6 +113,7 @@ func TestRequests(t *testing.T) {
 		return v
 	}
 	steps := connectSteps(endpoint{qpn: 17, psn: 0x123456}, 1, endpoint{qpn: 0x21, psn: 0xabcdef, gid: [16]byte{10: 0xff, 11: 0xff, 12: 10, 13: 81, 15: 2}})
+	ud := udSteps(0x1234_5678, 0x654321)
 	for _, tc := range []struct {
 		name   string
 		layout *hw.ABILayout
@@ -124,11 +125,22 @@ func TestRequests(t *testing.T) {
 			{regMRPD.Field, 3}, {regMRAccess.Field, 7}}},
 		{"create_cq", &createCQ, reqCreateCQ(0x51, 64), []want{
 			{createCQUser.Field, 0x51}, {createCQCQE.Field, 64}, {createCQVector.Field, 0}, {createCQChannel.Field, 0xffff_ffff}}},
-		{"create_qp", &createQP, reqCreateQP(0x53, 4, 5, 6, qpCaps{maxSendWR: 8, maxRecvWR: 9, maxSendSGE: 2, maxRecvSGE: 3, maxInline: 32}), []want{
+		{"create_qp", &createQP, reqCreateQP(0x53, 4, 5, 6, qpCaps{maxSendWR: 8, maxRecvWR: 9, maxSendSGE: 2, maxRecvSGE: 3, maxInline: 32}, qpKind{typ: qptRC}), []want{
 			{createQPUser.Field, 0x53}, {createQPPD.Field, 4}, {createQPSendCQ.Field, 5}, {createQPRecvCQ.Field, 6},
 			{createQPSRQ.Field, 0}, {createQPMaxSendWR.Field, 8}, {createQPMaxRecvWR.Field, 9}, {createQPMaxSendSGE.Field, 2},
 			{createQPMaxRecvSGE.Field, 3}, {createQPMaxInline.Field, 32}, {createQPSigAll.Field, 0}, {createQPType.Field, qptRC},
 			{createQPIsSRQ.Field, 0}}},
+		{"create_qp UD", &createQP, reqCreateQP(0x54, 4, 5, 5, qpCaps{maxSendWR: 8, maxRecvWR: 4, maxSendSGE: 2, maxRecvSGE: 1}, qpKind{typ: qptUD}), []want{
+			{createQPUser.Field, 0x54}, {createQPPD.Field, 4}, {createQPSendCQ.Field, 5}, {createQPRecvCQ.Field, 5},
+			{createQPSRQ.Field, 0}, {createQPMaxSendWR.Field, 8}, {createQPMaxRecvWR.Field, 4}, {createQPMaxSendSGE.Field, 2},
+			{createQPMaxRecvSGE.Field, 1}, {createQPMaxInline.Field, 0}, {createQPType.Field, qptUD}, {createQPIsSRQ.Field, 0}}},
+		{"create_qp on an SRQ", &createQP, reqCreateQP(0x55, 4, 5, 6, qpCaps{maxSendWR: 8, maxSendSGE: 2}, qpKind{typ: qptRC, srq: &srq{handle: 7}}), []want{
+			{createQPUser.Field, 0x55}, {createQPPD.Field, 4}, {createQPSendCQ.Field, 5}, {createQPRecvCQ.Field, 6},
+			{createQPSRQ.Field, 7}, {createQPMaxSendWR.Field, 8}, {createQPMaxRecvWR.Field, 0}, {createQPMaxSendSGE.Field, 2},
+			{createQPMaxRecvSGE.Field, 0}, {createQPType.Field, qptRC}, {createQPIsSRQ.Field, 1}}},
+		{"create_srq", &createSRQ, reqCreateSRQ(0x58, 4, 8, 2), []want{
+			{createSRQUser.Field, 0x58}, {createSRQPD.Field, 4}, {createSRQMaxWR.Field, 8}, {createSRQMaxSGE.Field, 2},
+			{createSRQLimit.Field, 0}}},
 		{"post_send doorbell", &postSend, reqPostSend(9), []want{
 			{postSendHandle.Field, 9}, {postSendWRCount.Field, 0}, {postSendSGECount.Field, 0}, {postSendWQESize.Field, 56}}},
 		{"modify_qp to INIT", &modifyQP, reqModifyQP(2, steps[0]), []want{
@@ -144,6 +156,16 @@ func TestRequests(t *testing.T) {
 			{modifyHandle.Field, 2}, {modifyMask.Field, hw.RDMAQPAttrState | hw.RDMAQPAttrTimeout | hw.RDMAQPAttrRetryCnt | hw.RDMAQPAttrRNRRetry | hw.RDMAQPAttrSQPSN | hw.RDMAQPAttrMaxQPRdAtomic},
 			{modifyState.Field, qpsRTS}, {modifyTimeout.Field, 14}, {modifyRetryCnt.Field, 7}, {modifyRNRRetry.Field, 7},
 			{modifySQPSN.Field, 0x123456}, {modifyMaxRdAtomic.Field, 1}}},
+		{"modify_qp UD to INIT", &modifyQP, reqModifyQP(3, ud[0]), []want{
+			{modifyHandle.Field, 3}, {modifyMask.Field, hw.RDMAQPAttrState | hw.RDMAQPAttrPKeyIndex | hw.RDMAQPAttrPort | hw.RDMAQPAttrQKey},
+			{modifyState.Field, qpsInit}, {modifyPort.Field, 1}, {modifyPKeyIndex.Field, 0}, {modifyQKey.Field, 0x1234_5678},
+			{modifyAccess.Field, 0}, {modifyDestIsGlobal.Field, 0}}},
+		{"modify_qp UD to RTR", &modifyQP, reqModifyQP(3, ud[1]), []want{
+			{modifyHandle.Field, 3}, {modifyMask.Field, hw.RDMAQPAttrState}, {modifyState.Field, qpsRTR}, {modifyQKey.Field, 0},
+			{modifyDestIsGlobal.Field, 0}}},
+		{"modify_qp UD to RTS", &modifyQP, reqModifyQP(3, ud[2]), []want{
+			{modifyHandle.Field, 3}, {modifyMask.Field, hw.RDMAQPAttrState | hw.RDMAQPAttrSQPSN}, {modifyState.Field, qpsRTS},
+			{modifySQPSN.Field, 0x654321}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if len(tc.req) != tc.layout.Size {

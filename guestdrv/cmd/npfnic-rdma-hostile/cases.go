@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/npfnic/npfnic/vdevice/hw"
@@ -105,7 +106,10 @@ func unsafeOnRxe(c hostileCase) hostileCase {
 }
 
 // cases is every case, in the order they run, the well-formed one last.
-var cases = []hostileCase{
+var cases = slices.Concat(rcCases, udCases, srqCases, lastCases)
+
+// rcCases are the cases on the RC QP, its rings and CQs.
+var rcCases = []hostileCase{
 	// Keys and ranges of the local SGEs.
 	sendCase("send-bad-lkey", hw.IBVWCLocProtErr, "LOC_QP_OP_ERR", func(e *caseEnv) sendWQE {
 		s := e.lsge(srcArea, 64)
@@ -314,6 +318,11 @@ var cases = []hostileCase{
 			}
 			return s + "; " + e.checkPeer(writeArea, 64), nil
 		}},
+}
+
+// lastCases run after every other: RC work cut short, then well-formed
+// traffic.
+var lastCases = []hostileCase{
 	// Well-formed work cut short: the consumer moves the QP to the error
 	// state (MODIFY_QP) while its READs are in flight, then destroys it.
 	{name: "modify-err-inflight", want: modifyErrWant, run: modifyErrInflight},

@@ -23,6 +23,10 @@ type client struct {
 	sgid      uint8
 	gid       [16]byte
 	wait      time.Duration
+	// mtu is the port's active MTU in bytes, which bounds a UD message;
+	// noGID a source GID index that names no GID of the port.
+	mtu   int
+	noGID uint8
 }
 
 // srcSeed is the pattern of the client's source area, which its SENDs and
@@ -57,49 +61,71 @@ func newClient(v *verbs, o *oob, sgid uint8, gid [16]byte) (*client, error) {
 	return c, nil
 }
 
-// caseEnv is one case's QP, connected to a fresh QP of the server.
+// caseEnv is one case's QP, connected to a fresh QP of the server, and
+// whatever else the case creates.
 type caseEnv struct {
 	*client
 	n        int
 	qp       *qp
 	scq, rcq *cq
-	rmr      mr // the server's region (rkey, addr, length)
-	ssn      uint32
+	rmr      mr       // the server's region (rkey, addr, length)
+	rqpn     uint32   // the server's QP, which qp is connected to
+	rgid     [16]byte // the server's GID
+	// more are the case's other QPs, srqs its SRQs; udp is the server's
+	// UD QP once the case asked for one (udSetup).
+	more []*qp
+	srqs []*srq
+	udp  *udPeer
 }
 
 func (c *client) newCase(n int) (*caseEnv, error) {
 	e := &caseEnv{client: c, n: n}
-	user := uint64(n) << 4
 	var err error
-	if e.scq, err = c.v.createCQ(user|1, 64); err != nil {
+	if e.scq, err = c.v.createCQ(e.user(1), 64); err != nil {
 		return e, err
 	}
-	if e.rcq, err = c.v.createCQ(user|2, 64); err != nil {
+	if e.rcq, err = c.v.createCQ(e.user(2), 64); err != nil {
 		return e, err
 	}
-	if e.qp, err = c.v.createQP(user|3, c.pd, e.scq, e.rcq, qpCaps{maxSendWR: 8, maxRecvWR: 8, maxSendSGE: 2, maxRecvSGE: 2}); err != nil {
+	if e.qp, err = c.v.createQP(e.user(3), c.pd, e.scq, e.rcq, qpCaps{maxSendWR: 8, maxRecvWR: 8, maxSendSGE: 2, maxRecvSGE: 2}); err != nil {
 		return e, err
 	}
-	local := endpoint{qpn: e.qp.qpn, psn: rand.Uint32() & 0xffffff, gid: c.gid}
-	f, err := c.o.call("QP %d %d %s", local.qpn, local.psn, gidString(local.gid))
+	return e, e.connectPeer(e.qp)
+}
+
+// user is the user_handle of the case's object i (0 to 15).
+func (e *caseEnv) user(i int) uint64 { return uint64(e.n)<<4 | uint64(i) }
+
+// connectPeer has the server replace its RC QP with a fresh one
+// connected to q (its UD QP goes too), and connects q to it.
+func (e *caseEnv) connectPeer(q *qp) error {
+	local := endpoint{qpn: q.qpn, psn: rand.Uint32() & 0xffffff, gid: e.gid}
+	f, err := e.o.call("QP %d %d %s", local.qpn, local.psn, gidString(local.gid))
 	if err != nil {
-		return e, fmt.Errorf("server QP: %w", err)
+		return fmt.Errorf("server QP: %w", err)
 	}
 	remote, err := parseEndpoint(f[1:])
 	if err != nil {
-		return e, err
+		return err
 	}
 	n3, err := parseUints(f[4:min(len(f), 7)])
 	if err != nil || len(n3) != 3 {
-		return e, fmt.Errorf("server QP answer %q", f)
+		return fmt.Errorf("server QP answer %q", f)
 	}
 	e.rmr = mr{rkey: uint32(n3[0]), addr: n3[1], length: n3[2]}
-	return e, c.v.connect(e.qp, local, c.sgid, remote)
+	e.rqpn, e.rgid, e.udp = remote.qpn, remote.gid, nil
+	return e.v.connect(q, local, e.sgid, remote)
 }
 
+// close destroys the case's QPs, then its SRQs and CQs.
 func (e *caseEnv) close() {
-	if e.qp != nil {
-		e.v.destroyQP(e.qp)
+	for _, q := range append(e.more, e.qp) {
+		if q != nil {
+			e.v.destroyQP(q)
+		}
+	}
+	for _, s := range e.srqs {
+		e.v.destroySRQ(s)
 	}
 	for _, c := range []*cq{e.scq, e.rcq} {
 		if c != nil {
@@ -121,15 +147,18 @@ func (e *caseEnv) goodWrite(id uint64) sendWQE {
 }
 
 // post writes entries into the send queue and rings the doorbell.
-func (e *caseEnv) post(ws ...sendWQE) error {
+func (e *caseEnv) post(ws ...sendWQE) error { return e.postOn(e.qp, ws...) }
+
+// postOn is post on another of the case's QPs.
+func (e *caseEnv) postOn(q *qp, ws ...sendWQE) error {
 	puts := make([]func([]byte), len(ws))
 	for i, w := range ws {
-		e.ssn++
-		w.ssn = e.ssn
+		q.ssn++
+		w.ssn = q.ssn
 		puts[i] = w.put
 	}
-	e.qp.sq.post(puts...)
-	return e.v.doorbell(e.qp)
+	q.sq.post(puts...)
+	return e.v.doorbell(q)
 }
 
 func (e *caseEnv) postRecv(rs ...recvWQE) {

@@ -5,18 +5,20 @@
 // responses, and writes into them what librxe never would: bad keys,
 // SGEs past the region, opcodes and lengths no verb makes, SGE counts and
 // inline lengths over the QP's limits, producer indices beyond the ring,
-// garbage queue headers, a consumer index that makes a CQ overrun. Each
-// case runs on a fresh QP (an error moves a QP to the error state), and
-// the device must complete each with the error status its contract names,
-// write nothing outside the memory regions, and leave the next QP
-// working: the last case is well-formed traffic whose bytes the server
-// checks.
+// garbage queue headers, a consumer index that makes a CQ overrun, UD
+// SENDs to addresses the device can not reach or to QPs that are no UD
+// QP, garbage in a shared receive queue. Each case runs on a fresh QP (an
+// error moves a QP to the error state), and the device must complete each
+// with the error status its contract names, write nothing outside the
+// memory regions, and leave the next QP working: the last case is
+// well-formed traffic whose bytes the server checks.
 //
 // The server side (-serve) is well-behaved: it opens one memory region
 // and, for each case, a fresh QP connected to the client's over the
-// out-of-band TCP exchange ibv_rc_pingpong uses, SENDs and checks what
-// arrived when the client asks, and checks after each case that not one
-// byte in or around its region changed that should not have.
+// out-of-band TCP exchange ibv_rc_pingpong uses (and a UD QP when the
+// client asks for one), SENDs and checks what arrived when the client
+// asks, and checks after each case that not one byte in or around its
+// region changed that should not have.
 //
 // Usage:
 //
@@ -140,8 +142,14 @@ func main() {
 	if *odpChurn {
 		os.Exit(odpChurnMain(v, *servePort, *connect, *wait, uint8(sgid), gid, *dev, *forks, *munmaps))
 	}
+	// The network device of the GID: its Ethernet address is what UD
+	// senders address the server by, its MTU bounds a UD message.
+	nd, err := readGIDNetdev(sysfs, *dev, sgid)
+	if err != nil {
+		log.Fatalf("the network device of GID %d: %v", sgid, err)
+	}
 	if *servePort != 0 {
-		s, err := newServer(v, uint8(sgid), gid)
+		s, err := newServer(v, uint8(sgid), gid, nd.mac)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -158,6 +166,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	c.mtu, c.noGID = roceMTU(nd.mtu), uint8(unusedGID(table))
 	fmt.Printf("device %s, GID index %d (%s)\n", *dev, sgid, netip.AddrFrom16(gid).Unmap())
 	start := time.Now()
 	todo := cases

@@ -26,6 +26,14 @@ import (
 //	                       bytes become canary again
 //	CANARY                 every byte of the server's buffer, in and
 //	                       around its MR, is canary; answer OK
+//	UDQP                   a fresh server UD QP beside the RC QP (until
+//	                       the next QP request), receives posted; answer
+//	                       UDQP qpn qkey mac (of the GID's network device)
+//	UDRECV length seed srcqp  the UD QP's next receive entry took a SEND
+//	                       of length bytes of pattern(seed) from the
+//	                       client's QP srcqp, after the GRH area; answer OK
+//	UDNONE                 neither the UD QP nor the RC QP received
+//	                       anything more; answer OK
 //	BYE                    the session ends
 //
 // A request the server can not satisfy is answered ERR and a reason.

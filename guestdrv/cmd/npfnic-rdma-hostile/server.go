@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log"
@@ -20,18 +21,27 @@ type server struct {
 	mr   mr
 	sgid uint8
 	gid  [16]byte
+	mac  [6]byte // of the GID's network device, which UD senders address
 
 	qp       *qp
 	scq, rcq *cq
 	ssn      uint32
+	peerGID  [16]byte // the client's, from its last QP request
+
+	// The case's UD QP, when the client asked for one (UDQP), its Q_Key
+	// and the receive entry the next UD SEND must take.
+	ud     *qp
+	udCQ   *cq // its send and receive CQ
+	udQKey uint32
+	udNext uint64
 }
 
 // completionWait bounds every wait for a completion: generous for two
 // TCG guests.
 const completionWait = 15 * time.Second
 
-func newServer(v *verbs, sgid uint8, gid [16]byte) (*server, error) {
-	s := &server{v: v, sgid: sgid, gid: gid}
+func newServer(v *verbs, sgid uint8, gid [16]byte, mac [6]byte) (*server, error) {
+	s := &server{v: v, sgid: sgid, gid: gid, mac: mac}
 	var err error
 	if s.pd, err = v.allocPD(); err != nil {
 		return nil, err
@@ -95,7 +105,7 @@ func (s *server) handle(f []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	need := map[string]int{"QP": 0, "SEND": 2, "RECV": 2, "CHECK": 3, "CANARY": 0}
+	need := map[string]int{"QP": 0, "SEND": 2, "RECV": 2, "CHECK": 3, "CANARY": 0, "UDQP": 0, "UDRECV": 3, "UDNONE": 0}
 	n, ok := need[f[0]]
 	if !ok || len(args) < n {
 		return "", fmt.Errorf("bad request %q", f)
@@ -110,6 +120,7 @@ func (s *server) handle(f []string) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		s.peerGID = remote.gid
 		return fmt.Sprintf("QP %d %d %s %#x %#x %d", local.qpn, local.psn, gidString(local.gid), s.mr.rkey, s.mr.addr, s.mr.length), nil
 	case "SEND":
 		st, err := s.sendTo(int(args[0]), int(args[1]))
@@ -121,6 +132,15 @@ func (s *server) handle(f []string) (string, error) {
 		return "OK", s.checkRecv(int(args[0]), int(args[1]))
 	case "CHECK":
 		return "OK", s.checkWrite(int(args[0]), int(args[1]), int(args[2]))
+	case "UDQP":
+		if err := s.newUD(); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("UDQP %d %#x %s", s.ud.qpn, s.udQKey, hex.EncodeToString(s.mac[:])), nil
+	case "UDRECV":
+		return "OK", s.checkUDRecv(int(args[0]), int(args[1]), uint32(args[2]))
+	case "UDNONE":
+		return "OK", s.checkNoRecv()
 	case "CANARY":
 		if i := firstNot(s.buf, 0, canary); i >= 0 {
 			err := fmt.Errorf("buffer byte %d (MR offset %d) is %#x, not canary %#x", i, i-mrOff, s.buf[i], canary(i))
@@ -157,6 +177,7 @@ func (s *server) newQP(remote endpoint) (endpoint, error) {
 }
 
 func (s *server) dropQP() {
+	s.dropUD()
 	if s.qp != nil {
 		s.v.destroyQP(s.qp)
 	}

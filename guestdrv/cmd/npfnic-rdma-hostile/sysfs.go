@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -101,4 +102,72 @@ func pickGID(table []gidEntry, ip netip.Addr) (int, [16]byte, error) {
 		return 0, gid, fmt.Errorf("RoCE v2 GIDs of several IPv4 addresses (%v): choose one with -ip", v4)
 	}
 	return found, gid, nil
+}
+
+// unusedGID is a source GID index that names no GID of the port: the
+// lowest index whose entry holds no GID or that the table lacks (past its
+// end), 255 if there is none.
+func unusedGID(table []gidEntry) int {
+	used := make(map[int]bool, len(table))
+	for _, e := range table {
+		a, err := netip.ParseAddr(e.gid)
+		used[e.index] = err != nil || !a.IsUnspecified()
+	}
+	for i := range 255 {
+		if !used[i] {
+			return i
+		}
+	}
+	return 255
+}
+
+// netdev is the network device under a GID: its name, Ethernet address
+// and MTU.
+type netdev struct {
+	name string
+	mac  [6]byte
+	mtu  int
+}
+
+// readGIDNetdev reads the network device of port 1's GID index of dev
+// (ports/1/gid_attrs/ndevs/N) and, from class/net, its address and MTU.
+func readGIDNetdev(sysfs, dev string, index int) (netdev, error) {
+	b, err := os.ReadFile(filepath.Join(sysfs, "class", "infiniband", dev, "ports", "1", "gid_attrs", "ndevs", strconv.Itoa(index)))
+	if err != nil {
+		return netdev{}, err
+	}
+	n := netdev{name: strings.TrimSpace(string(b))}
+	if n.name == "" || strings.ContainsRune(n.name, '/') {
+		return netdev{}, fmt.Errorf("GID %d of %s: network device %q", index, dev, n.name)
+	}
+	dir := filepath.Join(sysfs, "class", "net", n.name)
+	if b, err = os.ReadFile(filepath.Join(dir, "address")); err != nil {
+		return netdev{}, err
+	}
+	addr, err := net.ParseMAC(strings.TrimSpace(string(b)))
+	if err != nil || len(addr) != 6 {
+		return netdev{}, fmt.Errorf("%s: address %q", n.name, strings.TrimSpace(string(b)))
+	}
+	copy(n.mac[:], addr)
+	if b, err = os.ReadFile(filepath.Join(dir, "mtu")); err != nil {
+		return netdev{}, err
+	}
+	if n.mtu, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil || n.mtu <= 0 {
+		return netdev{}, fmt.Errorf("%s: MTU %q", n.name, strings.TrimSpace(string(b)))
+	}
+	return n, nil
+}
+
+// roceMTU is the IB MTU in bytes of a RoCE port on an Ethernet MTU, as
+// the kernel's iboe_get_mtu finds it (the port's active MTU, which bounds
+// a UD message): the largest of 256 to 4096 that fits with the GRH, UDP,
+// BTH, XRC, AtomicETH and ICRC bytes; 0 if none does.
+func roceMTU(ethMTU int) int {
+	room := ethMTU - (40 + 8 + 12 + 4 + 28 + 4)
+	for m := 4096; m >= 256; m /= 2 {
+		if room >= m {
+			return m
+		}
+	}
+	return 0
 }

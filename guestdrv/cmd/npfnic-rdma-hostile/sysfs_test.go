@@ -127,3 +127,58 @@ func TestOOBFields(t *testing.T) {
 		t.Errorf("canary and pattern agree on %d of 4096 bytes", same)
 	}
 }
+
+// TestGIDNetdev reads the network device under a GID and its address
+// and MTU, as the 6.1 core and class/net lay them out.
+func TestGIDNetdev(t *testing.T) {
+	port := "class/infiniband/rxe0/ports/1/"
+	root := writeSysfs(t, map[string]string{
+		port + "gid_attrs/ndevs/1": "eth0\n",
+		port + "gid_attrs/ndevs/2": "../eth0\n",
+		port + "gid_attrs/ndevs/3": "eth1\n",
+		port + "gid_attrs/ndevs/4": "eth2\n",
+		"class/net/eth0/address":   "52:54:00:81:00:02\n",
+		"class/net/eth0/mtu":       "1500\n",
+		"class/net/eth1/address":   "52:54:00:81:00:03\n",
+		"class/net/eth1/mtu":       "jumbo\n",
+		"class/net/eth2/address":   "00:00:00:00:00:00:00:00\n",
+		"class/net/eth2/mtu":       "1500\n",
+	})
+	n, err := readGIDNetdev(root, "rxe0", 1)
+	if err != nil || n.name != "eth0" || n.mac != [6]byte{0x52, 0x54, 0, 0x81, 0, 2} || n.mtu != 1500 {
+		t.Errorf("GID 1: %+v, %v", n, err)
+	}
+	for _, i := range []int{0, 2, 3, 4} {
+		if n, err := readGIDNetdev(root, "rxe0", i); err == nil {
+			t.Errorf("GID %d: %+v", i, n)
+		}
+	}
+}
+
+func TestUnusedGID(t *testing.T) {
+	v4 := gidEntry{index: 1, gid: "0000:0000:0000:0000:0000:ffff:0a51:0001", typ: "RoCE v2"}
+	for _, tc := range []struct {
+		name  string
+		table []gidEntry
+		want  int
+	}{
+		{"an unused entry", []gidEntry{{index: 0, gid: "fe80:0000:0000:0000:5054:00ff:fe81:0001"}, v4,
+			{index: 2, gid: "0000:0000:0000:0000:0000:0000:0000:0000"}, {index: 3, gid: "0000:0000:0000:0000:0000:0000:0000:0000"}}, 2},
+		{"a full table", []gidEntry{{index: 0, gid: "fe80:0000:0000:0000:5054:00ff:fe81:0001"}, v4}, 2},
+		{"an index the table lacks", []gidEntry{{index: 0, gid: "fe80:0000:0000:0000:5054:00ff:fe81:0001"}, v4,
+			{index: 3, gid: "fe80:0000:0000:0000:5054:00ff:fe81:0001"}}, 2},
+	} {
+		if got := unusedGID(tc.table); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestRoceMTU: iboe_get_mtu's answers for common Ethernet MTUs.
+func TestRoceMTU(t *testing.T) {
+	for eth, want := range map[int]int{1500: 1024, 1024 + 96: 1024, 1024 + 95: 512, 9000: 4096, 4096 + 96: 4096, 2200: 2048, 300: 0} {
+		if got := roceMTU(eth); got != want {
+			t.Errorf("Ethernet MTU %d: %d, want %d", eth, got, want)
+		}
+	}
+}

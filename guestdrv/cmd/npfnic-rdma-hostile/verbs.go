@@ -245,16 +245,27 @@ type qpCaps struct {
 	maxSendWR, maxRecvWR, maxSendSGE, maxRecvSGE, maxInline uint32
 }
 
-// qp is an RC queue pair and its mapped rxe queues.
+// qp is a queue pair (RC, or UD) and its mapped rxe queues; a QP on an
+// SRQ has no receive queue of its own.
 type qp struct {
 	handle, qpn uint32
+	typ         uint8
 	caps        qpCaps
 	sq, rq      *queue
 	scq, rcq    *cq
+	srq         *srq
 	ssn         uint32
 }
 
-func reqCreateQP(user uint64, pd, scq, rcq uint32, c qpCaps) []byte {
+// qpKind is what a CREATE_QP asks besides the caps: the QP's type
+// (IB_UVERBS_QPT_*) and the SRQ it takes its receives from (nil: a
+// receive queue of its own).
+type qpKind struct {
+	typ uint8
+	srq *srq
+}
+
+func reqCreateQP(user uint64, pd, scq, rcq uint32, c qpCaps, k qpKind) []byte {
 	req := make([]byte, createQP.Size)
 	createQPUser.Put(req, user)
 	createQPPD.Put(req, pd)
@@ -266,25 +277,35 @@ func reqCreateQP(user uint64, pd, scq, rcq uint32, c qpCaps) []byte {
 	createQPMaxRecvSGE.Put(req, c.maxRecvSGE)
 	createQPMaxInline.Put(req, c.maxInline)
 	createQPSigAll.Put(req, 0)
-	createQPType.Put(req, qptRC)
+	createQPType.Put(req, k.typ)
+	if k.srq != nil {
+		createQPSRQ.Put(req, k.srq.handle)
+		createQPIsSRQ.Put(req, 1)
+	}
 	return req
 }
 
+// createQP creates an RC QP with a receive queue of its own.
 func (v *verbs) createQP(user uint64, pd uint32, scq, rcq *cq, c qpCaps) (*qp, error) {
+	return v.createQPKind(user, pd, scq, rcq, c, qpKind{typ: qptRC})
+}
+
+func (v *verbs) createQPKind(user uint64, pd uint32, scq, rcq *cq, c qpCaps, k qpKind) (*qp, error) {
 	resp := make([]byte, createQPResp.Size+rxeQPResp.Size)
-	if err := v.command(cmdCreateQP, reqCreateQP(user, pd, scq.handle, rcq.handle, c), resp); err != nil {
+	if err := v.command(cmdCreateQP, reqCreateQP(user, pd, scq.handle, rcq.handle, c, k), resp); err != nil {
 		return nil, fmt.Errorf("CREATE_QP: %w", err)
 	}
-	q := &qp{handle: createQPRespHandle.Get(resp), qpn: createQPRespQPN.Get(resp), scq: scq, rcq: rcq, caps: qpCaps{
-		maxSendWR: createQPRespMaxSendWR.Get(resp), maxRecvWR: createQPRespMaxRecvWR.Get(resp),
-		maxSendSGE: createQPRespMaxSendSGE.Get(resp), maxRecvSGE: createQPRespMaxRecvSGE.Get(resp),
-		maxInline: createQPRespMaxInline.Get(resp)}}
+	q := &qp{handle: createQPRespHandle.Get(resp), qpn: createQPRespQPN.Get(resp), typ: k.typ, scq: scq, rcq: rcq, srq: k.srq,
+		caps: qpCaps{
+			maxSendWR: createQPRespMaxSendWR.Get(resp), maxRecvWR: createQPRespMaxRecvWR.Get(resp),
+			maxSendSGE: createQPRespMaxSendSGE.Get(resp), maxRecvSGE: createQPRespMaxRecvSGE.Get(resp),
+			maxInline: createQPRespMaxInline.Get(resp)}}
 	drv := resp[createQPResp.Size:]
 	sm, err := v.mmap(qpRespSQOffset.Get(drv), qpRespSQSize.Get(drv))
 	if err == nil {
 		q.sq, err = newQueue(sm)
 	}
-	if err == nil {
+	if err == nil && k.srq == nil {
 		var rm mapping
 		if rm, err = v.mmap(qpRespRQOffset.Get(drv), qpRespRQSize.Get(drv)); err == nil {
 			q.rq, err = newQueue(rm)
@@ -323,12 +344,14 @@ type qpAttr struct {
 	// The address vector (IB_QP_AV): RoCEv2 is always global.
 	dgid      [16]byte
 	sgidIndex uint8
+	qkey      uint32 // IB_QP_QKEY: a UD QP's
 }
 
 func reqModifyQP(handle uint32, a qpAttr) []byte {
 	req := make([]byte, modifyQP.Size)
 	modifyHandle.Put(req, handle)
 	modifyMask.Put(req, a.mask)
+	modifyQKey.Put(req, a.qkey)
 	modifyState.Put(req, a.state)
 	modifyAccess.Put(req, a.access)
 	modifyPKeyIndex.Put(req, 0)
@@ -389,6 +412,78 @@ func (v *verbs) connect(q *qp, local endpoint, sgidIndex uint8, remote endpoint)
 		}
 	}
 	return nil
+}
+
+// udSteps are the MODIFY_QPs of a UD QP from RESET to RTS, as
+// ibv_ud_pingpong does them: INIT with the P_Key index, the port and the
+// Q_Key its receives must carry, RTR, and RTS with its first PSN.
+func udSteps(qkey, psn uint32) []qpAttr {
+	return []qpAttr{
+		{mask: hw.RDMAQPAttrState | hw.RDMAQPAttrPKeyIndex | hw.RDMAQPAttrPort | hw.RDMAQPAttrQKey, state: qpsInit, port: 1, qkey: qkey},
+		{mask: hw.RDMAQPAttrState, state: qpsRTR},
+		{mask: hw.RDMAQPAttrState | hw.RDMAQPAttrSQPSN, state: qpsRTS, sqPSN: psn},
+	}
+}
+
+// readyUD moves a fresh UD QP to RTS.
+func (v *verbs) readyUD(q *qp, qkey, psn uint32) error {
+	for _, a := range udSteps(qkey, psn) {
+		if err := v.modifyQP(q, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// srq is a shared receive queue and its mapped rxe queue.
+type srq struct {
+	handle, srqn uint32
+	user         uint64 // its user_handle, the element of its async events
+	maxWR        uint32
+	maxSGE       uint32
+	q            *queue
+}
+
+func reqCreateSRQ(user uint64, pd, maxWR, maxSGE uint32) []byte {
+	req := make([]byte, createSRQ.Size)
+	createSRQUser.Put(req, user)
+	createSRQPD.Put(req, pd)
+	createSRQMaxWR.Put(req, maxWR)
+	createSRQMaxSGE.Put(req, maxSGE)
+	createSRQLimit.Put(req, 0)
+	return req
+}
+
+// createSRQ creates an SRQ (no limit armed) and maps its queue from the
+// rxe response, as librxe's create_srq does.
+func (v *verbs) createSRQ(user uint64, pd, maxWR, maxSGE uint32) (*srq, error) {
+	resp := make([]byte, createSRQResp.Size+rxeSRQResp.Size)
+	if err := v.command(cmdCreateSRQ, reqCreateSRQ(user, pd, maxWR, maxSGE), resp); err != nil {
+		return nil, fmt.Errorf("CREATE_SRQ: %w", err)
+	}
+	s := &srq{handle: createSRQRespHandle.Get(resp), user: user, maxWR: createSRQRespMaxWR.Get(resp),
+		maxSGE: createSRQRespMaxSGE.Get(resp)}
+	drv := resp[createSRQResp.Size:]
+	s.srqn = srqRespNum.Get(drv)
+	m, err := v.mmap(srqRespOffset.Get(drv), srqRespSize.Get(drv))
+	if err == nil {
+		s.q, err = newQueue(m)
+	}
+	if err != nil {
+		v.destroySRQ(s)
+		return nil, fmt.Errorf("SRQ queue: %w", err)
+	}
+	return s, nil
+}
+
+func (v *verbs) destroySRQ(s *srq) error {
+	req := make([]byte, destroySRQ.Size)
+	destroySRQHandle.Put(req, s.handle)
+	err := v.command(cmdDestroySRQ, req, make([]byte, destroySRQResp.Size))
+	if s.q != nil {
+		unmapQueue(s.q.buf)
+	}
+	return err
 }
 
 // reqPostSend is a POST_SEND with no work request: wr_count and

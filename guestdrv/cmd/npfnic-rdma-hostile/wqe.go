@@ -36,6 +36,28 @@ type sendWQE struct {
 	sgl              []sge
 	inline           []byte // with IBV_SEND_INLINE
 	ssn              uint32
+	// ud is a UD SEND's destination, nil on other QPs.
+	ud *udDest
+}
+
+// udDest is what librxe copies into a UD send entry: the work request's
+// remote QPN and Q_Key, the address handle's number (0: its vector is in
+// the entry) and the vector. sgid is the GID that av.SGIDIndex names, for
+// rdma_rxe's socket address of the source.
+type udDest struct {
+	qpn, qkey, ahNum uint32
+	av               hw.RxeAV
+	sgid             [16]byte
+}
+
+// putSockaddr4 writes an IPv4-mapped GID as the sockaddr_in rdma_rxe
+// routes by (librxe's rdma_gid2ip); any other GID leaves it zero.
+func putSockaddr4(slot []byte, family hw.Le16, addr hw.Field, gid [16]byte) {
+	if [12]byte(gid[:12]) != [12]byte{10: 0xff, 11: 0xff} {
+		return
+	}
+	family.Put(slot, afInet)
+	copy(slot[addr.Offset:addr.Offset+4], gid[12:])
 }
 
 // sum returns w with length and numSGE what librxe writes: the SGEs'
@@ -62,7 +84,14 @@ func (w sendWQE) put(slot []byte) {
 	hw.RxeSendOpcode.Put(slot, w.opcode)
 	hw.RxeSendFlags.Put(slot, w.flags)
 	hw.RxeSendImm.Put(slot, w.imm)
-	hw.PutRxeSendRemote(slot, w.opcode, w.remoteAddr, w.rkey, w.compareAdd, w.swap)
+	if w.ud != nil {
+		hw.PutRxeSendUD(slot, w.ud.qpn, w.ud.qkey, w.ud.ahNum, w.ud.av)
+		sendUDPort.Put(slot, 1)
+		putSockaddr4(slot, sendUDSGIDFamily, sendUDSGIDAddr, w.ud.sgid)
+		putSockaddr4(slot, sendUDDGIDFamily, sendUDDGIDAddr, w.ud.av.DGID)
+	} else {
+		hw.PutRxeSendRemote(slot, w.opcode, w.remoteAddr, w.rkey, w.compareAdd, w.swap)
+	}
 	sendIOVA.Put(slot, w.remoteAddr)
 	sendState.Put(slot, 0)
 	sendSSN.Put(slot, w.ssn)
@@ -126,11 +155,12 @@ type cqe struct {
 	opcode  uint32
 	byteLen uint32
 	qpNum   uint32
+	srcQP   uint32
 }
 
 func parseCQE(b []byte) cqe {
 	return cqe{wrID: hw.RxeCQEWRID.Get(b), status: hw.RxeCQEStatus.Get(b), opcode: hw.RxeCQEOpcode.Get(b),
-		byteLen: hw.RxeCQEByteLen.Get(b), qpNum: hw.RxeCQEQPNum.Get(b)}
+		byteLen: hw.RxeCQEByteLen.Get(b), qpNum: hw.RxeCQEQPNum.Get(b), srcQP: hw.RxeCQESrcQP.Get(b)}
 }
 
 // statusName is libibverbs' ibv_wc_status_str for the statuses the cases

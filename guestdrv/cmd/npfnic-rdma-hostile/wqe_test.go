@@ -203,3 +203,102 @@ func TestDescribe(t *testing.T) {
 		}
 	}
 }
+
+// TestSendWQEPutUD: a UD SEND lands as librxe writes one for an address
+// handle of ah_num 0: the work request's destination, the vector copied
+// into the entry with the port and the socket addresses rdma_rxe routes
+// by, and not one byte more; an entry that lies says what it was told.
+func TestSendWQEPutUD(t *testing.T) {
+	v4 := func(a, b, c, d byte) [16]byte { return [16]byte{10: 0xff, 11: 0xff, 12: a, 13: b, 14: c, 15: d} }
+	mac := [6]byte{0x52, 0x54, 0x00, 0x81, 0x00, 0x02}
+	good := udDest{qpn: 0x11, qkey: 0x1234_5678, sgid: v4(10, 81, 0, 1),
+		av: hw.RxeAV{NetworkType: hw.RxeNetworkTypeIPv4, DMAC: mac, DGID: v4(10, 81, 0, 2), SGIDIndex: 1, HopLimit: 64, TrafficClass: 0x20}}
+	for _, tc := range []struct {
+		name       string
+		d          udDest
+		sin, din   []byte // the socket addresses' IPv4 addresses (nil: not written)
+		ahNum, qpn uint32
+	}{
+		{name: "librxe's", d: good, sin: []byte{10, 81, 0, 1}, din: []byte{10, 81, 0, 2}, qpn: 0x11},
+		{name: "numbered AH, QPN past 24 bits", d: func() udDest { d := good; d.ahNum, d.qpn = 0x5a5a5a, 1<<24|0x11; return d }(),
+			sin: []byte{10, 81, 0, 1}, din: []byte{10, 81, 0, 2}, ahNum: 0x5a5a5a, qpn: 1<<24 | 0x11},
+		{name: "IPv6 destination", d: func() udDest {
+			d := good
+			d.av.NetworkType, d.av.DGID = rxeNetworkTypeIPv6, notV4Mapped
+			return d
+		}(), sin: []byte{10, 81, 0, 1}, qpn: 0x11},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			buf := bytes.Repeat([]byte{0xcc}, 2*256)
+			slot := buf[:256:256]
+			w := sendWQE{id: 4, opcode: hw.IBVWRSend, flags: hw.IBVSendSignaled, sgl: []sge{{0x7f00_0000_1000, 256, 0x1234}}, ssn: 2, ud: &tc.d}.sum()
+			w.put(slot)
+			if !bytes.Equal(buf[256:], bytes.Repeat([]byte{0xcc}, 256)) {
+				t.Fatalf("wrote past the slot")
+			}
+			covered := make([]bool, len(slot))
+			check := func(f hw.Field, got, want uint64) {
+				t.Helper()
+				if got != want {
+					t.Errorf("%s = %#x, want %#x", f.Name, got, want)
+				}
+				for i := range f.Size * max(f.Count, 1) {
+					covered[f.Offset+i] = true
+				}
+			}
+			checkBytes := func(f hw.Field, n int, want []byte) {
+				t.Helper()
+				if want == nil {
+					want = make([]byte, n)
+				}
+				if got := slot[f.Offset : f.Offset+n]; !bytes.Equal(got, want) {
+					t.Errorf("%s = % x, want % x", f.Name, got, want)
+				}
+				for i := range n {
+					covered[f.Offset+i] = true
+				}
+			}
+			check(hw.RxeSendWRID.Field, hw.RxeSendWRID.Get(slot), 4)
+			check(hw.RxeSendOpcode.Field, uint64(hw.RxeSendOpcode.Get(slot)), hw.IBVWRSend)
+			check(hw.RxeSendFlags.Field, uint64(hw.RxeSendFlags.Get(slot)), hw.IBVSendSignaled)
+			check(hw.RxeSendUDRemoteQPN.Field, uint64(hw.RxeSendUDRemoteQPN.Get(slot)), uint64(tc.qpn))
+			check(hw.RxeSendUDRemoteQKey.Field, uint64(hw.RxeSendUDRemoteQKey.Get(slot)), 0x1234_5678)
+			check(hw.RxeSendUDAHNum.Field, uint64(hw.RxeSendUDAHNum.Get(slot)), uint64(tc.ahNum))
+			check(sendUDPort.Field, uint64(sendUDPort.Get(slot)), 1)
+			check(hw.RxeSendUDNetworkType.Field, uint64(hw.RxeSendUDNetworkType.Get(slot)), uint64(tc.d.av.NetworkType))
+			checkBytes(hw.RxeSendUDDMAC, 6, mac[:])
+			checkBytes(hw.RxeSendUDDGID, 16, tc.d.av.DGID[:])
+			check(hw.RxeSendUDSGIDIndex.Field, uint64(hw.RxeSendUDSGIDIndex.Get(slot)), 1)
+			check(hw.RxeSendUDHopLimit.Field, uint64(hw.RxeSendUDHopLimit.Get(slot)), 64)
+			check(hw.RxeSendUDTrafficClass.Field, uint64(hw.RxeSendUDTrafficClass.Get(slot)), 0x20)
+			for _, a := range []struct {
+				family hw.Le16
+				addr   hw.Field
+				want   []byte
+			}{{sendUDSGIDFamily, sendUDSGIDAddr, tc.sin}, {sendUDDGIDFamily, sendUDDGIDAddr, tc.din}} {
+				fam := uint64(0)
+				if a.want != nil {
+					fam = afInet
+				}
+				check(a.family.Field, uint64(a.family.Get(slot)), fam)
+				checkBytes(a.addr, 4, a.want)
+			}
+			check(sendSSN.Field, uint64(sendSSN.Get(slot)), 2)
+			check(hw.RxeSendLength.Field, uint64(hw.RxeSendLength.Get(slot)), 256)
+			check(sendResid.Field, uint64(sendResid.Get(slot)), 256)
+			check(hw.RxeSendNumSGE.Field, uint64(hw.RxeSendNumSGE.Get(slot)), 1)
+			e := slot[hw.RxeSendWQESize:]
+			if got := (sge{hw.RxeSGEAddr.Get(e), hw.RxeSGELength.Get(e), hw.RxeSGELKey.Get(e)}); got != w.sgl[0] {
+				t.Errorf("SGE %+v", got)
+			}
+			for i := range hw.RxeSGESize {
+				covered[hw.RxeSendWQESize+i] = true
+			}
+			for i, c := range covered {
+				if !c && slot[i] != 0 {
+					t.Errorf("byte %d is %#x, outside the fields a UD SEND has", i, slot[i])
+				}
+			}
+		})
+	}
+}
