@@ -204,8 +204,8 @@ func hostileBesideLiveTraffic(t *testing.T, p *testbed.RDMAPair, npf, peer *test
 	// The malformed entries: 11 send cases of one entry and the garbage
 	// send queue's 15; recv-num-sge-huge's one and the garbage receive
 	// queue's 15; six UD entries the device can not send (ud-over-mtu's
-	// is well-formed: the port's MTU fails it); the SRQ cases' three
-	// garbage entries.
+	// is well-formed: it completes, unsent); the SRQ cases' three garbage
+	// entries.
 	if d := st.BadWQEs - before.BadWQEs; d < 26+16+6+3 {
 		t.Errorf("the device counted %d bad WQEs, want at least %d", d, 26+16+6+3)
 	}

@@ -131,8 +131,12 @@ func (q *QP) sendDatagram(w *sendWQE) bool {
 		q.failHead(WCLocQPOpErr) // only RoCEv2 over IPv4 is carried
 		return false
 	case w.length > uint64(q.mtu):
-		q.failHead(WCLocLenErr)
-		return false
+		// IBA C10-93.1.1: a UD message over the port's MTU sends no
+		// packet and reports no error (rdma_rxe completes it so too).
+		w.started = true
+		q.req.next++
+		q.sentUnreliable()
+		return true
 	}
 	qkey := d.QKey
 	if qkey&ControlledQKey != 0 {

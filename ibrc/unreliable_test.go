@@ -234,12 +234,13 @@ func TestUD(t *testing.T) {
 		t.Fatalf("fault: %+v", s)
 	}
 
-	// A message longer than the MTU fails its WR and the QP.
-	before := len(a.wcs)
+	// A message longer than the MTU sends nothing and completes without
+	// an error (IBA C10-93.1.1).
+	before, sent, got := len(a.wcs), len(log.seen), len(b.rwcs)
 	udSend(t, a, 300, b, macB, ipB, qkey, 0, 1025, false)
 	w.settle(time.Millisecond)
-	if a.wcs[before].Status != ibrc.WCLocLenErr || a.qp.Query().State != ibrc.StateErr {
-		t.Fatalf("UD SEND over the MTU: %+v, %v", a.wcs[before:], a.qp.Query().State)
+	if a.wcs[before].Status != ibrc.WCSuccess || a.qp.Query().State != ibrc.StateRTS || len(log.seen) != sent || len(b.rwcs) != got {
+		t.Fatalf("UD SEND over the MTU: %+v, %v, %d frames sent", a.wcs[before:], a.qp.Query().State, len(log.seen)-sent)
 	}
 	for _, op := range log.seen {
 		if op.Service() != rocev2.ServiceUD {
