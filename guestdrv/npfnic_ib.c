@@ -20,9 +20,13 @@
  * (add_gid/del_gid keep a copy, which the device gets by command).
  *
  * The core's MAD layer opens every RoCE port with a PD (so get_dma_mr),
- * then a kernel CQ and QP1: npfnic has no kernel QPs, so those fail with
- * -EOPNOTSUPP and ib_mad leaves the port alone ("Couldn't open port").
- * Kernel SRQs, post_recv, post_srq_recv and poll_cq refuse likewise.
+ * then a kernel CQ and QP1, the GSI QP, through which ib_cm and rdma_cm
+ * send their MADs. With FEATURES.RDMA_KERNEL the driver serves kernel
+ * consumers as librxe serves user space (npfnic_ib_queue.c): kernel CQs,
+ * QPs (RC, UC, UD, and QP 1 as a UD QP), SRQs and address handles, their
+ * work requests and completions, and each PD's DMA MR (npfnic_ib_mr.c).
+ * Without it those creates fail with -EOPNOTSUPP, and ib_mad leaves the
+ * port alone ("Couldn't create ib_mad CQ").
  *
  * Lifetime: the ib_device is registered at probe, after the netdev, and
  * unregistered at remove before the netdev goes. ib_unregister_device
@@ -31,7 +35,9 @@
  *
  * Locking: gid_lock covers the GID table; the IDAs lock themselves; each
  * QP's lock its attributes, each SRQ's its limit changes; each context's
- * as_lock its address space.
+ * as_lock its address space. A kernel QP's sq_lock and rq_lock, a kernel
+ * SRQ's rq_lock and a kernel CQ's lock are spinlocks taken with
+ * interrupts off, the CQ's before the qps xarray's.
  */
 
 #include <linux/etherdevice.h>

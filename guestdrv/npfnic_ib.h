@@ -11,8 +11,13 @@
  * that Debian's stock librxe drives it: the queue buffers are laid out as
  * rxe lays them out and are mapped into the process, and the device reads
  * the send and receive queues and writes the completion queues there
- * itself. The driver only creates, modifies and destroys objects, through
- * one device command per verb (npfnic_ib_cmd).
+ * itself. The driver creates, modifies and destroys objects, through one
+ * device command per verb (npfnic_ib_cmd).
+ *
+ * Kernel consumers (the MAD layer's GSI QP, ib_cm, rdma_cm; with
+ * FEATURES.RDMA_KERNEL) get the same queues in kernel memory, which the
+ * driver itself produces into and consumes from (npfnic_ib_queue.c), and
+ * a DMA MR per PD that the device reaches without translation.
  */
 #ifndef NPFNIC_IB_H
 #define NPFNIC_IB_H
@@ -84,6 +89,7 @@ struct npfnic_ib_hw {
 	bool srq;			/* FEAT_RDMA_SRQ: shared receive queues */
 	bool ud;			/* FEAT_RDMA_UD: UD QPs, address handles */
 	bool uc;			/* FEAT_RDMA_UC: UC QPs */
+	bool kernel;			/* FEAT_RDMA_KERNEL: kernel verbs, the GSI QP, DMA MRs */
 	unsigned long inject_dereg;	/* bit 0: the next DEREG_MR gets no status (diag) */
 	struct mutex cmd_lock;		/* the command queue: one command at a time */
 	wait_queue_head_t cmd_wait;	/* woken by CMD_DONE events */
@@ -176,6 +182,7 @@ struct npfnic_ib_dev {
 	struct ida pd_ida;
 	struct ida cq_ida;
 	struct ida qp_ida;		/* QPNs */
+	unsigned long gsi_busy;		/* bit 0: QP 1, the GSI QP, exists */
 	struct ida srq_ida;		/* SRQNs */
 	struct ida mr_ida;		/* MR key indices */
 	atomic_t mr_gen;		/* the low byte of every new key */
@@ -224,17 +231,21 @@ struct npfnic_ib_pd {
 
 /*
  * An address handle: librxe copies its vector into each UD send entry,
- * so the device holds nothing for it and it has no number.
+ * so the device holds nothing for it and it has no number. A kernel
+ * consumer's vector is kept here, and post_send copies it likewise.
  */
 struct npfnic_ib_ah {
 	struct ib_ah ibah;
+	bool kernel;			/* av is filled: created with no udata */
+	struct rxe_av av;
 };
 
 /*
- * A buffer user space maps (an rxe queue): DMA-coherent, physically
- * contiguous, owned by its mmap entry. Destroying the queue's object
- * removes the entry; the buffer goes in mmap_free, once no mapping of it
- * is left (or the core zapped them all on disassociation).
+ * The buffer of an rxe queue: DMA-coherent, physically contiguous. A user
+ * queue's is owned by its mmap entry: destroying the queue's object
+ * removes the entry, and the buffer goes in mmap_free, once no mapping of
+ * it is left (or the core zapped them all on disassociation). A kernel
+ * queue's (not mapped) goes when its object is destroyed.
  */
 struct npfnic_ib_mmap {
 	struct rdma_user_mmap_entry rdma;
@@ -242,6 +253,7 @@ struct npfnic_ib_mmap {
 	void *cpu;
 	dma_addr_t dma;
 	size_t size;			/* page aligned */
+	bool mapped;			/* rdma is in a user context's mmap table */
 	bool leaked;			/* the device may still use it: never freed */
 };
 
@@ -255,9 +267,15 @@ struct npfnic_ib_queue {
 	u8 log2_elem_size;
 };
 
+/*
+ * A completion queue; a kernel consumer's (kernel) is polled by the
+ * driver, under lock, which covers the queue's consumer index.
+ */
 struct npfnic_ib_cq {
 	struct ib_cq ibcq;
 	u32 cqn;
+	bool kernel;
+	spinlock_t lock;		/* a kernel CQ's consumer index */
 	struct npfnic_ib_queue q;
 };
 
@@ -268,6 +286,8 @@ struct npfnic_ib_cq {
 struct npfnic_ib_srq {
 	struct ib_srq ibsrq;
 	struct mutex lock;		/* limit changes (MODIFY_SRQ) */
+	bool kernel;			/* the driver posts to it (post_srq_recv) */
+	spinlock_t rq_lock;		/* a kernel SRQ's producer index */
 	u32 srqn;
 	struct npfnic_ib_queue q;
 	u32 max_wr;			/* entries the queue holds */
@@ -276,9 +296,17 @@ struct npfnic_ib_srq {
 	u32 mods;			/* MODIFY_SRQs sent: the arm the device numbers events by */
 };
 
+/*
+ * A queue pair. A kernel consumer's (kernel) has its queues posted to by
+ * the driver: sq_lock and rq_lock cover their producer indices, and may
+ * be taken with interrupts off (ib_mad posts under its own spinlock).
+ */
 struct npfnic_ib_qp {
 	struct ib_qp ibqp;
 	struct mutex lock;		/* attr */
+	bool kernel;
+	spinlock_t sq_lock;		/* a kernel QP's send queue producer index */
+	spinlock_t rq_lock;		/* its receive queue's */
 	struct npfnic_ib_queue sq;
 	struct npfnic_ib_queue rq;	/* none on an SRQ */
 	struct ib_qp_cap cap;		/* what the queues hold (no receives on an SRQ) */
@@ -292,6 +320,7 @@ struct npfnic_ib_qp {
 struct npfnic_ib_mr {
 	struct ib_mr ibmr;
 	struct ib_umem *umem;		/* NULL: the kernel's DMA MR */
+	bool physical;			/* the DMA MR, registered (REG_MR FLAG_PHYSICAL) */
 	struct npfnic_ib_ucontext *uc;	/* whose address space maps it */
 	struct npfnic_ib_dev *dev;
 	u32 index;			/* key >> 8 */
@@ -361,6 +390,7 @@ struct npfnic_ib_cmd {
 			u32 pdn;
 			u32 pasid;
 			int access;
+			bool physical;		/* va is an IOVA, reached untranslated */
 			u64 va;
 			u64 length;
 		} mr;
@@ -403,6 +433,12 @@ static inline struct npfnic_ib_qp *to_npfnic_ib_qp(struct ib_qp *ibqp)
 static inline struct npfnic_ib_mr *to_npfnic_ib_mr(struct ib_mr *ibmr)
 {
 	return container_of(ibmr, struct npfnic_ib_mr, ibmr);
+}
+
+/* The GSI QP is a UD QP to the device, in every respect. */
+static inline bool npfnic_ib_qp_ud(const struct ib_qp *ibqp)
+{
+	return ibqp->qp_type == IB_QPT_UD || ibqp->qp_type == IB_QPT_GSI;
 }
 
 /* npfnic_ib_cmd.c: the device's command and event queues, doorbells */

@@ -5,7 +5,9 @@
  * (completion events, QP, CQ and SRQ errors, SRQ limits, command
  * completions), the send queue and CQ arm doorbells, and the engine's
  * bring-up and quiesce. Shared receive queues (interface 2.7) are there
- * when the device has FEATURES.RDMA_SRQ.
+ * when the device has FEATURES.RDMA_SRQ; what kernel consumers need
+ * (interface 2.8: REG_MR's FLAG_PHYSICAL for the DMA MR, QP 1 as the GSI
+ * QP) when it has FEATURES.RDMA_KERNEL.
  *
  * Commands run one at a time (cmd_lock): the driver writes a 64-byte
  * entry with status PENDING and NPFNIC_RDMA_CMD_FLAG_EVENT, moves
@@ -104,11 +106,12 @@ static u32 npfnic_ib_hw_access(const struct npfnic_ib_hw *hw, u32 access, u32 ma
 
 /* ---- building one command ---- */
 
-/* CREATE_QP's flag for the QP's type: none for RC. */
+/* CREATE_QP's flag for the QP's type: none for RC; the GSI QP is a UD QP. */
 static u8 npfnic_ib_qp_type_flag(const struct npfnic_ib_qp *qp)
 {
 	switch (qp->ibqp.qp_type) {
 	case IB_QPT_UD:
+	case IB_QPT_GSI:
 		return NPFNIC_RDMA_CMD_FLAG_UD;
 	case IB_QPT_UC:
 		return NPFNIC_RDMA_CMD_FLAG_UC;
@@ -189,7 +192,7 @@ static void npfnic_ib_fill_modify_qp(const struct npfnic_ib_hw *hw,
 	c->max_rd_atomic = a->max_rd_atomic;
 	c->max_dest_rd_atomic = a->max_dest_rd_atomic;
 	c->access = cpu_to_le32(npfnic_ib_hw_access(hw, a->qp_access_flags, remote));
-	if (qp->ibqp.qp_type == IB_QPT_UD)
+	if (npfnic_ib_qp_ud(&qp->ibqp))
 		((struct npfnic_rdma_cmd_modify_qp_ud *)c)->qkey = cpu_to_le32(a->qkey);
 	else
 		c->dest_qpn = cpu_to_le32(a->dest_qp_num);
@@ -240,6 +243,8 @@ static void npfnic_ib_fill(struct npfnic_ib_hw *hw, struct npfnic_rdma_cmd *e,
 	case NPFNIC_IB_CMD_REG_MR: {
 		struct npfnic_rdma_cmd_reg_mr *c = (void *)e;
 
+		if (cmd->mr.physical)
+			c->flags |= NPFNIC_RDMA_CMD_FLAG_PHYSICAL;
 		c->pd = cpu_to_le32(cmd->mr.pdn);
 		c->va = cpu_to_le64(cmd->mr.va);
 		c->length = cpu_to_le64(cmd->mr.length);
@@ -714,6 +719,8 @@ int npfnic_ib_hw_init(struct npfnic_ib_dev *dev)
 	hw->srq = nic->features & NPFNIC_FEAT_RDMA_SRQ;
 	hw->ud = nic->features & NPFNIC_FEAT_RDMA_UD;
 	hw->uc = nic->features & NPFNIC_FEAT_RDMA_UC;
+	/* The GSI QP is a UD QP: no kernel verbs without UD. */
+	hw->kernel = hw->ud && (nic->features & NPFNIC_FEAT_RDMA_KERNEL);
 	iowrite32(NPFNIC_RDMA_CTRL_ENABLE, nic->bar0 + NPFNIC_REG_RDMA_CTRL);
 	WRITE_ONCE(hw->enabled, true);
 	iowrite32(1, nic->bar0 + NPFNIC_REG_EQ_ARM);

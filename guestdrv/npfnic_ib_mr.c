@@ -21,6 +21,12 @@
  * the device's page requests for its PASID fill them (npfnic_ib_odp.c).
  * Pinned and ODP MRs of one context may not overlap.
  *
+ * Kernel consumers address memory by DMA address (ib_dma_map_*), with
+ * their PD's local_dma_lkey: the PD's DMA MR (get_dma_mr), which the
+ * device registers with FLAG_PHYSICAL (FEATURES.RDMA_KERNEL) over every
+ * IOVA below NPFNIC_IB_MAX_MR_SIZE and reaches as it reaches the rings,
+ * untranslated. No page of it is the driver's to pin or map.
+ *
  * The PASID table entry of a context points at its tables for the
  * context's life (npfnic_ib_ats.c); a dereg drops the MR's translations
  * with an invalidation before its pages are unpinned. The device reaches
@@ -228,18 +234,58 @@ static u32 npfnic_ib_mr_key(struct npfnic_ib_dev *dev, u32 index)
 }
 
 /*
- * The kernel's DMA MR of every PD (ib_alloc_pd asks for one, ib_mad's
- * included): no kernel consumer can post work on npfnic, so it stays a
- * key that names nothing.
+ * The kernel's DMA MR of a PD (ib_alloc_pd asks for one, ib_mad's
+ * included, and makes its lkey the PD's local_dma_lkey): a physical MR
+ * over the IOVAs the device can be given. Without FEATURES.RDMA_KERNEL no
+ * kernel consumer can post work, and it stays a key that names nothing.
  */
 struct ib_mr *npfnic_ib_get_dma_mr(struct ib_pd *ibpd, int access)
 {
-	struct npfnic_ib_mr *mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	struct npfnic_ib_dev *dev = to_npfnic_ib_dev(ibpd->device);
+	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_REG_MR };
+	struct npfnic_ib_mr *mr;
+	int id, err;
 
+	if (access & IB_ACCESS_ON_DEMAND)
+		return ERR_PTR(-EINVAL);
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
+	mr->dev = dev;
 	mr->access = access;
+	INIT_LIST_HEAD(&mr->odp_node);
+	if (!dev->hw.kernel)
+		return &mr->ibmr;
+	id = ida_alloc_range(&dev->mr_ida, 1, NPFNIC_IB_MAX_MR, GFP_KERNEL);
+	if (id < 0) {
+		err = id == -ENOSPC ? -ENOMEM : id;
+		goto err_mr;
+	}
+	mr->index = id;
+	mr->length = NPFNIC_IB_MAX_MR_SIZE;
+	mr->ibmr.lkey = npfnic_ib_mr_key(dev, mr->index);
+	mr->ibmr.rkey = mr->ibmr.lkey;
+	mr->ibmr.length = mr->length;
+
+	cmd.mr.key = mr->ibmr.lkey;
+	cmd.mr.pdn = to_npfnic_ib_pd(ibpd)->pdn;
+	cmd.mr.access = access;
+	cmd.mr.physical = true;
+	cmd.mr.va = 0;
+	cmd.mr.length = mr->length;
+	err = npfnic_ib_cmd(dev, &cmd);
+	if (err) {
+		/* A REG_MR without an answer may have reached the device: its key stays taken. */
+		if (err != -ETIMEDOUT)
+			ida_free(&dev->mr_ida, mr->index);
+		goto err_mr;
+	}
+	mr->physical = true;
 	return &mr->ibmr;
+
+err_mr:
+	kfree(mr);
+	return ERR_PTR(err);
 }
 
 struct ib_mr *npfnic_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 va,
@@ -347,6 +393,21 @@ int npfnic_ib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_DEREG_MR };
 	int err;
 
+	if (mr->physical) {
+		/*
+		 * The memory is the consumers'; a device that did not let go
+		 * of the key keeps it (and the remove path reports it).
+		 */
+		cmd.mr.key = ibmr->lkey;
+		err = npfnic_ib_cmd(dev, &cmd);
+		if (err)
+			dev_warn(&dev->nic->pdev->dev, "DMA MR %#x not released by the device (%d)\n",
+				 ibmr->lkey, err);
+		else
+			ida_free(&dev->mr_ida, mr->index);
+		kfree(mr);
+		return 0;
+	}
 	if (!mr->umem) {
 		kfree(mr);
 		return 0;

@@ -30,8 +30,17 @@
  *
  * librxe posts receives and polls completions in user space with no
  * system call; a send is the entry, the producer index, then a POST_SEND
- * with no work requests, which becomes the QP's doorbell here. Kernel
- * consumers get no CQs, SRQs or QPs: there is no kernel datapath.
+ * with no work requests, which becomes the QP's doorbell here.
+ *
+ * Kernel consumers (udata NULL; FEATURES.RDMA_KERNEL) get the same queues
+ * in kernel memory, not mapped, and the driver plays librxe's part:
+ * post_send, post_recv and post_srq_recv write the entries (SGEs hold DMA
+ * addresses under the PD's DMA MR, a UD send carries its address handle's
+ * vector) and move the producer index, a send then rings SQ_DOORBELL;
+ * poll_cq turns the device's completions into struct ib_wc and moves the
+ * consumer index. The MAD layer posts under its own spinlock, so these
+ * paths never sleep: each queue's producer has a spinlock, each CQ's
+ * consumer too. QP 1 is the GSI QP, which the device runs as a UD QP.
  *
  * A shared receive queue (FEATURES.RDMA_SRQ) is a receive queue of its
  * own, laid out and mapped as a QP's, that librxe posts to; the QPs
@@ -56,10 +65,22 @@ static struct device *npfnic_ib_dma_dev(struct npfnic_ib_dev *dev)
 	return &dev->nic->pdev->dev;
 }
 
+/* A queue buffer no mapping and no device uses any more. */
+static void npfnic_ib_buf_free(struct npfnic_ib_mmap *mm)
+{
+	if (mm->leaked)
+		dev_warn(mm->dma_dev, "a queue the device did not release: %zu bytes leaked\n",
+			 mm->size);
+	else
+		dma_free_coherent(mm->dma_dev, mm->size, mm->cpu, mm->dma);
+	kfree(mm);
+}
+
 /*
  * Allocates a queue of at least *entries entries (*entries >= 1) of
- * elem_size bytes and inserts its mmap entry in uc; *entries becomes what
- * the queue holds. The mminfo for user space goes to *mi.
+ * elem_size bytes; *entries becomes what the queue holds. A user queue's
+ * mmap entry goes into uc, and the mminfo for user space to *mi; a kernel
+ * queue (uc NULL) is not mapped.
  */
 static int npfnic_ib_queue_init(struct npfnic_ib_dev *dev, struct ib_ucontext *uc,
 				struct npfnic_ib_queue *q, u32 *entries, size_t elem_size,
@@ -92,9 +113,15 @@ static int npfnic_ib_queue_init(struct npfnic_ib_dev *dev, struct ib_ucontext *u
 		err = -EOPNOTSUPP;
 		goto err_free;
 	}
-	err = rdma_user_mmap_entry_insert(uc, &mm->rdma, mm->size);
-	if (err)
-		goto err_free;
+	if (uc) {
+		err = rdma_user_mmap_entry_insert(uc, &mm->rdma, mm->size);
+		if (err)
+			goto err_free;
+		mm->mapped = true;
+		mi->offset = rdma_user_mmap_get_offset(&mm->rdma);
+		mi->size = mm->size;
+		mi->pad = 0;
+	}
 	q->mm = mm;
 	q->buf = mm->cpu;
 	q->dma = mm->dma;
@@ -102,9 +129,6 @@ static int npfnic_ib_queue_init(struct npfnic_ib_dev *dev, struct ib_ucontext *u
 	q->log2_elem_size = log2;
 	q->buf->log2_elem_size = log2;
 	q->buf->index_mask = slots - 1;
-	mi->offset = rdma_user_mmap_get_offset(&mm->rdma);
-	mi->size = mm->size;
-	mi->pad = 0;
 	*entries = slots - 1;
 	return 0;
 
@@ -116,13 +140,17 @@ err_free:
 
 /*
  * The queue's owner is done with it; the buffer goes with its last
- * mapping, or never when the device did not confirm it stopped using it.
+ * mapping (at once for a kernel queue), or never when the device did not
+ * confirm it stopped using it.
  */
 static void npfnic_ib_queue_release(struct npfnic_ib_queue *q, bool leak)
 {
 	if (q->mm) {
 		q->mm->leaked = leak;
-		rdma_user_mmap_entry_remove(&q->mm->rdma);
+		if (q->mm->mapped)
+			rdma_user_mmap_entry_remove(&q->mm->rdma);
+		else
+			npfnic_ib_buf_free(q->mm);
 	}
 	memset(q, 0, sizeof(*q));
 }
@@ -145,14 +173,36 @@ int npfnic_ib_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma)
 
 void npfnic_ib_mmap_free(struct rdma_user_mmap_entry *entry)
 {
-	struct npfnic_ib_mmap *mm = container_of(entry, struct npfnic_ib_mmap, rdma);
+	npfnic_ib_buf_free(container_of(entry, struct npfnic_ib_mmap, rdma));
+}
 
-	if (mm->leaked)
-		dev_warn(mm->dma_dev, "a queue the device did not release: %zu bytes leaked\n",
-			 mm->size);
-	else
-		dma_free_coherent(mm->dma_dev, mm->size, mm->cpu, mm->dma);
-	kfree(mm);
+/* ---- a kernel queue's producer and consumer: the driver's ---- */
+
+static void *npfnic_ib_slot(const struct npfnic_ib_queue *q, u32 index)
+{
+	return q->buf->data + ((size_t)(index & (q->slots - 1)) << q->log2_elem_size);
+}
+
+/*
+ * Whether the producer may fill slot prod: not when the next one is the
+ * device's consumer index (one slot stays empty). *cons caches that
+ * index, which is read again only when the queue looks full.
+ */
+static bool npfnic_ib_queue_room(const struct npfnic_ib_queue *q, u32 prod, u32 *cons)
+{
+	u32 mask = q->slots - 1;
+
+	if (((prod + 1) & mask) != (*cons & mask))
+		return true;
+	*cons = READ_ONCE(q->buf->consumer_index);
+	return ((prod + 1) & mask) != (*cons & mask);
+}
+
+/* The entries before prod are written: the device may take them. */
+static void npfnic_ib_queue_publish(struct npfnic_ib_queue *q, u32 prod)
+{
+	dma_wmb();
+	WRITE_ONCE(q->buf->producer_index, prod & (q->slots - 1));
 }
 
 /* ---- CQs ---- */
@@ -161,7 +211,7 @@ int npfnic_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 			struct ib_udata *udata)
 {
 	struct npfnic_ib_dev *dev = to_npfnic_ib_dev(ibcq->device);
-	struct npfnic_ib_ucontext *uc;
+	struct npfnic_ib_ucontext *uc = NULL;
 	struct npfnic_ib_cq *cq = to_npfnic_ib_cq(ibcq);
 	struct rxe_create_cq_resp resp = {};
 	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_CREATE_CQ };
@@ -169,20 +219,24 @@ int npfnic_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	u32 entries;
 	int id, err;
 
-	if (!udata)
+	if (!udata && !dev->hw.kernel)
 		return -EOPNOTSUPP;
 	if (attr->flags)
 		return -EOPNOTSUPP;
-	if (attr->cqe <= 0 || attr->cqe > NPFNIC_IB_MAX_CQE || udata->outlen < sizeof(resp))
+	if (attr->cqe <= 0 || attr->cqe > NPFNIC_IB_MAX_CQE ||
+	    (udata && udata->outlen < sizeof(resp)))
 		return -EINVAL;
-	uc = rdma_udata_to_drv_context(udata, struct npfnic_ib_ucontext, ibuc);
+	if (udata)
+		uc = rdma_udata_to_drv_context(udata, struct npfnic_ib_ucontext, ibuc);
+	cq->kernel = !udata;
+	spin_lock_init(&cq->lock);
 	id = ida_alloc_range(&dev->cq_ida, 0, NPFNIC_IB_MAX_CQ - 1, GFP_KERNEL);
 	if (id < 0)
 		return id == -ENOSPC ? -ENOMEM : id;
 	cq->cqn = id;
 	entries = attr->cqe;
-	err = npfnic_ib_queue_init(dev, &uc->ibuc, &cq->q, &entries, NPFNIC_IB_CQE_SIZE,
-				   &resp.mi);
+	err = npfnic_ib_queue_init(dev, uc ? &uc->ibuc : NULL, &cq->q, &entries,
+				   NPFNIC_IB_CQE_SIZE, &resp.mi);
 	if (err)
 		goto err_id;
 	cmd.cq.cqn = cq->cqn;
@@ -192,9 +246,11 @@ int npfnic_ib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		leak = err == -ETIMEDOUT;
 		goto err_queue;
 	}
-	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
-	if (err)
-		goto err_cmd;
+	if (udata) {
+		err = ib_copy_to_udata(udata, &resp, sizeof(resp));
+		if (err)
+			goto err_cmd;
+	}
 	err = xa_err(xa_store_irq(&dev->cqs, cq->cqn, cq, GFP_KERNEL));
 	if (err)
 		goto err_cmd;
@@ -230,20 +286,112 @@ int npfnic_ib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 	return 0;
 }
 
-/* librxe's ibv_req_notify_cq: the device posts the CQ's event once (CQ_ARM). */
+/*
+ * librxe's ibv_req_notify_cq, and the kernel's: the device posts the CQ's
+ * event once (CQ_ARM), at once if completions wait unconsumed when the
+ * arm arrives. A kernel consumer asking for missed events learns whether
+ * any wait already, so that it polls again rather than waiting for the
+ * event.
+ */
 int npfnic_ib_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 {
 	struct npfnic_ib_cq *cq = to_npfnic_ib_cq(ibcq);
+	u32 mask = cq->q.slots - 1;
 
 	npfnic_ib_cq_arm(to_npfnic_ib_dev(ibcq->device), cq->cqn,
 			 (flags & IB_CQ_SOLICITED_MASK) == IB_CQ_SOLICITED);
-	return 0;
+	if (!cq->kernel || !(flags & IB_CQ_REPORT_MISSED_EVENTS))
+		return 0;
+	return (READ_ONCE(cq->q.buf->producer_index) & mask) !=
+	       (READ_ONCE(cq->q.buf->consumer_index) & mask);
 }
 
-/* Only kernel consumers poll through here, and they have no CQs. */
+static bool npfnic_ib_wc_opcode_ok(u32 opcode)
+{
+	switch (opcode) {
+	case IB_WC_SEND:
+	case IB_WC_RDMA_WRITE:
+	case IB_WC_RDMA_READ:
+	case IB_WC_COMP_SWAP:
+	case IB_WC_FETCH_ADD:
+	case IB_WC_RECV:
+	case IB_WC_RECV_RDMA_WITH_IMM:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * A kernel CQ's entry as the consumer's work completion (qps' lock held):
+ * false for one of no kernel QP on this CQ (destroyed, or device input
+ * naming another), which is consumed unreported. The values of struct
+ * ib_uverbs_wc are the kernel's own; a UD receive's GRH area holds an
+ * IPv4 header, which the core reads as RoCEv2's (ib_init_ah_attr_from_wc).
+ */
+static bool npfnic_ib_cqe_to_wc(struct npfnic_ib_dev *dev, struct npfnic_ib_cq *cq,
+				const struct ib_uverbs_wc *e, struct ib_wc *wc)
+{
+	struct npfnic_ib_qp *qp = xa_load(&dev->qps, READ_ONCE(e->qp_num));
+
+	if (!qp || !qp->kernel ||
+	    (qp->ibqp.send_cq != &cq->ibcq && qp->ibqp.recv_cq != &cq->ibcq))
+		return false;
+	memset(wc, 0, sizeof(*wc));
+	wc->wr_id = READ_ONCE(e->wr_id);
+	wc->status = READ_ONCE(e->status);
+	wc->opcode = READ_ONCE(e->opcode);
+	if (wc->status > IB_WC_GENERAL_ERR ||
+	    (wc->status == IB_WC_SUCCESS && !npfnic_ib_wc_opcode_ok(wc->opcode)))
+		wc->status = IB_WC_GENERAL_ERR;
+	wc->vendor_err = READ_ONCE(e->vendor_err);
+	wc->byte_len = READ_ONCE(e->byte_len);
+	wc->qp = &qp->ibqp;
+	wc->ex.imm_data = READ_ONCE(e->ex.imm_data);
+	wc->src_qp = READ_ONCE(e->src_qp) & 0xffffff;
+	wc->wc_flags = READ_ONCE(e->wc_flags) & (IB_WC_GRH | IB_WC_WITH_IMM);
+	wc->port_num = 1;
+	if ((wc->wc_flags & IB_WC_GRH) && npfnic_ib_qp_ud(&qp->ibqp)) {
+		wc->wc_flags |= IB_WC_WITH_NETWORK_HDR_TYPE;
+		wc->network_hdr_type = RDMA_NETWORK_IPV4;
+	}
+	return true;
+}
+
+/*
+ * A kernel consumer's poll: the device writes an entry, then the producer
+ * index; the driver reads the index, the entries (dma_rmb between), and
+ * moves the consumer index once it read them (dma_mb: the device may
+ * write a slot again as soon as it sees it free). User CQs are librxe's.
+ */
 int npfnic_ib_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 {
-	return -EOPNOTSUPP;
+	struct npfnic_ib_dev *dev = to_npfnic_ib_dev(ibcq->device);
+	struct npfnic_ib_cq *cq = to_npfnic_ib_cq(ibcq);
+	u32 mask = cq->q.slots - 1, cons, prod, first;
+	unsigned long flags;
+	int n = 0;
+
+	if (!cq->kernel)
+		return -EOPNOTSUPP;
+	spin_lock_irqsave(&cq->lock, flags);
+	cons = cq->q.buf->consumer_index & mask;
+	first = cons;
+	prod = READ_ONCE(cq->q.buf->producer_index) & mask;
+	dma_rmb();
+	xa_lock(&dev->qps);
+	while (n < num_entries && cons != prod) {
+		if (npfnic_ib_cqe_to_wc(dev, cq, npfnic_ib_slot(&cq->q, cons), &wc[n]))
+			n++;
+		cons = (cons + 1) & mask;
+	}
+	xa_unlock(&dev->qps);
+	if (cons != first) {
+		dma_mb();
+		WRITE_ONCE(cq->q.buf->consumer_index, cons);
+	}
+	spin_unlock_irqrestore(&cq->lock, flags);
+	return n;
 }
 
 /* ---- receive queues: a QP's own, or an SRQ ---- */
@@ -254,12 +402,68 @@ static size_t npfnic_ib_recv_elem(u32 max_sge)
 	return sizeof(struct rxe_recv_wqe) + max_sge * sizeof(struct rxe_sge);
 }
 
+/*
+ * A kernel consumer's receives into a QP's receive queue or an SRQ, as
+ * librxe writes them: the entries, then the producer index. No doorbell:
+ * the device takes an entry when a message arrives. -ENOMEM: full.
+ */
+static int npfnic_ib_post_recv_queue(struct npfnic_ib_queue *q, spinlock_t *lock, u32 max_sge,
+				     const struct ib_recv_wr *wr,
+				     const struct ib_recv_wr **bad_wr)
+{
+	u32 prod, start, cons;
+	unsigned long flags;
+	int err = 0;
+
+	spin_lock_irqsave(lock, flags);
+	start = q->buf->producer_index & (q->slots - 1);
+	prod = start;
+	cons = READ_ONCE(q->buf->consumer_index);
+	for (; wr; wr = wr->next) {
+		struct rxe_recv_wqe *wqe;
+		u64 length = 0;
+		int i;
+
+		if (wr->num_sge < 0 || wr->num_sge > max_sge) {
+			err = -EINVAL;
+			break;
+		}
+		if (!npfnic_ib_queue_room(q, prod, &cons)) {
+			err = -ENOMEM;
+			break;
+		}
+		wqe = npfnic_ib_slot(q, prod);
+		memset(wqe, 0, sizeof(*wqe));
+		wqe->wr_id = wr->wr_id;
+		for (i = 0; i < wr->num_sge; i++) {
+			wqe->dma.sge[i].addr = wr->sg_list[i].addr;
+			wqe->dma.sge[i].length = wr->sg_list[i].length;
+			wqe->dma.sge[i].lkey = wr->sg_list[i].lkey;
+			length += wr->sg_list[i].length;
+		}
+		if (length > NPFNIC_IB_MAX_MSG) {
+			err = -EINVAL;
+			break;
+		}
+		wqe->dma.length = length;
+		wqe->dma.resid = length;
+		wqe->dma.num_sge = wr->num_sge;
+		prod++;
+	}
+	if (prod != start)
+		npfnic_ib_queue_publish(q, prod);
+	spin_unlock_irqrestore(lock, flags);
+	if (err)
+		*bad_wr = wr;
+	return err;
+}
+
 /* ---- SRQs ---- */
 
 /*
- * Only user space gets SRQs (kernel consumers have no QPs), and only on a
- * device with FEATURES.RDMA_SRQ. The limit of the attributes is armed at
- * creation, as rdma_rxe does.
+ * SRQs need FEATURES.RDMA_SRQ, and for kernel consumers (posting through
+ * post_srq_recv) FEATURES.RDMA_KERNEL. The limit of the attributes is
+ * armed at creation, as rdma_rxe does.
  */
 int npfnic_ib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 			 struct ib_udata *udata)
@@ -268,20 +472,23 @@ int npfnic_ib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	struct npfnic_ib_srq *srq = to_npfnic_ib_srq(ibsrq);
 	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_CREATE_SRQ };
 	struct rxe_create_srq_resp resp = {};
-	struct npfnic_ib_ucontext *uc;
+	struct npfnic_ib_ucontext *uc = NULL;
 	bool leak = false;
 	u32 entries;
 	int id, err;
 
-	if (!udata || !dev->hw.srq)
+	if (!dev->hw.srq || (!udata && !dev->hw.kernel))
 		return -EOPNOTSUPP;
 	if (init->srq_type != IB_SRQT_BASIC)
 		return -EOPNOTSUPP;
 	if (!init->attr.max_wr || init->attr.max_wr > NPFNIC_IB_MAX_QP_WR ||
-	    init->attr.max_sge > NPFNIC_IB_MAX_SGE || udata->outlen < sizeof(resp))
+	    init->attr.max_sge > NPFNIC_IB_MAX_SGE || (udata && udata->outlen < sizeof(resp)))
 		return -EINVAL;
-	uc = rdma_udata_to_drv_context(udata, struct npfnic_ib_ucontext, ibuc);
+	if (udata)
+		uc = rdma_udata_to_drv_context(udata, struct npfnic_ib_ucontext, ibuc);
 	mutex_init(&srq->lock);
+	srq->kernel = !udata;
+	spin_lock_init(&srq->rq_lock);
 	srq->max_sge = max_t(u32, init->attr.max_sge, 1);
 	entries = init->attr.max_wr;
 
@@ -289,7 +496,7 @@ int npfnic_ib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	if (id < 0)
 		return id == -ENOSPC ? -ENOMEM : id;
 	srq->srqn = id;
-	err = npfnic_ib_queue_init(dev, &uc->ibuc, &srq->q, &entries,
+	err = npfnic_ib_queue_init(dev, uc ? &uc->ibuc : NULL, &srq->q, &entries,
 				   npfnic_ib_recv_elem(srq->max_sge), &resp.mi);
 	if (err)
 		goto err_id;
@@ -311,9 +518,11 @@ int npfnic_ib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 		goto err_queue;
 	}
 	resp.srq_num = srq->srqn;
-	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
-	if (err)
-		goto err_cmd;
+	if (udata) {
+		err = ib_copy_to_udata(udata, &resp, sizeof(resp));
+		if (err)
+			goto err_cmd;
+	}
 	err = xa_err(xa_store_irq(&dev->srqs, srq->srqn, srq, GFP_KERNEL));
 	if (err)
 		goto err_cmd;
@@ -406,40 +615,65 @@ int npfnic_ib_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 	return 0;
 }
 
-/* User space posts to its SRQs itself; kernel consumers have none. */
+/* User space posts to its SRQs itself; the driver to a kernel consumer's. */
 int npfnic_ib_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 			    const struct ib_recv_wr **bad_wr)
 {
-	*bad_wr = wr;
-	return -EOPNOTSUPP;
+	struct npfnic_ib_srq *srq = to_npfnic_ib_srq(ibsrq);
+
+	if (!srq->kernel) {
+		*bad_wr = wr;
+		return -EOPNOTSUPP;
+	}
+	return npfnic_ib_post_recv_queue(&srq->q, &srq->rq_lock, srq->max_sge, wr, bad_wr);
 }
 
 /* ---- address handles ---- */
 
 /*
  * librxe resolves the vector (destination MAC, source address) itself and
- * copies it into each send entry, so an address handle is only checked
- * here: RoCEv2 over IPv4 is all the device sends. It has no number
- * (ah_num 0 in the response). Kernel consumers have no UD QPs to use one.
+ * copies it into each send entry, so a user address handle is only
+ * checked here: RoCEv2 over IPv4 is all the device sends. It has no
+ * number (ah_num 0 in the response). A kernel consumer's (the MAD
+ * layer's, ib_cm's) keeps the vector the core resolved (the destination
+ * MAC included), which post_send copies into each entry: nothing here
+ * sleeps, as RDMA_CREATE_AH_SLEEPABLE may be clear.
  */
 int npfnic_ib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
 			struct ib_udata *udata)
 {
 	struct npfnic_ib_dev *dev = to_npfnic_ib_dev(ibah->device);
+	struct npfnic_ib_ah *ah = container_of(ibah, struct npfnic_ib_ah, ibah);
 	const struct rdma_ah_attr *attr = init->ah_attr;
 	struct rxe_create_ah_resp resp = {};
 	const struct ib_global_route *grh;
+	struct rxe_av *av = &ah->av;
 
-	if (!udata || !dev->hw.ud)
+	if (!dev->hw.ud || (!udata && !dev->hw.kernel))
 		return -EOPNOTSUPP;
-	if (!(rdma_ah_get_ah_flags(attr) & IB_AH_GRH))
+	if (attr->type != RDMA_AH_ATTR_TYPE_ROCE || !(rdma_ah_get_ah_flags(attr) & IB_AH_GRH))
 		return -EINVAL;
 	grh = rdma_ah_read_grh(attr);
 	if (!grh->sgid_attr || grh->sgid_attr->gid_type != IB_GID_TYPE_ROCE_UDP_ENCAP ||
 	    !ipv6_addr_v4mapped((const struct in6_addr *)grh->dgid.raw))
 		return -EINVAL;
-	if (udata->outlen >= sizeof(resp))
-		return ib_copy_to_udata(udata, &resp, sizeof(resp));
+	if (udata) {
+		if (udata->outlen >= sizeof(resp))
+			return ib_copy_to_udata(udata, &resp, sizeof(resp));
+		return 0;
+	}
+	if (grh->sgid_attr->index >= NPFNIC_IB_GID_TBL_LEN ||
+	    !ipv6_addr_v4mapped((const struct in6_addr *)grh->sgid_attr->gid.raw))
+		return -EINVAL;
+	ah->kernel = true;
+	av->port_num = 1;
+	av->network_type = RXE_NETWORK_TYPE_IPV4;
+	memcpy(av->dmac, attr->roce.dmac, ETH_ALEN);
+	memcpy(av->grh.dgid.raw, grh->dgid.raw, sizeof(av->grh.dgid.raw));
+	av->grh.flow_label = grh->flow_label;
+	av->grh.sgid_index = grh->sgid_attr->index;
+	av->grh.hop_limit = grh->hop_limit;
+	av->grh.traffic_class = grh->traffic_class;
 	return 0;
 }
 
@@ -457,11 +691,17 @@ static size_t npfnic_ib_sq_elem(const struct ib_qp_cap *cap)
 	       max_t(size_t, cap->max_send_sge * sizeof(struct rxe_sge), cap->max_inline_data);
 }
 
-/* With an SRQ the receive capabilities are ignored, as the verbs have it. */
-static int npfnic_ib_check_cap(const struct npfnic_ib_hw *hw, struct ib_qp_init_attr *init)
+/*
+ * With an SRQ the receive capabilities are ignored, as the verbs have it.
+ * Kernel consumers need FEATURES.RDMA_KERNEL, and only they get the GSI QP.
+ */
+static int npfnic_ib_check_cap(const struct npfnic_ib_hw *hw, struct ib_qp_init_attr *init,
+			       bool kernel)
 {
 	struct ib_qp_cap *cap = &init->cap;
 
+	if (kernel && !hw->kernel)
+		return -EOPNOTSUPP;
 	switch (init->qp_type) {
 	case IB_QPT_RC:
 		break;
@@ -471,6 +711,10 @@ static int npfnic_ib_check_cap(const struct npfnic_ib_hw *hw, struct ib_qp_init_
 		break;
 	case IB_QPT_UC:
 		if (!hw->uc)
+			return -EOPNOTSUPP;
+		break;
+	case IB_QPT_GSI:
+		if (!kernel)
 			return -EOPNOTSUPP;
 		break;
 	default:
@@ -487,30 +731,62 @@ static int npfnic_ib_check_cap(const struct npfnic_ib_hw *hw, struct ib_qp_init_
 	return 0;
 }
 
+/* The QP's number: 1 for the GSI QP (one per device: one port), else from 16 on. */
+static int npfnic_ib_qpn_get(struct npfnic_ib_dev *dev, struct ib_qp *ibqp)
+{
+	int id;
+
+	if (ibqp->qp_type == IB_QPT_GSI) {
+		if (test_and_set_bit(0, &dev->gsi_busy))
+			return -EBUSY;
+		ibqp->qp_num = 1;
+		return 0;
+	}
+	id = ida_alloc_range(&dev->qp_ida, NPFNIC_IB_QPN_BASE,
+			     NPFNIC_IB_QPN_BASE + NPFNIC_IB_MAX_QP - 1, GFP_KERNEL);
+	if (id < 0)
+		return id == -ENOSPC ? -ENOMEM : id;
+	ibqp->qp_num = id;
+	return 0;
+}
+
+static void npfnic_ib_qpn_put(struct npfnic_ib_dev *dev, struct ib_qp *ibqp)
+{
+	if (ibqp->qp_type == IB_QPT_GSI)
+		clear_bit(0, &dev->gsi_busy);
+	else
+		ida_free(&dev->qp_ida, ibqp->qp_num);
+}
+
 int npfnic_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata)
 {
 	struct npfnic_ib_dev *dev = to_npfnic_ib_dev(ibqp->device);
 	struct npfnic_ib_qp *qp = to_npfnic_ib_qp(ibqp);
 	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_CREATE_QP };
 	struct rxe_create_qp_resp resp = {};
-	struct npfnic_ib_ucontext *uc;
+	struct npfnic_ib_ucontext *uc = NULL;
+	struct ib_ucontext *ibuc = NULL;
 	bool leak = false;
 	struct ib_qp_cap cap;
 	u32 sq_wr, rq_wr;
-	int id, err;
+	int err;
 
-	if (!udata)
-		return -EOPNOTSUPP;
-	if (udata->inlen || udata->outlen < sizeof(resp))
+	if (udata && (udata->inlen || udata->outlen < sizeof(resp)))
 		return -EINVAL;
-	err = npfnic_ib_check_cap(&dev->hw, init);
+	err = npfnic_ib_check_cap(&dev->hw, init, !udata);
 	if (err)
 		return err;
 	/* The device checks it too: a QP receives into MRs of its SRQ's PD. */
 	if (init->srq && init->srq->pd != ibqp->pd)
 		return -EINVAL;
-	uc = rdma_udata_to_drv_context(udata, struct npfnic_ib_ucontext, ibuc);
+	if (udata) {
+		uc = rdma_udata_to_drv_context(udata, struct npfnic_ib_ucontext, ibuc);
+		ibuc = &uc->ibuc;
+	}
 	mutex_init(&qp->lock);
+	qp->kernel = !udata;
+	spin_lock_init(&qp->sq_lock);
+	spin_lock_init(&qp->rq_lock);
 	/* As rdma_rxe: the slot fits the SGEs or the inline data, whichever is larger. */
 	cap = init->cap;
 	cap.max_send_sge = max_t(u32, max_t(u32, cap.max_send_sge, 1),
@@ -524,17 +800,15 @@ int npfnic_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct
 	sq_wr = max_t(u32, cap.max_send_wr, 1);
 	rq_wr = init->srq ? 0 : max_t(u32, cap.max_recv_wr, 1);
 
-	id = ida_alloc_range(&dev->qp_ida, NPFNIC_IB_QPN_BASE,
-			     NPFNIC_IB_QPN_BASE + NPFNIC_IB_MAX_QP - 1, GFP_KERNEL);
-	if (id < 0)
-		return id == -ENOSPC ? -ENOMEM : id;
-	ibqp->qp_num = id;
-	err = npfnic_ib_queue_init(dev, &uc->ibuc, &qp->sq, &sq_wr, npfnic_ib_sq_elem(&cap),
+	err = npfnic_ib_qpn_get(dev, ibqp);
+	if (err)
+		return err;
+	err = npfnic_ib_queue_init(dev, ibuc, &qp->sq, &sq_wr, npfnic_ib_sq_elem(&cap),
 				   &resp.sq_mi);
 	if (err)
 		goto err_id;
 	if (!init->srq) {
-		err = npfnic_ib_queue_init(dev, &uc->ibuc, &qp->rq, &rq_wr,
+		err = npfnic_ib_queue_init(dev, ibuc, &qp->rq, &rq_wr,
 					   npfnic_ib_recv_elem(cap.max_recv_sge), &resp.rq_mi);
 		if (err)
 			goto err_sq;
@@ -550,7 +824,7 @@ int npfnic_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct
 
 	cmd.qp.qpn = ibqp->qp_num;
 	cmd.qp.pdn = to_npfnic_ib_pd(ibqp->pd)->pdn;
-	cmd.qp.pasid = uc->pasid;
+	cmd.qp.pasid = uc ? uc->pasid : 0;
 	cmd.qp.send_cqn = to_npfnic_ib_cq(init->send_cq)->cqn;
 	cmd.qp.recv_cqn = to_npfnic_ib_cq(init->recv_cq)->cqn;
 	cmd.qp.qp = qp;
@@ -560,9 +834,11 @@ int npfnic_ib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct
 		leak = err == -ETIMEDOUT;
 		goto err_rq;
 	}
-	err = ib_copy_to_udata(udata, &resp, sizeof(resp));
-	if (err)
-		goto err_cmd;
+	if (udata) {
+		err = ib_copy_to_udata(udata, &resp, sizeof(resp));
+		if (err)
+			goto err_cmd;
+	}
 	err = xa_err(xa_store_irq(&dev->qps, ibqp->qp_num, qp, GFP_KERNEL));
 	if (err)
 		goto err_cmd;
@@ -577,7 +853,7 @@ err_rq:
 err_sq:
 	npfnic_ib_queue_release(&qp->sq, leak);
 err_id:
-	ida_free(&dev->qp_ida, ibqp->qp_num);
+	npfnic_ib_qpn_put(dev, ibqp);
 	return err;
 }
 
@@ -672,7 +948,7 @@ int npfnic_ib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	cmd.qp.qpn = ibqp->qp_num;
 	cmd.qp.mask = mask;
 	/* A UD QP's messages are bounded by the port's MTU, which the device takes from here. */
-	if (ibqp->qp_type == IB_QPT_UD && next != IB_QPS_RESET && next != IB_QPS_ERR) {
+	if (npfnic_ib_qp_ud(ibqp) && next != IB_QPS_RESET && next != IB_QPS_ERR) {
 		qp->attr.path_mtu = iboe_get_mtu(READ_ONCE(dev->netdev->mtu));
 		cmd.qp.mask |= IB_QP_PATH_MTU;
 	}
@@ -737,30 +1013,205 @@ int npfnic_ib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	leak = npfnic_ib_cmd(dev, &cmd);
 	npfnic_ib_queue_release(&qp->sq, leak);
 	npfnic_ib_queue_release(&qp->rq, leak);
-	ida_free(&dev->qp_ida, ibqp->qp_num);
+	npfnic_ib_qpn_put(dev, ibqp);
+	return 0;
+}
+
+/* ---- kernel consumers' work requests ---- */
+
+/* The operations each QP type may post, as the device runs them. */
+static int npfnic_ib_send_ok(const struct npfnic_ib_dev *dev, const struct npfnic_ib_qp *qp,
+			     const struct ib_send_wr *wr)
+{
+	bool inl = wr->send_flags & IB_SEND_INLINE;
+
+	switch (wr->opcode) {
+	case IB_WR_SEND:
+	case IB_WR_SEND_WITH_IMM:
+		return 0;
+	case IB_WR_RDMA_WRITE:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		return npfnic_ib_qp_ud(&qp->ibqp) ? -EINVAL : 0;
+	case IB_WR_RDMA_READ:
+		return qp->ibqp.qp_type != IB_QPT_RC || inl ? -EINVAL : 0;
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+		if (!dev->hw.atomics)
+			return -EOPNOTSUPP;
+		/* The original value returns into one 8-byte SGE. */
+		if (qp->ibqp.qp_type != IB_QPT_RC || inl || wr->num_sge != 1 ||
+		    wr->sg_list[0].length != sizeof(u64))
+			return -EINVAL;
+		return 0;
+	default:	/* REG_MR, LOCAL_INV, SEND_WITH_INV, LSO, ... */
+		return -EOPNOTSUPP;
+	}
+}
+
+/*
+ * A send entry, as librxe writes it (the fields the device reads; see
+ * the datasheet's struct rxe_send_wqe): the work request's opcode and
+ * flags have the same values, a UD send carries its address handle's
+ * vector, inline data is copied from the SGEs' kernel virtual addresses.
+ */
+static int npfnic_ib_fill_send(const struct npfnic_ib_dev *dev, const struct npfnic_ib_qp *qp,
+			       const struct ib_send_wr *wr, struct rxe_send_wqe *wqe)
+{
+	const int flags = IB_SEND_FENCE | IB_SEND_SIGNALED | IB_SEND_SOLICITED | IB_SEND_INLINE;
+	u64 length = 0;
+	int i, err;
+
+	err = npfnic_ib_send_ok(dev, qp, wr);
+	if (err)
+		return err;
+	if (wr->num_sge < 0 || wr->num_sge > qp->cap.max_send_sge)
+		return -EINVAL;
+	memset(wqe, 0, sizeof(*wqe));
+	wqe->wr.wr_id = wr->wr_id;
+	wqe->wr.opcode = wr->opcode;
+	wqe->wr.send_flags = wr->send_flags & flags;
+	switch (wr->opcode) {
+	case IB_WR_SEND_WITH_IMM:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		wqe->wr.ex.imm_data = wr->ex.imm_data;
+		break;
+	default:
+		break;
+	}
+	switch (wr->opcode) {
+	case IB_WR_RDMA_WRITE:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+	case IB_WR_RDMA_READ:
+		wqe->wr.wr.rdma.remote_addr = rdma_wr(wr)->remote_addr;
+		wqe->wr.wr.rdma.rkey = rdma_wr(wr)->rkey;
+		wqe->iova = rdma_wr(wr)->remote_addr;
+		break;
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+		wqe->wr.wr.atomic.remote_addr = atomic_wr(wr)->remote_addr;
+		wqe->wr.wr.atomic.compare_add = atomic_wr(wr)->compare_add;
+		wqe->wr.wr.atomic.swap = atomic_wr(wr)->swap;
+		wqe->wr.wr.atomic.rkey = atomic_wr(wr)->rkey;
+		wqe->iova = atomic_wr(wr)->remote_addr;
+		break;
+	default:	/* SENDs */
+		if (npfnic_ib_qp_ud(&qp->ibqp)) {
+			const struct ib_ud_wr *ud = ud_wr(wr);
+			const struct npfnic_ib_ah *ah;
+
+			if (!ud->ah)
+				return -EINVAL;
+			ah = container_of(ud->ah, struct npfnic_ib_ah, ibah);
+			if (!ah->kernel)
+				return -EINVAL;
+			wqe->wr.wr.ud.remote_qpn = ud->remote_qpn & 0xffffff;
+			wqe->wr.wr.ud.remote_qkey = ud->remote_qkey;
+			wqe->wr.wr.ud.pkey_index = ud->pkey_index;
+			wqe->wr.wr.ud.av = ah->av;
+		}
+		break;
+	}
+	if (wr->send_flags & IB_SEND_INLINE) {
+		for (i = 0; i < wr->num_sge; i++) {
+			u32 len = wr->sg_list[i].length;
+
+			if (length + len > qp->cap.max_inline_data)
+				return -EINVAL;
+			memcpy(wqe->dma.inline_data + length,
+			       (const void *)(uintptr_t)wr->sg_list[i].addr, len);
+			length += len;
+		}
+	} else {
+		for (i = 0; i < wr->num_sge; i++) {
+			wqe->dma.sge[i].addr = wr->sg_list[i].addr;
+			wqe->dma.sge[i].length = wr->sg_list[i].length;
+			wqe->dma.sge[i].lkey = wr->sg_list[i].lkey;
+			length += wr->sg_list[i].length;
+		}
+		wqe->dma.num_sge = wr->num_sge;
+	}
+	if (length > NPFNIC_IB_MAX_MSG)
+		return -EINVAL;
+	wqe->dma.length = length;
+	wqe->dma.resid = length;
 	return 0;
 }
 
 /*
+ * A kernel consumer's sends: the entries, the producer index, then
+ * SQ_DOORBELL. Before RTS nothing may be posted (the device would hold
+ * the entries until then; the verbs say it is an error); in the error
+ * state entries are flushed, as ib_drain_qp expects.
+ */
+static int npfnic_ib_post_send_kernel(struct npfnic_ib_dev *dev, struct npfnic_ib_qp *qp,
+				      const struct ib_send_wr *wr,
+				      const struct ib_send_wr **bad_wr)
+{
+	struct npfnic_ib_queue *q = &qp->sq;
+	u32 prod, start, cons;
+	unsigned long flags;
+	int err = 0;
+
+	if (READ_ONCE(qp->attr.qp_state) < IB_QPS_RTS) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
+	spin_lock_irqsave(&qp->sq_lock, flags);
+	start = q->buf->producer_index & (q->slots - 1);
+	prod = start;
+	cons = READ_ONCE(q->buf->consumer_index);
+	for (; wr; wr = wr->next) {
+		if (!npfnic_ib_queue_room(q, prod, &cons)) {
+			err = -ENOMEM;
+			break;
+		}
+		err = npfnic_ib_fill_send(dev, qp, wr, npfnic_ib_slot(q, prod));
+		if (err)
+			break;
+		prod++;
+	}
+	if (prod != start)
+		npfnic_ib_queue_publish(q, prod);
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
+	if (prod != start)
+		npfnic_ib_sq_doorbell(dev, qp->ibqp.qp_num);
+	if (err)
+		*bad_wr = wr;
+	return err;
+}
+
+/*
  * librxe's doorbell: the send queue entries are in place and the producer
- * index stored, then POST_SEND comes with no work request. Kernel work
- * requests have no queue to go to.
+ * index stored, then POST_SEND comes with no work request; a user QP takes
+ * no work request through here. A kernel consumer's go into its queue.
  */
 int npfnic_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 			const struct ib_send_wr **bad_wr)
 {
+	struct npfnic_ib_dev *dev = to_npfnic_ib_dev(ibqp->device);
+	struct npfnic_ib_qp *qp = to_npfnic_ib_qp(ibqp);
+
+	if (qp->kernel)
+		return npfnic_ib_post_send_kernel(dev, qp, wr, bad_wr);
 	if (wr) {
 		*bad_wr = wr;
 		return -EOPNOTSUPP;
 	}
-	npfnic_ib_sq_doorbell(to_npfnic_ib_dev(ibqp->device), ibqp->qp_num);
+	npfnic_ib_sq_doorbell(dev, ibqp->qp_num);
 	return 0;
 }
 
-/* User space posts receives itself; this is the kernel's way, and it has no QPs. */
+/* User space posts receives itself; a kernel consumer through here. */
 int npfnic_ib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 			const struct ib_recv_wr **bad_wr)
 {
-	*bad_wr = wr;
-	return -EOPNOTSUPP;
+	struct npfnic_ib_qp *qp = to_npfnic_ib_qp(ibqp);
+
+	/* A QP on an SRQ has no receive queue of its own. */
+	if (!qp->kernel || ibqp->srq || READ_ONCE(qp->attr.qp_state) == IB_QPS_RESET) {
+		*bad_wr = wr;
+		return qp->kernel ? -EINVAL : -EOPNOTSUPP;
+	}
+	return npfnic_ib_post_recv_queue(&qp->rq, &qp->rq_lock, qp->cap.max_recv_sge, wr,
+					 bad_wr);
 }

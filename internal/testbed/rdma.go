@@ -196,9 +196,10 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 
 // ConfigureRDMAGuest makes a running guest one end of an RDMA cable, as
 // StartRDMAPair does with its own: it loads the NIC's and RDMA drivers
-// (npfnic.ko for an npfnic guest, which must not have it loaded yet),
-// gives the interface ip/24, and finds the ibverbs device and its RoCEv2
-// GID index. npfnic boot -rdma-peer uses it for its console guest.
+// (npfnic.ko for an npfnic guest, which must not have it loaded yet) and
+// rdma_ucm (rdma_cm for librdmacm: rping, perftest -R), gives the
+// interface ip/24, and finds the ibverbs device and its RoCEv2 GID index.
+// npfnic boot -rdma-peer uses it for its console guest.
 func ConfigureRDMAGuest(ctx context.Context, v *vm.VM, kind RDMAKind, ip string) (*RDMAGuest, error) {
 	if _, err := ParseRDMAKind(string(kind)); err != nil {
 		return nil, err
@@ -210,8 +211,8 @@ func ConfigureRDMAGuest(ctx context.Context, v *vm.VM, kind RDMAKind, ip string)
 	return g, nil
 }
 
-// setUp loads the guest's NIC and RDMA drivers, addresses the link and
-// finds the ibverbs device.
+// setUp loads the guest's NIC and RDMA drivers and rdma_ucm, addresses
+// the link and finds the ibverbs device.
 func (g *RDMAGuest) setUp(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -227,6 +228,11 @@ func (g *RDMAGuest) setUp(ctx context.Context) error {
 		if err := g.findBDF(sctx); err != nil {
 			return err
 		}
+	}
+	// rdma_cm's user interface, after the device: rdma_cm finds it when
+	// it registers, ib_cm through ib_mad's GSI QP.
+	if err := g.VM.LoadModules(sctx, "rdma_ucm"); err != nil {
+		return err
 	}
 	// The guest's one NIC is the only interface with a device behind it.
 	ifname, err := g.shell(sctx, "for d in /sys/class/net/*; do if [ -e $d/device ]; then basename $d; fi; done")
