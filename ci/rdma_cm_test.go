@@ -3,6 +3,10 @@ package ci
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -218,6 +222,59 @@ func npfnicLogClean(t *testing.T, g *testbed.RDMAGuest) {
 	}
 }
 
+// kernelVerbs builds kverbsTestSource against the guest kernel's headers,
+// loads it in g, whose module then runs every check on g's device, and
+// checks its report: every check passed, and the kernel logged no warning.
+// It covers what the rdma_cm programs leave to user space: the kernel's
+// RC, UC and UD work requests of every opcode the device runs, inline
+// sends, kernel SRQs, CQ events and ib_drain_qp.
+func kernelVerbs(t *testing.T, g *testbed.RDMAGuest) {
+	t.Helper()
+	imgs := needImages(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "kverbs_test.c"), []byte(kverbsTestSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Kbuild"), []byte("obj-m := kverbs_test.o\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("make", "-C", imgs.Kernel.Headers, "M="+dir, "modules").CombinedOutput(); err != nil {
+		t.Fatalf("build kverbs_test.ko: %v\n%s", err, out)
+	}
+	ko, err := os.ReadFile(filepath.Join(dir, "kverbs_test.ko"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := g.VM.Put(ctx, "/tmp/kverbs_test.ko", ko, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := g.VM.Exec(ctx, "insmod", "/tmp/kverbs_test.ko", "dev="+g.Dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dmesg, derr := g.Shell(ctx, "dmesg")
+	if derr != nil {
+		t.Fatal(derr)
+	}
+	var report []string
+	for _, l := range strings.Split(dmesg, "\n") {
+		if strings.Contains(l, "kverbs_test: ") {
+			report = append(report, l)
+		}
+	}
+	passed := regexp.MustCompile(`kverbs_test: (\d+) of (\d+) checks passed`).FindStringSubmatch(dmesg)
+	if r.Exit != 0 || passed == nil || passed[1] != passed[2] || strings.Contains(dmesg, "kverbs_test: FAIL") {
+		t.Fatalf("kernel verbs on %s: insmod exit %d %s%s\n%s", g.Dev, r.Exit, r.Stdout, r.Stderr, strings.Join(report, "\n"))
+	}
+	if _, err := g.Shell(ctx, "rmmod kverbs_test"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kernel verbs on %s: %s of %s checks passed", g.Dev, passed[1], passed[2])
+	npfnicLogClean(t, g)
+}
+
 // TestRDMACMWithRxe: rdma_cm between npfnic and rdma_rxe, each as server
 // and as client: rping with every ping checked, ucmatose (RC) and udaddy
 // (UD), ib_send_bw -R and ib_write_bw -R at two sizes. Then npfnic.ko is
@@ -229,6 +286,7 @@ func TestRDMACMWithRxe(t *testing.T) {
 	p := rdmaPair(t, "rdma-cm-rxe", testbed.RDMANPFNIC, testbed.RDMARxe, "")
 	npf, rxe := p.A, p.B
 	gsiUp(t, npf)
+	kernelVerbs(t, npf)
 	for _, sc := range [][2]*testbed.RDMAGuest{{npf, rxe}, {rxe, npf}} {
 		server, client := sc[0], sc[1]
 		cmTool(t, server, client, rping(10, 64))
@@ -274,3 +332,639 @@ func TestRDMACMBetweenNPFNICs(t *testing.T) {
 	npfnicLogClean(t, p.A)
 	npfnicLogClean(t, p.B)
 }
+
+// kverbsTestSource is kverbs_test.ko, a kernel consumer of one RDMA
+// device's verbs (kernelVerbs).
+const kverbsTestSource = `// SPDX-License-Identifier: GPL-2.0
+/*
+ * kverbs_test: the kernel verbs of one RDMA device, used as a kernel
+ * consumer uses them, between QPs of the device itself (its loopback).
+ * Loading it runs every check and logs "kverbs_test: ok ..." or
+ * "kverbs_test: FAIL ..." for each; it loads only if all passed.
+ */
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/completion.h>
+#include <net/ipv6.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/ib_cache.h>
+
+static char *dev = "npfnic0";
+module_param(dev, charp, 0444);
+
+#define KV_BUF		16384
+#define KV_QKEY		0x11110000
+#define KV_PSN		0x100
+
+struct kv_wr {
+	struct ib_cqe cqe;
+	struct completion done;
+	struct ib_wc wc;
+};
+
+struct kv {
+	struct ib_device *ib;
+	struct ib_pd *pd;
+	struct ib_cq *scq, *rcq;
+	const struct ib_gid_attr *gid;
+	u8 mac[ETH_ALEN];
+	u8 *abuf, *bbuf;
+	u64 adma, bdma;
+	int checks, fails;
+};
+
+#define KV_CHECK(kv, cond, fmt, ...) do {					\
+	(kv)->checks++;								\
+	if (cond) {								\
+		pr_info("kverbs_test: ok " fmt "\n", ##__VA_ARGS__);		\
+	} else {								\
+		(kv)->fails++;							\
+		pr_err("kverbs_test: FAIL " fmt "\n", ##__VA_ARGS__);		\
+	}									\
+} while (0)
+
+static void kv_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct kv_wr *w = container_of(wc->wr_cqe, struct kv_wr, cqe);
+
+	w->wc = *wc;
+	complete(&w->done);
+}
+
+static void kv_wr_init(struct kv_wr *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->cqe.done = kv_done;
+	init_completion(&w->done);
+}
+
+/* The work request's completion, or status -1 after 10 s without one. */
+static struct ib_wc *kv_wait(struct kv_wr *w)
+{
+	if (!wait_for_completion_timeout(&w->done, 10 * HZ))
+		w->wc.status = -1;
+	return &w->wc;
+}
+
+static struct ib_sge kv_sge(struct kv *kv, u64 dma, u32 len)
+{
+	return (struct ib_sge){ .addr = dma, .length = len, .lkey = kv->pd->local_dma_lkey };
+}
+
+static int kv_recv(struct ib_qp *qp, struct ib_srq *srq, struct kv_wr *w, struct ib_sge *sge,
+		   int n)
+{
+	struct ib_recv_wr wr = { .wr_cqe = &w->cqe, .sg_list = sge, .num_sge = n };
+
+	kv_wr_init(w);
+	return srq ? ib_post_srq_recv(srq, &wr, NULL) : ib_post_recv(qp, &wr, NULL);
+}
+
+static int kv_send(struct ib_qp *qp, struct ib_send_wr *wr, struct kv_wr *w)
+{
+	kv_wr_init(w);
+	wr->wr_cqe = &w->cqe;
+	wr->send_flags |= IB_SEND_SIGNALED;
+	return ib_post_send(qp, wr, NULL);
+}
+
+static void kv_sync(struct kv *kv)
+{
+	ib_dma_sync_single_for_cpu(kv->ib, kv->adma, KV_BUF, DMA_BIDIRECTIONAL);
+	ib_dma_sync_single_for_cpu(kv->ib, kv->bdma, KV_BUF, DMA_BIDIRECTIONAL);
+}
+
+static void kv_fill(u8 *p, size_t n, u8 seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = seed + i * 7;
+}
+
+static struct ib_qp *kv_qp(struct kv *kv, enum ib_qp_type type, struct ib_srq *srq)
+{
+	struct ib_qp_init_attr init = {
+		.send_cq = kv->scq,
+		.recv_cq = kv->rcq,
+		.srq = srq,
+		.sq_sig_type = IB_SIGNAL_REQ_WR,
+		.qp_type = type,
+		.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 2,
+			 .max_recv_sge = 2, .max_inline_data = 64 },
+	};
+
+	return ib_create_qp(kv->pd, &init);
+}
+
+static void kv_av(struct kv *kv, struct rdma_ah_attr *ah)
+{
+	memset(ah, 0, sizeof(*ah));
+	ah->type = RDMA_AH_ATTR_TYPE_ROCE;
+	rdma_ah_set_port_num(ah, 1);
+	rdma_ah_set_grh(ah, (union ib_gid *)&kv->gid->gid, 0, kv->gid->index, 64, 0);
+	memcpy(ah->roce.dmac, kv->mac, ETH_ALEN);
+}
+
+/* RESET to RTS, connected to dest on this device (RC, UC) or with KV_QKEY (UD). */
+static int kv_up(struct kv *kv, struct ib_qp *qp, u32 dest)
+{
+	enum ib_qp_type type = qp->qp_type;
+	struct ib_qp_attr a = {};
+	int mask, err;
+
+	a.qp_state = IB_QPS_INIT;
+	a.port_num = 1;
+	mask = IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT;
+	if (type == IB_QPT_UD) {
+		a.qkey = KV_QKEY;
+		mask |= IB_QP_QKEY;
+	} else {
+		a.qp_access_flags = IB_ACCESS_REMOTE_WRITE;
+		if (type == IB_QPT_RC)
+			a.qp_access_flags |= IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC;
+		mask |= IB_QP_ACCESS_FLAGS;
+	}
+	err = ib_modify_qp(qp, &a, mask);
+	if (err)
+		return err;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_RTR;
+	mask = IB_QP_STATE;
+	if (type != IB_QPT_UD) {
+		kv_av(kv, &a.ah_attr);
+		a.path_mtu = IB_MTU_1024;
+		a.dest_qp_num = dest;
+		a.rq_psn = KV_PSN;
+		mask |= IB_QP_AV | IB_QP_PATH_MTU | IB_QP_DEST_QPN | IB_QP_RQ_PSN;
+	}
+	if (type == IB_QPT_RC) {
+		a.max_dest_rd_atomic = 4;
+		a.min_rnr_timer = 12;
+		mask |= IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER;
+	}
+	err = ib_modify_qp(qp, &a, mask);
+	if (err)
+		return err;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_RTS;
+	a.sq_psn = KV_PSN;
+	mask = IB_QP_STATE | IB_QP_SQ_PSN;
+	if (type == IB_QPT_RC) {
+		a.timeout = 14;
+		a.retry_cnt = 7;
+		a.rnr_retry = 7;
+		a.max_rd_atomic = 4;
+		mask |= IB_QP_TIMEOUT | IB_QP_RETRY_CNT | IB_QP_RNR_RETRY | IB_QP_MAX_QP_RD_ATOMIC;
+	}
+	return ib_modify_qp(qp, &a, mask);
+}
+
+static bool kv_ok(struct ib_wc *wc, struct ib_qp *qp, enum ib_wc_opcode op)
+{
+	return wc->status == IB_WC_SUCCESS && wc->qp == qp && wc->opcode == op;
+}
+
+/* RC between a and b: every opcode the device runs, and one it does not. */
+static void kv_rc(struct kv *kv, struct ib_qp *a, struct ib_qp *b)
+{
+	u32 rkey = kv->pd->unsafe_global_rkey;
+	struct kv_wr sw, rw, rw2;
+	struct ib_sge sge[2], rsge[2];
+	struct ib_wc *wc;
+	u8 inl[64];
+	u64 *word;
+	int err;
+
+	/* SEND from two SGEs into two. */
+	kv_fill(kv->abuf, KV_BUF, 1);
+	memset(kv->bbuf, 0, KV_BUF);
+	ib_dma_sync_single_for_device(kv->ib, kv->adma, KV_BUF, DMA_BIDIRECTIONAL);
+	ib_dma_sync_single_for_device(kv->ib, kv->bdma, KV_BUF, DMA_BIDIRECTIONAL);
+	rsge[0] = kv_sge(kv, kv->bdma, 1500);
+	rsge[1] = kv_sge(kv, kv->bdma + 4096, 1500);
+	err = kv_recv(b, NULL, &rw, rsge, 2);
+	sge[0] = kv_sge(kv, kv->adma, 1000);
+	sge[1] = kv_sge(kv, kv->adma + 2000, 1000);
+	{
+		struct ib_send_wr wr = { .opcode = IB_WR_SEND, .sg_list = sge, .num_sge = 2 };
+
+		err = err ?: kv_send(a, &wr, &sw);
+	}
+	KV_CHECK(kv, !err, "RC post SEND (%d)", err);
+	wc = kv_wait(&sw);
+	KV_CHECK(kv, kv_ok(wc, a, IB_WC_SEND), "RC SEND completes (status %d opcode %d)",
+		 wc->status, wc->opcode);
+	wc = kv_wait(&rw);
+	kv_sync(kv);
+	KV_CHECK(kv, kv_ok(wc, b, IB_WC_RECV) && wc->byte_len == 2000 &&
+		 !memcmp(kv->bbuf, kv->abuf, 1000) &&
+		 !memcmp(kv->bbuf + 1000, kv->abuf + 2000, 500) &&
+		 !memcmp(kv->bbuf + 4096, kv->abuf + 2500, 500),
+		 "RC SEND received, 2000 bytes over two SGEs (status %d byte_len %u)",
+		 wc->status, wc->byte_len);
+
+	/* SEND with immediate data, inline from a kernel virtual address. */
+	kv_fill(inl, sizeof(inl), 99);
+	rsge[0] = kv_sge(kv, kv->bdma + 8192, 256);
+	err = kv_recv(b, NULL, &rw, rsge, 1);
+	sge[0] = (struct ib_sge){ .addr = (uintptr_t)inl, .length = sizeof(inl) };
+	{
+		struct ib_send_wr wr = { .opcode = IB_WR_SEND_WITH_IMM, .sg_list = sge, .num_sge = 1,
+					 .send_flags = IB_SEND_INLINE,
+					 .ex.imm_data = cpu_to_be32(0x12345678) };
+
+		err = err ?: kv_send(a, &wr, &sw);
+	}
+	memset(inl, 0, sizeof(inl));	/* copied at post */
+	kv_fill(kv->abuf, 64, 99);	/* what it was */
+	KV_CHECK(kv, !err, "RC post inline SEND_WITH_IMM (%d)", err);
+	wc = kv_wait(&sw);
+	KV_CHECK(kv, kv_ok(wc, a, IB_WC_SEND), "RC inline SEND_WITH_IMM completes (status %d)",
+		 wc->status);
+	wc = kv_wait(&rw);
+	kv_sync(kv);
+	KV_CHECK(kv, kv_ok(wc, b, IB_WC_RECV) && wc->byte_len == 64 &&
+		 (wc->wc_flags & IB_WC_WITH_IMM) && wc->ex.imm_data == cpu_to_be32(0x12345678) &&
+		 !memcmp(kv->bbuf + 8192, kv->abuf, 64),
+		 "RC inline SEND_WITH_IMM received with its immediate (status %d flags %#x imm %#x)",
+		 wc->status, wc->wc_flags, be32_to_cpu(wc->ex.imm_data));
+
+	/* RDMA WRITE through the PD's DMA MR's rkey. */
+	kv_fill(kv->abuf, KV_BUF, 3);
+	memset(kv->bbuf, 0, KV_BUF);
+	ib_dma_sync_single_for_device(kv->ib, kv->adma, KV_BUF, DMA_BIDIRECTIONAL);
+	ib_dma_sync_single_for_device(kv->ib, kv->bdma, KV_BUF, DMA_BIDIRECTIONAL);
+	sge[0] = kv_sge(kv, kv->adma, 8192);
+	{
+		struct ib_rdma_wr wr = { .wr = { .opcode = IB_WR_RDMA_WRITE, .sg_list = sge,
+						 .num_sge = 1 },
+					 .remote_addr = kv->bdma + 4096, .rkey = rkey };
+
+		err = kv_send(a, &wr.wr, &sw);
+	}
+	KV_CHECK(kv, !err, "RC post RDMA_WRITE (%d)", err);
+	wc = kv_wait(&sw);
+	kv_sync(kv);
+	KV_CHECK(kv, kv_ok(wc, a, IB_WC_RDMA_WRITE) && !memcmp(kv->bbuf + 4096, kv->abuf, 8192) &&
+		 !kv->bbuf[4095] && !kv->bbuf[4096 + 8192],
+		 "RC RDMA_WRITE of 8192 bytes landed (status %d)", wc->status);
+
+	/* RDMA WRITE with immediate data: consumes a receive. */
+	rsge[0] = kv_sge(kv, kv->bdma, 16);
+	err = kv_recv(b, NULL, &rw, rsge, 1);
+	sge[0] = kv_sge(kv, kv->adma + 100, 16);
+	{
+		struct ib_rdma_wr wr = { .wr = { .opcode = IB_WR_RDMA_WRITE_WITH_IMM,
+						 .sg_list = sge, .num_sge = 1,
+						 .ex.imm_data = cpu_to_be32(0xabcd) },
+					 .remote_addr = kv->bdma + 200, .rkey = rkey };
+
+		err = err ?: kv_send(a, &wr.wr, &sw);
+	}
+	KV_CHECK(kv, !err, "RC post RDMA_WRITE_WITH_IMM (%d)", err);
+	wc = kv_wait(&sw);
+	KV_CHECK(kv, kv_ok(wc, a, IB_WC_RDMA_WRITE), "RC RDMA_WRITE_WITH_IMM completes (status %d)",
+		 wc->status);
+	wc = kv_wait(&rw);
+	kv_sync(kv);
+	KV_CHECK(kv, kv_ok(wc, b, IB_WC_RECV_RDMA_WITH_IMM) && wc->byte_len == 16 &&
+		 wc->ex.imm_data == cpu_to_be32(0xabcd) && !memcmp(kv->bbuf + 200, kv->abuf + 100, 16),
+		 "RC RDMA_WRITE_WITH_IMM received (status %d opcode %d byte_len %u)",
+		 wc->status, wc->opcode, wc->byte_len);
+
+	/* RDMA READ back what the WRITE put there. */
+	memset(kv->abuf + 8192, 0, 4096);
+	ib_dma_sync_single_for_device(kv->ib, kv->adma, KV_BUF, DMA_BIDIRECTIONAL);
+	sge[0] = kv_sge(kv, kv->adma + 8192, 4096);
+	{
+		struct ib_rdma_wr wr = { .wr = { .opcode = IB_WR_RDMA_READ, .sg_list = sge,
+						 .num_sge = 1 },
+					 .remote_addr = kv->bdma + 4096, .rkey = rkey };
+
+		err = kv_send(a, &wr.wr, &sw);
+	}
+	KV_CHECK(kv, !err, "RC post RDMA_READ (%d)", err);
+	wc = kv_wait(&sw);
+	kv_sync(kv);
+	KV_CHECK(kv, kv_ok(wc, a, IB_WC_RDMA_READ) && wc->byte_len == 4096 &&
+		 !memcmp(kv->abuf + 8192, kv->bbuf + 4096, 4096),
+		 "RC RDMA_READ of 4096 bytes (status %d byte_len %u)", wc->status, wc->byte_len);
+
+	/* What the device does not run is refused at post, naming the work request. */
+	{
+		struct ib_send_wr wr = { .opcode = IB_WR_LOCAL_INV, .ex.invalidate_rkey = rkey };
+		const struct ib_send_wr *bad = NULL;
+
+		kv_wr_init(&sw);
+		wr.wr_cqe = &sw.cqe;
+		err = ib_post_send(a, &wr, &bad);
+		KV_CHECK(kv, err == -EOPNOTSUPP && bad == &wr, "RC LOCAL_INV refused (%d)", err);
+	}
+	/* A READ on the receive side's QP as well: both directions work. */
+	{
+		struct ib_rdma_wr wr = { .wr = { .opcode = IB_WR_RDMA_READ, .sg_list = rsge,
+						 .num_sge = 1 },
+					 .remote_addr = kv->adma, .rkey = rkey };
+
+		rsge[0] = kv_sge(kv, kv->bdma + 14336, 1024);
+		err = kv_send(b, &wr.wr, &rw2);
+		wc = kv_wait(&rw2);
+		kv_sync(kv);
+		KV_CHECK(kv, !err && kv_ok(wc, b, IB_WC_RDMA_READ) &&
+			 !memcmp(kv->bbuf + 14336, kv->abuf, 1024),
+			 "RC RDMA_READ the other way (err %d status %d)", err, wc->status);
+	}
+
+	/*
+	 * An atomic reaches the responder, which refuses it: the DMA MR of
+	 * ib_alloc_pd(IB_PD_UNSAFE_GLOBAL_RKEY) grants remote reads and
+	 * writes, not atomics. The word stays as it was, and the error
+	 * moves the QPs to the error state: the last of the RC checks.
+	 */
+	if (kv->ib->attrs.atomic_cap != IB_ATOMIC_NONE) {
+		word = (u64 *)(kv->bbuf + 12288);
+		*word = 5;
+		ib_dma_sync_single_for_device(kv->ib, kv->bdma, KV_BUF, DMA_BIDIRECTIONAL);
+		sge[0] = kv_sge(kv, kv->adma + 12288, 8);
+		{
+			struct ib_atomic_wr wr = {
+				.wr = { .opcode = IB_WR_ATOMIC_FETCH_AND_ADD, .sg_list = sge,
+					.num_sge = 1 },
+				.remote_addr = kv->bdma + 12288, .compare_add = 10, .rkey = rkey };
+
+			err = kv_send(a, &wr.wr, &sw);
+		}
+		wc = kv_wait(&sw);
+		kv_sync(kv);
+		KV_CHECK(kv, !err && wc->status == IB_WC_REM_ACCESS_ERR && wc->qp == a && *word == 5,
+			 "RC FETCH_AND_ADD refused by the MR's access: word %llu (err %d status %d)",
+			 *word, err, wc->status);
+		sge[0] = kv_sge(kv, kv->adma, 64);
+		{
+			struct ib_send_wr wr = { .opcode = IB_WR_SEND, .sg_list = sge, .num_sge = 1 };
+
+			err = kv_send(a, &wr, &sw);
+		}
+		wc = kv_wait(&sw);
+		KV_CHECK(kv, !err && wc->status == IB_WC_WR_FLUSH_ERR && wc->qp == a,
+			 "RC SEND in the error state flushed (err %d status %d)", err, wc->status);
+	}
+}
+
+/* UC between a and b: SEND and RDMA WRITE. */
+static void kv_uc(struct kv *kv, struct ib_qp *a, struct ib_qp *b)
+{
+	struct kv_wr sw, rw;
+	struct ib_sge sge, rsge;
+	struct ib_wc *wc;
+	int err;
+
+	kv_fill(kv->abuf, KV_BUF, 17);
+	memset(kv->bbuf, 0, KV_BUF);
+	ib_dma_sync_single_for_device(kv->ib, kv->adma, KV_BUF, DMA_BIDIRECTIONAL);
+	ib_dma_sync_single_for_device(kv->ib, kv->bdma, KV_BUF, DMA_BIDIRECTIONAL);
+	rsge = kv_sge(kv, kv->bdma, 4096);
+	err = kv_recv(b, NULL, &rw, &rsge, 1);
+	sge = kv_sge(kv, kv->adma, 3000);
+	{
+		struct ib_send_wr wr = { .opcode = IB_WR_SEND, .sg_list = &sge, .num_sge = 1 };
+
+		err = err ?: kv_send(a, &wr, &sw);
+	}
+	wc = kv_wait(&sw);
+	KV_CHECK(kv, !err && kv_ok(wc, a, IB_WC_SEND), "UC SEND completes (err %d status %d)",
+		 err, wc->status);
+	wc = kv_wait(&rw);
+	kv_sync(kv);
+	KV_CHECK(kv, kv_ok(wc, b, IB_WC_RECV) && wc->byte_len == 3000 &&
+		 !memcmp(kv->bbuf, kv->abuf, 3000),
+		 "UC SEND received (status %d byte_len %u)", wc->status, wc->byte_len);
+	sge = kv_sge(kv, kv->adma + 4096, 2048);
+	{
+		struct ib_rdma_wr wr = { .wr = { .opcode = IB_WR_RDMA_WRITE, .sg_list = &sge,
+						 .num_sge = 1 },
+					 .remote_addr = kv->bdma + 8192,
+					 .rkey = kv->pd->unsafe_global_rkey };
+
+		err = kv_send(a, &wr.wr, &sw);
+	}
+	wc = kv_wait(&sw);
+	/* The requester completes UC at once: wait for the bytes themselves. */
+	if (!err && wc->status == IB_WC_SUCCESS) {
+		int i;
+
+		for (i = 0; i < 1000; i++) {
+			kv_sync(kv);
+			if (!memcmp(kv->bbuf + 8192, kv->abuf + 4096, 2048))
+				break;
+			usleep_range(10000, 20000);
+		}
+	}
+	KV_CHECK(kv, !err && kv_ok(wc, a, IB_WC_RDMA_WRITE) &&
+		 !memcmp(kv->bbuf + 8192, kv->abuf + 4096, 2048),
+		 "UC RDMA_WRITE landed (err %d status %d)", err, wc->status);
+}
+
+/* UD from a to b through an address handle: the GRH area, src_qp, the network type. */
+static void kv_ud(struct kv *kv, struct ib_qp *a, struct ib_qp *b)
+{
+	struct rdma_ah_attr attr;
+	struct kv_wr sw, rw;
+	struct ib_sge sge, rsge;
+	struct ib_ah *ah;
+	struct ib_wc *wc;
+	int err;
+
+	kv_av(kv, &attr);
+	ah = rdma_create_ah(kv->pd, &attr, 0);	/* not sleepable, as ib_cm's */
+	KV_CHECK(kv, !IS_ERR(ah), "UD address handle (%d)", PTR_ERR_OR_ZERO(ah));
+	if (IS_ERR(ah))
+		return;
+	kv_fill(kv->abuf, KV_BUF, 55);
+	memset(kv->bbuf, 0, KV_BUF);
+	ib_dma_sync_single_for_device(kv->ib, kv->adma, KV_BUF, DMA_BIDIRECTIONAL);
+	ib_dma_sync_single_for_device(kv->ib, kv->bdma, KV_BUF, DMA_BIDIRECTIONAL);
+	rsge = kv_sge(kv, kv->bdma, 40 + 512);
+	err = kv_recv(b, NULL, &rw, &rsge, 1);
+	sge = kv_sge(kv, kv->adma, 512);
+	{
+		struct ib_ud_wr wr = {
+			.wr = { .opcode = IB_WR_SEND, .sg_list = &sge, .num_sge = 1 },
+			.ah = ah, .remote_qpn = b->qp_num, .remote_qkey = KV_QKEY };
+
+		err = err ?: kv_send(a, &wr.wr, &sw);
+	}
+	wc = kv_wait(&sw);
+	KV_CHECK(kv, !err && kv_ok(wc, a, IB_WC_SEND), "UD SEND completes (err %d status %d)",
+		 err, wc->status);
+	wc = kv_wait(&rw);
+	kv_sync(kv);
+	KV_CHECK(kv, kv_ok(wc, b, IB_WC_RECV) && wc->byte_len == 40 + 512 &&
+		 wc->src_qp == a->qp_num && (wc->wc_flags & IB_WC_GRH) &&
+		 (wc->wc_flags & IB_WC_WITH_NETWORK_HDR_TYPE) &&
+		 wc->network_hdr_type == RDMA_NETWORK_IPV4 &&
+		 (kv->bbuf[20] >> 4) == 4 && !memcmp(kv->bbuf + 40, kv->abuf, 512),
+		 "UD SEND received behind the GRH area (status %d byte_len %u src_qp %u flags %#x)",
+		 wc->status, wc->byte_len, wc->src_qp, wc->wc_flags);
+	rdma_destroy_ah(ah, 0);
+}
+
+/* Two receives on an SRQ; a SEND to the QP on it takes one. */
+static void kv_srq(struct kv *kv, struct ib_srq *srq, struct ib_qp *a, struct ib_qp *b)
+{
+	struct kv_wr sw, rw[2];
+	struct ib_sge sge, rsge[2];
+	struct ib_wc *wc;
+	int err;
+
+	kv_fill(kv->abuf, KV_BUF, 77);
+	memset(kv->bbuf, 0, KV_BUF);
+	ib_dma_sync_single_for_device(kv->ib, kv->adma, KV_BUF, DMA_BIDIRECTIONAL);
+	ib_dma_sync_single_for_device(kv->ib, kv->bdma, KV_BUF, DMA_BIDIRECTIONAL);
+	rsge[0] = kv_sge(kv, kv->bdma, 1024);
+	rsge[1] = kv_sge(kv, kv->bdma + 1024, 1024);
+	err = kv_recv(NULL, srq, &rw[0], &rsge[0], 1);
+	err = err ?: kv_recv(NULL, srq, &rw[1], &rsge[1], 1);
+	sge = kv_sge(kv, kv->adma, 700);
+	{
+		struct ib_send_wr wr = { .opcode = IB_WR_SEND, .sg_list = &sge, .num_sge = 1 };
+
+		err = err ?: kv_send(a, &wr, &sw);
+	}
+	wc = kv_wait(&sw);
+	KV_CHECK(kv, !err && kv_ok(wc, a, IB_WC_SEND), "SRQ: SEND completes (err %d status %d)",
+		 err, wc->status);
+	wc = kv_wait(&rw[0]);
+	kv_sync(kv);
+	KV_CHECK(kv, kv_ok(wc, b, IB_WC_RECV) && wc->byte_len == 700 &&
+		 !memcmp(kv->bbuf, kv->abuf, 700),
+		 "SRQ: the first receive took it (status %d byte_len %u)",
+		 wc->status, wc->byte_len);
+	KV_CHECK(kv, !completion_done(&rw[1].done), "SRQ: the second receive stays posted");
+}
+
+static int kv_gid(struct kv *kv)
+{
+	const struct ib_gid_attr *g;
+	int i;
+
+	for (i = 0; i < kv->ib->port_data[1].immutable.gid_tbl_len; i++) {
+		g = rdma_get_gid_attr(kv->ib, 1, i);
+		if (IS_ERR(g))
+			continue;
+		if (g->gid_type == IB_GID_TYPE_ROCE_UDP_ENCAP &&
+		    ipv6_addr_v4mapped((struct in6_addr *)g->gid.raw)) {
+			kv->gid = g;
+			return rdma_read_gid_l2_fields(g, NULL, kv->mac);
+		}
+		rdma_put_gid_attr(g);
+	}
+	return -ENOENT;
+}
+
+static int __init kv_init(void)
+{
+	struct ib_srq_init_attr sinit = { .attr = { .max_wr = 16, .max_sge = 1 } };
+	struct ib_qp *rc[2] = {}, *uc[2] = {}, *ud[2] = {}, *sq[2] = {};
+	struct ib_srq *srq = NULL;
+	struct kv kv = {};
+	int err, i;
+
+	kv.ib = ib_device_get_by_name(dev, RDMA_DRIVER_UNKNOWN);
+	if (!kv.ib) {
+		pr_err("kverbs_test: no RDMA device %s\n", dev);
+		return -ENODEV;
+	}
+	err = kv_gid(&kv);
+	if (err) {
+		pr_err("kverbs_test: %s has no RoCEv2 IPv4 GID (%d)\n", dev, err);
+		goto out_dev;
+	}
+	kv.pd = ib_alloc_pd(kv.ib, IB_PD_UNSAFE_GLOBAL_RKEY);
+	kv.scq = ib_alloc_cq(kv.ib, NULL, 64, 0, IB_POLL_WORKQUEUE);
+	kv.rcq = ib_alloc_cq(kv.ib, NULL, 64, 0, IB_POLL_WORKQUEUE);
+	kv.abuf = kzalloc(KV_BUF, GFP_KERNEL);
+	kv.bbuf = kzalloc(KV_BUF, GFP_KERNEL);
+	if (IS_ERR(kv.pd) || IS_ERR(kv.scq) || IS_ERR(kv.rcq) || !kv.abuf || !kv.bbuf) {
+		pr_err("kverbs_test: FAIL PD %d, CQs %d %d\n", PTR_ERR_OR_ZERO(kv.pd),
+		       PTR_ERR_OR_ZERO(kv.scq), PTR_ERR_OR_ZERO(kv.rcq));
+		err = -EIO;
+		goto out;
+	}
+	kv.adma = ib_dma_map_single(kv.ib, kv.abuf, KV_BUF, DMA_BIDIRECTIONAL);
+	kv.bdma = ib_dma_map_single(kv.ib, kv.bbuf, KV_BUF, DMA_BIDIRECTIONAL);
+	srq = ib_create_srq(kv.pd, &sinit);
+	for (i = 0; i < 2; i++) {
+		rc[i] = kv_qp(&kv, IB_QPT_RC, NULL);
+		uc[i] = kv_qp(&kv, IB_QPT_UC, NULL);
+		ud[i] = kv_qp(&kv, IB_QPT_UD, NULL);
+		sq[i] = kv_qp(&kv, IB_QPT_RC, i ? srq : NULL);
+	}
+	KV_CHECK(&kv, !IS_ERR(srq), "kernel SRQ (%d)", PTR_ERR_OR_ZERO(srq));
+	for (i = 0; i < 2; i++) {
+		KV_CHECK(&kv, !IS_ERR(rc[i]) && !IS_ERR(uc[i]) && !IS_ERR(ud[i]) && !IS_ERR(sq[i]),
+			 "kernel QPs %d: RC %d UC %d UD %d on the SRQ %d", i,
+			 PTR_ERR_OR_ZERO(rc[i]), PTR_ERR_OR_ZERO(uc[i]), PTR_ERR_OR_ZERO(ud[i]),
+			 PTR_ERR_OR_ZERO(sq[i]));
+	}
+	if (kv.fails)
+		goto out;
+	for (i = 0; i < 2; i++) {
+		err = kv_up(&kv, rc[i], rc[!i]->qp_num) ?: kv_up(&kv, uc[i], uc[!i]->qp_num) ?:
+		      kv_up(&kv, ud[i], 0) ?: kv_up(&kv, sq[i], sq[!i]->qp_num);
+		KV_CHECK(&kv, !err, "QPs %d to RTS (%d)", i, err);
+	}
+	if (kv.fails)
+		goto out;
+	kv_rc(&kv, rc[0], rc[1]);
+	kv_uc(&kv, uc[0], uc[1]);
+	kv_ud(&kv, ud[0], ud[1]);
+	kv_srq(&kv, srq, sq[0], sq[1]);
+	/* In the error state a send is flushed, as ib_drain_qp expects. */
+	ib_drain_qp(rc[0]);
+	KV_CHECK(&kv, true, "RC QP drained");
+out:
+	for (i = 0; i < 2; i++) {
+		if (!IS_ERR_OR_NULL(sq[i]))
+			ib_destroy_qp(sq[i]);
+		if (!IS_ERR_OR_NULL(ud[i]))
+			ib_destroy_qp(ud[i]);
+		if (!IS_ERR_OR_NULL(uc[i]))
+			ib_destroy_qp(uc[i]);
+		if (!IS_ERR_OR_NULL(rc[i]))
+			ib_destroy_qp(rc[i]);
+	}
+	if (!IS_ERR_OR_NULL(srq))
+		ib_destroy_srq(srq);
+	if (kv.adma)
+		ib_dma_unmap_single(kv.ib, kv.adma, KV_BUF, DMA_BIDIRECTIONAL);
+	if (kv.bdma)
+		ib_dma_unmap_single(kv.ib, kv.bdma, KV_BUF, DMA_BIDIRECTIONAL);
+	kfree(kv.abuf);
+	kfree(kv.bbuf);
+	if (!IS_ERR_OR_NULL(kv.rcq))
+		ib_free_cq(kv.rcq);
+	if (!IS_ERR_OR_NULL(kv.scq))
+		ib_free_cq(kv.scq);
+	if (!IS_ERR_OR_NULL(kv.pd))
+		ib_dealloc_pd(kv.pd);
+	rdma_put_gid_attr(kv.gid);
+	pr_info("kverbs_test: %d of %d checks passed\n", kv.checks - kv.fails, kv.checks);
+	err = kv.fails ? -EIO : 0;
+out_dev:
+	ib_device_put(kv.ib);
+	return err;
+}
+
+static void __exit kv_exit(void)
+{
+}
+
+module_init(kv_init);
+module_exit(kv_exit);
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("kernel verbs on one RDMA device, between its own QPs");
+`

@@ -540,6 +540,10 @@ static void npfnic_ib_cq_event(struct npfnic_ib_dev *dev, u32 cqn, bool err)
 		ev.event = IB_EVENT_CQ_ERR;
 		ev.element.cq = &cq->ibcq;
 		cq->ibcq.event_handler(&ev, cq->ibcq.cq_context);
+	} else if (cq && err) {
+		/* ib_alloc_cq's CQs have no handler: their consumer just stops hearing. */
+		dev_err_ratelimited(&dev->nic->pdev->dev, "CQ %u overran: it takes no more completions\n",
+				    cqn);
 	}
 	xa_unlock(&dev->cqs);
 }

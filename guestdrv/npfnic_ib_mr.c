@@ -43,6 +43,7 @@
  * notifier never takes it, so allocating under it is allowed.
  */
 
+#include <linux/dma-mapping.h>
 #include <rdma/ib_umem.h>
 #include <rdma/iter.h>
 #include <rdma/uverbs_ioctl.h>
@@ -256,6 +257,10 @@ struct ib_mr *npfnic_ib_get_dma_mr(struct ib_pd *ibpd, int access)
 	INIT_LIST_HEAD(&mr->odp_node);
 	if (!dev->hw.kernel)
 		return &mr->ibmr;
+	/* The largest MR the device takes; no DMA address lies above it without an IOMMU. */
+	if (dma_get_required_mask(&dev->nic->pdev->dev) > NPFNIC_IB_MAX_MR_SIZE - 1)
+		dev_warn_once(&dev->nic->pdev->dev, "DMA addresses above %#llx: kernel RDMA consumers may fail\n",
+			      (u64)NPFNIC_IB_MAX_MR_SIZE);
 	id = ida_alloc_range(&dev->mr_ida, 1, NPFNIC_IB_MAX_MR, GFP_KERNEL);
 	if (id < 0) {
 		err = id == -ENOSPC ? -ENOMEM : id;
