@@ -459,6 +459,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_MAX_CQ               0x100 /* live completion queues */
 #define NPFNIC_RDMA_MAX_SRQ              0x100 /* live shared receive queues (SRQN 0..RDMA_MAX_SRQ-1) */
 #define NPFNIC_RDMA_MAX_MR               0x1000 /* live memory regions */
+#define NPFNIC_RDMA_MAX_MW               0x1000 /* live memory windows */
 #define NPFNIC_RDMA_MAX_GID              0x10 /* GID table entries */
 #define NPFNIC_RDMA_MAX_SGE              0x20 /* scatter/gather entries per WQE */
 #define NPFNIC_RDMA_MAX_INLINE           0x100 /* inline bytes per send WQE */

@@ -86,6 +86,16 @@ static int npfnic_ib_query_device(struct ib_device *ibdev, struct ib_device_attr
 			IB_ODP_SUPPORT_RECV | IB_ODP_SUPPORT_WRITE | IB_ODP_SUPPORT_READ;
 		if (dev->hw.atomics)
 			attr->odp_caps.per_transport_caps.rc_odp_caps |= IB_ODP_SUPPORT_ATOMIC;
+		/* A receive into an SRQ's entry faults as into a QP's own. */
+		if (dev->hw.srq)
+			attr->odp_caps.per_transport_caps.rc_odp_caps |= IB_ODP_SUPPORT_SRQ_RECV;
+		/*
+		 * A UD send waits for its page as an RC send does; a UD
+		 * receive that faults is lost (nothing sends it again), so
+		 * receives are not offered.
+		 */
+		if (dev->hw.ud)
+			attr->odp_caps.per_transport_caps.ud_odp_caps = IB_ODP_SUPPORT_SEND;
 	}
 	attr->max_send_sge = NPFNIC_IB_MAX_SGE;
 	attr->max_recv_sge = NPFNIC_IB_MAX_SGE;
@@ -101,6 +111,11 @@ static int npfnic_ib_query_device(struct ib_device *ibdev, struct ib_device_attr
 	}
 	if (dev->hw.ud)
 		attr->max_ah = NPFNIC_IB_MAX_AH;
+	/* Windows of both types, bound and invalidated through the send queue. */
+	if (dev->hw.mw) {
+		attr->device_cap_flags |= IB_DEVICE_MEM_WINDOW | IB_DEVICE_MEM_WINDOW_TYPE_2B;
+		attr->max_mw = NPFNIC_IB_MAX_MW;
+	}
 	attr->max_pd = NPFNIC_IB_MAX_PD;
 	attr->max_qp_rd_atom = NPFNIC_IB_MAX_RD_ATOM;
 	attr->max_qp_init_rd_atom = NPFNIC_IB_MAX_RD_ATOM;
@@ -315,6 +330,7 @@ static const struct ib_device_ops npfnic_ib_ops = {
 	.driver_id = RDMA_DRIVER_RXE,
 	.uverbs_abi_ver = NPFNIC_IB_UVERBS_ABI,
 
+	.alloc_mw = npfnic_ib_alloc_mw,
 	.alloc_pd = npfnic_ib_alloc_pd,
 	.alloc_ucontext = npfnic_ib_alloc_ucontext,
 	.create_ah = npfnic_ib_create_ah,
@@ -324,6 +340,7 @@ static const struct ib_device_ops npfnic_ib_ops = {
 	.create_srq = npfnic_ib_create_srq,
 	.add_gid = npfnic_ib_add_gid,
 	.alloc_hw_port_stats = npfnic_ib_alloc_port_stats,
+	.dealloc_mw = npfnic_ib_dealloc_mw,
 	.dealloc_pd = npfnic_ib_dealloc_pd,
 	.dealloc_ucontext = npfnic_ib_dealloc_ucontext,
 	.del_gid = npfnic_ib_del_gid,
@@ -354,9 +371,11 @@ static const struct ib_device_ops npfnic_ib_ops = {
 	.query_srq = npfnic_ib_query_srq,
 	.reg_user_mr = npfnic_ib_reg_user_mr,
 	.req_notify_cq = npfnic_ib_req_notify_cq,
+	.resize_cq = npfnic_ib_resize_cq,
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, npfnic_ib_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, npfnic_ib_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_mw, npfnic_ib_mw, ibmw),
 	INIT_RDMA_OBJ_SIZE(ib_pd, npfnic_ib_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, npfnic_ib_qp, ibqp),
 	INIT_RDMA_OBJ_SIZE(ib_srq, npfnic_ib_srq, ibsrq),
@@ -415,6 +434,7 @@ int npfnic_ib_probe(struct npfnic *nic)
 	ida_init(&dev->cq_ida);
 	ida_init(&dev->qp_ida);
 	ida_init(&dev->srq_ida);
+	ida_init(&dev->mw_ida);
 	ida_init(&dev->mr_ida);
 	xa_init_flags(&dev->cqs, XA_FLAGS_LOCK_IRQ);
 	xa_init_flags(&dev->qps, XA_FLAGS_LOCK_IRQ);
@@ -484,6 +504,7 @@ void npfnic_ib_remove(struct npfnic *nic)
 	ida_destroy(&dev->cq_ida);
 	ida_destroy(&dev->qp_ida);
 	ida_destroy(&dev->srq_ida);
+	ida_destroy(&dev->mw_ida);
 	ida_destroy(&dev->mr_ida);
 	/* The engine first: it stops using the translations, then they go. */
 	npfnic_ib_hw_fini(dev);

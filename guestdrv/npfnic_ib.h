@@ -52,6 +52,9 @@
 #define NPFNIC_IB_MAX_AH	65536	/* address handles: driver objects only */
 #define NPFNIC_IB_MAX_CQE	16383
 #define NPFNIC_IB_MAX_MR	NPFNIC_RDMA_MAX_MR
+#define NPFNIC_IB_MAX_MW	NPFNIC_RDMA_MAX_MW
+/* Window indices (R_Key >> 8) lie above every MR's. */
+#define NPFNIC_IB_MW_INDEX_BASE	(NPFNIC_IB_MAX_MR + 1)
 #define NPFNIC_IB_MAX_PD	1024
 #define NPFNIC_IB_MAX_MR_SIZE	NPFNIC_RDMA_MAX_MR_SIZE
 #define NPFNIC_IB_MAX_RD_ATOM	NPFNIC_RDMA_MAX_RD_ATOMIC
@@ -89,6 +92,8 @@ struct npfnic_ib_hw {
 	bool srq;			/* FEAT_RDMA_SRQ: shared receive queues */
 	bool ud;			/* FEAT_RDMA_UD: UD QPs, address handles */
 	bool uc;			/* FEAT_RDMA_UC: UC QPs */
+	bool mw;			/* FEAT_RDMA_MW: memory windows */
+	bool resize_cq;			/* FEAT_RDMA_RESIZE_CQ */
 	bool kernel;			/* FEAT_RDMA_KERNEL: kernel verbs, the GSI QP, DMA MRs */
 	unsigned long inject_dereg;	/* bit 0: the next DEREG_MR gets no status (diag) */
 	struct mutex cmd_lock;		/* the command queue: one command at a time */
@@ -185,6 +190,7 @@ struct npfnic_ib_dev {
 	unsigned long gsi_busy;		/* bit 0: QP 1, the GSI QP, exists */
 	struct ida srq_ida;		/* SRQNs */
 	struct ida mr_ida;		/* MR key indices */
+	struct ida mw_ida;		/* memory window R_Key indices */
 	atomic_t mr_gen;		/* the low byte of every new key */
 
 	struct npfnic_ib_hw hw;
@@ -222,6 +228,12 @@ struct npfnic_ib_ucontext {
 	struct npfnic_pt *root;
 	struct xarray refs;
 	struct list_head odp_mrs;	/* its ODP MRs (dev->odp_lock) */
+};
+
+/* A memory window: the device holds its state (npfnic_ib_mw.c). */
+struct npfnic_ib_mw {
+	struct ib_mw ibmw;
+	u32 index;			/* R_Key >> 8 */
 };
 
 struct npfnic_ib_pd {
@@ -352,6 +364,9 @@ enum npfnic_ib_cmd_op {
 	NPFNIC_IB_CMD_CREATE_SRQ,
 	NPFNIC_IB_CMD_MODIFY_SRQ,
 	NPFNIC_IB_CMD_DESTROY_SRQ,
+	NPFNIC_IB_CMD_ALLOC_MW,
+	NPFNIC_IB_CMD_DEALLOC_MW,
+	NPFNIC_IB_CMD_RESIZE_CQ,
 };
 
 struct npfnic_ib_cmd {
@@ -397,6 +412,11 @@ struct npfnic_ib_cmd {
 		struct {
 			u64 *values;		/* NPFNIC_RDMA_STATS of them */
 		} stats;
+		struct {
+			u32 rkey;		/* DEALLOC_MW: only its index counts */
+			u32 pdn;
+			u8 type;
+		} mw;
 	};
 };
 
@@ -408,6 +428,11 @@ static inline struct npfnic_ib_dev *to_npfnic_ib_dev(struct ib_device *ibdev)
 static inline struct npfnic_ib_ucontext *to_npfnic_ib_uc(struct ib_ucontext *ibuc)
 {
 	return container_of(ibuc, struct npfnic_ib_ucontext, ibuc);
+}
+
+static inline struct npfnic_ib_mw *to_npfnic_ib_mw(struct ib_mw *ibmw)
+{
+	return container_of(ibmw, struct npfnic_ib_mw, ibmw);
 }
 
 static inline struct npfnic_ib_pd *to_npfnic_ib_pd(struct ib_pd *ibpd)
@@ -486,6 +511,9 @@ int npfnic_ib_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
 int npfnic_ib_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
 int npfnic_ib_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
 			    const struct ib_recv_wr **bad_wr);
+int npfnic_ib_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
+int npfnic_ib_dealloc_mw(struct ib_mw *ibmw);
+int npfnic_ib_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata);
 int npfnic_ib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
 			struct ib_udata *udata);
 int npfnic_ib_destroy_ah(struct ib_ah *ibah, u32 flags);

@@ -86,6 +86,7 @@ NPFNIC_IB_SAME(NPFNIC_RDMA_ACCESS_ON_DEMAND, IB_ACCESS_ON_DEMAND);
 NPFNIC_IB_SAME(NPFNIC_RDMA_QP_RESET, IB_QPS_RESET);
 NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ERR, IB_QPS_ERR);
 NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ATTR_QKEY, IB_QP_QKEY);
+NPFNIC_IB_SAME(NPFNIC_RDMA_ACCESS_MW_BIND, IB_ACCESS_MW_BIND);
 
 #define NPFNIC_IB_QP_HW_MASK \
 	(IB_QP_STATE | IB_QP_ACCESS_FLAGS | IB_QP_AV | IB_QP_PATH_MTU | IB_QP_TIMEOUT | \
@@ -94,7 +95,7 @@ NPFNIC_IB_SAME(NPFNIC_RDMA_QP_ATTR_QKEY, IB_QP_QKEY);
 	 IB_QP_QKEY)
 #define NPFNIC_IB_ACCESS_HW_MASK \
 	(IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ | \
-	 IB_ACCESS_ON_DEMAND)
+	 IB_ACCESS_MW_BIND | IB_ACCESS_ON_DEMAND)
 
 /* What of access the device takes: REMOTE_ATOMIC only if it has atomics. */
 static u32 npfnic_ib_hw_access(const struct npfnic_ib_hw *hw, u32 access, u32 mask)
@@ -223,7 +224,8 @@ static void npfnic_ib_fill(struct npfnic_ib_hw *hw, struct npfnic_rdma_cmd *e,
 		memcpy(c->gid, cmd->gid.gid.raw, sizeof(c->gid));
 		break;
 	}
-	case NPFNIC_IB_CMD_CREATE_CQ: {
+	case NPFNIC_IB_CMD_CREATE_CQ:
+	case NPFNIC_IB_CMD_RESIZE_CQ: {
 		struct npfnic_rdma_cmd_create_cq *c = (void *)e;
 
 		c->buf = cpu_to_le64(cmd->cq.q->dma);
@@ -260,6 +262,13 @@ static void npfnic_ib_fill(struct npfnic_ib_hw *hw, struct npfnic_rdma_cmd *e,
 		struct npfnic_rdma_cmd_modify_srq *c = (void *)e;
 
 		c->limit = cpu_to_le32(cmd->srq.limit);
+		break;
+	}
+	case NPFNIC_IB_CMD_ALLOC_MW: {
+		struct npfnic_rdma_cmd_alloc_mw *c = (void *)e;
+
+		c->pd = cpu_to_le32(cmd->mw.pdn);
+		c->type = cmd->mw.type;
 		break;
 	}
 	case NPFNIC_IB_CMD_QUERY_STATS: {
@@ -384,6 +393,9 @@ int npfnic_ib_cmd(struct npfnic_ib_dev *dev, struct npfnic_ib_cmd *cmd)
 		[NPFNIC_IB_CMD_CREATE_SRQ] = NPFNIC_RDMA_CMD_CREATE_SRQ,
 		[NPFNIC_IB_CMD_MODIFY_SRQ] = NPFNIC_RDMA_CMD_MODIFY_SRQ,
 		[NPFNIC_IB_CMD_DESTROY_SRQ] = NPFNIC_RDMA_CMD_DESTROY_SRQ,
+		[NPFNIC_IB_CMD_ALLOC_MW] = NPFNIC_RDMA_CMD_ALLOC_MW,
+		[NPFNIC_IB_CMD_DEALLOC_MW] = NPFNIC_RDMA_CMD_DEALLOC_MW,
+		[NPFNIC_IB_CMD_RESIZE_CQ] = NPFNIC_RDMA_CMD_RESIZE_CQ,
 	};
 	struct npfnic_ib_hw *hw = &dev->hw;
 	struct npfnic *nic = dev->nic;
@@ -401,7 +413,12 @@ int npfnic_ib_cmd(struct npfnic_ib_dev *dev, struct npfnic_ib_cmd *cmd)
 		break;
 	case NPFNIC_IB_CMD_CREATE_CQ:
 	case NPFNIC_IB_CMD_DESTROY_CQ:
+	case NPFNIC_IB_CMD_RESIZE_CQ:
 		handle = cmd->cq.cqn;
+		break;
+	case NPFNIC_IB_CMD_ALLOC_MW:
+	case NPFNIC_IB_CMD_DEALLOC_MW:
+		handle = cmd->mw.rkey;
 		break;
 	case NPFNIC_IB_CMD_REG_MR:
 	case NPFNIC_IB_CMD_DEREG_MR:
@@ -723,6 +740,8 @@ int npfnic_ib_hw_init(struct npfnic_ib_dev *dev)
 	hw->srq = nic->features & NPFNIC_FEAT_RDMA_SRQ;
 	hw->ud = nic->features & NPFNIC_FEAT_RDMA_UD;
 	hw->uc = nic->features & NPFNIC_FEAT_RDMA_UC;
+	hw->mw = nic->features & NPFNIC_FEAT_RDMA_MW;
+	hw->resize_cq = nic->features & NPFNIC_FEAT_RDMA_RESIZE_CQ;
 	/* The GSI QP is a UD QP: no kernel verbs without UD. */
 	hw->kernel = hw->ud && (nic->features & NPFNIC_FEAT_RDMA_KERNEL);
 	iowrite32(NPFNIC_RDMA_CTRL_ENABLE, nic->bar0 + NPFNIC_REG_RDMA_CTRL);

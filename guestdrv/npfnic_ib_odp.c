@@ -630,10 +630,13 @@ int npfnic_ib_odp_reg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr, u64 st
 
 	if (!READ_ONCE(dev->pri.possible))
 		return -EOPNOTSUPP;
-	/* A fault maps one 4 KiB page: no huge pages in the umem's lists. */
-	if (mr->access & IB_ACCESS_HUGETLB)
-		return -EOPNOTSUPP;
-	odp = ib_umem_odp_get(&dev->ibdev, start, mr->length, mr->access, &npfnic_ib_odp_ops);
+	/*
+	 * A fault maps one 4 KiB page, huge pages too (hmm walks them a
+	 * small page at a time): the umem keeps 4 KiB pages, whatever
+	 * IBV_ACCESS_HUGETLB says of the memory.
+	 */
+	odp = ib_umem_odp_get(&dev->ibdev, start, mr->length, mr->access & ~IB_ACCESS_HUGETLB,
+			      &npfnic_ib_odp_ops);
 	if (IS_ERR(odp))
 		return PTR_ERR(odp);
 	mutex_lock(&dev->odp_lock);

@@ -287,6 +287,47 @@ int npfnic_ib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 }
 
 /*
+ * ibv_resize_cq: a new ring, to which the device moves the completions not
+ * polled yet (RESIZE_CQ, refused if they do not fit); librxe maps it in
+ * place of the old one (the response's mmap info), which the device no
+ * longer writes once the command completed. librxe holds the CQ's lock
+ * across the call, so nothing polls meanwhile. Kernel CQs keep their size.
+ */
+int npfnic_ib_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
+{
+	struct npfnic_ib_dev *dev = to_npfnic_ib_dev(ibcq->device);
+	struct npfnic_ib_cq *cq = to_npfnic_ib_cq(ibcq);
+	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_RESIZE_CQ };
+	struct rxe_resize_cq_resp resp = {};
+	struct npfnic_ib_ucontext *uc;
+	struct npfnic_ib_queue q = {}, old;
+	u32 entries = cqe;
+	int err;
+
+	if (!dev->hw.resize_cq || cq->kernel || !udata)
+		return -EOPNOTSUPP;
+	if (cqe <= 0 || cqe > NPFNIC_IB_MAX_CQE || udata->outlen < sizeof(resp))
+		return -EINVAL;
+	uc = rdma_udata_to_drv_context(udata, struct npfnic_ib_ucontext, ibuc);
+	err = npfnic_ib_queue_init(dev, &uc->ibuc, &q, &entries, NPFNIC_IB_CQE_SIZE, &resp.mi);
+	if (err)
+		return err;
+	cmd.cq.cqn = cq->cqn;
+	cmd.cq.q = &q;
+	err = npfnic_ib_cmd(dev, &cmd);
+	if (err) {
+		/* A device that did not answer may write the new ring too. */
+		npfnic_ib_queue_release(&q, err == -ETIMEDOUT);
+		return err;
+	}
+	old = cq->q;
+	cq->q = q;
+	npfnic_ib_queue_release(&old, false);
+	ibcq->cqe = entries;
+	return ib_copy_to_udata(udata, &resp, sizeof(resp));
+}
+
+/*
  * librxe's ibv_req_notify_cq, and the kernel's: the device posts the CQ's
  * event once (CQ_ARM), at once if completions wait unconsumed when the
  * arm arrives. A kernel consumer asking for missed events learns whether
@@ -1191,12 +1232,21 @@ int npfnic_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	struct npfnic_ib_dev *dev = to_npfnic_ib_dev(ibqp->device);
 	struct npfnic_ib_qp *qp = to_npfnic_ib_qp(ibqp);
 
+	enum ib_qp_state state;
+
 	if (qp->kernel)
 		return npfnic_ib_post_send_kernel(dev, qp, wr, bad_wr);
 	if (wr) {
 		*bad_wr = wr;
 		return -EOPNOTSUPP;
 	}
+	/*
+	 * As rdma_rxe: a send queue that does not send yet refuses the
+	 * doorbell (the entries stay posted for when it does).
+	 */
+	state = READ_ONCE(qp->attr.qp_state);
+	if (state == IB_QPS_RESET || state == IB_QPS_INIT || state == IB_QPS_RTR)
+		return -EINVAL;
 	npfnic_ib_sq_doorbell(dev, ibqp->qp_num);
 	return 0;
 }

@@ -612,6 +612,7 @@ var RDMAValues = []Value{
 	{"RDMA_MAX_CQ", RDMAMaxCQ, "live completion queues"},
 	{"RDMA_MAX_SRQ", RDMAMaxSRQ, "live shared receive queues (SRQN 0..RDMA_MAX_SRQ-1)"},
 	{"RDMA_MAX_MR", RDMAMaxMR, "live memory regions"},
+	{"RDMA_MAX_MW", RDMAMaxMW, "live memory windows"},
 	{"RDMA_MAX_GID", RDMAMaxGID, "GID table entries"},
 	{"RDMA_MAX_SGE", RDMAMaxSGE, "scatter/gather entries per WQE"},
 	{"RDMA_MAX_INLINE", RDMAMaxInline, "inline bytes per send WQE"},
