@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/internal/testbed"
+	"github.com/npfnic/npfnic/internal/testbed/vm"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 )
 
@@ -227,7 +228,7 @@ func npfnicLogClean(t *testing.T, g *testbed.RDMAGuest) {
 // checks its report: every check passed, and the kernel logged no warning.
 // It covers what the rdma_cm programs leave to user space: the kernel's
 // RC, UC and UD work requests of every opcode the device runs, inline
-// sends, kernel SRQs, CQ events and ib_drain_qp.
+// sends, a full send queue, kernel SRQs, CQ events and ib_drain_qp.
 func kernelVerbs(t *testing.T, g *testbed.RDMAGuest) {
 	t.Helper()
 	imgs := needImages(t)
@@ -245,14 +246,27 @@ func kernelVerbs(t *testing.T, g *testbed.RDMAGuest) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if err := g.VM.Put(ctx, "/tmp/kverbs_test.ko", ko, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := g.VM.Exec(ctx, "insmod", "/tmp/kverbs_test.ko", "dev="+g.Dev)
-	if err != nil {
-		t.Fatal(err)
+	// The module runs its checks in its init, which no signal ends: a
+	// module that hangs is reported with what it printed so far. Each of
+	// its waits gives up after 10 s.
+	done := make(chan vm.Result, 1)
+	go func() {
+		r, err := g.VM.Exec(ctx, "insmod", "/tmp/kverbs_test.ko", "dev="+g.Dev)
+		if err != nil {
+			r = vm.Result{Exit: -1, Stderr: err.Error()}
+		}
+		done <- r
+	}()
+	var r vm.Result
+	select {
+	case r = <-done:
+	case <-time.After(90 * time.Second):
+		r = vm.Result{Exit: -1, Stderr: "still running after 90 s"}
 	}
 	dmesg, derr := g.Shell(ctx, "dmesg")
 	if derr != nil {
@@ -266,7 +280,8 @@ func kernelVerbs(t *testing.T, g *testbed.RDMAGuest) {
 	}
 	passed := regexp.MustCompile(`kverbs_test: (\d+) of (\d+) checks passed`).FindStringSubmatch(dmesg)
 	if r.Exit != 0 || passed == nil || passed[1] != passed[2] || strings.Contains(dmesg, "kverbs_test: FAIL") {
-		t.Fatalf("kernel verbs on %s: insmod exit %d %s%s\n%s", g.Dev, r.Exit, r.Stdout, r.Stderr, strings.Join(report, "\n"))
+		t.Fatalf("kernel verbs on %s: insmod exit %d %s%s\n%s\n\nthe kernel's log:\n%s",
+			g.Dev, r.Exit, r.Stdout, r.Stderr, strings.Join(report, "\n"), lastLines(dmesg, 30))
 	}
 	if _, err := g.Shell(ctx, "rmmod kverbs_test"); err != nil {
 		t.Fatal(err)
@@ -768,6 +783,53 @@ static void kv_uc(struct kv *kv, struct ib_qp *a, struct ib_qp *b)
 		 "UC RDMA_WRITE landed (err %d status %d)", err, wc->status);
 }
 
+/*
+ * A chain of one send more than the queue holds, on a QP with nothing
+ * posted yet: the device sees none of it before the chain is written, so
+ * the last is refused (-ENOMEM, named by bad_wr) and the others are sent.
+ */
+static void kv_full(struct kv *kv, struct ib_qp *a, struct ib_ah *ah, u32 dest)
+{
+	struct ib_qp_init_attr init;
+	const struct ib_send_wr *bad = NULL;
+	struct ib_qp_attr attr;
+	struct ib_ud_wr *wrs;
+	struct ib_sge sge;
+	struct kv_wr sw;
+	struct ib_wc *wc;
+	int n, i, err;
+
+	err = ib_query_qp(a, &attr, IB_QP_CAP, &init);
+	n = init.cap.max_send_wr;
+	wrs = kcalloc(n + 1, sizeof(*wrs), GFP_KERNEL);
+	if (err || !wrs) {
+		KV_CHECK(kv, false, "UD: query the QP's capabilities (%d)", err);
+		kfree(wrs);
+		return;
+	}
+	sge = kv_sge(kv, kv->adma, 64);
+	kv_wr_init(&sw);
+	for (i = 0; i <= n; i++) {
+		wrs[i].wr.next = i < n ? &wrs[i + 1].wr : NULL;
+		wrs[i].wr.wr_cqe = &sw.cqe;
+		wrs[i].wr.opcode = IB_WR_SEND;
+		wrs[i].wr.sg_list = &sge;
+		wrs[i].wr.num_sge = 1;
+		wrs[i].ah = ah;
+		wrs[i].remote_qpn = dest;	/* no receive posted: dropped there */
+		wrs[i].remote_qkey = KV_QKEY;
+	}
+	wrs[n - 1].wr.send_flags = IB_SEND_SIGNALED;
+	err = ib_post_send(a, &wrs[0].wr, &bad);
+	KV_CHECK(kv, err == -ENOMEM && bad == &wrs[n].wr,
+		 "UD: %d sends posted into a queue of %d: -ENOMEM at the last (%d, bad %td)",
+		 n + 1, n, err, bad ? (struct ib_ud_wr *)bad - wrs : -1);
+	wc = kv_wait(&sw);
+	KV_CHECK(kv, kv_ok(wc, a, IB_WC_SEND), "UD: the %d that fitted were sent (status %d)",
+		 n, wc->status);
+	kfree(wrs);
+}
+
 /* UD from a to b through an address handle: the GRH area, src_qp, the network type. */
 static void kv_ud(struct kv *kv, struct ib_qp *a, struct ib_qp *b)
 {
@@ -809,6 +871,7 @@ static void kv_ud(struct kv *kv, struct ib_qp *a, struct ib_qp *b)
 		 (kv->bbuf[20] >> 4) == 4 && !memcmp(kv->bbuf + 40, kv->abuf, 512),
 		 "UD SEND received behind the GRH area (status %d byte_len %u src_qp %u flags %#x)",
 		 wc->status, wc->byte_len, wc->src_qp, wc->wc_flags);
+	kv_full(kv, a, ah, b->qp_num);
 	rdma_destroy_ah(ah, 0);
 }
 
@@ -844,6 +907,8 @@ static void kv_srq(struct kv *kv, struct ib_srq *srq, struct ib_qp *a, struct ib
 		 "SRQ: the first receive took it (status %d byte_len %u)",
 		 wc->status, wc->byte_len);
 	KV_CHECK(kv, !completion_done(&rw[1].done), "SRQ: the second receive stays posted");
+	err = kv_recv(b, NULL, &rw[0], &rsge[0], 1);
+	KV_CHECK(kv, err == -EINVAL, "SRQ: a QP on it has no receive queue to post to (%d)", err);
 }
 
 static int kv_gid(struct kv *kv)

@@ -1251,17 +1251,27 @@ int npfnic_ib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	return 0;
 }
 
-/* User space posts receives itself; a kernel consumer through here. */
+/*
+ * User space posts receives itself; a kernel consumer through here. In
+ * the error state the device flushes receive entries when its engine next
+ * runs, which nothing else may make it do soon (ib_drain_rq waits for
+ * that completion): SQ_DOORBELL makes it run.
+ */
 int npfnic_ib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 			const struct ib_recv_wr **bad_wr)
 {
 	struct npfnic_ib_qp *qp = to_npfnic_ib_qp(ibqp);
+	enum ib_qp_state state = READ_ONCE(qp->attr.qp_state);
+	int err;
 
 	/* A QP on an SRQ has no receive queue of its own. */
-	if (!qp->kernel || ibqp->srq || READ_ONCE(qp->attr.qp_state) == IB_QPS_RESET) {
+	if (!qp->kernel || ibqp->srq || state == IB_QPS_RESET) {
 		*bad_wr = wr;
 		return qp->kernel ? -EINVAL : -EOPNOTSUPP;
 	}
-	return npfnic_ib_post_recv_queue(&qp->rq, &qp->rq_lock, qp->cap.max_recv_sge, wr,
-					 bad_wr);
+	err = npfnic_ib_post_recv_queue(&qp->rq, &qp->rq_lock, qp->cap.max_recv_sge, wr,
+					bad_wr);
+	if (state == IB_QPS_ERR)
+		npfnic_ib_sq_doorbell(to_npfnic_ib_dev(ibqp->device), ibqp->qp_num);
+	return err;
 }
