@@ -290,9 +290,10 @@ func kernelVerbs(t *testing.T, g *testbed.RDMAGuest) {
 	npfnicLogClean(t, g)
 }
 
-// TestRDMACMWithRxe: rdma_cm between npfnic and rdma_rxe, each as server
-// and as client: rping with every ping checked, ucmatose (RC) and udaddy
-// (UD), ib_send_bw -R and ib_write_bw -R at two sizes. Then npfnic.ko is
+// TestRDMACMWithRxe: first the kernel verbs on npfnic (kernelVerbs);
+// then rdma_cm between npfnic and rdma_rxe, each as server and as client:
+// rping with every ping checked, ucmatose (RC) and udaddy (UD),
+// ib_send_bw -R and ib_write_bw -R at two sizes. Then npfnic.ko is
 // unloaded with ib_mad, ib_cm, rdma_cm and rdma_ucm attached to its
 // device (their QP 1, CQ, PD and DMA MR destroyed through the driver) and
 // loaded again, and rping connects once more; the npfnic guest's kernel
