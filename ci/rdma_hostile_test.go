@@ -149,7 +149,9 @@ func hostileBesideLiveTraffic(t *testing.T, p *testbed.RDMAPair, npf, peer *test
 	}()
 	for deadline := time.Now().Add(time.Minute); ; {
 		res := run(t, npf.VM, "rdma resource show qp")
-		if strings.Contains(res, "state RTS") && strings.Contains(res, "ibv_rc_pingpong") {
+		// The pingpong's own QP in RTS (QP 1, the GSI QP, is in RTS from
+		// the start).
+		if rtsQPOf(res, "ibv_rc_pingpong") {
 			break
 		}
 		select {
@@ -233,4 +235,15 @@ func hostileBesideLiveTraffic(t *testing.T, p *testbed.RDMAPair, npf, peer *test
 			t.Errorf("the %s guest's kernel log has %q:\n%s", g.Kind, m, lastLines(run(t, g.VM, "dmesg"), 40))
 		}
 	}
+}
+
+// rtsQPOf reports whether `rdma resource show qp` lists a QP in RTS that
+// belongs to program.
+func rtsQPOf(res, program string) bool {
+	for _, line := range strings.Split(res, "\n") {
+		if strings.Contains(line, "state RTS") && strings.Contains(line, program) {
+			return true
+		}
+	}
+	return false
 }

@@ -101,9 +101,9 @@ type Artifacts struct {
 	Kernel        Kernel
 	Module        string // npfnic.ko
 	Initramfs     string // guest image: npfnic tools, memcached, iperf3, lspci, ethtool
-	RDMAInitramfs string // the same plus rdma_rxe and the RDMA user tools
+	RDMAInitramfs string // the same plus rdma_rxe, the rdma_cm modules and the RDMA user tools
 	// ConformanceInitramfs is the RDMA image plus rdma-core's test suite
-	// (python3, pyverbs), rdmacm-utils and the rdma_cm modules.
+	// (python3, pyverbs).
 	ConformanceInitramfs string
 	// CacheDir is the cache they are in; what the VM harness learns about
 	// the host (whether KVM works) is kept there too.

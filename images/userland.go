@@ -9,8 +9,8 @@ import (
 )
 
 // GuestPackages are the bookworm packages whose programs go into the guest
-// images (the RDMA ones only into the RDMA variants, rdma-core's test
-// suite and rdmacm-utils only into the conformance variant).
+// images (the RDMA ones, rdmacm-utils among them, only into the RDMA
+// variants, rdma-core's test suite only into the conformance variant).
 var GuestPackages = []string{
 	"memcached", "iperf3", "pciutils", "pci.ids", "ethtool", "iproute2",
 	"ibverbs-utils", "ibverbs-providers", "perftest", "coreutils",
