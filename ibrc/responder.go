@@ -576,25 +576,43 @@ func (q *QP) execAtomic(p *rocev2.Packet) {
 		return v
 	})
 	if err != nil {
-		if va, _, ok := AsFault(err); ok {
-			q.recvFault(p, mr.mem, va)
-			return
-		}
-		q.classC(rocev2.NAKRemoteAccess, WCRemAccessErr)
+		q.accessFailed(p, mr, err)
 		return
 	}
 	psn := p.BTH.PSN
+	res := q.executedOnce(psn, readRes{first: psn, last: psn, va: a.VA, length: AtomicSize, rkey: a.RKey,
+		valid: true, atomic: true, orig: orig})
+	q.atomicAck(psn, res.msn, orig)
+}
+
+// accessFailed answers a request whose access to mr failed with err: a
+// fault with an RNR NAK (recvFault), anything else as a remote access
+// error.
+func (q *QP) accessFailed(p *rocev2.Packet, mr *MR, err error) {
+	if va, _, ok := AsFault(err); ok {
+		q.recvFault(p, mr.mem, va)
+		return
+	}
+	q.classC(rocev2.NAKRemoteAccess, WCRemAccessErr)
+}
+
+// executedOnce records that the one-packet request at psn that res
+// describes (an atomic, an ATOMIC WRITE) executed: it ends the fault the
+// request had, moves the expected PSN and the MSN on, and keeps res, with
+// its MSN, among the READ resources for a duplicate. It returns res as
+// kept.
+func (q *QP) executedOnce(psn uint32, res readRes) readRes {
 	if q.resp.faulted && psn == q.resp.faultPSN {
 		q.resp.faulted = false
-		e.cfg.Trace.Emit(trace.RCResume, trace.TrackRC, uint64(q.num), uint64(psn))
+		q.e.cfg.Trace.Emit(trace.RCResume, trace.TrackRC, uint64(q.num), uint64(psn))
 	}
 	q.resp.psn = psnAdd(psn, 1)
 	q.resp.msn = (q.resp.msn + 1) & psnMask
-	q.resp.reads[q.resp.readNext] = readRes{first: psn, last: psn, va: a.VA, length: AtomicSize, rkey: a.RKey,
-		valid: true, atomic: true, orig: orig, msn: q.resp.msn}
+	res.msn = q.resp.msn
+	q.resp.reads[q.resp.readNext] = res
 	q.resp.readNext = (q.resp.readNext + 1) % len(q.resp.reads)
-	e.messageExecuted()
-	q.atomicAck(psn, q.resp.msn, orig)
+	q.e.messageExecuted()
+	return res
 }
 
 // execAtomicWrite writes an ATOMIC WRITE's 8 bytes as one store (under
@@ -617,25 +635,11 @@ func (q *QP) execAtomicWrite(p *rocev2.Packet) {
 	err := mr.writeAt(r.VA, p.Payload)
 	e.atomicMu.Unlock()
 	if err != nil {
-		if va, _, ok := AsFault(err); ok {
-			q.recvFault(p, mr.mem, va)
-			return
-		}
-		q.classC(rocev2.NAKRemoteAccess, WCRemAccessErr)
+		q.accessFailed(p, mr, err)
 		return
 	}
 	psn := p.BTH.PSN
-	if q.resp.faulted && psn == q.resp.faultPSN {
-		q.resp.faulted = false
-		e.cfg.Trace.Emit(trace.RCResume, trace.TrackRC, uint64(q.num), uint64(psn))
-	}
-	res := readRes{first: psn, last: psn, va: r.VA, rkey: r.RKey, mtu: q.mtu, valid: true}
-	q.resp.reads[q.resp.readNext] = res
-	q.resp.readNext = (q.resp.readNext + 1) % len(q.resp.reads)
-	q.resp.psn = psnAdd(psn, 1)
-	q.resp.msn = (q.resp.msn + 1) & psnMask
-	e.messageExecuted()
-	q.answerRead(res, psn)
+	q.answerRead(q.executedOnce(psn, readRes{first: psn, last: psn, va: r.VA, rkey: r.RKey, mtu: q.mtu, valid: true}), psn)
 }
 
 // atomicAck answers the atomic at psn with the value it found.
