@@ -29,6 +29,11 @@ var (
 // missing prerequisite is then a failure, not a skip.
 func required() bool { return os.Getenv("NPFNIC_REQUIRE_TOOLS") == "1" }
 
+// fullVMTests: NPFNIC_VM_FULL=1 (make vmtest-full) runs the repeats make
+// test leaves out to stay within its time: the same checks again in
+// another pairing.
+func fullVMTests() bool { return os.Getenv("NPFNIC_VM_FULL") == "1" }
+
 func TestMain(m *testing.M) {
 	// Interrupted (Ctrl-C, or SIGTERM from a CI runner): the VMs and the
 	// device servers go at once, with their socket directories. A SIGKILL

@@ -2,6 +2,8 @@ package ci
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -231,21 +233,7 @@ func npfnicLogClean(t *testing.T, g *testbed.RDMAGuest) {
 // sends, a full send queue, kernel SRQs, CQ events and ib_drain_qp.
 func kernelVerbs(t *testing.T, g *testbed.RDMAGuest) {
 	t.Helper()
-	imgs := needImages(t)
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "kverbs_test.c"), []byte(kverbsTestSource), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "Kbuild"), []byte("obj-m := kverbs_test.o\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("make", "-C", imgs.Kernel.Headers, "M="+dir, "modules").CombinedOutput(); err != nil {
-		t.Fatalf("build kverbs_test.ko: %v\n%s", err, out)
-	}
-	ko, err := os.ReadFile(filepath.Join(dir, "kverbs_test.ko"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ko := kverbsModule(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if err := g.VM.Put(ctx, "/tmp/kverbs_test.ko", ko, 0o644); err != nil {
@@ -347,6 +335,41 @@ func TestRDMACMBetweenNPFNICs(t *testing.T) {
 	cmPerftest(t, p.A, p.B, workload.Perftest{Tool: "ib_write_bw", Size: 65536, Iters: 100})
 	npfnicLogClean(t, p.A)
 	npfnicLogClean(t, p.B)
+}
+
+// kverbsModule returns kverbs_test.ko built against the guest kernel's
+// headers, from the image cache when the same source was built for the
+// same headers before (a build takes 20 s of the test otherwise).
+func kverbsModule(t *testing.T) []byte {
+	t.Helper()
+	imgs := needImages(t)
+	sum := sha256.Sum256([]byte(imgs.Kernel.Headers + "\x00" + kverbsTestSource))
+	cached := filepath.Join(imgs.CacheDir, "kverbs", hex.EncodeToString(sum[:8]), "kverbs_test.ko")
+	if ko, err := os.ReadFile(cached); err == nil {
+		return ko
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "kverbs_test.c"), []byte(kverbsTestSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Kbuild"), []byte("obj-m := kverbs_test.o\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("make", "-C", imgs.Kernel.Headers, "M="+dir, "modules").CombinedOutput(); err != nil {
+		t.Fatalf("build kverbs_test.ko: %v\n%s", err, out)
+	}
+	ko, err := os.ReadFile(filepath.Join(dir, "kverbs_test.ko"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Written whole, then renamed: a concurrent reader finds all or nothing.
+	if err := os.MkdirAll(filepath.Dir(cached), 0o755); err == nil {
+		tmp := cached + ".tmp"
+		if os.WriteFile(tmp, ko, 0o644) == nil {
+			_ = os.Rename(tmp, cached)
+		}
+	}
+	return ko
 }
 
 // kverbsTestSource is kverbs_test.ko, a kernel consumer of one RDMA
