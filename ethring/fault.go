@@ -136,7 +136,7 @@ func (in *instance) request(f *ats.Fault, c uint32, kind uint16, write bool, det
 func (in *instance) rxFault(s rxSlot, frame []byte, h *pkthdr.Headers, f *ats.Fault, detected int64) {
 	p := in.p
 	p.st.rxFaults.Add(1)
-	in.publish(hw.PairStatusRxFaults, in.rxFaultsG.Add(1))
+	in.count(hw.PairStatusRxFaults, &in.rxFaultsG)
 	p.d.trace.Emit(trace.Fault, trace.PairRx(p.q), f.VA, uint64(s.c))
 	if !f.NeedsPageRequest() {
 		// Nothing can make this buffer usable: the descriptor completes
@@ -158,7 +158,7 @@ func (in *instance) rxFault(s rxSlot, frame []byte, h *pkthdr.Headers, f *ats.Fa
 // rxFaultDrop counts a frame for descriptor c dropped because of a fault.
 func (in *instance) rxFaultDrop(c uint32) {
 	in.p.st.rxFaultDrops.Add(1)
-	in.publish(hw.PairStatusRxFaultDrops, in.rxFaultDropsG.Add(1))
+	in.count(hw.PairStatusRxFaultDrops, &in.rxFaultDropsG)
 	in.p.d.trace.Emit(trace.RxDrop, trace.PairRx(in.p.q), uint64(c), trace.DropFault)
 }
 
@@ -232,7 +232,7 @@ func (in *instance) rxToBackup(frame []byte, h *pkthdr.Headers, c uint32, f *ats
 	in.bitmap[bit%in.bmSize] = true
 	in.setHeadOffset(in.headOffset + 1)
 	p.st.rxBackup.Add(1)
-	in.publish(hw.PairStatusRxBackup, in.rxBackupG.Add(1))
+	in.count(hw.PairStatusRxBackup, &in.rxBackupG)
 }
 
 // requestOnce raises the page request of fault f (if any) for descriptor c
@@ -372,7 +372,7 @@ var errTxFault = errors.New("TX buffer can not be translated")
 func (in *instance) txResolve(c uint32, f *ats.Fault, detected int64) ([]*pri.Group, error) {
 	p := in.p
 	p.st.txFaults.Add(1)
-	in.publish(hw.PairStatusTxFaults, in.txFaultsG.Add(1))
+	in.count(hw.PairStatusTxFaults, &in.txFaultsG)
 	p.d.trace.Emit(trace.Fault, trace.PairTx(p.q), f.VA, uint64(c))
 	e := p.d.pri
 	if !f.NeedsPageRequest() || e == nil {

@@ -527,11 +527,25 @@ func (in *instance) report() {
 // publish writes one field of this instance's status to the status block,
 // unless the instance was retired or there is no block.
 func (in *instance) publish(f hw.Le32, v uint32) {
+	in.publishFrom(f, func() uint32 { return v })
+}
+
+// count adds one to the status block counter c and publishes it as field
+// f. The value is read under statusMu: counts on several goroutines (wire
+// stalls of concurrent Receive calls) publish in order, and the field
+// never goes back to an older value, which a value taken before the lock
+// could write over a newer one.
+func (in *instance) count(f hw.Le32, c *atomic.Uint32) {
+	c.Add(1)
+	in.publishFrom(f, c.Load)
+}
+
+func (in *instance) publishFrom(f hw.Le32, get func() uint32) {
 	p := in.p
 	var err error
 	var b [4]byte
-	binary.LittleEndian.PutUint32(b[:], v)
 	p.statusMu.Lock()
+	binary.LittleEndian.PutUint32(b[:], get())
 	sb := p.d.status.Load()
 	if p.inst.Load() == in && sb != nil {
 		err = sb.write(uint64(hw.StatusPairOffset(p.q)+f.Offset), b[:])

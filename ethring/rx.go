@@ -85,7 +85,7 @@ func (in *instance) rxPick(frame []byte, h *pkthdr.Headers, hold bool) (s rxSlot
 			return rxSlot{}, false, true
 		default:
 			p.st.rxDropsNoBuf.Add(1)
-			in.publish(hw.PairStatusRxDropsNoBuf, in.rxDropsNoBuf.Add(1))
+			in.count(hw.PairStatusRxDropsNoBuf, &in.rxDropsNoBuf)
 			p.d.trace.Emit(trace.RxDrop, trace.PairRx(p.q), uint64(c), trace.DropNoBuffer)
 		}
 		return rxSlot{}, false, false
@@ -99,7 +99,7 @@ func (in *instance) rxPick(frame []byte, h *pkthdr.Headers, hold bool) (s rxSlot
 		addr: hw.RxDescAddr.Get(desc), bufLen: int(hw.RxDescBufLen.Get(desc))}
 	if n := len(frame); n > s.bufLen || n > hw.MaxFrame {
 		p.st.rxDropsTooBig.Add(1)
-		in.publish(hw.PairStatusRxDropsTooBig, in.rxDropsTooBig.Add(1))
+		in.count(hw.PairStatusRxDropsTooBig, &in.rxDropsTooBig)
 		p.d.trace.Emit(trace.RxDrop, trace.PairRx(p.q), uint64(c), trace.DropTooBig)
 		return rxSlot{}, false, false
 	}
@@ -117,7 +117,7 @@ func (in *instance) rxStalled() bool {
 // rxStall counts one stall of the wire on this instance.
 func (in *instance) rxStall() {
 	in.p.st.rxWireStalls.Add(1)
-	in.publish(hw.PairStatusRxWireStalls, in.rxWireStalls.Add(1))
+	in.count(hw.PairStatusRxWireStalls, &in.rxWireStalls)
 }
 
 // rxComplete hands the buffer back: the descriptor's device fields first,

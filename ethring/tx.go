@@ -210,7 +210,7 @@ func (in *instance) txSkip(head, tail uint32) uint32 {
 		}
 		if hw.TxDescFlags.Get(desc)&hw.TxdEOP != 0 || i+1 == t.size {
 			in.p.st.txFaultErrors.Add(1)
-			in.publish(hw.PairStatusTxFaultErrors, in.txFaultErrorsG.Add(1))
+			in.count(hw.PairStatusTxFaultErrors, &in.txFaultErrorsG)
 			return i + 1
 		}
 	}
@@ -262,7 +262,7 @@ func (in *instance) txOffloadSend(f []byte, off txOffload) {
 		p := in.p
 		p.st.txTSOFrames.Add(1)
 		p.st.txTSOSegments.Add(uint64(n))
-		in.publish(hw.PairStatusTxTSOFrames, in.txTSOFrames.Add(1))
+		in.count(hw.PairStatusTxTSOFrames, &in.txTSOFrames)
 	case off.flags&hw.TxdCsum != 0:
 		if len(f) > hw.MaxFrame || !txCsum(f, off.csumStart, off.csumOffset) {
 			in.txDrop()
@@ -312,5 +312,5 @@ func (in *instance) txSendGSO(g port.GSOSender, frame []byte, gso port.GSOInfo) 
 
 func (in *instance) txDrop() {
 	in.p.st.txDropsBadLen.Add(1)
-	in.publish(hw.PairStatusTxDropsBadLen, in.txDropsBadLen.Add(1))
+	in.count(hw.PairStatusTxDropsBadLen, &in.txDropsBadLen)
 }
