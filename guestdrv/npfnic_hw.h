@@ -31,7 +31,7 @@
 #define NPFNIC_DIAG_ECHO_MAX             0x10000 /* most rounds one DIAG_ECHO_CTRL write runs */
 #define NPFNIC_DIAG_ECHO_GAP_MAX         0xf4240 /* largest NPFNIC_REG_DIAG_ECHO_GAP (microseconds) */
 #define NPFNIC_MAGIC                     0x4e50464e /* value of NPFNIC_REG_ID */
-#define NPFNIC_INTERFACE_VERSION         0x20008 /* value of NPFNIC_REG_VERSION */
+#define NPFNIC_INTERFACE_VERSION         0x20009 /* value of NPFNIC_REG_VERSION */
 #define NPFNIC_DIAG_DMA_CTRL_START       0x1 /* start; ignored while NPFNIC_DIAG_DMA_STATUS_BUSY */
 #define NPFNIC_DIAG_DMA_CTRL_ABORT       0x2 /* stop a running DMA; BUSY until no byte will be written */
 #define NPFNIC_DIAG_DMA_STATUS_IDLE      0x0
@@ -468,6 +468,10 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_MAX_MR_SIZE          0x10000000000 /* bytes of one memory region */
 #define NPFNIC_RDMA_MAX_MSG_SIZE         0x80000000 /* bytes of one message */
 #define NPFNIC_RDMA_MAX_RD_ATOMIC        0x10 /* RDMA READs and atomics outstanding per QP */
+#define NPFNIC_RXE_SEND_REG_OFFSET       0x18 /* offset of struct npfnic_reg_wr in struct rxe_send_wqe (its wr.wr union) */
+#define NPFNIC_RDMA_MAX_FAST_REG_PAGES   0x200 /* longest page list of a fast registration region */
+#define NPFNIC_RDMA_FAST_REG_MIN_PAGE_SHIFT 0xc /* smallest page of a fast registration (4 KiB) */
+#define NPFNIC_RDMA_FAST_REG_MAX_PAGE_SHIFT 0x1e /* largest page of a fast registration (1 GiB) */
 #define NPFNIC_RDMA_CMD_CREATE_CQ        0x1 /* command: create a completion queue */
 #define NPFNIC_RDMA_CMD_DESTROY_CQ       0x2 /* command: destroy a completion queue (no QP may use it) */
 #define NPFNIC_RDMA_CMD_CREATE_QP        0x3 /* command: create an RC queue pair (in RESET) */
@@ -483,6 +487,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_CMD_MODIFY_SRQ       0xd /* command: arm (or disarm) an SRQ's limit */
 #define NPFNIC_RDMA_CMD_DESTROY_SRQ      0xe /* command: destroy an SRQ no QP uses */
 #define NPFNIC_RDMA_CMD_ALLOC_MW         0xf /* command: create a memory window, bound to nothing */
+#define NPFNIC_RDMA_CMD_ALLOC_MR         0x12 /* command: create a free region for fast registration (REG_MR send entries) */
 #define NPFNIC_RDMA_CMD_RESIZE_CQ        0x11 /* command: move a CQ to a new ring (as CREATE_CQ's), its pending completions first */
 #define NPFNIC_RDMA_CMD_DEALLOC_MW       0x10 /* command: destroy a memory window; its R_Key grants nothing from then on */
 #define NPFNIC_RDMA_CMD_FLAG_EVENT       0x1 /* command flag: post a CMD_DONE event */
@@ -550,6 +555,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_FEAT_RDMA_UD              0x100 /* NPFNIC_REG_FEATURES: UD queue pairs */
 #define NPFNIC_FEAT_RDMA_UC              0x200 /* NPFNIC_REG_FEATURES: UC queue pairs */
 #define NPFNIC_FEAT_RDMA_RESIZE_CQ       0x1000 /* NPFNIC_REG_FEATURES: RESIZE_CQ */
+#define NPFNIC_FEAT_RDMA_FAST_REG        0x2000 /* NPFNIC_REG_FEATURES: ALLOC_MR, REG_MR send entries, LOCAL_INV of regions */
 #define NPFNIC_FEAT_RDMA_MW              0x800 /* NPFNIC_REG_FEATURES: memory windows, LOCAL_INV, SEND with Invalidate */
 #define NPFNIC_FEAT_RDMA_KERNEL          0x400 /* NPFNIC_REG_FEATURES: REG_MR's FLAG_PHYSICAL and the GSI QP 1 */
 
@@ -920,6 +926,50 @@ _Static_assert(offsetof(struct npfnic_rdma_cmd_reg_mr, length) == 24, "npfnic_rd
 _Static_assert(offsetof(struct npfnic_rdma_cmd_reg_mr, access) == 32, "npfnic_rdma_cmd_reg_mr.access offset");
 _Static_assert(offsetof(struct npfnic_rdma_cmd_reg_mr, pasid) == 36, "npfnic_rdma_cmd_reg_mr.pasid offset");
 _Static_assert(offsetof(struct npfnic_rdma_cmd_reg_mr, rsvd_tail) == 40, "npfnic_rdma_cmd_reg_mr.rsvd_tail offset");
+
+/* NPFNIC_RDMA_CMD_ALLOC_MR (handle: the region's first key; interface 2.9). */
+struct npfnic_rdma_cmd_alloc_mr {
+	__u8 opcode;                    /* driver: NPFNIC_RDMA_CMD_* */
+	__u8 flags;                     /* driver: NPFNIC_RDMA_CMD_FLAG_* */
+	__le16 rsvd;                    /* reserved, zero */
+	__le32 status;                  /* device: NPFNIC_RDMA_CMD_OK or NPFNIC_RDMA_CMDERR_*; the driver writes NPFNIC_RDMA_CMD_PENDING before posting */
+	__le32 handle;                  /* driver: the QPN, CQN, MR key or GID index the command acts on */
+	__le32 pd;                      /* driver: protection domain number */
+	__le32 max_pages;               /* driver: the longest page list a REG_MR entry may give it, 1..NPFNIC_RDMA_MAX_FAST_REG_PAGES */
+	__le32 rsvd2;                   /* reserved, zero */
+	__le64 pages;                   /* driver: IOVA of max_pages __le64 page addresses, which the device reads when a REG_MR entry of the region runs (8-byte aligned) */
+	__le32 rsvd_tail[8];            /* reserved, zero */
+};
+_Static_assert(sizeof(struct npfnic_rdma_cmd_alloc_mr) == 64, "npfnic_rdma_cmd_alloc_mr size");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_alloc_mr, opcode) == 0, "npfnic_rdma_cmd_alloc_mr.opcode offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_alloc_mr, flags) == 1, "npfnic_rdma_cmd_alloc_mr.flags offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_alloc_mr, rsvd) == 2, "npfnic_rdma_cmd_alloc_mr.rsvd offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_alloc_mr, status) == 4, "npfnic_rdma_cmd_alloc_mr.status offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_alloc_mr, handle) == 8, "npfnic_rdma_cmd_alloc_mr.handle offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_alloc_mr, pd) == 12, "npfnic_rdma_cmd_alloc_mr.pd offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_alloc_mr, max_pages) == 16, "npfnic_rdma_cmd_alloc_mr.max_pages offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_alloc_mr, rsvd2) == 20, "npfnic_rdma_cmd_alloc_mr.rsvd2 offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_alloc_mr, pages) == 24, "npfnic_rdma_cmd_alloc_mr.pages offset");
+_Static_assert(offsetof(struct npfnic_rdma_cmd_alloc_mr, rsvd_tail) == 32, "npfnic_rdma_cmd_alloc_mr.rsvd_tail offset");
+
+/* The REG_MR member of a send entry's wr.wr union (kernel consumers; interface 2.9). */
+struct npfnic_reg_wr {
+	__le64 iova;                    /* first address of the region */
+	__le64 length;                  /* bytes, at most npages pages less iova's offset in the first */
+	__le32 key;                     /* the region's lkey and rkey from now on: its index (key >> 8) with a new low byte */
+	__le32 access;                  /* NPFNIC_RDMA_ACCESS_* (REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE) */
+	__u8 page_shift;                /* log2 of the page size, NPFNIC_RDMA_FAST_REG_MIN_PAGE_SHIFT..MAX */
+	__u8 rsvd[3];                   /* reserved, zero */
+	__le32 npages;                  /* page list entries used, 1..ALLOC_MR's max_pages */
+};
+_Static_assert(sizeof(struct npfnic_reg_wr) == 32, "npfnic_reg_wr size");
+_Static_assert(offsetof(struct npfnic_reg_wr, iova) == 0, "npfnic_reg_wr.iova offset");
+_Static_assert(offsetof(struct npfnic_reg_wr, length) == 8, "npfnic_reg_wr.length offset");
+_Static_assert(offsetof(struct npfnic_reg_wr, key) == 16, "npfnic_reg_wr.key offset");
+_Static_assert(offsetof(struct npfnic_reg_wr, access) == 20, "npfnic_reg_wr.access offset");
+_Static_assert(offsetof(struct npfnic_reg_wr, page_shift) == 24, "npfnic_reg_wr.page_shift offset");
+_Static_assert(offsetof(struct npfnic_reg_wr, rsvd) == 25, "npfnic_reg_wr.rsvd offset");
+_Static_assert(offsetof(struct npfnic_reg_wr, npages) == 28, "npfnic_reg_wr.npages offset");
 
 /* NPFNIC_RDMA_CMD_QUERY_STATS (handle 0; interface 2.5). */
 struct npfnic_rdma_cmd_query_stats {

@@ -116,6 +116,11 @@ static int npfnic_ib_query_device(struct ib_device *ibdev, struct ib_device_attr
 		attr->device_cap_flags |= IB_DEVICE_MEM_WINDOW | IB_DEVICE_MEM_WINDOW_TYPE_2B;
 		attr->max_mw = NPFNIC_IB_MAX_MW;
 	}
+	/* Fast registration: ib_alloc_mr, IB_WR_REG_MR, LOCAL_INV, SEND with Invalidate. */
+	if (dev->hw.fast_reg) {
+		attr->device_cap_flags |= IB_DEVICE_MEM_MGT_EXTENSIONS;
+		attr->max_fast_reg_page_list_len = NPFNIC_RDMA_MAX_FAST_REG_PAGES;
+	}
 	attr->max_pd = NPFNIC_IB_MAX_PD;
 	attr->max_qp_rd_atom = NPFNIC_IB_MAX_RD_ATOM;
 	attr->max_qp_init_rd_atom = NPFNIC_IB_MAX_RD_ATOM;
@@ -345,6 +350,8 @@ static const struct ib_device_ops npfnic_ib_ops = {
 	.dealloc_ucontext = npfnic_ib_dealloc_ucontext,
 	.del_gid = npfnic_ib_del_gid,
 	.dereg_mr = npfnic_ib_dereg_mr,
+	.alloc_mr = npfnic_ib_alloc_mr,
+	.map_mr_sg = npfnic_ib_map_mr_sg,
 	.destroy_ah = npfnic_ib_destroy_ah,
 	.destroy_cq = npfnic_ib_destroy_cq,
 	.destroy_qp = npfnic_ib_destroy_qp,

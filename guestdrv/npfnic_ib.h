@@ -94,6 +94,7 @@ struct npfnic_ib_hw {
 	bool uc;			/* FEAT_RDMA_UC: UC QPs */
 	bool mw;			/* FEAT_RDMA_MW: memory windows */
 	bool resize_cq;			/* FEAT_RDMA_RESIZE_CQ */
+	bool fast_reg;			/* FEAT_RDMA_FAST_REG: ALLOC_MR, REG_MR entries */
 	bool kernel;			/* FEAT_RDMA_KERNEL: kernel verbs, the GSI QP, DMA MRs */
 	unsigned long inject_dereg;	/* bit 0: the next DEREG_MR gets no status (diag) */
 	struct mutex cmd_lock;		/* the command queue: one command at a time */
@@ -343,6 +344,13 @@ struct npfnic_ib_mr {
 	struct list_head odp_node;	/* in uc->odp_mrs while it owns its pages */
 	bool odp_dying;			/* dereg began: no resolution takes it (odp_lock) */
 	unsigned int odp_users;		/* fault resolutions using it (dev->odp_lock) */
+	/* Fast registration (ib_alloc_mr): the page list the device reads at REG_MR. */
+	bool fast;
+	u32 hw_key;			/* ALLOC_MR's key: DEREG_MR names it so */
+	__le64 *pages;			/* max_pages entries, DMA-coherent */
+	dma_addr_t pages_dma;
+	u32 max_pages;
+	u32 npages;			/* set by map_mr_sg */
 };
 
 /*
@@ -367,6 +375,7 @@ enum npfnic_ib_cmd_op {
 	NPFNIC_IB_CMD_ALLOC_MW,
 	NPFNIC_IB_CMD_DEALLOC_MW,
 	NPFNIC_IB_CMD_RESIZE_CQ,
+	NPFNIC_IB_CMD_ALLOC_MR,
 };
 
 struct npfnic_ib_cmd {
@@ -408,6 +417,8 @@ struct npfnic_ib_cmd {
 			bool physical;		/* va is an IOVA, reached untranslated */
 			u64 va;
 			u64 length;
+			u64 pages;		/* ALLOC_MR: the page list's IOVA */
+			u32 max_pages;		/* ALLOC_MR: its entries */
 		} mr;
 		struct {
 			u64 *values;		/* NPFNIC_RDMA_STATS of them */
@@ -538,5 +549,8 @@ struct ib_mr *npfnic_ib_get_dma_mr(struct ib_pd *ibpd, int access);
 struct ib_mr *npfnic_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 va,
 				    int access, struct ib_udata *udata);
 int npfnic_ib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+struct ib_mr *npfnic_ib_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type, u32 max_num_sg);
+int npfnic_ib_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
+			unsigned int *sg_offset);
 
 #endif /* NPFNIC_IB_H */

@@ -255,6 +255,14 @@ static void npfnic_ib_fill(struct npfnic_ib_hw *hw, struct npfnic_rdma_cmd *e,
 		c->pasid = cpu_to_le32(cmd->mr.pasid);
 		break;
 	}
+	case NPFNIC_IB_CMD_ALLOC_MR: {
+		struct npfnic_rdma_cmd_alloc_mr *c = (void *)e;
+
+		c->pd = cpu_to_le32(cmd->mr.pdn);
+		c->max_pages = cpu_to_le32(cmd->mr.max_pages);
+		c->pages = cpu_to_le64(cmd->mr.pages);
+		break;
+	}
 	case NPFNIC_IB_CMD_CREATE_SRQ:
 		npfnic_ib_fill_create_srq((void *)e, cmd);
 		break;
@@ -396,6 +404,7 @@ int npfnic_ib_cmd(struct npfnic_ib_dev *dev, struct npfnic_ib_cmd *cmd)
 		[NPFNIC_IB_CMD_ALLOC_MW] = NPFNIC_RDMA_CMD_ALLOC_MW,
 		[NPFNIC_IB_CMD_DEALLOC_MW] = NPFNIC_RDMA_CMD_DEALLOC_MW,
 		[NPFNIC_IB_CMD_RESIZE_CQ] = NPFNIC_RDMA_CMD_RESIZE_CQ,
+		[NPFNIC_IB_CMD_ALLOC_MR] = NPFNIC_RDMA_CMD_ALLOC_MR,
 	};
 	struct npfnic_ib_hw *hw = &dev->hw;
 	struct npfnic *nic = dev->nic;
@@ -421,6 +430,7 @@ int npfnic_ib_cmd(struct npfnic_ib_dev *dev, struct npfnic_ib_cmd *cmd)
 		handle = cmd->mw.rkey;
 		break;
 	case NPFNIC_IB_CMD_REG_MR:
+	case NPFNIC_IB_CMD_ALLOC_MR:
 	case NPFNIC_IB_CMD_DEREG_MR:
 		handle = cmd->mr.key;
 		break;
@@ -744,6 +754,7 @@ int npfnic_ib_hw_init(struct npfnic_ib_dev *dev)
 	hw->resize_cq = nic->features & NPFNIC_FEAT_RDMA_RESIZE_CQ;
 	/* The GSI QP is a UD QP: no kernel verbs without UD. */
 	hw->kernel = hw->ud && (nic->features & NPFNIC_FEAT_RDMA_KERNEL);
+	hw->fast_reg = hw->kernel && (nic->features & NPFNIC_FEAT_RDMA_FAST_REG);
 	iowrite32(NPFNIC_RDMA_CTRL_ENABLE, nic->bar0 + NPFNIC_REG_RDMA_CTRL);
 	WRITE_ONCE(hw->enabled, true);
 	iowrite32(1, nic->bar0 + NPFNIC_REG_EQ_ARM);

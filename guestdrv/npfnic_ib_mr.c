@@ -385,6 +385,114 @@ err_mr:
 }
 
 /*
+ * Fast registration (kernel consumers: nvme-rdma, iSER, ...): ib_alloc_mr
+ * creates a free region on the device (ALLOC_MR) with a page list in
+ * coherent memory; ib_map_mr_sg fills the list; an IB_WR_REG_MR send entry
+ * (npfnic_ib_queue.c) has the device read the list and register the region
+ * under the key byte the consumer chose; LOCAL_INV, or the peer's SEND with
+ * Invalidate, frees it again. The device reads the list only while a
+ * REG_MR runs, as the consumer may rewrite it once that completed.
+ */
+struct ib_mr *npfnic_ib_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type, u32 max_num_sg)
+{
+	struct npfnic_ib_dev *dev = to_npfnic_ib_dev(ibpd->device);
+	struct device *d = &dev->nic->pdev->dev;
+	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_ALLOC_MR };
+	struct npfnic_ib_mr *mr;
+	int id, err;
+
+	if (!dev->hw.fast_reg || type != IB_MR_TYPE_MEM_REG)
+		return ERR_PTR(-EOPNOTSUPP);
+	if (!max_num_sg || max_num_sg > NPFNIC_RDMA_MAX_FAST_REG_PAGES)
+		return ERR_PTR(-EINVAL);
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	mr->dev = dev;
+	mr->fast = true;
+	mr->max_pages = max_num_sg;
+	INIT_LIST_HEAD(&mr->odp_node);
+	mr->pages = dma_alloc_coherent(d, max_num_sg * sizeof(*mr->pages), &mr->pages_dma,
+				       GFP_KERNEL);
+	if (!mr->pages) {
+		err = -ENOMEM;
+		goto err_mr;
+	}
+	id = ida_alloc_range(&dev->mr_ida, 1, NPFNIC_IB_MAX_MR, GFP_KERNEL);
+	if (id < 0) {
+		err = id == -ENOSPC ? -ENOMEM : id;
+		goto err_pages;
+	}
+	mr->index = id;
+	mr->hw_key = npfnic_ib_mr_key(dev, mr->index);
+	mr->ibmr.lkey = mr->hw_key;
+	mr->ibmr.rkey = mr->hw_key;
+
+	cmd.mr.key = mr->hw_key;
+	cmd.mr.pdn = to_npfnic_ib_pd(ibpd)->pdn;
+	cmd.mr.pages = mr->pages_dma;
+	cmd.mr.max_pages = max_num_sg;
+	err = npfnic_ib_cmd(dev, &cmd);
+	if (err) {
+		/* An ALLOC_MR without an answer may have reached the device: all stays taken. */
+		if (err == -ETIMEDOUT)
+			goto err_mr;
+		ida_free(&dev->mr_ida, mr->index);
+		goto err_pages;
+	}
+	return &mr->ibmr;
+
+err_pages:
+	dma_free_coherent(d, max_num_sg * sizeof(*mr->pages), mr->pages, mr->pages_dma);
+err_mr:
+	kfree(mr);
+	return ERR_PTR(err);
+}
+
+static int npfnic_ib_set_page(struct ib_mr *ibmr, u64 addr)
+{
+	struct npfnic_ib_mr *mr = to_npfnic_ib_mr(ibmr);
+
+	if (mr->npages == mr->max_pages)
+		return -ENOMEM;
+	mr->pages[mr->npages++] = cpu_to_le64(addr);
+	return 0;
+}
+
+int npfnic_ib_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
+			unsigned int *sg_offset)
+{
+	struct npfnic_ib_mr *mr = to_npfnic_ib_mr(ibmr);
+
+	if (!mr->fast)
+		return -EINVAL;
+	mr->npages = 0;
+	return ib_sg_to_pages(ibmr, sg, sg_nents, sg_offset, npfnic_ib_set_page);
+}
+
+/* DEREG_MR names the region by ALLOC_MR's key, whatever REG_MR made of it. */
+static int npfnic_ib_dereg_fast_mr(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr)
+{
+	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_DEREG_MR };
+	int err;
+
+	cmd.mr.key = mr->hw_key;
+	err = npfnic_ib_cmd(dev, &cmd);
+	if (err) {
+		/* The device may still read the list: it stays, as does the key. */
+		dev_warn(&dev->nic->pdev->dev, "fast MR %#x not released by the device (%d)\n",
+			 mr->hw_key, err);
+		kfree(mr);
+		return 0;
+	}
+	dma_free_coherent(&dev->nic->pdev->dev, mr->max_pages * sizeof(*mr->pages), mr->pages,
+			  mr->pages_dma);
+	ida_free(&dev->mr_ida, mr->index);
+	kfree(mr);
+	return 0;
+}
+
+/*
  * The core's destroy paths may not fail: 0 always. DEREG_MR first, so the
  * device stops using the key; then the translations go whatever it
  * answered, since they alone let it reach the pages. An on-demand paging
@@ -398,6 +506,8 @@ int npfnic_ib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_DEREG_MR };
 	int err;
 
+	if (mr->fast)
+		return npfnic_ib_dereg_fast_mr(dev, mr);
 	if (mr->physical) {
 		/*
 		 * The memory is the consumers'; a device that did not let go

@@ -355,6 +355,8 @@ static bool npfnic_ib_wc_opcode_ok(u32 opcode)
 	case IB_WC_RDMA_READ:
 	case IB_WC_COMP_SWAP:
 	case IB_WC_FETCH_ADD:
+	case IB_WC_LOCAL_INV:
+	case IB_WC_REG_MR:
 	case IB_WC_RECV:
 	case IB_WC_RECV_RDMA_WITH_IMM:
 		return true;
@@ -390,7 +392,9 @@ static bool npfnic_ib_cqe_to_wc(struct npfnic_ib_dev *dev, struct npfnic_ib_cq *
 	wc->qp = &qp->ibqp;
 	wc->ex.imm_data = READ_ONCE(e->ex.imm_data);
 	wc->src_qp = READ_ONCE(e->src_qp) & 0xffffff;
-	wc->wc_flags = READ_ONCE(e->wc_flags) & (IB_WC_GRH | IB_WC_WITH_IMM);
+	/* ex is a union: imm_data holds a SEND with Invalidate's R_Key too. */
+	wc->wc_flags = READ_ONCE(e->wc_flags) &
+		       (IB_WC_GRH | IB_WC_WITH_IMM | IB_WC_WITH_INVALIDATE);
 	wc->port_num = 1;
 	if ((wc->wc_flags & IB_WC_GRH) && npfnic_ib_qp_ud(&qp->ibqp)) {
 		wc->wc_flags |= IB_WC_WITH_NETWORK_HDR_TYPE;
@@ -1084,9 +1088,55 @@ static int npfnic_ib_send_ok(const struct npfnic_ib_dev *dev, const struct npfni
 		    wr->sg_list[0].length != sizeof(u64))
 			return -EINVAL;
 		return 0;
-	default:	/* REG_MR, LOCAL_INV, SEND_WITH_INV, LSO, ... */
+	case IB_WR_REG_MR:
+		if (!dev->hw.fast_reg)
+			return -EOPNOTSUPP;
+		if (npfnic_ib_qp_ud(&qp->ibqp) || !to_npfnic_ib_mr(reg_wr(wr)->mr)->fast)
+			return -EINVAL;
+		return 0;
+	case IB_WR_LOCAL_INV:
+		if (!dev->hw.fast_reg && !dev->hw.mw)
+			return -EOPNOTSUPP;
+		return npfnic_ib_qp_ud(&qp->ibqp) ? -EINVAL : 0;
+	case IB_WR_SEND_WITH_INV:
+		if (!dev->hw.fast_reg && !dev->hw.mw)
+			return -EOPNOTSUPP;
+		return qp->ibqp.qp_type != IB_QPT_RC ? -EINVAL : 0;
+	default:	/* LSO, READ_WITH_INV, masked atomics, ... */
 		return -EOPNOTSUPP;
 	}
+}
+
+/* The access a fast registration may grant. */
+#define NPFNIC_IB_REG_ACCESS \
+	(IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ | \
+	 IB_ACCESS_REMOTE_ATOMIC | IB_ACCESS_MW_BIND)
+
+/*
+ * A REG_MR entry: struct npfnic_reg_wr in the entry's wr.wr union, the
+ * region's page list as map_mr_sg left it (the device reads it while the
+ * entry runs).
+ */
+static int npfnic_ib_fill_reg(const struct ib_reg_wr *reg, struct rxe_send_wqe *wqe)
+{
+	struct npfnic_reg_wr *r = (void *)&wqe->wr.wr;
+	const struct npfnic_ib_mr *mr = to_npfnic_ib_mr(reg->mr);
+	u32 page_size = reg->mr->page_size;
+
+	BUILD_BUG_ON(offsetof(struct rxe_send_wqe, wr.wr) != NPFNIC_RXE_SEND_REG_OFFSET);
+	BUILD_BUG_ON(sizeof(wqe->wr.wr) < sizeof(*r));
+	if (!is_power_of_2(page_size) || ilog2(page_size) < NPFNIC_RDMA_FAST_REG_MIN_PAGE_SHIFT ||
+	    ilog2(page_size) > NPFNIC_RDMA_FAST_REG_MAX_PAGE_SHIFT || !mr->npages)
+		return -EINVAL;
+	if ((reg->key >> 8) != (mr->hw_key >> 8))
+		return -EINVAL;
+	r->iova = cpu_to_le64(reg->mr->iova);
+	r->length = cpu_to_le64(reg->mr->length);
+	r->key = cpu_to_le32(reg->key);
+	r->access = cpu_to_le32(reg->access & NPFNIC_IB_REG_ACCESS);
+	r->page_shift = ilog2(page_size);
+	r->npages = cpu_to_le32(mr->npages);
+	return 0;
 }
 
 /*
@@ -1116,6 +1166,15 @@ static int npfnic_ib_fill_send(const struct npfnic_ib_dev *dev, const struct npf
 	case IB_WR_RDMA_WRITE_WITH_IMM:
 		wqe->wr.ex.imm_data = wr->ex.imm_data;
 		break;
+	case IB_WR_SEND_WITH_INV:
+		wqe->wr.ex.invalidate_rkey = wr->ex.invalidate_rkey;
+		break;
+	case IB_WR_LOCAL_INV:
+		/* No data: the key is all of it. */
+		wqe->wr.ex.invalidate_rkey = wr->ex.invalidate_rkey;
+		return 0;
+	case IB_WR_REG_MR:
+		return npfnic_ib_fill_reg(reg_wr(wr), wqe);
 	default:
 		break;
 	}

@@ -39,9 +39,15 @@ func (w *world) bPost(t *testing.T, wr ibrc.SendWR) ibrc.WC {
 // completion.
 func (w *world) aWrite(t *testing.T, off uint64, rkey uint32) ibrc.WC {
 	t.Helper()
+	return w.aWriteAt(t, memBase+off, rkey)
+}
+
+// aWriteAt has A write 64 bytes to B's va through rkey.
+func (w *world) aWriteAt(t *testing.T, va uint64, rkey uint32) ibrc.WC {
+	t.Helper()
 	n := len(w.a.wcs)
 	if err := w.a.qp.PostSend(ibrc.SendWR{ID: 99, Opcode: ibrc.WRWrite, Flags: ibrc.SendSignaled, SGL: w.a.sge(0, 64),
-		RemoteAddr: memBase + off, RKey: rkey}); err != nil {
+		RemoteAddr: va, RKey: rkey}); err != nil {
 		t.Fatal(err)
 	}
 	w.run(time.Second, func() bool { return len(w.a.wcs) > n })

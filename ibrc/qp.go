@@ -65,6 +65,9 @@ func (w *sendWQE) awaitsResponse() bool {
 
 func (o WROpcode) atomic() bool { return o == WRAtomicCmpSwp || o == WRAtomicFetchAdd }
 
+// local: the WR touches no wire (window.go's localOp runs it).
+func (o WROpcode) local() bool { return o == WRLocalInv || o == WRBindMW || o == WRRegMR }
+
 type recvWQE struct {
 	wr     RecvWR
 	length uint64
@@ -714,6 +717,8 @@ func wcOpcode(o WROpcode) WCOpcode {
 		return WCBindMW
 	case WRLocalInv:
 		return WCLocalInv
+	case WRRegMR:
+		return WCRegMR
 	}
 	return WCSend
 }

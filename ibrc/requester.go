@@ -71,7 +71,7 @@ func (q *QP) windowRoom(w *sendWQE) int {
 // sendPacket sends the next packet of w (for a READ, its next request);
 // false when it could not (fault stall or error).
 func (q *QP) sendPacket(w *sendWQE) bool {
-	if w.wr.Opcode == WRBindMW || w.wr.Opcode == WRLocalInv {
+	if w.wr.Opcode.local() {
 		return q.localOp(w)
 	}
 	if q.init.Type == TypeUD {

@@ -245,9 +245,10 @@ type Transport struct {
 	// and no other lock of the engine is taken while it is held.
 	mu      sync.RWMutex
 	qps     map[uint32]*QP
-	mrs     map[uint32]*MR // by key
-	mws     map[uint32]*MW // by index (R_Key >> 8); their state too (window.go)
-	local   [][4]byte      // addresses besides cfg.IPv4 this port answers (SetLocalIPs)
+	mrs     map[uint32]*MR     // by key
+	mws     map[uint32]*MW     // by index (R_Key >> 8); their state too (window.go)
+	fast    map[uint32]*FastMR // by index (key >> 8); their state too (fastreg.go)
+	local   [][4]byte          // addresses besides cfg.IPv4 this port answers (SetLocalIPs)
 	nextQPN uint32
 	nextMR  uint32
 	keyTag  uint8
@@ -338,6 +339,7 @@ func New(cfg Config) *Transport {
 		qps:       make(map[uint32]*QP),
 		mrs:       make(map[uint32]*MR),
 		mws:       make(map[uint32]*MW),
+		fast:      make(map[uint32]*FastMR),
 		nextQPN:   0x11,
 		nextMR:    1,
 		txWaiting: make(map[*QP]bool),

@@ -21,7 +21,7 @@ import (
 // canPost reports whether a QP of type t takes send WRs of opcode o.
 func (t QPType) canPost(o WROpcode) error {
 	switch {
-	case o == WRLocalInv || o == WRBindMW:
+	case o.local():
 		if t == TypeUD {
 			return fmt.Errorf("%w: %v on a UD QP", ErrInvalidArg, o)
 		}

@@ -148,6 +148,8 @@ func (o WROpcode) String() string {
 		return "BIND_MW"
 	case WRSendWithInv:
 		return "SEND_WITH_INV"
+	case WRRegMR:
+		return "REG_MR"
 	}
 	return fmt.Sprintf("WROpcode(%d)", o)
 }
@@ -191,6 +193,8 @@ type SendWR struct {
 	// is BIND_MW's window.
 	InvRKey uint32
 	Bind    MWBind
+	// Reg is REG_MR's registration (fastreg.go).
+	Reg FastReg
 	// UD is where a UD QP's SEND goes (the address handle's path, the
 	// remote QP and Q_Key); the other types ignore it.
 	UD UDDest

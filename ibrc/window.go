@@ -125,9 +125,13 @@ func (q *QP) bind(b *MWBind) error {
 	return nil
 }
 
-// invalidate unbinds the type 2 window of rkey in q's PD (LOCAL_INV, or a
-// SEND with Invalidate that reached q).
+// invalidate unbinds the type 2 window of rkey in q's PD, or frees the
+// fast region rkey is the key of (LOCAL_INV, or a SEND with Invalidate
+// that reached q).
 func (q *QP) invalidate(rkey uint32) error {
+	if ok, err := q.invalidateFast(rkey); ok {
+		return err
+	}
 	e := q.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -157,7 +161,7 @@ func (q *QP) lookupRemote(rkey uint32, need Access, va, length uint64) *MR {
 	return mw.mr
 }
 
-// localOp runs a send WR that touches no wire: BIND_MW or LOCAL_INV, once
+// localOp runs a send WR that touches no wire: BIND_MW, LOCAL_INV or REG_MR, once
 // every WR before it completed. It reports whether it completed w.
 func (q *QP) localOp(w *sendWQE) bool {
 	if q.req.next > 0 {
@@ -170,6 +174,8 @@ func (q *QP) localOp(w *sendWQE) bool {
 		err, st = q.bind(&w.wr.Bind), WCMWBindErr
 	case WRLocalInv:
 		err = q.invalidate(w.wr.InvRKey)
+	case WRRegMR:
+		err = q.fastRegister(&w.wr.Reg)
 	}
 	if err != nil {
 		q.failHead(st)

@@ -93,6 +93,8 @@ func (w *worker) exec(b []byte) (status uint32, results bool) {
 		return w.destroySRQ(h), false
 	case hw.RDMACmdResizeCQ:
 		return w.resizeCQ(h, b), false
+	case hw.RDMACmdAllocMR:
+		return w.allocMR(h, b), false
 	case hw.RDMACmdAllocMW:
 		return w.allocMW(h, b), false
 	case hw.RDMACmdDeallocMW:
@@ -528,13 +530,38 @@ func (w *worker) regMR(key uint32, b []byte) uint32 {
 	return hw.RDMACmdOK
 }
 
+// allocMR creates a region for fast registration, free until a REG_MR
+// send entry of a QP of its PD registers it.
+func (w *worker) allocMR(key uint32, b []byte) uint32 {
+	switch {
+	case key>>8 == 0 || w.mrs[key] != nil:
+		return hw.RDMACmdErrHandle
+	case len(w.mrs) >= hw.RDMAMaxMR:
+		return hw.RDMACmdErrResource
+	}
+	maxPages, list := hw.RDMAAllocMRMaxPages.Get(b), hw.RDMAAllocMRPages.Get(b)
+	if maxPages == 0 || maxPages > hw.RDMAMaxFastRegPages || list%8 != 0 || wraps(list, 8*uint64(maxPages)) {
+		return hw.RDMACmdErrParam
+	}
+	pdn := hw.RDMAAllocMRPD.Get(b)
+	m := &mr{key: key, pdn: pdn, mem: &mrMem{e: w.e, physical: true, dma: w.e.cfg.Mem.NewStream(streamName("mr", key))}}
+	f, err := w.pd(pdn).AllocFastMR(&fastPages{mem: m.mem, list: list, max: maxPages}, key, maxPages)
+	if err != nil {
+		w.putPD(pdn)
+		return hw.RDMACmdErrHandle
+	}
+	m.fast = f
+	w.e.addStream(m.mem.dma)
+	w.mrs[key] = m
+	return hw.RDMACmdOK
+}
+
 func (w *worker) deregMR(key uint32) uint32 {
 	m := w.mrs[key]
 	if m == nil {
 		return hw.RDMACmdErrHandle
 	}
-	_ = m.rc.Deregister() // no new lookup finds it
-	w.e.retire(m.mem.dma) // no new copy starts
+	m.destroy(w.e) // no new lookup finds it, no new copy starts
 	w.wait(m.mem.dma.Done())
 	delete(w.mrs, key)
 	w.putPD(m.pdn)

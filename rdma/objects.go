@@ -1,7 +1,9 @@
 package rdma
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -113,6 +115,46 @@ type mr struct {
 	pdn uint32
 	rc  *ibrc.MR
 	mem *mrMem
+	// fast: a region for fast registration (ALLOC_MR) instead of rc; its
+	// registrations reach the pages of their lists through mem, which is
+	// physical.
+	fast *ibrc.FastMR
+}
+
+// destroy ends the region: no key reaches it, and no copy through it
+// starts; the caller waits for its stream's copies in flight.
+func (m *mr) destroy(e *Engine) {
+	if m.fast != nil {
+		m.fast.Dealloc()
+	} else {
+		_ = m.rc.Deregister()
+	}
+	e.retire(m.mem.dma)
+}
+
+// fastPages reads a fast registration region's page list, which ALLOC_MR
+// placed, when a REG_MR of it runs (ibrc.PageLister): the list's bytes and
+// the pages the registration reaches both go through the region's stream,
+// so DEREG_MR stops them like any region's.
+type fastPages struct {
+	mem  *mrMem
+	list uint64 // IOVA of max __le64 page addresses
+	max  uint32
+}
+
+func (f *fastPages) Pages(r ibrc.FastReg) (ibrc.Memory, error) {
+	if r.NPages > f.max {
+		return nil, fmt.Errorf("rdma: REG_MR of %d pages, region of %d", r.NPages, f.max)
+	}
+	buf := make([]byte, 8*int(r.NPages))
+	if err := f.mem.ReadAt(f.list, buf); err != nil {
+		return nil, err
+	}
+	pages := make([]uint64, r.NPages)
+	for i := range pages {
+		pages[i] = binary.LittleEndian.Uint64(buf[8*i:])
+	}
+	return ibrc.NewPagedMemory(f.mem, r, pages)
 }
 
 // mrMem is a memory region's bytes as the ibrc engine reaches them: every

@@ -626,8 +626,7 @@ func (w *worker) teardown() {
 		}
 	}
 	for k, m := range w.mrs {
-		_ = m.rc.Deregister()
-		w.e.retire(m.mem.dma)
+		m.destroy(w.e)
 		delete(w.mrs, k)
 	}
 	for k, m := range w.mws {

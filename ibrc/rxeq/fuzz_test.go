@@ -195,7 +195,7 @@ func FuzzSQ(f *testing.F) {
 				checkWQEError(t, err, wr.ID, false)
 				return
 			}
-			if wr.Opcode > ibrc.WRSendWithInv && wr.Opcode != ibrc.WRAtomicWrite || uint32(wr.Opcode) != hw.RxeSendOpcode.Get(raw) || wr.Flags&^0xf != 0 {
+			if wr.Opcode > ibrc.WRSendWithInv && wr.Opcode != ibrc.WRAtomicWrite && wr.Opcode != ibrc.WRRegMR || uint32(wr.Opcode) != hw.RxeSendOpcode.Get(raw) || wr.Flags&^0xf != 0 {
 				t.Fatalf("opcode %v flags %#x from %d", wr.Opcode, wr.Flags, hw.RxeSendOpcode.Get(raw))
 			}
 			if lim.UD {
@@ -206,7 +206,7 @@ func FuzzSQ(f *testing.F) {
 				}
 			}
 			length := hw.RxeSendLength.Get(raw)
-			if wr.Opcode == ibrc.WRLocalInv || wr.Opcode == ibrc.WRBindMW {
+			if wr.Opcode == ibrc.WRLocalInv || wr.Opcode == ibrc.WRBindMW || wr.Opcode == ibrc.WRRegMR {
 				if len(wr.SGL) != 0 || wr.Inline != nil || wr.Flags&ibrc.SendInline != 0 {
 					t.Fatalf("%v with data: %+v", wr.Opcode, wr)
 				}

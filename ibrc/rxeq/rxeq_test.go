@@ -755,3 +755,35 @@ func TestParseBindMW(t *testing.T) {
 		t.Fatalf("got %+v (%v, %v)\nwant %+v", w.WR, ok, err, want)
 	}
 }
+
+// TestParseRegMR: a kernel consumer's REG_MR entry (struct npfnic_reg_wr
+// in the wr.wr union) becomes the fast registration, whatever its SGE
+// count says; its completion's opcode is IB_WC_REG_MR.
+func TestParseRegMR(t *testing.T) {
+	g := sqGeom()
+	m := newQueueMem(t, g)
+	u := user{m, g}
+	q, err := NewSQ(m, g, sqLim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.post(func(e []byte) {
+		sendSpec{id: 9, opcode: hw.IBWRRegMR, flags: hw.IBVSendSignaled | hw.IBVSendInline, numSGE: 99}.write(e)
+		r := e[hw.RxeSendRegOffset:]
+		hw.RDMARegWRIOVA.Put(r, 0xffff_8880_0000_0200)
+		hw.RDMARegWRLength.Put(r, 0x3000)
+		hw.RDMARegWRKey.Put(r, 0x1234_56)
+		hw.RDMARegWRAccess.Put(r, hw.RDMAAccessLocalWrite|hw.RDMAAccessRemoteRead)
+		hw.RDMARegWRPageShift.Put(r, 12)
+		hw.RDMARegWRNPages.Put(r, 4)
+	})
+	w, ok, err := q.Fetch()
+	want := ibrc.SendWR{ID: 9, Opcode: ibrc.WRRegMR, Flags: ibrc.SendSignaled, Reg: ibrc.FastReg{IOVA: 0xffff_8880_0000_0200,
+		Length: 0x3000, Key: 0x1234_56, Access: ibrc.AccessLocalWrite | ibrc.AccessRemoteRead, PageShift: 12, NPages: 4}}
+	if !ok || err != nil || !reflect.DeepEqual(norm(w.WR), norm(want)) {
+		t.Fatalf("got %+v (%v, %v)\nwant %+v", w.WR, ok, err, want)
+	}
+	if wc := (&WQEError{WRID: 9, Opcode: hw.IBWRRegMR, Kind: BadOpcode}).WC(5); wc.Opcode != ibrc.WCRegMR {
+		t.Fatalf("a malformed REG_MR completes as %v", wc.Opcode)
+	}
+}

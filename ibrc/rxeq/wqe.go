@@ -120,6 +120,8 @@ func (e *WQEError) WC(qpn uint32) ibrc.WC {
 			wc.Opcode = ibrc.WCBindMW
 		case hw.IBVWRLocalInv:
 			wc.Opcode = ibrc.WCLocalInv
+		case hw.IBWRRegMR:
+			wc.Opcode = ibrc.WCRegMR
 		}
 	}
 	return wc
@@ -234,6 +236,16 @@ func parseSend(elem []byte, lim SendLimits, sgl []ibrc.SGE) (ibrc.SendWR, Malfor
 			MRLKey: hw.RxeSendMWMRLKey.Get(elem), Addr: hw.RxeSendMWAddr.Get(elem), Length: hw.RxeSendMWLength.Get(elem),
 			Access: ibrc.Access(hw.RxeSendMWAccess.Get(elem) & (hw.RDMAAccessLocalWrite | hw.RDMAAccessRemoteWrite |
 				hw.RDMAAccessRemoteRead | hw.RDMAAccessRemoteAtomic))}
+		return wr, 0
+	case hw.IBWRRegMR:
+		// A kernel consumer's (struct npfnic_reg_wr): the region's index
+		// names it, and the engine refuses a region of another PD, so a
+		// user QP, whose PD has none, gets LOC_QP_OP_ERR.
+		r := elem[hw.RxeSendRegOffset:]
+		wr.Opcode = ibrc.WRRegMR
+		wr.Flags = ibrc.SendFlags(flags & (hw.IBVSendFence | hw.IBVSendSignaled))
+		wr.Reg = ibrc.FastReg{IOVA: hw.RDMARegWRIOVA.Get(r), Length: hw.RDMARegWRLength.Get(r), Key: hw.RDMARegWRKey.Get(r),
+			Access: ibrc.Access(hw.RDMARegWRAccess.Get(r)), PageShift: hw.RDMARegWRPageShift.Get(r), NPages: hw.RDMARegWRNPages.Get(r)}
 		return wr, 0
 	default:
 		return wr, BadOpcode

@@ -271,6 +271,16 @@ type Send struct {
 	// Bind is BIND_MW's wr.wr.mw.
 	InvRKey uint32
 	Bind    *MWBind
+	// Reg is a REG_MR entry's struct npfnic_reg_wr (kernel consumers).
+	Reg *RegWR
+}
+
+// RegWR is a REG_MR entry's registration.
+type RegWR struct {
+	IOVA, Length uint64
+	Key, Access  uint32
+	PageShift    uint8
+	NPages       uint32
 }
 
 // MWBind is a BIND_MW entry's window.
@@ -307,6 +317,15 @@ func (w Send) Encode(s []byte) {
 		hw.RxeSendMWRKey.Put(s, b.MWRKey)
 		hw.RxeSendMWNewRKey.Put(s, b.RKey)
 		hw.RxeSendMWAccess.Put(s, b.Access)
+	}
+	if r := w.Reg; r != nil {
+		e := s[hw.RxeSendRegOffset:]
+		hw.RDMARegWRIOVA.Put(e, r.IOVA)
+		hw.RDMARegWRLength.Put(e, r.Length)
+		hw.RDMARegWRKey.Put(e, r.Key)
+		hw.RDMARegWRAccess.Put(e, r.Access)
+		hw.RDMARegWRPageShift.Put(e, r.PageShift)
+		hw.RDMARegWRNPages.Put(e, r.NPages)
 	}
 	n, length := w.NumSGE, w.Length
 	if n < 0 {
@@ -536,6 +555,16 @@ func RegMR(key, pd uint32, va, length uint64, access, pasid uint32) Cmd {
 	hw.RDMARegMRLength.Put(c[:], length)
 	hw.RDMARegMRAccess.Put(c[:], access)
 	hw.RDMARegMRPASID.Put(c[:], pasid)
+	return c
+}
+
+// AllocMR is the ALLOC_MR command of a fast registration region whose
+// first key is key, with a page list of maxPages entries at list.
+func AllocMR(key, pd, maxPages uint32, list uint64) Cmd {
+	c := NewCmd(hw.RDMACmdAllocMR, key)
+	hw.RDMAAllocMRPD.Put(c[:], pd)
+	hw.RDMAAllocMRMaxPages.Put(c[:], maxPages)
+	hw.RDMAAllocMRPages.Put(c[:], list)
 	return c
 }
 

@@ -206,6 +206,12 @@ const (
 	RDMAMaxMRSize   = 1 << 40   // bytes of one MR
 	RDMAMaxMsgSize  = 1 << 31   // bytes of one message
 	RDMAMaxRdAtomic = 16        // RDMA READs and atomics outstanding per QP, each way
+	// RDMAMaxFastRegPages is the longest page list of a fast registration
+	// region (ALLOC_MR's max_pages).
+	RDMAMaxFastRegPages = 512
+	// A fast registration's pages are 4 KiB (shift 12) to 1 GiB (30).
+	RDMAFastRegMinPageShift = 12
+	RDMAFastRegMaxPageShift = 30
 )
 
 // Command opcodes (RDMACmdOpcode).
@@ -240,6 +246,12 @@ const (
 	// index is written 0 and its producer index past them; the old ring is
 	// not touched once the command completed.
 	RDMACmdResizeCQ = 17
+	// RDMACmdAllocMR (interface 2.9, FEATURES.RDMA_FAST_REG) creates a
+	// region for fast registration, free (no key reaches it) until a
+	// REG_MR send entry registers it; its handle is the key, and its index
+	// (key >> 8) stays the region's while REG_MR entries change the low
+	// byte. DEREG_MR with the same handle destroys it.
+	RDMACmdAllocMR = 18
 )
 
 // Command flags (RDMACmdFlags).
@@ -441,6 +453,37 @@ var (
 	RDMARegMRPASID  = le32("pasid", 36, "driver: the PASID whose I/O page tables map va (ATS must be enabled)")
 )
 
+// ALLOC_MR: a region for fast registration (kernel consumers).
+var (
+	RDMAAllocMRPD       = le32("pd", 12, "driver: protection domain number")
+	RDMAAllocMRMaxPages = le32("max_pages", 16, "driver: the longest page list a REG_MR entry may give it, 1..NPFNIC_RDMA_MAX_FAST_REG_PAGES")
+	RDMAAllocMRPages    = le64("pages", 24, "driver: IOVA of max_pages __le64 page addresses, which the device reads when a REG_MR entry of the region runs (8-byte aligned)")
+)
+
+// The REG_MR send entry (IB_WR_REG_MR, kernel consumers only): a struct
+// npfnic_reg_wr in the wr.wr union of struct rxe_send_wqe, at
+// RxeSendRegOffset. The region of key >> 8 (ALLOC_MR's, in the QP's PD,
+// free) maps [iova, iova+length) onto its page list's first npages
+// entries, each a page of 1 << page_shift bytes: iova's offset in its page
+// is the offset in the first. Its keys become key, its access access.
+var (
+	RDMARegWRIOVA      = le64("iova", 0, "first address of the region")
+	RDMARegWRLength    = le64("length", 8, "bytes, at most npages pages less iova's offset in the first")
+	RDMARegWRKey       = le32("key", 16, "the region's lkey and rkey from now on: its index (key >> 8) with a new low byte")
+	RDMARegWRAccess    = le32("access", 20, "NPFNIC_RDMA_ACCESS_* (REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE)")
+	RDMARegWRPageShift = u8("page_shift", 24, "log2 of the page size, NPFNIC_RDMA_FAST_REG_MIN_PAGE_SHIFT..MAX")
+	RDMARegWRNPages    = le32("npages", 28, "page list entries used, 1..ALLOC_MR's max_pages")
+)
+
+// RxeSendRegOffset is where struct npfnic_reg_wr sits in a send entry.
+const RxeSendRegOffset = 24
+
+// RDMARegWR is struct npfnic_reg_wr.
+var RDMARegWR = Layout{"reg_wr", 32, "The REG_MR member of a send entry's wr.wr union (kernel consumers; interface 2.9).",
+	[]Field{RDMARegWRIOVA.Field, RDMARegWRLength.Field, RDMARegWRKey.Field, RDMARegWRAccess.Field, RDMARegWRPageShift.Field,
+		{Name: "rsvd", Offset: 25, Size: 1, Count: 3, Doc: "reserved, zero"}, RDMARegWRNPages.Field},
+	WrittenByDriver}
+
 // QUERY_STATS: the engine's counters into a buffer (handle 0).
 var (
 	RDMAQueryStatsBuf   = le64("buf", 16, "driver: IOVA of the buffer (8-byte aligned)")
@@ -531,6 +574,8 @@ var (
 		RDMAModifyQPSQPSN.Field, Field{Name: "rsvd_av", Offset: 40, Size: 1, Count: 24, Doc: "ignored: each send entry carries its address vector"})
 	RDMACmdRegMRLayout = rdmaCmd("rdma_cmd_reg_mr", "NPFNIC_RDMA_CMD_REG_MR (handle: the key, lkey = rkey).",
 		RDMARegMRPD.Field, RDMARegMRVA.Field, RDMARegMRLength.Field, RDMARegMRAccess.Field, RDMARegMRPASID.Field, rdmaCmdTail(40))
+	RDMACmdAllocMRLayout = rdmaCmd("rdma_cmd_alloc_mr", "NPFNIC_RDMA_CMD_ALLOC_MR (handle: the region's first key; interface 2.9).",
+		RDMAAllocMRPD.Field, RDMAAllocMRMaxPages.Field, le32("rsvd2", 20, "reserved, zero").Field, RDMAAllocMRPages.Field, rdmaCmdTail(32))
 	RDMACmdQueryStatsLayout = rdmaCmd("rdma_cmd_query_stats", "NPFNIC_RDMA_CMD_QUERY_STATS (handle 0; interface 2.5).",
 		le32("rsvd2", 12, "reserved, zero").Field, RDMAQueryStatsBuf.Field, RDMAQueryStatsCount.Field, rdmaCmdTail(28))
 	RDMACmdAddGIDLayout = rdmaCmd("rdma_cmd_add_gid", "NPFNIC_RDMA_CMD_ADD_GID (handle: GID index; replaces what was there).",
@@ -568,7 +613,7 @@ var RDMAStatus = Layout{"rdma_status", RDMAStatusSize, "RDMA status block (devic
 // RDMALayouts lists the structures of the RDMA interface.
 var RDMALayouts = []*Layout{&RDMACmd, &RDMACmdCreateCQLayout, &RDMACmdCreateQPLayout, &RDMACmdCreateQPSRQLayout,
 	&RDMACmdCreateSRQLayout, &RDMACmdModifySRQLayout, &RDMACmdAllocMWLayout, &RDMACmdModifyQPLayout, &RDMACmdModifyQPUDLayout,
-	&RDMACmdRegMRLayout, &RDMACmdQueryStatsLayout, &RDMACmdAddGIDLayout, &RDMAEvent, &RDMAStatus}
+	&RDMACmdRegMRLayout, &RDMACmdAllocMRLayout, &RDMARegWR, &RDMACmdQueryStatsLayout, &RDMACmdAddGIDLayout, &RDMAEvent, &RDMAStatus}
 
 // RDMARegisters lists the RDMA registers in offset order.
 var RDMARegisters = []Register{
@@ -621,6 +666,10 @@ var RDMAValues = []Value{
 	{"RDMA_MAX_MR_SIZE", RDMAMaxMRSize, "bytes of one memory region"},
 	{"RDMA_MAX_MSG_SIZE", RDMAMaxMsgSize, "bytes of one message"},
 	{"RDMA_MAX_RD_ATOMIC", RDMAMaxRdAtomic, "RDMA READs and atomics outstanding per QP"},
+	{"RXE_SEND_REG_OFFSET", RxeSendRegOffset, "offset of struct npfnic_reg_wr in struct rxe_send_wqe (its wr.wr union)"},
+	{"RDMA_MAX_FAST_REG_PAGES", RDMAMaxFastRegPages, "longest page list of a fast registration region"},
+	{"RDMA_FAST_REG_MIN_PAGE_SHIFT", RDMAFastRegMinPageShift, "smallest page of a fast registration (4 KiB)"},
+	{"RDMA_FAST_REG_MAX_PAGE_SHIFT", RDMAFastRegMaxPageShift, "largest page of a fast registration (1 GiB)"},
 	{"RDMA_CMD_CREATE_CQ", RDMACmdCreateCQ, "command: create a completion queue"},
 	{"RDMA_CMD_DESTROY_CQ", RDMACmdDestroyCQ, "command: destroy a completion queue (no QP may use it)"},
 	{"RDMA_CMD_CREATE_QP", RDMACmdCreateQP, "command: create an RC queue pair (in RESET)"},
@@ -636,6 +685,7 @@ var RDMAValues = []Value{
 	{"RDMA_CMD_MODIFY_SRQ", RDMACmdModifySRQ, "command: arm (or disarm) an SRQ's limit"},
 	{"RDMA_CMD_DESTROY_SRQ", RDMACmdDestroySRQ, "command: destroy an SRQ no QP uses"},
 	{"RDMA_CMD_ALLOC_MW", RDMACmdAllocMW, "command: create a memory window, bound to nothing"},
+	{"RDMA_CMD_ALLOC_MR", RDMACmdAllocMR, "command: create a free region for fast registration (REG_MR send entries)"},
 	{"RDMA_CMD_RESIZE_CQ", RDMACmdResizeCQ, "command: move a CQ to a new ring (as CREATE_CQ's), its pending completions first"},
 	{"RDMA_CMD_DEALLOC_MW", RDMACmdDeallocMW, "command: destroy a memory window; its R_Key grants nothing from then on"},
 	{"RDMA_CMD_FLAG_EVENT", RDMACmdFlagEvent, "command flag: post a CMD_DONE event"},
@@ -703,6 +753,7 @@ var RDMAValues = []Value{
 	{"FEAT_RDMA_UD", FeatRDMAUD, "NPFNIC_REG_FEATURES: UD queue pairs"},
 	{"FEAT_RDMA_UC", FeatRDMAUC, "NPFNIC_REG_FEATURES: UC queue pairs"},
 	{"FEAT_RDMA_RESIZE_CQ", FeatRDMAResizeCQ, "NPFNIC_REG_FEATURES: RESIZE_CQ"},
+	{"FEAT_RDMA_FAST_REG", FeatRDMAFastReg, "NPFNIC_REG_FEATURES: ALLOC_MR, REG_MR send entries, LOCAL_INV of regions"},
 	{"FEAT_RDMA_MW", FeatRDMAMW, "NPFNIC_REG_FEATURES: memory windows, LOCAL_INV, SEND with Invalidate"},
 	{"FEAT_RDMA_KERNEL", FeatRDMAKernel, "NPFNIC_REG_FEATURES: REG_MR's FLAG_PHYSICAL and the GSI QP 1"},
 }

@@ -248,6 +248,11 @@ const (
 	// opcode is IBVWCAtomicWrite.
 	IBVWRAtomicWrite = 15
 	IBVWCAtomicWrite = 9
+	// IBWRRegMR is the kernel's IB_WR_REG_MR (no user-space verb posts it):
+	// the entry holds a struct npfnic_reg_wr. Its completion's opcode is
+	// IBWCRegMR (Linux 6.1's IB_WC_REG_MR).
+	IBWRRegMR = 0x20
+	IBWCRegMR = 8
 
 	IBVSendFence     = 1 << 0
 	IBVSendSignaled  = 1 << 1
@@ -301,10 +306,11 @@ var RxeValues = []Value{
 	{"IBV_WR_RDMA_READ", IBVWRRDMARead, "RDMA READ"},
 	{"IBV_WR_ATOMIC_CMP_AND_SWP", IBVWRAtomicCmpAndSwp, "atomic compare and swap of the 8 aligned bytes at wr.wr.atomic.remote_addr; the original value lands in the 8-byte SGL"},
 	{"IBV_WR_ATOMIC_FETCH_AND_ADD", IBVWRAtomicFetchAdd, "atomic fetch and add, as CMP_AND_SWP"},
-	{"IBV_WR_LOCAL_INV", IBVWRLocalInv, "unbind the type 2 window of wr.ex.invalidate_rkey (IBV_WC_LOC_QP_OP_ERR if there is none)"},
+	{"IBV_WR_LOCAL_INV", IBVWRLocalInv, "unbind the type 2 window of wr.ex.invalidate_rkey, or free the fast registration region it is the key of (IBV_WC_LOC_QP_OP_ERR if there is none)"},
 	{"IBV_WR_BIND_MW", IBVWRBindMW, "bind the window of wr.wr.mw (IBV_WC_MW_BIND_ERR if the rules refuse it)"},
-	{"IBV_WR_SEND_WITH_INV", IBVWRSendWithInv, "SEND whose receiver unbinds its type 2 window of wr.ex.invalidate_rkey"},
+	{"IBV_WR_SEND_WITH_INV", IBVWRSendWithInv, "SEND whose receiver unbinds its type 2 window of wr.ex.invalidate_rkey, or frees its fast registration region of that key"},
 	{"IBV_WR_TSO", IBVWRTSO, "not supported"},
+	{"IB_WR_REG_MR", IBWRRegMR, "kernel QPs: register the fast registration region of the struct npfnic_reg_wr at NPFNIC_RXE_SEND_REG_OFFSET (IBV_WC_LOC_QP_OP_ERR if the rules refuse it); completes as IB_WC_REG_MR (8)"},
 	{"IBV_SEND_FENCE", IBVSendFence, "wr.send_flags: wait for earlier RDMA READs"},
 	{"IBV_SEND_SIGNALED", IBVSendSignaled, "complete successfully into the CQ (errors always are)"},
 	{"IBV_SEND_SOLICITED", IBVSendSolicited, "set the solicited event bit of the last packet"},
@@ -331,6 +337,7 @@ var RxeValues = []Value{
 	{"IBV_WC_COMP_SWAP", IBVWCCompSwap, "atomic compare and swap completed"},
 	{"IBV_WC_FETCH_ADD", IBVWCFetchAdd, "atomic fetch and add completed"},
 	{"IBV_WC_BIND_MW", IBVWCBindMW, "memory window bound"},
+	{"IB_WC_REG_MR", IBWCRegMR, "REG_MR completed (kernel QPs)"},
 	{"IBV_WC_LOCAL_INV", IBVWCLocalInv, "memory window invalidated"},
 	{"IBV_WC_RECV", IBVWCRecv, "a SEND received"},
 	{"IBV_WC_RECV_RDMA_WITH_IMM", IBVWCRecvRDMAWithImm, "an RDMA WRITE with immediate data received"},

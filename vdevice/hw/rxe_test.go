@@ -14,10 +14,13 @@ import (
 // kernelEnums are the verbs enums of include/rdma/ib_verbs.h that give the
 // values librxe and rdma_rxe put in the queues (the uapi headers define only
 // the work request and completion opcodes).
-var kernelEnums = []string{"ib_wc_status", "ib_wc_opcode", "ib_wc_flags", "ib_send_flags"}
+var kernelEnums = []string{"ib_wc_status", "ib_wc_opcode", "ib_wc_flags", "ib_send_flags", "ib_wr_opcode"}
 
 // kernelName is the kernel's name of a libibverbs value in hw.RxeValues.
 func kernelName(ibv string) string {
+	if strings.HasPrefix(ibv, "IB_") {
+		return ibv // a kernel-only value, named as the kernel names it
+	}
 	if rest, ok := strings.CutPrefix(ibv, "IBV_WR_"); ok {
 		return "IB_UVERBS_WR_" + rest
 	}
