@@ -566,6 +566,114 @@ static bool kv_ok(struct ib_wc *wc, struct ib_qp *qp, enum ib_wc_opcode op)
 	return wc->status == IB_WC_SUCCESS && wc->qp == qp && wc->opcode == op;
 }
 
+/* b registers mr (its key byte moved on) for remote reads and writes. */
+static int kv_reg(struct ib_qp *b, struct ib_mr *mr, struct kv_wr *w)
+{
+	struct ib_reg_wr reg = { .wr = { .opcode = IB_WR_REG_MR }, .mr = mr,
+				 .access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
+					   IB_ACCESS_REMOTE_READ };
+
+	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey));
+	reg.key = mr->rkey;
+	return kv_send(b, &reg.wr, w);
+}
+
+/*
+ * Fast registration as storage ULPs use it: b's region over bbuf's third
+ * and first pages, in that order, registered by IB_WR_REG_MR; a's WRITE
+ * across its page boundary lands in both; LOCAL_INV frees it; registered
+ * again, a's SEND with Invalidate frees it (as nvmet-rdma's responses do),
+ * which the next REG_MR, refused on a registered region, proves.
+ */
+static void kv_frmr(struct kv *kv, struct ib_qp *a, struct ib_qp *b)
+{
+	struct scatterlist sg[2];
+	struct kv_wr sw, rw;
+	struct ib_sge sge;
+	struct ib_mr *mr;
+	struct ib_wc *wc;
+	int n, err;
+
+	mr = ib_alloc_mr(kv->pd, IB_MR_TYPE_MEM_REG, 4);
+	KV_CHECK(kv, !IS_ERR(mr), "ib_alloc_mr of 4 pages (%d)", PTR_ERR_OR_ZERO(mr));
+	if (IS_ERR(mr))
+		return;
+	sg_init_table(sg, 2);
+	sg_dma_address(&sg[0]) = kv->bdma + 8192;
+	sg_dma_len(&sg[0]) = 4096;
+	sg_dma_address(&sg[1]) = kv->bdma;
+	sg_dma_len(&sg[1]) = 4096;
+	n = ib_map_mr_sg(mr, sg, 2, NULL, PAGE_SIZE);
+	KV_CHECK(kv, n == 2 && mr->length == 8192, "ib_map_mr_sg maps 2 pages (%d, %llu bytes)",
+		 n, mr->length);
+	err = kv_reg(b, mr, &rw);
+	wc = kv_wait(&rw);
+	KV_CHECK(kv, !err && kv_ok(wc, b, IB_WC_REG_MR), "REG_MR completes (err %d status %d opcode %d)",
+		 err, wc->status, wc->opcode);
+
+	kv_fill(kv->abuf, 256, 21);
+	memset(kv->bbuf, 0, KV_BUF);
+	ib_dma_sync_single_for_device(kv->ib, kv->adma, KV_BUF, DMA_BIDIRECTIONAL);
+	ib_dma_sync_single_for_device(kv->ib, kv->bdma, KV_BUF, DMA_BIDIRECTIONAL);
+	sge = kv_sge(kv, kv->adma, 256);
+	{
+		struct ib_rdma_wr wr = { .wr = { .opcode = IB_WR_RDMA_WRITE, .sg_list = &sge,
+						 .num_sge = 1 },
+					 .remote_addr = mr->iova + 4096 - 128, .rkey = mr->rkey };
+
+		err = kv_send(a, &wr.wr, &sw);
+	}
+	wc = kv_wait(&sw);
+	kv_sync(kv);
+	KV_CHECK(kv, !err && kv_ok(wc, a, IB_WC_RDMA_WRITE) &&
+		 !memcmp(kv->bbuf + 12288 - 128, kv->abuf, 128) &&
+		 !memcmp(kv->bbuf, kv->abuf + 128, 128) && !kv->bbuf[128],
+		 "RDMA_WRITE through the fast MR lands in its two pages (err %d status %d)",
+		 err, wc->status);
+
+	{
+		struct ib_send_wr wr = { .opcode = IB_WR_LOCAL_INV, .ex.invalidate_rkey = mr->rkey };
+
+		err = kv_send(b, &wr, &rw);
+	}
+	wc = kv_wait(&rw);
+	KV_CHECK(kv, !err && kv_ok(wc, b, IB_WC_LOCAL_INV), "LOCAL_INV of the fast MR (err %d status %d)",
+		 err, wc->status);
+
+	err = kv_reg(b, mr, &rw);
+	wc = kv_wait(&rw);
+	KV_CHECK(kv, !err && kv_ok(wc, b, IB_WC_REG_MR), "REG_MR again with a new key (status %d)",
+		 wc->status);
+	sge = kv_sge(kv, kv->bdma + 4096, 64);
+	err = kv_recv(b, NULL, &rw, &sge, 1);
+	{
+		struct ib_sge ssge = kv_sge(kv, kv->adma, 64);
+		struct ib_send_wr wr = { .opcode = IB_WR_SEND_WITH_INV, .sg_list = &ssge,
+					 .num_sge = 1, .ex.invalidate_rkey = mr->rkey };
+
+		err = err ?: kv_send(a, &wr, &sw);
+	}
+	wc = kv_wait(&sw);
+	KV_CHECK(kv, !err && kv_ok(wc, a, IB_WC_SEND), "SEND_WITH_INV completes (err %d status %d)",
+		 err, wc->status);
+	wc = kv_wait(&rw);
+	KV_CHECK(kv, kv_ok(wc, b, IB_WC_RECV) && (wc->wc_flags & IB_WC_WITH_INVALIDATE) &&
+		 wc->ex.invalidate_rkey == mr->rkey,
+		 "SEND_WITH_INV received, the fast MR's key invalidated (status %d flags %#x key %#x)",
+		 wc->status, wc->wc_flags, wc->ex.invalidate_rkey);
+	err = kv_reg(b, mr, &rw);
+	wc = kv_wait(&rw);
+	KV_CHECK(kv, !err && kv_ok(wc, b, IB_WC_REG_MR),
+		 "REG_MR after the remote invalidation: the region was free (status %d)", wc->status);
+	{
+		struct ib_send_wr wr = { .opcode = IB_WR_LOCAL_INV, .ex.invalidate_rkey = mr->rkey };
+
+		err = kv_send(b, &wr, &rw);
+	}
+	kv_wait(&rw);
+	KV_CHECK(kv, !ib_dereg_mr(mr), "ib_dereg_mr of the fast MR");
+}
+
 /* RC between a and b: every opcode the device runs, and one it does not. */
 static void kv_rc(struct kv *kv, struct ib_qp *a, struct ib_qp *b)
 {
@@ -694,14 +802,15 @@ static void kv_rc(struct kv *kv, struct ib_qp *a, struct ib_qp *b)
 
 	/* What the device does not run is refused at post, naming the work request. */
 	{
-		struct ib_send_wr wr = { .opcode = IB_WR_LOCAL_INV, .ex.invalidate_rkey = rkey };
+		struct ib_send_wr wr = { .opcode = IB_WR_RDMA_READ_WITH_INV };
 		const struct ib_send_wr *bad = NULL;
 
 		kv_wr_init(&sw);
 		wr.wr_cqe = &sw.cqe;
 		err = ib_post_send(a, &wr, &bad);
-		KV_CHECK(kv, err == -EOPNOTSUPP && bad == &wr, "RC LOCAL_INV refused (%d)", err);
+		KV_CHECK(kv, err == -EOPNOTSUPP && bad == &wr, "RC RDMA_READ_WITH_INV refused (%d)", err);
 	}
+	kv_frmr(kv, a, b);
 	/* A READ on the receive side's QP as well: both directions work. */
 	{
 		struct ib_rdma_wr wr = { .wr = { .opcode = IB_WR_RDMA_READ, .sg_list = rsge,
