@@ -467,7 +467,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_MAX_CQE              0x10000 /* slots of a completion queue */
 #define NPFNIC_RDMA_MAX_MR_SIZE          0x10000000000 /* bytes of one memory region */
 #define NPFNIC_RDMA_MAX_MSG_SIZE         0x80000000 /* bytes of one message */
-#define NPFNIC_RDMA_MAX_RD_ATOMIC        0x10 /* RDMA READs and atomics outstanding per QP */
+#define NPFNIC_RDMA_MAX_RD_ATOMIC        0x80 /* RDMA READs and atomics outstanding per QP */
 #define NPFNIC_RXE_SEND_REG_OFFSET       0x18 /* offset of struct npfnic_reg_wr in struct rxe_send_wqe (its wr.wr union) */
 #define NPFNIC_RDMA_MAX_FAST_REG_PAGES   0x200 /* longest page list of a fast registration region */
 #define NPFNIC_RDMA_FAST_REG_MIN_PAGE_SHIFT 0xc /* smallest page of a fast registration (4 KiB) */

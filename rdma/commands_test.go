@@ -78,7 +78,7 @@ func TestCommandErrors(t *testing.T) {
 		{"RTR with a GID index past the table", modify(hw.RDMAQPRTR, rtr, func(m *rdmatest.Modify) { m.SGIDIndex = 200 }), hw.RDMACmdErrParam},
 		{"RTR to an IPv6 GID", modify(hw.RDMAQPRTR, rtr, func(m *rdmatest.Modify) { m.DGID = [16]byte{0xfe, 0x80, 15: 1} }), hw.RDMACmdErrParam},
 		{"RTR with MTU 8192", modify(hw.RDMAQPRTR, rtr, func(m *rdmatest.Modify) { m.PathMTU = 6 }), hw.RDMACmdErrParam},
-		{"RTR with 17 READs", modify(hw.RDMAQPRTR, rtr, func(m *rdmatest.Modify) { m.MaxDestRd = 17 }), hw.RDMACmdErrParam},
+		{"RTR with more READs than the device keeps", modify(hw.RDMAQPRTR, rtr, func(m *rdmatest.Modify) { m.MaxDestRd = hw.RDMAMaxRdAtomic + 1 }), hw.RDMACmdErrParam},
 		{"RTR with a wide PSN", modify(hw.RDMAQPRTR, rtr, func(m *rdmatest.Modify) { m.RQPSN = 1 << 24 }), hw.RDMACmdErrParam},
 		{"to RTR", modify(hw.RDMAQPRTR, rtr, nil), hw.RDMACmdOK},
 		{"query unknown QP", rdmatest.NewCmd(hw.RDMACmdQueryQP, 51), hw.RDMACmdErrHandle},
