@@ -26,8 +26,9 @@ const (
 	// Ethernet workloads (memcached, iperf3).
 	VariantBase Variant = "base"
 	// VariantRDMA adds Linux's soft-RoCE (rdma_rxe), the RDMA user
-	// tools (ibverbs-utils, perftest, rdmacm-utils) and the rdma_cm
-	// modules, for a peer guest.
+	// tools (ibverbs-utils, perftest, rdmacm-utils, nvme-cli), the
+	// rdma_cm modules and NVMe over Fabrics' (nvme-rdma, nvmet-rdma, a
+	// RAM disk to back a namespace), for a peer guest.
 	VariantRDMA Variant = "rdma"
 	// VariantConformance adds rdma-core's own test suite (python3 with
 	// pyverbs, /usr/share/doc/rdma-core/tests): the judge of the RDMA
@@ -68,6 +69,11 @@ var guestPrograms = map[Variant][]string{
 		"/usr/bin/rdma_client", "/usr/bin/rdma_xserver", "/usr/bin/rdma_xclient", "/usr/bin/rcopy",
 		"/usr/bin/riostream", "/usr/bin/rstream", "/usr/bin/cmtime",
 		"/usr/lib/x86_64-linux-gnu/libgcc_s.so.1",
+		// NVMe over Fabrics: nvme-cli's nvme (discover, connect,
+		// disconnect), and coreutils' dd, whose iflag/oflag=direct
+		// u-root's dd lacks: the data must cross the fabric, not stay in
+		// a page cache.
+		"/usr/sbin/nvme", "/usr/bin/dd",
 	},
 	VariantConformance: {
 		"/usr/bin/python3",
@@ -97,10 +103,14 @@ var treesLeftOut = map[string]bool{
 // guestModules are kernel modules shipped for loading on demand (with their
 // dependencies): what the npfnic driver links against, the QEMU NICs npfnic
 // is compared with, soft-RoCE, the rdma_cm modules (rdma_ucm for
-// librdmacm) and zram (swap for the ODP reclaim test).
+// librdmacm), zram (swap for the ODP reclaim test), and NVMe over Fabrics:
+// the host (nvme_rdma, with nvme_fabrics and nvme_core), the target
+// (nvmet_rdma, with nvmet and configfs, through which it is set up) and
+// brd, the RAM disks that back its namespaces.
 var guestModules = map[Variant][]string{
 	VariantBase: append([]string{"e1000e", "virtio_net", "virtio_pci", "tun"}, agent.DriverDeps...),
-	VariantRDMA: {"crc32_generic", "rdma_rxe", "ib_uverbs", "rdma_ucm", "rdma_cm", "zram"},
+	VariantRDMA: {"crc32_generic", "rdma_rxe", "ib_uverbs", "rdma_ucm", "rdma_cm", "zram",
+		"nvme_rdma", "nvmet_rdma", "configfs", "brd"},
 }
 
 const passwd = "root:x:0:0:root:/root:/bin/sh\nmemcache:x:100:100:memcached:/nonexistent:/bin/false\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"
