@@ -304,6 +304,9 @@ func TestRDMACMWithRxe(t *testing.T) {
 			cmPerftest(t, sc[0], sc[1], workload.Perftest{Tool: "ib_write_bw", Size: size, Iters: 100})
 		}
 	}
+	// NVMe over Fabrics (nvmeofRound): npfnic as target, then as host.
+	nvmeofRound(t, npf, rxe)
+	nvmeofRound(t, rxe, npf)
 	npfnicLogClean(t, npf)
 
 	// rmmod with the rdma_cm stack on the device: ib_unregister_device
@@ -333,6 +336,8 @@ func TestRDMACMBetweenNPFNICs(t *testing.T) {
 	cmTool(t, p.A, p.B, cmatose("ucmatose", 2, 10, 1024))
 	cmTool(t, p.B, p.A, cmatose("udaddy", 2, 10, 512))
 	cmPerftest(t, p.A, p.B, workload.Perftest{Tool: "ib_write_bw", Size: 65536, Iters: 100})
+	// NVMe over Fabrics (nvmeofRound) with npfnic on both sides.
+	nvmeofRound(t, p.A, p.B)
 	npfnicLogClean(t, p.A)
 	npfnicLogClean(t, p.B)
 }
