@@ -369,7 +369,7 @@ func TestFaultRefusedBackupEntry(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		// The first echo requests fault into the backup ring, one of them
 		// is refused; replies must come back within 10 s.
-		res, err := tb.NS.Ping(ctx, tb.GuestIP, 20, 500*time.Millisecond, 10*time.Second)
+		res, err := tb.NS.Ping(ctx, tb.GuestIP, 20, 150*time.Millisecond, 10*time.Second)
 		cancel()
 		if err != nil {
 			t.Fatalf("%s: ping: %v (RX wedged on the refused entry?)", tc.what, err)
