@@ -115,14 +115,19 @@ func cmRun(server, client *testbed.RDMAGuest, side cmSide) (serverOut, clientOut
 		return "", "", fmt.Errorf("%s client (%s): %w", name, client.Kind, err)
 	}
 	clientOut = cr.Stdout + cr.Stderr
+	// A server outlives a client that failed only waiting for it.
+	wait := 30 * time.Second
+	if cr.Exit != 0 || cr.TimedOut {
+		wait = 5 * time.Second
+	}
 	var s result
 	select {
 	case s = <-done:
-	case <-time.After(30 * time.Second):
+	case <-time.After(wait):
 		_, _ = server.Signal(ctx, int(syscall.SIGKILL), name)
 		s = <-done
-		return s.out, clientOut, fmt.Errorf("%s server (%s) still running 30 s after its client (exit %d), killed:\n%s\nclient:\n%s",
-			name, server.Kind, cr.Exit, s.out, clientOut)
+		return s.out, clientOut, fmt.Errorf("%s server (%s) still running %v after its client (exit %d), killed:\n%s\nclient:\n%s",
+			name, server.Kind, wait, cr.Exit, s.out, clientOut)
 	}
 	serverOut = s.out
 	if s.err != nil || s.exit != 0 || s.timedOut || cr.Exit != 0 || cr.TimedOut {
@@ -173,6 +178,17 @@ func cmPerftest(t *testing.T, server, client *testbed.RDMAGuest, pt workload.Per
 			t.Logf("%s -R: perftest could not calibrate its clock; again", pt.Tool)
 			continue
 		}
+		// perftest -R connects twice: once for its own exchange, which
+		// cmRun waits to listen, then the test's QP, which the client
+		// connects as soon as the exchange is done. A stalled server
+		// guest may not listen for that yet: its CM rejects the REQ
+		// (reason 8, no such service), and Debian's perftest client,
+		// meaning to retry, crashes instead (exit 139) while the server
+		// waits on. Both are perftest's; the run goes again.
+		if err != nil && strings.Contains(err.Error(), "RDMA_CM_EVENT_REJECTED; error: 8.") && attempt < testbed.PerftestAttempts {
+			t.Logf("%s -R: the server was not listening for the test's connection yet (REJ, no such service); again", pt.Tool)
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,13 +197,59 @@ func cmPerftest(t *testing.T, server, client *testbed.RDMAGuest, pt workload.Per
 			t.Fatalf("%s -R, %s server, %s client: %v\n%s", pt.Tool, server.Kind, client.Kind, err, out)
 		}
 		for _, r := range rows {
-			if r.Iters != pt.Iters || r.AvgMBs <= 0 {
+			ok := r.Iters == pt.Iters && r.AvgMBs > 0
+			if r.Latency != nil {
+				ok = r.Iters == pt.Iters && r.Latency.Typical > 0 && r.Latency.Min <= r.Latency.Typical
+			}
+			if !ok {
 				t.Fatalf("%s -R, %s server, %s client: row %+v", pt.Tool, server.Kind, client.Kind, r)
 			}
 		}
-		t.Logf("%s -R -s %d -n %d (%s server, %s client): %.2f MB/s, ok in %.1fs", pt.Tool, pt.Size, pt.Iters, server.Kind, client.Kind,
-			rows[len(rows)-1].AvgMBs, time.Since(start).Seconds())
+		last := rows[len(rows)-1]
+		got := fmt.Sprintf("%.2f MB/s", last.AvgMBs)
+		if last.Latency != nil {
+			got = fmt.Sprintf("%.1f µs typical", last.Latency.Typical)
+		}
+		run := append([]string{pt.Tool}, pt.Extra...)
+		if pt.Size > 0 {
+			run = append(run, "-s", strconv.Itoa(pt.Size))
+		}
+		t.Logf("%s -n %d (%s server, %s client): %s, ok in %.1fs", strings.Join(run, " "), pt.Iters,
+			server.Kind, client.Kind, got, time.Since(start).Seconds())
 		return
+	}
+}
+
+// cmPerftestFull are the -R rows make vmtest-full adds, each way: READ
+// bandwidth, the three latency tests and both atomics (make test runs SEND
+// and WRITE bandwidth, and ib_read_lat one way).
+var cmPerftestFull = []workload.Perftest{
+	{Tool: "ib_read_bw", Size: 65536, Iters: 100},
+	{Tool: "ib_send_lat", Size: 64, Iters: 100},
+	{Tool: "ib_write_lat", Size: 64, Iters: 100},
+	{Tool: "ib_read_lat", Size: 64, Iters: 100},
+	{Tool: "ib_atomic_bw", Iters: 100, Extra: []string{"-A", "CMP_AND_SWAP"}},
+	{Tool: "ib_atomic_lat", Iters: 100, Extra: []string{"-A", "FETCH_AND_ADD"}},
+}
+
+// checkCMCapture decodes a capture of rdma_cm traffic (checkDecoded) and
+// checks its communication management MADs, all UD SENDs to QP 1: at least
+// conns REQs, REPs and RTUs (the connections the test made), sidr SIDR
+// REQs and REPs (udaddy's), and a DREQ and a DREP.
+func checkCMCapture(t *testing.T, pcap string, conns, sidr int) {
+	t.Helper()
+	r := openRoCEPcap(t, pcap)
+	r.checkDecoded(1000)
+	n := r.cmMADs()
+	var got []string
+	for _, a := range cmAttributes {
+		got = append(got, fmt.Sprintf("%s %d", a.name, n[a.name]))
+	}
+	t.Logf("pcap: CM MADs: %s", strings.Join(got, ", "))
+	for name, want := range map[string]int{"REQ": conns, "REP": conns, "RTU": conns, "SIDR_REQ": sidr, "SIDR_REP": sidr, "DREQ": 1, "DREP": 1} {
+		if n[name] < want {
+			t.Errorf("pcap: %d %s MADs, want at least %d", n[name], name, want)
+		}
 	}
 }
 
@@ -281,14 +343,21 @@ func kernelVerbs(t *testing.T, g *testbed.RDMAGuest) {
 // TestRDMACMWithRxe: first the kernel verbs on npfnic (kernelVerbs);
 // then rdma_cm between npfnic and rdma_rxe, each as server and as client:
 // rping with every ping checked, ucmatose (RC) and udaddy (UD),
-// ib_send_bw -R and ib_write_bw -R at two sizes. Then npfnic.ko is
+// ib_send_bw -R and ib_write_bw -R at two sizes, and ib_read_lat -R with
+// npfnic serving (make vmtest-full: cmPerftestFull each way, and a
+// capture whose MADs and data tshark decodes). Then npfnic.ko is
 // unloaded with ib_mad, ib_cm, rdma_cm and rdma_ucm attached to its
 // device (their QP 1, CQ, PD and DMA MR destroyed through the driver) and
 // loaded again, and rping connects once more; the npfnic guest's kernel
 // log stays clean throughout.
 func TestRDMACMWithRxe(t *testing.T) {
-	p := rdmaPair(t, "rdma-cm-rxe", testbed.RDMANPFNIC, testbed.RDMARxe, "")
+	pcap := ""
+	if fullVMTests() {
+		pcap = filepath.Join(logDir(t, "capture"), "rdma-cm.pcap")
+	}
+	p := rdmaPair(t, "rdma-cm-rxe", testbed.RDMANPFNIC, testbed.RDMARxe, pcap)
 	npf, rxe := p.A, p.B
+	conns := 0 // rdma_cm connections made, each a REQ, a REP and an RTU
 	gsiUp(t, npf)
 	kernelVerbs(t, npf)
 	for _, sc := range [][2]*testbed.RDMAGuest{{npf, rxe}, {rxe, npf}} {
@@ -296,12 +365,27 @@ func TestRDMACMWithRxe(t *testing.T) {
 		cmTool(t, server, client, rping(10, 64))
 		cmTool(t, server, client, cmatose("ucmatose", 1, 10, 1024))
 		cmTool(t, server, client, cmatose("udaddy", 1, 10, 512))
+		conns += 2
 	}
 	cmTool(t, npf, rxe, rping(10, 4096))
+	conns++
 	for _, sc := range [][2]*testbed.RDMAGuest{{npf, rxe}, {rxe, npf}} {
 		for _, size := range []int{64, 65536} {
 			cmPerftest(t, sc[0], sc[1], workload.Perftest{Tool: "ib_send_bw", Size: size, Iters: 100})
 			cmPerftest(t, sc[0], sc[1], workload.Perftest{Tool: "ib_write_bw", Size: size, Iters: 100})
+			conns += 2
+		}
+	}
+	// READs to npfnic's responder on a QP rdma_cm connected; the rest of
+	// the -R matrix in make vmtest-full.
+	cmPerftest(t, npf, rxe, workload.Perftest{Tool: "ib_read_lat", Size: 64, Iters: 100})
+	conns++
+	if fullVMTests() {
+		for _, sc := range [][2]*testbed.RDMAGuest{{npf, rxe}, {rxe, npf}} {
+			for _, pt := range cmPerftestFull {
+				cmPerftest(t, sc[0], sc[1], pt)
+				conns++
+			}
 		}
 	}
 	// NVMe over Fabrics (nvmeofRound): npfnic as target, then as host.
@@ -321,14 +405,24 @@ func TestRDMACMWithRxe(t *testing.T) {
 	t.Logf("rmmod npfnic with ib_mad, ib_cm and rdma_ucm attached took %v", took.Round(time.Millisecond))
 	gsiUp(t, npf)
 	cmTool(t, rxe, npf, rping(10, 64))
+	conns++
 	npfnicLogClean(t, npf)
+	if pcap != "" {
+		p.Close() // the device closes its port, which completes the capture
+		checkCMCapture(t, pcap, conns, 2)
+	}
 }
 
 // TestRDMACMBetweenNPFNICs: rdma_cm between two npfnics, whose MADs and
 // data both run on the device: rping each way, ucmatose and udaddy, and
-// ib_write_bw -R.
+// ib_write_bw -R (make vmtest-full: SEND and WRITE bandwidth and
+// cmPerftestFull, each way), and NVMe over Fabrics. The first device's
+// port is recorded, and tshark decodes every frame as RoCEv2, the MADs of
+// QP 1 among them: the connections' REQ, REP and RTU, udaddy's SIDR REQ
+// and REP, the DREQs and DREPs.
 func TestRDMACMBetweenNPFNICs(t *testing.T) {
-	p := rdmaPair(t, "rdma-cm-npfnic", testbed.RDMANPFNIC, testbed.RDMANPFNIC, "")
+	pcap := filepath.Join(logDir(t, "capture"), "rdma-cm.pcap")
+	p := rdmaPair(t, "rdma-cm-npfnic", testbed.RDMANPFNIC, testbed.RDMANPFNIC, pcap)
 	gsiUp(t, p.A)
 	gsiUp(t, p.B)
 	cmTool(t, p.A, p.B, rping(10, 64))
@@ -336,10 +430,23 @@ func TestRDMACMBetweenNPFNICs(t *testing.T) {
 	cmTool(t, p.A, p.B, cmatose("ucmatose", 2, 10, 1024))
 	cmTool(t, p.B, p.A, cmatose("udaddy", 2, 10, 512))
 	cmPerftest(t, p.A, p.B, workload.Perftest{Tool: "ib_write_bw", Size: 65536, Iters: 100})
+	conns := 5
+	if fullVMTests() {
+		cmPerftest(t, p.B, p.A, workload.Perftest{Tool: "ib_write_bw", Size: 65536, Iters: 100})
+		conns++
+		for _, sc := range [][2]*testbed.RDMAGuest{{p.A, p.B}, {p.B, p.A}} {
+			for _, pt := range append([]workload.Perftest{{Tool: "ib_send_bw", Size: 65536, Iters: 100}}, cmPerftestFull...) {
+				cmPerftest(t, sc[0], sc[1], pt)
+				conns++
+			}
+		}
+	}
 	// NVMe over Fabrics (nvmeofRound) with npfnic on both sides.
 	nvmeofRound(t, p.A, p.B)
 	npfnicLogClean(t, p.A)
 	npfnicLogClean(t, p.B)
+	p.Close() // the device closes its port, which completes the capture
+	checkCMCapture(t, pcap, conns, 2)
 }
 
 // kverbsModule returns kverbs_test.ko built against the guest kernel's

@@ -3,8 +3,6 @@ package ci
 import (
 	"cmp"
 	"context"
-	"errors"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -210,44 +208,7 @@ func TestRDMABetweenNPFNICs(t *testing.T) {
 	}
 	p.Close() // the device closes its port, which completes the capture
 
-	tshark, err := exec.LookPath("tshark")
-	if err != nil {
-		if required() {
-			t.Fatal("tshark is missing (images installs it on the host)")
-		}
-		t.Skip("no tshark")
-	}
-	// tshark guesses at what a SEND's payload carries, and a wrong guess
-	// is a malformed packet: RPC-over-RDMA claims perftest's 4-byte
-	// handshake messages, and "EtherType over IB" took the 2-byte payload
-	// of a SEND whose pad bytes are zero for EtherType 0x8ffd (make
-	// stress-ci, once). The payloads are the programs', so both guesses
-	// are turned off; the InfiniBand and RoCEv2 layers, ICRC included, are
-	// all decoded.
-	args := []string{"-r", pcap, "-d", "udp.port==4791,infiniband", "--disable-protocol", "rpcordma",
-		"--disable-heuristic", "eth_over_ib"}
-	count := func(filter string) int {
-		t.Helper()
-		// Frame numbers only: tshark's stderr (its warning when run as
-		// root is 11 words) is no frame.
-		out, err := exec.Command(tshark, append(args, "-Y", filter, "-T", "fields", "-e", "frame.number")...).Output()
-		if err != nil {
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				out = ee.Stderr
-			}
-			t.Fatalf("tshark -Y %q: %v\n%s", filter, err, out)
-		}
-		return len(strings.Fields(string(out)))
-	}
-	all, roce := count("frame"), count("infiniband && udp.dstport == 4791")
-	bad := count("_ws.malformed || _ws.expert.severity >= error")
-	t.Logf("pcap: %d frames, %d RoCEv2, %d malformed or with errors", all, roce, bad)
-	if roce < 1000 || bad != 0 {
-		// Show what tshark objects to in the first few.
-		out, _ := exec.Command(tshark, append(args, "-Y", "_ws.malformed || _ws.expert.severity >= error", "-V")...).CombinedOutput()
-		t.Fatalf("pcap: %d frames, %d decoded as RoCEv2, %d malformed or with expert errors; the first:\n%.8000s", all, roce, bad, out)
-	}
+	openRoCEPcap(t, pcap).checkDecoded(1000)
 }
 
 // killMidTransfer kills the npfnic side's perftest (SIGKILL) while the
