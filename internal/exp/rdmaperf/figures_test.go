@@ -3,6 +3,7 @@ package rdmaperf
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/npfnic/npfnic/internal/exp/runner"
@@ -36,7 +37,25 @@ func TestFigure(t *testing.T) {
 	if n != 1 {
 		t.Errorf("%d figures in %v", n, files)
 	}
-	for _, ch := range charts(c, Summarize(c, results)) {
+	chs := charts(c, Summarize(c, results))
+	// RC bandwidth, UD bandwidth and latency, every test in one of them.
+	if len(chs) != 3 {
+		t.Fatalf("%d panels", len(chs))
+	}
+	n = 0
+	for i, ch := range chs {
+		b := ch.(report.BarChart)
+		n += len(b.Categories)
+		for _, cat := range b.Categories {
+			if ud := strings.HasPrefix(cat, "UD ") && !strings.Contains(cat, "_lat"); ud != (i == 1) {
+				t.Errorf("%q in panel %d, %q", cat, i, b.Title)
+			}
+		}
+	}
+	if n != len(Tests) {
+		t.Errorf("%d bars per pair in the panels, %d tests", n, len(Tests))
+	}
+	for _, ch := range chs {
 		b := ch.(report.BarChart)
 		if err := report.CheckBars(b); err != nil {
 			t.Error(err)

@@ -1,10 +1,11 @@
 // Package rdmaperf is the RDMA experiment (`npfnic exp rdma`): Debian's
 // unmodified perftest between two TCG guests cabled back to back, for each
-// pairing of RC implementations — rdma_rxe with rdma_rxe (the baseline:
-// the transport runs on the emulated guest CPU), npfnic with rdma_rxe, and
-// npfnic with npfnic (the transport runs in the device) — bandwidth of
-// SEND, RDMA WRITE and RDMA READ at 64 KiB and SEND latency at 64 bytes,
-// in interleaved rounds, reported as medians with their spread and as
+// pairing of implementations — rdma_rxe with rdma_rxe (the baseline: the
+// transport runs on the emulated guest CPU), npfnic with rdma_rxe, and
+// npfnic with npfnic (the transport runs in the device) — RC bandwidth of
+// SEND, RDMA WRITE and RDMA READ at 64 KiB, SEND and atomic latency, the
+// same RC connected by rdma_cm (-R), and UD SENDs (-c UD) up to the port's
+// MTU, in interleaved rounds, reported as medians with their spread and as
 // ratios to rxe↔rxe. Every pair stays booted for the whole run: together
 // they are the bench of package runner's loop.
 package rdmaperf
@@ -62,10 +63,22 @@ type Test struct {
 	// Latency tests report the typical latency in µs; the others the
 	// average bandwidth in MB/s.
 	Latency bool
-	Run     workload.Perftest
+	// UD tests send UD datagrams (-c UD), whose size is bounded by the
+	// port's MTU; the others run RC.
+	UD  bool
+	Run workload.Perftest
 }
 
-// Tests are the experiment's measurements.
+// udSize is the UD bandwidth test's message: the largest a UD SEND may be
+// on the guests' 1500-byte Ethernet, whose RoCE MTU (active_mtu) is 1024
+// on rdma_rxe and npfnic alike; perftest refuses a larger one ("Max
+// message size in UD cannot be greater than MTU").
+const udSize = 1024
+
+// Tests are the experiment's measurements: RC connected out of band
+// (perftest's TCP exchange), RC connected by rdma_cm (-R: the QPs are
+// created, connected and moved to RTS through rdma_ucm, whose MADs run on
+// each device's QP 1), and UD.
 var Tests = []Test{
 	{Name: "write_bw 64K", Run: workload.Perftest{Tool: "ib_write_bw", Size: 65536}},
 	{Name: "send_bw 64K", Run: workload.Perftest{Tool: "ib_send_bw", Size: 65536}},
@@ -73,6 +86,10 @@ var Tests = []Test{
 	{Name: "send_lat 64B", Latency: true, Run: workload.Perftest{Tool: "ib_send_lat", Size: 64}},
 	{Name: "fetch_add_lat", Latency: true, Run: workload.Perftest{Tool: "ib_atomic_lat", Extra: []string{"-A", "FETCH_AND_ADD"}}},
 	{Name: "cmp_swap_lat", Latency: true, Run: workload.Perftest{Tool: "ib_atomic_lat", Extra: []string{"-A", "CMP_AND_SWAP"}}},
+	{Name: "write_bw 64K -R", Run: workload.Perftest{Tool: "ib_write_bw", Size: 65536, Extra: []string{"-R"}}},
+	{Name: "send_lat 64B -R", Latency: true, Run: workload.Perftest{Tool: "ib_send_lat", Size: 64, Extra: []string{"-R"}}},
+	{Name: "UD send_bw 1K", UD: true, Run: workload.Perftest{Tool: "ib_send_bw", Size: udSize, Extra: []string{"-c", "UD"}}},
+	{Name: "UD send_lat 64B", UD: true, Latency: true, Run: workload.Perftest{Tool: "ib_send_lat", Size: 64, Extra: []string{"-c", "UD"}}},
 }
 
 // testTimeout bounds one perftest run: rxe↔rxe moves 200 × 64 KiB in

@@ -69,6 +69,13 @@ func TestReport(t *testing.T) {
 		"goal npfnic-rxe >= 1.5x rxe-rxe bandwidth: NOT MEASURED",
 		"goal npfnic-npfnic >= 10x rxe-rxe bandwidth: MET (write_bw 64K 12.67x",
 		"npfnic-rxe write_bw 64K: 3 of 3 rounds failed: no ibverbs device",
+		"write_bw 64K -R (MB/s)",
+		"send_lat 64B -R (µs)",
+		"UD send_bw 1K (MB/s)",
+		"UD send_lat 64B (µs)",
+		// The goals judge issue 12's RC rows only: the rdma_cm and UD
+		// rows are reported.
+		"goal npfnic-npfnic >= 10x rxe-rxe bandwidth: MET (write_bw 64K 12.67x, send_bw 64K 12.67x, read_bw 64K 12.67x)\n",
 	} {
 		if !strings.Contains(tab, want) {
 			t.Errorf("table lacks %q:\n%s", want, tab)
@@ -87,6 +94,26 @@ func TestReport(t *testing.T) {
 	for _, f := range files {
 		if fi, err := os.Stat(f); err != nil || fi.Size() == 0 {
 			t.Errorf("%s: %v", filepath.Base(f), err)
+		}
+	}
+}
+
+// TestTests: each test's name says what it runs: "UD" UD SENDs (-c UD) no
+// larger than the MTU, "-R" rdma_cm (-R); the names are unique.
+func TestTests(t *testing.T) {
+	seen := map[string]bool{}
+	for _, tt := range Tests {
+		if seen[tt.Name] {
+			t.Errorf("%q twice", tt.Name)
+		}
+		seen[tt.Name] = true
+		args := strings.Join(tt.Run.Args("dev", 1, ""), " ")
+		ud := strings.Contains(args, " -c UD")
+		if ud != tt.UD || ud != strings.HasPrefix(tt.Name, "UD ") || ud && (tt.Run.Size < 1 || tt.Run.Size > udSize) {
+			t.Errorf("%q: UD %v, runs %q", tt.Name, tt.UD, args)
+		}
+		if cm := strings.HasSuffix(args, " -R"); cm != strings.HasSuffix(tt.Name, " -R") {
+			t.Errorf("%q runs %q", tt.Name, args)
 		}
 	}
 }
