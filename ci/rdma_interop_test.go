@@ -178,37 +178,48 @@ func TestRDMAInteropWithRxe(t *testing.T) {
 	killMidTransfer(t, p, npf, rxe, false)
 }
 
-// TestRDMABetweenNPFNICs: two npfnics: ibv_rc_pingpong, ibv_ud_pingpong
-// and ibv_uc_pingpong with validation,
-// perftest SEND and READ at every size and WRITE at 64 KiB, SEND and atomic latency; the first
-// device's port is recorded, and tshark decodes every frame of it as
-// RoCEv2 without a malformed-packet or error-level expert warning.
+// TestRDMABetweenNPFNICs: two npfnics, booted once for two parts. verbs:
+// ibv_rc_pingpong, ibv_ud_pingpong and ibv_uc_pingpong with validation,
+// perftest SEND and READ at every size and WRITE at 64 KiB, SEND and
+// atomic latency. rdma_cm (rdmaCMBetweenNPFNICs): the MADs and the data
+// of rdma_cm's programs, perftest -R and NVMe over Fabrics, all on the
+// devices. The first device's port is recorded, and tshark decodes every
+// frame of it as RoCEv2 without a malformed-packet or error-level expert
+// warning, the CM MADs among them (checkCMCapture).
 func TestRDMABetweenNPFNICs(t *testing.T) {
 	// The capture stays with the VM logs when the test fails.
 	pcap := filepath.Join(logDir(t, "capture"), "rdma.pcap")
 	p := rdmaPair(t, "rdma-npfnic", testbed.RDMANPFNIC, testbed.RDMANPFNIC, pcap)
-	for _, size := range []int{1, 4096, 65536} {
-		pingpong(t, p, p.A, p.B, workload.Pingpong{Size: size, Iters: 50})
-	}
-	pingpong(t, p, p.A, p.B, workload.Pingpong{Program: "ibv_ud_pingpong", Size: 1024, Iters: 50, Validate: true})
-	pingpong(t, p, p.A, p.B, workload.Pingpong{Program: "ibv_uc_pingpong", Size: 8192, Iters: 50, Validate: true})
-	// Every size (-a) for SEND and READ here, WRITE's against rxe.
-	for _, tool := range []string{"ib_send_bw", "ib_read_bw"} {
-		perftest(t, p, p.A, p.B, workload.Perftest{Tool: tool, All: true, Iters: 5})
-	}
-	perftest(t, p, p.A, p.B, workload.Perftest{Tool: "ib_write_bw", Size: 65536, Iters: 20})
-	perftest(t, p, p.A, p.B, workload.Perftest{Tool: "ib_send_lat", Size: 64, Iters: 100})
-	perftest(t, p, p.A, p.B, workload.Perftest{Tool: "ib_atomic_lat", Iters: 200, Extra: []string{"-A", "FETCH_AND_ADD"}})
-	// Both peers hostile at once: B's user space writes garbage into its
-	// rings against A, which serves live traffic meanwhile. The same cases
-	// run in make test against rdma_rxe (TestRDMAHostileUserSpace); this
-	// repeat, the longest part of the test, in make vmtest-full.
-	if fullVMTests() {
-		hostileBesideLiveTraffic(t, p, p.B, p.A)
-	}
+	t.Run("verbs", func(t *testing.T) {
+		for _, size := range []int{1, 4096, 65536} {
+			pingpong(t, p, p.A, p.B, workload.Pingpong{Size: size, Iters: 50})
+		}
+		pingpong(t, p, p.A, p.B, workload.Pingpong{Program: "ibv_ud_pingpong", Size: 1024, Iters: 50, Validate: true})
+		pingpong(t, p, p.A, p.B, workload.Pingpong{Program: "ibv_uc_pingpong", Size: 8192, Iters: 50, Validate: true})
+		// Every size (-a) for SEND and READ here, WRITE's against rxe.
+		for _, tool := range []string{"ib_send_bw", "ib_read_bw"} {
+			perftest(t, p, p.A, p.B, workload.Perftest{Tool: tool, All: true, Iters: 5})
+		}
+		perftest(t, p, p.A, p.B, workload.Perftest{Tool: "ib_write_bw", Size: 65536, Iters: 20})
+		perftest(t, p, p.A, p.B, workload.Perftest{Tool: "ib_send_lat", Size: 64, Iters: 100})
+		perftest(t, p, p.A, p.B, workload.Perftest{Tool: "ib_atomic_lat", Iters: 200, Extra: []string{"-A", "FETCH_AND_ADD"}})
+		// Both peers hostile at once: B's user space writes garbage into
+		// its rings against A, which serves live traffic meanwhile. The
+		// same cases run in make test against rdma_rxe
+		// (TestRDMAHostileUserSpace); this repeat, the longest part of the
+		// test, in make vmtest-full.
+		if fullVMTests() {
+			hostileBesideLiveTraffic(t, p, p.B, p.A)
+		}
+	})
+	conns := 0
+	t.Run("rdma_cm", func(t *testing.T) { conns = rdmaCMBetweenNPFNICs(t, p) })
 	p.Close() // the device closes its port, which completes the capture
-
-	openRoCEPcap(t, pcap).checkDecoded(1000)
+	if conns > 0 {
+		checkCMCapture(t, pcap, conns, 2)
+	} else {
+		openRoCEPcap(t, pcap).checkDecoded(1000)
+	}
 }
 
 // killMidTransfer kills the npfnic side's perftest (SIGKILL) while the
