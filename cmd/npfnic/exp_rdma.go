@@ -12,10 +12,12 @@ import (
 // expRDMA is `npfnic exp rdma`: see internal/exp/rdmaperf.
 var expRDMA = experiment{
 	name: "rdma", guests: true,
-	about: "Unmodified perftest (ib_write_bw, ib_send_bw, ib_read_bw at 64 KiB, ib_send_lat at 64 B)\n" +
-		"between two guests cabled back to back through QEMU's stream netdev, for each pairing\n" +
-		"of rdma_rxe and npfnic. All pairs stay booted and the rounds interleave them. Prints medians\n" +
-		"with min-max and the ratio to rxe-rxe, judges the goals, writes CSV and PNG. Needs root.",
+	about: "Unmodified perftest (ib_write_bw, ib_send_bw, ib_read_bw at 64 KiB, ib_send_lat at 64 B,\n" +
+		"ib_atomic_lat; ib_write_bw and ib_send_lat connected by rdma_cm (-R); ib_send_bw at 1 KiB\n" +
+		"and ib_send_lat over UD (-c UD)) between two guests cabled back to back through QEMU's\n" +
+		"stream netdev, for each pairing of rdma_rxe and npfnic. All pairs stay booted and the rounds\n" +
+		"interleave them. Prints medians with min-max and the ratio to rxe-rxe, judges the goals,\n" +
+		"writes CSV and PNG. Needs root.",
 	rounds: rdmaperf.DefaultRounds, roundsHelp: "rounds; each runs every test on every pair, the pairs' order rotated",
 	memory: 1024, memoryHelp: "memory of each guest in MiB",
 	flags: func(fs *flag.FlagSet) expSetup {
