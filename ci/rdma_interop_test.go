@@ -122,7 +122,31 @@ func rxeStats(t *testing.T, g *testbed.RDMAGuest) map[string]int64 {
 	return st
 }
 
-// TestRDMAInteropWithRxe: npfnic and rdma_rxe, each as server and as
+// TestRDMAInteropWithRxe: npfnic and rdma_rxe, booted once for two parts.
+// verbs (rdmaVerbsWithRxe); rdma_cm (rdmaCMWithRxe): kernel verbs,
+// rdma_cm's programs, perftest -R, NVMe over Fabrics and a reload of the
+// driver under rdma_cm. make vmtest-full records npfnic's port, and
+// tshark decodes every frame, the CM MADs among them (checkCMCapture).
+func TestRDMAInteropWithRxe(t *testing.T) {
+	pcap := ""
+	if fullVMTests() {
+		pcap = filepath.Join(logDir(t, "capture"), "rdma-rxe.pcap")
+	}
+	p := rdmaPair(t, "rdma-rxe", testbed.RDMANPFNIC, testbed.RDMARxe, pcap)
+	t.Run("verbs", func(t *testing.T) { rdmaVerbsWithRxe(t, p) })
+	conns := 0
+	t.Run("rdma_cm", func(t *testing.T) { conns = rdmaCMWithRxe(t, p) })
+	if pcap != "" {
+		p.Close() // the device closes its port, which completes the capture
+		if conns > 0 {
+			checkCMCapture(t, pcap, conns, 2)
+		} else {
+			openRoCEPcap(t, pcap).checkDecoded(1000)
+		}
+	}
+}
+
+// rdmaVerbsWithRxe: npfnic and rdma_rxe, each as server and as
 // client: ibv_rc_pingpong with buffer validation at 1 byte, 4 KiB and
 // 64 KiB; ibv_srq_pingpong (eight QPs sharing an SRQ); ibv_ud_pingpong
 // and ibv_uc_pingpong, validated;
@@ -132,8 +156,7 @@ func rxeStats(t *testing.T, g *testbed.RDMAGuest) map[string]int64 {
 // error and no exhausted retry caused by npfnic's packets. Then npfnic's
 // side is killed
 // mid-transfer (killMidTransfer).
-func TestRDMAInteropWithRxe(t *testing.T) {
-	p := rdmaPair(t, "rdma-rxe", testbed.RDMANPFNIC, testbed.RDMARxe, "")
+func rdmaVerbsWithRxe(t *testing.T, p *testbed.RDMAPair) {
 	npf, rxe := p.A, p.B
 	before := rxeStats(t, rxe)
 	for _, size := range []int{1, 4096, 65536} {
