@@ -3,6 +3,7 @@ package ci
 import (
 	"context"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -102,6 +103,31 @@ func TestRDMAODPWithRxe(t *testing.T) {
 			return err
 		})
 	}
+	// Whole-request prefault (debugfs odp_prefault_pages, RDMA_PREFAULT):
+	// the first fault of the cold 64 KiB receive asks for its 16 pages at
+	// once, where one page a fault took 16 page requests above.
+	prefault := func(n int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := npf.WriteDebugfs(ctx, testbed.ODPPrefaultFile, strconv.Itoa(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prefault(16)
+	preBefore := rdmaStatistic(t, npf)
+	run("ibv_rc_pingpong -o -s 65536, odp_prefault_pages 16", npf, rxe, 16, func(ctx context.Context) error {
+		_, _, err := p.RunClientServer(ctx, npf, rxe, func(g *testbed.RDMAGuest, ip string) []string {
+			pp := workload.Pingpong{Size: 65536, Iters: 20, ODP: g.Kind == testbed.RDMANPFNIC, Validate: true}
+			return pp.Args(g.Dev, g.GIDIndex, ip)
+		})
+		return err
+	})
+	if d := odpDelta(t, preBefore, rdmaStatistic(t, npf)); d["page_requests"] > 2 {
+		t.Errorf("a cold 64 KiB receive with odp_prefault_pages 16 took %d page requests, want 1 (2 if the buffer straddles)", d["page_requests"])
+	}
+	prefault(1)
+
 	// npfnic receives: its receive buffers fault, so rxe gets RNR NAKs.
 	before := rxeStats(t, rxe)
 	for _, tool := range []string{"ib_send_bw", "ib_write_bw"} {

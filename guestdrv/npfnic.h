@@ -283,6 +283,7 @@ struct npfnic {
 	struct net_device *netdev;
 	void __iomem *bar0;
 	u32 features;			/* NPFNIC_FEAT_*, from the device */
+	u32 version;			/* NPFNIC_REG_VERSION: the device's interface version */
 	int nvecs;
 	atomic_t irq_count[NPFNIC_MSIX_VECTORS];
 	struct npfnic_vec vecs[NPFNIC_MSIX_VECTORS];

@@ -28,6 +28,11 @@
  *    what the device's RC responder does on a receive fault, an RNR NAK
  *    (the default) or a silent drop the sender recovers from by its ACK
  *    timeout; a write takes effect at the next fault;
+ *  - odp_prefault_pages (read, write 1..NPFNIC_RDMA_MAX_PREFAULT, with on-demand
+ *    paging on an interface 2.9 device): the pages one RDMA page fault asks
+ *    for, the faulting one and those after it that its request touches
+ *    (NPFNIC_REG_RDMA_PREFAULT, 1 at reset); a write takes effect at the
+ *    next fault;
  *  - fault_ahead (read, write a number up to 4096): under drop and backup,
  *    the cold RX slots backed after each resolved RX fault, beyond the one
  *    that faulted (npfnic_iopt.c), from the module parameter of the same
@@ -569,6 +574,26 @@ static const struct file_operations npfnic_recv_fault_fops = {
 	.llseek = default_llseek,
 };
 
+/* Whole-request prefault of RDMA page faults (NPFNIC_REG_RDMA_PREFAULT). */
+static int npfnic_prefault_get(void *data, u64 *val)
+{
+	struct npfnic *nic = data;
+
+	*val = ioread32(nic->bar0 + NPFNIC_REG_RDMA_PREFAULT);
+	return 0;
+}
+
+static int npfnic_prefault_set(void *data, u64 val)
+{
+	struct npfnic *nic = data;
+
+	if (val < 1 || val > NPFNIC_RDMA_MAX_PREFAULT)
+		return -EINVAL;
+	iowrite32(val, nic->bar0 + NPFNIC_REG_RDMA_PREFAULT);
+	return 0;
+}
+DEFINE_DEBUGFS_ATTRIBUTE(npfnic_prefault_fops, npfnic_prefault_get, npfnic_prefault_set, "%llu\n");
+
 /* ---- probe / remove ---- */
 
 /* The function's directory; debugfs failures are not the driver's failures. */
@@ -585,6 +610,10 @@ void npfnic_diag_probe(struct npfnic *nic)
 	debugfs_create_file_unsafe("fault_ahead", 0600, dir, nic, &npfnic_fault_ahead_fops);
 	if (nic->features & NPFNIC_FEAT_RDMA_ODP)
 		debugfs_create_file("rdma_recv_fault", 0600, dir, nic, &npfnic_recv_fault_fops);
+	/* RDMA_PREFAULT came with interface 2.9. */
+	if ((nic->features & NPFNIC_FEAT_RDMA_ODP) && (nic->version & 0xffff) >= 9)
+		debugfs_create_file_unsafe("odp_prefault_pages", 0600, dir, nic,
+					   &npfnic_prefault_fops);
 }
 
 void npfnic_diag_remove(struct npfnic *nic)

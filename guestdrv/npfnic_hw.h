@@ -469,6 +469,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_MAX_MSG_SIZE         0x80000000 /* bytes of one message */
 #define NPFNIC_RDMA_MAX_RD_ATOMIC        0x80 /* RDMA READs and atomics outstanding per QP */
 #define NPFNIC_RXE_SEND_REG_OFFSET       0x18 /* offset of struct npfnic_reg_wr in struct rxe_send_wqe (its wr.wr union) */
+#define NPFNIC_RDMA_MAX_PREFAULT         0x200 /* largest value of NPFNIC_REG_RDMA_PREFAULT */
 #define NPFNIC_RDMA_MAX_FAST_REG_PAGES   0x200 /* longest page list of a fast registration region */
 #define NPFNIC_RDMA_FAST_REG_MIN_PAGE_SHIFT 0xc /* smallest page of a fast registration (4 KiB) */
 #define NPFNIC_RDMA_FAST_REG_MAX_PAGE_SHIFT 0x1e /* largest page of a fast registration (1 GiB) */
@@ -619,6 +620,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_REG_CQ_ARM                0x0a38 /* WO doorbell: CQN | NPFNIC_RDMA_CQ_ARM_SOLICITED: post one CQ_COMP event for the next (solicited) completion */
 #define NPFNIC_REG_RDMA_ERROR            0x0a3c /* RO: NPFNIC_RDMAERR_* */
 #define NPFNIC_REG_RDMA_RECV_FAULT       0x0a40 /* RW: the responder's receive-fault policy: NPFNIC_RDMA_RECV_FAULT_RNR or _DROP, bit 0 (interface 2.5); RDMA_CTRL RESET keeps it */
+#define NPFNIC_REG_RDMA_PREFAULT         0x0a48 /* RW: pages a memory region's fault asks for at once: the faulting page and the next ones its request touches, 1..NPFNIC_RDMA_MAX_PREFAULT (writes clamped, 0 reads 1); RDMA_CTRL RESET keeps it (interface 2.9) */
 #define NPFNIC_REG_RDMA_MSG_ALARM        0x0a44 /* RW command: write N: one MSG_ALARM event after the responder executed N more requests (after an alarm: counted from the request that set it off), 0 cancels; reads the requests to go; RDMA_CTRL RESET cancels it (interface 2.5) */
 
 /* RDMA command queue entry: the header; the rest of the 64 bytes depends on the opcode. */

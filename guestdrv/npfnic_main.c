@@ -165,6 +165,7 @@ static int npfnic_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 			ident, version, NPFNIC_MAGIC, NPFNIC_INTERFACE_VERSION);
 		return -ENODEV;
 	}
+	nic->version = version;
 
 	nic->nvecs = pci_alloc_irq_vectors(pdev, 2, NPFNIC_MSIX_VECTORS, PCI_IRQ_MSIX);
 	if (nic->nvecs < 0)

@@ -87,6 +87,12 @@ type PageRequest struct {
 	// Detected is clock.Nanotime when the access faulted (the device's
 	// fault timestamps, package pri).
 	Detected int64
+	// Span is how many bytes from VA on, in Mem, the faulting request
+	// goes on to touch (at least 1): the rest of the SGE VA is in, of an
+	// RDMA WRITE from VA, of a READ's response. A pager may make them
+	// present with VA's page (whole-request prefault), so that one fault,
+	// not one per page, holds up a cold buffer.
+	Span uint64
 }
 
 // PageRequester resolves translation faults. RequestPage must not block nor

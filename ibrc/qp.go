@@ -764,7 +764,7 @@ func (q *QP) receive(p *rocev2.Packet, frame []byte) error {
 // pageRequest raises a page request for the fault at va of the packet at
 // psn, unless one of the same kind is in flight, and records the fault in
 // the trace. resolved runs under q's lock when it completes.
-func (q *QP) pageRequest(role Role, mem Memory, va uint64, psn uint32, write bool, resolved func(ok bool)) {
+func (q *QP) pageRequest(role Role, mem Memory, va, span uint64, psn uint32, write bool, resolved func(ok bool)) {
 	bit := uint8(1) << (uint8(role)*2 + b2u(write))
 	if q.faults&bit != 0 {
 		return
@@ -795,7 +795,7 @@ func (q *QP) pageRequest(role Role, mem Memory, va uint64, psn uint32, write boo
 		e.clk.AfterFunc(unreportedFaultRetry, func() { done(true) })
 		return
 	}
-	r := PageRequest{QPN: q.num, Role: role, Mem: mem, VA: va, Write: write, PSN: psn, Detected: detected}
+	r := PageRequest{QPN: q.num, Role: role, Mem: mem, VA: va, Write: write, PSN: psn, Detected: detected, Span: max(span, 1)}
 	pager := e.cfg.Pager
 	e.defer_(func() { pager.RequestPage(r, done) })
 }

@@ -254,7 +254,7 @@ func (q *QP) localFault(err error, w *sendWQE, off uint64, psn uint32, write boo
 	}
 	q.e.stats.RequesterFaults.Add(1)
 	*paused = true
-	q.pageRequest(RoleRequester, faultMem(err), va, psn, write, func(ok bool) {
+	q.pageRequest(RoleRequester, faultMem(err), va, sglSpan(w.wr.SGL, va), psn, write, func(ok bool) {
 		*paused = false
 		if !ok {
 			q.failWQE(w, WCLocAccessErr)
@@ -298,6 +298,18 @@ func (q *QP) scatter(sgl []SGE, off uint64, p []byte) error {
 	return q.walkSGL(sgl, off, len(p), AccessLocalWrite, func(m *MR, va uint64, lo, hi int) error {
 		return m.writeAt(va, p[lo:hi])
 	})
+}
+
+// sglSpan is how many bytes of sgl's SGE that holds va lie from va on (1
+// when none holds it): what the access that faulted at va goes on to
+// touch in that SGE's region.
+func sglSpan(sgl []SGE, va uint64) uint64 {
+	for _, s := range sgl {
+		if va >= s.Addr && va-s.Addr < uint64(s.Length) {
+			return s.Addr + uint64(s.Length) - va
+		}
+	}
+	return 1
 }
 
 type sglError string

@@ -175,12 +175,12 @@ func (q *QP) inSeqDone(p *rocev2.Packet) {
 }
 
 // recvFault handles a translation fault while placing request data.
-func (q *QP) recvFault(p *rocev2.Packet, mem Memory, va uint64) {
+func (q *QP) recvFault(p *rocev2.Packet, mem Memory, va, span uint64) {
 	e := q.e
 	e.stats.ResponderFaults.Add(1)
 	psn := p.BTH.PSN
 	q.resp.faulted, q.resp.faultPSN = true, psn
-	q.pageRequest(RoleResponder, mem, va, psn, true, func(ok bool) {
+	q.pageRequest(RoleResponder, mem, va, span, psn, true, func(ok bool) {
 		if !ok {
 			q.recvFaultFailed(psn)
 		}
@@ -241,7 +241,7 @@ func (q *QP) execSend(p *rocev2.Packet) {
 	}
 	if err := q.scatter(w.wr.SGL, q.resp.offset, p.Payload); err != nil {
 		if va, _, ok := AsFault(err); ok {
-			q.recvFault(p, faultMem(err), va)
+			q.recvFault(p, faultMem(err), va, sglSpan(w.wr.SGL, va))
 			return
 		}
 		q.classC(rocev2.NAKRemoteOp, WCLocProtErr)
@@ -311,7 +311,8 @@ func (q *QP) execWrite(p *rocev2.Packet) {
 		// A region deregistered since (errMRDead) fails as above.
 		if err := mr.writeAt(va, p.Payload); err != nil {
 			if fva, _, ok := AsFault(err); ok {
-				q.recvFault(p, mr.mem, fva)
+				// The WRITE goes on to its last byte: resid from va.
+				q.recvFault(p, mr.mem, fva, va+resid-fva)
 				return
 			}
 			q.classC(rocev2.NAKRemoteAccess, WCRemAccessErr)
@@ -433,7 +434,7 @@ func (q *QP) readStep() {
 			if va, _, ok := AsFault(err); ok {
 				e.stats.ResponderFaults.Add(1)
 				st.fault = true
-				q.pageRequest(RoleResponder, res.mr.mem, va, psn, false, func(ok bool) { q.resumeRead(ok) })
+				q.pageRequest(RoleResponder, res.mr.mem, va, res.va+res.length-va, psn, false, func(ok bool) { q.resumeRead(ok) })
 				return
 			}
 			q.resp.stall = nil
@@ -590,7 +591,7 @@ func (q *QP) execAtomic(p *rocev2.Packet) {
 // error.
 func (q *QP) accessFailed(p *rocev2.Packet, mr *MR, err error) {
 	if va, _, ok := AsFault(err); ok {
-		q.recvFault(p, mr.mem, va)
+		q.recvFault(p, mr.mem, va, AtomicSize)
 		return
 	}
 	q.classC(rocev2.NAKRemoteAccess, WCRemAccessErr)

@@ -216,7 +216,7 @@ func (q *QP) receiveDatagram(p *rocev2.Packet) error {
 			// the page is on its way for the next one.
 			e.stats.ResponderFaults.Add(1)
 			e.stats.FaultDrops.Add(1)
-			q.pageRequest(RoleResponder, faultMem(err), va, p.BTH.PSN, true, nil)
+			q.pageRequest(RoleResponder, faultMem(err), va, sglSpan(w.wr.SGL, va), p.BTH.PSN, true, nil)
 			return errDiscard("UD receive fault")
 		}
 		// A receive WR outside its regions is the consumer's error, as

@@ -510,9 +510,8 @@ func TestODPQuiesce(t *testing.T) {
 			b.post(t, b.sq, b.qpn, rdmatest.Send{ID: 2, Opcode: hw.IBVWRSend, Flags: sig, AutoLength: true, NumSGE: -1,
 				SGL: []rdmatest.SGE{{Addr: bufVA + src, Length: 3000, LKey: mrKey}}})
 			gs := []pritest.Group{b.nextGroup(t), b.nextGroup(t)}
-			if n := rdma.PagerTasks(b.e); n != 2 {
-				t.Fatalf("%d page response waiters, want 2", n)
-			}
+			// A group is in the queue just before its waiter starts.
+			waitFor(t, "a waiter for each of the 2 groups", func() bool { return rdma.PagerTasks(b.e) == 2 })
 			tc.action(t, b)
 			// The region's pages are the driver's again.
 			for _, p := range b.buf.Pages() {
@@ -591,4 +590,76 @@ func TestMsgAlarmRegister(t *testing.T) {
 	if v := left(); v != 0 {
 		t.Fatalf("RDMA_CTRL RESET left the alarm at %d", v)
 	}
+}
+
+// TestODPPrefault: RDMA_PREFAULT pages per fault. A 64 KiB SEND into a
+// cold receive buffer, or a 64 KiB RDMA WRITE into a cold target, of 16
+// missing pages: with RDMA_PREFAULT 1 each page is a fault and a page
+// request of its own; with 16, the first fault asks for all 16 pages the
+// request touches in one group, and nothing faults again; the PRI
+// allocation bounds a group (8 credits: two groups of 8). The data lands
+// intact either way. The register clamps what is written to
+// 1..RDMA_MAX_PREFAULT and keeps its value across RDMA_CTRL RESET.
+func TestODPPrefault(t *testing.T) {
+	const dst, size = 0x40000, 65536
+	for _, tc := range []struct {
+		name     string
+		op       uint32
+		prefault uint32
+		alloc    uint32
+		groups   []int // pages of each group the driver sees, in order
+	}{
+		{"send, one page a fault", hw.IBVWRSend, 1, 0, []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}},
+		{"send, the whole request", hw.IBVWRSend, 16, 0, []int{16}},
+		{"write, the whole request", hw.IBVWRRDMAWrite, 64, 0, []int{16}},
+		{"write, within the PRI allocation", hw.IBVWRRDMAWrite, 16, 8, []int{8, 8}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b, _ := odpPair(t, tc.alloc)
+			hw.Offsets(b.e).RegWrite(hw.RegRDMAPrefault, tc.prefault)
+			data := pattern(size, 9)
+			a.buf.Write(0, data)
+			for off := uint64(0); off < size; off += 4096 {
+				b.evict(dst + off)
+			}
+			b.serve(t)
+			if tc.op == hw.IBVWRSend {
+				b.postRecv(t, b.rq, rdmatest.Recv{ID: 7, SGL: []rdmatest.SGE{{Addr: bufVA + dst, Length: size, LKey: mrKey}}})
+			}
+			a.post(t, a.sq, a.qpn, rdmatest.Send{ID: 1, Opcode: tc.op, Flags: sig, AutoLength: true, NumSGE: -1,
+				RemoteAddr: bufVA + dst, RKey: mrKey, SGL: []rdmatest.SGE{{Addr: bufVA, Length: size, LKey: mrKey}}})
+			if c := poll(t, a.scq, 1)[0]; c.WRID != 1 || c.Status != ibrc.WCSuccess {
+				t.Fatalf("sender: %+v", c)
+			}
+			if !bytes.Equal(b.buf.Read(dst, size), data) {
+				t.Fatal("data differs")
+			}
+			var got []int
+			for _, g := range b.groupsSeen() {
+				got = append(got, len(g))
+			}
+			if !slices.Equal(got, tc.groups) {
+				t.Fatalf("page request groups of %v pages, want %v", got, tc.groups)
+			}
+			if st := b.e.Stats().RC; st.PageRequests != uint64(len(tc.groups)) || st.PageRequestErrors != 0 {
+				t.Fatalf("%d page requests (%d failed), want %d", st.PageRequests, st.PageRequestErrors, len(tc.groups))
+			}
+		})
+	}
+	t.Run("register", func(t *testing.T) {
+		_, b, _ := odpPair(t, 0)
+		regs := hw.Offsets(b.e)
+		for _, c := range []struct{ write, read uint32 }{{0, 1}, {7, 7}, {hw.RDMAMaxPrefault + 1, hw.RDMAMaxPrefault}} {
+			regs.RegWrite(hw.RegRDMAPrefault, c.write)
+			if v, _ := regs.RegRead(hw.RegRDMAPrefault); v != c.read {
+				t.Errorf("RDMA_PREFAULT written %d reads %d, want %d", c.write, v, c.read)
+			}
+		}
+		if err := b.d.Reset(); err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := regs.RegRead(hw.RegRDMAPrefault); v != hw.RDMAMaxPrefault {
+			t.Errorf("RDMA_PREFAULT after RDMA_CTRL RESET reads %d, want %d", v, hw.RDMAMaxPrefault)
+		}
+	})
 }

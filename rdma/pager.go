@@ -27,6 +27,9 @@ import (
 // engine uses it; *pri.Requester implements it.
 type PageRequests interface {
 	TrySubmit(r pri.Request) (*pri.Group, error)
+	// MaxGroupPages is the most pages one group may ask for (the PRI
+	// allocation and the queue's size); 0 while PRI is disabled.
+	MaxGroupPages() int
 }
 
 const (
@@ -101,9 +104,37 @@ func (p *priPager) RequestPage(r ibrc.PageRequest, done func(ok bool)) {
 		detected = clock.Nanotime()
 	}
 	// ibrc traced the fault when it took it (trace.Fault on TrackRC).
-	req := pri.Request{PASID: m.pasid, PASIDValid: true, Pages: []uint64{r.VA &^ (hw.XlatPageSize - 1)},
+	req := pri.Request{PASID: m.pasid, PASIDValid: true, Pages: prefaultPages(r.VA, r.Span, p.maxPages()),
 		Write: r.Write, Queue: uint16(r.QPN), Desc: r.QPN, Kind: kind, Detected: detected}
 	p.submit(req, done)
+}
+
+// maxPages is how many pages one fault's group may ask for now:
+// RDMA_PREFAULT, within what PRI can take in one group.
+func (p *priPager) maxPages() int {
+	n := int(p.e.prefault.Load())
+	if g := p.pri.MaxGroupPages(); g > 0 {
+		n = min(n, g)
+	}
+	return max(n, 1)
+}
+
+// prefaultPages lists the pages a fault at va asks for: va's page and the
+// ones after it the request touches (span bytes from va), in order
+// (whole-request prefault: one fault, one RNR NAK, for a cold buffer), at
+// most limit.
+func prefaultPages(va, span uint64, limit int) []uint64 {
+	first := va &^ (hw.XlatPageSize - 1)
+	end := va + span // the request's end, exclusive
+	if span == 0 || end < va {
+		end = va + 1
+	}
+	n := int(min((end-first+hw.XlatPageSize-1)/hw.XlatPageSize, uint64(limit)))
+	pages := make([]uint64, 0, n)
+	for i := range n {
+		pages = append(pages, first+uint64(i)*hw.XlatPageSize)
+	}
+	return pages
 }
 
 // submit offers req to PRI: a group queued gets a waiter; no room now is

@@ -162,12 +162,13 @@ type Engine struct {
 	pager     atomic.Pointer[priPager]       // rc's page requester, with Config.PRI
 	tasks     tasks                          // the pagers' goroutines
 	busMaster atomic.Bool                    // PCI Command.BME: without it, no DMA
+	prefault  atomic.Uint32                  // RDMA_PREFAULT: pages a fault asks for at most
 	port      atomic.Pointer[port.Sender]    // the transmit side (SetPort)
 
 	// mu guards the register state and what the register path hands the
 	// worker. Never held across guest memory.
 	mu       sync.Mutex
-	regs     [(hw.RegRDMAMsgAlarm-hw.RegRDMACtrl)/4 + 1]uint32
+	regs     [(hw.RegRDMAPrefault-hw.RegRDMACtrl)/4 + 1]uint32
 	enabled  bool
 	inst     *instance // the latched control queues; nil while disabled
 	gen      uint64    // bumped by RESET: the worker's objects are void
@@ -255,6 +256,8 @@ func newEngine(c Config) (*Engine, error) {
 	e := &Engine{cfg: c, log: c.Log, irq: irq, kick: make(chan struct{}, 1), done: make(chan struct{}),
 		bells: make(map[uint32]struct{}), liveQP: make(map[uint32]bool), streams: make(map[*guestmem.Stream]struct{})}
 	e.regs[(hw.RegEQVector-hw.RegRDMACtrl)/4] = hw.RDMAVector
+	e.regs[(hw.RegRDMAPrefault-hw.RegRDMACtrl)/4] = 1
+	e.prefault.Store(1)
 	e.gids.Store(&[][4]byte{})
 	e.busMaster.Store(true)
 	if c.Port != nil {
@@ -399,6 +402,11 @@ func (e *Engine) WriteRegister(r hw.Register, _ int, v uint32) bool {
 		// The running transport counts down; the one RESET builds starts
 		// without an alarm.
 		e.rc.Load().SetMessageAlarm(uint64(v))
+	case hw.RegRDMAPrefault:
+		// The pager reads it at each fault, without mu.
+		v = min(max(v, 1), hw.RDMAMaxPrefault)
+		*e.reg(off) = v
+		e.prefault.Store(v)
 	default:
 		*e.reg(off) = v
 	}
@@ -482,6 +490,8 @@ func (e *Engine) resetLocked(regs bool) {
 	if regs {
 		e.regs = [len(e.regs)]uint32{}
 		*e.reg(hw.RegEQVector) = hw.RDMAVector
+		*e.reg(hw.RegRDMAPrefault) = 1
+		e.prefault.Store(1)
 	}
 	e.streamMu.Lock()
 	for s := range e.streams {

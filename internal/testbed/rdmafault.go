@@ -24,6 +24,10 @@ import (
 // receive-fault policy, RecvFaultRNR or RecvFaultDrop.
 const RDMARecvFaultFile = "rdma_recv_fault"
 
+// ODPPrefaultFile is the driver's debugfs file of RDMA_PREFAULT: the
+// pages one page fault of a memory region asks for (interface 2.9).
+const ODPPrefaultFile = "odp_prefault_pages"
+
 // The responder's receive-fault policies: an RNR NAK for the faulting PSN
 // (the sender retransmits after its RNR timer), or a silent drop (the
 // sender recovers by its local ACK timeout).

@@ -79,7 +79,7 @@ var InterfaceChanges = []InterfaceChange{
 	{2, 6, "RC atomics (FEATURES.RDMA_ATOMIC): RDMA_ACCESS_REMOTE_ATOMIC for QPs and MRs, rxe's atomic send entries and completions"},
 	{2, 7, "shared receive queues (FEATURES.RDMA_SRQ): CREATE_SRQ, MODIFY_SRQ, DESTROY_SRQ, CREATE_QP's FLAG_SRQ, the SRQ_LIMIT and SRQ_ERR events"},
 	{2, 8, "UD and UC queue pairs (FEATURES.RDMA_UD, RDMA_UC): CREATE_QP's FLAG_UD and FLAG_UC, MODIFY_QP's qkey and QP_ATTR_QKEY, the UD member of the rxe send entry; for kernel consumers (FEATURES.RDMA_KERNEL), REG_MR's FLAG_PHYSICAL and QP 1 (GSI); memory windows (FEATURES.RDMA_MW): ALLOC_MW, DEALLOC_MW, ACCESS_MW_BIND, the BIND_MW, LOCAL_INV and SEND_WITH_INV entries; RESIZE_CQ (FEATURES.RDMA_RESIZE_CQ)"},
-	{2, 9, "fast registration for kernel consumers (FEATURES.RDMA_FAST_REG): ALLOC_MR, the REG_MR send entry (struct npfnic_reg_wr), LOCAL_INV and SEND with Invalidate of such a region; RDMA_MAX_RD_ATOMIC 128, rdma_rxe's, not 16"},
+	{2, 9, "fast registration for kernel consumers (FEATURES.RDMA_FAST_REG): ALLOC_MR, the REG_MR send entry (struct npfnic_reg_wr), LOCAL_INV and SEND with Invalidate of such a region; RDMA_MAX_RD_ATOMIC 128, rdma_rxe's, not 16; RDMA_PREFAULT, whole-request prefault of memory regions' faults"},
 }
 
 // Register offsets in BAR0. All registers are 32 bits wide.

@@ -165,6 +165,14 @@ const (
 	// messages_in counter; right after an alarm, counted from the request
 	// that set it off); 0 cancels. Reads the requests still to go.
 	RegRDMAMsgAlarm = 0x0a44 // RW
+	// RegRDMAPrefault (interface 2.9) is how many pages a memory region's
+	// fault asks for in one page request group: the faulting page and
+	// those after it that the faulting request goes on to touch (the rest
+	// of its SGE, of an RDMA WRITE, of a READ's response), at most
+	// RDMAMaxPrefault and the PRI allocation. 1 (the reset value): the
+	// faulting page alone. A write of 0 reads back 1. RDMA_CTRL.RESET
+	// keeps it.
+	RegRDMAPrefault = 0x0a48 // RW
 )
 
 // RDMA values.
@@ -215,6 +223,8 @@ const (
 	// A fast registration's pages are 4 KiB (shift 12) to 1 GiB (30).
 	RDMAFastRegMinPageShift = 12
 	RDMAFastRegMaxPageShift = 30
+	// RDMAMaxPrefault bounds RDMA_PREFAULT: 2 MiB of 4 KiB pages.
+	RDMAMaxPrefault = 512
 )
 
 // Command opcodes (RDMACmdOpcode).
@@ -637,6 +647,7 @@ var RDMARegisters = []Register{
 	doorbell("CQ_ARM", RegCQArm, BlockRDMA, "CQN | NPFNIC_RDMA_CQ_ARM_SOLICITED: post one CQ_COMP event for the next (solicited) completion"),
 	status("RDMA_ERROR", RegRDMAError, BlockRDMA, 0, "NPFNIC_RDMAERR_*"),
 	storage("RDMA_RECV_FAULT", RegRDMARecvFault, BlockRDMA, RDMARecvFaultRNR, "the responder's receive-fault policy: NPFNIC_RDMA_RECV_FAULT_RNR or _DROP, bit 0 (interface 2.5); RDMA_CTRL RESET keeps it"),
+	storage("RDMA_PREFAULT", RegRDMAPrefault, BlockRDMA, 1, "pages a memory region's fault asks for at once: the faulting page and the next ones its request touches, 1..NPFNIC_RDMA_MAX_PREFAULT (writes clamped, 0 reads 1); RDMA_CTRL RESET keeps it (interface 2.9)"),
 	command("RDMA_MSG_ALARM", RegRDMAMsgAlarm, BlockRDMA, AccessRW, "write N: one MSG_ALARM event after the responder executed N more requests (after an alarm: counted from the request that set it off), 0 cancels; reads the requests to go; RDMA_CTRL RESET cancels it (interface 2.5)"),
 }
 
@@ -670,6 +681,7 @@ var RDMAValues = []Value{
 	{"RDMA_MAX_MSG_SIZE", RDMAMaxMsgSize, "bytes of one message"},
 	{"RDMA_MAX_RD_ATOMIC", RDMAMaxRdAtomic, "RDMA READs and atomics outstanding per QP"},
 	{"RXE_SEND_REG_OFFSET", RxeSendRegOffset, "offset of struct npfnic_reg_wr in struct rxe_send_wqe (its wr.wr union)"},
+	{"RDMA_MAX_PREFAULT", RDMAMaxPrefault, "largest value of NPFNIC_REG_RDMA_PREFAULT"},
 	{"RDMA_MAX_FAST_REG_PAGES", RDMAMaxFastRegPages, "longest page list of a fast registration region"},
 	{"RDMA_FAST_REG_MIN_PAGE_SHIFT", RDMAFastRegMinPageShift, "smallest page of a fast registration (4 KiB)"},
 	{"RDMA_FAST_REG_MAX_PAGE_SHIFT", RDMAFastRegMaxPageShift, "largest page of a fast registration (1 GiB)"},

@@ -301,7 +301,7 @@ var Windows = []Window{
 	{XlatRegBase, ATSRegEnd, "address translation (ATS)", []Block{BlockATS}},
 	{ATSRegEnd, PRIRegEnd, "page requests (PRI)", []Block{BlockPRI}},
 	{RegBackupBaseLo, RegBackupVector + 4, "backup ring", []Block{BlockBackup}},
-	{RegRDMACtrl, RegRDMAMsgAlarm + 4, "RDMA engine", []Block{BlockRDMA}},
+	{RegRDMACtrl, RegRDMAPrefault + 4, "RDMA engine", []Block{BlockRDMA}},
 	{PairRegBase, PairRegBase + PairMax*PairRegStride, "queue pairs: pair q at NPFNIC_PAIR_BASE(q)", []Block{BlockPair}},
 }
 
