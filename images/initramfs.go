@@ -27,8 +27,9 @@ const (
 	VariantBase Variant = "base"
 	// VariantRDMA adds Linux's soft-RoCE (rdma_rxe), the RDMA user
 	// tools (ibverbs-utils, perftest, rdmacm-utils, nvme-cli), the
-	// rdma_cm modules and NVMe over Fabrics' (nvme-rdma, nvmet-rdma, a
-	// RAM disk to back a namespace), for a peer guest.
+	// rdma_cm modules, NVMe over Fabrics' (nvme-rdma, nvmet-rdma, a RAM
+	// disk to back a namespace) and iSER's (tgt's target, open-iscsi
+	// and ib_iser for the initiator), for a peer guest.
 	VariantRDMA Variant = "rdma"
 	// VariantConformance adds rdma-core's own test suite (python3 with
 	// pyverbs, /usr/share/doc/rdma-core/tests): the judge of the RDMA
@@ -74,6 +75,14 @@ var guestPrograms = map[Variant][]string{
 		// u-root's dd lacks: the data must cross the fabric, not stay in
 		// a page cache.
 		"/usr/sbin/nvme", "/usr/bin/dd",
+		// iSER: tgt's user-space target (tgtd, iSER built in over
+		// librdmacm and libibverbs, and tgtadm, which sets it up), and
+		// open-iscsi's initiator daemon and its command (iscsid,
+		// iscsiadm, whose built-in "iser" iface needs no file), with
+		// Debian's iscsid.conf as iscsiadm's defaults for new nodes.
+		// The initiator's name is the test's to write.
+		"/usr/sbin/tgtd", "/usr/sbin/tgtadm", "/usr/sbin/iscsid", "/usr/sbin/iscsiadm",
+		"/etc/iscsi/iscsid.conf",
 	},
 	VariantConformance: {
 		"/usr/bin/python3",
@@ -106,11 +115,13 @@ var treesLeftOut = map[string]bool{
 // librdmacm), zram (swap for the ODP reclaim test), and NVMe over Fabrics:
 // the host (nvme_rdma, with nvme_fabrics and nvme_core), the target
 // (nvmet_rdma, with nvmet and configfs, through which it is set up) and
-// brd, the RAM disks that back its namespaces.
+// brd, the RAM disks that back its namespaces; and iSER's initiator
+// (ib_iser, with libiscsi and scsi_transport_iscsi) with sd_mod for the
+// disks its sessions bring (tgt's target runs in user space).
 var guestModules = map[Variant][]string{
 	VariantBase: append([]string{"e1000e", "virtio_net", "virtio_pci", "tun"}, agent.DriverDeps...),
 	VariantRDMA: {"crc32_generic", "rdma_rxe", "ib_uverbs", "rdma_ucm", "rdma_cm", "zram",
-		"nvme_rdma", "nvmet_rdma", "configfs", "brd"},
+		"nvme_rdma", "nvmet_rdma", "configfs", "brd", "ib_iser", "sd_mod"},
 }
 
 const passwd = "root:x:0:0:root:/root:/bin/sh\nmemcache:x:100:100:memcached:/nonexistent:/bin/false\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"

@@ -9,17 +9,17 @@ import (
 )
 
 // GuestPackages are the bookworm packages whose programs go into the guest
-// images (the RDMA ones, rdmacm-utils and nvme-cli among them, only into
-// the RDMA variants, rdma-core's test suite only into the conformance
-// variant). fio is left out: bookworm's links librbd, librados and
-// glusterfs, whose libraries (some 35 MB by their packages' installed
-// sizes) would grow the 57 MB RDMA image that every RDMA guest boots by
-// half; NVMe over Fabrics is checked with coreutils' dd (O_DIRECT) and
-// sha256sum instead.
+// images (the RDMA ones, rdmacm-utils, nvme-cli, tgt and open-iscsi among
+// them, only into the RDMA variants, rdma-core's test suite only into the
+// conformance variant). fio is left out: bookworm's links librbd,
+// librados and glusterfs, whose libraries (some 35 MB by their packages'
+// installed sizes) would grow the 57 MB RDMA image that every RDMA guest
+// boots by half; NVMe over Fabrics and iSER are checked with coreutils'
+// dd (O_DIRECT) and sha256sum instead.
 var GuestPackages = []string{
 	"memcached", "iperf3", "pciutils", "pci.ids", "ethtool", "iproute2",
 	"ibverbs-utils", "ibverbs-providers", "perftest", "coreutils",
-	"python3-pyverbs", "rdmacm-utils", "nvme-cli",
+	"python3-pyverbs", "rdmacm-utils", "nvme-cli", "tgt", "open-iscsi",
 }
 
 // buildUserland debootstraps a bookworm tree (the guest kernel's distribution)
