@@ -268,10 +268,22 @@ func ParseDD(out string) (DD, error) {
 const GNUDD = "/usr/bin/dd"
 
 // NVMeoFExtent is one range of the namespace the check writes: Count
-// blocks of BS bytes from block Seek (in BS units).
+// blocks of BS bytes from block Seek (in BS units). iSER's check writes
+// its disk the same way (ISERExtents).
 type NVMeoFExtent struct {
 	Name            string
 	BS, Count, Seek int
+	// Prefix names the guest's files, /tmp/PREFIX-NAME (default
+	// "nvmeof").
+	Prefix string
+}
+
+// file is the pattern's file in the guest.
+func (e NVMeoFExtent) file() string {
+	if e.Prefix == "" {
+		return "/tmp/nvmeof-" + e.Name
+	}
+	return "/tmp/" + e.Prefix + "-" + e.Name
 }
 
 // Bytes is the extent's length.
@@ -292,7 +304,7 @@ var NVMeoFExtents = []NVMeoFExtent{
 // for the device to have it (fsync). It prints dd's summary, then the
 // pattern's SHA-256 on the last line.
 func (e NVMeoFExtent) WriteScript(dev string) string {
-	f := "/tmp/nvmeof-" + e.Name
+	f := e.file()
 	return fmt.Sprintf("set -e\n%s if=/dev/urandom of=%s bs=%d count=%d status=none\n"+
 		"%s if=%s of=%s bs=%d count=%d seek=%d oflag=direct conv=fsync,notrunc 2>&1\nsha256sum %s",
 		GNUDD, f, e.BS, e.Count, GNUDD, f, dev, e.BS, e.Count, e.Seek, f)
@@ -301,7 +313,7 @@ func (e NVMeoFExtent) WriteScript(dev string) string {
 // ReadScript reads the extent from dev, O_DIRECT, into /tmp/nvmeof-NAME.read
 // and prints dd's summary, then the copy's SHA-256 on the last line.
 func (e NVMeoFExtent) ReadScript(dev string) string {
-	f := "/tmp/nvmeof-" + e.Name + ".read"
+	f := e.file() + ".read"
 	return fmt.Sprintf("set -e\n%s if=%s of=%s bs=%d count=%d skip=%d iflag=direct 2>&1\nsha256sum %s\nrm %s",
 		GNUDD, dev, f, e.BS, e.Count, e.Seek, f, f)
 }
