@@ -388,6 +388,9 @@ func rdmaCMWithRxe(t *testing.T, p *testbed.RDMAPair) int {
 	// NVMe over Fabrics (nvmeofRound): npfnic as target, then as host.
 	nvmeofRound(t, npf, rxe)
 	nvmeofRound(t, rxe, npf)
+	// iSER (iserRound), the second kernel ULP, with npfnic's ib_iser as
+	// the initiator (the other pairings in TestRDMAISER).
+	iserRound(t, rxe, npf)
 	npfnicLogClean(t, npf)
 
 	// rmmod with the rdma_cm stack on the device: ib_unregister_device

@@ -124,8 +124,8 @@ func rxeStats(t *testing.T, g *testbed.RDMAGuest) map[string]int64 {
 
 // TestRDMAInteropWithRxe: npfnic and rdma_rxe, booted once for two parts.
 // verbs (rdmaVerbsWithRxe); rdma_cm (rdmaCMWithRxe): kernel verbs,
-// rdma_cm's programs, perftest -R, NVMe over Fabrics and a reload of the
-// driver under rdma_cm. make vmtest-full records npfnic's port, and
+// rdma_cm's programs, perftest -R, NVMe over Fabrics, iSER with npfnic as
+// the initiator (iserRound) and a reload of the driver under rdma_cm. make vmtest-full records npfnic's port, and
 // tshark decodes every frame, the CM MADs among them (checkCMCapture).
 func TestRDMAInteropWithRxe(t *testing.T) {
 	pcap := ""
