@@ -115,6 +115,12 @@ func cmRun(server, client *testbed.RDMAGuest, side cmSide) (serverOut, clientOut
 		return "", "", fmt.Errorf("%s client (%s): %w", name, client.Kind, err)
 	}
 	clientOut = cr.Stdout + cr.Stderr
+	// A server that serves until killed (cmDaemons) goes once its client is done.
+	if cmDaemons[name] && cr.Exit == 0 && !cr.TimedOut {
+		_, _ = server.Signal(ctx, int(syscall.SIGKILL), name)
+		s := <-done
+		return s.out, clientOut, nil
+	}
 	// A server outlives a client that failed only waiting for it.
 	wait := 30 * time.Second
 	if cr.Exit != 0 || cr.TimedOut {
@@ -343,10 +349,11 @@ func kernelVerbs(t *testing.T, g *testbed.RDMAGuest) {
 // rdmaCMWithRxe (the rdma_cm part of TestRDMAInteropWithRxe, on its pair):
 // first the kernel verbs on npfnic (kernelVerbs); then rdma_cm between
 // npfnic and rdma_rxe, each as server and as client:
-// rping with every ping checked, ucmatose (RC) and udaddy (UD),
-// ib_send_bw -R and ib_write_bw -R at two sizes, and ib_read_lat -R with
-// npfnic serving (make vmtest-full: cmPerftestFull each way), NVMe over
-// Fabrics with npfnic as target and as host. Then npfnic.ko is
+// rping with every ping checked, ucmatose (RC) and udaddy (UD), the
+// other programs of rdmacm-utils (cmUtilsWithRxe), ib_send_bw -R and
+// ib_write_bw -R at two sizes, and ib_read_lat -R with npfnic serving
+// (make vmtest-full: cmPerftestFull each way), NVMe over Fabrics with
+// npfnic as target and as host. Then npfnic.ko is
 // unloaded with ib_mad, ib_cm, rdma_cm and rdma_ucm attached to its
 // device (their QP 1, CQ, PD and DMA MR destroyed through the driver) and
 // loaded again, and rping connects once more; the npfnic guest's kernel
@@ -366,6 +373,7 @@ func rdmaCMWithRxe(t *testing.T, p *testbed.RDMAPair) int {
 	}
 	cmTool(t, npf, rxe, rping(10, 4096))
 	conns++
+	conns += cmUtilsWithRxe(t, npf, rxe) // rdma_server, rsockets, cmtime, XRC
 	for _, sc := range [][2]*testbed.RDMAGuest{{npf, rxe}, {rxe, npf}} {
 		for _, size := range []int{64, 65536} {
 			cmPerftest(t, sc[0], sc[1], workload.Perftest{Tool: "ib_send_bw", Size: size, Iters: 100})
@@ -414,9 +422,9 @@ func rdmaCMWithRxe(t *testing.T, p *testbed.RDMAPair) int {
 // TestRDMABetweenNPFNICs, on its pair), whose MADs and data both run on
 // the devices: rping each way, ucmatose and udaddy, and ib_write_bw -R
 // (make vmtest-full: SEND and WRITE bandwidth and cmPerftestFull, each
-// way), and NVMe over Fabrics. It returns the connections it made, which
-// the capture's MADs must show: their REQ, REP and RTU, udaddy's SIDR REQ
-// and REP, the DREQs and DREPs.
+// way, and cmUtilsMatrix), and NVMe over Fabrics. It returns the
+// connections it made, which the capture's MADs must show: their REQ, REP
+// and RTU, udaddy's SIDR REQ and REP, the DREQs and DREPs.
 func rdmaCMBetweenNPFNICs(t *testing.T, p *testbed.RDMAPair) int {
 	gsiUp(t, p.A)
 	gsiUp(t, p.B)
@@ -435,6 +443,7 @@ func rdmaCMBetweenNPFNICs(t *testing.T, p *testbed.RDMAPair) int {
 				conns++
 			}
 		}
+		conns += cmUtilsMatrix(t, p.A, p.B) // rdma_server, rsockets, cmtime, XRC
 	}
 	// NVMe over Fabrics (nvmeofRound) with npfnic on both sides.
 	nvmeofRound(t, p.A, p.B)
