@@ -38,7 +38,7 @@ func TestDriverBindsToNPFNIC(t *testing.T) {
 		t.Fatalf("driver did not report binding:\n%s", lastLines(dmesg, 20))
 	}
 	// User knobs in sysfs, test knobs in debugfs (one directory per function).
-	testKnobs := []string{"diag_dma", "diag_echo", "diag_irq", "fault_ahead", "inject", "rdma_recv_fault", "rnpf_rate_ppm"}
+	testKnobs := []string{"diag_dma", "diag_echo", "diag_irq", "fault_ahead", "inject", "odp_prefault_pages", "rdma_recv_fault", "rnpf_rate_ppm"}
 	for _, dev := range strings.Fields(bound) {
 		if !strings.HasPrefix(dev, "0000:") {
 			continue
