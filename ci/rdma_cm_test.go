@@ -353,7 +353,8 @@ func kernelVerbs(t *testing.T, g *testbed.RDMAGuest) {
 // other programs of rdmacm-utils (cmUtilsWithRxe), ib_send_bw -R and
 // ib_write_bw -R at two sizes, and ib_read_lat -R with npfnic serving
 // (make vmtest-full: cmPerftestFull each way), NVMe over Fabrics with
-// npfnic as target and as host. Then npfnic.ko is
+// npfnic as target and as host, and iSER with npfnic's ib_iser as the
+// initiator of rdma_rxe's tgt (iserRound). Then npfnic.ko is
 // unloaded with ib_mad, ib_cm, rdma_cm and rdma_ucm attached to its
 // device (their QP 1, CQ, PD and DMA MR destroyed through the driver) and
 // loaded again, and rping connects once more; the npfnic guest's kernel
