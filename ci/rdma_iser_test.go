@@ -177,42 +177,12 @@ func iserRound(t *testing.T, target, initiator *testbed.RDMAGuest) time.Duration
 	t.Logf("%s: session %d over %s, LUN %d is %s", row, sess.SID, sess.Transport, s.Lun(), disk)
 	for _, e := range workload.ISERExtents {
 		var want string
-		step("write "+e.Name, func() error {
-			out, err := ig.Shell(ctx, e.WriteScript(disk))
-			if err != nil {
-				return err
-			}
-			if want, err = workload.ParseSHA256(out); err != nil {
-				return err
-			}
-			dd, err := workload.ParseDD(out)
-			if err != nil {
-				return err
-			}
-			if dd.Bytes != e.Bytes() {
-				return fmt.Errorf("wrote %d bytes, want %d:\n%s", dd.Bytes, e.Bytes(), out)
-			}
-			t.Logf("%s: wrote %d KiB in %d KiB commands at %.1f MB/s", row, e.Bytes()>>10, e.BS>>10, dd.MBs())
-			return nil
+		step("write "+e.Name, func() (err error) {
+			want, err = writeExtent(ctx, t, row, ig, e, disk)
+			return err
 		})
-		read := func(g workload.GuestRunner, dev string) error {
-			out, err := g.Shell(ctx, e.ReadScript(dev))
-			if err != nil {
-				return err
-			}
-			got, err := workload.ParseSHA256(out)
-			if err != nil {
-				return err
-			}
-			if got != want {
-				return fmt.Errorf("%s read back from %s differs from what the initiator wrote: SHA-256 %s, want %s", e.Name, dev, got, want)
-			}
-			if dd, err := workload.ParseDD(out); err == nil && g == ig {
-				t.Logf("%s: read %d KiB in %d KiB commands at %.1f MB/s", row, e.Bytes()>>10, e.BS>>10, dd.MBs())
-			}
-			return nil
-		}
-		both("read "+e.Name, func() error { return read(tg, s.BackingStore()) }, func() error { return read(ig, disk) })
+		both("read "+e.Name, func() error { return readExtent(ctx, t, row, tg, e, s.BackingStore(), want, false) },
+			func() error { return readExtent(ctx, t, row, ig, e, disk, want, true) })
 	}
 	// Logout, and the ULPs let go of the RDMA devices: ib_iser unloads
 	// (its device client gone with it), and so does the RAM disk tgtd had

@@ -122,44 +122,16 @@ func nvmeofRound(t *testing.T, target, host *testbed.RDMAGuest) time.Duration {
 	})
 	for _, e := range workload.NVMeoFExtents {
 		var want string
-		step("write "+e.Name, func() error {
-			out, err := hg.Shell(ctx, e.WriteScript(dev))
-			if err != nil {
-				return err
-			}
-			if want, err = workload.ParseSHA256(out); err != nil {
-				return err
-			}
-			dd, err := workload.ParseDD(out)
-			if err != nil {
-				return err
-			}
-			if dd.Bytes != e.Bytes() {
-				return fmt.Errorf("wrote %d bytes, want %d:\n%s", dd.Bytes, e.Bytes(), out)
-			}
-			t.Logf("%s: wrote %d KiB in %d KiB commands at %.1f MB/s", row, e.Bytes()>>10, e.BS>>10, dd.MBs())
-			return nil
+		step("write "+e.Name, func() (err error) {
+			want, err = writeExtent(ctx, t, row, hg, e, dev)
+			return err
 		})
 		for _, side := range []struct {
 			g   workload.GuestRunner
 			dev string
 		}{{hg, dev}, {tg, n.BackingDevice()}} {
 			step("read "+e.Name+" on the "+strings.Fields(side.g.Name)[1], func() error {
-				out, err := side.g.Shell(ctx, e.ReadScript(side.dev))
-				if err != nil {
-					return err
-				}
-				got, err := workload.ParseSHA256(out)
-				if err != nil {
-					return err
-				}
-				if got != want {
-					return fmt.Errorf("%s read back from %s differs from what the host wrote: SHA-256 %s, want %s", e.Name, side.dev, got, want)
-				}
-				if dd, err := workload.ParseDD(out); err == nil && side.g == hg {
-					t.Logf("%s: read %d KiB in %d KiB commands at %.1f MB/s", row, e.Bytes()>>10, e.BS>>10, dd.MBs())
-				}
-				return nil
+				return readExtent(ctx, t, row, side.g, e, side.dev, want, side.g == hg)
 			})
 		}
 	}
@@ -243,4 +215,48 @@ func TestRDMANVMeoFBetweenRxes(t *testing.T) {
 	}
 	p := rdmaPair(t, "nvmeof-rxe", testbed.RDMARxe, testbed.RDMARxe, "")
 	nvmeofRound(t, p.A, p.B)
+}
+
+// writeExtent writes e's pattern through dev on g, the side that writes
+// (dd with O_DIRECT, every block across the fabric), and returns the
+// pattern's SHA-256; it logs the rate.
+func writeExtent(ctx context.Context, t *testing.T, row string, g workload.GuestRunner, e workload.NVMeoFExtent, dev string) (string, error) {
+	out, err := g.Shell(ctx, e.WriteScript(dev))
+	if err != nil {
+		return "", err
+	}
+	want, err := workload.ParseSHA256(out)
+	if err != nil {
+		return "", err
+	}
+	dd, err := workload.ParseDD(out)
+	if err != nil {
+		return "", err
+	}
+	if dd.Bytes != e.Bytes() {
+		return "", fmt.Errorf("wrote %d bytes, want %d:\n%s", dd.Bytes, e.Bytes(), out)
+	}
+	t.Logf("%s: wrote %d KiB in %d KiB commands at %.1f MB/s", row, e.Bytes()>>10, e.BS>>10, dd.MBs())
+	return want, nil
+}
+
+// readExtent reads e back from dev on g (through the fabric, or the
+// target's own device) and compares its SHA-256 with want, what the
+// writer wrote; logRate logs the read's rate.
+func readExtent(ctx context.Context, t *testing.T, row string, g workload.GuestRunner, e workload.NVMeoFExtent, dev, want string, logRate bool) error {
+	out, err := g.Shell(ctx, e.ReadScript(dev))
+	if err != nil {
+		return err
+	}
+	got, err := workload.ParseSHA256(out)
+	if err != nil {
+		return err
+	}
+	if got != want {
+		return fmt.Errorf("%s read back from %s on %s differs from what was written: SHA-256 %s, want %s", e.Name, dev, g.Name, got, want)
+	}
+	if dd, err := workload.ParseDD(out); err == nil && logRate {
+		t.Logf("%s: read %d KiB in %d KiB commands at %.1f MB/s", row, e.Bytes()>>10, e.BS>>10, dd.MBs())
+	}
+	return nil
 }
