@@ -3,6 +3,7 @@ package ci
 import (
 	"context"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -203,6 +204,10 @@ func syntheticReceiveFaults(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed
 	}
 }
 
+// mrStatLine is an ODP region's counters in rdma -dd resource show mr.
+// iproute2 prefixes a driver attribute's name with drv_.
+var mrStatLine = regexp.MustCompile(`(?:drv_)?page_faults (\d+) (?:drv_)?page_invalidations (\d+) (?:drv_)?page_prefetch (\d+)`)
+
 // reclaimUnderTraffic pages the memory of npfnic's ibv_rc_pingpong -o out
 // (to swap on zram) again and again while it runs with buffer validation:
 // the kernel invalidates the pages the device maps, the driver drops their
@@ -254,6 +259,22 @@ func reclaimUnderTraffic(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed.RD
 	out, err := npf.Shell(ctx, "npfnic-guest pageout "+pid+" 100 5000")
 	if err != nil {
 		t.Fatalf("pageout: %v %s", err, out)
+	}
+	// The process's ODP region, still registered (the transfer runs on
+	// for seconds), has its own counters, with mlx5's names (bookworm's
+	// iproute2 shows them as the MR's driver attributes).
+	mrStats, err := npf.Shell(ctx, "rdma -dd resource show mr")
+	if err != nil {
+		t.Fatalf("rdma -dd resource show mr: %v %s", err, mrStats)
+	}
+	faulted := false
+	for _, m := range mrStatLine.FindAllStringSubmatch(mrStats, -1) {
+		f, _ := strconv.Atoi(m[1])
+		inv, _ := strconv.Atoi(m[2])
+		faulted = faulted || f > 16 && inv > 0
+	}
+	if !faulted {
+		t.Errorf("rdma -dd resource show mr shows no ODP region whose pages faulted back after their invalidation:\n%s", mrStats)
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("ibv_rc_pingpong -o -c with its memory paged out: %v", err)

@@ -344,6 +344,9 @@ struct npfnic_ib_mr {
 	struct list_head odp_node;	/* in uc->odp_mrs while it owns its pages */
 	bool odp_dying;			/* dereg began: no resolution takes it (odp_lock) */
 	unsigned int odp_users;		/* fault resolutions using it (dev->odp_lock) */
+	/* rdma statistic mr, with mlx5's names: pages mapped by faults, invalidated. */
+	atomic64_t page_faults;
+	atomic64_t page_invalidations;
 	/* Fast registration (ib_alloc_mr): the page list the device reads at REG_MR. */
 	bool fast;
 	u32 hw_key;			/* ALLOC_MR's key: DEREG_MR names it so */
@@ -549,6 +552,8 @@ struct ib_mr *npfnic_ib_get_dma_mr(struct ib_pd *ibpd, int access);
 struct ib_mr *npfnic_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 va,
 				    int access, struct ib_udata *udata);
 int npfnic_ib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+int npfnic_ib_fill_stat_mr_entry(struct sk_buff *msg, struct ib_mr *ibmr);
+int npfnic_ib_fill_res_mr_entry(struct sk_buff *msg, struct ib_mr *ibmr);
 struct ib_mr *npfnic_ib_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type, u32 max_num_sg);
 int npfnic_ib_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
 			unsigned int *sg_offset);

@@ -64,6 +64,7 @@
 #include <linux/pci-ats.h>
 #include <linux/sched/mm.h>
 #include <rdma/ib_umem_odp.h>
+#include <rdma/restrack.h>
 #include <rdma/uverbs_ioctl.h>
 
 #include "npfnic_ib.h"
@@ -293,6 +294,8 @@ static int npfnic_ib_odp_fault(struct npfnic_ib_dev *dev, u32 pasid, u64 va, boo
 	/* fault_delay_us emulates a major fault here too. */
 	npfnic_fault_sleep(isr);
 	err = npfnic_ib_odp_map(dev, mr, va, write);
+	if (!err)
+		atomic64_inc(&mr->page_faults);
 	npfnic_ib_odp_release_hold(dev, mr);
 	return err;
 }
@@ -462,6 +465,7 @@ static bool npfnic_ib_odp_invalidate(struct mmu_interval_notifier *mni,
 		if (zapped) {
 			atomic64_inc(&mr->dev->odp.invalidations);
 			atomic64_add(zapped, &mr->dev->odp.pages_invalidated);
+			atomic64_add(zapped, &mr->page_invalidations);
 		}
 	}
 	mutex_unlock(&odp->umem_mutex);
@@ -739,4 +743,49 @@ void npfnic_ib_odp_get_stats(struct npfnic_ib_dev *dev, u64 *data)
 	data[7] = atomic64_read(&s->rnpf_skipped);
 	data[8] = npfnic_hist_pct(dev->nic, NPFNIC_HIST_RDMA_FAULT, 50);
 	data[9] = npfnic_hist_pct(dev->nic, NPFNIC_HIST_RDMA_FAULT, 99);
+}
+
+/*
+ * An on-demand paging MR's counters, named as mlx5 names them:
+ * page_faults counts the pages device faults mapped, page_invalidations
+ * the pages the MR's notifier took from the device; page_prefetch stays
+ * 0, as nothing can ask for a prefetch (librxe has no advise_mr). The
+ * core asks for them as statistics (rdma statistic mr, iproute2 6.3 on)
+ * and as the MR's resource entry (rdma -dd resource show mr: bookworm's
+ * iproute2 6.1 has no rdma statistic mr).
+ */
+static int npfnic_ib_put_mr_counters(struct sk_buff *msg, const struct npfnic_ib_mr *mr,
+				     int nest, int (*put)(struct sk_buff *, const char *, u64))
+{
+	struct nlattr *table = nla_nest_start(msg, nest);
+
+	if (!table)
+		return -EMSGSIZE;
+	if (put(msg, "page_faults", atomic64_read(&mr->page_faults)) ||
+	    put(msg, "page_invalidations", atomic64_read(&mr->page_invalidations)) ||
+	    put(msg, "page_prefetch", 0)) {
+		nla_nest_cancel(msg, table);
+		return -EMSGSIZE;
+	}
+	nla_nest_end(msg, table);
+	return 0;
+}
+
+int npfnic_ib_fill_stat_mr_entry(struct sk_buff *msg, struct ib_mr *ibmr)
+{
+	struct npfnic_ib_mr *mr = to_npfnic_ib_mr(ibmr);
+
+	if (!mr->odp)
+		return 0;
+	return npfnic_ib_put_mr_counters(msg, mr, RDMA_NLDEV_ATTR_STAT_HWCOUNTERS,
+					 rdma_nl_stat_hwcounter_entry);
+}
+
+int npfnic_ib_fill_res_mr_entry(struct sk_buff *msg, struct ib_mr *ibmr)
+{
+	struct npfnic_ib_mr *mr = to_npfnic_ib_mr(ibmr);
+
+	if (!mr->odp)
+		return 0;
+	return npfnic_ib_put_mr_counters(msg, mr, RDMA_NLDEV_ATTR_DRIVER, rdma_nl_put_driver_u64);
 }
