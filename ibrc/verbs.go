@@ -252,8 +252,14 @@ var wcStatusNames = [wcStatusNameCount]string{
 	WCFatalErr: "fatal error", WCGeneralErr: "general error",
 }
 
+// Defined reports whether s is one of the statuses above, the only ones
+// the engine puts in a completion.
+func (s WCStatus) Defined() bool {
+	return int(s) < len(wcStatusNames) && wcStatusNames[s] != ""
+}
+
 func (s WCStatus) String() string {
-	if int(s) < len(wcStatusNames) && wcStatusNames[s] != "" {
+	if s.Defined() {
 		return wcStatusNames[s]
 	}
 	return fmt.Sprintf("WCStatus(%d)", s)
