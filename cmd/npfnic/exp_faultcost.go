@@ -41,6 +41,8 @@ var expFaultCost = experiment{
 		rcIters := fs.Int("rc-iters", 0, fmt.Sprintf("rc: ib_send_bw messages per cycle (-n; default %d, %d with -rc-traffic rnpf)", faultcost.DefaultRCIters, faultcost.DefaultRCRNPFIters))
 		rcRate := fs.Int("rc-rate", 0, fmt.Sprintf("rc: rnpf_rate_ppm with -rc-traffic rnpf (default %d)", faultcost.DefaultRCRatePPM))
 		rcPoll := fs.Bool("rc-poll", false, "rc: npfnic's ib_send_bw busy-polls its CQ (default: it waits on completion events, -e, leaving its guest idle)")
+		sender := fs.String("sender", faultcost.RCSenderRxe, "rc: the sending guest: rxe (rdma_rxe, which waits at least a jiffy per RNR NAK) or npfnic (a second npfnic, which waits the NAK's timer)")
+		prefault := fs.String("rc-prefault", "", fmt.Sprintf("rc: odp_prefault_pages values to sweep, comma-separated (1..%d; each runs -cycles cycles; default: the driver's, untouched)", faultcost.MaxRCPrefault))
 		return func(x expRun) (expRunFunc, error) {
 			runEth, runRC := *transport == "eth" || *transport == "both", *transport == "rc" || *transport == "both"
 			if !runEth && !runRC {
@@ -52,7 +54,13 @@ var expFaultCost = experiment{
 			}
 			rc := faultcost.RCConfig{
 				Env: x.Env, Policy: *rcPolicy, Traffic: *rcTraffic, Size: *rcSize, Iters: *rcIters, RatePPM: *rcRate, Cycles: *cycles, Rounds: x.Rounds,
-				EchoRounds: *echo, EchoGap: *echoGap, Poll: *rcPoll, DriverParams: *extra, MemoryMiB: x.MemoryMiB, CPUs: x.CPUs,
+				EchoRounds: *echo, EchoGap: *echoGap, Poll: *rcPoll, DriverParams: *extra, MemoryMiB: x.MemoryMiB, CPUs: x.CPUs, Sender: *sender,
+			}
+			if *prefault != "" {
+				var err error
+				if rc.Prefault, err = runner.ParseInts(*prefault, "odp_prefault_pages"); err != nil {
+					return nil, err
+				}
 			}
 			rc.LogDir = filepath.Join(x.Out, "logs-rc")
 			if err := validateBoth(runEth, c.Validate, runRC, rc.Validate); err != nil {

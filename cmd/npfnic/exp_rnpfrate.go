@@ -21,12 +21,13 @@ var expRNPFRate = experiment{
 		"drop, minor and major faults, relative to pin (no fault possible). The ring is warmed before\n" +
 		"every run. Prints a table with medians, min-max and the counters; writes CSV and PNG.\n" +
 		"Needs root and iperf3. The defaults take about 12 minutes under TCG.\n\n" +
-		"With -transport rc, Figure 10 (right): ib_send_bw --odp from rdma_rxe in one guest into\n" +
-		"npfnic in another, whose driver evicts a random mapped page of the receive memory region at\n" +
-		"the given rate per message; the responder answers the fault with an RNR NAK (rnr) or drops the\n" +
-		"packet (drop: the sender recovers by its 67 ms ACK timeout). One perftest per policy and round,\n" +
-		"its memory region warmed at rate 0, measured in windows on the device's counters; relative to\n" +
-		"rate 0, with `npfnic exp rnr` (virtual time) beside it in the figure. About 15 minutes.",
+		"With -transport rc, Figure 10 (right): ib_send_bw --odp from a second npfnic and from rdma_rxe\n" +
+		"(-sender), each in its own guest, into npfnic in another, whose driver evicts a random mapped\n" +
+		"page of the receive memory region at the given rate per message; the responder answers the\n" +
+		"fault with an RNR NAK (rnr) or drops the packet (drop: the sender recovers by its 67 ms ACK\n" +
+		"timeout). One perftest per sender, policy and round, its memory region warmed at rate 0,\n" +
+		"measured in windows on the device's counters; relative to rate 0, one panel per sender, with\n" +
+		"`npfnic exp rnr` (virtual time) beside them in the figure. About 15 minutes per sender.",
 	rounds: rnpfrate.DefaultRounds, roundsHelp: "repeat everything this many times (policies interleaved) and report medians with min-max",
 	memory: 1024, memoryHelp: "guest memory in MiB (rc: of each guest)",
 	flags: func(fs *flag.FlagSet) expSetup {
@@ -39,6 +40,7 @@ var expRNPFRate = experiment{
 		extra := fs.String("driver-params", "", "extra npfnic.ko parameters for every load, e.g. atc_entries=4096 (eth only)")
 		size := fs.Int("msg-size", 0, fmt.Sprintf("rc: SEND size in bytes (default %d)", rnpfrate.DefaultRCMsgSize))
 		sim := fs.Bool("sim", true, "rc: also run `npfnic exp rnr` (virtual time, a few seconds) and draw it beside the measurement")
+		senders := fs.String("sender", "", "rc: the sending guests, comma-separated, each on its own pair: npfnic (a second npfnic: it waits an RNR NAK's timer to the microsecond), rxe (rdma_rxe: a jiffy at least); default both")
 		return func(x expRun) (expRunFunc, error) {
 			r, err := rnpfrate.ParseRates(*rates)
 			if err != nil {
@@ -47,6 +49,7 @@ var expRNPFRate = experiment{
 			c := rnpfrate.Config{
 				Env: x.Env, Transport: *transport, Policies: runner.ParseList(*policies), Rates: r, Faults: runner.ParseList(*faults),
 				MajorDelay: *major, Time: *runTime, Rounds: x.Rounds, DriverExtra: *extra, MsgSize: *size, MemoryMiB: x.MemoryMiB, CPUs: x.CPUs,
+				Senders: runner.ParseList(*senders),
 			}
 			if *transport == rnpfrate.TransportRC {
 				c.LogDir = filepath.Join(x.Out, "logs-rc")

@@ -42,6 +42,13 @@ type PerftestRun struct {
 // side and pins on rxe's.
 func ODPOnNPFNIC(g *RDMAGuest, pt *workload.Perftest) { pt.ODP = g.Kind == RDMANPFNIC }
 
+// ODPOn is a PerftestRun.Side that registers with --odp on g only (an
+// npfnic) and pins on the other side, whatever its kind: npfnic as the
+// receiver of a pair of npfnics.
+func ODPOn(g *RDMAGuest) func(*RDMAGuest, *workload.Perftest) {
+	return func(side *RDMAGuest, pt *workload.Perftest) { pt.ODP = side == g }
+}
+
 // PerftestResult is what Perftest returns: both sides' outputs of the last
 // attempt, the client's parsed report and how many attempts it took.
 type PerftestResult struct {

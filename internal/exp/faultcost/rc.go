@@ -3,8 +3,10 @@ package faultcost
 // The RC half (npfnic exp fault-cost -transport rc): the stages of an RC
 // receive fault (seed 000 §4), measured on the device's clock from its
 // trace. Two TCG guests are cabled back to back (testbed.StartRDMAPair):
-// npfnic, whose driver registers on-demand paging memory regions, and
-// rdma_rxe, the independent sender. Every cycle starts a fresh
+// npfnic, whose driver registers on-demand paging memory regions, and the
+// sender: rdma_rxe (RCConfig.Sender "rxe", the independent one) or a
+// second npfnic ("npfnic", whose requester waits out the RNR NAK's timer
+// to the microsecond where rxe waits at least a jiffy). Every cycle starts a fresh
 // `ib_send_bw --odp` server on npfnic, so its receive buffer is cold: each
 // page faults once, one after another, when rxe's SENDs first reach it
 // (cold traffic); or a stream into memory the driver evicts pages of at
@@ -16,9 +18,14 @@ package faultcost
 //
 // "Accepted" is the responder executing the request packet at the
 // faulting PSN (trace.RCResume); "received" is that packet's arrival, so
-// response → received is the sender's back-off (rxe waits out the RNR
-// timer, at least one jiffy) and received → accepted the device's own
-// resume. As in the Ethernet half, DIAG_ECHO measures the
+// response → received is the sender's back-off (the RNR timer) and
+// received → accepted the device's own resume.
+//
+// RCConfig.Prefault sweeps the driver's odp_prefault_pages (the pages one
+// fault asks for, RDMA_PREFAULT): each round runs its cycles at every
+// value, in an order rotated per round, and the sweep table sets the
+// faults, page requests and RNR NAKs a cold cycle took, and the time its
+// transfer stood still on them, against the knob. As in the Ethernet half, DIAG_ECHO measures the
 // interrupt+doorbell floor in the same guest, in the same rounds.
 
 import (
@@ -65,6 +72,15 @@ const (
 	DefaultRCEchoRounds = 200
 	DefaultRCEchoGap    = 50 * time.Millisecond
 	rcPerftestPort      = 18600
+	// MaxRCPrefault is the largest odp_prefault_pages (the device's
+	// RDMA_PREFAULT bound).
+	MaxRCPrefault = hw.RDMAMaxPrefault
+)
+
+// The senders of the RC half.
+const (
+	RCSenderRxe    = "rxe"
+	RCSenderNPFNIC = "npfnic"
 )
 
 // RCConfig is one run of the RC half.
@@ -99,9 +115,16 @@ type RCConfig struct {
 	DriverParams string
 	// MemoryMiB and CPUs are each guest's; default 1024 MiB and 1 vCPU.
 	MemoryMiB, CPUs int
+	// Sender is the guest that sends into npfnic's ODP memory:
+	// RCSenderRxe (default) or RCSenderNPFNIC.
+	Sender string
+	// Prefault are the odp_prefault_pages values to run, each for Cycles
+	// cycles; default the driver's own (nothing is written).
+	Prefault []int
 }
 
 func (c *RCConfig) setDefaults() {
+	c.Sender = cmp.Or(c.Sender, RCSenderRxe)
 	c.Policy = cmp.Or(c.Policy, DefaultRCPolicy)
 	c.Traffic = cmp.Or(c.Traffic, RCTrafficCold)
 	c.Size = cmp.Or(c.Size, DefaultRCSize)
@@ -149,7 +172,34 @@ func (c *RCConfig) Validate() error {
 	if _, err := c.faultDelay(); err != nil {
 		return err
 	}
+	if c.Sender != RCSenderRxe && c.Sender != RCSenderNPFNIC {
+		return fmt.Errorf("RC sender %q: want %s or %s", c.Sender, RCSenderRxe, RCSenderNPFNIC)
+	}
+	seen := map[int]bool{}
+	for _, n := range c.Prefault {
+		if n < 1 || n > MaxRCPrefault || seen[n] {
+			return fmt.Errorf("odp_prefault_pages %v: want distinct values from 1 to %d", c.Prefault, MaxRCPrefault)
+		}
+		seen[n] = true
+	}
 	return nil
+}
+
+// senderKind is the kind of guest B.
+func (c *RCConfig) senderKind() testbed.RDMAKind {
+	if c.Sender == RCSenderNPFNIC {
+		return testbed.RDMANPFNIC
+	}
+	return testbed.RDMARxe
+}
+
+// arms are the odp_prefault_pages values a round runs (0: the driver's
+// default, left alone).
+func (c *RCConfig) arms() []int {
+	if len(c.Prefault) == 0 {
+		return []int{0}
+	}
+	return c.Prefault
 }
 
 // faultDelay reads fault_delay_us from DriverParams.
@@ -184,7 +234,7 @@ func parseParams(s string) ([][2]string, error) {
 
 // trafficText describes a cycle.
 func (c *RCConfig) trafficText() string {
-	s := fmt.Sprintf("a fresh ib_send_bw --odp server on npfnic (cold memory), %d x %d B SENDs from rxe", c.Iters, c.Size)
+	s := fmt.Sprintf("a fresh ib_send_bw --odp server on npfnic (cold memory), %d x %d B SENDs from %s", c.Iters, c.Size, c.senderName())
 	if c.Traffic == RCTrafficRNPF {
 		s += fmt.Sprintf(", the driver evicting a page for %d ppm of the messages (rnpf_rate_ppm)", c.RatePPM)
 	}
@@ -194,10 +244,32 @@ func (c *RCConfig) trafficText() string {
 	return s
 }
 
+// senderName names the sender for the tables.
+func (c *RCConfig) senderName() string {
+	if c.Sender == RCSenderNPFNIC {
+		return "a second npfnic"
+	}
+	return "rdma_rxe"
+}
+
 // RCRound is what one round measured.
 type RCRound struct {
 	Faults []trace.RCTimeline
 	Echo   []time.Duration
+	Cycles []RCCycle
+}
+
+// RCCycle is one cycle: one cold ib_send_bw.
+type RCCycle struct {
+	Round int
+	// Prefault is the cycle's odp_prefault_pages (0: the driver's
+	// default, not set).
+	Prefault int
+	Faults   []trace.RCTimeline
+	// PageRequests and Groups are what the device's PRI sent during the
+	// cycle.
+	PageRequests, Groups uint64
+	Bandwidth            float64 // MB/s, the sender's average; 0: failed
 }
 
 // RCResult is what one run of the RC half measured.
@@ -220,7 +292,9 @@ type RCResult struct {
 	// Bandwidth is every cycle's ib_send_bw average (client side, MB/s).
 	Bandwidth []float64
 	Cycles    int
-	Warnings  []string
+	// PerCycle are the cycles, every round's, in order.
+	PerCycle []RCCycle
+	Warnings []string
 	// Load is the host's 1-minute load average at the start and at the
 	// end (these machines are shared).
 	Load [2]float64
@@ -235,6 +309,8 @@ var (
 		"page_request_errors", "odp_faults", "odp_pages_mapped", "odp_fault_errors", "odp_rnpf_injected", "odp_rnpf_skipped",
 		"ack_timeouts", "retransmits"}
 	RCRxeStats = []string{"rcvd_rnr_err", "retry_rnr_exceeded_err", "retry_exceeded_err", "rcvd_seq_err", "completer_retry_err"}
+	// RCSenderStats are a sending npfnic's.
+	RCSenderStats = []string{"rnr_naks_rcvd", "retransmits", "ack_timeouts", "requester_faults", "tx_frames"}
 )
 
 // RunRC runs the RC half.
@@ -257,21 +333,22 @@ func RunRC(ctx context.Context, c RCConfig) (*RCResult, error) {
 	w := &rcRun{c: &c, res: &RCResult{Rounds: make([]RCRound, c.Rounds), Load: [2]float64{report.HostLoad()}}}
 	c.Logf("%d rounds of %d cycles (%s) and %d DIAG_ECHO rounds %v apart (interrupt -> process context -> doorbell)",
 		c.Rounds, c.Cycles/c.Rounds, c.trafficText(), max(c.EchoRounds/c.Rounds, 0), c.EchoGap)
-	t := runner.RC(&c.Env, testbed.RDMAPairConfig{A: testbed.RDMANPFNIC, B: testbed.RDMARxe, Name: "fcrc", MemoryMiB: c.MemoryMiB, CPUs: c.CPUs}, w.start)
+	t := runner.RC(&c.Env, testbed.RDMAPairConfig{A: testbed.RDMANPFNIC, B: c.senderKind(), Name: "fcrc", MemoryMiB: c.MemoryMiB, CPUs: c.CPUs}, w.start)
 	if err := runRounds(ctx, &c.Env, t, c.Rounds, w); err != nil {
 		return nil, err
 	}
 	for _, r := range w.res.Rounds {
 		w.res.Faults = append(w.res.Faults, r.Faults...)
 		w.res.Echo = append(w.res.Echo, r.Echo...)
+		w.res.PerCycle = append(w.res.PerCycle, r.Cycles...)
 	}
 	w.res.Events, _ = c.Trace.Snapshot()
 	w.res.Load[1] = report.HostLoad()
 	return w.res, nil
 }
 
-// rcRun is the RC half's workload: SENDs from rxe into npfnic's cold ODP
-// memory, and where the counters stood once the pair was set up.
+// rcRun is the RC half's workload: SENDs from the sender into npfnic's
+// cold ODP memory, and where the counters stood once the pair was set up.
 type rcRun struct {
 	c      *RCConfig
 	res    *RCResult
@@ -300,7 +377,7 @@ func (w *rcRun) start(ctx context.Context, p *testbed.RDMAPair) error {
 	if err := npf.SetRNPFRate(ctx, c.RatePPM); err != nil {
 		return fmt.Errorf("rnpf_rate_ppm %d: %w", c.RatePPM, err)
 	}
-	c.Logf("npfnic %s: receive faults %s (debugfs rdma_recv_fault), rnpf_rate_ppm %d%s", npf.Dev, c.Policy, c.RatePPM,
+	c.Logf("npfnic %s: receive faults %s (debugfs rdma_recv_fault), rnpf_rate_ppm %d, sender %s%s", npf.Dev, c.Policy, c.RatePPM, c.Sender,
 		map[bool]string{true: ", " + c.DriverParams, false: ""}[c.DriverParams != ""])
 	npf0, err := npf.Statistic(ctx)
 	if err != nil {
@@ -332,34 +409,53 @@ func (w *rcRun) drain() []trace.RCTimeline {
 	return append(out, w.faults.Take()...)
 }
 
+// cycles runs the round's share of the cycles at every odp_prefault_pages
+// value, in an order rotated per round.
 func (w *rcRun) cycles(ctx context.Context, p *testbed.RDMAPair, round int) error {
 	c, rr := w.c, &w.res.Rounds[round-1]
-	for range c.Cycles / c.Rounds {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		w.res.Cycles++
-		cycle := w.res.Cycles
-		bw, err := c.cycle(ctx, p, cycle)
-		if err != nil {
-			w.res.Warnings = append(w.res.Warnings, fmt.Sprintf("cycle %d: %v", cycle, runner.FirstLine(err.Error())))
-		}
-		if bw > 0 {
-			w.res.Bandwidth = append(w.res.Bandwidth, bw)
-		}
-		got := w.drain()
-		rr.Faults = append(rr.Faults, got...)
-		resumed := 0
-		for _, tl := range got {
-			if tl.Resume.Kind != 0 {
-				resumed++
+	arms := c.arms()
+	total := c.Cycles * len(arms)
+	for _, prefault := range runner.Rotate(arms, round) {
+		if prefault > 0 {
+			if err := p.A.WriteDebugfs(ctx, testbed.ODPPrefaultFile, strconv.Itoa(prefault)); err != nil {
+				return fmt.Errorf("odp_prefault_pages %d: %w", prefault, err)
 			}
 		}
-		msg := fmt.Sprintf("cycle %d/%d: %d faults ended (%d accepted after their page), %.1f MB/s", cycle, c.Cycles, len(got), resumed, bw)
-		if err != nil {
-			msg += "; " + runner.FirstLine(err.Error())
+		for range c.Cycles / c.Rounds {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			w.res.Cycles++
+			cycle := w.res.Cycles
+			pri0 := w.dev.PRI().Stats()
+			bw, err := c.cycle(ctx, p, cycle)
+			if err != nil {
+				w.res.Warnings = append(w.res.Warnings, fmt.Sprintf("cycle %d: %v", cycle, runner.FirstLine(err.Error())))
+			}
+			if bw > 0 {
+				w.res.Bandwidth = append(w.res.Bandwidth, bw)
+			}
+			got := w.drain()
+			pri1 := w.dev.PRI().Stats()
+			rr.Faults = append(rr.Faults, got...)
+			rr.Cycles = append(rr.Cycles, RCCycle{Round: round, Prefault: prefault, Faults: got, Bandwidth: bw,
+				PageRequests: pri1.Requests - pri0.Requests, Groups: pri1.Groups - pri0.Groups})
+			resumed := 0
+			for _, tl := range got {
+				if tl.Resume.Kind != 0 {
+					resumed++
+				}
+			}
+			msg := fmt.Sprintf("cycle %d/%d: %d faults ended (%d accepted after their page), %d page requests, %.1f MB/s", cycle, total, len(got), resumed,
+				pri1.Requests-pri0.Requests, bw)
+			if prefault > 0 {
+				msg = fmt.Sprintf("odp_prefault_pages %d, %s", prefault, msg)
+			}
+			if err != nil {
+				msg += "; " + runner.FirstLine(err.Error())
+			}
+			c.Logf("%s", msg)
 		}
-		c.Logf("%s", msg)
 	}
 	return nil
 }
@@ -386,7 +482,7 @@ func (w *rcRun) finish(ctx context.Context, p *testbed.RDMAPair) {
 	if rxe1, err := p.B.Statistic(ctx); err == nil {
 		w.res.Rxe = statDelta(w.rxe0, rxe1)
 	} else {
-		w.res.Warnings = append(w.res.Warnings, "rxe rdma statistic: "+err.Error())
+		w.res.Warnings = append(w.res.Warnings, "the sender's rdma statistic: "+err.Error())
 	}
 	for side, g := range map[string]*testbed.RDMAGuest{"a": p.A, "b": p.B} {
 		if out, err := g.Shell(ctx, "dmesg | tail -n 50"); err == nil {
@@ -395,15 +491,16 @@ func (w *rcRun) finish(ctx context.Context, p *testbed.RDMAPair) {
 	}
 }
 
-// cycle runs one ib_send_bw --odp between the guests, npfnic the server,
-// and returns the client's average bandwidth.
+// cycle runs one ib_send_bw --odp between the guests, npfnic (A) the
+// server, and returns the client's average bandwidth. The sender, npfnic
+// or not, registers ordinary memory: only the receiver faults.
 func (c *RCConfig) cycle(ctx context.Context, p *testbed.RDMAPair, i int) (float64, error) {
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	pt := workload.Perftest{Tool: "ib_send_bw", Size: c.Size, Iters: c.Iters, Port: rcPerftestPort + i%100}
 	res, err := p.Perftest(cctx, p.A, p.B, testbed.PerftestRun{Perftest: pt, Logf: c.Logf,
 		Side: func(g *testbed.RDMAGuest, q *workload.Perftest) {
-			if g.Kind == testbed.RDMANPFNIC {
+			if g == p.A {
 				q.ODP = true
 				if !c.Poll {
 					q.Extra = []string{"-e"}

@@ -5,12 +5,14 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/exp/runner"
+	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/pri"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/trace"
@@ -152,6 +154,10 @@ func TestRCConfigValidate(t *testing.T) {
 		func(c *RCConfig) { c.DriverParams = "../x=1" },
 		func(c *RCConfig) { c.DriverParams = "fault_ahead=0" },
 		func(c *RCConfig) { c.DriverParams = "fault_delay_us=-1" },
+		func(c *RCConfig) { c.Sender = "mlx5" },
+		func(c *RCConfig) { c.Prefault = []int{0} },
+		func(c *RCConfig) { c.Prefault = []int{1, 16, 1} },
+		func(c *RCConfig) { c.Prefault = []int{MaxRCPrefault + 1} },
 	} {
 		c := base()
 		bad(&c)
@@ -169,6 +175,14 @@ func TestRCConfigValidate(t *testing.T) {
 	}
 	if _, err := RunRC(context.Background(), c); err == nil || !strings.Contains(err.Error(), "Images") {
 		t.Errorf("RunRC without images: %v, want an error naming Images", err)
+	}
+	c = base()
+	c.Sender, c.Prefault = RCSenderNPFNIC, []int{1, 4, MaxRCPrefault}
+	if err := c.Validate(); err != nil || c.senderKind() != testbed.RDMANPFNIC || len(c.arms()) != 3 {
+		t.Errorf("npfnic sender, a sweep: %v %+v", err, c)
+	}
+	if c = base(); c.Validate() != nil || c.Sender != RCSenderRxe || c.senderKind() != testbed.RDMARxe || !slices.Equal(c.arms(), []int{0}) {
+		t.Errorf("default sender and arms: %+v %v", c, c.arms())
 	}
 	c = base()
 	c.DriverParams = "fault_delay_us=250"
@@ -292,7 +306,7 @@ func TestWriteRCOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"fault-cost-rc-faults.csv", "fault-cost-rc.csv", "fault-cost-rc-rounds.csv", "fault-cost-rc-echo.csv",
-		"fault-cost-rc.txt", "fault-cost-rc.png", "fault-cost-rc-timeline.png"}
+		"fault-cost-rc.txt", "fault-cost-rc-cycles.csv", "fault-cost-rc.png", "fault-cost-rc-timeline.png"}
 	if len(files) != len(want) {
 		t.Fatalf("files %v", files)
 	}
@@ -317,5 +331,87 @@ func TestWriteRCOutputs(t *testing.T) {
 	}
 	if _, ok := MedianRCFault(&RCResult{Faults: r.Faults}); ok {
 		t.Error("a median fault without events")
+	}
+}
+
+// prefaultCycles: two cycles at 1 (16 faults of one NAK each, 1 ms
+// apiece, 16 page requests) and two at 16 (one fault, two NAKs: the
+// first retransmission came early), the second with one unresolved fault.
+func prefaultCycles() []RCCycle {
+	ms := func(int) int64 { return 1_000_000 - 12_000 }
+	cold := trace.RCTimelines(rcTrace(16, constant(5_000), constant(2_000), ms, constant(0)), hw.PRQVectorDefault)
+	one := trace.RCTimelines(rcTrace(1, constant(5_000), constant(2_000), ms, constant(0)), hw.PRQVectorDefault)
+	stuck := one[0]
+	stuck.Resume = trace.Event{}
+	return []RCCycle{
+		{Round: 1, Prefault: 1, Faults: cold, PageRequests: 16, Groups: 16, Bandwidth: 3},
+		{Round: 1, Prefault: 16, Faults: one, PageRequests: 16, Groups: 1, Bandwidth: 40},
+		{Round: 2, Prefault: 16, Faults: append(slices.Clone(one), stuck), PageRequests: 16, Groups: 2, Bandwidth: 30},
+		{Round: 2, Prefault: 1, Faults: cold, PageRequests: 16, Groups: 16, Bandwidth: 5},
+	}
+}
+
+// TestPrefaultRows: each value's cycles summed per cycle (faults, NAKs,
+// stalled time over the resumed faults), medians and ranges over the
+// cycles, ascending by value; the table and CSV carry them.
+func TestPrefaultRows(t *testing.T) {
+	rows := PrefaultRows(prefaultCycles())
+	if len(rows) != 2 || rows[0].Prefault != 1 || rows[1].Prefault != 16 {
+		t.Fatalf("rows %+v", rows)
+	}
+	r1, r16 := rows[0], rows[1]
+	if r1.Cycles != 2 || r1.Faults != (Spread{16, 16, 16}) || r1.PageRequests != (Spread{16, 16, 16}) || r1.NAKs.Median != 17 ||
+		math.Abs(r1.StalledMs.Median-16) > 0.05 || r1.Total.N != 32 || r1.Unresolved != 0 || r1.Bandwidth != 4 {
+		t.Errorf("prefault 1: %+v", r1)
+	}
+	if r16.Faults != (Spread{1.5, 1, 2}) || r16.Unresolved != 1 || math.Abs(r16.StalledMs.Median-1) > 0.05 || r16.Total.N != 2 || r16.Bandwidth != 35 {
+		t.Errorf("prefault 16: %+v", r16)
+	}
+	c := RCConfig{Size: 65536, Sender: RCSenderNPFNIC, Prefault: []int{1, 16}}
+	tab := PrefaultTable(c, rows)
+	for _, want := range []string{"odp_prefault_pages swept: one cold 65536 B receive buffer per cycle (16 pages)", "1.5 (1-2)", "stalled on faults, ms"} {
+		if !strings.Contains(tab, want) {
+			t.Errorf("table lacks %q:\n%s", want, tab)
+		}
+	}
+	hdr, csv := PrefaultCSV(rows)
+	if len(csv) != 2 || len(csv[0]) != len(hdr) || csv[1][0] != "16" || csv[1][5] != "1.5" || csv[1][17] != "1" {
+		t.Errorf("CSV %v %v", hdr, csv)
+	}
+	hdr, cyc := CyclesCSV(prefaultCycles())
+	if len(cyc) != 4 || len(cyc[0]) != len(hdr) || cyc[2][2] != "2" || cyc[0][3] != "16" {
+		t.Errorf("cycles CSV %v %v", hdr, cyc)
+	}
+	if len(PrefaultCharts(c, rows[:1])) != 0 || len(PrefaultCharts(c, rows)) != 2 {
+		t.Error("charts: want none for one value, two for a sweep")
+	}
+}
+
+// TestWriteRCOutputsPrefault: a sweep adds its CSV and figure, the table
+// its rows and the sender's name.
+func TestWriteRCOutputsPrefault(t *testing.T) {
+	dir := t.TempDir()
+	c, r := rcResult()
+	c.Prefault, c.Sender, c.Size = []int{1, 16}, RCSenderNPFNIC, 65536
+	r.PerCycle = prefaultCycles()
+	r.Rxe = map[string]int64{"rnr_naks_rcvd": 17}
+	files, err := WriteRCOutputs(dir, c, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, filepath.Base(f))
+	}
+	for _, want := range []string{"fault-cost-rc-prefault.csv", "fault-cost-rc-prefault.png"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("no %s in %v", want, names)
+		}
+	}
+	tab := RCTable(c, r)
+	for _, want := range []string{"npfnic (ODP) <- a second npfnic", "odp_prefault_pages swept", "the sending npfnic", "rnr_naks_rcvd +17"} {
+		if !strings.Contains(tab, want) {
+			t.Errorf("table lacks %q", want)
+		}
 	}
 }

@@ -20,7 +20,7 @@ import (
 func RCTable(c RCConfig, r *RCResult) string {
 	c.setDefaults()
 	var b strings.Builder
-	fmt.Fprintf(&b, "RC receive fault cost (Lesokhin et al., ASPLOS'17, Sec. 4: RNR NAK) on npfnic, %s guests: npfnic (ODP) <- rdma_rxe; policy %s\n", c.AccelName(), c.Policy)
+	fmt.Fprintf(&b, "RC receive fault cost (Lesokhin et al., ASPLOS'17, Sec. 4: RNR NAK) on npfnic, %s guests: npfnic (ODP) <- %s; policy %s\n", c.AccelName(), c.senderName(), c.Policy)
 	b.WriteString(roundsLine(len(r.Rounds), c.Cycles, c.Rounds, c.EchoRounds, c.trafficText(), c.EchoGap))
 	if c.DriverParams != "" {
 		fmt.Fprintf(&b, "driver parameters: %s\n", c.DriverParams)
@@ -44,6 +44,9 @@ func RCTable(c RCConfig, r *RCResult) string {
 	writeFloor(tw, floor, bd.Rows[RCRowRoundTrip])
 	tw.Flush()
 	b.WriteString(deviceGoalText(bd.Rows[RCRowDevice], "detected -> interrupt, RNR NAK included"))
+	if len(c.Prefault) > 0 {
+		b.WriteString("\n" + PrefaultTable(c, PrefaultRows(r.PerCycle)))
+	}
 	b.WriteString(rcRoundsText(r))
 	if bd.Receive == 0 {
 		b.WriteString("\nno RC receive fault in the trace\n")
@@ -61,7 +64,7 @@ func RCTable(c RCConfig, r *RCResult) string {
 		r.PRI.Groups, r.PRI.Requests, r.PRI.Success, r.PRI.Invalid, r.PRI.Abandoned, r.PRI.Unexpected)
 	if len(r.Bandwidth) > 0 {
 		lo, hi := slices.Min(r.Bandwidth), slices.Max(r.Bandwidth)
-		fmt.Fprintf(&b, "ib_send_bw (rxe's side, the cycle's average): median %.1f MB/s over %d cycles (%.1f-%.1f)\n", report.Median(r.Bandwidth), len(r.Bandwidth), lo, hi)
+		fmt.Fprintf(&b, "ib_send_bw (the sender's side, the cycle's average): median %.1f MB/s over %d cycles (%.1f-%.1f)\n", report.Median(r.Bandwidth), len(r.Bandwidth), lo, hi)
 	}
 	writeStats := func(title string, names []string, st map[string]int64) {
 		var cells []string
@@ -83,7 +86,11 @@ func RCTable(c RCConfig, r *RCResult) string {
 		fmt.Fprintf(&b, "  the driver's fault latency (PRQ interrupt -> response doorbell, its histogram since load): p50 %s us, p99 %s us\n",
 			us(time.Duration(p50)), us(time.Duration(r.DriverEnd["odp_fault_p99_ns"])))
 	}
-	writeStats("rdma_rxe, the sender (rdma statistic, over the run):", RCRxeStats, r.Rxe)
+	if c.Sender == RCSenderNPFNIC {
+		writeStats("the sending npfnic (rdma statistic, over the run):", RCSenderStats, r.Rxe)
+	} else {
+		writeStats("rdma_rxe, the sender (rdma statistic, over the run):", RCRxeStats, r.Rxe)
+	}
 	b.WriteString("\npublished figures (seed 000: Lesokhin et al., ASPLOS'17; seed 002: TeRM, FAST'24):\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	for _, ref := range References {
@@ -251,6 +258,8 @@ func ReportBoth(c Config, eth *Result, rc RCConfig, r *RCResult) *runner.Outcome
 // WriteRCOutputs writes fault-cost-rc-faults.csv (every fault: QPN, PSN,
 // side, NAKs, each stage), fault-cost-rc.csv (the breakdown with the
 // floor), fault-cost-rc-rounds.csv, fault-cost-rc-echo.csv,
+// fault-cost-rc-cycles.csv (every cycle), with a prefault sweep
+// fault-cost-rc-prefault.csv and .png (PrefaultTable's rows),
 // fault-cost-rc.txt, fault-cost-rc.png (the stages' p50 and p99, their
 // distributions) and fault-cost-rc-timeline.png (the median fault the
 // trace still holds) into dir.
@@ -296,6 +305,16 @@ func WriteRCOutputs(dir string, c RCConfig, r *RCResult) ([]string, error) {
 	f.CSV("fault-cost-rc-rounds.csv", []string{"round", "faults", "round_trip_p50_us", "floor_n", "floor_p50_us", "ratio"}, rounds)
 	f.CSV("fault-cost-rc-echo.csv", echoHeader, echoRows(r.Echo))
 	f.Text("fault-cost-rc.txt", RCTable(c, r))
+	hdr, cycles := CyclesCSV(r.PerCycle)
+	f.CSV("fault-cost-rc-cycles.csv", hdr, cycles)
+	if len(c.Prefault) > 0 {
+		rows := PrefaultRows(r.PerCycle)
+		hdr, sweep := PrefaultCSV(rows)
+		f.CSV("fault-cost-rc-prefault.csv", hdr, sweep)
+		if charts := PrefaultCharts(c, rows); len(charts) > 0 {
+			f.Charts("fault-cost-rc-prefault.png", 1100, 380, charts...)
+		}
+	}
 	if charts := RCCharts(c, r); len(charts) > 0 {
 		f.Charts("fault-cost-rc.png", 1100, 380, charts...)
 	}

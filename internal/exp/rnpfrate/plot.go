@@ -193,40 +193,69 @@ func SavePlot(path string, c Config, cells []Cell) error {
 	if err != nil {
 		return err
 	}
-	return savePanels(path, 1150, 560, p, pn.optimum, "relative to pin", nil)
+	return savePanels(path, 1150, 560, []optimumPlot{{p, pn.optimum}}, "relative to pin", nil)
 }
 
 // SaveRCPlot draws the RC figure into a PNG; without sim, only its left
 // panel.
+//
+// Each sender gets its panel, stacked: npfnic's requester and rxe wait
+// out an RNR NAK so differently that one scale would hide a curve.
 func SaveRCPlot(path string, c Config, sum RCSummary, sim *Sim) error {
 	c.setDefaults()
-	pn := panel{
-		title:     fmt.Sprintf("ib_send_bw --odp, %d-byte SENDs, rdma_rxe into npfnic (%s guests): median of %d rounds, bars min-max", c.MsgSize, c.AccelName(), c.Rounds),
-		titleSize: 11, xLabel: "synthetic receive faults per message (asked for)", yLabel: "throughput (MB/s)",
-		optimum: sum.Optimum, optimumLabel: "the optimum: rate 0", optimumColor: optimumColor,
-		policies: RCPolicies,
-		name: func(policy, fault string) string {
-			kind := "minor faults"
-			if fault == "major" {
-				kind = fmt.Sprintf("major faults (%s)", durationText(c.MajorDelay))
+	var lefts []optimumPlot
+	for _, snd := range sum.Senders {
+		opt := sum.Optima[snd].MBps
+		pn := panel{
+			title:     fmt.Sprintf("ib_send_bw --odp, %d-byte SENDs, %s into npfnic (%s guests): median of %d rounds, bars min-max", c.MsgSize, senderText(snd), c.AccelName(), c.Rounds),
+			titleSize: 11, xLabel: "synthetic receive faults per message (asked for)", yLabel: "throughput (MB/s)",
+			optimum: opt, optimumLabel: "the optimum: rate 0", optimumColor: optimumColor,
+			policies: RCPolicies,
+			name: func(policy, fault string) string {
+				kind := "minor faults"
+				if fault == "major" {
+					kind = fmt.Sprintf("major faults (%s)", durationText(c.MajorDelay))
+				}
+				return rcName(policy) + ", " + kind
+			},
+		}
+		for _, s := range sum.Cells {
+			if s.Sender == snd {
+				pn.points = append(pn.points, ratePoint{s.Point, s.MBps, s.Lo, s.Hi, s.Done()})
 			}
-			return rcName(policy) + ", " + kind
-		},
+		}
+		p, err := pn.plot()
+		if err != nil {
+			return err
+		}
+		lefts = append(lefts, optimumPlot{p, opt})
 	}
-	for _, s := range sum.Cells {
-		pn.points = append(pn.points, ratePoint{s.Point, s.MBps, s.Lo, s.Hi, s.Done()})
-	}
-	left, err := pn.plot()
-	if err != nil {
-		return err
+	if len(lefts) == 0 {
+		return errors.New("rnpfrate: nothing to plot")
 	}
 	var right *plot.Plot
 	if sim != nil {
+		var err error
 		if right, err = simPanel(sim); err != nil {
 			return err
 		}
 	}
-	return savePanels(path, 1150, 580, left, sum.Optimum, "relative to the optimum", right)
+	return savePanels(path, 1150, 580, lefts, "relative to the optimum", right)
+}
+
+// senderText names an RC sender in a title.
+func senderText(sender string) string {
+	if sender == SenderRxe {
+		return "rdma_rxe"
+	}
+	return "a second " + sender
+}
+
+// optimumPlot is a panel and its optimum (0: none), for its relative
+// axis.
+type optimumPlot struct {
+	p       *plot.Plot
+	optimum float64
 }
 
 // rcName is an RC policy's name in the legend.
@@ -237,15 +266,16 @@ func rcName(policy string) string {
 	return "drop (ACK timeout)"
 }
 
-// savePanels draws left, with an axis relative to optimum (none at 0)
-// on its right, and right beside it (if set) into a figure (a PNG and its
-// SVG) of width (800 pixels wider with right) by height pixels, each
-// legend right of its panel.
-func savePanels(path string, width, height int, left *plot.Plot, optimum float64, relLabel string, right *plot.Plot) error {
+// savePanels draws the left panels stacked, each with an axis relative
+// to its optimum (none at 0) on its right, and right beside them (if
+// set) into a figure (a PNG and its SVG) of width (720 pixels wider with
+// right) by height pixels per left panel, each legend right of its
+// panel.
+func savePanels(path string, width, height int, lefts []optimumPlot, relLabel string, right *plot.Plot) error {
 	if right != nil {
 		width += 720
 	}
-	return report.SaveFigure(path, width, height, func(c draw.Canvas) error {
+	return report.SaveFigure(path, width, height*len(lefts), func(c draw.Canvas) error {
 		dc := draw.Crop(c, vg.Points(8), -vg.Points(8), vg.Points(6), -vg.Points(6))
 		leftArea := dc
 		if right != nil {
@@ -253,15 +283,30 @@ func savePanels(path string, width, height int, left *plot.Plot, optimum float64
 			leftArea = draw.Crop(dc, 0, split-dc.Max.X, 0, 0)
 			report.DrawPlot(draw.Crop(dc, split-dc.Min.X+vg.Points(12), 0, 0, 0), right, report.LegendWidth(right), 0)
 		}
-		// The relative axis needs room the plot does not know about,
-		// between it and its legend.
-		var rightAxis vg.Length
-		if optimum > 0 {
-			rightAxis = vg.Points(62)
+		var ps []*plot.Plot
+		for _, l := range lefts {
+			ps = append(ps, l.p)
 		}
-		inner := report.DrawPlot(leftArea, left, report.LegendWidth(left), rightAxis)
-		if optimum > 0 {
-			drawRelativeAxis(left, inner, optimum, relLabel)
+		lw := report.LegendWidth(ps...)
+		h := (leftArea.Max.Y - leftArea.Min.Y) / vg.Length(len(lefts))
+		for i, l := range lefts {
+			// Top to bottom.
+			top := leftArea.Max.Y - vg.Length(i)*h
+			area := leftArea
+			area.Min.Y, area.Max.Y = top-h, top
+			if i > 0 {
+				area.Max.Y -= vg.Points(10)
+			}
+			// The relative axis needs room the plot does not know
+			// about, between it and its legend.
+			var rightAxis vg.Length
+			if l.optimum > 0 {
+				rightAxis = vg.Points(62)
+			}
+			inner := report.DrawPlot(area, l.p, lw, rightAxis)
+			if l.optimum > 0 {
+				drawRelativeAxis(l.p, inner, l.optimum, relLabel)
+			}
 		}
 		return nil
 	})

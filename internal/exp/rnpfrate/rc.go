@@ -1,16 +1,19 @@
 package rnpfrate
 
 // The RC half (seed 000 Figure 10, right): Debian's unmodified ib_send_bw
-// streams SENDs from rdma_rxe in one TCG guest into npfnic in another
+// streams SENDs from a sender in one TCG guest into npfnic in another
 // (testbed.StartRDMAPair: npfnic's guest A serves with --odp, so its
-// buffers are on-demand paged; rxe's guest B, without ODP, is the client).
+// buffers are on-demand paged; the sender's guest B, without ODP, is the
+// client). The sender is a second npfnic (its requester waits out an RNR
+// NAK's timer, IBA's table, to the microsecond) or rdma_rxe (at least a
+// jiffy), each on its own pair of guests, one after the other.
 // The driver injects synthetic receive faults per message the device
 // executed into an ODP MR (rnpf_rate_ppm: a random mapped page of the MR
 // evicted as an invalidation would), so that the next SEND into that page
 // takes the whole fault path: translation fault, page request, driver,
 // page response. The responder answers the fault with an RNR NAK (policy
-// rnr; rxe retransmits after its RNR timer) or drops the packet (policy
-// drop; rxe retransmits after its local ACK timeout).
+// rnr; the sender retransmits after its RNR timer) or drops the packet
+// (policy drop; the sender retransmits after its local ACK timeout).
 //
 // One ib_send_bw runs for all the points of a policy in a round (a
 // session), so its memory region is warmed once, at rate 0, before the
@@ -19,7 +22,7 @@ package rnpfrate
 // and the evicted pages fault back (rewarm) before the next window. A
 // window is measured on the device's counters, read at its two ends:
 // messages_in (the SENDs npfnic's responder executed) over the window's
-// time is the throughput, and rxe's own counters say what the sender saw.
+// time is the throughput, and the sender's own counters say what it saw.
 // The rounds interleave as in the Ethernet half: the policy order rotates
 // every round, the rates go up on odd rounds and down on even ones.
 
@@ -28,6 +31,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/npfnic/npfnic/internal/exp/runner"
@@ -69,16 +73,25 @@ type RCCounters struct {
 	FaultDrops        int64 // fault_drops
 	NoWQENaks         int64 // rnr_naks_no_wqe: a SEND found no receive posted
 	FaultErrors       int64 // page_request_errors + odp_fault_errors
-	// rdma_rxe on the sender.
-	RxeRNR           int64 // rcvd_rnr_err: RNR NAKs received
-	RxeRetries       int64 // completer_retry_err: retransmissions started (ACK timeouts)
-	RxeRetryExceeded int64 // retry_exceeded_err + retry_rnr_exceeded_err: rxe gave up
+	// The sender's (rxe's names; a sending npfnic's in senderCounters).
+	SenderRNR           int64 // rcvd_rnr_err: RNR NAKs received
+	SenderRetries       int64 // completer_retry_err: retransmissions started (ACK timeouts)
+	SenderRetryExceeded int64 // retry_exceeded_err + retry_rnr_exceeded_err: the sender gave up
+}
+
+// senderCounters are the sender's counters of RNR NAKs received, ACK
+// timeouts and given-up retries, by the sender's kind. npfnic counts no
+// exhausted retries apart: its QP goes to the error state, which
+// perftest reports.
+var senderCounters = map[string][3][]string{
+	SenderRxe:    {{"rcvd_rnr_err"}, {"completer_retry_err"}, {"retry_exceeded_err", "retry_rnr_exceeded_err"}},
+	SenderNPFNIC: {{"rnr_naks_rcvd"}, {"ack_timeouts"}, nil},
 }
 
 // RCCountersOf is the growth of the counters between two readings of
-// npfnic's (npf) and rxe's rdma statistic; a counter that went backwards
-// counts from 0.
-func RCCountersOf(npf0, npf1, rxe0, rxe1 map[string]int64) RCCounters {
+// npfnic's (npf) and the sender's (snd, of kind sender) rdma statistic;
+// a counter that went backwards counts from 0.
+func RCCountersOf(npf0, npf1, snd0, snd1 map[string]int64, sender string) RCCounters {
 	d := func(before, after map[string]int64, names ...string) int64 {
 		var sum int64
 		for _, k := range names {
@@ -96,8 +109,8 @@ func RCCountersOf(npf0, npf1, rxe0, rxe1 map[string]int64) RCCounters {
 		RNRNaks: d(npf0, npf1, "rnr_naks_fault"), FaultDrops: d(npf0, npf1, "fault_drops"),
 		NoWQENaks:   d(npf0, npf1, "rnr_naks_no_wqe"),
 		FaultErrors: d(npf0, npf1, "page_request_errors", "odp_fault_errors"),
-		RxeRNR:      d(rxe0, rxe1, "rcvd_rnr_err"), RxeRetries: d(rxe0, rxe1, "completer_retry_err"),
-		RxeRetryExceeded: d(rxe0, rxe1, "retry_exceeded_err", "retry_rnr_exceeded_err"),
+		SenderRNR:   d(snd0, snd1, senderCounters[sender][0]...), SenderRetries: d(snd0, snd1, senderCounters[sender][1]...),
+		SenderRetryExceeded: d(snd0, snd1, senderCounters[sender][2]...),
 	}
 }
 
@@ -143,13 +156,38 @@ func (r RCResult) MBps() float64 {
 }
 
 // RunRC runs the RC half and returns every window's result; a failed
-// window does not stop the others (look at RCResult.Err). The pair of
-// guests is booted once and again if one dies; a session whose perftest
-// ended starts again for the next point.
+// window does not stop the others (look at RCResult.Err). Each sender
+// runs on its own pair of guests, its logs in LogDir/SENDER; the pair is
+// booted once and again if one dies; a session whose perftest ended
+// starts again for the next point.
 func RunRC(ctx context.Context, c Config) ([]RCResult, error) {
 	if err := c.ready(TransportRC); err != nil {
 		return nil, err
 	}
+	var results []RCResult
+	for _, sender := range c.Senders {
+		sc := c
+		sc.LogDir = filepath.Join(c.LogDir, sender)
+		c.Logf("sender %s", sender)
+		rs, err := sc.runSender(ctx, sender)
+		results = append(results, rs...)
+		if err != nil {
+			return results, err
+		}
+	}
+	return results, nil
+}
+
+// senderKind is the kind of the sending guest.
+func senderKind(sender string) testbed.RDMAKind {
+	if sender == SenderNPFNIC {
+		return testbed.RDMANPFNIC
+	}
+	return testbed.RDMARxe
+}
+
+// runSender runs every point with one sender.
+func (c *Config) runSender(ctx context.Context, sender string) ([]RCResult, error) {
 	var (
 		session setup[*testbed.RDMAPair, *rcSession]
 		port    = rcPort
@@ -158,13 +196,14 @@ func RunRC(ctx context.Context, c Config) ([]RCResult, error) {
 	stop := func(s *rcSession) { s.stop(ctx) }
 	err := runner.Loop[*testbed.RDMAPair, Point]{
 		Env:       &c.Env,
-		Transport: runner.RC(&c.Env, testbed.RDMAPairConfig{A: testbed.RDMANPFNIC, B: testbed.RDMARxe, Name: "rnpfrc", MemoryMiB: c.MemoryMiB, CPUs: c.CPUs}),
+		Transport: runner.RC(&c.Env, testbed.RDMAPairConfig{A: testbed.RDMANPFNIC, B: senderKind(sender), Name: "rnpfrc", MemoryMiB: c.MemoryMiB, CPUs: c.CPUs}),
 		Steps:     c.plan(),
 		Run: func(ctx context.Context, pair *testbed.RDMAPair, st runner.Step[Point], label string) error {
+			st.Arm.Sender = sender
 			r := RCResult{Point: st.Arm, Round: st.Round, MsgSize: c.MsgSize}
 			s, err := session.ensure(pair, st, func() (*rcSession, error) {
 				port++
-				return c.startSession(ctx, pair, st.Arm.Policy, st.Round, port, len(c.points(st.Arm.Policy, st.Round)))
+				return c.startSession(ctx, pair, st.Arm.Policy, st.Round, port, len(c.points(st.Arm.Policy, st.Round)), sender)
 			}, stop)
 			if r.Err = err; err == nil {
 				c.measureRC(ctx, pair, s, &r, label)
@@ -195,6 +234,7 @@ func ReportRC(c Config, results []RCResult, sim *Sim) *runner.Outcome {
 // measures one policy.
 type rcSession struct {
 	pair    *testbed.RDMAPair
+	sender  string
 	done    chan struct{} // closed once both sides exited
 	err     error         // RunClientServer's, once done
 	logBase string        // where the outputs go
@@ -218,10 +258,10 @@ func (c *Config) sessionTime(points int) time.Duration {
 }
 
 // startSession sets the policy, minor faults and rate 0, starts
-// ib_send_bw from rxe into npfnic and waits until its memory region is
-// warm: messages flow with no fault.
-func (c *Config) startSession(ctx context.Context, pair *testbed.RDMAPair, policy string, round, port, points int) (*rcSession, error) {
-	npf, rxe := pair.A, pair.B
+// ib_send_bw from the sender into npfnic and waits until its memory
+// region is warm: messages flow with no fault.
+func (c *Config) startSession(ctx context.Context, pair *testbed.RDMAPair, policy string, round, port, points int, sender string) (*rcSession, error) {
+	npf, snd := pair.A, pair.B
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for _, set := range []func() error{
@@ -234,16 +274,16 @@ func (c *Config) startSession(ctx context.Context, pair *testbed.RDMAPair, polic
 		}
 	}
 	pt := workload.Perftest{Tool: "ib_send_bw", Size: c.MsgSize, Duration: c.sessionTime(points), Port: port}
-	s := &rcSession{pair: pair, done: make(chan struct{}),
+	s := &rcSession{pair: pair, done: make(chan struct{}), sender: sender,
 		logBase: filepath.Join(c.LogDir, fmt.Sprintf("round%d-%s-port%d", round, policy, port))}
-	c.Logf("%s: ib_send_bw --odp -s %d from rxe into npfnic (port %d), warming its memory region at rate 0", policy, c.MsgSize, port)
+	c.Logf("%s: ib_send_bw --odp -s %d from %s into npfnic (port %d), warming its memory region at rate 0", policy, c.MsgSize, sender, port)
 	go func() {
 		defer close(s.done)
 		// Bounded by perftest's own duration (and a margin), not by ctx: stop
 		// ends it.
 		rctx, rcancel := context.WithTimeout(context.Background(), pt.Duration+2*time.Minute)
 		defer rcancel()
-		res, err := pair.Perftest(rctx, npf, rxe, testbed.PerftestRun{Perftest: pt, Side: testbed.ODPOnNPFNIC, Logf: c.Logf})
+		res, err := pair.Perftest(rctx, npf, snd, testbed.PerftestRun{Perftest: pt, Side: testbed.ODPOn(npf), Logf: c.Logf})
 		s.err = err
 		_ = os.MkdirAll(filepath.Dir(s.logBase), 0o755)
 		_ = os.WriteFile(s.logBase+"-server.txt", []byte(res.ServerOut), 0o644)
@@ -306,7 +346,7 @@ func (c *Config) warmRC(ctx context.Context, s *rcSession) (int64, error) {
 		if err != nil {
 			return faults, err
 		}
-		k := RCCountersOf(a, b, nil, nil)
+		k := RCCountersOf(a, b, nil, nil, s.sender)
 		faults += k.Faults
 		if k.Messages > 0 && k.Faults == 0 {
 			return faults, nil
@@ -342,26 +382,26 @@ func statistic(ctx context.Context, g *testbed.RDMAGuest) (map[string]int64, tim
 	return st, t0.Add(t1.Sub(t0) / 2), nil
 }
 
-// statistics reads npfnic's and rxe's rdma statistic, in that order or
-// (rxeFirst) the other, and returns them with the time of npfnic's
-// reading, which times a window.
-func statistics(ctx context.Context, npf, rxe *testbed.RDMAGuest, rxeFirst bool) (n, x map[string]int64, t time.Time, err error) {
-	if rxeFirst {
-		if x, _, err = statistic(ctx, rxe); err != nil {
+// statistics reads npfnic's and the sender's rdma statistic, in that
+// order or (sndFirst) the other, and returns them with the time of
+// npfnic's reading, which times a window.
+func statistics(ctx context.Context, npf, snd *testbed.RDMAGuest, sndFirst bool) (n, x map[string]int64, t time.Time, err error) {
+	if sndFirst {
+		if x, _, err = statistic(ctx, snd); err != nil {
 			return nil, nil, t, err
 		}
 	}
-	if n, t, err = statistic(ctx, npf); err != nil || rxeFirst {
+	if n, t, err = statistic(ctx, npf); err != nil || sndFirst {
 		return n, x, t, err
 	}
-	x, _, err = statistic(ctx, rxe)
+	x, _, err = statistic(ctx, snd)
 	return n, x, t, err
 }
 
 // measureRC measures one window at r's point and fills in r; afterwards
 // the rate is back at 0, faults are minor, and the region is warm again.
 func (c *Config) measureRC(ctx context.Context, pair *testbed.RDMAPair, s *rcSession, r *RCResult, label string) {
-	npf, rxe := pair.A, pair.B
+	npf, snd := pair.A, pair.B
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if r.PPM > 0 {
@@ -370,7 +410,7 @@ func (c *Config) measureRC(ctx context.Context, pair *testbed.RDMAPair, s *rcSes
 		}
 	}
 	r.Err = func() error {
-		n0, x0, t0, err := statistics(ctx, npf, rxe, false)
+		n0, x0, t0, err := statistics(ctx, npf, snd, false)
 		if err != nil {
 			return err
 		}
@@ -378,14 +418,14 @@ func (c *Config) measureRC(ctx context.Context, pair *testbed.RDMAPair, s *rcSes
 		if err := sleep(ctx, s, c.Time); err != nil {
 			return err
 		}
-		// rxe first: npfnic's readings time the window, which then
-		// holds all that rxe counted in it.
-		n1, x1, t1, err := statistics(ctx, npf, rxe, true)
+		// The sender first: npfnic's readings time the window, which
+		// then holds all that the sender counted in it.
+		n1, x1, t1, err := statistics(ctx, npf, snd, true)
 		if err != nil {
 			return err
 		}
 		r.Seconds = t1.Sub(t0).Seconds()
-		r.Counters = RCCountersOf(n0, n1, x0, x1)
+		r.Counters = RCCountersOf(n0, n1, x0, x1, s.sender)
 		if s.exited() {
 			return s.sessionError()
 		}
@@ -393,10 +433,10 @@ func (c *Config) measureRC(ctx context.Context, pair *testbed.RDMAPair, s *rcSes
 	}()
 	if r.Err == nil {
 		k := r.Counters
-		c.Logf("%s: %.2f MB/s (%.0f messages/s); %d faults injected (%.0f ppm of %d messages), %d skipped; responder faults %d, RNR NAKs %d, drops %d; rxe: RNR NAKs %d, retries %d, gave up %d",
-			label, r.MBps(), r.MsgsPerSec(), k.Injected, k.Rate(), k.Messages, k.Skipped, k.Faults, k.RNRNaks, k.FaultDrops, k.RxeRNR, k.RxeRetries, k.RxeRetryExceeded)
-		if k.FaultErrors > 0 || k.RxeRetryExceeded > 0 {
-			r.Err = fmt.Errorf("%d faults failed, rxe gave up %d times", k.FaultErrors, k.RxeRetryExceeded)
+		c.Logf("%s: %.2f MB/s (%.0f messages/s); %d faults injected (%.0f ppm of %d messages), %d skipped; responder faults %d, RNR NAKs %d, drops %d; %s: RNR NAKs %d, retries %d, gave up %d",
+			label, r.MBps(), r.MsgsPerSec(), k.Injected, k.Rate(), k.Messages, k.Skipped, k.Faults, k.RNRNaks, k.FaultDrops, s.sender, k.SenderRNR, k.SenderRetries, k.SenderRetryExceeded)
+		if k.FaultErrors > 0 || k.SenderRetryExceeded > 0 {
+			r.Err = fmt.Errorf("%d faults failed, the sender gave up %d times", k.FaultErrors, k.SenderRetryExceeded)
 		}
 	}
 	if r.PPM == 0 {
@@ -419,11 +459,12 @@ func (c *Config) measureRC(ctx context.Context, pair *testbed.RDMAPair, s *rcSes
 
 // rcHeaderLines describe the RC half (Header's counterpart).
 func rcHeaderLines(c Config) string {
-	return fmt.Sprintf("rNPF-rate sweep, RC (seed 000 Figure 10, right): ib_send_bw --odp, %d-byte SENDs from rdma_rxe into npfnic (two %s guests),\n"+
+	return fmt.Sprintf("rNPF-rate sweep, RC (seed 000 Figure 10, right): ib_send_bw --odp, %d-byte SENDs from %s into npfnic (%s guests, a pair per sender),\n"+
 		"one perftest per policy and round, the throughput of %v windows on npfnic's counters (messages_in);\n"+
 		"synthetic receive faults per message (driver rnpf_rate_ppm: a random mapped page of the ODP MR evicted, as an invalidation would);\n"+
-		"the responder answers a receive fault with an RNR NAK (rnr) or drops it (drop). The sender, rxe: after a drop, perftest's ACK timeout\n"+
-		"(qp_timeout %d: 4.096 µs · 2^%d ≈ %.0f ms); after an RNR NAK, perftest's min_rnr_timer %d (0.64 ms), but rxe waits >= 4 ms per RNR retry (a jiffy, HZ=250);\n"+
+		"the responder answers a receive fault with an RNR NAK (rnr) or drops it (drop). The sender: after a drop, perftest's ACK timeout\n"+
+		"(qp_timeout %d: 4.096 µs · 2^%d ≈ %.0f ms); after an RNR NAK, perftest's min_rnr_timer %d (0.64 ms), which npfnic waits to the microsecond\n"+
+		"and rxe rounds up to at least 4 ms per RNR retry (a jiffy, HZ=250);\n"+
 		"minor faults resolved at once, major after fault_delay_us = %v; memory region warmed at rate 0 before every window; median of %d rounds (min-max)\n",
-		c.MsgSize, c.AccelName(), c.Time, PerftestQPTimeout, PerftestQPTimeout, 4.096e-3*float64(int(1)<<PerftestQPTimeout), PerftestMinRNRTimer, c.MajorDelay, c.Rounds)
+		c.MsgSize, strings.Join(c.Senders, " and "), c.AccelName(), c.Time, PerftestQPTimeout, PerftestQPTimeout, 4.096e-3*float64(int(1)<<PerftestQPTimeout), PerftestMinRNRTimer, c.MajorDelay, c.Rounds)
 }

@@ -23,34 +23,36 @@ func RCHeader(c Config) string {
 func RCTable(c Config, results []RCResult) string {
 	sum := SummarizeRC(results)
 	var b strings.Builder
-	tw := startTable(&b, RCHeader(c), "policy\tfaults\trate\tMB/s\t(min-max)\tx opt\tmsgs/s\tmeasured\tinjected\tskipped\tfaults\tRNR NAKs\tdrops\trxe RNR\trxe retries\tms/fault\tfailed")
+	tw := startTable(&b, RCHeader(c), "sender\tpolicy\tfaults\trate\tMB/s\t(min-max)\tx opt\tmsgs/s\tmeasured\tinjected\tskipped\tfaults\tRNR NAKs\tdrops\tsender RNR\tsender retries\tms/fault\tfailed")
 	for _, s := range sum.Cells {
 		fault := s.Fault
 		if fault == "" {
 			fault = "-"
 		}
 		if !s.Done() {
-			fmt.Fprintf(tw, "%s\t%s\t%s\tFAILED\t\t\t\t\t\t\t\t\t\t\t\t\t%d/%d\t\n", s.Policy, fault, RateText(s.PPM), s.Failed, s.Runs)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\tFAILED\t\t\t\t\t\t\t\t\t\t\t\t\t%d/%d\t\n", s.Sender, s.Policy, fault, RateText(s.PPM), s.Failed, s.Runs)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t(%.2f-%.2f)\t%s\t%.0f\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t%s\t\n",
-			s.Policy, fault, RateText(s.PPM), s.MBps, s.Lo, s.Hi, relText(s.Rel), s.MsgsPerSec, measuredText(s.MeasuredPPM),
-			s.Injected, s.Skipped, s.Faults, s.RNRNaks, s.FaultDrops, s.RxeRNR, s.RxeRetries, msText(s.CostPerFault), rcFailedText(s))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t(%.2f-%.2f)\t%s\t%.0f\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t%s\t\n",
+			s.Sender, s.Policy, fault, RateText(s.PPM), s.MBps, s.Lo, s.Hi, relText(s.Rel), s.MsgsPerSec, measuredText(s.MeasuredPPM),
+			s.Injected, s.Skipped, s.Faults, s.RNRNaks, s.FaultDrops, s.SenderRNR, s.SenderRetries, msText(s.CostPerFault), rcFailedText(s))
 	}
 	tw.Flush()
-	if sum.OptRuns > 0 {
-		fmt.Fprintf(&b, "\noptimum (every rate-0 window, both policies): %.2f MB/s (%.2f-%.2f, %d windows), %.0f messages/s\n",
-			sum.Optimum, sum.OptLo, sum.OptHi, sum.OptRuns, sum.OptMsgsPerSec)
+	for _, snd := range sum.Senders {
+		if o, ok := sum.Optima[snd]; ok {
+			fmt.Fprintf(&b, "\noptimum from %s (every rate-0 window, both policies): %.2f MB/s (%.2f-%.2f, %d windows), %.0f messages/s",
+				snd, o.MBps, o.Lo, o.Hi, o.Runs, o.MsgsPerSec)
+		}
 	}
-	b.WriteString("\nRNR NAK / drop (medians):\n")
+	b.WriteString("\n\nRNR NAK / drop (medians):\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "rate\tfaults\trnr MB/s\tdrop MB/s\trnr/drop\t\n")
+	fmt.Fprintf(tw, "sender\trate\tfaults\trnr MB/s\tdrop MB/s\trnr/drop\t\n")
 	for _, r := range RCRatios(sum.Cells) {
 		fault := r.Fault
 		if fault == "" {
 			fault = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", RateText(r.PPM), fault, mbText(r.RNR), mbText(r.Drop), ratioText(r.Ratio))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Sender, RateText(r.PPM), fault, mbText(r.RNR), mbText(r.Drop), ratioText(r.Ratio))
 	}
 	tw.Flush()
 	b.WriteString("\ngoals (on the medians):\n")
@@ -77,9 +79,9 @@ func rcFailedText(s RCCell) string { return failedOf(s.Failed, s.Runs) }
 
 // RCRunsHeader names the columns of rnpf-rate-rc-runs.csv.
 func RCRunsHeader() []string {
-	return []string{"round", "policy", "faults", "rate", "rate_ppm", "msg_bytes", "seconds", "messages", "mbps", "msgs_per_sec",
+	return []string{"round", "sender", "policy", "faults", "rate", "rate_ppm", "msg_bytes", "seconds", "messages", "mbps", "msgs_per_sec",
 		"rnpf_injected", "rnpf_skipped", "measured_ppm", "responder_faults", "rnr_naks_fault", "fault_drops", "rnr_naks_no_wqe",
-		"fault_errors", "rxe_rcvd_rnr_err", "rxe_completer_retry_err", "rxe_retry_exceeded", "rewarm_faults", "host_load", "error"}
+		"fault_errors", "sender_rnr_naks", "sender_ack_timeouts", "sender_retry_exceeded", "rewarm_faults", "host_load", "error"}
 }
 
 // RCRunsRows are every window with its counters.
@@ -91,35 +93,35 @@ func RCRunsRows(results []RCResult) [][]string {
 			errText = runner.FirstLine(r.Err.Error())
 		}
 		k := r.Counters
-		rows = append(rows, report.Row(r.Round, r.Policy, r.Fault, RateText(r.PPM), r.PPM, r.MsgSize, r.Seconds, k.Messages, r.MBps(), r.MsgsPerSec(),
+		rows = append(rows, report.Row(r.Round, r.Sender, r.Policy, r.Fault, RateText(r.PPM), r.PPM, r.MsgSize, r.Seconds, k.Messages, r.MBps(), r.MsgsPerSec(),
 			k.Injected, k.Skipped, k.Rate(), k.Faults, k.RNRNaks, k.FaultDrops, k.NoWQENaks,
-			k.FaultErrors, k.RxeRNR, k.RxeRetries, k.RxeRetryExceeded, r.Rewarm, r.HostLoad, errText))
+			k.FaultErrors, k.SenderRNR, k.SenderRetries, k.SenderRetryExceeded, r.Rewarm, r.HostLoad, errText))
 	}
 	return rows
 }
 
 // RCCellsHeader names the columns of rnpf-rate-rc.csv.
 func RCCellsHeader() []string {
-	return []string{"policy", "faults", "rate", "rate_ppm", "runs", "failed", "mbps_median", "mbps_min", "mbps_max", "rel_optimum",
+	return []string{"sender", "policy", "faults", "rate", "rate_ppm", "runs", "failed", "mbps_median", "mbps_min", "mbps_max", "rel_optimum",
 		"rnr_over_drop", "msgs_per_sec", "measured_ppm", "rnpf_injected", "rnpf_skipped", "responder_faults", "rnr_naks_fault", "fault_drops",
-		"rxe_rcvd_rnr_err", "rxe_completer_retry_err", "cost_per_fault_ms"}
+		"sender_rnr_naks", "sender_ack_timeouts", "cost_per_fault_ms"}
 }
 
 // RCCellsRows are the medians per point, each with RNR / drop at its
 // fault kind and rate.
 func RCCellsRows(cells []RCCell) [][]string {
-	ratio := map[[2]any]float64{}
+	ratio := map[[3]any]float64{}
 	for _, r := range RCRatios(cells) {
-		ratio[[2]any{r.Fault, r.PPM}] = r.Ratio
+		ratio[[3]any{r.Sender, r.Fault, r.PPM}] = r.Ratio
 	}
 	var rows [][]string
 	for _, s := range cells {
-		q, ok := ratio[[2]any{s.Fault, s.PPM}]
+		q, ok := ratio[[3]any{s.Sender, s.Fault, s.PPM}]
 		if !ok {
 			q = math.NaN()
 		}
-		rows = append(rows, report.Row(s.Policy, s.Fault, RateText(s.PPM), s.PPM, s.Runs, s.Failed, s.MBps, s.Lo, s.Hi, s.Rel,
-			q, s.MsgsPerSec, s.MeasuredPPM, s.Injected, s.Skipped, s.Faults, s.RNRNaks, s.FaultDrops, s.RxeRNR, s.RxeRetries, s.CostPerFault))
+		rows = append(rows, report.Row(s.Sender, s.Policy, s.Fault, RateText(s.PPM), s.PPM, s.Runs, s.Failed, s.MBps, s.Lo, s.Hi, s.Rel,
+			q, s.MsgsPerSec, s.MeasuredPPM, s.Injected, s.Skipped, s.Faults, s.RNRNaks, s.FaultDrops, s.SenderRNR, s.SenderRetries, s.CostPerFault))
 	}
 	return rows
 }

@@ -48,6 +48,17 @@ import (
 // Policies are the RX policies in the order a round loads them.
 var Policies = []string{"pin", "drop", "backup"}
 
+// RCSenders are the guests that can send into npfnic in the RC half:
+// a second npfnic, whose requester waits out an RNR NAK's timer to the
+// microsecond, and rdma_rxe, which waits at least a jiffy.
+var RCSenders = []string{SenderNPFNIC, SenderRxe}
+
+// The RC senders.
+const (
+	SenderNPFNIC = "npfnic"
+	SenderRxe    = "rxe"
+)
+
 // RCPolicies are the RC responder's receive-fault policies (the driver's
 // rdma_recv_fault) in the order a round runs them.
 var RCPolicies = []string{testbed.RecvFaultRNR, testbed.RecvFaultDrop}
@@ -113,6 +124,9 @@ type Config struct {
 	// MemoryMiB and CPUs are the guest's (RC: each guest's); default
 	// 1024 MiB and 1 vCPU.
 	MemoryMiB, CPUs int
+	// Senders are RC's sending guests, each run on its own pair, one
+	// after the other; default RCSenders.
+	Senders []string
 }
 
 func (c *Config) setDefaults() {
@@ -140,6 +154,9 @@ func (c *Config) setDefaults() {
 	if c.MsgSize == 0 && rc {
 		c.MsgSize = DefaultRCMsgSize
 	}
+	if len(c.Senders) == 0 && rc {
+		c.Senders = slices.Clone(RCSenders)
+	}
 	c.Rounds = cmp.Or(c.Rounds, DefaultRounds)
 	c.MemoryMiB = cmp.Or(c.MemoryMiB, 1024)
 	c.CPUs = cmp.Or(c.CPUs, 1)
@@ -154,6 +171,9 @@ func (c *Config) Validate() error {
 		if c.MsgSize != 0 {
 			return errors.New("a message size is for -transport rc")
 		}
+		if len(c.Senders) > 0 {
+			return errors.New("senders are for -transport rc")
+		}
 	case TransportRC:
 		policies, unit = RCPolicies, "message"
 		if c.DriverExtra != "" {
@@ -161,6 +181,9 @@ func (c *Config) Validate() error {
 		}
 		if c.MsgSize < 1 || c.MsgSize > 1<<20 {
 			return fmt.Errorf("message size %d: want 1 byte to 1 MiB", c.MsgSize)
+		}
+		if err := unique("sender", c.Senders, RCSenders); err != nil {
+			return err
 		}
 	default:
 		return fmt.Errorf("transport %q: want %s or %s", c.Transport, TransportEth, TransportRC)
@@ -218,22 +241,30 @@ func ParseRates(s string) ([]float64, error) {
 }
 
 // Point is what one measurement varies: the policy, the fault kind and
-// the rate. Pin has neither rate nor kind; rate 0 has no kind (no fault to
-// be minor or major), and is shared by both kinds' curves.
+// the rate, and in the RC half the sender. Pin has neither rate nor kind;
+// rate 0 has no kind (no fault to be minor or major), and is shared by
+// both kinds' curves.
 type Point struct {
 	Policy string
 	Fault  string // "minor", "major", or "" at rate 0 and for pin
 	PPM    int
+	Sender string // RC: SenderNPFNIC or SenderRxe; "" for Ethernet
 }
 
 func (p Point) String() string {
+	var s string
 	switch {
 	case p.Policy == "pin":
-		return "pin"
+		s = "pin"
 	case p.PPM == 0:
-		return p.Policy + " rate 0"
+		s = p.Policy + " rate 0"
+	default:
+		s = fmt.Sprintf("%s %s %s", p.Policy, p.Fault, RateText(p.PPM))
 	}
-	return fmt.Sprintf("%s %s %s", p.Policy, p.Fault, RateText(p.PPM))
+	if p.Sender != "" {
+		s = p.Sender + "->npfnic " + s
+	}
+	return s
 }
 
 // RateText shows a rate in ppm as a probability per packet ("1e-03").

@@ -35,6 +35,10 @@ func TestValidate(t *testing.T) {
 		{"rc message size", func(c *Config) { c.Transport = TransportRC; c.MsgSize = 2 << 20 }, "message size"},
 		{"eth message size", func(c *Config) { c.MsgSize = 1024 }, "-transport rc"},
 		{"rc rate", func(c *Config) { c.Transport = TransportRC; c.Rates = []float64{2} }, "per message"},
+		{"rc one sender", func(c *Config) { c.Transport = TransportRC; c.Senders = []string{SenderNPFNIC} }, ""},
+		{"rc unknown sender", func(c *Config) { c.Transport = TransportRC; c.Senders = []string{"mlx5"} }, "unknown sender"},
+		{"rc sender twice", func(c *Config) { c.Transport = TransportRC; c.Senders = []string{"rxe", "rxe"} }, "twice"},
+		{"eth senders", func(c *Config) { c.Senders = []string{SenderRxe} }, "senders are for -transport rc"},
 		{"bad transport", func(c *Config) { c.Transport = "udp" }, "transport"},
 		{"unknown policy", func(c *Config) { c.Policies = []string{"pin", "off"} }, "unknown policy"},
 		{"policy twice", func(c *Config) { c.Policies = []string{"drop", "drop"} }, "twice"},
@@ -70,8 +74,9 @@ func TestValidate(t *testing.T) {
 	if !slices.Equal(eth.Policies, Policies) || eth.Time != DefaultTime || eth.MsgSize != 0 {
 		t.Errorf("eth defaults: %v, %v, %d", eth.Policies, eth.Time, eth.MsgSize)
 	}
-	if !slices.Equal(rc.Policies, []string{"rnr", "drop"}) || rc.Time != DefaultRCTime || rc.MsgSize != DefaultRCMsgSize {
-		t.Errorf("rc defaults: %v, %v, %d", rc.Policies, rc.Time, rc.MsgSize)
+	if !slices.Equal(rc.Policies, []string{"rnr", "drop"}) || rc.Time != DefaultRCTime || rc.MsgSize != DefaultRCMsgSize ||
+		!slices.Equal(rc.Senders, RCSenders) || len(eth.Senders) != 0 {
+		t.Errorf("rc defaults: %v, %v, %d, %v", rc.Policies, rc.Time, rc.MsgSize, rc.Senders)
 	}
 }
 
@@ -87,11 +92,11 @@ func TestPoints(t *testing.T) {
 	if got := c.points("pin", 1); !slices.Equal(got, []Point{{Policy: "pin"}}) {
 		t.Errorf("pin: %v", got)
 	}
-	want := []Point{{"drop", "", 0}, {"drop", "minor", 100}, {"drop", "minor", 10000}, {"drop", "major", 100}, {"drop", "major", 10000}}
+	want := []Point{{"drop", "", 0, ""}, {"drop", "minor", 100, ""}, {"drop", "minor", 10000, ""}, {"drop", "major", 100, ""}, {"drop", "major", 10000, ""}}
 	if got := c.points("drop", 1); !slices.Equal(got, want) {
 		t.Errorf("drop, round 1: %v, want %v", got, want)
 	}
-	want = []Point{{"drop", "", 0}, {"drop", "minor", 10000}, {"drop", "minor", 100}, {"drop", "major", 10000}, {"drop", "major", 100}}
+	want = []Point{{"drop", "", 0, ""}, {"drop", "minor", 10000, ""}, {"drop", "minor", 100, ""}, {"drop", "major", 10000, ""}, {"drop", "major", 100, ""}}
 	if got := c.points("drop", 2); !slices.Equal(got, want) {
 		t.Errorf("drop, round 2: %v, want %v", got, want)
 	}
@@ -161,14 +166,14 @@ func sweep() []Result {
 	for round := 1; round <= 3; round++ {
 		d := float64(round) // spread between rounds
 		rs = append(rs, run(Point{Policy: "pin"}, round, 800+d, 0, 0, 0, 0))
-		rs = append(rs, run(Point{"drop", "", 0}, round, 790+d, 0, 0, 0, 0))
-		rs = append(rs, run(Point{"drop", "minor", 10000}, round, 100+d, 4000, 4000, 0, 4000))
-		rs = append(rs, run(Point{"drop", "minor", 100000}, round, 20+d, 40000, 40000, 0, 40000))
-		rs = append(rs, run(Point{"backup", "", 0}, round, 795+d, 0, 0, 0, 0))
-		rs = append(rs, run(Point{"backup", "minor", 10000}, round, 760+d, 4000, 4000, 9000, 0))
-		rs = append(rs, run(Point{"backup", "minor", 100000}, round, 500+d, 40000, 40000, 90000, 0))
+		rs = append(rs, run(Point{"drop", "", 0, ""}, round, 790+d, 0, 0, 0, 0))
+		rs = append(rs, run(Point{"drop", "minor", 10000, ""}, round, 100+d, 4000, 4000, 0, 4000))
+		rs = append(rs, run(Point{"drop", "minor", 100000, ""}, round, 20+d, 40000, 40000, 0, 40000))
+		rs = append(rs, run(Point{"backup", "", 0, ""}, round, 795+d, 0, 0, 0, 0))
+		rs = append(rs, run(Point{"backup", "minor", 10000, ""}, round, 760+d, 4000, 4000, 9000, 0))
+		rs = append(rs, run(Point{"backup", "minor", 100000, ""}, round, 500+d, 40000, 40000, 90000, 0))
 	}
-	failed := run(Point{"backup", "major", 10000}, 1, 0, 0, 0, 0, 0)
+	failed := run(Point{"backup", "major", 10000, ""}, 1, 0, 0, 0, 0, 0)
 	failed.Iperf, failed.Err = nil, errors.New("iperf3: connection refused")
 	return append(rs, failed)
 }
@@ -194,7 +199,7 @@ func TestSummarize(t *testing.T) {
 	if want := (5 - frames/fps0) / 4000 * 1e6; math.Abs(c.CostPerRNPF-want) > 1e-6 {
 		t.Errorf("backup 1%% minor: %g µs per rNPF, want %g", c.CostPerRNPF, want)
 	}
-	for _, p := range []Point{{Policy: "pin"}, {"backup", "", 0}} {
+	for _, p := range []Point{{Policy: "pin"}, {"backup", "", 0, ""}} {
 		if z, _ := find(cells, p.Policy, p.Fault, p.PPM); !math.IsNaN(z.CostPerRNPF) {
 			t.Errorf("%s has a cost per rNPF (%g) without rNPFs", p, z.CostPerRNPF)
 		}
@@ -236,7 +241,7 @@ func TestGoals(t *testing.T) {
 	// A backup ring that falls behind pin misses the goal.
 	rs := sweep()
 	for i := range rs {
-		if rs[i].Point == (Point{"backup", "minor", 10000}) {
+		if rs[i].Point == (Point{"backup", "minor", 10000, ""}) {
 			rs[i].Iperf.Mbps = 600
 		}
 	}
