@@ -95,6 +95,24 @@ func TestRDMAODPWithRxe(t *testing.T) {
 			return err
 		}
 	}
+	// Whole-request prefault (debugfs odp_prefault_pages, RDMA_PREFAULT,
+	// from the module parameter): one page a fault, a cold 64 KiB
+	// receive takes 16 page requests; at 16 (and at the default, 64),
+	// the first fault asks for all of them at once.
+	prefault := func(n int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := npf.WriteDebugfs(ctx, testbed.ODPPrefaultFile, strconv.Itoa(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defaultCtx, cancelDefault := context.WithTimeout(context.Background(), time.Minute)
+	if def, err := npf.ReadDebugfs(defaultCtx, testbed.ODPPrefaultFile); err != nil || def != "64" {
+		t.Errorf("odp_prefault_pages reads %q (%v), want the module parameter's default 64", def, err)
+	}
+	cancelDefault()
+	prefault(1)
 	for _, side := range []struct{ server, client *testbed.RDMAGuest }{{npf, rxe}, {rxe, npf}} {
 		run("ibv_rc_pingpong -o -s 65536", side.server, side.client, 16, func(ctx context.Context) error {
 			_, _, err := p.RunClientServer(ctx, side.server, side.client, func(g *testbed.RDMAGuest, ip string) []string {
@@ -103,17 +121,6 @@ func TestRDMAODPWithRxe(t *testing.T) {
 			})
 			return err
 		})
-	}
-	// Whole-request prefault (debugfs odp_prefault_pages, RDMA_PREFAULT):
-	// the first fault of the cold 64 KiB receive asks for its 16 pages at
-	// once, where one page a fault took 16 page requests above.
-	prefault := func(n int) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := npf.WriteDebugfs(ctx, testbed.ODPPrefaultFile, strconv.Itoa(n)); err != nil {
-			t.Fatal(err)
-		}
 	}
 	prefault(16)
 	preBefore := rdmaStatistic(t, npf)
@@ -127,7 +134,7 @@ func TestRDMAODPWithRxe(t *testing.T) {
 	if d := odpDelta(t, preBefore, rdmaStatistic(t, npf)); d["page_requests"] > 2 {
 		t.Errorf("a cold 64 KiB receive with odp_prefault_pages 16 took %d page requests, want 1 (2 if the buffer straddles)", d["page_requests"])
 	}
-	prefault(1)
+	prefault(64) // the default again
 
 	// npfnic receives: its receive buffers fault, so rxe gets RNR NAKs.
 	before := rxeStats(t, rxe)

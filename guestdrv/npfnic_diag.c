@@ -31,8 +31,8 @@
  *  - odp_prefault_pages (read, write 1..NPFNIC_RDMA_MAX_PREFAULT, with on-demand
  *    paging on an interface 2.9 device): the pages one RDMA page fault asks
  *    for, the faulting one and those after it that its request touches
- *    (NPFNIC_REG_RDMA_PREFAULT, 1 at reset); a write takes effect at the
- *    next fault;
+ *    (NPFNIC_REG_RDMA_PREFAULT), from the module parameter of the same name
+ *    at probe (npfnic_ib_cmd.c); a write takes effect at the next fault;
  *  - fault_ahead (read, write a number up to 4096): under drop and backup,
  *    the cold RX slots backed after each resolved RX fault, beyond the one
  *    that faulted (npfnic_iopt.c), from the module parameter of the same

@@ -44,6 +44,7 @@
 #include <linux/dma-mapping.h>
 #include <linux/interrupt.h>
 #include <linux/io.h>
+#include <linux/module.h>
 #include <rdma/ib_verbs.h>
 
 #include "npfnic_ib.h"
@@ -53,6 +54,18 @@
 #define NPFNIC_IB_CMD_TIMEOUT_MS	5000
 /* QUERY_STATS writes the counters into the status block's page, here. */
 #define NPFNIC_IB_STATS_OFFSET		256
+
+/*
+ * 64: `npfnic exp fault-cost -transport rc -rc-prefault 1,4,16,64` took a
+ * cold 256 KiB receive from 64 faults and 1.4 s stalled on them to one
+ * fault and 10 ms (docs/experiments.md); a request needs every page it
+ * touches anyway, and 64 pages keep one group within the page request
+ * queue.
+ */
+static unsigned int odp_prefault_pages = 64;
+module_param(odp_prefault_pages, uint, 0444);
+MODULE_PARM_DESC(odp_prefault_pages,
+		 "RDMA page faults: pages one fault asks for, the faulting one and those after it its request touches (1..512), at probe (debugfs odp_prefault_pages changes it per function)");
 
 static_assert(sizeof(struct npfnic_rdma_cmd) == NPFNIC_RDMA_CMD_SIZE);
 static_assert(sizeof(struct npfnic_rdma_event) == NPFNIC_RDMA_EVENT_SIZE);
@@ -744,6 +757,10 @@ int npfnic_ib_hw_init(struct npfnic_ib_dev *dev)
 	npfnic_write64(nic, NPFNIC_REG_EQ_BASE_LO, hw->eq_dma);
 	iowrite32(NPFNIC_IB_EQ_SIZE, nic->bar0 + NPFNIC_REG_EQ_SIZE);
 	iowrite32(NPFNIC_RDMA_VECTOR, nic->bar0 + NPFNIC_REG_EQ_VECTOR);
+	/* RDMA_PREFAULT came with interface 2.9; RESET keeps it. */
+	if ((nic->version & 0xffff) >= 9)
+		iowrite32(clamp(odp_prefault_pages, 1U, (unsigned int)NPFNIC_RDMA_MAX_PREFAULT),
+			  nic->bar0 + NPFNIC_REG_RDMA_PREFAULT);
 	hw->cmdq_tail = 0;
 	hw->eq_head = 0;
 	hw->atomics = nic->features & NPFNIC_FEAT_RDMA_ATOMIC;
