@@ -91,7 +91,7 @@ static long parse_size(const char *s)
 
 static void usage(void)
 {
-	die("usage: npfnic-mpibench [-b PingPong,Sendrecv,Exchange,Allreduce] [-s 4K,64K,1M] [-w WORKSET]\n"
+	die("usage: npfnic-mpibench [-b PingPong,Sendrecv,Exchange,Allreduce|none] [-s 4K,64K,1M] [-w WORKSET]\n"
 	    "       [-budget BYTES] [-n MAXITER] [-min MINITER] [-warmup N] [-beff] [-beff-max BYTES] [-beff-iters N]");
 }
 
@@ -127,6 +127,8 @@ static void parse(int argc, char **argv, struct opts *o)
 			for (b = 0; b < NBENCH; b++)
 				o->benches[b] = 0;
 			for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+				if (!strcmp(tok, "none"))
+					continue;
 				for (b = 0; b < NBENCH && strcasecmp(tok, bench_names[b]); b++)
 					;
 				if (b == NBENCH)

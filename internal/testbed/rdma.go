@@ -73,6 +73,8 @@ type RDMAPair struct {
 	Accel    vm.Accel
 	dir      string
 	progress func(format string, args ...any)
+	// rsh is B's remote shell for mpirun (MPI), once started.
+	rsh *workload.GuestDaemon
 }
 
 // RDMAPairConfig configures StartRDMAPair.
