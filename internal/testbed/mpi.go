@@ -66,11 +66,18 @@ func (p *RDMAPair) MPI(ctx context.Context, run workload.MPIRun) (MPIRunResult, 
 	return res, nil
 }
 
-// startRSH starts B's remote shell for mpirun, once per boot of B, and
-// waits until it listens.
+// startRSH names both guests and starts B's remote shell for mpirun,
+// once per boot of B, and waits until it listens.
 func (p *RDMAPair) startRSH(ctx context.Context) error {
 	if p.rsh != nil && !p.rsh.Exited() {
 		return nil
+	}
+	// Open MPI names nodes by host name, and orted crashes on the
+	// kernel's "(none)": each guest gets one.
+	for i, g := range p.Guests() {
+		if _, err := g.shell(ctx, fmt.Sprintf("echo mpi-%c-%s > /proc/sys/kernel/hostname", 'a'+i, g.Kind)); err != nil {
+			return err
+		}
 	}
 	g := workload.GuestRunner{VM: p.B.VM, Name: string(p.B.Kind) + " " + p.B.IP}
 	// The daemon lives as long as the pair: not bound to this ctx.
