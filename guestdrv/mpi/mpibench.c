@@ -36,6 +36,7 @@
  *   result bench=NAME bytes=X iters=N bufs=B usec=T MBps=R
  *   beff bytes=L MBps=R
  *   b_eff MBps=R
+ *   check errors=N             (-check: bytes received wrong, all ranks)
  */
 #include <math.h>
 #include <mpi.h>
@@ -61,11 +62,13 @@ struct opts {
 	long budget;	/* bytes per size and direction that bound n */
 	int maxiter, miniter, warmup;
 	int beff;
+	int check;	/* verify every received byte */
 	long beff_max;
 	int beff_iters;
 };
 
 static int rank, nranks;
+static long check_errors;
 
 static void die(const char *msg)
 {
@@ -92,7 +95,7 @@ static long parse_size(const char *s)
 static void usage(void)
 {
 	die("usage: npfnic-mpibench [-b PingPong,Sendrecv,Exchange,Allreduce|none] [-s 4K,64K,1M] [-w WORKSET]\n"
-	    "       [-budget BYTES] [-n MAXITER] [-min MINITER] [-warmup N] [-beff] [-beff-max BYTES] [-beff-iters N]");
+	    "       [-budget BYTES] [-n MAXITER] [-min MINITER] [-warmup N] [-check] [-beff] [-beff-max BYTES] [-beff-iters N]");
 }
 
 static void parse(int argc, char **argv, struct opts *o)
@@ -116,6 +119,10 @@ static void parse(int argc, char **argv, struct opts *o)
 
 		if (!strcmp(a, "-beff")) {
 			o->beff = 1;
+			continue;
+		}
+		if (!strcmp(a, "-check")) {
+			o->check = 1;
 			continue;
 		}
 		if (!v)
@@ -213,6 +220,25 @@ static void workset_free(struct workset *w)
 	free(w->buf);
 }
 
+/*
+ * -check: a received buffer must hold what its sender's buffer of the same
+ * index holds, every byte (workset_alloc's fill: 'a' + rank + index).
+ */
+static void verify(const char *r, long size, int from, int index)
+{
+	char want = 'a' + from + index;
+	long i;
+
+	for (i = 0; i < size; i++) {
+		if (r[i] != want) {
+			if (check_errors++ < 5)
+				fprintf(stderr, "npfnic-mpibench: rank %d: byte %ld of %ld from rank %d (buffer %d) is %#x, want %#x\n",
+					rank, i, size, from, index, (unsigned char)r[i], (unsigned char)want);
+			return;
+		}
+	}
+}
+
 /* One iteration of b on buffers s (send) and r (receive). */
 static void step(enum bench b, char *s, char *r, long size)
 {
@@ -249,6 +275,27 @@ static void step(enum bench b, char *s, char *r, long size)
 	}
 }
 
+static void check_step(enum bench b, const char *r, long size, int index)
+{
+	int right = (rank + 1) % nranks, left = (rank + nranks - 1) % nranks;
+
+	switch (b) {
+	case PINGPONG:
+		if (rank < 2)
+			verify(r, size, 1 - rank, index);
+		break;
+	case SENDRECV:
+		verify(r, size, left, index);
+		break;
+	case EXCHANGE:
+		verify(r, size, left, index);
+		verify(r + size, size, right, index);
+		break;
+	default:
+		break;
+	}
+}
+
 static void run_bench(const struct opts *o, enum bench b, long size)
 {
 	/* Exchange receives from both neighbours into one buffer. */
@@ -270,8 +317,16 @@ static void run_bench(const struct opts *o, enum bench b, long size)
 		step(b, ws.buf[i % ws.n], wr.buf[i % wr.n], size);
 	MPI_Barrier(MPI_COMM_WORLD);
 	t0 = MPI_Wtime();
-	for (i = 0; i < iters; i++)
-		step(b, ws.buf[(o->warmup + i) % ws.n], wr.buf[(o->warmup + i) % wr.n], size);
+	for (i = 0; i < iters; i++) {
+		int k = (o->warmup + i) % ws.n;
+
+		step(b, ws.buf[k], wr.buf[(o->warmup + i) % wr.n], size);
+		if (o->check) {
+			check_step(b, wr.buf[(o->warmup + i) % wr.n], size, k);
+			/* The next use of the buffer must be written anew. */
+			memset(wr.buf[(o->warmup + i) % wr.n], 0, b == EXCHANGE ? 2 * size : size);
+		}
+	}
 	dt = MPI_Wtime() - t0;
 	MPI_Reduce(&dt, &dtmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 	if (rank == 0) {
@@ -399,6 +454,16 @@ int main(int argc, char **argv)
 	}
 	if (o.beff)
 		run_beff(&o);
+	if (o.check) {
+		long all = 0;
+
+		MPI_Reduce(&check_errors, &all, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+		if (rank == 0)
+			printf("check errors=%ld\n", all);
+		MPI_Bcast(&all, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+		MPI_Finalize();
+		return all ? 3 : 0;
+	}
 	MPI_Finalize();
 	return 0;
 }

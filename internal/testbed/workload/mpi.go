@@ -79,6 +79,7 @@ type MPIBench struct {
 	BEffMax, BEffIters int
 	NoOffCache         bool // one buffer per direction: -w 0
 	Warmup             int  // untimed iterations (0: the program's 2)
+	Check              bool // verify every byte received (-check)
 	SkipBenchmarks     bool // b_eff alone
 }
 
@@ -111,6 +112,9 @@ func (b MPIBench) Args() []string {
 	}
 	if b.Warmup > 0 {
 		args = append(args, "-warmup", strconv.Itoa(b.Warmup))
+	}
+	if b.Check {
+		args = append(args, "-check")
 	}
 	if b.BEff {
 		args = append(args, "-beff")
@@ -200,6 +204,9 @@ type MPIOutput struct {
 	BEffSizes []MPIResult
 	// BEff is b_eff in MB/s; 0 without a b_eff run.
 	BEff float64
+	// CheckErrors is how many received buffers held wrong bytes (-check;
+	// -1 without).
+	CheckErrors int
 	// ODPRegions is how many regions libnpfnic-odp.so made on demand in
 	// all ranks, ODPKept how many it left alone (no ODP on the device);
 	// both -1 without its report.
@@ -209,7 +216,7 @@ type MPIOutput struct {
 // ParseMPIBench reads npfnic-mpibench's lines from a run's output (mpirun
 // interleaves the ranks' stderr with them).
 func ParseMPIBench(out string) (MPIOutput, error) {
-	o := MPIOutput{ODPRegions: -1, ODPKept: -1}
+	o := MPIOutput{ODPRegions: -1, ODPKept: -1, CheckErrors: -1}
 	for _, l := range strings.Split(out, "\n") {
 		l = strings.TrimSpace(l)
 		f := strings.Fields(l)
@@ -237,6 +244,12 @@ func ParseMPIBench(out string) (MPIOutput, error) {
 				return o, fmt.Errorf("mpibench line %q: no bench or usec", l)
 			}
 			o.Results = append(o.Results, r)
+		case f[0] == "check":
+			n, err := strconv.Atoi(fieldsKV(f[1:])["errors"])
+			if err != nil {
+				return o, fmt.Errorf("mpibench line %q: %v", l, err)
+			}
+			o.CheckErrors = n
 		case f[0] == "b_eff":
 			v, err := strconv.ParseFloat(fieldsKV(f[1:])["MBps"], 64)
 			if err != nil {

@@ -42,6 +42,7 @@ result bench=Exchange bytes=4096 iters=10 bufs=4096 usec=3516.77 MBps=4.659
 beff bytes=1 MBps=0.002
 beff bytes=1048576 MBps=30.5
 b_eff MBps=12.250
+check errors=0
 libnpfnic-odp: 5 memory regions on demand, 0 on devices without ODP
 libnpfnic-odp: 3 memory regions on demand, 2 on devices without ODP
 `
@@ -50,7 +51,7 @@ libnpfnic-odp: 3 memory regions on demand, 2 on devices without ODP
 		t.Fatal(err)
 	}
 	if len(o.Results) != 2 || o.Results[0] != (MPIResult{Bench: "PingPong", Bytes: 65536, Iters: 10, Bufs: 256, Usec: 67993.65, MBps: 0.964}) ||
-		o.Results[1].Bench != "Exchange" || len(o.BEffSizes) != 2 || o.BEff != 12.25 || o.ODPRegions != 8 || o.ODPKept != 2 {
+		o.Results[1].Bench != "Exchange" || len(o.BEffSizes) != 2 || o.BEff != 12.25 || o.CheckErrors != 0 || o.ODPRegions != 8 || o.ODPKept != 2 {
 		t.Errorf("parsed %+v", o)
 	}
 	for _, bad := range []string{"", "result bench=PingPong bytes=x usec=1 MBps=1", "result bench=PingPong bytes=1 MBps=1", "b_eff MBps=?"} {
@@ -58,7 +59,7 @@ libnpfnic-odp: 3 memory regions on demand, 2 on devices without ODP
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	if o, _ := ParseMPIBench("result bench=PingPong bytes=1 usec=1 MBps=1"); o.ODPRegions != -1 {
+	if o, _ := ParseMPIBench("result bench=PingPong bytes=1 usec=1 MBps=1"); o.ODPRegions != -1 || o.CheckErrors != -1 {
 		t.Errorf("no report: ODPRegions %d, want -1", o.ODPRegions)
 	}
 }
