@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/npfnic/npfnic/internal/exp/mpi"
-	"github.com/npfnic/npfnic/internal/exp/rdmaperf"
 	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 )
@@ -33,7 +32,7 @@ var expMPI = experiment{
 		beffMax := fs.Int("beff-max", 256, "b_eff's largest message in KiB")
 		noBEff := fs.Bool("no-beff", false, "leave out the b_eff run")
 		return func(x expRun) (expRunFunc, error) {
-			ps, err := rdmaperf.ParsePairs(*pairs)
+			ps, err := mpi.ParsePairs(*pairs)
 			if err != nil {
 				return nil, fmt.Errorf("-pairs: %w", err)
 			}

@@ -19,14 +19,43 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/npfnic/npfnic/images"
-	"github.com/npfnic/npfnic/internal/exp/rdmaperf"
 	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 )
+
+// Pair is a pairing of RDMA implementations: mpirun and rank 0 on
+// Server, rank 1 on Client.
+type Pair struct {
+	Server, Client testbed.RDMAKind
+}
+
+func (p Pair) String() string { return string(p.Server) + "-" + string(p.Client) }
+
+// ParsePairs reads "npfnic-npfnic,npfnic-rxe".
+func ParsePairs(s string) ([]Pair, error) {
+	var out []Pair
+	for _, f := range strings.Split(s, ",") {
+		a, b, ok := strings.Cut(strings.TrimSpace(f), "-")
+		if !ok {
+			return nil, fmt.Errorf("pair %q: want FIRST-SECOND, each rxe or npfnic", f)
+		}
+		ka, err := testbed.ParseRDMAKind(a)
+		if err != nil {
+			return nil, err
+		}
+		kb, err := testbed.ParseRDMAKind(b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Pair{ka, kb})
+	}
+	return out, nil
+}
 
 // Defaults.
 const (
@@ -47,7 +76,7 @@ var Benchmarks = []string{"PingPong", "Sendrecv", "Exchange", "Allreduce"}
 // Config configures Run.
 type Config struct {
 	runner.Env
-	Pairs   []rdmaperf.Pair      // default DefaultPairs
+	Pairs   []Pair      // default DefaultPairs
 	Configs []workload.MPIConfig // default all three
 	Rounds  int                  // default DefaultRounds
 	Sizes   []int                // default DefaultSizes
@@ -65,7 +94,7 @@ type Config struct {
 // Validate checks c and fills in the defaults.
 func (c *Config) Validate() error {
 	if len(c.Pairs) == 0 {
-		c.Pairs, _ = rdmaperf.ParsePairs(DefaultPairs)
+		c.Pairs, _ = ParsePairs(DefaultPairs)
 	}
 	for _, p := range c.Pairs {
 		if p.Server != testbed.RDMANPFNIC {
@@ -100,7 +129,7 @@ func (c *Config) Validate() error {
 
 // Result is one mpirun: a configuration on a pair in a round.
 type Result struct {
-	Pair   rdmaperf.Pair
+	Pair   Pair
 	Config workload.MPIConfig
 	Round  int
 	Out    workload.MPIOutput
@@ -111,7 +140,7 @@ type Result struct {
 // arm is one mpirun of a round.
 type arm struct {
 	i      int // the pair's index
-	pair   rdmaperf.Pair
+	pair   Pair
 	config workload.MPIConfig
 }
 

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/npfnic/npfnic/internal/exp/rdmaperf"
 	"github.com/npfnic/npfnic/internal/exp/runner"
 	"github.com/npfnic/npfnic/internal/report"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
@@ -46,7 +45,7 @@ func (c Cell) String() string {
 
 // Throughput is the cell of a benchmark at a size for a pair and a
 // configuration.
-func Throughput(results []Result, p rdmaperf.Pair, cf workload.MPIConfig, bench string, size int) Cell {
+func Throughput(results []Result, p Pair, cf workload.MPIConfig, bench string, size int) Cell {
 	var vals []float64
 	for _, r := range results {
 		if r.Err != nil || r.Pair != p || r.Config != cf {
@@ -62,7 +61,7 @@ func Throughput(results []Result, p rdmaperf.Pair, cf workload.MPIConfig, bench 
 }
 
 // BEff is the cell of b_eff for a pair and a configuration.
-func BEff(results []Result, p rdmaperf.Pair, cf workload.MPIConfig) Cell {
+func BEff(results []Result, p Pair, cf workload.MPIConfig) Cell {
 	var vals []float64
 	for _, r := range results {
 		if r.Err == nil && r.Pair == p && r.Config == cf && r.Out.BEff > 0 {
