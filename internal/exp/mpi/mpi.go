@@ -76,7 +76,7 @@ var Benchmarks = []string{"PingPong", "Sendrecv", "Exchange", "Allreduce"}
 // Config configures Run.
 type Config struct {
 	runner.Env
-	Pairs   []Pair      // default DefaultPairs
+	Pairs   []Pair               // default DefaultPairs
 	Configs []workload.MPIConfig // default all three
 	Rounds  int                  // default DefaultRounds
 	Sizes   []int                // default DefaultSizes
