@@ -20,6 +20,6 @@ import "embed"
 // the guest tools import.
 //
 //go:embed go.mod go.sum
-//go:embed guestdrv/Kbuild guestdrv/*.c guestdrv/*.h
+//go:embed guestdrv/Kbuild guestdrv/*.c guestdrv/*.h guestdrv/mpi/*.c
 //go:embed guestdrv/agent/*.go guestdrv/cmd/*/*.go vdevice/hw/*.go
 var Source embed.FS

@@ -57,7 +57,7 @@ func guestToolPackages(t *testing.T) []guestToolPackage {
 // module it imports) and nothing else but those packages' tests.
 func TestSourceHoldsTheImageBuildInputs(t *testing.T) {
 	needed := []string{"go.mod", "go.sum", "guestdrv/Kbuild"}
-	for _, pattern := range []string{"guestdrv/*.c", "guestdrv/*.h"} {
+	for _, pattern := range []string{"guestdrv/*.c", "guestdrv/*.h", "guestdrv/mpi/*.c"} {
 		m, err := filepath.Glob(pattern)
 		if err != nil || len(m) == 0 {
 			t.Fatalf("no %s in the checkout: %v", pattern, err)

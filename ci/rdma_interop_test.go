@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 )
@@ -31,10 +32,16 @@ const vmTestMinAckTimeout = time.Second
 
 func rdmaPair(t *testing.T, name string, a, b testbed.RDMAKind, pcap string) *testbed.RDMAPair {
 	t.Helper()
+	return rdmaPairOn(t, images.VariantRDMA, name, a, b, pcap)
+}
+
+// rdmaPairOn is rdmaPair on another image built on the RDMA one.
+func rdmaPairOn(t *testing.T, v images.Variant, name string, a, b testbed.RDMAKind, pcap string) *testbed.RDMAPair {
+	t.Helper()
 	imgs := needImages(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	p, err := testbed.StartRDMAPair(ctx, testbed.RDMAPairConfig{Images: imgs, A: a, B: b, Name: name,
+	p, err := testbed.StartRDMAPair(ctx, testbed.RDMAPairConfig{Images: imgs, A: a, B: b, Name: name, Variant: v,
 		LogDir: logDir(t, name), Pcap: pcap, Progress: t.Logf, MinAckTimeout: vmTestMinAckTimeout})
 	if err != nil {
 		t.Fatalf("RDMA pair %s-%s: %v", a, b, err)
@@ -212,7 +219,8 @@ func rdmaVerbsWithRxe(t *testing.T, p *testbed.RDMAPair) {
 func TestRDMABetweenNPFNICs(t *testing.T) {
 	// The capture stays with the VM logs when the test fails.
 	pcap := filepath.Join(logDir(t, "capture"), "rdma.pcap")
-	p := rdmaPair(t, "rdma-npfnic", testbed.RDMANPFNIC, testbed.RDMANPFNIC, pcap)
+	// The MPI image: the RDMA image and Open MPI, for the mpi subtest.
+	p := rdmaPairOn(t, images.VariantMPI, "rdma-npfnic", testbed.RDMANPFNIC, testbed.RDMANPFNIC, pcap)
 	t.Run("verbs", func(t *testing.T) {
 		for _, size := range []int{1, 4096, 65536} {
 			pingpong(t, p, p.A, p.B, workload.Pingpong{Size: size, Iters: 50})
@@ -235,6 +243,7 @@ func TestRDMABetweenNPFNICs(t *testing.T) {
 			hostileBesideLiveTraffic(t, p, p.B, p.A)
 		}
 	})
+	t.Run("mpi", func(t *testing.T) { mpiBetween(t, p) })
 	conns := 0
 	t.Run("rdma_cm", func(t *testing.T) { conns = rdmaCMBetweenNPFNICs(t, p) })
 	p.Close() // the device closes its port, which completes the capture

@@ -233,7 +233,8 @@ func (km *KernelModules) LoadOrder(names ...string) ([]string, error) {
 func (km *KernelModules) Path(name string) string { return km.paths[moduleName(name)] }
 
 // Files lists the regular files and symlinks under dir (absolute inside
-// the tree), as guest paths, leaving out the directories in skip.
+// the tree), as guest paths, leaving out the directories and files in
+// skip.
 func (t Tree) Files(dir string, skip map[string]bool) ([]string, error) {
 	real, err := t.Resolve(dir)
 	if err != nil {
@@ -250,6 +251,7 @@ func (t Tree) Files(dir string, skip map[string]bool) ([]string, error) {
 		switch {
 		case d.IsDir() && skip[guest]:
 			return filepath.SkipDir
+		case skip[guest]:
 		case d.Type().IsRegular(), d.Type()&os.ModeSymlink != 0:
 			out = append(out, guest)
 		}

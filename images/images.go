@@ -105,6 +105,9 @@ type Artifacts struct {
 	// ConformanceInitramfs is the RDMA image plus rdma-core's test suite
 	// (python3, pyverbs).
 	ConformanceInitramfs string
+	// MPIInitramfs is the RDMA image plus Open MPI with UCX and the MPI
+	// benchmark (VariantMPI).
+	MPIInitramfs string
 	// CacheDir is the cache they are in; what the VM harness learns about
 	// the host (whether KVM works) is kept there too.
 	CacheDir string
@@ -204,7 +207,7 @@ func (b *Builder) lockCache(ctx context.Context) (func(), error) {
 
 func (b *Builder) build(ctx context.Context) (*Artifacts, error) {
 	start := time.Now()
-	b.step, b.steps = 0, 10
+	b.step, b.steps = 0, 12
 	if b.extracted {
 		fmt.Fprintf(b.out, "images: no checkout here; the driver and the guest tools build from the sources in this binary, extracted to %s\n", b.opt.SourceDir)
 	} else {
@@ -232,18 +235,25 @@ func (b *Builder) build(ctx context.Context) (*Artifacts, error) {
 	if err != nil {
 		return nil, err
 	}
+	mpiTools, err := b.buildMPITools(ctx, userland)
+	if err != nil {
+		return nil, err
+	}
+	built := map[Variant]map[string]string{VariantMPI: mpiTools}
 	base, err := b.buildURootBase(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if a.Initramfs, err = b.buildInitramfs(ctx, VariantBase, a.Kernel, a.Module, userland, base, tools); err != nil {
-		return nil, err
-	}
-	if a.RDMAInitramfs, err = b.buildInitramfs(ctx, VariantRDMA, a.Kernel, a.Module, userland, base, tools); err != nil {
-		return nil, err
-	}
-	if a.ConformanceInitramfs, err = b.buildInitramfs(ctx, VariantConformance, a.Kernel, a.Module, userland, base, tools); err != nil {
-		return nil, err
+	for _, v := range []struct {
+		v   Variant
+		out *string
+	}{
+		{VariantBase, &a.Initramfs}, {VariantRDMA, &a.RDMAInitramfs},
+		{VariantConformance, &a.ConformanceInitramfs}, {VariantMPI, &a.MPIInitramfs},
+	} {
+		if *v.out, err = b.buildInitramfs(ctx, v.v, a.Kernel, a.Module, userland, base, tools, built); err != nil {
+			return nil, err
+		}
 	}
 	fmt.Fprintf(b.out, "images: all artifacts ready in %s (%.1fs)\n", b.opt.CacheDir, time.Since(start).Seconds())
 	return &a, nil

@@ -37,6 +37,12 @@ const (
 	// kept apart because python makes it twice the size of the RDMA
 	// image, and every RDMA guest of the VM tests would boot it.
 	VariantConformance Variant = "conformance"
+	// VariantMPI adds Open MPI with UCX (mpirun, orted, their components,
+	// ucx_info and ucx_perftest) and guestdrv/mpi's benchmark and ODP
+	// library, for seed 000's MPI experiment (npfnic exp mpi). It is kept
+	// apart because it adds about a quarter to the RDMA image, which
+	// every other RDMA guest boots.
+	VariantMPI Variant = "mpi"
 )
 
 // variantParts are the parts a variant's image is made of, in order.
@@ -44,6 +50,7 @@ var variantParts = map[Variant][]Variant{
 	VariantBase:        {VariantBase},
 	VariantRDMA:        {VariantBase, VariantRDMA},
 	VariantConformance: {VariantBase, VariantRDMA, VariantConformance},
+	VariantMPI:         {VariantBase, VariantRDMA, VariantMPI},
 }
 
 // uRootCommands are the u-root core commands in the guest (a busybox binary).
@@ -87,12 +94,22 @@ var guestPrograms = map[Variant][]string{
 	VariantConformance: {
 		"/usr/bin/python3",
 	},
+	VariantMPI: {
+		// mpirun is orterun; orted is what it starts on the other guest.
+		"/usr/bin/orterun", "/usr/bin/orted", "/usr/bin/ompi_info",
+		"/usr/bin/ucx_info", "/usr/bin/ucx_perftest",
+		"/etc/openmpi/openmpi-mca-params.conf",
+	},
 }
 
 // guestTrees are directories of the bookworm tree copied whole (their ELF
 // files with what they link), but for the subdirectories in treesLeftOut.
 var guestTrees = map[Variant][]string{
 	VariantConformance: {"/usr/lib/python3.11", "/usr/lib/python3/dist-packages", "/usr/share/doc/rdma-core/tests"},
+	// Open MPI's and PMIx's components, loaded by directory scan, UCX's
+	// transports, and Open MPI's help texts, which its errors print.
+	VariantMPI: {"/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3", "/usr/lib/x86_64-linux-gnu/pmix2/lib/pmix",
+		"/usr/lib/x86_64-linux-gnu/ucx", "/usr/share/openmpi"},
 }
 
 // gunzipTrees are guest trees whose *.gz files go into the image
@@ -102,11 +119,22 @@ var guestTrees = map[Variant][]string{
 var gunzipTrees = []string{"/usr/share/doc/rdma-core/tests/"}
 
 // treesLeftOut are parts of the python standard library nothing here
-// imports: its own tests, the IDE, Tk and the like.
+// imports: its own tests, the IDE, Tk and the like; and Open MPI's
+// components for other fabrics (libfabric, PSM, PSM2), resource managers
+// and MPI-IO, whose libraries would double what Open MPI adds (the
+// remaining components do not miss them: each framework picks among
+// those it finds).
 var treesLeftOut = map[string]bool{
 	"/usr/lib/python3.11/test": true, "/usr/lib/python3.11/idlelib": true, "/usr/lib/python3.11/tkinter": true,
 	"/usr/lib/python3.11/turtledemo": true, "/usr/lib/python3.11/ensurepip": true, "/usr/lib/python3.11/lib2to3": true,
 	"/usr/lib/python3.11/pydoc_data": true,
+}
+
+func init() {
+	for _, c := range []string{"mtl_ofi", "btl_ofi", "mtl_psm", "mtl_psm2", "btl_openib", "plm_slurm", "ras_slurm",
+		"ras_gridengine", "schizo_flux", "pmix_flux", "schizo_jsm", "io_romio321"} {
+		treesLeftOut["/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/mca_"+c+".so"] = true
+	}
 }
 
 // guestModules are kernel modules shipped for loading on demand (with their
@@ -127,13 +155,19 @@ var guestModules = map[Variant][]string{
 const passwd = "root:x:0:0:root:/root:/bin/sh\nmemcache:x:100:100:memcached:/nonexistent:/bin/false\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"
 const group = "root:x:0:\nmemcache:x:100:\nnogroup:x:65534:\n"
 
-// buildInitramfs assembles a u-root initramfs for the variant.
-func (b *Builder) buildInitramfs(ctx context.Context, v Variant, k Kernel, module, userland, base string, tools map[string]string) (string, error) {
+// buildInitramfs assembles a u-root initramfs for the variant: tools are
+// the guest tools (bin/NAME), built maps guest paths to programs built for
+// the variant's parts (variantBuilt).
+func (b *Builder) buildInitramfs(ctx context.Context, v Variant, k Kernel, module, userland, base string, tools map[string]string, built map[Variant]map[string]string) (string, error) {
 	done := b.begin("initramfs (" + string(v) + ")")
 	var programs []string
 	var modules []string
 	tree := Tree{Root: userland}
+	own := map[string]string{} // guest path: host file
 	for _, part := range variantParts[v] {
+		for gp, f := range built[part] {
+			own[gp] = f
+		}
 		programs = append(programs, guestPrograms[part]...)
 		modules = append(modules, guestModules[part]...)
 		for _, dir := range guestTrees[part] {
@@ -173,6 +207,12 @@ func (b *Builder) buildInitramfs(ctx context.Context, v Variant, k Kernel, modul
 	guestPaths := sortedKeys(files)
 	for _, gp := range guestPaths {
 		if err := key.AddFile(gp, filepath.Join(userland, files[gp])); err != nil {
+			return "", err
+		}
+	}
+	ownPaths := sortedKeys(own)
+	for _, gp := range ownPaths {
+		if err := key.AddFile("built"+gp, own[gp]); err != nil {
 			return "", err
 		}
 	}
@@ -244,6 +284,9 @@ func (b *Builder) buildInitramfs(ctx context.Context, v Variant, k Kernel, modul
 	extra = append(extra, module+":"+strings.TrimPrefix(agent.GuestDriverPath, "/"))
 	for _, name := range toolNames {
 		extra = append(extra, tools[name]+":bin/"+name)
+	}
+	for _, gp := range ownPaths {
+		extra = append(extra, own[gp]+":"+strings.TrimPrefix(gp, "/"))
 	}
 
 	fmt.Fprintf(b.out, "      u-root base + %d files\n", len(extra))

@@ -15,11 +15,14 @@ import (
 // librados and glusterfs, whose libraries (some 35 MB by their packages'
 // installed sizes) would grow the 57 MB RDMA image that every RDMA guest
 // boots by half; NVMe over Fabrics and iSER are checked with coreutils'
-// dd (O_DIRECT) and sha256sum instead.
+// dd (O_DIRECT) and sha256sum instead. Open MPI and UCX go into the MPI
+// variant only; libopenmpi-dev brings mpi.h and gcc-12 into the tree (not
+// the images), with which the MPI benchmark is built (buildMPITools).
 var GuestPackages = []string{
 	"memcached", "iperf3", "pciutils", "pci.ids", "ethtool", "iproute2",
 	"ibverbs-utils", "ibverbs-providers", "perftest", "coreutils",
 	"python3-pyverbs", "rdmacm-utils", "nvme-cli", "tgt", "open-iscsi",
+	"openmpi-bin", "libopenmpi-dev", "ucx-utils",
 }
 
 // buildUserland debootstraps a bookworm tree (the guest kernel's distribution)

@@ -48,8 +48,8 @@ func runImages(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("qemu       %s (%s)\nkernel     %s (%s)\nvmlinux    %s\nheaders    %s\nmodule     %s\ninitramfs  %s\nrdma       %s\nconformance %s\n",
+	fmt.Printf("qemu       %s (%s)\nkernel     %s (%s)\nvmlinux    %s\nheaders    %s\nmodule     %s\ninitramfs  %s\nrdma       %s\nconformance %s\nmpi        %s\n",
 		a.QEMU.Launcher(), a.QEMU.Version, a.Kernel.Release, a.Kernel.Version, a.Kernel.Vmlinux,
-		a.Kernel.Headers, a.Module, a.Initramfs, a.RDMAInitramfs, a.ConformanceInitramfs)
+		a.Kernel.Headers, a.Module, a.Initramfs, a.RDMAInitramfs, a.ConformanceInitramfs, a.MPIInitramfs)
 	return nil
 }

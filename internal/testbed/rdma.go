@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,6 +73,8 @@ type RDMAPair struct {
 	Accel    vm.Accel
 	dir      string
 	progress func(format string, args ...any)
+	// rsh is B's remote shell for mpirun (MPI), once started.
+	rsh *workload.GuestDaemon
 }
 
 // RDMAPairConfig configures StartRDMAPair.
@@ -79,7 +82,10 @@ type RDMAPairConfig struct {
 	Images *images.Artifacts
 	A, B   RDMAKind
 	// Name prefixes the guests' names ("NAME-a", "NAME-b"); default "rdma".
-	Name      string
+	Name string
+	// Variant is both guests' image; default images.VariantRDMA (a
+	// variant built on it: VariantMPI).
+	Variant   images.Variant
 	MemoryMiB int // per guest, default 1024
 	CPUs      int // per guest, default 1
 	// Accel is kvm, tcg or auto (vm.ResolveAccel); default
@@ -149,7 +155,7 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 		side := string(rune('a' + i))
 		g := &RDMAGuest{Kind: k, IP: fmt.Sprintf("%s%d", rdmaSubnet, i+1)}
 		var dev vfiouser.Device
-		cfg := vm.Config{Name: c.Name + "-" + side, Images: c.Images, Variant: images.VariantRDMA,
+		cfg := vm.Config{Name: c.Name + "-" + side, Images: c.Images, Variant: cmp.Or(c.Variant, images.VariantRDMA),
 			MemoryMiB: c.MemoryMiB, CPUs: c.CPUs, Accel: accel, LogDir: filepath.Join(c.LogDir, side), AllowReboot: c.AllowReboot}
 		listen := i == 0
 		switch k {

@@ -18,6 +18,8 @@
 //	npfnic-guest tcp-recv  [HOST]:PORT FILE
 //	npfnic-guest zram-swap MIB
 //	npfnic-guest pageout   PID INTERVAL_MS DURATION_MS
+//	npfnic-guest rsh-serve ADDR
+//	npfnic-guest rsh       HOST COMMAND...
 package main
 
 import (
@@ -41,6 +43,9 @@ const usage = `usage:
   npfnic-guest pageout   PID INTERVAL_MS DURATION_MS
                                              page PID's anonymous memory out, again
                                              every INTERVAL_MS for DURATION_MS (0: once)
+  npfnic-guest rsh-serve ADDR                run the commands rsh sends to ADDR (HOST[:PORT])
+  npfnic-guest rsh       HOST COMMAND...     run COMMAND on HOST's rsh-serve, as ssh would
+                                             (Open MPI's plm_rsh_agent; rsh.go)
 BDF is a PCI address such as 0000:01:00.0; numbers accept 0x prefixes.`
 
 // sysfsPCI is where PCI functions appear; a variable for tests.
@@ -56,6 +61,7 @@ type command struct {
 	seed   uint32
 	addr   string // tcp-send, tcp-recv
 	file   string
+	argv   []string      // rsh
 	pid    int           // pageout
 	every  time.Duration // pageout
 	total  time.Duration // pageout
@@ -158,6 +164,20 @@ func parseCommand(args []string) (command, error) {
 		}
 		c.addr, c.file = args[1], args[2]
 		return c, nil
+	case "rsh-serve":
+		c.name = args[0]
+		if err := need(2); err != nil {
+			return c, err
+		}
+		c.addr = args[1]
+		return c, nil
+	case "rsh":
+		c.name = args[0]
+		if len(args) < 3 {
+			return c, errors.New("rsh: want HOST COMMAND...")
+		}
+		c.addr, c.argv = args[1], args[2:]
+		return c, nil
 	case "zram-swap":
 		c.name = args[0]
 		if err := need(2); err != nil {
@@ -192,6 +212,14 @@ func main() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "npfnic-guest: %v\n%s\n", err, usage)
 		os.Exit(2)
+	}
+	if c.name == "rsh" {
+		status, err := rshRun(c.addr, c.argv, os.Stdout, os.Stderr)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "npfnic-guest rsh: %v\n", err)
+			os.Exit(255) // ssh's status for its own failures
+		}
+		os.Exit(status)
 	}
 	if err := run(c); err != nil {
 		fmt.Fprintf(os.Stderr, "npfnic-guest: %v\n", err)
@@ -238,6 +266,8 @@ func run(c command) error {
 		return tcpSend(c.addr, c.file, os.Stdout)
 	case "tcp-recv":
 		return tcpRecv(c.addr, c.file, os.Stdout)
+	case "rsh-serve":
+		return rshServe(c.addr)
 	case "zram-swap":
 		return zramSwap(c.length)
 	case "pageout":

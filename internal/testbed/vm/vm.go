@@ -245,6 +245,8 @@ func (v *VM) qemuArgs(sockets []string) ([]string, error) {
 		initrd = img.RDMAInitramfs
 	case images.VariantConformance:
 		initrd = img.ConformanceInitramfs
+	case images.VariantMPI:
+		initrd = img.MPIInitramfs
 	}
 	args := []string{"-name", v.cfg.Name}
 	args = append(args, machineArgs(v.accel, v.cfg.MemoryMiB, v.cfg.CPUs)...)

@@ -1,0 +1,74 @@
+package ci
+
+import (
+	"context"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/npfnic/npfnic/internal/testbed"
+	"github.com/npfnic/npfnic/internal/testbed/workload"
+)
+
+// mpiBetween checks npfnic exp mpi's set-up end to end at a small size:
+// Open MPI with UCX between the pair, one rank each, mpirun starting the
+// second rank through npfnic-guest's remote shell, in each of seed 000's
+// three configurations, with every byte received checked. Under npf the
+// regions are on demand on both ranks and the device faults them in;
+// under copying and pinning it faults nothing.
+func mpiBetween(t *testing.T, p *testbed.RDMAPair) {
+	bench := workload.MPIBench{Benchmarks: []string{"PingPong", "Exchange"}, Sizes: []int{65536}, WorkingSet: 256 << 10,
+		MaxIters: 6, Check: true}
+	for _, cf := range workload.MPIConfigs {
+		b := bench
+		b.BEff = cf == workload.MPIPinning // b_eff's 21 sizes, once, briefly
+		b.BEffMax, b.BEffIters = 8192, 1
+		faults := odpFaults(t, p.A)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		res, err := p.MPI(ctx, workload.MPIRun{Config: cf, Bench: b})
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v", cf, err)
+		}
+		o := res.Parsed
+		t.Logf("%s: %d results in %.1f s: %+v, b_eff %.3g MB/s", cf, len(o.Results), res.Took.Seconds(), o.Results, o.BEff)
+		if len(o.Results) != 2 || o.CheckErrors != 0 {
+			t.Errorf("%s: %d results, %d check errors; want 2 and 0:\n%s", cf, len(o.Results), o.CheckErrors, res.Output)
+		}
+		for _, r := range o.Results {
+			if r.MBps <= 0 || r.Iters != 6 || r.Bufs != 4 {
+				t.Errorf("%s: %+v: want MB/s > 0, 6 iterations over 4 buffers", cf, r)
+			}
+		}
+		if b.BEff && (o.BEff <= 0 || len(o.BEffSizes) != 21) {
+			t.Errorf("%s: b_eff %g over %d sizes; want > 0 over 21", cf, o.BEff, len(o.BEffSizes))
+		}
+		got := odpFaults(t, p.A) - faults
+		switch {
+		case cf == workload.MPINPF && (o.ODPRegions <= 0 || o.ODPKept != 0 || got == 0):
+			t.Errorf("npf: %d regions on demand, %d not, %d ODP faults on %s; want some, none, some", o.ODPRegions, o.ODPKept, got, p.A.IP)
+		case cf != workload.MPINPF && got != 0:
+			t.Errorf("%s: %d ODP faults on %s; want none (nothing on demand)", cf, got, p.A.IP)
+		}
+	}
+}
+
+var odpFaultsRE = regexp.MustCompile(`\bodp_faults (\d+)`)
+
+// odpFaults is the device's count of ODP faults (rdma statistic).
+func odpFaults(t *testing.T, g *testbed.RDMAGuest) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := g.Shell(ctx, "rdma statistic show link "+g.Dev+"/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := odpFaultsRE.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no odp_faults in rdma statistic:\n%s", out)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
