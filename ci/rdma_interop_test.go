@@ -31,11 +31,18 @@ const vmTestMinAckTimeout = time.Second
 
 func rdmaPair(t *testing.T, name string, a, b testbed.RDMAKind, pcap string) *testbed.RDMAPair {
 	t.Helper()
+	return rdmaPairParams(t, name, a, b, pcap, "")
+}
+
+// rdmaPairParams is rdmaPair with npfnic.ko loaded with params.
+func rdmaPairParams(t *testing.T, name string, a, b testbed.RDMAKind, pcap, params string) *testbed.RDMAPair {
+	t.Helper()
 	imgs := needImages(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	p, err := testbed.StartRDMAPair(ctx, testbed.RDMAPairConfig{Images: imgs, A: a, B: b, Name: name,
-		LogDir: logDir(t, name), Pcap: pcap, Progress: t.Logf, MinAckTimeout: vmTestMinAckTimeout})
+		LogDir: logDir(t, name), Pcap: pcap, Progress: t.Logf, MinAckTimeout: vmTestMinAckTimeout,
+		NPFNICParams: params})
 	if err != nil {
 		t.Fatalf("RDMA pair %s-%s: %v", a, b, err)
 	}
