@@ -50,14 +50,16 @@ vmtest-full: images
 # and cool, with a guest reset every 10 rounds, under iperf3 both ways,
 # rotating the RX policies. SOAK=rdma: an npfnic guest and an rdma_rxe
 # guest under perftest both ways while npfnic's side cycles QP churn, MR
-# churn, kills mid-transfer, rmmod with live contexts and device resets.
+# churn, kills mid-transfer, rmmod with live contexts and device resets
+# (SOAK_PARAMS: npfnic.ko's module parameters there, e.g. rx_policy=backup).
 SOAK ?= eth
+SOAK_PARAMS ?=
 SOAK_ROUNDS ?= 500
 soak_test_eth := TestTeardownUnderTraffic
 soak_test_rdma := TestRDMASoak
 soak: images
 	@test -n "$(soak_test_$(SOAK))" || { echo "SOAK=$(SOAK): want eth or rdma"; exit 1; }
-	NPFNIC_SOAK_ROUNDS=$(SOAK_ROUNDS) NPFNIC_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 24h -v -run '^$(soak_test_$(SOAK))$$' ./ci/
+	NPFNIC_SOAK_ROUNDS=$(SOAK_ROUNDS) NPFNIC_RDMA_SOAK_PARAMS='$(SOAK_PARAMS)' NPFNIC_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 24h -v -run '^$(soak_test_$(SOAK))$$' ./ci/
 
 # rdma-core's own test suite (Debian's pyverbs tests) on npfnic and on
 # rdma_rxe, one guest each, side by side (npfnic exp conformance, 2 to 3

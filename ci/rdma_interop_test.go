@@ -32,17 +32,24 @@ const vmTestMinAckTimeout = time.Second
 
 func rdmaPair(t *testing.T, name string, a, b testbed.RDMAKind, pcap string) *testbed.RDMAPair {
 	t.Helper()
-	return rdmaPairOn(t, images.VariantRDMA, name, a, b, pcap)
+	return rdmaPairOn(t, images.VariantRDMA, name, a, b, pcap, "")
 }
 
-// rdmaPairOn is rdmaPair on another image built on the RDMA one.
-func rdmaPairOn(t *testing.T, v images.Variant, name string, a, b testbed.RDMAKind, pcap string) *testbed.RDMAPair {
+// rdmaPairParams is rdmaPair with npfnic.ko loaded with params.
+func rdmaPairParams(t *testing.T, name string, a, b testbed.RDMAKind, pcap, params string) *testbed.RDMAPair {
+	t.Helper()
+	return rdmaPairOn(t, images.VariantRDMA, name, a, b, pcap, params)
+}
+
+// rdmaPairOn is rdmaPairParams on another image built on the RDMA one.
+func rdmaPairOn(t *testing.T, v images.Variant, name string, a, b testbed.RDMAKind, pcap, params string) *testbed.RDMAPair {
 	t.Helper()
 	imgs := needImages(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	p, err := testbed.StartRDMAPair(ctx, testbed.RDMAPairConfig{Images: imgs, A: a, B: b, Name: name, Variant: v,
-		LogDir: logDir(t, name), Pcap: pcap, Progress: t.Logf, MinAckTimeout: vmTestMinAckTimeout})
+		LogDir: logDir(t, name), Pcap: pcap, Progress: t.Logf, MinAckTimeout: vmTestMinAckTimeout,
+		NPFNICParams: params})
 	if err != nil {
 		t.Fatalf("RDMA pair %s-%s: %v", a, b, err)
 	}
@@ -220,7 +227,7 @@ func TestRDMABetweenNPFNICs(t *testing.T) {
 	// The capture stays with the VM logs when the test fails.
 	pcap := filepath.Join(logDir(t, "capture"), "rdma.pcap")
 	// The MPI image: the RDMA image and Open MPI, for the mpi subtest.
-	p := rdmaPairOn(t, images.VariantMPI, "rdma-npfnic", testbed.RDMANPFNIC, testbed.RDMANPFNIC, pcap)
+	p := rdmaPairOn(t, images.VariantMPI, "rdma-npfnic", testbed.RDMANPFNIC, testbed.RDMANPFNIC, pcap, "")
 	t.Run("verbs", func(t *testing.T) {
 		for _, size := range []int{1, 4096, 65536} {
 			pingpong(t, p, p.A, p.B, workload.Pingpong{Size: size, Iters: 50})

@@ -46,12 +46,17 @@ func odpDelta(t *testing.T, before, after map[string]int64) map[string]int64 {
 // are real and well-formed to an independent RC implementation. Then the
 // memory is reclaimed under traffic, and ODP processes are killed
 // mid-transfer, after the process forked and unmapped parts of its
-// region under traffic (odpForkMunmap).
+// region under traffic (odpForkMunmap). npfnic's Ethernet runs rx_policy
+// backup all along, and one step runs ODP traffic beside cold rings,
+// cools, synthetic rNPFs and TCP both ways (odpBesideEthernetFaults).
 func TestRDMAODPWithRxe(t *testing.T) {
 	// The cable is recorded (kept with the VM logs when the test fails):
 	// two rare failures beside other VM load, an ACK rxe never got and a
 	// pingpong that stalled under pageout, need the frames to explain.
-	p := rdmaPair(t, "rdma-odp", testbed.RDMANPFNIC, testbed.RDMARxe, filepath.Join(logDir(t, "capture"), "odp.pcap"))
+	// rx_policy backup: every step runs beside Ethernet page faults of
+	// the same function (odpBesideEthernetFaults loads them most).
+	p := rdmaPairParams(t, "rdma-odp", testbed.RDMANPFNIC, testbed.RDMARxe, filepath.Join(logDir(t, "capture"), "odp.pcap"),
+		"rx_policy="+odpEthPolicy)
 	npf, rxe := p.A, p.B
 	if st := rdmaStatistic(t, npf); len(st) == 0 {
 		t.Fatal("npfnic reports no rdma statistic")
@@ -146,6 +151,7 @@ func TestRDMAODPWithRxe(t *testing.T) {
 	}
 	// npfnic reads: the READ responses' targets fault at the requester.
 	run("ib_read_bw --odp", rxe, npf, 0, perftestODP(rxe, npf, workload.Perftest{Tool: "ib_read_bw", Size: 65536, Iters: 20, Port: 18801}))
+	odpBesideEthernetFaults(t, p, npf, rxe)
 	syntheticReceiveFaults(t, p, npf, rxe)
 	reclaimUnderTraffic(t, p, npf, rxe)
 	odpForkMunmap(t, p, npf, rxe)

@@ -89,6 +89,12 @@ const soakQPTimeout = "20"
 // mortem with tshark.
 const soakPcapEnv = "NPFNIC_RDMA_SOAK_PCAP"
 
+// soakParamsEnv, if set, are npfnic.ko's module parameters in the soak's
+// npfnic guest, at every load: NPFNIC_RDMA_SOAK_PARAMS=rx_policy=backup
+// runs every step, rmmod with live contexts too, beside the Ethernet
+// fault machinery on the same translation engine.
+const soakParamsEnv = "NPFNIC_RDMA_SOAK_PARAMS"
+
 var soakTools = []string{"ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_send_lat", "ibv_rc_pingpong", "npfnic-rdma-hos"}
 
 // Bounds on the serving process after warm-up, above the warm-up's
@@ -132,7 +138,7 @@ func TestRDMASoak(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	p, err := testbed.StartRDMAPair(ctx, testbed.RDMAPairConfig{Images: imgs, A: testbed.RDMANPFNIC, B: testbed.RDMARxe,
 		Name: "rdma-soak", LogDir: logDir(t, "rdma-soak"), AllowReboot: true, Progress: t.Logf,
-		Pcap: os.Getenv(soakPcapEnv), MinAckTimeout: vmTestMinAckTimeout})
+		Pcap: os.Getenv(soakPcapEnv), MinAckTimeout: vmTestMinAckTimeout, NPFNICParams: os.Getenv(soakParamsEnv)})
 	cancel()
 	if err != nil {
 		t.Fatalf("RDMA pair: %v", err)

@@ -3,7 +3,8 @@
  * npfnic driver internals shared by the PCI core (npfnic_main.c), the
  * Ethernet side (the netdev in npfnic_eth.c, its ring memory in
  * npfnic_eth_ring.c, the datapath in npfnic_eth_txrx.c and ethtool in
- * npfnic_ethtool.c), the network page fault machinery
+ * npfnic_ethtool.c), the translation engine both sides use
+ * (npfnic_xlat.c), the network page fault machinery
  * (npfnic_npf.c with npfnic_iopt.c, npfnic_fault.c and npfnic_backup.c),
  * the diagnostics (npfnic_diag.c) and the RDMA personality (npfnic_ib.c,
  * whose own declarations are in npfnic_ib.h).
@@ -195,39 +196,15 @@ enum {
 	NPFNIC_BAD_BACKUP_DESC,		/* a descriptor long consumed */
 };
 
-/* Translation, page requests and the backup ring: valid while npf.active. */
+/* The Ethernet side's fault machinery and backup ring: valid while npf.active. */
 struct npfnic_npf {
 	bool active;
 	struct mutex lock;		/* page tables, RX slot pages, backup placement */
-	struct mutex inv_lock;		/* invalidation queue */
-	struct mutex prsp_lock;		/* page response queue */
-	wait_queue_head_t inv_wait;	/* woken by the INVQ vector */
 
-	void *ctl;			/* one coherent page: status blocks, completion word */
-	dma_addr_t ctl_dma;
-	struct npfnic_ats_status *ats_st;
-	struct npfnic_pri_status *pri_st;
-	__le32 *inv_done;
-	dma_addr_t inv_done_dma;
-
-	struct npfnic_pasid_entry *pasid_tbl;
-	dma_addr_t pasid_dma;
-	struct npfnic_pt *root;
-
-	struct npfnic_inv_desc *invq;
-	dma_addr_t invq_dma;
-	u32 invq_tail;
-	u32 inv_seq;
-
-	struct npfnic_page_req *prq;
-	dma_addr_t prq_dma;
-	u32 prq_head;
-	struct npfnic_page_resp *prspq;
-	dma_addr_t prspq_dma;
-	u32 prspq_tail;
+	struct npfnic_pt *root;		/* PASID 0's tables while the interface is up */
+	/* The PRQ work's (npfnic_fault.c): reset at each engine start. */
 	struct npfnic_prg prg[NPFNIC_PRGI_MAX];
 	u16 answer[NPFNIC_PRGI_MAX];	/* groups completed in one batch */
-	u32 pri_error_seen;
 
 	struct npfnic_backup_desc *bk;	/* backup ring */
 	dma_addr_t bk_dma;
@@ -236,17 +213,96 @@ struct npfnic_npf {
 	u32 bk_next;			/* entries consumed (free-running) */
 	u32 bk_tail;			/* buffers posted (free-running) */
 
-	atomic64_t prq_isr_ns;		/* first PRQ interrupt not yet served */
 	atomic64_t bk_isr_ns;		/* first backup interrupt not yet served */
 
-	/* Engines still BUSY after their reset: their memory is leaked. */
-	bool ats_lost;
-	bool pri_lost;
+	/* The device may still hold these: their memory is leaked. */
+	bool root_lost;
 	bool bk_lost;
 	/* Refused backup entries: the pairs are restarted (reset_work). */
 	bool reset_pending;
 	/* inject bad_backup_*: the next backup entry is read corrupted. */
 	int inject_bad_backup;
+};
+
+/*
+ * PASID table entries: PASID 0 (the Ethernet queues) and the RDMA user
+ * contexts' (NPFNIC_IB_PASID_BASE .. + NPFNIC_IB_MAX_CTX - 1).
+ */
+#define NPFNIC_PASID_TBL	128
+
+/* A page request as read once from the PRQ, with the interrupt that brought it. */
+struct npfnic_xlat_req {
+	u64 addr;
+	u64 isr_ns;		/* PRQ interrupt (ktime_get_ns; 0: none) */
+	u32 pasid;
+	u32 desc;
+	u32 gen;		/* the engine start that raised it (npfnic_xlat.gen) */
+	u16 prgi;
+	u16 flags;
+	u16 queue;
+	u16 kind;
+};
+
+enum npfnic_xlat_state {
+	NPFNIC_XLAT_OFF,	/* nothing translated, nothing allocated */
+	NPFNIC_XLAT_RUNNING,
+	NPFNIC_XLAT_STOPPING,	/* being reset: invalidations are refused */
+	NPFNIC_XLAT_LOST,	/* stayed BUSY at its stop: leaked, never started again */
+};
+
+/*
+ * The function's translation engine, one owner for the Ethernet and the
+ * RDMA side (npfnic_xlat.c): the control page, the PASID table, the
+ * invalidation queue, the page request and response queues.
+ */
+struct npfnic_xlat {
+	struct mutex lock;		/* users, start and stop, the PASID table */
+	struct mutex inv_lock;		/* the invalidation queue, leaving RUNNING */
+	struct mutex prsp_lock;		/* the page response queue, prsp_on */
+	wait_queue_head_t inv_wait;	/* woken by the INVQ vector */
+	int state;			/* enum npfnic_xlat_state (changed under lock) */
+	bool possible;			/* ATS capability and the vectors */
+	int pasid_pos;			/* PASID extended capability */
+	bool eth;			/* the Ethernet side translates */
+	unsigned int rdma_users;	/* RDMA user contexts */
+	struct npfnic_pt *eth_root;	/* PASID 0 while eth */
+	struct npfnic_pt *identity;	/* PASID 0 for RDMA under rx_policy off: RAM */
+	u32 gen;			/* engine starts */
+
+	void *ctl;			/* one coherent page: status blocks, completion word */
+	dma_addr_t ctl_dma;
+	struct npfnic_ats_status *ats_st;
+	struct npfnic_pri_status *pri_st;
+	__le32 *inv_done;
+	dma_addr_t inv_done_dma;
+	struct npfnic_pasid_entry *pasid_tbl;
+	dma_addr_t pasid_dma;
+
+	struct npfnic_inv_desc *invq;
+	dma_addr_t invq_dma;
+	u32 invq_tail;
+	u32 inv_seq;
+
+	struct npfnic_page_req *prq;
+	dma_addr_t prq_dma;
+	u32 prq_head;			/* the PRQ work's */
+	struct npfnic_page_resp *prspq;
+	dma_addr_t prspq_dma;
+	u32 prspq_tail;
+	bool prsp_on;			/* responses may be posted */
+	u32 pri_error_seen;
+	atomic64_t prq_isr_ns;		/* first PRQ interrupt not yet served */
+	struct work_struct prq_work;	/* on nic->wq */
+
+	/* The RDMA contexts' requests, handed from the PRQ work to rdma_work. */
+	spinlock_t rdma_lock;
+	struct npfnic_xlat_req *rdma_q;
+	u32 rdma_head;
+	u32 rdma_tail;
+	bool prq_blocked;		/* the PRQ work stopped at a full rdma_q */
+	struct workqueue_struct *rdma_wq;	/* ordered */
+	struct work_struct rdma_work;
+	struct npfnic_ib_dev *rdma;	/* resolves them (npfnic_ib_page_request) */
 };
 
 /* Counters of the fault machinery (driver side). */
@@ -312,8 +368,7 @@ struct npfnic {
 	u32 atc_entries;
 	int ats_pos;			/* ATS extended capability */
 	int pri_pos;			/* PRI extended capability */
-	struct workqueue_struct *wq;	/* fault, backup and echo work */
-	struct work_struct prq_work;
+	struct workqueue_struct *wq;	/* page request, backup and echo work */
 	struct delayed_work backup_work;
 	struct work_struct echo_work;
 	atomic_t echo_round;		/* DIAG_ECHO rounds answered in this run */
@@ -321,6 +376,7 @@ struct npfnic {
 	u32 fault_ahead;		/* debugfs fault_ahead, read by fault resolution */
 	struct work_struct rnpf_work;	/* injects the synthetic rNPFs NAPI drew */
 	struct npfnic_npf npf;
+	struct npfnic_xlat xlat;
 	struct npfnic_npf_stats nstats;
 	struct npfnic_hist hist[NPFNIC_NHIST];
 
@@ -402,7 +458,7 @@ static inline void npfnic_write64(struct npfnic *nic, u32 lo, u64 v)
 	iowrite32(upper_32_bits(v), nic->bar0 + lo + 4);
 }
 
-/* npfnic_iopt.c: I/O page tables and invalidation (the table walkers assert npf.lock) */
+/* npfnic_iopt.c: I/O page tables, cool, synthetic rNPFs (the table walkers assert npf.lock) */
 struct npfnic_pt *npfnic_pt_alloc(struct npfnic *nic, bool children);
 void npfnic_pt_free(struct npfnic *nic, struct npfnic_pt *pt);
 __le64 *npfnic_pt_walk(struct npfnic *nic, struct npfnic_pt *root, u64 va, bool alloc);
@@ -417,23 +473,41 @@ void npfnic_free_rx_slots(struct npfnic_qp *qp);
 bool npfnic_is_ram(u64 addr, u64 len);
 int npfnic_map_identity(struct npfnic *nic, u64 addr);
 int npfnic_pin_all(struct npfnic *nic);
-int npfnic_invalidate(struct npfnic *nic, u16 op, u64 addr, u64 pages);
 int npfnic_cool(struct npfnic *nic);
 void npfnic_rnpf_rx(struct npfnic_qp *qp, unsigned int frames);
 void npfnic_rnpf_work(struct work_struct *work);
-irqreturn_t npfnic_invq_irq(struct npfnic *nic);
 
-/* npfnic_fault.c: page requests and responses */
+/* npfnic_fault.c: the Ethernet side's page requests (PASID 0), from the PRQ work */
 void npfnic_fault_delay(struct npfnic *nic, bool *delayed, u64 since_ns);
 void npfnic_fault_sleep(u64 since_ns);
-void npfnic_pri_program(struct npfnic *nic, dma_addr_t status, dma_addr_t prq, u32 prq_size,
-			dma_addr_t prspq, u32 prspq_size);
 bool npfnic_fault_delaying(void);
-void npfnic_pri_check(struct npfnic *nic);
-int npfnic_prsp_put(struct npfnic *nic, u16 prgi, u32 pasid, bool pasid_valid, u16 code);
-void npfnic_prsp_ring(struct npfnic *nic);
-void npfnic_prq_work(struct work_struct *work);
-irqreturn_t npfnic_prq_irq(struct npfnic *nic);
+void npfnic_fault_reset(struct npfnic *nic);
+void npfnic_fault_request(struct npfnic *nic, const struct npfnic_xlat_req *r, u32 *n);
+void npfnic_fault_answer(struct npfnic *nic, u32 n, u64 isr);
+void npfnic_fault_ahead_due(struct npfnic *nic);
+
+/* npfnic_xlat.c: the translation engine both sides use */
+/* The invalidations one WAIT may cover: the WAIT needs an entry too. */
+#define NPFNIC_INV_BATCH	(NPFNIC_INVQ_SIZE / 2)
+
+int npfnic_xlat_probe(struct npfnic *nic);
+void npfnic_xlat_remove(struct npfnic *nic);
+bool npfnic_xlat_running(struct npfnic *nic);
+int npfnic_xlat_eth_get(struct npfnic *nic, struct npfnic_pt *root);
+bool npfnic_xlat_eth_put(struct npfnic *nic);
+int npfnic_xlat_rdma_get(struct npfnic *nic);
+void npfnic_xlat_rdma_put(struct npfnic *nic);
+void npfnic_xlat_rdma_attach(struct npfnic *nic, struct npfnic_ib_dev *dev);
+int npfnic_xlat_set_pasid(struct npfnic *nic, u32 pasid, struct npfnic_pt *root);
+int npfnic_xlat_invalidate_n(struct npfnic *nic, u32 pasid, const u64 *addr, u32 n, u64 pages);
+int npfnic_xlat_invalidate(struct npfnic *nic, u32 pasid, u64 addr, u64 pages);
+int npfnic_xlat_prsp_put(struct npfnic *nic, u16 prgi, u32 pasid, bool pasid_valid, u16 code);
+void npfnic_xlat_prsp_ring(struct npfnic *nic);
+int npfnic_xlat_respond(struct npfnic *nic, u16 prgi, u32 pasid, bool pasid_valid, u16 code);
+void npfnic_xlat_pri_check(struct npfnic *nic);
+void npfnic_xlat_flush(struct npfnic *nic);
+irqreturn_t npfnic_xlat_prq_irq(struct npfnic *nic);
+irqreturn_t npfnic_xlat_invq_irq(struct npfnic *nic);
 
 /* npfnic_backup.c: the backup ring */
 void npfnic_backup_post(struct npfnic *nic, u32 j);
@@ -453,8 +527,7 @@ irqreturn_t npfnic_echo_irq(struct npfnic *nic);
 int npfnic_ib_probe(struct npfnic *nic);
 void npfnic_ib_remove(struct npfnic *nic);
 irqreturn_t npfnic_ib_irq(struct npfnic *nic);
-irqreturn_t npfnic_ib_prq_irq(struct npfnic *nic);
-bool npfnic_ib_translating(struct npfnic *nic);
+void npfnic_ib_page_request(struct npfnic_ib_dev *dev, const struct npfnic_xlat_req *r);
 int npfnic_ib_inject(struct npfnic *nic, const char *what);
 
 #endif /* NPFNIC_H */

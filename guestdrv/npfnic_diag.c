@@ -41,8 +41,9 @@
  * come in one write.
  *
  * Locking: diag_lock allows one diagnostic DMA at a time. Injections run
- * under rtnl (npfnic_inject), then take npf.lock, npf.inv_lock or
- * npf.prsp_lock as the paths they imitate do. debugfs_remove_recursive at
+ * under rtnl (npfnic_inject), then take npf.lock, and the translation
+ * engine's invalidation or response path (npfnic_xlat.c), as the paths
+ * they imitate do. debugfs_remove_recursive at
  * remove waits for the writes in progress, so none outlives the device.
  */
 
@@ -221,11 +222,11 @@ static int npfnic_inject_bad_pte(struct npfnic *nic, struct npfnic_qp *qp)
 	}
 	old = READ_ONCE(*pte);
 	WRITE_ONCE(*pte, cpu_to_le64(NPFNIC_BAD_IOVA | NPFNIC_PTE_PRESENT | NPFNIC_PTE_WRITE));
-	err = npfnic_invalidate(nic, NPFNIC_INV_OP_RANGE, va, 1);
+	err = npfnic_xlat_invalidate(nic, 0, va, 1);
 	if (!err)
 		npfnic_wait_xlat_error(nic, rx, tx);
 	WRITE_ONCE(*pte, old);
-	err2 = npfnic_invalidate(nic, NPFNIC_INV_OP_RANGE, va, 1);
+	err2 = npfnic_xlat_invalidate(nic, 0, va, 1);
 	mutex_unlock(&nic->npf.lock);
 	dev_info(&nic->pdev->dev,
 		 "inject bad_pte: queue %d slot %u -> %#llx: %llu RX descriptor(s) completed with RXD_ERROR; restored (%d/%d)\n",
@@ -233,23 +234,26 @@ static int npfnic_inject_bad_pte(struct npfnic *nic, struct npfnic_qp *qp)
 	return err ? err : err2;
 }
 
-/* PASID 0's root table outside guest RAM for a moment. */
+/*
+ * PASID 0's root table outside guest RAM for a moment. With the interface
+ * up only open and stop (rtnl, held here) change PASID 0's entry.
+ */
 static int npfnic_inject_bad_pasid(struct npfnic *nic)
 {
-	struct npfnic_npf *npf = &nic->npf;
+	struct npfnic_xlat *x = &nic->xlat;
 	u64 rx = npfnic_xlat_errors(nic), tx = npfnic_tx_fault_errors(nic);
 	__le64 old;
 	int err, err2;
 
-	mutex_lock(&npf->lock);
-	old = READ_ONCE(npf->pasid_tbl[0].root);
-	WRITE_ONCE(npf->pasid_tbl[0].root, cpu_to_le64(NPFNIC_BAD_IOVA | NPFNIC_PASID_ENTRY_VALID));
-	err = npfnic_invalidate(nic, NPFNIC_INV_OP_PASID, 0, 0);
+	mutex_lock(&nic->npf.lock);
+	old = READ_ONCE(x->pasid_tbl[0].root);
+	WRITE_ONCE(x->pasid_tbl[0].root, cpu_to_le64(NPFNIC_BAD_IOVA | NPFNIC_PASID_ENTRY_VALID));
+	err = npfnic_xlat_invalidate(nic, 0, 0, 0);
 	if (!err)
 		npfnic_wait_xlat_error(nic, rx, tx);
-	WRITE_ONCE(npf->pasid_tbl[0].root, old);
-	err2 = npfnic_invalidate(nic, NPFNIC_INV_OP_PASID, 0, 0);
-	mutex_unlock(&npf->lock);
+	WRITE_ONCE(x->pasid_tbl[0].root, old);
+	err2 = npfnic_xlat_invalidate(nic, 0, 0, 0);
+	mutex_unlock(&nic->npf.lock);
 	dev_info(&nic->pdev->dev,
 		 "inject bad_pasid: root -> %#llx: %llu RX descriptor(s) with RXD_ERROR, %llu TX frame(s) dropped; restored (%d/%d)\n",
 		 NPFNIC_BAD_IOVA, npfnic_xlat_errors(nic) - rx, npfnic_tx_fault_errors(nic) - tx,
@@ -260,11 +264,11 @@ static int npfnic_inject_bad_pasid(struct npfnic *nic)
 /* Waits up to 2 s for the device to consume every response posted. */
 static bool npfnic_prsp_drained(struct npfnic *nic)
 {
-	struct npfnic_npf *npf = &nic->npf;
+	struct npfnic_xlat *x = &nic->xlat;
 	int t;
 
 	for (t = 0; t < 100; t++) {
-		if (le32_to_cpu(READ_ONCE(npf->pri_st->prspq_head)) == npf->prspq_tail)
+		if (le32_to_cpu(READ_ONCE(x->pri_st->prspq_head)) == x->prspq_tail)
 			return true;
 		msleep(20);
 	}
@@ -278,33 +282,33 @@ static bool npfnic_prsp_drained(struct npfnic *nic)
  */
 static int npfnic_inject_bogus_responses(struct npfnic *nic, const char *what, u32 n)
 {
-	struct npfnic_npf *npf = &nic->npf;
+	struct npfnic_xlat *x = &nic->xlat;
 	u32 before, posted = 0;
 	bool drained;
 	int err = 0;
 
-	mutex_lock(&npf->prsp_lock);
-	before = le32_to_cpu(READ_ONCE(npf->pri_st->unexpected));
+	mutex_lock(&x->prsp_lock);
+	before = le32_to_cpu(READ_ONCE(x->pri_st->unexpected));
 	if (!n)
 		n = NPFNIC_PRSPQ_SIZE -
-		    (npf->prspq_tail - le32_to_cpu(READ_ONCE(npf->pri_st->prspq_head)));
+		    (x->prspq_tail - le32_to_cpu(READ_ONCE(x->pri_st->prspq_head)));
 	while (posted < n && !err) {
-		err = npfnic_prsp_put(nic, NPFNIC_PRGI_MAX + (posted % NPFNIC_PRGI_MAX), 0, false,
-				      NPFNIC_PRSP_SUCCESS);
+		err = npfnic_xlat_prsp_put(nic, NPFNIC_PRGI_MAX + (posted % NPFNIC_PRGI_MAX), 0,
+					   false, NPFNIC_PRSP_SUCCESS);
 		if (!err)
 			posted++;
 	}
-	npfnic_prsp_ring(nic);
+	npfnic_xlat_prsp_ring(nic);
 	drained = npfnic_prsp_drained(nic);
 	/* The device publishes the count after the responses; give it a moment. */
 	msleep(20);
-	mutex_unlock(&npf->prsp_lock);
-	npfnic_pri_check(nic);
+	mutex_unlock(&x->prsp_lock);
+	npfnic_xlat_pri_check(nic);
 	dev_info(&nic->pdev->dev,
 		 "inject %s: %u response(s) for PRG index >= %u: queue %s, unexpected %u -> %u, PRI error %u\n",
 		 what, posted, NPFNIC_PRGI_MAX, drained ? "drained" : "not drained", before,
-		 le32_to_cpu(READ_ONCE(npf->pri_st->unexpected)),
-		 le32_to_cpu(READ_ONCE(npf->pri_st->error)));
+		 le32_to_cpu(READ_ONCE(x->pri_st->unexpected)),
+		 le32_to_cpu(READ_ONCE(x->pri_st->error)));
 	return err;
 }
 
@@ -343,7 +347,7 @@ int npfnic_npf_inject(struct npfnic *nic, const char *what, unsigned int q)
 		WRITE_ONCE(nic->npf.inject_bad_backup, NPFNIC_BAD_BACKUP_STATUS + k - 5);
 		return 0;
 	default:
-		err = npfnic_invalidate(nic, NPFNIC_INV_OP_RANGE, NPFNIC_UNMAPPED_VA, 16);
+		err = npfnic_xlat_invalidate(nic, 0, NPFNIC_UNMAPPED_VA, 16);
 		dev_info(&nic->pdev->dev,
 			 "inject inv_unmapped: RANGE %#llx + 16 pages, WAIT: %s (%d)\n",
 			 NPFNIC_UNMAPPED_VA, err ? "failed" : "completed", err);

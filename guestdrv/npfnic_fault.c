@@ -1,29 +1,35 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * npfnic page requests: the fault path of the driver, from the page request
- * queue (PRQ) the device writes to the page response queue (PRSPQ) it
- * reads, after PCIe PRI and mlx5's odp.c.
+ * npfnic page requests of the Ethernet side: the fault path of the
+ * driver for PASID 0, after PCIe PRI and mlx5's odp.c. The queues
+ * themselves, the page request queue (PRQ) the device writes and the page
+ * response queue (PRSPQ) it reads, belong to the translation engine
+ * (npfnic_xlat.c), whose PRQ work hands this file every request without a
+ * PASID or of PASID 0, and the RDMA contexts' to npfnic_ib_odp.c.
  *
  * A fault, in the order it happens (each function is defined before its
  * callers, so read from the bottom up, as odp.c):
- *  1. interrupt: the PRQ vector (npfnic_prq_irq) notes the time and queues
- *     npfnic_prq_work on the driver's workqueue, since resolving may sleep;
- *  2. work: npfnic_prq_work takes every request queued at once and reads
- *     each one exactly once (npfnic_prq_entry), a device that reports a
- *     producer index beyond the queue being refused whole;
+ *  1. interrupt: the PRQ vector (npfnic_xlat_prq_irq) notes the time and
+ *     queues the PRQ work on the driver's workqueue, since resolving may
+ *     sleep;
+ *  2. work: the PRQ work takes every request queued at once and reads
+ *     each one exactly once, a device that reports a producer index
+ *     beyond the queue being refused whole, and gives this file the
+ *     Ethernet ones (npfnic_fault_request);
  *  3. resolve: npfnic_fault_page makes the page resident through the I/O
  *     page tables (npfnic_iopt.c): an RX slot gets its page, a TX buffer
- *     its read-only identity entry; anything else, or a page that cannot
- *     be had, fails its page request group;
+ *     its read-only identity entry; anything else, a page that cannot be
+ *     had, or any request while the interface is down (npf.active clear:
+ *     the engine may run on for RDMA), fails its page request group;
  *  4. respond: once the last request of a group was seen the group is
  *     answered, Success or Invalid Request, with one response
- *     (npfnic_answer); the batch rings the PRSPQ doorbell once and the PRQ
- *     head doorbell once;
+ *     (npfnic_fault_answer); the batch rings the PRSPQ doorbell once, then
+ *     the PRQ work the PRQ head doorbell once;
  *  5. ahead: with fault_ahead N (module parameter, debugfs per function),
  *     each pair whose RX buffers faulted in the batch gets the next N cold
  *     slots beyond its last fault (and beyond where the device got to) backed
- *     too (npfnic_fault_ahead), after the answers, so no response waits for
- *     them.
+ *     too (npfnic_fault_ahead_due), after the answers, so no response waits
+ *     for them.
  * fault_delay_us (a module parameter, writable at run time) emulates a
  * major fault: a resolution that maps something new waits until that long
  * after the PRQ interrupt that brought its group's first request. So the
@@ -31,12 +37,12 @@
  * whose reads are in flight at the same time, rather than one after the
  * other; once per group (npfnic_prg.delayed).
  *
- * Locking: the PRQ, its head, the group table npf.prg and the pairs'
- * ahead_from/ahead_due belong to the one PRQ work item (never concurrent
- * with itself); npf.lock is taken around
- * each page's mapping only, never across the fault delay; npf.prsp_lock
- * covers the page response queue, which fault injection (npfnic_diag.c)
- * writes too.
+ * Locking: the group table npf.prg and the pairs' ahead_from/ahead_due
+ * belong to the one PRQ work item (never concurrent with itself); it is
+ * reset at each start of the engine. npf.lock is taken around each page's
+ * mapping only, never across the fault delay; the response queue's
+ * xlat.prsp_lock around the answers. Stop clears npf.active, then waits
+ * for the PRQ work (npfnic_xlat_flush) before the pairs' memory goes.
  */
 
 #include <linux/delay.h>
@@ -90,17 +96,6 @@ bool npfnic_fault_delaying(void)
 	return READ_ONCE(fault_delay_us);
 }
 
-/* A request as read once from the queue. */
-struct npfnic_req {
-	u64 addr;
-	u32 pasid;
-	u32 desc;
-	u16 prgi;
-	u16 flags;
-	u16 queue;
-	u16 kind;
-};
-
 /* The RX slot a VA belongs to, or -EINVAL when it is none of ours. */
 static int npfnic_rx_slot_of(struct npfnic *nic, u64 va, int *q, u32 *i)
 {
@@ -116,7 +111,8 @@ static int npfnic_rx_slot_of(struct npfnic *nic, u64 va, int *q, u32 *i)
 }
 
 /* Makes one requested page resident; an error answers its group Invalid Request. */
-static int npfnic_fault_page(struct npfnic *nic, struct npfnic_prg *g, const struct npfnic_req *r)
+static int npfnic_fault_page(struct npfnic *nic, struct npfnic_prg *g,
+			     const struct npfnic_xlat_req *r)
 {
 	struct npfnic_npf *npf = &nic->npf;
 	struct npfnic_qp *qp;
@@ -127,6 +123,9 @@ static int npfnic_fault_page(struct npfnic *nic, struct npfnic_prg *g, const str
 
 	if ((r->flags & NPFNIC_PRQ_PASID_VALID) && r->pasid != 0)
 		return -EINVAL;
+	/* Down: the pairs' memory may be going (stop waits for this work). */
+	if (!READ_ONCE(npf->active))
+		return -ENETDOWN;
 	switch (r->kind) {
 	case NPFNIC_FAULT_KIND_RX_BUF:
 		if (npfnic_rx_slot_of(nic, r->addr, &q, &i) || r->queue != q)
@@ -168,92 +167,25 @@ static int npfnic_fault_page(struct npfnic *nic, struct npfnic_prg *g, const str
 	}
 }
 
-/* ---- the queues ---- */
-
-/*
- * Resets the device's page request block and enables it over a status
- * block and the two queues; the Ethernet side and the RDMA side
- * (npfnic_ib_odp.c) each run it while they own translation.
- */
-void npfnic_pri_program(struct npfnic *nic, dma_addr_t status, dma_addr_t prq, u32 prq_size,
-			dma_addr_t prspq, u32 prspq_size)
-{
-	iowrite32(NPFNIC_PRI_CTRL_RESET, nic->bar0 + NPFNIC_REG_PRI_CTRL);
-	npfnic_write64(nic, NPFNIC_REG_PRI_STATUS_LO, status);
-	npfnic_write64(nic, NPFNIC_REG_PRQ_BASE_LO, prq);
-	iowrite32(prq_size, nic->bar0 + NPFNIC_REG_PRQ_SIZE);
-	iowrite32(NPFNIC_PRQ_VECTOR, nic->bar0 + NPFNIC_REG_PRQ_VECTOR);
-	npfnic_write64(nic, NPFNIC_REG_PRSPQ_BASE_LO, prspq);
-	iowrite32(prspq_size, nic->bar0 + NPFNIC_REG_PRSPQ_SIZE);
-	iowrite32(NPFNIC_PRI_CTRL_ENABLE, nic->bar0 + NPFNIC_REG_PRI_CTRL);
-}
-
-/* ---- respond: the page response queue ---- */
-
-/*
- * Waits until the page response queue has room for one more entry, ringing
- * the doorbell for what is queued so the device can make room.
- */
-static int npfnic_prsp_room(struct npfnic *nic)
-{
-	struct npfnic_npf *npf = &nic->npf;
-	unsigned int waited = 0;
-
-	lockdep_assert_held(&npf->prsp_lock);
-	while (npf->prspq_tail - le32_to_cpu(READ_ONCE(npf->pri_st->prspq_head)) >=
-	       NPFNIC_PRSPQ_SIZE) {
-		if (!waited) {
-			dma_wmb();
-			iowrite32(npf->prspq_tail, nic->bar0 + NPFNIC_REG_PRSPQ_TAIL);
-		}
-		if (waited++ >= NPFNIC_WAIT_MS || !READ_ONCE(npf->active) ||
-		    READ_ONCE(npf->pri_st->error))
-			return -EBUSY;
-		usleep_range(1000, 2000);
-	}
-	return 0;
-}
-
-int npfnic_prsp_put(struct npfnic *nic, u16 prgi, u32 pasid, bool pasid_valid, u16 code)
-{
-	struct npfnic_npf *npf = &nic->npf;
-	struct npfnic_page_resp *resp;
-	int err;
-
-	err = npfnic_prsp_room(nic);
-	if (err)
-		return err;
-	resp = &npf->prspq[npf->prspq_tail++ & (NPFNIC_PRSPQ_SIZE - 1)];
-	resp->pasid = cpu_to_le32(pasid_valid ? pasid : 0);
-	resp->prgi = cpu_to_le16(prgi);
-	resp->code = cpu_to_le16(code);
-	resp->flags = cpu_to_le32(pasid_valid ? NPFNIC_PRSP_PASID_VALID : 0);
-	resp->rsvd = 0;
-	return 0;
-}
-
-void npfnic_prsp_ring(struct npfnic *nic)
-{
-	dma_wmb();
-	iowrite32(nic->npf.prspq_tail, nic->bar0 + NPFNIC_REG_PRSPQ_TAIL);
-}
+/* ---- respond ---- */
 
 /* Answers the groups whose last request this batch saw, one doorbell in all. */
-static void npfnic_answer(struct npfnic *nic, u32 n, u64 isr)
+void npfnic_fault_answer(struct npfnic *nic, u32 n, u64 isr)
 {
 	struct npfnic_npf *npf = &nic->npf;
+	struct npfnic_xlat *x = &nic->xlat;
 	u32 k, answered = 0;
 
 	if (!n)
 		return;
-	mutex_lock(&npf->prsp_lock);
+	mutex_lock(&x->prsp_lock);
 	for (k = 0; k < n; k++) {
 		u16 prgi = npf->answer[k];
 		struct npfnic_prg *g = &npf->prg[prgi];
 		u16 code = g->failed ? NPFNIC_PRSP_INVALID_REQUEST : NPFNIC_PRSP_SUCCESS;
 
-		if (npfnic_prsp_put(nic, prgi, g->pasid, g->flags & NPFNIC_PRQ_PASID_VALID,
-				    code)) {
+		if (npfnic_xlat_prsp_put(nic, prgi, g->pasid, g->flags & NPFNIC_PRQ_PASID_VALID,
+					 code)) {
 			dev_err_ratelimited(&nic->pdev->dev,
 					    "page response queue full: group %u not answered\n",
 					    prgi);
@@ -265,111 +197,71 @@ static void npfnic_answer(struct npfnic *nic, u32 n, u64 isr)
 		}
 		g->active = false;
 	}
-	npfnic_prsp_ring(nic);
-	mutex_unlock(&npf->prsp_lock);
+	npfnic_xlat_prsp_ring(nic);
+	mutex_unlock(&x->prsp_lock);
 	atomic64_add(answered, &nic->nstats.page_groups);
 	for (k = 0; k < answered; k++)
 		npfnic_since(nic, NPFNIC_HIST_FAULT_LAT, isr);
 }
 
-/* ---- work: every request queued, each group answered once ---- */
+/* ---- work: every request of the batch, each group answered once ---- */
 
-/* Reports each new PRI error of the device once. */
-void npfnic_pri_check(struct npfnic *nic)
+/* At each start of the engine: PRI's reset abandoned every group. */
+void npfnic_fault_reset(struct npfnic *nic)
 {
-	struct npfnic_npf *npf = &nic->npf;
-	u32 err = le32_to_cpu(READ_ONCE(npf->pri_st->error));
-
-	if (err && err != npf->pri_error_seen) {
-		atomic64_inc(&nic->nstats.pri_errors);
-		dev_err(&nic->pdev->dev, "PRI error %u (info %u)\n", err,
-			le32_to_cpu(READ_ONCE(npf->pri_st->error_info)));
-	}
-	npf->pri_error_seen = err;
+	memset(nic->npf.prg, 0, sizeof(nic->npf.prg));
 }
 
-static void npfnic_prq_entry(struct npfnic *nic, const struct npfnic_page_req *e, u32 *n,
-			     u64 isr)
+/*
+ * One request of the PRQ work's batch: its page resolved into its group,
+ * the group queued for an answer (npf.answer, *n of them) at its last
+ * request.
+ */
+void npfnic_fault_request(struct npfnic *nic, const struct npfnic_xlat_req *r, u32 *n)
 {
 	struct npfnic_npf *npf = &nic->npf;
-	struct npfnic_req r = {
-		.addr = le64_to_cpu(READ_ONCE(e->addr)),
-		.pasid = le32_to_cpu(READ_ONCE(e->pasid)),
-		.desc = le32_to_cpu(READ_ONCE(e->desc)),
-		.prgi = le16_to_cpu(READ_ONCE(e->prgi)),
-		.flags = le16_to_cpu(READ_ONCE(e->flags)),
-		.queue = le16_to_cpu(READ_ONCE(e->queue)),
-		.kind = le16_to_cpu(READ_ONCE(e->kind)),
-	};
 	struct npfnic_prg *g;
 	int err;
 
-	if (r.prgi >= NPFNIC_PRGI_MAX) {
+	if (r->prgi >= NPFNIC_PRGI_MAX) {
 		atomic64_inc(&nic->nstats.bad_page_requests);
 		dev_warn_ratelimited(&nic->pdev->dev, "page request with PRG index %u ignored\n",
-				     r.prgi);
+				     r->prgi);
 		return;
 	}
-	g = &npf->prg[r.prgi];
+	g = &npf->prg[r->prgi];
 	if (!g->active) {
 		memset(g, 0, sizeof(*g));
 		g->active = true;
-		g->pasid = r.pasid;
-		g->flags = r.flags;
-		g->since_ns = isr;
+		g->pasid = r->pasid;
+		g->flags = r->flags;
+		g->since_ns = r->isr_ns;
 	}
 	if (!g->failed) {
-		err = npfnic_fault_page(nic, g, &r);
+		err = npfnic_fault_page(nic, g, r);
 		if (err) {
 			g->failed = true;
-			atomic64_inc(&nic->nstats.bad_page_requests);
-			dev_warn_ratelimited(&nic->pdev->dev,
-					     "page request %#llx kind %u queue %u desc %u: %d\n",
-					     r.addr, r.kind, r.queue, r.desc, err);
+			/* Requests that raced with ifdown are no device's fault. */
+			if (err != -ENETDOWN) {
+				atomic64_inc(&nic->nstats.bad_page_requests);
+				dev_warn_ratelimited(&nic->pdev->dev,
+						     "page request %#llx kind %u queue %u desc %u: %d\n",
+						     r->addr, r->kind, r->queue, r->desc, err);
+			}
 		}
 	}
 	/* A group is answered once; a repeated last request is device garbage. */
-	if ((r.flags & NPFNIC_PRQ_LAST) && !g->queued && *n < NPFNIC_PRGI_MAX) {
+	if ((r->flags & NPFNIC_PRQ_LAST) && !g->queued && *n < NPFNIC_PRGI_MAX) {
 		g->queued = true;
-		npf->answer[(*n)++] = r.prgi;
+		npf->answer[(*n)++] = r->prgi;
 	}
 }
 
-/* Serves every page request queued: map all, answer each group, two doorbells. */
-void npfnic_prq_work(struct work_struct *work)
+/* After the batch's answers: the pages ahead of each pair's last RX fault. */
+void npfnic_fault_ahead_due(struct npfnic *nic)
 {
-	struct npfnic *nic = container_of(work, struct npfnic, prq_work);
-	struct npfnic_npf *npf = &nic->npf;
-	u32 tail, count = 0, n = 0;
-	u64 isr;
 	int q;
 
-	isr = atomic64_xchg(&npf->prq_isr_ns, 0);
-	npfnic_since(nic, NPFNIC_HIST_FAULT_SCHED, isr);
-	if (!READ_ONCE(npf->active))
-		return;
-	npfnic_pri_check(nic);
-	tail = le32_to_cpu(READ_ONCE(npf->pri_st->prq_tail));
-	if (tail - npf->prq_head > NPFNIC_PRQ_SIZE) {
-		atomic64_inc(&nic->nstats.bad_page_requests);
-		dev_err_ratelimited(&nic->pdev->dev,
-				    "page request queue: producer index %u, %u consumed\n",
-				    tail, npf->prq_head);
-		return;
-	}
-	/* The producer index before the entries it covers. */
-	dma_rmb();
-	while (npf->prq_head != tail && READ_ONCE(npf->active)) {
-		npfnic_prq_entry(nic, &npf->prq[npf->prq_head & (NPFNIC_PRQ_SIZE - 1)], &n, isr);
-		npf->prq_head++;
-		count++;
-	}
-	if (!count)
-		return;
-	atomic64_add(count, &nic->nstats.page_requests);
-	npfnic_answer(nic, n, isr);
-	iowrite32(npf->prq_head, nic->bar0 + NPFNIC_REG_PRQ_HEAD);
-	/* Answered: now the pages ahead of each pair's last RX fault. */
 	for (q = 0; q < nic->nqps; q++) {
 		struct npfnic_qp *qp = &nic->qps[q];
 
@@ -378,16 +270,4 @@ void npfnic_prq_work(struct work_struct *work)
 			npfnic_fault_ahead(nic, qp, qp->ahead_from);
 		}
 	}
-}
-
-/* ---- interrupt ---- */
-
-irqreturn_t npfnic_prq_irq(struct npfnic *nic)
-{
-	/* Otherwise the RDMA side may run the engine, for its contexts' PASIDs. */
-	if (!READ_ONCE(nic->npf.active))
-		return npfnic_ib_prq_irq(nic);
-	atomic64_cmpxchg(&nic->npf.prq_isr_ns, 0, ktime_get_ns());
-	queue_work(nic->wq, &nic->prq_work);
-	return IRQ_HANDLED;
 }

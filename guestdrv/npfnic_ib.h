@@ -3,9 +3,10 @@
  * npfnic RDMA personality, shared by the ib_device (npfnic_ib.c), the
  * device's command and event queues (npfnic_ib_cmd.c), the rxe queues with
  * the CQs, SRQs and QPs built on them (npfnic_ib_queue.c), the memory
- * regions with their per-context address spaces (npfnic_ib_mr.c), the
- * translation engine those run on (npfnic_ib_ats.c) and the page requests
- * of on-demand paging memory regions (npfnic_ib_odp.c).
+ * regions with their per-context address spaces (npfnic_ib_mr.c), their use
+ * of the function's translation engine (npfnic_ib_ats.c over npfnic_xlat.c)
+ * and the page requests of on-demand paging memory regions
+ * (npfnic_ib_odp.c).
  *
  * npfnic speaks rdma_rxe's user ABI (include/uapi/rdma/rdma_user_rxe.h) so
  * that Debian's stock librxe drives it: the queue buffers are laid out as
@@ -62,7 +63,7 @@
 #define NPFNIC_IB_GID_TBL_LEN	NPFNIC_RDMA_MAX_GID
 #define NPFNIC_IB_MAX_CTX	64	/* user contexts: one PASID each */
 #define NPFNIC_IB_QPN_BASE	16	/* QPNs 16.., as rdma_rxe's */
-#define NPFNIC_IB_PASID_BASE	1	/* PASID 0 is the Ethernet side's */
+#define NPFNIC_IB_PASID_BASE	1	/* PASID 0 is the Ethernet queues' */
 /* rdma statistic: the device's counters, then the driver's of on-demand paging. */
 #define NPFNIC_IB_ODP_NSTATS	10
 #define NPFNIC_IB_NSTATS	(NPFNIC_RDMA_STATS + NPFNIC_IB_ODP_NSTATS)
@@ -112,54 +113,30 @@ struct npfnic_ib_hw {
 	dma_addr_t status_dma;
 };
 
-/* Translation for the MRs' PASIDs (npfnic_ib_ats.c). */
+/* The RDMA side's use of the translation engine (npfnic_ib_ats.c, npfnic_xlat.c). */
 struct npfnic_ib_ats {
-	bool possible;			/* ATS, PASID, the engine, rx_policy off */
-	bool enabled;			/* the engine translates (while users) */
-	bool lost;			/* stuck or failed: never freed nor restarted */
-	unsigned int users;		/* user contexts */
-	struct mutex lock;		/* all of it */
-	int pasid_pos;			/* PASID extended capability */
-	void *ctl;			/* status block, then the completion word */
-	dma_addr_t ctl_dma;
-	struct npfnic_ats_status *st;
-	__le32 *done;
-	struct npfnic_pasid_entry *pasid_tbl;
-	dma_addr_t pasid_dma;
-	struct npfnic_pt *root0;	/* PASID 0: RAM at identity, for Ethernet */
-	struct npfnic_inv_desc *invq;
-	dma_addr_t invq_dma;
-	u32 invq_tail;			/* descriptors posted (free-running) */
-	u32 seq;			/* last WAIT's completion value */
+	bool possible;			/* ATS, PASID and the RDMA engine */
+	unsigned int users;		/* user contexts, each holding the engine */
+	struct mutex lock;		/* users */
 };
 
 /* One page request group of an RDMA PASID being answered (npfnic_ib_odp.c). */
 struct npfnic_ib_prg {
 	bool active;			/* requests seen, not answered yet */
 	bool failed;			/* a page of it could not be made present */
+	u32 gen;			/* the engine run that raised it */
 	u32 pasid;
 	u16 flags;			/* NPFNIC_PRQ_* of its first request */
 };
 
 /*
- * Page requests for the contexts' PASIDs (npfnic_ib_odp.c): the page
- * request and response queues, run with the translation engine when the
- * device has FEAT_RDMA_ODP. Their status block shares ats.ctl.
+ * Page requests for the contexts' PASIDs (npfnic_ib_odp.c), when the
+ * device has FEAT_RDMA_ODP: the engine's RDMA work hands them over one at
+ * a time, in order, so the group table is that work's.
  */
 struct npfnic_ib_pri {
 	bool possible;			/* FEAT_RDMA_ODP and a PRI capability */
-	bool enabled;			/* requests reach the work (ats.lock to change) */
-	struct npfnic_page_req *prq;
-	dma_addr_t prq_dma;
-	u32 prq_head;			/* entries consumed (free-running; the work's) */
-	struct npfnic_page_resp *prspq;
-	dma_addr_t prspq_dma;
-	u32 prspq_tail;			/* responses posted (free-running; the work's) */
-	struct npfnic_pri_status *st;
-	u32 error_seen;
-	atomic64_t isr_ns;		/* first PRQ interrupt not yet served */
-	struct workqueue_struct *wq;
-	struct work_struct work;
+	bool enabled;			/* contexts exist (ats.lock to change) */
 	struct npfnic_ib_prg prg[NPFNIC_PRGI_MAX];
 };
 
@@ -493,14 +470,11 @@ void npfnic_ib_ats_init(struct npfnic_ib_dev *dev);
 void npfnic_ib_ats_fini(struct npfnic_ib_dev *dev);
 int npfnic_ib_ats_get(struct npfnic_ib_dev *dev);
 void npfnic_ib_ats_put(struct npfnic_ib_dev *dev);
-bool npfnic_ib_ats_enabled(struct npfnic_ib_dev *dev);
 bool npfnic_ib_ats_possible(struct npfnic_ib_dev *dev);
 int npfnic_ib_set_pasid(struct npfnic_ib_dev *dev, u32 pasid, struct npfnic_pt *root);
 int npfnic_ib_invalidate(struct npfnic_ib_dev *dev, u32 pasid, u64 va, u64 pages);
 
 /* npfnic_ib_odp.c: page requests of the contexts' PASIDs, ODP memory regions */
-int npfnic_ib_pri_alloc(struct npfnic_ib_dev *dev);
-void npfnic_ib_pri_free(struct npfnic_ib_dev *dev);
 void npfnic_ib_pri_start(struct npfnic_ib_dev *dev);
 void npfnic_ib_pri_stop(struct npfnic_ib_dev *dev);
 int npfnic_ib_odp_init(struct npfnic_ib_dev *dev);

@@ -28,7 +28,7 @@
  * untranslated. No page of it is the driver's to pin or map.
  *
  * The PASID table entry of a context points at its tables for the
- * context's life (npfnic_ib_ats.c); a dereg drops the MR's translations
+ * context's life (npfnic_xlat.c); a dereg drops the MR's translations
  * with an invalidation before its pages are unpinned. The device reaches
  * the pages only through those translations: once the invalidation
  * completed it reaches none of them, whatever it answered to DEREG_MR (a

@@ -7,16 +7,17 @@
  * context's I/O page tables start without the MR's pages. The device
  * reaches a page that has no PTE (or a write to one without write
  * permission) as a translation fault and asks for it with a page request
- * in the PASID of the context, through the function's page request queue,
- * which this file runs for the contexts' PASIDs alongside the translation
- * engine (npfnic_ib_ats.c). The RC engine meanwhile answers an RNR NAK (a
- * receive), or stalls the send queue (a send), and retries once the page
- * response came.
+ * in the PASID of the context, through the function's page request queue
+ * (npfnic_xlat.c, whose PRQ work hands the contexts' requests in order to
+ * an ordered workqueue of their own, where npfnic_ib_page_request takes
+ * them). The RC engine meanwhile answers an RNR NAK (a receive), or
+ * stalls the send queue (a send), and retries once the page response
+ * came.
  *
- * Resolution, in the page request work (mlx5's pagefault_mr is the
- * model): find the MR of the PASID's context that covers the VA and hold
- * it; make sure the page tables down to the VA's PTE exist (as_lock, the
- * only allocation on the way); ib_umem_odp_map_dma_and_lock faults the
+ * Resolution, in that work (mlx5's pagefault_mr is the model): find the
+ * MR of the PASID's context that covers the VA and hold it; make sure the
+ * page tables down to the VA's PTE exist (as_lock, the only allocation on
+ * the way); ib_umem_odp_map_dma_and_lock faults the
  * page in and DMA-maps it, and returns with umem_mutex held; the PTE is
  * entered; umem_mutex is dropped; then the page response.
  *
@@ -45,7 +46,8 @@
  *
  * Locking. Reclaim runs the notifier, so nothing that holds a lock the
  * notifier may wait for allocates memory that can reclaim: the notifier
- * takes umem_mutex, then ats.lock (npfnic_ib_invalidate), never as_lock,
+ * takes umem_mutex, then the engine's xlat.inv_lock (npfnic_ib_invalidate),
+ * never as_lock,
  * and umem_mutex is never held while allocating or taking as_lock. The
  * PTEs of an ODP MR are its own (MRs of a context do not overlap) and
  * change only under its umem_mutex; the tables they sit in are walked
@@ -69,135 +71,43 @@
 
 #include "npfnic_ib.h"
 
-#define NPFNIC_IB_PRQ_SIZE	64
-#define NPFNIC_IB_PRSPQ_SIZE	64
-/* The PRI status block in ats.ctl, after the ATS status and the completion word. */
-#define NPFNIC_IB_CTL_PRI	128
-/* How long a response waits for room in the page response queue. */
-#define NPFNIC_IB_PRSP_WAIT_MS	100
 /* Synthetic receive faults: how often a changed rate is looked for. */
 #define NPFNIC_IB_RNPF_MS	10
 /* Pages of an MR drawn, at most, to find a mapped one to evict. */
 #define NPFNIC_IB_RNPF_PROBES	32
 
-static_assert(NPFNIC_IB_CTL_PRI + sizeof(struct npfnic_pri_status) <= PAGE_SIZE);
+/* ---- the contexts' use of page requests ---- */
 
-/* ---- the page request and response queues ---- */
-
-int npfnic_ib_pri_alloc(struct npfnic_ib_dev *dev)
-{
-	struct npfnic_ib_pri *pri = &dev->pri;
-	struct device *d = &dev->nic->pdev->dev;
-
-	if (!pri->possible || pri->prq)
-		return 0;
-	pri->prq = dma_alloc_coherent(d, NPFNIC_IB_PRQ_SIZE * sizeof(*pri->prq), &pri->prq_dma,
-				      GFP_KERNEL);
-	pri->prspq = dma_alloc_coherent(d, NPFNIC_IB_PRSPQ_SIZE * sizeof(*pri->prspq),
-					&pri->prspq_dma, GFP_KERNEL);
-	if (!pri->prq || !pri->prspq) {
-		npfnic_ib_pri_free(dev);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-void npfnic_ib_pri_free(struct npfnic_ib_dev *dev)
-{
-	struct npfnic_ib_pri *pri = &dev->pri;
-	struct device *d = &dev->nic->pdev->dev;
-
-	if (pri->prq)
-		dma_free_coherent(d, NPFNIC_IB_PRQ_SIZE * sizeof(*pri->prq), pri->prq,
-				  pri->prq_dma);
-	if (pri->prspq)
-		dma_free_coherent(d, NPFNIC_IB_PRSPQ_SIZE * sizeof(*pri->prspq), pri->prspq,
-				  pri->prspq_dma);
-	pri->prq = NULL;
-	pri->prspq = NULL;
-}
-
-/* With ATS enabled (ats.lock held): page requests for the contexts' PASIDs on. */
+/*
+ * The first context took the engine (ats.lock held): its page requests
+ * reach npfnic_ib_page_request from now on; synthetic receive faults on.
+ */
 void npfnic_ib_pri_start(struct npfnic_ib_dev *dev)
 {
 	struct npfnic_ib_pri *pri = &dev->pri;
-	struct npfnic *nic = dev->nic;
-	struct pci_dev *pdev = nic->pdev;
-	u32 max_req = 0;
 
 	if (!pri->possible)
 		return;
-	pri->st = dev->ats.ctl + NPFNIC_IB_CTL_PRI;
-	pri->prq_head = 0;
-	pri->prspq_tail = 0;
-	pri->error_seen = 0;
-	memset(pri->prg, 0, sizeof(pri->prg));
-	atomic64_set(&pri->isr_ns, 0);
-	npfnic_pri_program(nic, dev->ats.ctl_dma + NPFNIC_IB_CTL_PRI, pri->prq_dma,
-			   NPFNIC_IB_PRQ_SIZE, pri->prspq_dma, NPFNIC_IB_PRSPQ_SIZE);
 	WRITE_ONCE(pri->enabled, true);
-	/* The PCIe capability last: Enable latches the outstanding allocation. */
-	pci_read_config_dword(pdev, nic->pri_pos + PCI_PRI_MAX_REQ, &max_req);
-	pci_write_config_dword(pdev, nic->pri_pos + PCI_PRI_ALLOC_REQ, max_req);
-	pci_write_config_word(pdev, nic->pri_pos + PCI_PRI_CTRL, PCI_PRI_CTRL_ENABLE);
 	dev->rnpf_ppm = 0;
 	clear_bit(0, &dev->rnpf_due);
-	/* Not behind the fault resolutions of pri->wq: a due fault waits for none. */
+	/* Not behind the fault resolutions: a due fault waits for none. */
 	queue_delayed_work(system_unbound_wq, &dev->rnpf_work, msecs_to_jiffies(NPFNIC_IB_RNPF_MS));
 }
 
 /*
- * Before ATS stops (ats.lock held, no context left, so no ODP MR either):
- * Reset with Enable clear abandons whatever is outstanding, the queues
- * stop, and the work finds nothing to do.
+ * The last context went (ats.lock held, so no ODP MR is left): the
+ * synthetic faults stop. Requests still queued find no MR and are
+ * refused.
  */
 void npfnic_ib_pri_stop(struct npfnic_ib_dev *dev)
 {
 	struct npfnic_ib_pri *pri = &dev->pri;
-	struct npfnic *nic = dev->nic;
-	struct pci_dev *pdev = nic->pdev;
 
 	if (!pri->possible || !pri->enabled)
 		return;
 	WRITE_ONCE(pri->enabled, false);
-	pci_write_config_word(pdev, nic->pri_pos + PCI_PRI_CTRL, 0);
-	pci_write_config_word(pdev, nic->pri_pos + PCI_PRI_CTRL, PCI_PRI_CTRL_RESET);
-	iowrite32(NPFNIC_PRI_CTRL_RESET, nic->bar0 + NPFNIC_REG_PRI_CTRL);
-	if (!npfnic_wait_quiesced(nic, nic->bar0 + NPFNIC_REG_PRI_CTRL, NPFNIC_PRI_CTRL_BUSY,
-				  "RDMA page requests"))
-		dev->ats.lost = true;
-	if (nic->nvecs > NPFNIC_PRQ_VECTOR)
-		synchronize_irq(pci_irq_vector(pdev, NPFNIC_PRQ_VECTOR));
-	flush_work(&pri->work);
 	cancel_delayed_work_sync(&dev->rnpf_work);
-}
-
-/* Posts one page response and rings for it; false when the queue stayed full. */
-static bool npfnic_ib_prsp(struct npfnic_ib_dev *dev, u16 prgi, const struct npfnic_ib_prg *g,
-			   u16 code)
-{
-	struct npfnic_ib_pri *pri = &dev->pri;
-	struct npfnic *nic = dev->nic;
-	struct npfnic_page_resp *r;
-	bool pasid_valid = g->flags & NPFNIC_PRQ_PASID_VALID;
-	unsigned int waited = 0;
-
-	while (pri->prspq_tail - le32_to_cpu(READ_ONCE(pri->st->prspq_head)) >=
-	       NPFNIC_IB_PRSPQ_SIZE) {
-		if (waited++ >= NPFNIC_IB_PRSP_WAIT_MS || !READ_ONCE(pri->enabled) ||
-		    READ_ONCE(pri->st->error))
-			return false;
-		usleep_range(1000, 2000);
-	}
-	r = &pri->prspq[pri->prspq_tail++ & (NPFNIC_IB_PRSPQ_SIZE - 1)];
-	r->pasid = cpu_to_le32(pasid_valid ? g->pasid : 0);
-	r->prgi = cpu_to_le16(prgi);
-	r->code = cpu_to_le16(code);
-	r->flags = cpu_to_le32(pasid_valid ? NPFNIC_PRSP_PASID_VALID : 0);
-	r->rsvd = 0;
-	dma_wmb();
-	iowrite32(pri->prspq_tail, nic->bar0 + NPFNIC_REG_PRSPQ_TAIL);
-	return true;
 }
 
 /* ---- resolution ---- */
@@ -300,108 +210,56 @@ static int npfnic_ib_odp_fault(struct npfnic_ib_dev *dev, u32 pasid, u64 va, boo
 	return err;
 }
 
-static void npfnic_ib_pri_check(struct npfnic_ib_dev *dev)
+/*
+ * One page request of a context's PASID, from the engine's RDMA work
+ * (npfnic_xlat.c), in the order the device raised them: its page resolved
+ * into its group, the group answered at its last request. A group of an
+ * earlier run of the engine (gen) was abandoned by its reset.
+ */
+void npfnic_ib_page_request(struct npfnic_ib_dev *dev, const struct npfnic_xlat_req *r)
 {
 	struct npfnic_ib_pri *pri = &dev->pri;
-	u32 err = le32_to_cpu(READ_ONCE(pri->st->error));
-
-	if (err && err != pri->error_seen)
-		dev_err(&dev->nic->pdev->dev, "RDMA PRI error %u (info %u)\n", err,
-			le32_to_cpu(READ_ONCE(pri->st->error_info)));
-	pri->error_seen = err;
-}
-
-/* One queue entry: its page resolved into its group, the group answered at its last. */
-static void npfnic_ib_prq_entry(struct npfnic_ib_dev *dev, const struct npfnic_page_req *e,
-				u64 isr)
-{
-	struct npfnic_ib_pri *pri = &dev->pri;
-	u64 addr = le64_to_cpu(READ_ONCE(e->addr));
-	u32 pasid = le32_to_cpu(READ_ONCE(e->pasid));
-	u16 prgi = le16_to_cpu(READ_ONCE(e->prgi));
-	u16 flags = le16_to_cpu(READ_ONCE(e->flags));
 	struct npfnic_ib_prg *g;
 	int err;
 
-	if (prgi >= NPFNIC_PRGI_MAX) {
+	if (r->prgi >= NPFNIC_PRGI_MAX) {
 		atomic64_inc(&dev->odp.bad_requests);
 		dev_warn_ratelimited(&dev->nic->pdev->dev,
-				     "RDMA page request with PRG index %u ignored\n", prgi);
+				     "RDMA page request with PRG index %u ignored\n", r->prgi);
 		return;
 	}
-	g = &pri->prg[prgi];
-	if (!g->active) {
+	g = &pri->prg[r->prgi];
+	if (!g->active || g->gen != r->gen) {
 		memset(g, 0, sizeof(*g));
 		g->active = true;
-		g->pasid = pasid;
-		g->flags = flags;
+		g->gen = r->gen;
+		g->pasid = r->pasid;
+		g->flags = r->flags;
 	}
 	atomic64_inc(&dev->odp.faults);
 	if (!g->failed) {
-		/* Only the contexts' PASIDs fault: PASID 0 maps all of RAM. */
-		err = flags & NPFNIC_PRQ_PASID_VALID ?
-		      npfnic_ib_odp_fault(dev, pasid, addr, flags & NPFNIC_PRQ_WRITE, isr) :
-		      -EINVAL;
+		err = npfnic_ib_odp_fault(dev, r->pasid, r->addr, r->flags & NPFNIC_PRQ_WRITE,
+					  r->isr_ns);
 		if (err) {
 			g->failed = true;
 			dev_dbg_ratelimited(&dev->nic->pdev->dev,
-					    "RDMA page request PASID %u %#llx%s: %d\n", pasid, addr,
-					    flags & NPFNIC_PRQ_WRITE ? " (write)" : "", err);
+					    "RDMA page request PASID %u %#llx%s: %d\n", r->pasid,
+					    r->addr, r->flags & NPFNIC_PRQ_WRITE ? " (write)" : "",
+					    err);
 		}
 	}
-	if (!(flags & NPFNIC_PRQ_LAST))
+	if (!(r->flags & NPFNIC_PRQ_LAST))
 		return;
 	if (g->failed)
 		atomic64_inc(&dev->odp.fault_errors);
-	if (npfnic_ib_prsp(dev, prgi, g, g->failed ? NPFNIC_PRSP_INVALID_REQUEST :
-						      NPFNIC_PRSP_SUCCESS))
-		npfnic_since(dev->nic, NPFNIC_HIST_RDMA_FAULT, isr);
+	if (!npfnic_xlat_respond(dev->nic, r->prgi, g->pasid, g->flags & NPFNIC_PRQ_PASID_VALID,
+				 g->failed ? NPFNIC_PRSP_INVALID_REQUEST : NPFNIC_PRSP_SUCCESS))
+		npfnic_since(dev->nic, NPFNIC_HIST_RDMA_FAULT, r->isr_ns);
 	else
 		dev_err_ratelimited(&dev->nic->pdev->dev,
-				    "RDMA page response queue full: group %u not answered\n", prgi);
+				    "RDMA page response not posted: group %u not answered\n",
+				    r->prgi);
 	g->active = false;
-}
-
-/* Serves every queued page request, answering each group as its last page resolves. */
-static void npfnic_ib_prq_work(struct work_struct *work)
-{
-	struct npfnic_ib_dev *dev = container_of(work, struct npfnic_ib_dev, pri.work);
-	struct npfnic_ib_pri *pri = &dev->pri;
-	struct npfnic *nic = dev->nic;
-	u64 isr = atomic64_xchg(&pri->isr_ns, 0);
-	u32 tail;
-
-	if (!READ_ONCE(pri->enabled))
-		return;
-	npfnic_ib_pri_check(dev);
-	tail = le32_to_cpu(READ_ONCE(pri->st->prq_tail));
-	if (tail - pri->prq_head > NPFNIC_IB_PRQ_SIZE) {
-		atomic64_inc(&dev->odp.bad_requests);
-		dev_err_ratelimited(&nic->pdev->dev,
-				    "RDMA page request queue: producer index %u, %u consumed\n",
-				    tail, pri->prq_head);
-		return;
-	}
-	/* The producer index before the entries it covers. */
-	dma_rmb();
-	while (pri->prq_head != tail && READ_ONCE(pri->enabled)) {
-		npfnic_ib_prq_entry(dev, &pri->prq[pri->prq_head & (NPFNIC_IB_PRQ_SIZE - 1)], isr);
-		pri->prq_head++;
-		/* Slots back as they are served: the device queues more meanwhile. */
-		iowrite32(pri->prq_head, nic->bar0 + NPFNIC_REG_PRQ_HEAD);
-	}
-}
-
-/* The PRQ vector while the Ethernet side does not translate. */
-irqreturn_t npfnic_ib_prq_irq(struct npfnic *nic)
-{
-	struct npfnic_ib_dev *dev = READ_ONCE(nic->ib);
-
-	if (!dev || !READ_ONCE(dev->pri.enabled))
-		return IRQ_HANDLED;
-	atomic64_cmpxchg(&dev->pri.isr_ns, 0, ktime_get_ns());
-	queue_work(dev->pri.wq, &dev->pri.work);
-	return IRQ_HANDLED;
 }
 
 /* ---- invalidation ---- */
@@ -694,8 +552,8 @@ void npfnic_ib_odp_dereg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr)
 
 /*
  * At probe, before registration: whether ODP is possible (the device
- * faults through PRI, and RDMA runs the translation engine), and the
- * work that serves the requests.
+ * faults through PRI, and RDMA can use the translation engine); the
+ * engine's RDMA work resolves the contexts' requests here from now on.
  */
 int npfnic_ib_odp_init(struct npfnic_ib_dev *dev)
 {
@@ -704,14 +562,12 @@ int npfnic_ib_odp_init(struct npfnic_ib_dev *dev)
 	mutex_init(&dev->odp_lock);
 	xa_init(&dev->ucs);
 	init_waitqueue_head(&dev->odp_wait);
-	INIT_WORK(&dev->pri.work, npfnic_ib_prq_work);
 	INIT_DELAYED_WORK(&dev->rnpf_work, npfnic_ib_rnpf_work);
+	/* The contexts' page requests come here whether or not ODP is possible. */
+	npfnic_xlat_rdma_attach(nic, dev);
 	if (!IS_ENABLED(CONFIG_INFINIBAND_ON_DEMAND_PAGING) || !npfnic_ib_ats_possible(dev) ||
 	    !(nic->features & NPFNIC_FEAT_RDMA_ODP) || !nic->pri_pos)
 		return 0;
-	dev->pri.wq = alloc_ordered_workqueue("%s_odp", WQ_MEM_RECLAIM, pci_name(nic->pdev));
-	if (!dev->pri.wq)
-		return -ENOMEM;
 	dev->pri.possible = true;
 	return 0;
 }
@@ -721,9 +577,8 @@ void npfnic_ib_odp_fini(struct npfnic_ib_dev *dev)
 {
 	/* The RDMA vector is quiet now (npfnic_ib_hw_fini): no alarm requeues it. */
 	cancel_delayed_work_sync(&dev->rnpf_work);
-	if (dev->pri.wq)
-		destroy_workqueue(dev->pri.wq);
-	dev->pri.wq = NULL;
+	/* No resolution finds the device from here on. */
+	npfnic_xlat_rdma_attach(dev->nic, NULL);
 	WARN_ON(!xa_empty(&dev->ucs));
 	xa_destroy(&dev->ucs);
 }

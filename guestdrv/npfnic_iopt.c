@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * npfnic I/O page tables and invalidation: the translation the device walks
- * for PASID 0 (x86-64 style, four levels of 4 KiB tables in coherent
- * memory), built on demand, and the synchronous path that takes
- * translations away again.
+ * npfnic I/O page tables: the translation the device walks for PASID 0
+ * (x86-64 style, four levels of 4 KiB tables in coherent memory), built
+ * on demand, and what takes RX translations away again (cool, synthetic
+ * rNPFs). The RDMA contexts' tables have the same format and walkers
+ * (npfnic_ib_mr.c); the engine that walks them all, with the PASID table
+ * and the invalidation queue, is npfnic_xlat.c's.
  *
  * What is mapped where (see npfnic_npf.c for the policies):
  *  - RX slot (q, i) is one page at npfnic_rx_va(q, i), allocated, DMA
@@ -16,12 +18,10 @@
  *  - pin enters every RX slot and all of RAM at open.
  *
  * Invalidation is a separate, synchronous path, like mlx5's
- * invalidate_range: clear the PTEs, post RANGE (or PASID) descriptors
- * followed by one WAIT on the invalidation queue, sleep until the device
- * writes the completion word (INVQ vector). Once that returns 0 no DMA
- * uses, or will use, a dropped translation, and the pages may go. It
- * never waits for a page response, and refuses once stop began
- * (npf.active clear). Its users:
+ * invalidate_range: clear the PTEs, then npfnic_xlat_invalidate_n for
+ * PASID 0 (RANGE descriptors and one WAIT; npfnic_xlat.c). Once that
+ * returns 0 no DMA uses, or will use, a dropped translation, and the
+ * pages may go. It never waits for a page response. Its users here:
  *  - cool (sysfs, npfnic_main.c) takes every RX slot page away so the
  *    next frames fault again;
  *  - synthetic rNPFs (rnpf_rate_ppm; Lesokhin et al., section 6.4): for
@@ -38,8 +38,8 @@
  *    to take: under pin and off the knob does nothing.
  *
  * Locking: npf.lock covers the page tables and the RX slot pages (every
- * function that walks or changes them asserts it); npf.inv_lock the
- * invalidation queue, nested inside npf.lock where both are held. rtnl
+ * function that walks or changes them asserts it); the invalidation
+ * queue's xlat.inv_lock nests inside it where both are held. rtnl
  * serialises cool with open and stop. The rnpf work clears PTEs under
  * npf.lock and invalidates after dropping it, so faults are not held up by
  * the round trip; close cancels it. NAPI takes no lock: it reads a slot's
@@ -59,7 +59,6 @@
 #include "npfnic.h"
 
 #define NPFNIC_PT_ENTRIES	BIT(NPFNIC_XLAT_LEVEL_BITS)
-#define NPFNIC_INV_TIMEOUT	(5 * HZ)
 
 /* ---- I/O page tables ---- */
 
@@ -409,98 +408,6 @@ int npfnic_pin_all(struct npfnic *nic)
 	return err;
 }
 
-/* ---- invalidation queue ---- */
-
-static bool npfnic_inv_done(struct npfnic_npf *npf, u32 seq)
-{
-	return (s32)(le32_to_cpu(READ_ONCE(*npf->inv_done)) - seq) >= 0 ||
-	       READ_ONCE(npf->ats_st->error);
-}
-
-/* The invalidations one WAIT may cover: the WAIT needs an entry too. */
-#define NPFNIC_INV_BATCH	(NPFNIC_INVQ_SIZE / 2)
-
-/*
- * Posts n invalidations of PASID 0 (op RANGE: the given number of pages
- * from each addr[k]; op PASID: all of it) followed by one WAIT, and waits
- * for the completion word: on success no DMA uses, or will use, a dropped
- * translation. Refused once stop began, since the engine may be reset.
- */
-static int npfnic_invalidate_n(struct npfnic *nic, u16 op, const u64 *addr, u32 n, u64 pages)
-{
-	struct npfnic_npf *npf = &nic->npf;
-	unsigned int waited = 0;
-	u32 seq, head, k;
-	int err = 0;
-
-	if (WARN_ON_ONCE(!n || n > NPFNIC_INV_BATCH))
-		return -EINVAL;
-	mutex_lock(&npf->inv_lock);
-	/* npfnic_npf_quiesce clears active, then waits for inv_lock. */
-	if (!READ_ONCE(npf->active)) {
-		mutex_unlock(&npf->inv_lock);
-		return -ENETDOWN;
-	}
-	/* Every earlier invalidation was waited for; space is a formality. */
-	for (;;) {
-		head = le32_to_cpu(READ_ONCE(npf->ats_st->invq_head));
-		if (npf->invq_tail + n + 1 - head <= NPFNIC_INVQ_SIZE)
-			break;
-		if (waited++ >= NPFNIC_WAIT_MS || READ_ONCE(npf->ats_st->error)) {
-			err = -EBUSY;
-			goto out;
-		}
-		usleep_range(1000, 2000);
-	}
-	seq = ++npf->inv_seq;
-	for (k = 0; k <= n; k++) {
-		struct npfnic_inv_desc *d = &npf->invq[npf->invq_tail++ & (NPFNIC_INVQ_SIZE - 1)];
-
-		memset(d, 0, sizeof(*d));
-		if (k < n) {
-			d->op = cpu_to_le16(op);
-			d->pasid = 0;
-			d->addr = cpu_to_le64(addr[k]);
-			d->pages = cpu_to_le64(pages);
-		} else {
-			d->op = cpu_to_le16(NPFNIC_INV_OP_WAIT);
-			d->flags = cpu_to_le16(NPFNIC_INV_FLAG_IRQ);
-			d->addr = cpu_to_le64(npf->inv_done_dma);
-			d->data = cpu_to_le32(seq);
-		}
-	}
-	dma_wmb();
-	iowrite32(npf->invq_tail, nic->bar0 + NPFNIC_REG_INVQ_TAIL);
-	atomic64_inc(&nic->nstats.invalidations);
-	if (!wait_event_timeout(npf->inv_wait, npfnic_inv_done(npf, seq), NPFNIC_INV_TIMEOUT)) {
-		atomic64_inc(&nic->nstats.inv_timeouts);
-		dev_err(&nic->pdev->dev, "invalidation %u (op %u at %#llx, %u in all) timed out\n",
-			seq, op, addr[0], n);
-		err = -ETIMEDOUT;
-	}
-out:
-	if (READ_ONCE(npf->ats_st->error)) {
-		dev_err_ratelimited(&nic->pdev->dev, "invalidation queue halted: ATS error %u at %u\n",
-				    le32_to_cpu(READ_ONCE(npf->ats_st->error)),
-				    le32_to_cpu(READ_ONCE(npf->ats_st->error_info)));
-		err = -EIO;
-	}
-	mutex_unlock(&npf->inv_lock);
-	return err;
-}
-
-/* One invalidation (RANGE: that many pages from addr; PASID), then a WAIT. */
-int npfnic_invalidate(struct npfnic *nic, u16 op, u64 addr, u64 pages)
-{
-	return npfnic_invalidate_n(nic, op, &addr, 1, pages);
-}
-
-irqreturn_t npfnic_invq_irq(struct npfnic *nic)
-{
-	wake_up(&nic->npf.inv_wait);
-	return IRQ_HANDLED;
-}
-
 /* ---- cooling the ring ---- */
 
 static int npfnic_cool_qp(struct npfnic *nic, struct npfnic_qp *qp)
@@ -517,7 +424,7 @@ static int npfnic_cool_qp(struct npfnic *nic, struct npfnic_qp *qp)
 		if (pte)
 			WRITE_ONCE(*pte, 0);
 	}
-	err = npfnic_invalidate(nic, NPFNIC_INV_OP_RANGE, npfnic_rx_va(qp->idx, 0), qp->rx_size);
+	err = npfnic_xlat_invalidate(nic, 0, npfnic_rx_va(qp->idx, 0), qp->rx_size);
 	for (i = 0; i < qp->rx_size; i++) {
 		struct npfnic_rx_slot *slot = &qp->rx_slots[i];
 		__le64 *pte;
@@ -671,7 +578,7 @@ void npfnic_rnpf_work(struct work_struct *work)
 		 * place: the device may use a cached translation a while longer,
 		 * which is harmless, and the next fault enters the page again.
 		 */
-		err = n ? npfnic_invalidate_n(nic, NPFNIC_INV_OP_RANGE, va, n, 1) : 0;
+		err = n ? npfnic_xlat_invalidate_n(nic, 0, va, n, 1) : 0;
 		if (err)
 			n = 0;
 		atomic64_add(n, &nic->nstats.rnpf_injected);

@@ -3,9 +3,9 @@
  * npfnic: driver for the npfnic virtual PCIe NIC (served to QEMU over
  * vfio-user). This part binds to the device, maps BAR0, enables bus
  * mastering and MSI-X with a counting handler per vector that dispatches to
- * the Ethernet side (npfnic_eth.c, npfnic_eth_txrx.c), the page-fault
- * machinery (npfnic_npf.c and the files it names) or the diagnostics
- * (npfnic_diag.c).
+ * the Ethernet side (npfnic_eth.c, npfnic_eth_txrx.c), the translation
+ * engine (npfnic_xlat.c), the page-fault machinery (npfnic_npf.c and the
+ * files it names) or the diagnostics (npfnic_diag.c).
  * Once the netdev is registered, the RDMA device (npfnic_ib.c) goes on top
  * of it, and comes off first at remove.
  *
@@ -71,9 +71,9 @@ static irqreturn_t npfnic_irq(int irq, void *data)
 	case NPFNIC_MISC_VECTOR:
 		return npfnic_misc_irq(irq, nic);
 	case NPFNIC_PRQ_VECTOR:
-		return npfnic_prq_irq(nic);
+		return npfnic_xlat_prq_irq(nic);
 	case NPFNIC_INVQ_VECTOR:
-		return npfnic_invq_irq(nic);
+		return npfnic_xlat_invq_irq(nic);
 	case NPFNIC_BACKUP_VECTOR:
 		return npfnic_backup_irq(nic);
 	case NPFNIC_DIAG_ECHO_VECTOR:
@@ -175,9 +175,12 @@ static int npfnic_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	err = npfnic_npf_probe(nic);
 	if (err)
 		goto err_vectors;
-	err = npfnic_eth_probe(nic);
+	err = npfnic_xlat_probe(nic);
 	if (err)
 		goto err_npf;
+	err = npfnic_eth_probe(nic);
+	if (err)
+		goto err_xlat;
 
 	for (i = 0; i < nic->nvecs; i++) {
 		const char *name = devm_kasprintf(&pdev->dev, GFP_KERNEL, "npfnic-%s-%d",
@@ -213,6 +216,8 @@ err_irqs:
 	npfnic_free_irqs(nic, nic->nvecs);
 err_eth:
 	npfnic_eth_remove(nic);
+err_xlat:
+	npfnic_xlat_remove(nic);
 err_npf:
 	npfnic_npf_remove(nic);
 err_vectors:
@@ -231,6 +236,7 @@ static void npfnic_remove(struct pci_dev *pdev)
 	unregister_netdev(nic->netdev);
 	npfnic_free_irqs(nic, nic->nvecs);
 	npfnic_eth_remove(nic);
+	npfnic_xlat_remove(nic);
 	npfnic_npf_remove(nic);
 	pci_free_irq_vectors(pdev);
 }

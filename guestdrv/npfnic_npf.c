@@ -4,8 +4,11 @@
  * the Ethernet queues, after Lesokhin et al., "Page Fault Support for Network
  * Controllers" (ASPLOS'17), section 5. This file sets the machinery up,
  * takes it down and counts; the paths themselves live by concern:
- *  - npfnic_iopt.c: the I/O page tables, invalidation, and cool;
- *  - npfnic_fault.c: page requests, from the PRQ interrupt to the response;
+ *  - npfnic_xlat.c: the translation engine (PASID table, invalidation,
+ *    page request and response queues), which the RDMA side uses too;
+ *  - npfnic_iopt.c: the I/O page tables of PASID 0, cool, synthetic rNPFs;
+ *  - npfnic_fault.c: the Ethernet page requests, from the PRQ work's
+ *    batch to the response;
  *  - npfnic_backup.c: the backup ring of rx_policy backup;
  *  - npfnic_diag.c: fault injection and the other test knobs (debugfs).
  *
@@ -17,13 +20,17 @@
  * drop loses a frame whose buffer faulted (its page is requested); backup
  * has the device keep it in the backup ring for the driver to place.
  *
- * Open allocates one coherent control page (the ATS and PRI status blocks
- * and the invalidation completion word), the PASID table, the root table,
- * the invalidation, page request and page response queues and, for backup,
- * the backup ring with its buffers, then programs and enables the engines.
- * Stop disables them and waits for each one's BUSY bit to clear (the
- * quiesce handshake); the memory of an engine still BUSY is leaked, never
- * freed.
+ * Open allocates PASID 0's root table (pin fills it) and, for backup, the
+ * backup ring with its buffers, then takes the translation engine with
+ * those tables (npfnic_xlat_eth_get: it starts the engine unless the RDMA
+ * side runs it already) and enables the backup ring. Stop disables the
+ * backup ring and waits for its BUSY bit to clear (the quiesce handshake),
+ * then lets go of the engine (npfnic_xlat_eth_put: it stops, or PASID 0
+ * lets go of the tables for the RDMA side); memory the device may still
+ * use (an engine or ring still BUSY, tables not invalidated) is leaked,
+ * never freed. rx_policy off takes no engine: its queues run on IOVAs
+ * with no translation at all (unless an RDMA context runs the engine,
+ * npfnic_xlat.c).
  *
  * Knobs: module parameters rx_policy, bm_size, backup_ring_size,
  * atc_entries, rnpf_rate_ppm (the start value of each function's debugfs
@@ -43,8 +50,9 @@
  *
  * Locking: rtnl serialises open/stop with cool and the injections. The
  * work items do nothing new once npf.active is cleared under npf.lock
- * (npfnic_npf_quiesce, which then waits out an invalidation in flight),
- * and close cancels them before anything is freed.
+ * (npfnic_npf_quiesce, which then waits for the PRQ work: that runs on
+ * while RDMA uses the engine, answering Ethernet requests Invalid), and
+ * close cancels the Ethernet ones before anything is freed.
  * Each histogram has one writer at a time (npfnic_hist_add); the counters
  * are atomics. The files above state their own locks.
  */
@@ -89,11 +97,6 @@ static unsigned int fault_ahead = 64;
 module_param(fault_ahead, uint, 0444);
 MODULE_PARM_DESC(fault_ahead,
 		 "drop and backup: cold RX slots backed after each RX fault (0: none), at probe (debugfs fault_ahead changes it per function)");
-
-/* Layout of the control page: both status blocks and the completion word. */
-#define NPFNIC_CTL_ATS		0
-#define NPFNIC_CTL_PRI		64
-#define NPFNIC_CTL_INV_DONE	128
 
 static_assert(PAGE_SIZE == NPFNIC_PAGE_SIZE);
 static_assert(NPFNIC_RX_BUF_SIZE <= NPFNIC_PAGE_SIZE);
@@ -150,7 +153,7 @@ static u64 npfnic_hist_value(unsigned int idx)
 /*
  * One writer per histogram at a time: fault_lat and fault_sched belong to
  * the PRQ work, backup_lat to the backup work, fault_map to npf.lock,
- * rdma_fault to the RDMA page request work.
+ * rdma_fault to the RDMA page request work (npfnic_xlat.c's rdma_work).
  */
 static void npfnic_hist_add(struct npfnic *nic, int h, u64 ns)
 {
@@ -190,81 +193,35 @@ void npfnic_since(struct npfnic *nic, int h, u64 from)
 /* ---- open / stop ---- */
 
 /*
- * Frees what the device used, except the memory of an engine that stayed
- * BUSY after its reset (npfnic_npf_stop_hw): that is forgotten, not freed.
- * ATS reads the PASID table and page tables and writes its status and the
- * invalidation completions; PRI writes page requests and its status and
- * reads responses; the backup ring writes entries and frames.
+ * Frees what the device used, except what it may still use: PASID 0's
+ * tables when the engine did not let go of them (root_lost), the backup
+ * ring when it stayed BUSY after its disable (bk_lost). Those are
+ * forgotten, not freed.
  */
 static void npfnic_npf_free(struct npfnic *nic)
 {
 	struct npfnic_npf *npf = &nic->npf;
 	struct device *dev = &nic->pdev->dev;
 
-	if (npf->ats_lost) {
+	if (npf->root_lost)
 		npf->root = NULL;
-		npf->pasid_tbl = NULL;
-		npf->invq = NULL;
-	}
-	if (npf->ats_lost || npf->pri_lost)
-		npf->ctl = NULL;
-	if (npf->pri_lost) {
-		npf->prq = NULL;
-		npf->prspq = NULL;
-	}
 	if (npf->bk_lost) {
 		npf->bk = NULL;
 		npf->bk_bufs = NULL;
 	}
-	npf->ats_lost = false;
-	npf->pri_lost = false;
+	npf->root_lost = false;
 	npf->bk_lost = false;
 	mutex_lock(&npf->lock);
 	npfnic_pt_free(nic, npf->root);
 	npf->root = NULL;
 	mutex_unlock(&npf->lock);
-	if (npf->ctl)
-		dma_free_coherent(dev, PAGE_SIZE, npf->ctl, npf->ctl_dma);
-	if (npf->pasid_tbl)
-		dma_free_coherent(dev, PAGE_SIZE, npf->pasid_tbl, npf->pasid_dma);
-	if (npf->invq)
-		dma_free_coherent(dev, NPFNIC_INVQ_SIZE * sizeof(*npf->invq), npf->invq,
-				  npf->invq_dma);
-	if (npf->prq)
-		dma_free_coherent(dev, NPFNIC_PRQ_SIZE * sizeof(*npf->prq), npf->prq, npf->prq_dma);
-	if (npf->prspq)
-		dma_free_coherent(dev, NPFNIC_PRSPQ_SIZE * sizeof(*npf->prspq), npf->prspq,
-				  npf->prspq_dma);
 	if (npf->bk)
 		dma_free_coherent(dev, nic->backup_size * sizeof(*npf->bk), npf->bk, npf->bk_dma);
 	if (npf->bk_bufs)
 		dma_free_coherent(dev, (size_t)nic->backup_size * NPFNIC_RX_BUF_SIZE, npf->bk_bufs,
 				  npf->bk_bufs_dma);
-	npf->ctl = NULL;
-	npf->pasid_tbl = NULL;
-	npf->invq = NULL;
-	npf->prq = NULL;
-	npf->prspq = NULL;
 	npf->bk = NULL;
 	npf->bk_bufs = NULL;
-}
-
-/* The PCIe ATS and PRI capabilities: enabled for the session, else off. */
-static void npfnic_caps(struct npfnic *nic, bool on)
-{
-	struct pci_dev *pdev = nic->pdev;
-	u32 max_req = 0;
-
-	pci_write_config_word(pdev, nic->ats_pos + PCI_ATS_CTRL, 0);
-	/* With Enable clear, Reset abandons every outstanding page request. */
-	pci_write_config_word(pdev, nic->pri_pos + PCI_PRI_CTRL, 0);
-	pci_write_config_word(pdev, nic->pri_pos + PCI_PRI_CTRL, PCI_PRI_CTRL_RESET);
-	if (!on)
-		return;
-	pci_read_config_dword(pdev, nic->pri_pos + PCI_PRI_MAX_REQ, &max_req);
-	pci_write_config_dword(pdev, nic->pri_pos + PCI_PRI_ALLOC_REQ, max_req);
-	pci_write_config_word(pdev, nic->pri_pos + PCI_PRI_CTRL, PCI_PRI_CTRL_ENABLE);
-	pci_write_config_word(pdev, nic->ats_pos + PCI_ATS_CTRL, PCI_ATS_CTRL_ENABLE);
 }
 
 int npfnic_npf_open(struct npfnic *nic)
@@ -275,14 +232,6 @@ int npfnic_npf_open(struct npfnic *nic)
 	u32 j;
 	int q, err;
 
-	npf->ctl = dma_alloc_coherent(dev, PAGE_SIZE, &npf->ctl_dma, GFP_KERNEL);
-	npf->pasid_tbl = dma_alloc_coherent(dev, PAGE_SIZE, &npf->pasid_dma, GFP_KERNEL);
-	npf->invq = dma_alloc_coherent(dev, NPFNIC_INVQ_SIZE * sizeof(*npf->invq),
-				       &npf->invq_dma, GFP_KERNEL);
-	npf->prq = dma_alloc_coherent(dev, NPFNIC_PRQ_SIZE * sizeof(*npf->prq), &npf->prq_dma,
-				      GFP_KERNEL);
-	npf->prspq = dma_alloc_coherent(dev, NPFNIC_PRSPQ_SIZE * sizeof(*npf->prspq),
-					&npf->prspq_dma, GFP_KERNEL);
 	if (backup) {
 		npf->bk = dma_alloc_coherent(dev, nic->backup_size * sizeof(*npf->bk),
 					     &npf->bk_dma, GFP_KERNEL);
@@ -293,30 +242,18 @@ int npfnic_npf_open(struct npfnic *nic)
 	mutex_lock(&npf->lock);
 	npf->root = npfnic_pt_alloc(nic, true);
 	mutex_unlock(&npf->lock);
-	if (!npf->ctl || !npf->pasid_tbl || !npf->invq || !npf->prq || !npf->prspq ||
-	    !npf->root || (backup && (!npf->bk || !npf->bk_bufs))) {
+	if (!npf->root || (backup && (!npf->bk || !npf->bk_bufs))) {
 		err = -ENOMEM;
 		goto err_free;
 	}
-	npf->ats_st = npf->ctl + NPFNIC_CTL_ATS;
-	npf->pri_st = npf->ctl + NPFNIC_CTL_PRI;
-	npf->inv_done = npf->ctl + NPFNIC_CTL_INV_DONE;
-	npf->inv_done_dma = npf->ctl_dma + NPFNIC_CTL_INV_DONE;
-	npf->invq_tail = 0;
-	npf->inv_seq = 0;
-	npf->prq_head = 0;
-	npf->prspq_tail = 0;
-	npf->pri_error_seen = 0;
 	npf->bk_next = 0;
 	npf->bk_tail = 0;
 	npf->inject_bad_backup = NPFNIC_BAD_BACKUP_NONE;
-	memset(npf->prg, 0, sizeof(npf->prg));
-	for (q = 0; q < NPFNIC_PAIR_MAX; q++)
+	for (q = 0; q < NPFNIC_PAIR_MAX; q++) {
 		atomic_set(&nic->qps[q].rnpf_want, 0);
-	atomic64_set(&npf->prq_isr_ns, 0);
+		nic->qps[q].ahead_due = false;
+	}
 	atomic64_set(&npf->bk_isr_ns, 0);
-	npf->pasid_tbl[0].root = cpu_to_le64((npf->root->dma & NPFNIC_PTE_ADDR_MASK) |
-					     NPFNIC_PASID_ENTRY_VALID);
 	nic->sb->backup_head = 0;
 	nic->sb->backup_full = 0;
 	nic->sb->tail_events = 0;
@@ -327,22 +264,10 @@ int npfnic_npf_open(struct npfnic *nic)
 			goto err_free;
 	}
 
-	/* Translation: PASID table, invalidation queue, translation cache. */
-	iowrite32(NPFNIC_ATS_CTRL_RESET, nic->bar0 + NPFNIC_REG_ATS_CTRL);
-	npfnic_write64(nic, NPFNIC_REG_ATS_STATUS_LO, npf->ctl_dma + NPFNIC_CTL_ATS);
-	npfnic_write64(nic, NPFNIC_REG_PASID_TABLE_LO, npf->pasid_dma);
-	iowrite32(1, nic->bar0 + NPFNIC_REG_PASID_TABLE_SIZE);
-	npfnic_write64(nic, NPFNIC_REG_INVQ_BASE_LO, npf->invq_dma);
-	iowrite32(NPFNIC_INVQ_SIZE, nic->bar0 + NPFNIC_REG_INVQ_SIZE);
-	iowrite32(NPFNIC_INVQ_VECTOR, nic->bar0 + NPFNIC_REG_INVQ_VECTOR);
-	iowrite32(nic->atc_entries, nic->bar0 + NPFNIC_REG_ATC_CAPACITY);
-	iowrite32(NPFNIC_ATS_CTRL_ENABLE, nic->bar0 + NPFNIC_REG_ATS_CTRL);
-
-	/* Page requests and responses. */
-	npfnic_pri_program(nic, npf->ctl_dma + NPFNIC_CTL_PRI, npf->prq_dma, NPFNIC_PRQ_SIZE,
-			   npf->prspq_dma, NPFNIC_PRSPQ_SIZE);
-
-	npfnic_caps(nic, true);
+	/* Translation through npf.root, page requests: the engine both sides use. */
+	err = npfnic_xlat_eth_get(nic, npf->root);
+	if (err)
+		goto err_free;
 
 	if (backup) {
 		iowrite32(0, nic->bar0 + NPFNIC_REG_BACKUP_CTRL);
@@ -382,19 +307,22 @@ void npfnic_npf_start_qp(struct npfnic_qp *qp)
 }
 
 /*
- * First step of stop: the work items stop doing anything new, and an
- * invalidation in flight ends before the engine is reset under it.
+ * First step of stop: the work items stop doing anything new, and the PRQ
+ * work, which runs on for RDMA, is done with what it started on the
+ * pairs (it answers their requests Invalid from here on).
  */
 void npfnic_npf_quiesce(struct npfnic *nic)
 {
 	mutex_lock(&nic->npf.lock);
 	WRITE_ONCE(nic->npf.active, false);
-	mutex_lock(&nic->npf.inv_lock);
-	mutex_unlock(&nic->npf.inv_lock);
 	mutex_unlock(&nic->npf.lock);
+	npfnic_xlat_flush(nic);
 }
 
-/* With the queue pairs stopped, before the read that flushes the writes. */
+/*
+ * With the queue pairs stopped, before the read that flushes the writes:
+ * the backup ring stops, then the engine lets go of PASID 0's tables.
+ */
 void npfnic_npf_stop_hw(struct npfnic *nic)
 {
 	struct npfnic_npf *npf = &nic->npf;
@@ -405,24 +333,13 @@ void npfnic_npf_stop_hw(struct npfnic *nic)
 		npf->bk_lost = !npfnic_wait_quiesced(nic, bar0 + NPFNIC_REG_BACKUP_CTRL,
 						     NPFNIC_BACKUP_CTRL_BUSY, "backup ring");
 	}
-	npfnic_caps(nic, false);
-	iowrite32(NPFNIC_PRI_CTRL_RESET, bar0 + NPFNIC_REG_PRI_CTRL);
-	iowrite32(NPFNIC_ATS_CTRL_RESET, bar0 + NPFNIC_REG_ATS_CTRL);
-	npf->pri_lost = !npfnic_wait_quiesced(nic, bar0 + NPFNIC_REG_PRI_CTRL,
-					      NPFNIC_PRI_CTRL_BUSY, "page request queue");
-	npf->ats_lost = !npfnic_wait_quiesced(nic, bar0 + NPFNIC_REG_ATS_CTRL,
-					      NPFNIC_ATS_CTRL_BUSY, "translation");
+	npf->root_lost = !npfnic_xlat_eth_put(nic);
 }
 
 /* With the device stopped: no interrupt, no work, then free everything. */
 void npfnic_npf_close(struct npfnic *nic)
 {
-	struct pci_dev *pdev = nic->pdev;
-
-	synchronize_irq(pci_irq_vector(pdev, NPFNIC_PRQ_VECTOR));
-	synchronize_irq(pci_irq_vector(pdev, NPFNIC_INVQ_VECTOR));
-	synchronize_irq(pci_irq_vector(pdev, NPFNIC_BACKUP_VECTOR));
-	cancel_work_sync(&nic->prq_work);
+	synchronize_irq(pci_irq_vector(nic->pdev, NPFNIC_BACKUP_VECTOR));
 	cancel_delayed_work_sync(&nic->backup_work);
 	cancel_work_sync(&nic->rnpf_work);
 	npfnic_npf_free(nic);
@@ -469,13 +386,14 @@ void npfnic_npf_get_stats(struct npfnic *nic, u64 *data)
 		full = le32_to_cpu(READ_ONCE(nic->sb->backup_full));
 		tail_events = le32_to_cpu(READ_ONCE(nic->sb->tail_events));
 	}
-	/* The RDMA device may run translation under rx_policy off (npfnic_ib_ats.c). */
-	if (npfnic_translating(nic) || npfnic_ib_translating(nic)) {
+	/* Either side may run the engine (npfnic_xlat.c); under xlat.lock it stays. */
+	mutex_lock(&nic->xlat.lock);
+	if (npfnic_xlat_running(nic)) {
 		hits = ioread32(nic->bar0 + NPFNIC_REG_ATC_HITS);
 		misses = ioread32(nic->bar0 + NPFNIC_REG_ATC_MISSES);
+		unexpected = le32_to_cpu(READ_ONCE(nic->xlat.pri_st->unexpected));
 	}
-	if (nic->npf.ctl)
-		unexpected = le32_to_cpu(READ_ONCE(nic->npf.pri_st->unexpected));
+	mutex_unlock(&nic->xlat.lock);
 
 	data[k++] = rxf;
 	data[k++] = rxb;
@@ -565,10 +483,6 @@ int npfnic_npf_probe(struct npfnic *nic)
 	}
 
 	mutex_init(&nic->npf.lock);
-	mutex_init(&nic->npf.inv_lock);
-	mutex_init(&nic->npf.prsp_lock);
-	init_waitqueue_head(&nic->npf.inv_wait);
-	INIT_WORK(&nic->prq_work, npfnic_prq_work);
 	INIT_DELAYED_WORK(&nic->backup_work, npfnic_backup_work);
 	INIT_WORK(&nic->echo_work, npfnic_echo_work);
 	INIT_WORK(&nic->rnpf_work, npfnic_rnpf_work);

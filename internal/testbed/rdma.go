@@ -57,6 +57,9 @@ type RDMAGuest struct {
 	// BDF is the PCI function of an npfnic guest's NIC (its debugfs
 	// knobs, rdmafault.go); "" for rxe.
 	BDF string
+	// Params are npfnic.ko's module parameters in an npfnic guest, at
+	// every load (StartRDMAPair, ReloadDriver, Reboot).
+	Params string
 	// dir holds a lone guest's socket (StartRDMAGuest); "" in a pair.
 	dir string
 }
@@ -100,6 +103,10 @@ type RDMAPairConfig struct {
 	// AllowReboot lets the guests reboot (RDMAPair.Reboot) instead of
 	// QEMU exiting.
 	AllowReboot bool
+	// NPFNICParams are the module parameters npfnic.ko is loaded with in
+	// the npfnic guests (e.g. "rx_policy=backup": Ethernet page faults
+	// beside RDMA); "" for the driver's defaults.
+	NPFNICParams string
 	// MinAckTimeout is the npfnics' floor on their RC local ACK timers
 	// (npfnic.Options.RDMAMinAckTimeout); 0: the QPs' own. The VM tests
 	// set it: ibv_rc_pingpong's 67 ms times eight is shorter than the
@@ -154,6 +161,9 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 	for i, k := range []RDMAKind{c.A, c.B} {
 		side := string(rune('a' + i))
 		g := &RDMAGuest{Kind: k, IP: fmt.Sprintf("%s%d", rdmaSubnet, i+1)}
+		if k == RDMANPFNIC {
+			g.Params = c.NPFNICParams
+		}
 		var dev vfiouser.Device
 		cfg := vm.Config{Name: c.Name + "-" + side, Images: c.Images, Variant: cmp.Or(c.Variant, images.VariantRDMA),
 			MemoryMiB: c.MemoryMiB, CPUs: c.CPUs, Accel: accel, LogDir: filepath.Join(c.LogDir, side), AllowReboot: c.AllowReboot}
@@ -228,7 +238,7 @@ func (g *RDMAGuest) setUp(ctx context.Context) error {
 			return err
 		}
 	case RDMANPFNIC:
-		if err := g.VM.LoadDriver(sctx, ""); err != nil {
+		if err := g.VM.LoadDriver(sctx, g.Params); err != nil {
 			return err
 		}
 		if err := g.findBDF(sctx); err != nil {
