@@ -442,12 +442,14 @@ func (e *Requester) respond(pasid uint32, prgi, code uint16, flags uint32) {
 	case ResponseFailure:
 		e.failuresN.Add(1)
 		e.failed = true
+		// The status first: whoever learns of the failure from a
+		// group finds the capability already saying so.
+		e.caps.SetPRIResponseFailure()
+		e.caps.SetPRIStopped(true)
 		e.removeLocked(g)
 		g.stamps[StampResponse].Store(now)
 		e.complete(g, ResponseFailure, ErrResponseFailure)
 		e.abandonAllLocked(ErrResponseFailure)
-		e.caps.SetPRIResponseFailure()
-		e.caps.SetPRIStopped(true)
 		e.notifyLocked()
 		e.mu.Unlock()
 	default:
