@@ -2,6 +2,7 @@ package ci
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -46,7 +47,11 @@ func odpDelta(t *testing.T, before, after map[string]int64) map[string]int64 {
 // are real and well-formed to an independent RC implementation. Then the
 // memory is reclaimed under traffic, and ODP processes are killed
 // mid-transfer, after the process forked and unmapped parts of its
-// region under traffic (odpForkMunmap).
+// region under traffic (odpForkMunmap), and again through an implicit ODP
+// MR (the whole address space). Last, under the driver's odp=all,
+// unmodified ibv_rc_pingpong and ib_write_bw (neither -o nor --odp) run
+// unpinned on npfnic, and so does the fork and munmap churn of a region
+// registered without ON_DEMAND.
 func TestRDMAODPWithRxe(t *testing.T) {
 	// The cable is recorded (kept with the VM logs when the test fails):
 	// two rare failures beside other VM load, an ACK rxe never got and a
@@ -141,8 +146,52 @@ func TestRDMAODPWithRxe(t *testing.T) {
 	run("ib_read_bw --odp", rxe, npf, 0, perftestODP(rxe, npf, workload.Perftest{Tool: "ib_read_bw", Size: 65536, Iters: 20, Port: 18801}))
 	syntheticReceiveFaults(t, p, npf, rxe)
 	reclaimUnderTraffic(t, p, npf, rxe)
-	odpForkMunmap(t, p, npf, rxe)
+	odpForkMunmap(t, p, npf, rxe, "odp", 40, 20)
 	killMidTransfer(t, p, npf, rxe, true)
+	// Implicit ODP: the same churn through one MR over the whole
+	// address space.
+	odpForkMunmap(t, p, npf, rxe, "implicit", 10, 5)
+	if t.Failed() {
+		return
+	}
+
+	// Transparent ODP (the driver's odp=all, read at each registration):
+	// unmodified programs, which ask for no ODP, fault their cold buffers
+	// in all the same (a pinned MR never faults), and the churn holds
+	// for a region registered without ON_DEMAND.
+	setODPMode(t, npf, "all")
+	run("ibv_rc_pingpong -s 65536 (no -o), odp=all", npf, rxe, 16, func(ctx context.Context) error {
+		_, _, err := p.RunClientServer(ctx, npf, rxe, func(g *testbed.RDMAGuest, ip string) []string {
+			pp := workload.Pingpong{Size: 65536, Iters: 20, Validate: true}
+			return pp.Args(g.Dev, g.GIDIndex, ip)
+		})
+		return err
+	})
+	for _, side := range []struct{ server, client *testbed.RDMAGuest }{{npf, rxe}, {rxe, npf}} {
+		run("ib_write_bw (no --odp), odp=all", side.server, side.client, 0, func(ctx context.Context) error {
+			_, err := p.Perftest(ctx, side.server, side.client, testbed.PerftestRun{
+				Perftest: workload.Perftest{Tool: "ib_write_bw", Size: 65536, Iters: 20, Port: 18804}, Logf: t.Logf})
+			return err
+		})
+	}
+	odpForkMunmap(t, p, npf, rxe, "plain", 10, 5)
+	setODPMode(t, npf, "explicit")
+}
+
+// setODPMode sets the npfnic driver's odp module parameter (explicit or
+// all), which it reads at each registration.
+func setODPMode(t *testing.T, g *testbed.RDMAGuest, mode string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const param = "/sys/module/npfnic/parameters/odp"
+	out, err := g.Shell(ctx, fmt.Sprintf("echo %s > %s && cat %s", mode, param, param))
+	if err != nil {
+		t.Fatalf("odp=%s: %v %s", mode, err, out)
+	}
+	if got := strings.TrimSpace(out); got != mode {
+		t.Fatalf("set odp=%s, the driver reports %q", mode, got)
+	}
 }
 
 // syntheticReceiveFaults runs 20,000 ib_send_bw --odp messages into npfnic at a

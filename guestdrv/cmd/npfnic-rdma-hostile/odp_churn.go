@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
@@ -63,7 +64,18 @@ const (
 	holeHi = odpTarget
 )
 
-func newChurner(v *verbs, o *oob, sgid uint8, gid [16]byte, out io.Writer) (*churner, error) {
+// The churner's region's registrations (-mr).
+var churnAccess = map[string]uint32{
+	"odp":      accessLocalWrite | accessRemoteWrite | accessRemoteRead | accessOnDemand,
+	"implicit": accessLocalWrite | accessRemoteWrite | accessRemoteRead | accessOnDemand,
+	"plain":    accessLocalWrite | accessRemoteWrite | accessRemoteRead,
+}
+
+func newChurner(v *verbs, o *oob, sgid uint8, gid [16]byte, out io.Writer, how string) (*churner, error) {
+	access, ok := churnAccess[how]
+	if !ok {
+		return nil, fmt.Errorf("-mr %q: odp, implicit or plain", how)
+	}
 	c := &churner{v: v, o: o, sgid: sgid, gid: gid, out: out, round: 1}
 	var err error
 	if c.pd, err = v.allocPD(); err != nil {
@@ -81,8 +93,15 @@ func newChurner(v *verbs, o *oob, sgid uint8, gid [16]byte, out io.Writer) (*chu
 	for k := range c.expect {
 		c.expect[k] = pageState{tagCanary, 0, k}
 	}
-	if c.mr, err = v.regMR(c.pd, c.mem, accessLocalWrite|accessRemoteWrite|accessRemoteRead|accessOnDemand); err != nil {
-		return nil, fmt.Errorf("ODP %w", err)
+	if how == "implicit" {
+		// ibv_reg_mr(pd, NULL, SIZE_MAX, ...): its keys reach the region.
+		c.mr, err = v.regMRRange(c.pd, 0, ^uint64(0), access)
+		c.mr.addr, c.mr.length = uint64(uintptr(unsafe.Pointer(&c.mem[0]))), uint64(len(c.mem))
+	} else {
+		c.mr, err = v.regMR(c.pd, c.mem, access)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s %w", how, err)
 	}
 	return c, nil
 }
@@ -600,7 +619,7 @@ func (c *churner) runChurn(forks, munmaps int) error {
 
 // odpChurnMain runs the ODP churn mode's peer (servePort != 0) or
 // churner and returns the exit status.
-func odpChurnMain(v *verbs, servePort int, connect string, wait time.Duration, sgid uint8, gid [16]byte, dev string, forks, munmaps int) int {
+func odpChurnMain(v *verbs, servePort int, connect string, wait time.Duration, sgid uint8, gid [16]byte, dev string, forks, munmaps int, how string) int {
 	if servePort != 0 {
 		p, err := newODPPeer(v, sgid, gid)
 		if err == nil {
@@ -618,8 +637,8 @@ func odpChurnMain(v *verbs, servePort int, connect string, wait time.Duration, s
 		return 1
 	}
 	start := time.Now()
-	fmt.Printf("device %s, GID index %d (%s)\n", dev, sgid, netip.AddrFrom16(gid).Unmap())
-	c, err := newChurner(v, o, sgid, gid, os.Stdout)
+	fmt.Printf("device %s, GID index %d (%s), region registered %s\n", dev, sgid, netip.AddrFrom16(gid).Unmap(), how)
+	c, err := newChurner(v, o, sgid, gid, os.Stdout, how)
 	if err == nil {
 		err = c.runChurn(forks, munmaps)
 	}
