@@ -48,7 +48,7 @@ func odpDelta(t *testing.T, before, after map[string]int64) map[string]int64 {
 // memory is reclaimed under traffic, and ODP processes are killed
 // mid-transfer, after the process forked and unmapped parts of its
 // region under traffic (odpForkMunmap), and again through an implicit ODP
-// MR (the whole address space). Last, under the driver's odp=all,
+// MR (the whole address space) and through overlapping MRs. Last, under the driver's odp=all,
 // unmodified ibv_rc_pingpong and ib_write_bw (neither -o nor --odp) run
 // unpinned on npfnic, and so does the fork and munmap churn of a region
 // registered without ON_DEMAND.
@@ -149,8 +149,9 @@ func TestRDMAODPWithRxe(t *testing.T) {
 	odpForkMunmap(t, p, npf, rxe, "odp", 40, 20)
 	killMidTransfer(t, p, npf, rxe, true)
 	// Implicit ODP: the same churn through one MR over the whole
-	// address space.
+	// address space; then through overlapping MRs, ODP and pinned.
 	odpForkMunmap(t, p, npf, rxe, "implicit", 10, 5)
+	odpForkMunmap(t, p, npf, rxe, "overlap", 10, 5)
 	if t.Failed() {
 		return
 	}
