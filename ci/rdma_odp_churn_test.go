@@ -50,11 +50,21 @@ var odpChurnStep = regexp.MustCompile(`(?m)^step (\S+)\s+(ok|FAIL)\s+([0-9.]+)s 
 // late-DMA detector (the guest's late_dma, the device's LATE_DMA and its
 // refused MR accesses) stays 0, the process's objects go with it and
 // the guest's kernel log stays clean.
-func odpForkMunmap(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed.RDMAGuest) {
+//
+// mr is how the process registers its region (npfnic-rdma-hostile -mr):
+// "odp" (IBV_ACCESS_ON_DEMAND), "implicit" (one implicit ODP MR over the
+// whole address space, whose children the driver makes as the WRITEs
+// fault and frees as invalidations empty them) or "plain" (no
+// ON_DEMAND: the driver's odp=all makes it on-demand) or "overlap" (as
+// odp, with an implicit ODP MR, an ODP MR over part of the region and a
+// pinned MR over its source pages beside it: the ODP MRs' faults enter
+// the pages the region's key reaches and their invalidations clear them,
+// and the pinned MR keeps its pages through all of it, which its own
+// last step checks after remapping one of them).
+func odpForkMunmap(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed.RDMAGuest, mr string, forks, munmaps int) {
 	if t.Failed() {
 		return
 	}
-	const forks, munmaps = 40, 20
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// The driver's reason for each page request it refuses (its one
@@ -68,8 +78,8 @@ func odpForkMunmap(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed.RDMAGues
 	devBefore := npf.NIC.RDMA().Stats()
 	start := time.Now()
 	out, exit := runHostileTool(t, rxe, npf, odpChurnPort, []string{"-odp-churn"},
-		[]string{"-odp-churn", "-forks", strconv.Itoa(forks), "-munmaps", strconv.Itoa(munmaps)})
-	t.Logf("npfnic-rdma-hostile -odp-churn, npfnic (ODP) against rdma_rxe (%.1fs):\n%s", time.Since(start).Seconds(), out)
+		[]string{"-odp-churn", "-forks", strconv.Itoa(forks), "-munmaps", strconv.Itoa(munmaps), "-mr", mr})
+	t.Logf("npfnic-rdma-hostile -odp-churn -mr %s, npfnic against rdma_rxe (%.1fs):\n%s", mr, time.Since(start).Seconds(), out)
 
 	after, rxeAfter := rdmaStatistic(t, npf), rxeStats(t, rxe)
 	d := map[string]int64{}
@@ -91,7 +101,11 @@ func odpForkMunmap(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed.RDMAGues
 			t.Errorf("step %s failed: %s", s[1], s[4])
 		}
 	}
-	if want := 1 + forks + 4*munmaps; exit != 0 || ok != want {
+	want := 1 + forks + 4*munmaps
+	if mr == "overlap" {
+		want++ // the pinned MR's step
+	}
+	if exit != 0 || ok != want {
 		dmesg, err := npf.Shell(ctx, "dmesg")
 		if err != nil {
 			dmesg = err.Error()
@@ -101,13 +115,13 @@ func odpForkMunmap(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed.RDMAGues
 	}
 	// Every fork dropped the translations the peer's WRITEs had made, and
 	// so did a munmap with its pages mapped (the first one).
-	if d["odp_invalidations"] < forks+1 {
+	if d["odp_invalidations"] < int64(forks)+1 {
 		t.Errorf("%d invalidations for %d forks and %d munmaps", d["odp_invalidations"], forks, munmaps)
 	}
 	// Each munmap failed two faults of the responder (the peer's WRITEs
 	// into the hole and into the foreign mapping there) and one of the
 	// requester (the WRITE from the hole); no other fault may fail.
-	if d["odp_fault_errors"] != 3*munmaps || d["page_request_errors"] != 3*munmaps {
+	if d["odp_fault_errors"] != 3*int64(munmaps) || d["page_request_errors"] != 3*int64(munmaps) {
 		t.Errorf("failed faults: driver %d, device %d; want %d (3 per munmap)", d["odp_fault_errors"], d["page_request_errors"], 3*munmaps)
 	}
 	if d["responder_faults"] == 0 || d["requester_faults"] == 0 || d["odp_pages_mapped"] <= int64(forks)*16 {

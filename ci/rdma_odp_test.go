@@ -2,6 +2,7 @@ package ci
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -46,9 +47,14 @@ func odpDelta(t *testing.T, before, after map[string]int64) map[string]int64 {
 // are real and well-formed to an independent RC implementation. Then the
 // memory is reclaimed under traffic, and ODP processes are killed
 // mid-transfer, after the process forked and unmapped parts of its
-// region under traffic (odpForkMunmap). npfnic's Ethernet runs rx_policy
-// backup all along, and one step runs ODP traffic beside cold rings,
-// cools, synthetic rNPFs and TCP both ways (odpBesideEthernetFaults).
+// region under traffic (odpForkMunmap), and again through overlapping MRs
+// (an implicit ODP MR among them; make vmtest-full also through an
+// implicit MR's own keys). Under the driver's odp=all, unmodified
+// ibv_rc_pingpong and ib_write_bw (neither -o nor --odp) run unpinned on
+// npfnic, and so does the fork and munmap churn of a region registered
+// without ON_DEMAND. npfnic's Ethernet runs rx_policy backup all along,
+// and one step runs ODP traffic beside cold rings, cools, synthetic
+// rNPFs and TCP both ways (odpBesideEthernetFaults).
 func TestRDMAODPWithRxe(t *testing.T) {
 	// The cable is recorded (kept with the VM logs when the test fails):
 	// two rare failures beside other VM load, an ACK rxe never got and a
@@ -154,8 +160,94 @@ func TestRDMAODPWithRxe(t *testing.T) {
 	odpBesideEthernetFaults(t, p, npf, rxe)
 	syntheticReceiveFaults(t, p, npf, rxe)
 	reclaimUnderTraffic(t, p, npf, rxe)
-	odpForkMunmap(t, p, npf, rxe)
+	odpForkMunmap(t, p, npf, rxe, "odp", 40, 20)
 	killMidTransfer(t, p, npf, rxe, true)
+	// The same churn through overlapping MRs, ODP and pinned, where an
+	// implicit ODP MR's children resolve most faults; make vmtest-full
+	// runs it through an implicit MR's own keys as well (7 s).
+	odpForkMunmap(t, p, npf, rxe, "overlap", 6, 3)
+	if fullVMTests() {
+		odpForkMunmap(t, p, npf, rxe, "implicit", 6, 3)
+	}
+	if t.Failed() {
+		return
+	}
+
+	// Transparent ODP (the driver's odp=all, read at each registration):
+	// unmodified programs, which ask for no ODP, fault their cold buffers
+	// in all the same (a pinned MR never faults), and the churn holds
+	// for a region registered without ON_DEMAND. With the overlapping
+	// churn above, about 50 s (TestRDMAODPWithRxe took 164.7 s before
+	// them, 219.9 s with them and the implicit churn, at load 3 to 6).
+	setODPMode(t, npf, "all")
+	run("ibv_rc_pingpong -s 65536 (no -o), odp=all", npf, rxe, 16, func(ctx context.Context) error {
+		return transparentMRCounters(ctx, t, p, npf, rxe)
+	})
+	// npfnic serving (its target faults); the churn below reads from
+	// such a region too.
+	run("ib_write_bw (no --odp), odp=all", npf, rxe, 0, func(ctx context.Context) error {
+		_, err := p.Perftest(ctx, npf, rxe, testbed.PerftestRun{
+			Perftest: workload.Perftest{Tool: "ib_write_bw", Size: 65536, Iters: 20, Port: 18804}, Logf: t.Logf})
+		return err
+	})
+	odpForkMunmap(t, p, npf, rxe, "plain", 6, 3)
+	setODPMode(t, npf, "explicit")
+}
+
+// transparentMRCounters runs ibv_rc_pingpong -c between npfnic (server)
+// and rxe under odp=all: the MR of the pingpong, which asked for no ODP,
+// is on-demand by its own counters while it runs: rdma -dd resource show
+// mr gives it mlx5's page_faults, which the driver reports for ODP MRs
+// only, and its pages faulted.
+func transparentMRCounters(ctx context.Context, t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed.RDMAGuest) error {
+	before := rdmaStatistic(t, npf)
+	pp := workload.Pingpong{Size: 65536, Iters: 400, Validate: true, Port: 18805}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := p.RunClientServer(ctx, npf, rxe, func(g *testbed.RDMAGuest, ip string) []string {
+			return pp.Args(g.Dev, g.GIDIndex, ip)
+		})
+		done <- err
+	}()
+	for deadline := time.Now().Add(time.Minute); ; {
+		if st := rdmaStatistic(t, npf); st["odp_pages_mapped"] >= before["odp_pages_mapped"]+16 {
+			out, err := npf.Shell(ctx, "rdma -dd resource show mr")
+			if err != nil {
+				return fmt.Errorf("rdma -dd resource show mr: %v %s", err, out)
+			}
+			m := mrStatLine.FindStringSubmatch(out)
+			if m == nil || m[1] == "0" {
+				return fmt.Errorf("no on-demand MR with faults in rdma -dd resource show mr:\n%s", out)
+			}
+			t.Logf("ibv_rc_pingpong without -o under odp=all, its MR: page_faults %s page_invalidations %s", m[1], m[2])
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no fault within a minute")
+		}
+		select {
+		case err := <-done:
+			return fmt.Errorf("ended before its MR was looked at: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return <-done
+}
+
+// setODPMode sets the npfnic driver's odp module parameter (explicit or
+// all), which it reads at each registration.
+func setODPMode(t *testing.T, g *testbed.RDMAGuest, mode string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const param = "/sys/module/npfnic/parameters/odp"
+	out, err := g.Shell(ctx, fmt.Sprintf("echo %s > %s && cat %s", mode, param, param))
+	if err != nil {
+		t.Fatalf("odp=%s: %v %s", mode, err, out)
+	}
+	if got := strings.TrimSpace(out); got != mode {
+		t.Fatalf("set odp=%s, the driver reports %q", mode, got)
+	}
 }
 
 // syntheticReceiveFaults runs 20,000 ib_send_bw --odp messages into npfnic at a

@@ -31,7 +31,7 @@
 #define NPFNIC_DIAG_ECHO_MAX             0x10000 /* most rounds one DIAG_ECHO_CTRL write runs */
 #define NPFNIC_DIAG_ECHO_GAP_MAX         0xf4240 /* largest NPFNIC_REG_DIAG_ECHO_GAP (microseconds) */
 #define NPFNIC_MAGIC                     0x4e50464e /* value of NPFNIC_REG_ID */
-#define NPFNIC_INTERFACE_VERSION         0x20009 /* value of NPFNIC_REG_VERSION */
+#define NPFNIC_INTERFACE_VERSION         0x2000a /* value of NPFNIC_REG_VERSION */
 #define NPFNIC_DIAG_DMA_CTRL_START       0x1 /* start; ignored while NPFNIC_DIAG_DMA_STATUS_BUSY */
 #define NPFNIC_DIAG_DMA_CTRL_ABORT       0x2 /* stop a running DMA; BUSY until no byte will be written */
 #define NPFNIC_DIAG_DMA_STATUS_IDLE      0x0
@@ -496,6 +496,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_CMD_FLAG_UD          0x4 /* CREATE_QP flag: an unreliable datagram QP */
 #define NPFNIC_RDMA_CMD_FLAG_UC          0x8 /* CREATE_QP flag: an unreliable connected QP */
 #define NPFNIC_RDMA_CMD_FLAG_PHYSICAL    0x10 /* REG_MR flag: IOVAs reached without translation (the kernel's DMA MR) */
+#define NPFNIC_RDMA_CMD_FLAG_IMPLICIT    0x20 /* REG_MR flag: the region is the PASID's whole address space (implicit ODP) */
 #define NPFNIC_RDMA_CMD_OK               0x0 /* command status: done */
 #define NPFNIC_RDMA_CMDERR_OPCODE        0x1 /* command status: unknown opcode */
 #define NPFNIC_RDMA_CMDERR_HANDLE        0x2 /* command status: handle out of range, in use or unknown */
@@ -557,6 +558,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_FEAT_RDMA_UC              0x200 /* NPFNIC_REG_FEATURES: UC queue pairs */
 #define NPFNIC_FEAT_RDMA_RESIZE_CQ       0x1000 /* NPFNIC_REG_FEATURES: RESIZE_CQ */
 #define NPFNIC_FEAT_RDMA_FAST_REG        0x2000 /* NPFNIC_REG_FEATURES: ALLOC_MR, REG_MR send entries, LOCAL_INV of regions */
+#define NPFNIC_FEAT_RDMA_IMPLICIT_ODP    0x4000 /* NPFNIC_REG_FEATURES: REG_MR's FLAG_IMPLICIT (implicit on-demand paging) */
 #define NPFNIC_FEAT_RDMA_MW              0x800 /* NPFNIC_REG_FEATURES: memory windows, LOCAL_INV, SEND with Invalidate */
 #define NPFNIC_FEAT_RDMA_KERNEL          0x400 /* NPFNIC_REG_FEATURES: REG_MR's FLAG_PHYSICAL and the GSI QP 1 */
 
@@ -910,8 +912,8 @@ struct npfnic_rdma_cmd_reg_mr {
 	__le32 status;                  /* device: NPFNIC_RDMA_CMD_OK or NPFNIC_RDMA_CMDERR_*; the driver writes NPFNIC_RDMA_CMD_PENDING before posting */
 	__le32 handle;                  /* driver: the QPN, CQN, MR key or GID index the command acts on */
 	__le32 pd;                      /* driver: protection domain number */
-	__le64 va;                      /* driver: first virtual address of the region (in the PASID's address space) */
-	__le64 length;                  /* driver: bytes, 1..NPFNIC_RDMA_MAX_MR_SIZE */
+	__le64 va;                      /* driver: first virtual address of the region (in the PASID's address space; 0 with FLAG_IMPLICIT) */
+	__le64 length;                  /* driver: bytes, 1..NPFNIC_RDMA_MAX_MR_SIZE (0 with FLAG_IMPLICIT) */
 	__le32 access;                  /* driver: NPFNIC_RDMA_ACCESS_* */
 	__le32 pasid;                   /* driver: the PASID whose I/O page tables map va (ATS must be enabled) */
 	__le32 rsvd_tail[6];            /* reserved, zero */

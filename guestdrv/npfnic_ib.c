@@ -82,6 +82,14 @@ static int npfnic_ib_query_device(struct ib_device *ibdev, struct ib_device_attr
 	if (dev->pri.possible) {
 		attr->kernel_cap_flags = IBK_ON_DEMAND_PAGING;
 		attr->odp_caps.general_caps = IB_ODP_SUPPORT;
+		/*
+		 * One MR over the whole address space (npfnic_ib_odp.c): the
+		 * largest MR is then U64_MAX bytes, as mlx5 reports it.
+		 */
+		if (npfnic_ib_odp_implicit_possible(dev)) {
+			attr->odp_caps.general_caps |= IB_ODP_SUPPORT_IMPLICIT;
+			attr->max_mr_size = U64_MAX;
+		}
 		attr->odp_caps.per_transport_caps.rc_odp_caps = IB_ODP_SUPPORT_SEND |
 			IB_ODP_SUPPORT_RECV | IB_ODP_SUPPORT_WRITE | IB_ODP_SUPPORT_READ;
 		if (dev->hw.atomics)

@@ -58,6 +58,26 @@
 #define NPFNIC_IB_MW_INDEX_BASE	(NPFNIC_IB_MAX_MR + 1)
 #define NPFNIC_IB_MAX_PD	1024
 #define NPFNIC_IB_MAX_MR_SIZE	NPFNIC_RDMA_MAX_MR_SIZE
+/*
+ * The span of an implicit ODP MR's child (npfnic_ib_odp.c): mlx5's are
+ * 1 GiB; 64 MiB keeps a child's page arrays at 256 KiB.
+ */
+#define NPFNIC_IB_IMR_SHIFT	26
+#define NPFNIC_IB_IMR_SPAN	BIT_ULL(NPFNIC_IB_IMR_SHIFT)
+
+/* A context's refs values: the pinned MRs over a page, and how many of them write it. */
+#define NPFNIC_IB_REF_W		BIT_ULL(32)
+
+static inline u64 npfnic_ib_ref_n(u64 ref)
+{
+	return lower_32_bits(ref);
+}
+
+static inline u64 npfnic_ib_ref_w(u64 ref)
+{
+	return ref >> 32;
+}
+
 #define NPFNIC_IB_MAX_RD_ATOM	NPFNIC_RDMA_MAX_RD_ATOMIC
 #define NPFNIC_IB_MAX_MSG	NPFNIC_RDMA_MAX_MSG_SIZE
 #define NPFNIC_IB_GID_TBL_LEN	NPFNIC_RDMA_MAX_GID
@@ -202,7 +222,13 @@ struct npfnic_ib_dev {
 struct npfnic_ib_ucontext {
 	struct ib_ucontext ibuc;
 	u32 pasid;
-	struct mutex as_lock;		/* root and refs */
+	struct mutex as_lock;		/* root's growth and changes of refs */
+	/*
+	 * Whose a PTE is: a pinned MR's page (in refs) or an ODP MR's;
+	 * taken around each leaf entry's change and the refs look-up that
+	 * decides it (npfnic_ib_odp.c). Inside as_lock and umem_mutex.
+	 */
+	spinlock_t pt_lock;
 	struct npfnic_pt *root;
 	struct xarray refs;
 	struct list_head odp_mrs;	/* its ODP MRs (dev->odp_lock) */
@@ -320,7 +346,21 @@ struct npfnic_ib_mr {
 	bool odp;			/* umem is an ib_umem_odp: nothing pinned */
 	struct list_head odp_node;	/* in uc->odp_mrs while it owns its pages */
 	bool odp_dying;			/* dereg began: no resolution takes it (odp_lock) */
-	unsigned int odp_users;		/* fault resolutions using it (dev->odp_lock) */
+	unsigned int odp_users;		/* resolutions using it (odp_lock; a child's: imr_lock) */
+	/*
+	 * Implicit ODP (npfnic_ib_odp.c): the parent, over the whole address
+	 * space, has its children, ODP MRs of NPFNIC_IB_IMR_SPAN each made as
+	 * faults need them, in children (by va >> NPFNIC_IB_IMR_SHIFT); a
+	 * child knows its parent and is in no list. imr_lock covers children,
+	 * the children's users and imr_dead; reap frees the children that
+	 * invalidations emptied.
+	 */
+	bool implicit;
+	struct npfnic_ib_mr *parent;
+	struct mutex imr_lock;		/* children, their users, imr_dead */
+	struct xarray children;
+	bool imr_dead;			/* dereg took the children */
+	struct work_struct reap;
 	/* rdma statistic mr, with mlx5's names: pages mapped by faults, invalidated. */
 	atomic64_t page_faults;
 	atomic64_t page_invalidations;
@@ -395,6 +435,7 @@ struct npfnic_ib_cmd {
 			u32 pasid;
 			int access;
 			bool physical;		/* va is an IOVA, reached untranslated */
+			bool implicit;		/* the PASID's whole address space (va, length 0) */
 			u64 va;
 			u64 length;
 			u64 pages;		/* ALLOC_MR: the page list's IOVA */
@@ -480,7 +521,8 @@ void npfnic_ib_pri_stop(struct npfnic_ib_dev *dev);
 int npfnic_ib_odp_init(struct npfnic_ib_dev *dev);
 void npfnic_ib_odp_fini(struct npfnic_ib_dev *dev);
 int npfnic_ib_odp_reg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr, u64 start);
-bool npfnic_ib_odp_overlaps(struct npfnic_ib_ucontext *uc, u64 va, u64 length);
+bool npfnic_ib_odp_all(void);
+bool npfnic_ib_odp_implicit_possible(struct npfnic_ib_dev *dev);
 void npfnic_ib_odp_dereg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr);
 void npfnic_ib_odp_get_stats(struct npfnic_ib_dev *dev, u64 *data);
 void npfnic_ib_rnpf_alarm(struct npfnic_ib_dev *dev);

@@ -260,6 +260,8 @@ static void npfnic_ib_fill(struct npfnic_ib_hw *hw, struct npfnic_rdma_cmd *e,
 
 		if (cmd->mr.physical)
 			c->flags |= NPFNIC_RDMA_CMD_FLAG_PHYSICAL;
+		if (cmd->mr.implicit)
+			c->flags |= NPFNIC_RDMA_CMD_FLAG_IMPLICIT;
 		c->pd = cpu_to_le32(cmd->mr.pdn);
 		c->va = cpu_to_le64(cmd->mr.va);
 		c->length = cpu_to_le64(cmd->mr.length);

@@ -19,7 +19,10 @@
  *
  * On-demand paging keeps this layout: an ODP MR starts with no PTEs, and
  * the device's page requests for its PASID fill them (npfnic_ib_odp.c).
- * Pinned and ODP MRs of one context may not overlap.
+ * Pinned and ODP MRs of one context may overlap: a pinned page's PTE
+ * (refs) stays the pinned page while a pinned MR covers it, whatever an
+ * ODP MR's fault or invalidation does; refs and the PTE change together
+ * under the context's pt_lock (npfnic_ib_odp.c has the invariant).
  *
  * Kernel consumers address memory by DMA address (ib_dma_map_*), with
  * their PD's local_dma_lkey: the PD's DMA MR (get_dma_mr), which the
@@ -39,8 +42,9 @@
  * through an MR whose REG_MR got no answer.
  *
  * Locking: a context's as_lock covers its tables (their growth: the
- * on-demand paging paths walk them without it) and refs. The mmu
- * notifier never takes it, so allocating under it is allowed.
+ * on-demand paging paths walk them without it) and changes of refs. The
+ * mmu notifier never takes it, so allocating under it is allowed; the
+ * PTEs themselves change under pt_lock, inside it.
  */
 
 #include <linux/dma-mapping.h>
@@ -54,24 +58,12 @@
 #define NPFNIC_IB_VA_BITS \
 	(NPFNIC_XLAT_PAGE_SHIFT + NPFNIC_XLAT_LEVELS * NPFNIC_XLAT_LEVEL_BITS)
 
-/* refs values: the MRs over a page, and how many of them write it. */
-#define NPFNIC_IB_REF_W		BIT_ULL(32)
-
-static u64 npfnic_ib_ref_n(u64 ref)
-{
-	return lower_32_bits(ref);
-}
-
-static u64 npfnic_ib_ref_w(u64 ref)
-{
-	return ref >> 32;
-}
-
 int npfnic_ib_as_init(struct npfnic_ib_dev *dev, struct npfnic_ib_ucontext *uc)
 {
 	int err;
 
 	mutex_init(&uc->as_lock);
+	spin_lock_init(&uc->pt_lock);
 	xa_init(&uc->refs);
 	INIT_LIST_HEAD(&uc->odp_mrs);
 	uc->root = npfnic_pt_alloc(dev->nic, true);
@@ -124,7 +116,11 @@ static __le64 npfnic_ib_pte_val(dma_addr_t dma, bool write)
 			   (write ? NPFNIC_PTE_WRITE : 0));
 }
 
-/* Drops the MR's reference on the page at va (as_lock held). */
+/*
+ * Drops the MR's reference on the page at va (as_lock held): the PTE goes
+ * with the last pinned MR over the page, its write permission with the
+ * last one that writes it.
+ */
 static void npfnic_ib_as_put(struct npfnic_ib_dev *dev, struct npfnic_ib_ucontext *uc,
 			     u64 va, bool write)
 {
@@ -137,18 +133,29 @@ static void npfnic_ib_as_put(struct npfnic_ib_dev *dev, struct npfnic_ib_ucontex
 		return;
 	ref = xa_to_value(e) - 1 - (write ? NPFNIC_IB_REF_W : 0);
 	pte = npfnic_pt_walk(dev->nic, uc->root, va, false);
+	spin_lock(&uc->pt_lock);
 	if (!npfnic_ib_ref_n(ref)) {
 		xa_erase(&uc->refs, idx);
 		if (pte)
 			WRITE_ONCE(*pte, 0);
-		return;
+	} else {
+		/* Replaces a present entry: nothing to allocate. */
+		xa_store(&uc->refs, idx, xa_mk_value(ref), GFP_NOWAIT);
+		if (pte && !npfnic_ib_ref_w(ref))
+			WRITE_ONCE(*pte, *pte & ~cpu_to_le64(NPFNIC_PTE_WRITE));
 	}
-	xa_store(&uc->refs, idx, xa_mk_value(ref), GFP_KERNEL);
-	if (pte && !npfnic_ib_ref_w(ref))
-		WRITE_ONCE(*pte, *pte & ~cpu_to_le64(NPFNIC_PTE_WRITE));
+	spin_unlock(&uc->pt_lock);
 }
 
-/* Takes a reference on the page at va for the MR, entering it (as_lock held). */
+/*
+ * Takes a reference on the page at va for the MR, entering it (as_lock
+ * held). The page's refs entry and its PTE change together under
+ * pt_lock, where an ODP MR's fault or invalidation decides whose the
+ * entry is: from then on it is the pinned page, which replaces an ODP
+ * MR's entry (the same page, as both are the process's page there now).
+ * The refs slot is reserved first, outside pt_lock, where it may
+ * allocate.
+ */
 static int npfnic_ib_as_get(struct npfnic_ib_dev *dev, struct npfnic_ib_ucontext *uc,
 			    u64 va, dma_addr_t dma, bool write)
 {
@@ -156,21 +163,29 @@ static int npfnic_ib_as_get(struct npfnic_ib_dev *dev, struct npfnic_ib_ucontext
 	void *e = xa_load(&uc->refs, idx);
 	u64 ref = e ? xa_to_value(e) : 0;
 	__le64 *pte;
-	int err;
+	int err = 0;
 
 	pte = npfnic_pt_walk(dev->nic, uc->root, va, true);
 	if (!pte)
 		return -ENOMEM;
-	if (e && (le64_to_cpu(*pte) & NPFNIC_PTE_ADDR_MASK) != (dma & NPFNIC_PTE_ADDR_MASK))
-		return -EBUSY;
+	if (!e) {
+		err = xa_reserve(&uc->refs, idx, GFP_KERNEL);
+		if (err)
+			return err;
+	}
 	ref += 1 + (write ? NPFNIC_IB_REF_W : 0);
-	err = xa_err(xa_store(&uc->refs, idx, xa_mk_value(ref), GFP_KERNEL));
-	if (err)
-		return err;
-	/* The page before the entry that lets the device reach it. */
-	dma_wmb();
-	WRITE_ONCE(*pte, npfnic_ib_pte_val(dma, npfnic_ib_ref_w(ref)));
-	return 0;
+	spin_lock(&uc->pt_lock);
+	/* A pinned page stays at its DMA address: the process remapped the VA in between. */
+	if (e && (le64_to_cpu(*pte) & NPFNIC_PTE_ADDR_MASK) != (dma & NPFNIC_PTE_ADDR_MASK)) {
+		err = -EBUSY;
+	} else {
+		xa_store(&uc->refs, idx, xa_mk_value(ref), GFP_NOWAIT);
+		/* The page before the entry that lets the device reach it. */
+		dma_wmb();
+		WRITE_ONCE(*pte, npfnic_ib_pte_val(dma, npfnic_ib_ref_w(ref)));
+	}
+	spin_unlock(&uc->pt_lock);
+	return err;
 }
 
 static void npfnic_ib_mr_unmap(struct npfnic_ib_dev *dev, struct npfnic_ib_ucontext *uc,
@@ -300,6 +315,7 @@ struct ib_mr *npfnic_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u
 	struct npfnic_ib_cmd cmd = { .op = NPFNIC_IB_CMD_REG_MR };
 	struct npfnic_ib_ucontext *uc;
 	struct npfnic_ib_mr *mr;
+	bool implicit;
 	int id, err;
 
 	if (!udata)
@@ -313,10 +329,21 @@ struct ib_mr *npfnic_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u
 	 */
 	if (READ_ONCE(dev->hw.dead))
 		return ERR_PTR(-EIO);
-	/* The device translates page by page: the VA keeps the buffer's offset in its page. */
-	if (!length || length > NPFNIC_IB_MAX_MR_SIZE || offset_in_page(va ^ start) ||
-	    va >= BIT_ULL(NPFNIC_IB_VA_BITS) || length > BIT_ULL(NPFNIC_IB_VA_BITS) - va)
+	/*
+	 * Implicit ODP, as mlx5 tells it: ibv_reg_mr(pd, NULL, SIZE_MAX,
+	 * IBV_ACCESS_ON_DEMAND), the process's whole address space.
+	 */
+	implicit = !start && length == U64_MAX;
+	if (implicit && (va || !(access & IB_ACCESS_ON_DEMAND)))
 		return ERR_PTR(-EINVAL);
+	/* The device translates page by page: the VA keeps the buffer's offset in its page. */
+	if (!implicit &&
+	    (!length || length > NPFNIC_IB_MAX_MR_SIZE || offset_in_page(va ^ start) ||
+	     va >= BIT_ULL(NPFNIC_IB_VA_BITS) || length > BIT_ULL(NPFNIC_IB_VA_BITS) - va))
+		return ERR_PTR(-EINVAL);
+	/* odp=all: on demand whatever user space asked for, if the device can fault. */
+	if (npfnic_ib_odp_all() && READ_ONCE(dev->pri.possible))
+		access |= IB_ACCESS_ON_DEMAND;
 	uc = rdma_udata_to_drv_context(udata, struct npfnic_ib_ucontext, ibuc);
 	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
 	if (!mr)
@@ -326,6 +353,7 @@ struct ib_mr *npfnic_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u
 	mr->va = va;
 	mr->length = length;
 	mr->access = access;
+	mr->implicit = implicit;
 	INIT_LIST_HEAD(&mr->odp_node);
 	id = ida_alloc_range(&dev->mr_ida, 1, NPFNIC_IB_MAX_MR, GFP_KERNEL);
 	if (id < 0) {
@@ -343,11 +371,7 @@ struct ib_mr *npfnic_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u
 			err = PTR_ERR(mr->umem);
 			goto err_id;
 		}
-		/* Under odp_lock: no ODP MR comes over these pages meanwhile. */
-		mutex_lock(&dev->odp_lock);
-		err = npfnic_ib_odp_overlaps(uc, va, length) ? -EBUSY :
-		      npfnic_ib_mr_map(dev, uc, mr);
-		mutex_unlock(&dev->odp_lock);
+		err = npfnic_ib_mr_map(dev, uc, mr);
 		if (err)
 			goto err_umem;
 	}
@@ -360,8 +384,9 @@ struct ib_mr *npfnic_ib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u
 	cmd.mr.pdn = to_npfnic_ib_pd(ibpd)->pdn;
 	cmd.mr.pasid = uc->pasid;
 	cmd.mr.access = access;
-	cmd.mr.va = va;
-	cmd.mr.length = length;
+	cmd.mr.implicit = implicit;
+	cmd.mr.va = implicit ? 0 : va;
+	cmd.mr.length = implicit ? 0 : length;
 	err = npfnic_ib_cmd(dev, &cmd);
 	if (err)
 		goto err_map;

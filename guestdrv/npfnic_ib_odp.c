@@ -44,20 +44,62 @@
  * page to evict (odp_rnpf_skipped) when the MR's pages are all unmapped
  * already.
  *
+ * Implicit ODP (mlx5's model): ibv_reg_mr(pd, NULL, SIZE_MAX,
+ * IBV_ACCESS_ON_DEMAND) registers the process's whole address space. The
+ * device gets one region over its PASID (REG_MR FLAG_IMPLICIT); the
+ * driver's MR is an implicit umem (ib_umem_odp_alloc_implicit), which
+ * watches nothing. A fault at va finds the MR, then its child over va's
+ * NPFNIC_IB_IMR_SPAN (the children xarray, by va >> NPFNIC_IB_IMR_SHIFT),
+ * made if there is none (ib_umem_odp_alloc_child: a umem with a notifier
+ * of its own over that span), and resolves the page through the child
+ * as through an explicit MR. An invalidation that leaves a child with
+ * nothing mapped queues the parent's reap work, which frees the children
+ * that are still empty and unused; a dereg frees them all. A child's
+ * faults and invalidations count for its parent (rdma statistic mr).
+ *
+ * Transparent ODP (odp=all, writable at run time, read at each
+ * registration): every user MR is registered as if with
+ * IBV_ACCESS_ON_DEMAND, so unmodified programs run unpinned, and fork,
+ * munmap and mremap under an MR behave as under ODP.
+ *
+ * Overlapping MRs. A context has one I/O page table, so an MR's PTEs are
+ * not its own: ODP MRs may overlap each other and pinned MRs, and each
+ * PTE is either a pinned page or an ODP entry. The invariant: no PTE
+ * outlives the page or the DMA mapping it points at. Hence:
+ *  - a pinned page's PTE (its VA in uc->refs) is the pinned page for as
+ *    long as a pinned MR covers it. A pinned registration enters it,
+ *    replacing an ODP entry; the last pinned MR's dereg clears it, then
+ *    invalidates, then unpins. ODP faults never replace it (an ODP MR
+ *    over it reaches the pinned page, the page the process had there at
+ *    the pinned registration), and ODP invalidations never clear it: a
+ *    write fault may only make it writable if it is the page the fault
+ *    found (else the fault is refused, -EBUSY), and an ODP invalidation
+ *    takes that permission back unless a pinned MR writes the page;
+ *  - an ODP entry is the DMA address of some ODP MR's mapping of the
+ *    page, entered by that MR's fault under its umem_mutex. Any ODP MR's
+ *    invalidation of a range clears every ODP entry in it, whichever MR
+ *    entered it (clearing too much only costs a fault), and drops the
+ *    device's cached translations of the range whenever the MR had a
+ *    page of it mapped, before it unmaps its pages: so a mapping goes
+ *    only after no PTE, and no cached translation, points at it, even
+ *    when another MR's fault replaced the entry meanwhile;
+ *  - whose an entry is, is decided under uc->pt_lock, under which a
+ *    pinned MR's refs entry and its PTE change together.
+ * VM tests: TestRDMAODPWithRxe (odp=all, implicit ODP under fork and
+ * munmap), rdma-core's test_odp (implicit ODP beside explicit MRs).
+ *
  * Locking. Reclaim runs the notifier, so nothing that holds a lock the
  * notifier may wait for allocates memory that can reclaim: the notifier
- * takes umem_mutex, then the engine's xlat.inv_lock (npfnic_ib_invalidate),
- * never as_lock,
- * and umem_mutex is never held while allocating or taking as_lock. The
- * PTEs of an ODP MR are its own (MRs of a context do not overlap) and
- * change only under its umem_mutex; the tables they sit in are walked
- * without as_lock, which npfnic_pt_walk allows: tables are only added, and
- * the context's tree lives longer than its MRs. Order: dev->odp_lock
- * before as_lock (pinned registration) and before umem_mutex (ODP
- * registration sets the umem's private). An ODP MR shares its context's
- * page tables with the pinned MRs, so it may not overlap another MR of
- * its context; it keeps its pages reserved (in uc->odp_mrs) until its
- * translations are gone.
+ * takes umem_mutex, then pt_lock (a spinlock) and the engine's
+ * xlat.inv_lock (npfnic_ib_invalidate), never as_lock or imr_lock, and
+ * umem_mutex is never held while allocating or taking as_lock. PTEs change only under
+ * pt_lock; the tables they sit in are walked without as_lock, which
+ * npfnic_pt_walk allows: tables are only added, and the context's tree
+ * lives longer than its MRs. Order: dev->odp_lock before as_lock and
+ * before umem_mutex (ODP registration sets the umem's private); an
+ * implicit MR's imr_lock before its children's umem_mutex (imr_lock may
+ * allocate: a child, whose notifier does not take it). An ODP MR keeps
+ * its pages reserved (in uc->odp_mrs) until its translations are gone.
  */
 
 #include <linux/dma-mapping.h>
@@ -112,8 +154,22 @@ void npfnic_ib_pri_stop(struct npfnic_ib_dev *dev)
 
 /* ---- resolution ---- */
 
-/* The MR of context pasid covering va, held for a resolution (NULL: none). */
-static struct npfnic_ib_mr *npfnic_ib_odp_hold(struct npfnic_ib_dev *dev, u32 pasid, u64 va)
+/* Whether the ODP MR's pages take in va (an implicit MR: its process's whole address space). */
+static bool npfnic_ib_odp_covers(const struct npfnic_ib_mr *mr, u64 va)
+{
+	if (mr->implicit)
+		return va < mr->umem->owning_mm->task_size;
+	return va - (mr->va & PAGE_MASK) < PAGE_ALIGN(mr->va + mr->length) - (mr->va & PAGE_MASK);
+}
+
+/*
+ * An ODP MR of context pasid covering va, held for a resolution (NULL:
+ * none). MRs may overlap: a write takes one the process registered for
+ * writing, if any covers va (the device checked the key's rights; the
+ * page only has to be mapped writable), else the fault is refused.
+ */
+static struct npfnic_ib_mr *npfnic_ib_odp_hold(struct npfnic_ib_dev *dev, u32 pasid, u64 va,
+					       bool write)
 {
 	struct npfnic_ib_ucontext *uc;
 	struct npfnic_ib_mr *mr, *found = NULL;
@@ -122,14 +178,17 @@ static struct npfnic_ib_mr *npfnic_ib_odp_hold(struct npfnic_ib_dev *dev, u32 pa
 	uc = xa_load(&dev->ucs, pasid);
 	if (uc) {
 		list_for_each_entry(mr, &uc->odp_mrs, odp_node) {
-			if (!mr->odp_dying &&
-			    va - (mr->va & PAGE_MASK) < PAGE_ALIGN(mr->va + mr->length) -
-							(mr->va & PAGE_MASK)) {
+			if (mr->odp_dying || !npfnic_ib_odp_covers(mr, va))
+				continue;
+			if (!found)
 				found = mr;
-				WRITE_ONCE(found->odp_users, found->odp_users + 1);
+			if (!write || mr->umem->writable) {
+				found = mr;
 				break;
 			}
 		}
+		if (found)
+			WRITE_ONCE(found->odp_users, found->odp_users + 1);
 	}
 	mutex_unlock(&dev->odp_lock);
 	return found;
@@ -150,6 +209,108 @@ static u64 npfnic_ib_odp_iova(const struct npfnic_ib_mr *mr, struct ib_umem_odp 
 	return (mr->va & PAGE_MASK) + (user - ib_umem_start(odp));
 }
 
+static const struct mmu_interval_notifier_ops npfnic_ib_odp_ops;
+
+/*
+ * The child of implicit MR imr over va, made if there is none, with a
+ * user taken (npfnic_ib_imr_put_child). Its umem watches its span of the
+ * process like an explicit ODP MR's. Allocates under imr_lock, which no
+ * notifier takes.
+ */
+static struct npfnic_ib_mr *npfnic_ib_imr_get_child(struct npfnic_ib_dev *dev,
+						    struct npfnic_ib_mr *imr, u64 va)
+{
+	unsigned long idx = va >> NPFNIC_IB_IMR_SHIFT;
+	struct npfnic_ib_mr *child;
+	struct ib_umem_odp *odp;
+	int err;
+
+	mutex_lock(&imr->imr_lock);
+	if (imr->imr_dead) {
+		child = ERR_PTR(-ENOENT);
+		goto out;
+	}
+	child = xa_load(&imr->children, idx);
+	if (child)
+		goto used;
+	child = kzalloc(sizeof(*child), GFP_KERNEL);
+	if (!child) {
+		child = ERR_PTR(-ENOMEM);
+		goto out;
+	}
+	odp = ib_umem_odp_alloc_child(to_ib_umem_odp(imr->umem), idx << NPFNIC_IB_IMR_SHIFT,
+				      NPFNIC_IB_IMR_SPAN, &npfnic_ib_odp_ops);
+	if (IS_ERR(odp)) {
+		kfree(child);
+		child = ERR_CAST(odp);
+		goto out;
+	}
+	child->dev = dev;
+	child->uc = imr->uc;
+	child->parent = imr;
+	child->odp = true;
+	child->umem = &odp->umem;
+	child->va = idx << NPFNIC_IB_IMR_SHIFT;
+	child->length = NPFNIC_IB_IMR_SPAN;
+	child->access = imr->access;
+	INIT_LIST_HEAD(&child->odp_node);
+	err = xa_err(xa_store(&imr->children, idx, child, GFP_KERNEL));
+	if (err) {
+		ib_umem_odp_release(odp);
+		kfree(child);
+		child = ERR_PTR(err);
+		goto out;
+	}
+	mutex_lock(&odp->umem_mutex);
+	odp->private = child;
+	mutex_unlock(&odp->umem_mutex);
+used:
+	child->odp_users++;
+out:
+	mutex_unlock(&imr->imr_lock);
+	return child;
+}
+
+static void npfnic_ib_imr_put_child(struct npfnic_ib_mr *child)
+{
+	struct npfnic_ib_mr *imr = child->parent;
+
+	mutex_lock(&imr->imr_lock);
+	child->odp_users--;
+	mutex_unlock(&imr->imr_lock);
+}
+
+/*
+ * Enters the page at va of ODP MR mr, DMA address dma, into its context's
+ * PTE (umem_mutex held). A pinned MR's page stays as it is: it is the
+ * page the process had there when the pinned MR was registered, which an
+ * ODP MR over it reaches too; such a page is made writable only if it is
+ * the page the fault found. -EBUSY: the process has another page there
+ * now, and a write into the pinned one would go where it no longer looks.
+ */
+static int npfnic_ib_odp_enter(struct npfnic_ib_ucontext *uc, __le64 *pte, u64 va,
+			       dma_addr_t dma, bool write)
+{
+	u64 cur, val = (dma & ODP_DMA_ADDR_MASK & NPFNIC_PTE_ADDR_MASK) | NPFNIC_PTE_PRESENT |
+		       (dma & ODP_WRITE_ALLOWED_BIT ? NPFNIC_PTE_WRITE : 0);
+	int err = 0;
+
+	spin_lock(&uc->pt_lock);
+	if (!xa_load(&uc->refs, va >> PAGE_SHIFT)) {
+		/* The page before the entry that lets the device reach it. */
+		dma_wmb();
+		WRITE_ONCE(*pte, cpu_to_le64(val));
+	} else if (write) {
+		cur = le64_to_cpu(READ_ONCE(*pte));
+		if ((cur & NPFNIC_PTE_ADDR_MASK) != (val & NPFNIC_PTE_ADDR_MASK))
+			err = -EBUSY;
+		else if (!(cur & NPFNIC_PTE_WRITE))
+			WRITE_ONCE(*pte, cpu_to_le64(cur | NPFNIC_PTE_WRITE));
+	}
+	spin_unlock(&uc->pt_lock);
+	return err;
+}
+
 /* Makes the page at va present in the MR's context, writable if write. */
 static int npfnic_ib_odp_map(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr, u64 va,
 			     bool write)
@@ -160,7 +321,7 @@ static int npfnic_ib_odp_map(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr,
 	u64 mask = ODP_READ_ALLOWED_BIT;
 	dma_addr_t dma;
 	__le64 *pte;
-	int n;
+	int n, err;
 
 	if (write) {
 		if (!mr->umem->writable)
@@ -182,28 +343,33 @@ static int npfnic_ib_odp_map(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr,
 		return n;
 	/* umem_mutex held: no invalidation of the page until the PTE is in. */
 	dma = odp->dma_list[(user - ib_umem_start(odp)) >> odp->page_shift];
-	/* The page before the entry that lets the device reach it. */
-	dma_wmb();
-	WRITE_ONCE(*pte, cpu_to_le64((dma & ODP_DMA_ADDR_MASK & NPFNIC_PTE_ADDR_MASK) |
-				     NPFNIC_PTE_PRESENT |
-				     (dma & ODP_WRITE_ALLOWED_BIT ? NPFNIC_PTE_WRITE : 0)));
+	err = npfnic_ib_odp_enter(uc, pte, va & PAGE_MASK, dma, write);
 	mutex_unlock(&odp->umem_mutex);
-	atomic64_inc(&dev->odp.pages_mapped);
-	return 0;
+	if (!err)
+		atomic64_inc(&dev->odp.pages_mapped);
+	return err;
 }
 
 /* Resolves one page of a request: 0, or why the group is refused. */
 static int npfnic_ib_odp_fault(struct npfnic_ib_dev *dev, u32 pasid, u64 va, bool write,
 			       u64 isr)
 {
-	struct npfnic_ib_mr *mr = npfnic_ib_odp_hold(dev, pasid, va);
+	struct npfnic_ib_mr *mr = npfnic_ib_odp_hold(dev, pasid, va, write);
+	struct npfnic_ib_mr *target;
 	int err;
 
 	if (!mr)
 		return -ENOENT;
 	/* fault_delay_us emulates a major fault here too. */
 	npfnic_fault_sleep(isr);
-	err = npfnic_ib_odp_map(dev, mr, va, write);
+	target = mr->implicit ? npfnic_ib_imr_get_child(dev, mr, va) : mr;
+	if (IS_ERR(target)) {
+		err = PTR_ERR(target);
+	} else {
+		err = npfnic_ib_odp_map(dev, target, va, write);
+		if (target != mr)
+			npfnic_ib_imr_put_child(target);
+	}
 	if (!err)
 		atomic64_inc(&mr->page_faults);
 	npfnic_ib_odp_release_hold(dev, mr);
@@ -264,35 +430,102 @@ void npfnic_ib_page_request(struct npfnic_ib_dev *dev, const struct npfnic_xlat_
 
 /* ---- invalidation ---- */
 
+/* The PTE's index in its leaf table. */
+static unsigned int npfnic_ib_pte_index(u64 va)
+{
+	return (va >> NPFNIC_XLAT_PAGE_SHIFT) & (BIT(NPFNIC_XLAT_LEVEL_BITS) - 1);
+}
+
+/*
+ * Clears the ODP entries of leaf table pt's part [va, end) of uc and
+ * returns how many it changed. A pinned MR's page stays, made read-only
+ * again where an ODP write fault made it writable and no pinned MR over
+ * it writes. Whose an entry is, is decided under pt_lock, where a pinned
+ * MR's refs and its entry change together.
+ */
+static u64 npfnic_ib_odp_clear_leaf(struct npfnic_ib_ucontext *uc, struct npfnic_pt *pt,
+				    u64 va, u64 end)
+{
+	unsigned long first = va >> PAGE_SHIFT;
+	u64 v, cur, changed = 0;
+	bool pinned;
+	void *ref;
+
+	spin_lock(&uc->pt_lock);
+	pinned = xa_find(&uc->refs, &first, (end - 1) >> PAGE_SHIFT, XA_PRESENT);
+	for (v = va; v < end; v += PAGE_SIZE) {
+		__le64 *pte = &pt->e[npfnic_ib_pte_index(v)];
+
+		cur = le64_to_cpu(READ_ONCE(*pte));
+		if (!cur)
+			continue;
+		ref = pinned ? xa_load(&uc->refs, v >> PAGE_SHIFT) : NULL;
+		if (!ref) {
+			WRITE_ONCE(*pte, 0);
+			changed++;
+		} else if ((cur & NPFNIC_PTE_WRITE) && !npfnic_ib_ref_w(xa_to_value(ref))) {
+			WRITE_ONCE(*pte, cpu_to_le64(cur & ~NPFNIC_PTE_WRITE));
+			changed++;
+		}
+	}
+	spin_unlock(&uc->pt_lock);
+	return changed;
+}
+
+/* Whether the umem has a page of the process's [start, end) DMA-mapped (umem_mutex held). */
+static bool npfnic_ib_odp_mapped(struct ib_umem_odp *odp, unsigned long start, unsigned long end)
+{
+	size_t k = (start - ib_umem_start(odp)) >> odp->page_shift;
+	size_t last = (end - ib_umem_start(odp)) >> odp->page_shift;
+
+	for (; k < last; k++) {
+		if (odp->dma_list[k])
+			return true;
+	}
+	return false;
+}
+
 /*
  * Takes the process's pages [start, end) of mr away from the device
- * (umem_mutex held): clears their PTEs, drops the device's cached
- * translations of them and waits until no DMA uses them, then DMA-unmaps
- * them. Returns how many PTEs were set. A page is mapped only with its
- * leaf table in place (npfnic_ib_odp_map), so only those tables' parts of
- * the range are looked at, and none when the MR maps nothing: the cost
+ * (umem_mutex held): clears the PTEs of the range, drops the device's
+ * cached translations of it and waits until no DMA uses them, then
+ * DMA-unmaps the MR's pages. Returns how many PTEs changed. The cached
+ * translations are dropped whenever the MR had a page of the range
+ * mapped, even if no PTE of it was left to clear: another MR's fault may
+ * have replaced the entry (its own mapping of the page), while the
+ * device still caches this MR's. A page is mapped only with its leaf
+ * table in place (npfnic_ib_odp_map), so only those tables' parts of the
+ * range are looked at, and none when the MR maps nothing: the cost
  * follows what is mapped, not the size of the range.
  */
 static u64 npfnic_ib_odp_drop(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr,
 			      struct ib_umem_odp *odp, unsigned long start, unsigned long end)
 {
 	u64 va = npfnic_ib_odp_iova(mr, odp, start), va_end = va + (end - start);
-	struct npfnic_pt *root = mr->uc->root;
-	u64 zapped, v, to;
+	struct npfnic_ib_ucontext *uc = mr->uc;
+	u64 zapped = 0, v, to;
+	struct npfnic_pt *pt;
+	bool had = false;
 
 	lockdep_assert_held(&odp->umem_mutex);
 	if (!odp->npages)
 		return 0;
-	zapped = npfnic_pt_clear(root, va, va_end);
+	for (v = va; (pt = npfnic_pt_next_leaf(uc->root, &v, va_end)); v = to) {
+		to = npfnic_pt_leaf_end(v, va_end);
+		zapped += npfnic_ib_odp_clear_leaf(uc, pt, v, to);
+		had = had || npfnic_ib_odp_mapped(odp, start + (v - va), start + (to - va));
+		cond_resched();
+	}
 	/*
 	 * Nothing else can be done if the device does not confirm: it is
 	 * stopped then (npfnic_ib_invalidate), and the pages go either way.
 	 */
-	if (zapped && npfnic_ib_invalidate(dev, mr->uc->pasid, va, (end - start) >> PAGE_SHIFT))
+	if ((zapped || had) &&
+	    npfnic_ib_invalidate(dev, uc->pasid, va, (end - start) >> PAGE_SHIFT))
 		dev_err_ratelimited(&dev->nic->pdev->dev,
 				    "MR %#x: translations of %#llx..%#llx not dropped\n",
-				    mr->ibmr.lkey, va, va_end);
-	for (v = va; npfnic_pt_next_leaf(root, &v, va_end); v = to) {
+				    (mr->parent ?: mr)->ibmr.lkey, va, va_end);
+	for (v = va; npfnic_pt_next_leaf(uc->root, &v, va_end); v = to) {
 		to = npfnic_pt_leaf_end(v, va_end);
 		ib_umem_odp_unmap_dma_pages(odp, start + (v - va), start + (to - va));
 		cond_resched();
@@ -304,7 +537,7 @@ static bool npfnic_ib_odp_invalidate(struct mmu_interval_notifier *mni,
 				     const struct mmu_notifier_range *range, unsigned long cur_seq)
 {
 	struct ib_umem_odp *odp = container_of(mni, struct ib_umem_odp, notifier);
-	struct npfnic_ib_mr *mr = odp->private;
+	struct npfnic_ib_mr *mr = odp->private, *counted;
 	unsigned long start, end;
 	u64 zapped;
 
@@ -320,11 +553,16 @@ static bool npfnic_ib_odp_invalidate(struct mmu_interval_notifier *mni,
 	 */
 	if (mr && start < end) {
 		zapped = npfnic_ib_odp_drop(mr->dev, mr, odp, start, end);
+		/* An implicit MR's child counts for its parent, the MR user space knows. */
+		counted = mr->parent ?: mr;
 		if (zapped) {
 			atomic64_inc(&mr->dev->odp.invalidations);
 			atomic64_add(zapped, &mr->dev->odp.pages_invalidated);
-			atomic64_add(zapped, &mr->page_invalidations);
+			atomic64_add(zapped, &counted->page_invalidations);
 		}
+		/* A child with nothing mapped goes, as mlx5's do; the next fault makes another. */
+		if (mr->parent && !odp->npages && !READ_ONCE(mr->parent->imr_dead))
+			queue_work(system_unbound_wq, &mr->parent->reap);
 	}
 	mutex_unlock(&odp->umem_mutex);
 	return true;
@@ -333,6 +571,82 @@ static bool npfnic_ib_odp_invalidate(struct mmu_interval_notifier *mni,
 static const struct mmu_interval_notifier_ops npfnic_ib_odp_ops = {
 	.invalidate = npfnic_ib_odp_invalidate,
 };
+
+/* ---- implicit MRs' children ---- */
+
+/* A child's end: its translations, then its umem and notifier (no user left). */
+static void npfnic_ib_imr_free_child(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *child)
+{
+	struct ib_umem_odp *odp = to_ib_umem_odp(child->umem);
+
+	mutex_lock(&odp->umem_mutex);
+	npfnic_ib_odp_drop(dev, child, odp, ib_umem_start(odp), ib_umem_end(odp));
+	odp->private = NULL;
+	mutex_unlock(&odp->umem_mutex);
+	/* Waits for a notifier call still running. */
+	ib_umem_odp_release(odp);
+	kfree(child);
+}
+
+/* Frees the children that have nothing mapped and no user (system_unbound_wq). */
+static void npfnic_ib_imr_reap(struct work_struct *work)
+{
+	struct npfnic_ib_mr *imr = container_of(work, struct npfnic_ib_mr, reap);
+	struct npfnic_ib_mr *child, *tmp;
+	struct ib_umem_odp *odp;
+	unsigned long idx;
+	LIST_HEAD(gone);
+	bool empty;
+
+	mutex_lock(&imr->imr_lock);
+	if (!imr->imr_dead) {
+		xa_for_each(&imr->children, idx, child) {
+			if (child->odp_users)
+				continue;
+			odp = to_ib_umem_odp(child->umem);
+			mutex_lock(&odp->umem_mutex);
+			empty = !odp->npages;
+			mutex_unlock(&odp->umem_mutex);
+			if (!empty)
+				continue;
+			xa_erase(&imr->children, idx);
+			list_add(&child->odp_node, &gone);
+		}
+	}
+	mutex_unlock(&imr->imr_lock);
+	list_for_each_entry_safe(child, tmp, &gone, odp_node) {
+		list_del(&child->odp_node);
+		npfnic_ib_imr_free_child(imr->dev, child);
+	}
+}
+
+/*
+ * Every child of a dying implicit MR goes (no resolution holds the MR any
+ * more, so no child has a user); then the reap work, which only a
+ * child's notifier queues.
+ */
+static void npfnic_ib_imr_destroy(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *imr)
+{
+	struct npfnic_ib_mr *child, *tmp;
+	unsigned long idx;
+	LIST_HEAD(gone);
+
+	mutex_lock(&imr->imr_lock);
+	imr->imr_dead = true;
+	xa_for_each(&imr->children, idx, child) {
+		WARN_ON(child->odp_users);
+		xa_erase(&imr->children, idx);
+		list_add(&child->odp_node, &gone);
+	}
+	mutex_unlock(&imr->imr_lock);
+	list_for_each_entry_safe(child, tmp, &gone, odp_node) {
+		list_del(&child->odp_node);
+		npfnic_ib_imr_free_child(dev, child);
+		cond_resched();
+	}
+	cancel_work_sync(&imr->reap);
+	xa_destroy(&imr->children);
+}
 
 /* ---- synthetic receive faults ---- */
 
@@ -364,6 +678,29 @@ static bool npfnic_ib_odp_evict(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *
 		}
 	}
 	mutex_unlock(&odp->umem_mutex);
+	return evicted;
+}
+
+/* Evicts a page of a random child of implicit MR imr (held). */
+static bool npfnic_ib_imr_evict(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *imr)
+{
+	struct npfnic_ib_mr *child, *found = NULL;
+	unsigned long idx;
+	bool evicted;
+	u32 n = 0;
+
+	mutex_lock(&imr->imr_lock);
+	xa_for_each(&imr->children, idx, child) {
+		if (!get_random_u32_below(++n))
+			found = child;
+	}
+	if (found)
+		found->odp_users++;
+	mutex_unlock(&imr->imr_lock);
+	if (!found)
+		return false;
+	evicted = npfnic_ib_odp_evict(dev, found);
+	npfnic_ib_imr_put_child(found);
 	return evicted;
 }
 
@@ -412,7 +749,7 @@ static void npfnic_ib_rnpf_inject(struct npfnic_ib_dev *dev)
 		atomic64_inc(&dev->odp.rnpf_skipped);
 		return;
 	}
-	if (npfnic_ib_odp_evict(dev, mr))
+	if (mr->implicit ? npfnic_ib_imr_evict(dev, mr) : npfnic_ib_odp_evict(dev, mr))
 		atomic64_inc(&dev->odp.rnpf_injected);
 	else
 		atomic64_inc(&dev->odp.rnpf_skipped);
@@ -453,70 +790,91 @@ void npfnic_ib_rnpf_alarm(struct npfnic_ib_dev *dev)
 
 /* ---- registration ---- */
 
-/* Whether [va, va + length) of uc has a pinned MR's page (odp_lock held). */
-static bool npfnic_ib_odp_over_pinned(struct npfnic_ib_ucontext *uc, u64 va, u64 length)
-{
-	unsigned long idx = va >> PAGE_SHIFT, last = (va + length - 1) >> PAGE_SHIFT;
-	bool pinned;
+/*
+ * odp=all: every user MR is registered on demand, whatever its access
+ * flags, so unmodified programs run unpinned (read at each registration;
+ * explicit, the default, leaves it to IBV_ACCESS_ON_DEMAND).
+ */
+static bool npfnic_ib_odp_every;
 
-	mutex_lock(&uc->as_lock);
-	pinned = xa_find(&uc->refs, &idx, last, XA_PRESENT);
-	mutex_unlock(&uc->as_lock);
-	return pinned;
+static int npfnic_ib_odp_param_set(const char *val, const struct kernel_param *kp)
+{
+	if (sysfs_streq(val, "all"))
+		WRITE_ONCE(npfnic_ib_odp_every, true);
+	else if (sysfs_streq(val, "explicit"))
+		WRITE_ONCE(npfnic_ib_odp_every, false);
+	else
+		return -EINVAL;
+	return 0;
 }
 
-/* Whether [va, va + length) of uc overlaps a page of one of its ODP MRs (odp_lock held). */
-bool npfnic_ib_odp_overlaps(struct npfnic_ib_ucontext *uc, u64 va, u64 length)
+static int npfnic_ib_odp_param_get(char *buf, const struct kernel_param *kp)
 {
-	unsigned long first = va >> PAGE_SHIFT, last = (va + length - 1) >> PAGE_SHIFT;
-	struct npfnic_ib_mr *mr;
+	return scnprintf(buf, PAGE_SIZE, "%s\n",
+			 READ_ONCE(npfnic_ib_odp_every) ? "all" : "explicit");
+}
 
-	list_for_each_entry(mr, &uc->odp_mrs, odp_node) {
-		if (first <= (mr->va + mr->length - 1) >> PAGE_SHIFT &&
-		    mr->va >> PAGE_SHIFT <= last)
-			return true;
-	}
-	return false;
+static const struct kernel_param_ops npfnic_ib_odp_param_ops = {
+	.set = npfnic_ib_odp_param_set,
+	.get = npfnic_ib_odp_param_get,
+};
+module_param_cb(odp, &npfnic_ib_odp_param_ops, NULL, 0644);
+MODULE_PARM_DESC(odp, "on-demand paging of user MRs: explicit (IBV_ACCESS_ON_DEMAND asks for it; default) or all (every user MR, nothing pinned)");
+
+bool npfnic_ib_odp_all(void)
+{
+	return READ_ONCE(npfnic_ib_odp_every);
+}
+
+/* Whether an implicit ODP MR can be registered (FEATURES.RDMA_IMPLICIT_ODP). */
+bool npfnic_ib_odp_implicit_possible(struct npfnic_ib_dev *dev)
+{
+	return READ_ONCE(dev->pri.possible) &&
+	       (dev->nic->features & NPFNIC_FEAT_RDMA_IMPLICIT_ODP);
 }
 
 /*
  * An ODP MR: its range watched from start (the process address of its
  * first byte), and listed in its context so its faults resolve. Nothing
- * is mapped: the first access of each page faults.
+ * is mapped: the first access of each page faults. It may overlap the
+ * context's other MRs, pinned or not (the file's header). An implicit MR
+ * (mr->implicit) watches nothing itself: its children do, made by the
+ * faults that need them.
  */
 int npfnic_ib_odp_reg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr, u64 start)
 {
 	struct npfnic_ib_ucontext *uc = mr->uc;
 	struct ib_umem_odp *odp;
-	int err = 0;
 
 	if (!READ_ONCE(dev->pri.possible))
 		return -EOPNOTSUPP;
-	/*
-	 * A fault maps one 4 KiB page, huge pages too (hmm walks them a
-	 * small page at a time): the umem keeps 4 KiB pages, whatever
-	 * IBV_ACCESS_HUGETLB says of the memory.
-	 */
-	odp = ib_umem_odp_get(&dev->ibdev, start, mr->length, mr->access & ~IB_ACCESS_HUGETLB,
-			      &npfnic_ib_odp_ops);
+	if (mr->implicit) {
+		if (!npfnic_ib_odp_implicit_possible(dev))
+			return -EOPNOTSUPP;
+		odp = ib_umem_odp_alloc_implicit(&dev->ibdev, mr->access & ~IB_ACCESS_HUGETLB);
+		mutex_init(&mr->imr_lock);
+		xa_init(&mr->children);
+		INIT_WORK(&mr->reap, npfnic_ib_imr_reap);
+	} else {
+		/*
+		 * A fault maps one 4 KiB page, huge pages too (hmm walks them
+		 * a small page at a time): the umem keeps 4 KiB pages,
+		 * whatever IBV_ACCESS_HUGETLB says of the memory.
+		 */
+		odp = ib_umem_odp_get(&dev->ibdev, start, mr->length,
+				      mr->access & ~IB_ACCESS_HUGETLB, &npfnic_ib_odp_ops);
+	}
 	if (IS_ERR(odp))
 		return PTR_ERR(odp);
 	mutex_lock(&dev->odp_lock);
-	if (npfnic_ib_odp_overlaps(uc, mr->va, mr->length) ||
-	    npfnic_ib_odp_over_pinned(uc, mr->va, mr->length)) {
-		err = -EBUSY;
-	} else {
-		mutex_lock(&odp->umem_mutex);
-		odp->private = mr;
-		mutex_unlock(&odp->umem_mutex);
-		mr->umem = &odp->umem;
-		mr->odp = true;
-		list_add(&mr->odp_node, &uc->odp_mrs);
-	}
+	mutex_lock(&odp->umem_mutex);
+	odp->private = mr;
+	mutex_unlock(&odp->umem_mutex);
+	mr->umem = &odp->umem;
+	mr->odp = true;
+	list_add(&mr->odp_node, &uc->odp_mrs);
 	mutex_unlock(&dev->odp_lock);
-	if (err)
-		ib_umem_odp_release(odp);
-	return err;
+	return 0;
 }
 
 /*
@@ -525,8 +883,8 @@ int npfnic_ib_odp_reg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr, u64 st
  * cleared and invalidated it reaches none of them, and the notifier must
  * go before the context, the device or the module does. No new
  * resolution takes the MR, the one running finishes, every translation
- * goes, then the umem and its notifier; only then may another MR come
- * over its pages.
+ * goes (an implicit MR's children with theirs), then the umem and its
+ * notifier.
  */
 void npfnic_ib_odp_dereg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr)
 {
@@ -536,10 +894,14 @@ void npfnic_ib_odp_dereg(struct npfnic_ib_dev *dev, struct npfnic_ib_mr *mr)
 	mr->odp_dying = true;
 	mutex_unlock(&dev->odp_lock);
 	wait_event(dev->odp_wait, !READ_ONCE(mr->odp_users));
-	mutex_lock(&odp->umem_mutex);
-	npfnic_ib_odp_drop(dev, mr, odp, ib_umem_start(odp), ib_umem_end(odp));
-	odp->private = NULL;
-	mutex_unlock(&odp->umem_mutex);
+	if (mr->implicit) {
+		npfnic_ib_imr_destroy(dev, mr);
+	} else {
+		mutex_lock(&odp->umem_mutex);
+		npfnic_ib_odp_drop(dev, mr, odp, ib_umem_start(odp), ib_umem_end(odp));
+		odp->private = NULL;
+		mutex_unlock(&odp->umem_mutex);
+	}
 	/* Waits for a notifier call still running. */
 	ib_umem_odp_release(odp);
 	mr->umem = NULL;

@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"errors"
+	"math"
 	"math/bits"
 
 	"github.com/npfnic/npfnic/ibrc"
@@ -500,9 +501,17 @@ func (w *worker) regMR(key uint32, b []byte) uint32 {
 	}
 	va, length := hw.RDMARegMRVA.Get(b), hw.RDMARegMRLength.Get(b)
 	acc := hw.RDMARegMRAccess.Get(b)
+	flags := hw.RDMACmdFlags.Get(b)
 	const known = hw.RDMAAccessLocalWrite | hw.RDMAAccessRemoteWrite | hw.RDMAAccessRemoteRead |
 		hw.RDMAAccessRemoteAtomic | hw.RDMAAccessMWBind | hw.RDMAAccessOnDemand
+	implicit := flags&hw.RDMACmdFlagImplicit != 0
 	switch {
+	case implicit && (va != 0 || length != 0 || acc&hw.RDMAAccessOnDemand == 0 || flags&hw.RDMACmdFlagPhysical != 0):
+		return hw.RDMACmdErrParam
+	case implicit:
+		// The whole address space: [0, 2^64 - 1), as ibrc's bounds are
+		// a length; the last byte lies beyond every translation anyway.
+		length = math.MaxUint64
 	case length == 0 || length > hw.RDMAMaxMRSize || wraps(va, length):
 		return hw.RDMACmdErrParam
 	case acc&^known != 0:
@@ -512,7 +521,7 @@ func (w *worker) regMR(key uint32, b []byte) uint32 {
 	}
 	pdn := hw.RDMARegMRPD.Get(b)
 	m := &mr{key: key, pdn: pdn, mem: &mrMem{e: w.e, xlat: w.e.cfg.Xlat, pasid: hw.RDMARegMRPASID.Get(b),
-		physical: hw.RDMACmdFlags.Get(b)&hw.RDMACmdFlagPhysical != 0, dma: w.e.cfg.Mem.NewStream(streamName("mr", key))}}
+		physical: flags&hw.RDMACmdFlagPhysical != 0, dma: w.e.cfg.Mem.NewStream(streamName("mr", key))}}
 	if m.mem.physical && acc&hw.RDMAAccessOnDemand != 0 {
 		return hw.RDMACmdErrParam // nothing to fault: IOVAs are present or outside guest memory
 	}

@@ -39,6 +39,12 @@ func TestCommandErrors(t *testing.T) {
 	}
 	rtr := uint32(hw.RDMAQPAttrAV | hw.RDMAQPAttrPathMTU | hw.RDMAQPAttrDestQPN | hw.RDMAQPAttrRQPSN | hw.RDMAQPAttrMaxDestRdAtomic | hw.RDMAQPAttrMinRNRTimer)
 	wrapping := &rdmatest.Queue{Base: 0xffff_ffff_ffff_f000, Slots: 64, Log2: 6}
+	// flagged is c with the command flags f.
+	flagged := func(c rdmatest.Cmd, f uint8) rdmatest.Cmd {
+		hw.RDMACmdFlags.Put(c[:], f)
+		return c
+	}
+	odp := uint32(access | hw.RDMAAccessOnDemand)
 	for _, tc := range []struct {
 		name string
 		cmd  rdmatest.Cmd
@@ -94,6 +100,14 @@ func TestCommandErrors(t *testing.T) {
 		{"MR on demand", rdmatest.RegMR(1, pdn, bufVA, 4096, access|hw.RDMAAccessOnDemand, pasid), hw.RDMACmdOK},
 		{"dereg unknown MR", rdmatest.NewCmd(hw.RDMACmdDeregMR, 2), hw.RDMACmdErrHandle},
 		{"dereg", rdmatest.NewCmd(hw.RDMACmdDeregMR, 1), hw.RDMACmdOK},
+		{"implicit MR with a VA", flagged(rdmatest.RegMR(1, pdn, bufVA, 0, odp, pasid), hw.RDMACmdFlagImplicit), hw.RDMACmdErrParam},
+		{"implicit MR with a length", flagged(rdmatest.RegMR(1, pdn, 0, 4096, odp, pasid), hw.RDMACmdFlagImplicit), hw.RDMACmdErrParam},
+		{"implicit MR of the whole space by length", flagged(rdmatest.RegMR(1, pdn, 0, ^uint64(0), odp, pasid), hw.RDMACmdFlagImplicit), hw.RDMACmdErrParam},
+		{"implicit MR not on demand", flagged(rdmatest.RegMR(1, pdn, 0, 0, access, pasid), hw.RDMACmdFlagImplicit), hw.RDMACmdErrParam},
+		{"implicit physical MR", flagged(rdmatest.RegMR(1, pdn, 0, 0, odp, pasid), hw.RDMACmdFlagImplicit|hw.RDMACmdFlagPhysical), hw.RDMACmdErrParam},
+		{"whole space without FLAG_IMPLICIT", rdmatest.RegMR(1, pdn, 0, ^uint64(0), odp, pasid), hw.RDMACmdErrParam},
+		{"implicit MR", flagged(rdmatest.RegMR(1, pdn, 0, 0, odp, pasid), hw.RDMACmdFlagImplicit), hw.RDMACmdOK},
+		{"dereg implicit", rdmatest.NewCmd(hw.RDMACmdDeregMR, 1), hw.RDMACmdOK},
 		{"GID index past the table", rdmatest.AddGID(hw.RDMAMaxGID, rdmatest.GIDv4(n.ip)), hw.RDMACmdErrHandle},
 		{"delete an unset GID", rdmatest.NewCmd(hw.RDMACmdDelGID, 5), hw.RDMACmdErrHandle},
 		{"IPv6 GID stored", rdmatest.AddGID(5, [16]byte{0xfe, 0x80, 15: 1}), hw.RDMACmdOK},

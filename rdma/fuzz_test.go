@@ -103,6 +103,8 @@ func fuzzSeeds() [][]rdmatest.Cmd {
 	rq := &rdmatest.Queue{Base: fuzzRings + 0x4000, Slots: 16, Log2: 7}
 	spec := rdmatest.QPSpec{PD: 1, SQ: sq, RQ: rq, SendCQ: 0, RecvCQ: 0, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInline: 64}
 	gid := rdmatest.GIDv4([4]byte{10, 0, 0, 1})
+	implicit := rdmatest.RegMR(6, 1, 0, 0, hw.RDMAAccessLocalWrite|hw.RDMAAccessOnDemand, 0)
+	hw.RDMACmdFlags.Put(implicit[:], hw.RDMACmdFlagImplicit)
 	stats := rdmatest.NewCmd(hw.RDMACmdQueryStats, 0)
 	hw.RDMAQueryStatsBuf.Put(stats[:], fuzzRings+0x8000)
 	hw.RDMAQueryStatsCount.Put(stats[:], uint32(len(hw.RDMACounters)))
@@ -116,13 +118,14 @@ func fuzzSeeds() [][]rdmatest.Cmd {
 		rdmatest.ModifyQP(2, rdmatest.Modify{Mask: hw.RDMAQPAttrState | hw.RDMAQPAttrSQPSN | hw.RDMAQPAttrTimeout | hw.RDMAQPAttrRetryCnt |
 			hw.RDMAQPAttrRNRRetry | hw.RDMAQPAttrMaxQPRdAtomic, State: hw.RDMAQPRTS, Timeout: 14}),
 		rdmatest.RegMR(5, 1, 0x1000, 0x10000, hw.RDMAAccessLocalWrite, 0),
+		implicit,
 		rdmatest.NewCmd(hw.RDMACmdQueryQP, 2),
 		stats,
 	}
 	down := append(append([]rdmatest.Cmd(nil), up...),
 		rdmatest.ModifyQP(2, rdmatest.Modify{Mask: hw.RDMAQPAttrState, State: hw.RDMAQPErr}),
 		rdmatest.ModifyQP(2, rdmatest.Modify{Mask: hw.RDMAQPAttrState, State: hw.RDMAQPReset}),
-		rdmatest.NewCmd(hw.RDMACmdDestroyQP, 2), rdmatest.NewCmd(hw.RDMACmdDeregMR, 5),
+		rdmatest.NewCmd(hw.RDMACmdDestroyQP, 2), rdmatest.NewCmd(hw.RDMACmdDeregMR, 5), rdmatest.NewCmd(hw.RDMACmdDeregMR, 6),
 		rdmatest.NewCmd(hw.RDMACmdDestroyCQ, 0), rdmatest.NewCmd(hw.RDMACmdDelGID, 0))
 	flagged := rdmatest.NewCmd(hw.RDMACmdQueryQP, 2)
 	hw.RDMACmdFlags.Put(flagged[:], hw.RDMACmdFlagEvent)

@@ -663,3 +663,53 @@ func TestODPPrefault(t *testing.T) {
 		}
 	})
 }
+
+// TestODPImplicit: a region registered with FLAG_IMPLICIT (interface 2.10)
+// covers the PASID's whole address space: a WRITE at any address with its
+// key faults the missing page in through a page request and lands, and
+// one beyond the translated 48 bits, or wrapping past 2^64, fails with
+// REM_ACCESS_ERR without a page request.
+func TestODPImplicit(t *testing.T) {
+	const (
+		implicitKey = 0x7700
+		dst         = 0x30000
+	)
+	for _, tc := range []struct {
+		name   string
+		remote uint64
+		fault  bool
+		want   ibrc.WCStatus
+	}{
+		{"fault in", bufVA + dst, true, ibrc.WCSuccess},
+		{"beyond 48 bits", 1 << 48, false, ibrc.WCRemAccessErr},
+		{"wrapping", ^uint64(0) - 1000, false, ibrc.WCRemAccessErr},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b, _ := odpPair(t, 0)
+			reg := rdmatest.RegMR(implicitKey, pdn, 0, 0, access|hw.RDMAAccessOnDemand, pasid)
+			hw.RDMACmdFlags.Put(reg[:], hw.RDMACmdFlagImplicit)
+			b.must(t, reg)
+			data := pattern(3000, 9)
+			a.buf.Write(0, data)
+			va := b.evict(dst)
+			a.post(t, a.sq, a.qpn, rdmatest.Send{ID: 1, Opcode: hw.IBVWRRDMAWrite, Flags: sig, AutoLength: true, NumSGE: -1,
+				RemoteAddr: tc.remote, RKey: implicitKey, SGL: []rdmatest.SGE{{Addr: bufVA, Length: 3000, LKey: mrKey}}})
+			if tc.fault {
+				g := b.nextGroup(t)
+				checkGroup(t, g, hw.FaultKindRCRecv, va, true, b.qpn)
+				b.answer(t, g, hw.PRSPSuccess)
+			}
+			if c := poll(t, a.scq, 1)[0]; c.WRID != 1 || c.Status != tc.want {
+				t.Fatalf("completion %+v, want status %v", c, tc.want)
+			}
+			if !tc.fault {
+				b.noGroup(t)
+				return
+			}
+			if !bytes.Equal(b.buf.Read(dst, len(data)), data) {
+				t.Fatal("data differs")
+			}
+			b.must(t, rdmatest.NewCmd(hw.RDMACmdDeregMR, implicitKey))
+		})
+	}
+}

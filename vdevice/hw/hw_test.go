@@ -240,7 +240,7 @@ int main(void) {
 	       offsetof(struct npfnic_pair_status, tx_tso_frames), offsetof(struct npfnic_pair_status, rx_wire_stalls),
 	       NPFNIC_REG_FEATURES, NPFNIC_FEAT_TX_CSUM | NPFNIC_FEAT_TSO4 | NPFNIC_FEAT_TSO6 | NPFNIC_FEAT_RX_CSUM | NPFNIC_FEAT_RDMA | NPFNIC_FEAT_RDMA_ODP |
 	       NPFNIC_FEAT_RDMA_ATOMIC | NPFNIC_FEAT_RDMA_SRQ | NPFNIC_FEAT_RDMA_UD | NPFNIC_FEAT_RDMA_UC | NPFNIC_FEAT_RDMA_KERNEL | NPFNIC_FEAT_RDMA_MW | NPFNIC_FEAT_RDMA_RESIZE_CQ |
-	       NPFNIC_FEAT_RDMA_FAST_REG);
+	       NPFNIC_FEAT_RDMA_FAST_REG | NPFNIC_FEAT_RDMA_IMPLICIT_ODP);
 	const char *stats[] = { NPFNIC_RDMA_STAT_NAMES };
 	printf("%%d %%zu %%s %%d\n", NPFNIC_RDMA_STATS, sizeof(stats) / sizeof(stats[0]), stats[NPFNIC_RDMA_STAT_RNR_NAKS_FAULT],
 	       NPFNIC_RDMA_STAT_LATE_REFUSED);

@@ -38,7 +38,9 @@ Receive queues need no doorbell: the device takes the next entry when a message 
 
 Memory regions. The device reaches an MR's pages only through address translation: REG_MR names a
 PASID whose I/O page tables map the region's virtual addresses. A page missing from them is a
-translation fault like any other (page request, page response). What a fault does to an RC
+translation fault like any other (page request, page response). With FLAG_IMPLICIT (interface
+2.10) the region is the PASID's whole address space: an implicit on-demand paging MR, whose
+pages the driver resolves as they fault. What a fault does to an RC
 transfer is the RC engine's policy: a receive fault is answered with an RNR NAK and the sender
 retransmits.
 
@@ -282,6 +284,14 @@ const (
 	// are IOVAs the device reaches without translation, as the rings':
 	// the kernel's DMA MR (its PD's local_dma_lkey). pasid is ignored.
 	RDMACmdFlagPhysical = 1 << 4
+	// RDMACmdFlagImplicit (REG_MR, interface 2.10,
+	// FEATURES.RDMA_IMPLICIT_ODP): the region is the PASID's whole
+	// address space, as an implicit on-demand paging MR is: va and length
+	// must be 0 and access must have ACCESS_ON_DEMAND; not with
+	// FLAG_PHYSICAL. An access at any address passes the region's bounds
+	// check (without wrapping past 2^64) and is then translated like any
+	// region's: an address the page tables do not map faults.
+	RDMACmdFlagImplicit = 1 << 5
 )
 
 // Command status (RDMACmdStatus), written by the device.
@@ -460,8 +470,8 @@ var (
 // REG_MR: a memory region reached through address translation.
 var (
 	RDMARegMRPD     = le32("pd", 12, "driver: protection domain number")
-	RDMARegMRVA     = le64("va", 16, "driver: first virtual address of the region (in the PASID's address space)")
-	RDMARegMRLength = le64("length", 24, "driver: bytes, 1..NPFNIC_RDMA_MAX_MR_SIZE")
+	RDMARegMRVA     = le64("va", 16, "driver: first virtual address of the region (in the PASID's address space; 0 with FLAG_IMPLICIT)")
+	RDMARegMRLength = le64("length", 24, "driver: bytes, 1..NPFNIC_RDMA_MAX_MR_SIZE (0 with FLAG_IMPLICIT)")
 	RDMARegMRAccess = le32("access", 32, "driver: NPFNIC_RDMA_ACCESS_*")
 	RDMARegMRPASID  = le32("pasid", 36, "driver: the PASID whose I/O page tables map va (ATS must be enabled)")
 )
@@ -708,6 +718,7 @@ var RDMAValues = []Value{
 	{"RDMA_CMD_FLAG_UD", RDMACmdFlagUD, "CREATE_QP flag: an unreliable datagram QP"},
 	{"RDMA_CMD_FLAG_UC", RDMACmdFlagUC, "CREATE_QP flag: an unreliable connected QP"},
 	{"RDMA_CMD_FLAG_PHYSICAL", RDMACmdFlagPhysical, "REG_MR flag: IOVAs reached without translation (the kernel's DMA MR)"},
+	{"RDMA_CMD_FLAG_IMPLICIT", RDMACmdFlagImplicit, "REG_MR flag: the region is the PASID's whole address space (implicit ODP)"},
 	{"RDMA_CMD_OK", RDMACmdOK, "command status: done"},
 	{"RDMA_CMDERR_OPCODE", RDMACmdErrOpcode, "command status: unknown opcode"},
 	{"RDMA_CMDERR_HANDLE", RDMACmdErrHandle, "command status: handle out of range, in use or unknown"},
@@ -769,6 +780,7 @@ var RDMAValues = []Value{
 	{"FEAT_RDMA_UC", FeatRDMAUC, "NPFNIC_REG_FEATURES: UC queue pairs"},
 	{"FEAT_RDMA_RESIZE_CQ", FeatRDMAResizeCQ, "NPFNIC_REG_FEATURES: RESIZE_CQ"},
 	{"FEAT_RDMA_FAST_REG", FeatRDMAFastReg, "NPFNIC_REG_FEATURES: ALLOC_MR, REG_MR send entries, LOCAL_INV of regions"},
+	{"FEAT_RDMA_IMPLICIT_ODP", FeatRDMAImplicitODP, "NPFNIC_REG_FEATURES: REG_MR's FLAG_IMPLICIT (implicit on-demand paging)"},
 	{"FEAT_RDMA_MW", FeatRDMAMW, "NPFNIC_REG_FEATURES: memory windows, LOCAL_INV, SEND with Invalidate"},
 	{"FEAT_RDMA_KERNEL", FeatRDMAKernel, "NPFNIC_REG_FEATURES: REG_MR's FLAG_PHYSICAL and the GSI QP 1"},
 }

@@ -35,7 +35,16 @@
 // device never reaches a page the process no longer maps:
 //
 //	npfnic-rdma-hostile -odp-churn -serve PORT [-d DEV] [-g GID_INDEX] [-ip ADDR]
-//	npfnic-rdma-hostile -odp-churn -c SERVER:PORT [-forks N] [-munmaps N] [-d DEV] [-g GID_INDEX] [-ip ADDR]
+//	npfnic-rdma-hostile -odp-churn -c SERVER:PORT [-forks N] [-munmaps N] [-mr odp|implicit|plain|overlap] [-d DEV] [-g GID_INDEX] [-ip ADDR]
+//
+// -mr says how the churner registers its region: odp (the default) with
+// IBV_ACCESS_ON_DEMAND; implicit as one implicit ODP MR over the whole
+// address space (start 0, length 2^64-1, ON_DEMAND), whose keys it uses
+// for the region; plain without ON_DEMAND, for a driver that makes every
+// MR on-demand by itself (npfnic's odp=all); overlap as odp, with an
+// implicit ODP MR, an ODP MR over part of the region and a pinned MR over
+// its source pages beside it, and a last step that checks the pinned
+// MR's pages (pinnedStep).
 //
 // The client prints one line per step (step NAME ok|FAIL SECONDS DETAIL)
 // and exits 1 at the first step that fails.
@@ -68,6 +77,7 @@ func main() {
 	odpChurn := flag.Bool("odp-churn", false, "run the ODP churn mode: fork and munmap of an on-demand paged region under RDMA WRITEs")
 	forks := flag.Int("forks", 6, "-odp-churn client: fork steps")
 	munmaps := flag.Int("munmaps", 2, "-odp-churn client: munmap, WRITE from the unmapped pages and remap rounds")
+	churnMR := flag.String("mr", "odp", "-odp-churn client: the region's registration: odp, implicit, plain or overlap")
 	flag.Parse()
 
 	if *list {
@@ -140,7 +150,7 @@ func main() {
 	defer v.close()
 
 	if *odpChurn {
-		os.Exit(odpChurnMain(v, *servePort, *connect, *wait, uint8(sgid), gid, *dev, *forks, *munmaps))
+		os.Exit(odpChurnMain(v, *servePort, *connect, *wait, uint8(sgid), gid, *dev, *forks, *munmaps, *churnMR))
 	}
 	// The network device of the GID: its Ethernet address is what UD
 	// senders address the server by, its MTU bounds a UD message.

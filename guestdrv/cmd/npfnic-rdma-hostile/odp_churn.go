@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/npfnic/npfnic/vdevice/hw"
 )
@@ -32,6 +33,11 @@ type churner struct {
 	mr  mr
 	// snap is where a forked child copies the target pages.
 	snap mapping
+
+	// overlap (-mr overlap): the other MRs over the region, ODP and
+	// pinned, and the pinned one over the source pages.
+	overlap []mr
+	pinned  mr
 
 	qp       *qp
 	scq, rcq *cq
@@ -63,7 +69,19 @@ const (
 	holeHi = odpTarget
 )
 
-func newChurner(v *verbs, o *oob, sgid uint8, gid [16]byte, out io.Writer) (*churner, error) {
+// The churner's region's registrations (-mr).
+var churnAccess = map[string]uint32{
+	"odp":      accessLocalWrite | accessRemoteWrite | accessRemoteRead | accessOnDemand,
+	"implicit": accessLocalWrite | accessRemoteWrite | accessRemoteRead | accessOnDemand,
+	"plain":    accessLocalWrite | accessRemoteWrite | accessRemoteRead,
+	"overlap":  accessLocalWrite | accessRemoteWrite | accessRemoteRead | accessOnDemand,
+}
+
+func newChurner(v *verbs, o *oob, sgid uint8, gid [16]byte, out io.Writer, how string) (*churner, error) {
+	access, ok := churnAccess[how]
+	if !ok {
+		return nil, fmt.Errorf("-mr %q: odp, implicit or plain", how)
+	}
 	c := &churner{v: v, o: o, sgid: sgid, gid: gid, out: out, round: 1}
 	var err error
 	if c.pd, err = v.allocPD(); err != nil {
@@ -81,10 +99,108 @@ func newChurner(v *verbs, o *oob, sgid uint8, gid [16]byte, out io.Writer) (*chu
 	for k := range c.expect {
 		c.expect[k] = pageState{tagCanary, 0, k}
 	}
-	if c.mr, err = v.regMR(c.pd, c.mem, accessLocalWrite|accessRemoteWrite|accessRemoteRead|accessOnDemand); err != nil {
-		return nil, fmt.Errorf("ODP %w", err)
+	if how == "implicit" {
+		// ibv_reg_mr(pd, NULL, SIZE_MAX, ...): its keys reach the region.
+		c.mr, err = v.regMRRange(c.pd, 0, ^uint64(0), access)
+		c.mr.addr, c.mr.length = uint64(uintptr(unsafe.Pointer(&c.mem[0]))), uint64(len(c.mem))
+	} else {
+		c.mr, err = v.regMR(c.pd, c.mem, access)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s %w", how, err)
+	}
+	if how == "overlap" {
+		if err := c.overlapMRs(access); err != nil {
+			return nil, err
+		}
 	}
 	return c, nil
+}
+
+// overlapMRs registers, after the region's own ODP MR, an implicit ODP MR
+// and an ODP MR over the target's lower half and two pages of the hole
+// (the driver resolves a fault through the newest ODP MR that covers
+// it, so these two map the pages the region's key reaches), and a pinned
+// MR over the source pages (-mr overlap).
+func (c *churner) overlapMRs(access uint32) error {
+	imr, err := c.v.regMRRange(c.pd, 0, ^uint64(0), access)
+	if err != nil {
+		return fmt.Errorf("implicit MR: %w", err)
+	}
+	part, err := c.v.regMR(c.pd, c.mem[:(holeLo+2)*odpPage], access)
+	if err != nil {
+		return fmt.Errorf("ODP MR over the target's lower half: %w", err)
+	}
+	if c.pinned, err = c.v.regMR(c.pd, c.mem[odpTarget*odpPage:], accessLocalWrite); err != nil {
+		return fmt.Errorf("pinned MR over the source pages: %w", err)
+	}
+	c.overlap = []mr{imr, part, c.pinned}
+	return nil
+}
+
+// writeOne WRITEs region page k through lkey to the check area's first
+// page, as it is (not refilled), and waits for its success.
+func (c *churner) writeOne(k int, lkey uint32) error {
+	c.ssn++
+	w := sendWQE{id: 1, opcode: hw.IBVWRRDMAWrite, flags: hw.IBVSendSignaled, ssn: c.ssn,
+		remoteAddr: c.check.addr, rkey: c.check.rkey,
+		sgl: []sge{{addr: c.mr.addr + uint64(k)*odpPage, length: odpPage, lkey: lkey}}}.sum()
+	c.qp.sq.post(w.put)
+	if err := c.v.doorbell(c.qp); err != nil {
+		return err
+	}
+	got := c.scq.q.pollN(1, completionWait)
+	if len(got) != 1 || got[0].status != hw.IBVWCSuccess {
+		return fmt.Errorf("WRITE from page %d (lkey %#x): %v", k, lkey, got)
+	}
+	return nil
+}
+
+// pinnedStep (-mr overlap): a pinned MR keeps its pages whatever becomes
+// of the process's mapping, also where ODP MRs overlap it. The first
+// source page, holding round r, is unmapped (the ODP MRs' notifiers run
+// for it) and fresh memory holding round r+1 mapped there. A WRITE from
+// it through the pinned MR's lkey must send round r, the pinned page: the
+// ODP invalidation may not drop a pinned page's translation, nor may an
+// ODP fault replace it. So must one through the region's ODP lkey (the
+// driver's one page table per context: an ODP MR over a pinned page
+// reaches the pinned page). Once the pinned MR is deregistered, a WRITE
+// through the ODP lkey faults the new page in and sends round r+1.
+func (c *churner) pinnedStep() (string, error) {
+	k := odpTarget
+	if err := c.newQP(); err != nil {
+		return "", err
+	}
+	old := c.round
+	c.round++
+	fillPage(c.page(k), tagLocal, old, 0)
+	if err := unmapRange(c.page(k)); err != nil {
+		return "", err
+	}
+	if err := mapFixed(c.page(k)); err != nil {
+		return "", err
+	}
+	cur := c.round
+	c.round++
+	fillPage(c.page(k), tagLocal, cur, 0)
+	for _, key := range []uint32{c.pinned.lkey, c.mr.lkey} {
+		if err := c.writeOne(k, key); err != nil {
+			return "", err
+		}
+		if _, err := c.o.call("CHECK %d 1", old); err != nil {
+			return "", fmt.Errorf("through lkey %#x after the remap, want the pinned page's round %d: %w", key, old, err)
+		}
+	}
+	if err := c.v.deregMR(c.pinned); err != nil {
+		return "", err
+	}
+	if err := c.writeOne(k, c.mr.lkey); err != nil {
+		return "", err
+	}
+	if _, err := c.o.call("CHECK %d 1", cur); err != nil {
+		return "", fmt.Errorf("through the ODP lkey after the pinned MR went, want the new page's round %d: %w", cur, err)
+	}
+	return fmt.Sprintf("page %d remapped: the pinned MR and the ODP region sent the pinned page (round %d); without the pinned MR the new page (round %d)", k, old, cur), nil
 }
 
 // page is page k of the region.
@@ -588,6 +704,9 @@ func (c *churner) runChurn(forks, munmaps int) error {
 			c.step(fmt.Sprintf("foreign-%d", i+1), c.foreignStep) &&
 			c.step(fmt.Sprintf("remap-%d", i+1), c.remapStep)
 	}
+	if ok && len(c.overlap) > 0 {
+		c.step("pinned", c.pinnedStep)
+	}
 	c.dropQP()
 	if _, err := c.o.call("BYE"); err != nil {
 		return fmt.Errorf("peer: %w", err)
@@ -600,7 +719,7 @@ func (c *churner) runChurn(forks, munmaps int) error {
 
 // odpChurnMain runs the ODP churn mode's peer (servePort != 0) or
 // churner and returns the exit status.
-func odpChurnMain(v *verbs, servePort int, connect string, wait time.Duration, sgid uint8, gid [16]byte, dev string, forks, munmaps int) int {
+func odpChurnMain(v *verbs, servePort int, connect string, wait time.Duration, sgid uint8, gid [16]byte, dev string, forks, munmaps int, how string) int {
 	if servePort != 0 {
 		p, err := newODPPeer(v, sgid, gid)
 		if err == nil {
@@ -618,8 +737,8 @@ func odpChurnMain(v *verbs, servePort int, connect string, wait time.Duration, s
 		return 1
 	}
 	start := time.Now()
-	fmt.Printf("device %s, GID index %d (%s)\n", dev, sgid, netip.AddrFrom16(gid).Unmap())
-	c, err := newChurner(v, o, sgid, gid, os.Stdout)
+	fmt.Printf("device %s, GID index %d (%s), region registered %s\n", dev, sgid, netip.AddrFrom16(gid).Unmap(), how)
+	c, err := newChurner(v, o, sgid, gid, os.Stdout, how)
 	if err == nil {
 		err = c.runChurn(forks, munmaps)
 	}

@@ -170,7 +170,13 @@ func reqRegMR(pd uint32, addr, length uint64, access uint32) []byte {
 }
 
 func (v *verbs) regMR(pd uint32, b []byte, access uint32) (mr, error) {
-	m := mr{addr: uint64(uintptr(unsafe.Pointer(&b[0]))), length: uint64(len(b))}
+	return v.regMRRange(pd, uint64(uintptr(unsafe.Pointer(&b[0]))), uint64(len(b)), access)
+}
+
+// regMRRange registers [addr, addr+length) of the process, mapped or not
+// (start 0 and length 2^64-1 with ON_DEMAND: an implicit ODP MR).
+func (v *verbs) regMRRange(pd uint32, addr, length uint64, access uint32) (mr, error) {
+	m := mr{addr: addr, length: length}
 	resp := make([]byte, regMRResp.Size)
 	if err := v.command(cmdRegMR, reqRegMR(pd, m.addr, m.length, access), resp); err != nil {
 		return mr{}, fmt.Errorf("REG_MR: %w", err)
