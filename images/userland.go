@@ -36,8 +36,14 @@ func (b *Builder) buildUserland(ctx context.Context) (string, error) {
 	}
 	key := NewKey("userland", "1").Add("mirror", mirror).Add("suite", "bookworm").
 		Add("packages", strings.Join(GuestPackages, " "))
-	dir := filepath.Join(b.opt.CacheDir, "userland", "bookworm")
+	// Versioned like the images built from it: checkouts whose package
+	// lists differ (a branch that adds one) keep a tree each instead of
+	// debootstrapping over each other.
+	parent := filepath.Join(b.opt.CacheDir, "userland")
+	dir := versionedDir(parent, "bookworm", key)
+	defer pruneVersions(parent, "bookworm", dir)
 	if _, ok := fresh(dir, key); ok {
+		touch(dir)
 		done("cached")
 		return dir, nil
 	}
