@@ -434,6 +434,13 @@ func (n *NIC) RegionRead(index int, off uint64, p []byte) error {
 		return n.cfg.Read(int(off), p)
 	case hw.RegBAR:
 		n.readRegs(off, p)
+		if n.trace.On() {
+			var v uint64
+			for i := range min(len(p), 8) {
+				v |= uint64(p[i]) << (8 * i)
+			}
+			n.trace.Emit(trace.RegRead, trace.TrackDevice, off, v)
+		}
 		return nil
 	case hw.MSIXBAR:
 		n.readMSIX(off, p)

@@ -115,3 +115,56 @@ func TestTraceFaultTimelines(t *testing.T) {
 		})
 	}
 }
+
+// TestTraceBARReads: every read of BAR0 the driver makes is a RegRead
+// event with its offset and value, so the trace can count the round trips
+// a data path takes (npfnic trace prints them per 1000 frames); a
+// doorbell write is not one.
+func TestTraceBARReads(t *testing.T) {
+	if !trace.Compiled {
+		t.Skip("built with npfnic_notrace")
+	}
+	rec, err := trace.New(1 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newFaultRig(t, faultOpts{policy: hw.RxPolicyDrop, trace: rec})
+	for _, tc := range []struct {
+		off  uint64
+		size int
+		want uint64
+	}{
+		{hw.RegID, 4, hw.Magic},
+		{hw.RegVersion, 4, hw.InterfaceVersion},
+		{hw.RegID, 8, hw.Magic | uint64(hw.InterfaceVersion)<<32},
+	} {
+		all, _ := rec.Snapshot()
+		before := len(all)
+		p := make([]byte, tc.size)
+		if err := r.n.RegionRead(hw.RegBAR, tc.off, p); err != nil {
+			t.Fatal(err)
+		}
+		all, _ = rec.Snapshot()
+		var events []trace.Event
+		for _, e := range all[before:] {
+			if e.Kind == trace.RegRead {
+				events = append(events, e)
+			}
+		}
+		if len(events) != 1 || events[0].Kind != trace.RegRead || events[0].A != tc.off || events[0].B != tc.want {
+			t.Errorf("read of %d bytes at %#x: BAR reads %+v, want one of %#x", tc.size, tc.off, events, tc.want)
+		}
+	}
+	all, _ := rec.Snapshot()
+	before := len(all)
+	// A write to a read-only register: ignored by the device, still a write.
+	if err := r.n.RegionWrite(hw.RegBAR, hw.RegID, []byte{0, 0, 0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	all, _ = rec.Snapshot()
+	for _, e := range all[before:] {
+		if e.Kind == trace.RegRead {
+			t.Errorf("a write traced as a BAR read: %+v", e)
+		}
+	}
+}

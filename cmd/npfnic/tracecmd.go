@@ -81,6 +81,10 @@ func runTrace(ctx context.Context, args []string) error {
 	}
 	sort.Strings(kinds)
 	fmt.Printf("  %s\n", strings.Join(kinds, ", "))
+	if a := trace.CountAccesses(events); a.RxFrames+a.TxFrames > 0 {
+		fmt.Printf("  per 1000 Ethernet frames (%d received, %d sent): %.2f BAR reads, %.1f doorbells, %.1f interrupts\n",
+			a.RxFrames, a.TxFrames, a.PerThousandFrames(a.BARReads), a.PerThousandFrames(a.Doorbells), a.PerThousandFrames(a.IRQs))
+	}
 
 	var complete []trace.Timeline
 	if *dir != "rc" {

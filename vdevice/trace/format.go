@@ -48,6 +48,7 @@ var args = [kindCount]struct {
 	CQE:            {a: "cqn", b: "status_opcode", bHex: true},
 	RDMAEvent:      {a: "type", b: "handle"},
 	RCResume:       {a: "qpn", b: "psn", aHex: true, bHex: true},
+	RegRead:        {a: "reg", b: "value", aHex: true, bHex: true},
 }
 
 // async names the slice a kind begins or ends.

@@ -113,6 +113,11 @@ const (
 	// faults again on its retransmission (a new Fault at the same QPN and
 	// PSN) has no RCResume of its own.
 	RCResume
+	// RegRead: the driver read BAR0 (a round trip to the device, which a
+	// data path should not need: what the driver needs per packet lives in
+	// memory the device writes). A: the offset, B: the value read (the
+	// access's bytes, little-endian, up to 8).
+	RegRead
 	kindCount
 )
 
@@ -125,7 +130,7 @@ var kindNames = [kindCount]string{
 	BackupStore: "backup store", BackupResolve: "backup resolve",
 	RxFrame: "rx frame", TxFrame: "tx frame", RxDrop: "rx drop",
 	RCTx: "rc tx", RCRx: "rc rx", CQE: "cqe", RDMAEvent: "rdma event",
-	RCResume: "rc resume",
+	RCResume: "rc resume", RegRead: "BAR read",
 }
 
 func (k Kind) String() string {

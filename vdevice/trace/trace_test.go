@@ -312,3 +312,25 @@ func TestRCPacket(t *testing.T) {
 		}
 	}
 }
+
+func TestCountAccesses(t *testing.T) {
+	ev := func(k Kind) Event { return Event{Kind: k} }
+	events := []Event{ev(RxFrame), ev(RxFrame), ev(RxFrame), ev(TxFrame), ev(RegRead),
+		ev(Doorbell), ev(Doorbell), ev(IRQ), ev(DMAWrite)}
+	a := CountAccesses(events)
+	want := Accesses{RxFrames: 3, TxFrames: 1, BARReads: 1, Doorbells: 2, IRQs: 1}
+	if a != want {
+		t.Fatalf("CountAccesses = %+v, want %+v", a, want)
+	}
+	for _, tc := range []struct {
+		n    uint64
+		want float64
+	}{{a.BARReads, 250}, {a.Doorbells, 500}, {0, 0}} {
+		if got := a.PerThousandFrames(tc.n); got != tc.want {
+			t.Errorf("PerThousandFrames(%d) = %v, want %v", tc.n, got, tc.want)
+		}
+	}
+	if got := (Accesses{BARReads: 5}).PerThousandFrames(5); got != 0 {
+		t.Errorf("no frames: %v, want 0", got)
+	}
+}
