@@ -145,7 +145,8 @@ type Config struct {
 	MemaslapConcurrency int
 	// Rounds repeats the whole sequence of NICs (interleaved: e1000e,
 	// virtio, npfnic, e1000e, ...), so that a burst of load on a shared
-	// host hits every NIC alike; Summarize takes the median. Default 1.
+	// host hits every NIC alike; Summarize takes the median and the range.
+	// Default 3, as the other experiments: one noisy run must not decide.
 	Rounds int
 	// NPFNICServer makes the device server for the npfnic NICUnderTest, its
 	// Ethernet port on the given wire spec ("tap:IFNAME", see package
@@ -160,7 +161,7 @@ const (
 	DefaultIperfTime           = 10 * time.Second
 	DefaultMemaslapTime        = 10 * time.Second
 	DefaultMemaslapConcurrency = 16
-	DefaultRounds              = 1
+	DefaultRounds              = 3
 )
 
 func (c *Config) setDefaults() {
