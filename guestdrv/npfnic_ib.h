@@ -147,6 +147,12 @@ struct npfnic_ib_prg {
 	u32 gen;			/* the engine run that raised it */
 	u32 pasid;
 	u16 flags;			/* NPFNIC_PRQ_* of its first request */
+	/* Consecutive pages asked for and not resolved yet: one run. */
+	u32 run_pasid;
+	u64 run_va;			/* its first page */
+	u32 run_pages;			/* 0: none */
+	bool run_write;
+	u64 run_isr_ns;			/* when its first request was seen */
 };
 
 /*
