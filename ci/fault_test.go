@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,49 +134,29 @@ func TestFaultCoolUnderTraffic(t *testing.T) {
 	tb := faultTestbed(t, "cool")
 	loadPolicy(t, tb, "backup", 256)
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var cools, coolErrs atomic.Int64
-	var firstErr atomic.Value
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			err := tb.WriteSysfs(ctx, "cool", "1")
-			cancel()
-			if err != nil {
-				coolErrs.Add(1)
-				firstErr.CompareAndSwap(nil, err.Error())
-				continue
-			}
-			cools.Add(1)
-		}
-	}()
+	cooling := coolEvery(200*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return tb.WriteSysfs(ctx, "cool", "1")
+	})
 	link := &hostLink{ns: tb.NS, hostIP: tb.HostIP, guestIP: tb.GuestIP}
 	start := time.Now()
+	var cools coolCount
 	func() {
-		defer func() { close(stop); wg.Wait() }()
+		defer func() { cools = cooling.stop() }()
 		transfer(t, tb.VM, link, 16<<20)
 	}()
 	st := faultStats(t, tb)
 	t.Logf("16 MiB each way in %.1fs with %d cools (%d failed); cools %d rx_faults %d rx_backup_pkts %d rx_fault_drops %d invalidations %d",
-		time.Since(start).Seconds(), cools.Load(), coolErrs.Load(), st["cools"], st["rx_faults"], st["rx_backup_pkts"], st["rx_fault_drops"], st["invalidations"])
-	if coolErrs.Load() > 0 {
-		t.Errorf("%d writes to cool failed; first: %v", coolErrs.Load(), firstErr.Load())
+		time.Since(start).Seconds(), cools.done, cools.failed, st["cools"], st["rx_faults"], st["rx_backup_pkts"], st["rx_fault_drops"], st["invalidations"])
+	if cools.failed > 0 {
+		t.Errorf("%d writes to cool failed; first: %v", cools.failed, cools.first)
 	}
-	if cools.Load() == 0 || st["cools"] == 0 {
-		t.Errorf("no cool happened during the transfer (%d written, driver counted %d)", cools.Load(), st["cools"])
+	if cools.done == 0 || st["cools"] == 0 {
+		t.Errorf("no cool happened during the transfer (%d written, driver counted %d)", cools.done, st["cools"])
 	}
-	if st["cools"] < uint64(cools.Load()) {
-		t.Errorf("the driver counted %d cools, %d were written", st["cools"], cools.Load())
+	if st["cools"] < uint64(cools.done) {
+		t.Errorf("the driver counted %d cools, %d were written", st["cools"], cools.done)
 	}
 	if st["rx_faults"] == 0 {
 		t.Errorf("cooling under traffic caused no RX fault")
@@ -397,4 +376,54 @@ func TestFaultRefusedBackupEntry(t *testing.T) {
 		link := &hostLink{ns: tb.NS, hostIP: tb.HostIP, guestIP: tb.GuestIP}
 		link.ping(t, tb.GuestIP)
 	}
+}
+
+// coolCount is what a coolEvery loop did: cools written, cools that
+// failed, and the first failure.
+type coolCount struct {
+	done, failed int64
+	first        error
+}
+
+// coolLoop cools a guest's rings on a ticker until stopped.
+type coolLoop struct {
+	stopCh chan struct{}
+	wg     sync.WaitGroup
+	count  coolCount
+}
+
+// coolEvery calls cool every interval, on a goroutine of its own, until
+// stop: under traffic, each call unmaps every RX buffer, so the next
+// frames fault.
+func coolEvery(interval time.Duration, cool func() error) *coolLoop {
+	l := &coolLoop{stopCh: make(chan struct{})}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-l.stopCh:
+				return
+			case <-tick.C:
+			}
+			if err := cool(); err != nil {
+				l.count.failed++
+				if l.count.first == nil {
+					l.count.first = err
+				}
+				continue
+			}
+			l.count.done++
+		}
+	}()
+	return l
+}
+
+// stop ends the loop and says what it did.
+func (l *coolLoop) stop() coolCount {
+	close(l.stopCh)
+	l.wg.Wait()
+	return l.count
 }

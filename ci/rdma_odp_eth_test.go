@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,28 +68,7 @@ func odpBesideEthernetFaults(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbe
 		t.Fatal(err)
 	}
 	start := time.Now()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var cools, coolErrs atomic.Int64
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(400 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			if err := cool(); err != nil {
-				coolErrs.Add(1)
-				t.Logf("cool: %v", err)
-				continue
-			}
-			cools.Add(1)
-		}
-	}()
+	cooling := coolEvery(400*time.Millisecond, cool)
 	rdmaDone := make(chan error, 1)
 	go func() {
 		_, _, err := p.RunClientServer(ctx, npf, rxe, func(g *testbed.RDMAGuest, ip string) []string {
@@ -114,8 +91,10 @@ func odpBesideEthernetFaults(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbe
 		return nil
 	}()
 	rdmaErr := <-rdmaDone
-	close(stop)
-	wg.Wait()
+	cools := cooling.stop()
+	if cools.first != nil {
+		t.Logf("cool: %v", cools.first)
+	}
 	took := time.Since(start)
 	if err := npf.SetRNPFRate(ctx, 0); err != nil {
 		t.Error(err)
@@ -131,10 +110,10 @@ func odpBesideEthernetFaults(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbe
 	dr := odpDelta(t, rdmaBefore, rdma)
 	t.Logf("%.1fs: 4 MiB TCP each way, ibv_rc_pingpong -o 300 x 64 KiB, %d cools (%d failed) at %d ppm rNPFs; "+
 		"ethernet rx_faults %d rx_backup_pkts %d rnpf_injected %d page_requests %d invalidations %d; rdma %v, odp_rnpf_injected %d; late_dma %d",
-		took.Seconds(), cools.Load(), coolErrs.Load(), ppm, de("rx_faults"), de("rx_backup_pkts"), de("rnpf_injected"),
+		took.Seconds(), cools.done, cools.failed, ppm, de("rx_faults"), de("rx_backup_pkts"), de("rnpf_injected"),
 		de("page_requests"), de("invalidations"), dr, rdma["odp_rnpf_injected"]-rdmaBefore["odp_rnpf_injected"], eth["late_dma"])
-	if coolErrs.Load() > 0 || de("cools") < uint64(cools.Load())+1 {
-		t.Errorf("cools: %d written (+1 before), %d failed, the driver counted %d", cools.Load(), coolErrs.Load(), de("cools"))
+	if cools.failed > 0 || de("cools") < uint64(cools.done)+1 {
+		t.Errorf("cools: %d written (+1 before), %d failed, the driver counted %d", cools.done, cools.failed, de("cools"))
 	}
 	if de("rx_faults") == 0 || de("rx_backup_pkts") == 0 || de("page_requests") == 0 {
 		t.Errorf("the cold rings took no Ethernet fault through the backup ring and page requests: %v", eth)
