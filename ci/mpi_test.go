@@ -2,6 +2,7 @@ package ci
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,4 +63,54 @@ func odpFaults(t *testing.T, g *testbed.RDMAGuest) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// overcommitBetween checks npfnic exp overcommit's set-up end to end at a
+// small size. In make test: two npfnic-overcommit servers on A under
+// odp=all (registering without asking for ODP), each registering 55% of
+// what A has available, so that together they do not fit, both start and
+// their clients on B WRITE 4 MiB of each region for 2 s, which A faults
+// in; and one pinned server of 8 MiB, which faults nothing. Under
+// NPFNIC_VM_FULL also the explicit-ODP step and the pinned step of two
+// 55% servers, where the second cannot start (registration refused, or
+// the out-of-memory killer takes it): 30 s more, most of it pinning.
+func overcommitBetween(t *testing.T, p *testbed.RDMAPair) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	avail, err := p.A.MemAvailableMiB(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := int64(avail) * 55 / 100 << 20
+	type step struct {
+		reg    workload.OvercommitReg
+		region int64
+		n, ok  int // servers asked, servers that must start
+	}
+	steps := []step{
+		{workload.OvercommitODPAll, big, 2, 2},
+		{workload.OvercommitPinned, 8 << 20, 1, 1},
+	}
+	if fullVMTests() {
+		steps = append(steps, step{workload.OvercommitODP, big, 2, 2}, step{workload.OvercommitPinned, big, 2, 1})
+	}
+	for _, st := range steps {
+		start := time.Now()
+		res, err := p.Overcommit(ctx, testbed.OvercommitRun{Reg: st.reg, Instances: st.n, Region: st.region, WS: 4 << 20, Seconds: 2})
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", st.reg, err, strings.Join(res.Logs, "\n"))
+		}
+		t.Logf("%s: %d servers of %d MiB (%d MiB available): %d started, %.3g MB/s together, MemAvailable %d MiB serving, %d ODP faults, in %.1f s; not started: %q",
+			st.reg, st.n, st.region>>20, avail, res.Started, res.Aggregate, res.AvailServing, res.Faults, time.Since(start).Seconds(), res.Failed)
+		if res.Started != st.ok || res.Aggregate <= 0 {
+			t.Errorf("%s: %d of %d servers started, %.3g MB/s; want %d, some", st.reg, res.Started, st.n, res.Aggregate, st.ok)
+		}
+		switch {
+		case st.reg != workload.OvercommitPinned && res.Faults < st.n*1024:
+			// On demand, the NIC faults in the working sets: 1024 pages each.
+			t.Errorf("%s: %d ODP faults; want at least the working sets' %d pages", st.reg, res.Faults, st.n*1024)
+		case st.reg == workload.OvercommitPinned && res.Faults != 0:
+			t.Errorf("pinned: %d ODP faults; want none", res.Faults)
+		}
+	}
 }

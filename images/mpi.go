@@ -7,13 +7,18 @@ import (
 	"path/filepath"
 )
 
-// MPI is the part of the guest images that runs seed 000's MPI experiment
-// (npfnic exp mpi): Open MPI 4.1 with UCX 1.13 from bookworm, and the
-// benchmark built here from guestdrv/mpi against them.
+// MPI is the part of the guest images that runs seed 000's applications
+// (npfnic exp mpi, npfnic exp overcommit): Open MPI 4.1 with UCX 1.13
+// from bookworm, and the programs built here from guestdrv/mpi against
+// them and libibverbs.
 const (
 	// MPIBench is the benchmark after IMB's definitions
 	// (guestdrv/mpi/mpibench.c), in the guest's PATH.
 	MPIBench = "npfnic-mpibench"
+	// Overcommit is the RDMA server and client of npfnic exp overcommit
+	// (guestdrv/mpi/overcommit.c): a region registered whole, a working
+	// set of it written.
+	Overcommit = "npfnic-overcommit"
 )
 
 // mpiTools are the C programs of guestdrv/mpi: their source, their guest
@@ -24,6 +29,7 @@ var mpiTools = []struct {
 	args           []string
 }{
 	{"mpibench.c", "/usr/bin/" + MPIBench, "mpicc", []string{"-lm"}},
+	{"overcommit.c", "/usr/bin/" + Overcommit, "gcc-12", []string{"-libverbs"}},
 }
 
 // buildMPITools compiles guestdrv/mpi's programs in the bookworm tree
