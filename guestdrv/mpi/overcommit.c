@@ -6,17 +6,19 @@
  * Server (-serve PORT): maps -region bytes of anonymous memory, registers
  * all of it as one memory region (pinned, or on demand with -odp), then
  * serves one client over RC: the client RDMA WRITEs into the first -ws
- * bytes of the region (its working set) and nothing else. Registering
+ * bytes of the region (its working set) and nothing else, one client
+ * after another, each on a new QP, until the server is killed. Registering
  * pins every page of a pinned region, so the region's size is what the
  * server costs the guest; an on-demand region costs the pages the NIC
  * faults in, the working set. The server prints
  *   registered bytes=R odp=0|1 usec=T     (or "register failed: ...")
- * then "listening port=PORT pid=PID", and, when the client has gone,
+ * then "listening port=PORT pid=PID", and, as each client goes,
  *   served bytes=B
  *
  * Client (-c HOST:PORT): WRITEs -size bytes at a time, -depth of them
- * outstanding, cycling through the server's working set, for -t seconds,
- * then prints
+ * outstanding, -warmup times over the server's working set untimed (1),
+ * then cycling through it for -t seconds (10; 0: none), and prints
+ *   warmup bytes=B usec=T
  *   result bytes=B usec=T MBps=R
  *
  * The two exchange their QP's number, PSN and GID, and the server its
@@ -202,45 +204,94 @@ static int serve(struct ctx *c, int port, long region, long ws, int odp)
 	}
 	printf("registered bytes=%ld odp=%d usec=%.0f\n", region, odp, (now() - t0) * 1e6);
 	fflush(stdout);
-	make_qp(c, 1);
 	ls = socket(AF_INET, SOCK_STREAM, 0);
 	if (ls < 0 || setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
 	    bind(ls, (struct sockaddr *)&sa, sizeof(sa)) || listen(ls, 1))
 		die("listen");
 	printf("listening port=%d pid=%d\n", port, getpid());
 	fflush(stdout);
-	fd = accept(ls, NULL, NULL);
-	if (fd < 0)
-		die("accept");
-	me.qpn = c->qp->qp_num;
-	me.psn = lrand48() & 0xffffff;
-	me.rkey = mr->rkey;
-	me.addr = (uintptr_t)mem;
-	me.ws = ws;
-	memcpy(me.gid, c->gid.raw, 16);
-	xfer(fd, &peer, sizeof(peer), 0);
-	connect_qp(c, me.psn, &peer);
-	xfer(fd, &me, sizeof(me), 1);
-	/* The client's byte count arrives when it is done. */
-	xfer(fd, &peer.addr, sizeof(peer.addr), 0);
-	printf("served bytes=%llu\n", (unsigned long long)peer.addr);
-	fflush(stdout);
-	close(fd);
-	close(ls);
-	return 0;
+	/* One client at a time, each on a QP of its own, until killed. */
+	for (;;) {
+		fd = accept(ls, NULL, NULL);
+		if (fd < 0)
+			die("accept");
+		make_qp(c, 1);
+		me.qpn = c->qp->qp_num;
+		me.psn = lrand48() & 0xffffff;
+		me.rkey = mr->rkey;
+		me.addr = (uintptr_t)mem;
+		me.ws = ws;
+		memcpy(me.gid, c->gid.raw, 16);
+		xfer(fd, &peer, sizeof(peer), 0);
+		connect_qp(c, me.psn, &peer);
+		xfer(fd, &me, sizeof(me), 1);
+		/* The client's byte count arrives when it is done. */
+		xfer(fd, &peer.addr, sizeof(peer.addr), 0);
+		printf("served bytes=%llu\n", (unsigned long long)peer.addr);
+		fflush(stdout);
+		close(fd);
+		if (ibv_destroy_qp(c->qp) || ibv_destroy_cq(c->cq))
+			die("destroy the QP");
+	}
 }
 
-static int client(struct ctx *c, const char *hostport, long size, int depth, double secs)
+static uint64_t write_loop(struct ctx *c, struct ibv_mr *mr, char *buf, long size, int depth,
+			   const struct wire *peer, uint64_t *off, double secs, double *took)
+{
+	uint64_t bytes = 0, left = secs < 0 ? peer->ws / size : UINT64_MAX;
+	struct ibv_wc wc[16];
+	int posted = 0, i, n;
+	double t0 = now(), t = 0;
+
+	for (;;) {
+		int more = secs < 0 ? left > 0 : t < secs;
+
+		while (more && posted < depth) {
+			struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = size, .lkey = mr->lkey };
+			struct ibv_send_wr wr = {
+				.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+				.send_flags = IBV_SEND_SIGNALED,
+				.wr.rdma = { .remote_addr = peer->addr + *off, .rkey = peer->rkey },
+			}, *bad;
+
+			if (ibv_post_send(c->qp, &wr, &bad))
+				die("ibv_post_send");
+			posted++;
+			*off += size;
+			if (*off + size > peer->ws)
+				*off = 0;
+			if (secs < 0)
+				more = --left > 0;
+		}
+		if (!posted)
+			break;
+		n = ibv_poll_cq(c->cq, 16, wc);
+		if (n < 0)
+			die("ibv_poll_cq");
+		for (i = 0; i < n; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS) {
+				fprintf(stderr, "npfnic-overcommit: WRITE: %s\n", ibv_wc_status_str(wc[i].status));
+				exit(1);
+			}
+			posted--;
+			bytes += size;
+		}
+		t = now() - t0;
+	}
+	*took = t;
+	return bytes;
+}
+
+static int client(struct ctx *c, const char *hostport, long size, int depth, int warmups, double secs)
 {
 	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *ai;
 	char host[256], *colon;
 	struct wire me = { 0 }, peer;
-	struct ibv_wc wc[16];
 	struct ibv_mr *mr;
-	uint64_t off = 0, bytes = 0;
-	int fd, posted = 0, i, n;
-	double t0, t = 0;
+	uint64_t off = 0, bytes;
+	double t;
 	char *buf;
+	int fd;
 
 	snprintf(host, sizeof(host), "%s", hostport);
 	colon = strrchr(host, ':');
@@ -274,41 +325,20 @@ static int client(struct ctx *c, const char *hostport, long size, int depth, dou
 			(unsigned long long)peer.ws, size);
 		return 2;
 	}
-	t0 = now();
-	for (;;) {
-		int more = t < secs;
-
-		while (more && posted < depth) {
-			struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = size, .lkey = mr->lkey };
-			struct ibv_send_wr wr = {
-				.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
-				.send_flags = IBV_SEND_SIGNALED,
-				.wr.rdma = { .remote_addr = peer.addr + off, .rkey = peer.rkey },
-			}, *bad;
-
-			if (ibv_post_send(c->qp, &wr, &bad))
-				die("ibv_post_send");
-			posted++;
-			off += size;
-			if (off + size > peer.ws)
-				off = 0;
-		}
-		if (!posted)
-			break;
-		n = ibv_poll_cq(c->cq, 16, wc);
-		if (n < 0)
-			die("ibv_poll_cq");
-		for (i = 0; i < n; i++) {
-			if (wc[i].status != IBV_WC_SUCCESS) {
-				fprintf(stderr, "npfnic-overcommit: WRITE: %s\n", ibv_wc_status_str(wc[i].status));
-				return 1;
-			}
-			posted--;
-			bytes += size;
-		}
-		t = now() - t0;
+	/*
+	 * Untimed passes over the working set first: a server's pages are
+	 * present (pinned, or faulted in once) before the timed run, as in a
+	 * server that has been running.
+	 */
+	for (; warmups > 0; warmups--) {
+		bytes = write_loop(c, mr, buf, size, depth, &peer, &off, -1, &t);
+		printf("warmup bytes=%llu usec=%.0f\n", (unsigned long long)bytes, t * 1e6);
 	}
-	printf("result bytes=%llu usec=%.0f MBps=%.3f\n", (unsigned long long)bytes, t * 1e6, bytes / t / 1e6);
+	bytes = 0;
+	if (secs > 0) {
+		bytes = write_loop(c, mr, buf, size, depth, &peer, &off, secs, &t);
+		printf("result bytes=%llu usec=%.0f MBps=%.3f\n", (unsigned long long)bytes, t * 1e6, bytes / t / 1e6);
+	}
 	fflush(stdout);
 	xfer(fd, &bytes, sizeof(bytes), 1);
 	close(fd);
@@ -318,7 +348,7 @@ static int client(struct ctx *c, const char *hostport, long size, int depth, dou
 static void usage(void)
 {
 	fprintf(stderr, "usage: npfnic-overcommit [-d DEV] [-g GID_INDEX] -serve PORT -region BYTES -ws BYTES [-odp]\n"
-		"       npfnic-overcommit [-d DEV] [-g GID_INDEX] -c HOST:PORT [-size BYTES] [-depth N] [-t SECONDS]\n");
+		"       npfnic-overcommit [-d DEV] [-g GID_INDEX] -c HOST:PORT [-size BYTES] [-depth N] [-warmup PASSES] [-t SECONDS]\n");
 	exit(2);
 }
 
@@ -327,7 +357,7 @@ int main(int argc, char **argv)
 	struct ctx c = { 0 };
 	const char *dev = NULL, *connect_to = NULL;
 	long region = -1, ws = -1, size = 65536;
-	int port = 0, odp = 0, depth = 8, i;
+	int port = 0, odp = 0, depth = 8, warmups = 1, i;
 	double secs = 10;
 
 	for (i = 1; i < argc; i++) {
@@ -356,16 +386,19 @@ int main(int argc, char **argv)
 			size = parse_size(v);
 		else if (!strcmp(a, "-depth"))
 			depth = atoi(v);
+		else if (!strcmp(a, "-warmup"))
+			warmups = atoi(v);
 		else if (!strcmp(a, "-t"))
 			secs = atof(v);
 		else
 			usage();
 	}
 	srand48(getpid() ^ (long)now());
-	if (!!port == !!connect_to || size <= 0 || depth < 1 || depth > 1024 || secs <= 0)
+	if (!!port == !!connect_to || size <= 0 || depth < 1 || depth > 1024 || warmups < 0 || secs < 0 ||
+	    (!warmups && !secs))
 		usage();
 	if (port && (region <= 0 || ws <= 0 || ws > region || port > 65535))
 		usage();
 	open_dev(&c, dev);
-	return port ? serve(&c, port, region, ws, odp) : client(&c, connect_to, size, depth, secs);
+	return port ? serve(&c, port, region, ws, odp) : client(&c, connect_to, size, depth, warmups, secs);
 }

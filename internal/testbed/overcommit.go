@@ -94,8 +94,8 @@ func (p *RDMAPair) Overcommit(ctx context.Context, run OvercommitRun) (Overcommi
 	defer stop()
 	a := workload.GuestRunner{VM: p.A.VM, Name: string(p.A.Kind) + " " + p.A.IP}
 	type server struct {
-		port int
-		d    *workload.GuestDaemon
+		port, pid int
+		d         *workload.GuestDaemon
 	}
 	var up []server
 	for i := range run.Instances {
@@ -122,7 +122,7 @@ func (p *RDMAPair) Overcommit(ctx context.Context, run OvercommitRun) (Overcommi
 			if _, err := p.A.shell(ctx, fmt.Sprintf("echo 0 > /proc/%d/oom_score_adj", st.PID)); err != nil {
 				return res, err
 			}
-			up = append(up, server{s.Port, d})
+			up = append(up, server{s.Port, st.PID, d})
 		}
 	}
 	if res.AvailServing, err = memAvailableMiB(ctx, p.A); err != nil {
@@ -138,39 +138,59 @@ func (p *RDMAPair) Overcommit(ctx context.Context, run OvercommitRun) (Overcommi
 		}
 		alive = append(alive, s)
 	}
-	out := make([]string, len(alive))
-	mbps := make([]float64, len(alive))
-	errs := make([]error, len(alive))
-	var wg sync.WaitGroup
-	limit := time.Duration(run.Seconds*float64(time.Second)) + 2*time.Minute
-	for i, s := range alive {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := workload.OvercommitClient{Dev: p.B.Dev, GIDIndex: p.B.GIDIndex, Server: fmt.Sprintf("%s:%d", p.A.IP, s.port),
-				Size: run.Size, Depth: run.Depth, Seconds: run.Seconds}
-			r, err := p.B.VM.ExecWithin(ctx, limit, c.Args()...)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			out[i] = r.Stdout + r.Stderr
-			if r.Exit != 0 {
-				errs[i] = fmt.Errorf("client of port %d: exit %d: %s", s.port, r.Exit, strings.TrimSpace(out[i]))
-				return
-			}
-			mbps[i], errs[i] = workload.ParseOvercommitClient(out[i])
-		}()
+	// Every client first writes its working set once, untimed, so that
+	// on demand the pages are faulted in before any timed run; then all
+	// run timed at once.
+	var out []string
+	clients := func(warmup int, secs float64) ([]float64, error) {
+		outs := make([]string, len(alive))
+		mbps := make([]float64, len(alive))
+		errs := make([]error, len(alive))
+		var wg sync.WaitGroup
+		limit := time.Duration(secs*float64(time.Second)) + 3*time.Minute
+		for i, s := range alive {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := workload.OvercommitClient{Dev: p.B.Dev, GIDIndex: p.B.GIDIndex, Server: fmt.Sprintf("%s:%d", p.A.IP, s.port),
+					Size: run.Size, Depth: run.Depth, Warmup: warmup, Seconds: secs}
+				r, err := p.B.VM.ExecWithin(ctx, limit, c.Args()...)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				outs[i] = r.Stdout + r.Stderr
+				if r.Exit != 0 || r.TimedOut {
+					errs[i] = fmt.Errorf("client of port %d: exit %d (timed out %v): %s", s.port, r.Exit, r.TimedOut, strings.TrimSpace(outs[i]))
+					return
+				}
+				if secs > 0 {
+					mbps[i], errs[i] = workload.ParseOvercommitClient(outs[i])
+				}
+			}()
+		}
+		wg.Wait()
+		out = append(out, outs...)
+		return mbps, errors.Join(errs...)
 	}
-	wg.Wait()
-	for _, s := range alive {
-		// A server ends once its client has told it its count.
-		_ = s.d.Wait(ctx, 30*time.Second)
+	_, werr := clients(1, 0)
+	var mbps []float64
+	if werr == nil {
+		mbps, werr = clients(0, run.Seconds)
+	}
+	// The servers serve until killed, and the next step reuses their
+	// ports and needs their memory back: each is gone from /proc before
+	// the step ends.
+	for _, s := range up {
+		if err := killWait(ctx, p.A, s.pid); err != nil && werr == nil {
+			werr = err
+		}
 		res.Logs = append(res.Logs, fmt.Sprintf("server on port %d:\n%s", s.port, s.d.LogTail(ctx, 10)))
 	}
+	stop()
 	res.Logs = append(res.Logs, out...)
-	if err := errors.Join(errs...); err != nil {
-		return res, err
+	if werr != nil {
+		return res, werr
 	}
 	res.Started, res.MBps = len(alive), mbps
 	for _, v := range mbps {
@@ -187,6 +207,21 @@ func (p *RDMAPair) Overcommit(ctx context.Context, run OvercommitRun) (Overcommi
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
 	return l
+}
+
+// killWait kills process pid in g and waits until it is gone.
+func killWait(ctx context.Context, g *RDMAGuest, pid int) error {
+	proc := fmt.Sprintf("/proc/%d/stat", pid)
+	_, _ = g.shell(ctx, fmt.Sprintf("kill -9 %d", pid))
+	for deadline := time.Now().Add(time.Minute); ; {
+		if _, err := g.shell(ctx, "cat "+proc); err != nil {
+			return nil // gone
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("process %d in %s still there a minute after kill -9", pid, g.IP)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 var memAvailableRE = regexp.MustCompile(`(?m)^MemAvailable:\s+(\d+) kB`)

@@ -67,13 +67,17 @@ type OvercommitClient struct {
 	Server   string // HOST:PORT
 	Size     int    // bytes per WRITE
 	Depth    int    // WRITEs outstanding
-	Seconds  float64
+	// Warmup is how many untimed passes over the working set come first,
+	// Seconds how long the timed run lasts after them (0: none).
+	Warmup  int
+	Seconds float64
 }
 
 // Args is its command line.
 func (c OvercommitClient) Args() []string {
 	return []string{"npfnic-overcommit", "-d", c.Dev, "-g", strconv.Itoa(c.GIDIndex), "-c", c.Server,
-		"-size", strconv.Itoa(c.Size), "-depth", strconv.Itoa(c.Depth), "-t", strconv.FormatFloat(c.Seconds, 'f', -1, 64)}
+		"-size", strconv.Itoa(c.Size), "-depth", strconv.Itoa(c.Depth), "-warmup", strconv.Itoa(c.Warmup),
+		"-t", strconv.FormatFloat(c.Seconds, 'f', -1, 64)}
 }
 
 // OvercommitServerState is what a server's output says of it so far.

@@ -10,8 +10,8 @@ func TestOvercommitArgs(t *testing.T) {
 	if got, want := strings.Join(s.Args(), " "), "npfnic-overcommit -d npfnic0 -g 1 -serve 18600 -region 335544320 -ws 33554432 -odp"; got != want {
 		t.Errorf("server: %s, want %s", got, want)
 	}
-	c := OvercommitClient{Dev: "rxe0", GIDIndex: 1, Server: "10.81.0.1:18600", Size: 65536, Depth: 8, Seconds: 2.5}
-	if got, want := strings.Join(c.Args(), " "), "npfnic-overcommit -d rxe0 -g 1 -c 10.81.0.1:18600 -size 65536 -depth 8 -t 2.5"; got != want {
+	c := OvercommitClient{Dev: "rxe0", GIDIndex: 1, Server: "10.81.0.1:18600", Size: 65536, Depth: 8, Warmup: 1, Seconds: 2.5}
+	if got, want := strings.Join(c.Args(), " "), "npfnic-overcommit -d rxe0 -g 1 -c 10.81.0.1:18600 -size 65536 -depth 8 -warmup 1 -t 2.5"; got != want {
 		t.Errorf("client: %s, want %s", got, want)
 	}
 }
