@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/npfnic/npfnic/images"
@@ -169,7 +170,13 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 				}
 				r.Out, r.Took = res.Parsed, res.Took
 				log := filepath.Join(ps.Dirs[a.i], fmt.Sprintf("round%d-%s.txt", s.Round, a.config))
-				if werr := os.WriteFile(log, []byte(res.Output), 0o644); werr != nil && r.Err == nil {
+				out := res.Output
+				if r.Err != nil {
+					// The npfnics' RC counters (retransmits, timeouts, faults)
+					// go beside a failed run's output.
+					out += deviceStats(ctx, p)
+				}
+				if werr := os.WriteFile(log, []byte(out), 0o644); werr != nil && r.Err == nil {
 					r.Err = werr
 				}
 			}
@@ -200,4 +207,19 @@ func faults(ctx context.Context, p *testbed.RDMAPair) int {
 		n += f
 	}
 	return n
+}
+
+// deviceStats is every npfnic's rdma statistic of the pair, for a log.
+func deviceStats(ctx context.Context, p *testbed.RDMAPair) string {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var b strings.Builder
+	for _, g := range p.Guests() {
+		if g.Kind != testbed.RDMANPFNIC {
+			continue
+		}
+		out, err := g.Shell(ctx, "rdma statistic show link "+g.Dev+"/1")
+		fmt.Fprintf(&b, "\n%s %s after the failure: %s%v\n", g.Kind, g.IP, out, err)
+	}
+	return b.String()
 }
