@@ -69,7 +69,7 @@ func odpFaults(t *testing.T, g *testbed.RDMAGuest) int {
 // small size. In make test: two npfnic-overcommit servers on A under
 // odp=all (registering without asking for ODP), each registering 55% of
 // what A has available, so that together they do not fit; both start and
-// their clients on B WRITE 4 MiB of each region, which A faults in, then
+// their clients on B WRITE 1 MiB of each region, which A faults in, then
 // for 1 s. Under NPFNIC_VM_FULL also the explicit-ODP step, one pinned
 // server of 8 MiB, which faults nothing, and the pinned step of two 55%
 // servers, where the second cannot start (registration refused, or the
@@ -94,7 +94,7 @@ func overcommitBetween(t *testing.T, p *testbed.RDMAPair) {
 	}
 	for _, st := range steps {
 		start := time.Now()
-		res, err := p.Overcommit(ctx, testbed.OvercommitRun{Reg: st.reg, Instances: st.n, Region: st.region, WS: 4 << 20, Seconds: 1})
+		res, err := p.Overcommit(ctx, testbed.OvercommitRun{Reg: st.reg, Instances: st.n, Region: st.region, WS: 1 << 20, Seconds: 1})
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", st.reg, err, strings.Join(res.Logs, "\n"))
 		}
@@ -104,9 +104,9 @@ func overcommitBetween(t *testing.T, p *testbed.RDMAPair) {
 			t.Errorf("%s: %d of %d servers started, %.3g MB/s; want %d, some", st.reg, res.Started, st.n, res.Aggregate, st.ok)
 		}
 		switch {
-		case st.reg != workload.OvercommitPinned && res.Faults < st.n*1024:
-			// On demand, the NIC faults in the working sets: 1024 pages each.
-			t.Errorf("%s: %d ODP faults; want at least the working sets' %d pages", st.reg, res.Faults, st.n*1024)
+		case st.reg != workload.OvercommitPinned && res.Faults < st.n*256:
+			// On demand, the NIC faults in the working sets: 256 pages each.
+			t.Errorf("%s: %d ODP faults; want at least the working sets' %d pages", st.reg, res.Faults, st.n*256)
 		case st.reg == workload.OvercommitPinned && res.Faults != 0:
 			t.Errorf("pinned: %d ODP faults; want none", res.Faults)
 		}

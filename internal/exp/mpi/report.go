@@ -159,8 +159,8 @@ func Table(c Config, results []Result) string {
 		}
 		tw.Flush()
 	}
-	b.WriteString("\nODP faults on the npfnics per mpirun (median of rounds): under npf UCX registers one implicit ODP region\n" +
-		"per rank and the NIC faults pages in; copying and pinning register nothing on demand\n")
+	b.WriteString("\nODP faults on the npfnics per mpirun (median of rounds): under npf (odp=all) every region UCX registers\n" +
+		"is on demand and the NIC faults pages in; copying and pinning register nothing on demand\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	head := []string{"pair"}
 	for _, cf := range c.Configs {
