@@ -251,6 +251,7 @@ func TestRDMABetweenNPFNICs(t *testing.T) {
 		}
 	})
 	t.Run("mpi", func(t *testing.T) { mpiBetween(t, p) })
+	t.Run("overcommit", func(t *testing.T) { overcommitBetween(t, p) })
 	conns := 0
 	t.Run("rdma_cm", func(t *testing.T) { conns = rdmaCMBetweenNPFNICs(t, p) })
 	p.Close() // the device closes its port, which completes the capture

@@ -7,29 +7,29 @@ import (
 	"path/filepath"
 )
 
-// MPI is the part of the guest images that runs seed 000's MPI experiment
-// (npfnic exp mpi): Open MPI 4.1 with UCX 1.13 from bookworm, and two
-// programs built here from guestdrv/mpi against them.
+// MPI is the part of the guest images that runs seed 000's applications
+// (npfnic exp mpi, npfnic exp overcommit): Open MPI 4.1 with UCX 1.13
+// from bookworm, and the programs built here from guestdrv/mpi against
+// them and libibverbs.
 const (
 	// MPIBench is the benchmark after IMB's definitions
 	// (guestdrv/mpi/mpibench.c), in the guest's PATH.
 	MPIBench = "npfnic-mpibench"
-	// ODPPreload is the library that makes every memory region on an
-	// ODP-capable device on demand (guestdrv/mpi/odp_preload.c), for
-	// LD_PRELOAD.
-	ODPPreload = "/usr/lib/npfnic/libnpfnic-odp.so"
+	// Overcommit is the RDMA server and client of npfnic exp overcommit
+	// (guestdrv/mpi/overcommit.c): a region registered whole, a working
+	// set of it written.
+	Overcommit = "npfnic-overcommit"
 )
 
 // mpiTools are the C programs of guestdrv/mpi: their source, their guest
-// path, their compiler (Open MPI's wrapper for the benchmark, plain gcc
-// for the library, which must not bring MPI into every program it is
-// loaded into) and its arguments after the source.
+// path, their compiler (Open MPI's wrapper for MPI programs) and its
+// arguments after the source.
 var mpiTools = []struct {
 	src, guest, cc string
 	args           []string
 }{
 	{"mpibench.c", "/usr/bin/" + MPIBench, "mpicc", []string{"-lm"}},
-	{"odp_preload.c", ODPPreload, "gcc-12", []string{"-shared", "-fPIC", "-libverbs", "-ldl"}},
+	{"overcommit.c", "/usr/bin/" + Overcommit, "gcc-12", []string{"-libverbs"}},
 }
 
 // buildMPITools compiles guestdrv/mpi's programs in the bookworm tree

@@ -44,6 +44,7 @@ var experiments = []command{
 	{"datapath", expDatapath.run, "the same guest through QEMU's e1000e, QEMU's virtio-net and npfnic: iperf3 both ways, memcached/memaslap"},
 	{"fault-cost", expFaultCost.run, "Lesokhin et al. ASPLOS'17, Figure 3/Table 4: per-stage cost of a network page fault (p50/p99) against an interrupt+doorbell floor"},
 	{"mpi", expMPI.run, "seed 000's Figure 9 and Table 6: Open MPI over UCX between two guests, copying, pinning and NPF"},
+	{"overcommit", expOvercommit.run, "seed 000's Table 5: RDMA servers whose registered memory exceeds the guest's, pinned and on demand"},
 	{"rdma", expRDMA.run, "unmodified perftest between two guests: rdma_rxe and npfnic paired every way, bandwidth and latency against rxe-rxe"},
 	{"rnpf-rate", expRNPFRate.run, "Lesokhin et al. ASPLOS'17, Figure 10: stream throughput against the rate of synthetic receive faults, minor and major: TCP with the backup ring vs drop (left), or with -transport rc ib_send_bw --odp with RNR NAK vs drop (right)"},
 	{"rnr", expRNR.run, "RC throughput vs receive-fault rate: RNR NAK vs drop-and-timeout (Lesokhin et al. ASPLOS'17, Fig. 10 right)"},

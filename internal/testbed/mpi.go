@@ -27,7 +27,9 @@ type MPIRunResult struct {
 // images.VariantMPI), rank 0 on A, where mpirun runs, and rank 1 on B,
 // whose orted mpirun starts through npfnic-guest's remote shell, which
 // the first run starts on B. run's hosts, subnet and devices are the
-// pair's.
+// pair's. Under workload.MPINPF every npfnic of the pair runs with
+// npfnic.ko's odp=all for the run, and with odp=explicit, the default,
+// again after it.
 func (p *RDMAPair) MPI(ctx context.Context, run workload.MPIRun) (MPIRunResult, error) {
 	run.Hosts = [2]string{p.A.IP, p.B.IP}
 	run.Subnet = rdmaSubnet + "0/24"
@@ -41,6 +43,17 @@ func (p *RDMAPair) MPI(ctx context.Context, run workload.MPIRun) (MPIRunResult, 
 	}
 	if err := p.startRSH(ctx); err != nil {
 		return MPIRunResult{}, err
+	}
+	if run.Config == workload.MPINPF {
+		for _, g := range p.Guests() {
+			if g.Kind != RDMANPFNIC {
+				continue
+			}
+			if err := setODPParam(ctx, g, "all"); err != nil {
+				return MPIRunResult{}, err
+			}
+			defer setODPParam(context.WithoutCancel(ctx), g, "explicit")
+		}
 	}
 	// mpirun ends a little before ctx does, so that one that hangs is
 	// reported with what it printed.

@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -339,6 +341,38 @@ func (g *RDMAGuest) shell(ctx context.Context, script string) (string, error) {
 // Shell runs a script in the guest (see RDMAGuest.shell).
 func (g *RDMAGuest) Shell(ctx context.Context, script string) (string, error) {
 	return g.shell(ctx, script)
+}
+
+// setODPParam writes npfnic.ko's odp parameter in g.
+func setODPParam(ctx context.Context, g *RDMAGuest, v string) error {
+	out, err := g.shell(ctx, "echo "+v+" > /sys/module/npfnic/parameters/odp && cat /sys/module/npfnic/parameters/odp")
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(out) != v {
+		return fmt.Errorf("npfnic odp parameter: %q after writing %q", strings.TrimSpace(out), v)
+	}
+	return nil
+}
+
+var odpFaultsRE = regexp.MustCompile(`\bodp_faults (\d+)`)
+
+// ODPFaults is an npfnic's count of ODP faults since its driver loaded
+// (its port's rdma statistic odp_faults): pages it faulted into on-demand
+// regions. An rdma_rxe guest has none to give.
+func (g *RDMAGuest) ODPFaults(ctx context.Context) (int, error) {
+	if g.Kind != RDMANPFNIC {
+		return 0, fmt.Errorf("%s has no ODP faults to count", g.Kind)
+	}
+	out, err := g.shell(ctx, "rdma statistic show link "+g.Dev+"/1")
+	if err != nil {
+		return 0, err
+	}
+	m := odpFaultsRE.FindStringSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("no odp_faults in rdma statistic:\n%s", out)
+	}
+	return strconv.Atoi(m[1])
 }
 
 // waitReachable pings across the cable until both ends answer (the

@@ -30,32 +30,10 @@ import (
 
 // Pair is a pairing of RDMA implementations: mpirun and rank 0 on
 // Server, rank 1 on Client.
-type Pair struct {
-	Server, Client testbed.RDMAKind
-}
-
-func (p Pair) String() string { return string(p.Server) + "-" + string(p.Client) }
+type Pair = runner.Pair
 
 // ParsePairs reads "npfnic-npfnic,npfnic-rxe".
-func ParsePairs(s string) ([]Pair, error) {
-	var out []Pair
-	for _, f := range strings.Split(s, ",") {
-		a, b, ok := strings.Cut(strings.TrimSpace(f), "-")
-		if !ok {
-			return nil, fmt.Errorf("pair %q: want FIRST-SECOND, each rxe or npfnic", f)
-		}
-		ka, err := testbed.ParseRDMAKind(a)
-		if err != nil {
-			return nil, err
-		}
-		kb, err := testbed.ParseRDMAKind(b)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, Pair{ka, kb})
-	}
-	return out, nil
-}
+func ParsePairs(s string) ([]Pair, error) { return runner.ParsePairs(s) }
 
 // Defaults.
 const (
@@ -134,6 +112,10 @@ type Result struct {
 	Round  int
 	Out    workload.MPIOutput
 	Took   time.Duration
+	// Faults are the ODP faults npfnic counted during the run, on the
+	// pair's npfnics together: pages the NIC faulted in (npf), none
+	// where nothing is on demand; -1 where they could not be read.
+	Faults int
 	Err    error
 }
 
@@ -158,34 +140,48 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	var results []Result
 	bench := workload.MPIBench{Benchmarks: Benchmarks, Sizes: c.Sizes, WorkingSet: c.WorkingSet,
 		MaxIters: c.Iters, Budget: c.Iters * 1 << 20, BEff: !c.NoBEff, BEffMax: c.BEffMax, BEffIters: c.BEffIters}
-	err := runner.Loop[*pairs, arm]{
-		Env:       &c.Env,
-		Transport: runner.Transport[*pairs]{Name: "pairs", Start: c.bootPairs},
+	err := runner.Loop[*runner.Pairs, arm]{
+		Env: &c.Env,
+		Transport: runner.PairsTransport(&c.Env, c.Pairs, func(i int, _ Pair) testbed.RDMAPairConfig {
+			return testbed.RDMAPairConfig{Name: "mpi" + fmt.Sprint(i), Variant: images.VariantMPI,
+				MemoryMiB: c.MemoryMiB, CPUs: c.CPUs}
+		}),
 		Steps: runner.Rounds(c.Rounds, func(round int) []arm {
 			var arms []arm
-			for _, i := range runner.Rotate(indexes(len(c.Pairs)), round) {
+			for _, i := range runner.Rotate(runner.Indexes(len(c.Pairs)), round) {
 				for _, cf := range runner.Rotate(c.Configs, round) {
 					arms = append(arms, arm{i, c.Pairs[i], cf})
 				}
 			}
 			return arms
 		}),
-		Run: func(ctx context.Context, ps *pairs, s runner.Step[arm], label string) error {
+		Run: func(ctx context.Context, ps *runner.Pairs, s runner.Step[arm], label string) error {
 			a := s.Arm
-			r := Result{Pair: a.pair, Config: a.config, Round: s.Round}
-			if r.Err = ps.err[a.i]; r.Err == nil {
+			r := Result{Pair: a.pair, Config: a.config, Round: s.Round, Faults: -1}
+			if r.Err = ps.Err[a.i]; r.Err == nil {
+				p := ps.Up[a.i]
+				before := faults(ctx, p)
 				rctx, cancel := context.WithTimeout(ctx, runTimeout)
 				var res testbed.MPIRunResult
-				res, r.Err = ps.up[a.i].MPI(rctx, workload.MPIRun{Config: a.config, Bench: bench})
+				res, r.Err = p.MPI(rctx, workload.MPIRun{Config: a.config, Bench: bench})
 				cancel()
+				if after := faults(ctx, p); before >= 0 && after >= 0 {
+					r.Faults = after - before
+				}
 				r.Out, r.Took = res.Parsed, res.Took
-				log := filepath.Join(ps.dirs[a.i], fmt.Sprintf("round%d-%s.txt", s.Round, a.config))
-				if werr := os.WriteFile(log, []byte(res.Output), 0o644); werr != nil && r.Err == nil {
+				log := filepath.Join(ps.Dirs[a.i], fmt.Sprintf("round%d-%s.txt", s.Round, a.config))
+				out := res.Output
+				if r.Err != nil {
+					// The npfnics' RC counters (retransmits, timeouts, faults)
+					// go beside a failed run's output.
+					out += deviceStats(ctx, p)
+				}
+				if werr := os.WriteFile(log, []byte(out), 0o644); werr != nil && r.Err == nil {
 					r.Err = werr
 				}
 			}
 			if r.Err == nil {
-				c.Logf("%s: %d results in %.0f s, b_eff %.2f MB/s", label, len(r.Out.Results), r.Took.Seconds(), r.Out.BEff)
+				c.Logf("%s: %d results in %.0f s, b_eff %.2f MB/s, %d ODP faults", label, len(r.Out.Results), r.Took.Seconds(), r.Out.BEff, r.Faults)
 			}
 			results = append(results, r)
 			return r.Err
@@ -194,57 +190,36 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	return results, err
 }
 
-func indexes(n int) []int {
-	is := make([]int, n)
-	for i := range is {
-		is[i] = i
+// faults are the ODP faults of the pair's npfnics together; -1 if one
+// cannot be read.
+func faults(ctx context.Context, p *testbed.RDMAPair) int {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	n := 0
+	for _, g := range p.Guests() {
+		if g.Kind != testbed.RDMANPFNIC {
+			continue
+		}
+		f, err := g.ODPFaults(ctx)
+		if err != nil {
+			return -1
+		}
+		n += f
 	}
-	return is
+	return n
 }
 
-// pairs are every pair of the run, booted together.
-type pairs struct {
-	up   []*testbed.RDMAPair
-	err  []error
-	dirs []string
-}
-
-func (ps *pairs) Dead() bool {
-	for _, p := range ps.up {
-		if p != nil && p.Dead() {
-			return true
+// deviceStats is every npfnic's rdma statistic of the pair, for a log.
+func deviceStats(ctx context.Context, p *testbed.RDMAPair) string {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var b strings.Builder
+	for _, g := range p.Guests() {
+		if g.Kind != testbed.RDMANPFNIC {
+			continue
 		}
+		out, err := g.Shell(ctx, "rdma statistic show link "+g.Dev+"/1")
+		fmt.Fprintf(&b, "\n%s %s after the failure: %s%v\n", g.Kind, g.IP, out, err)
 	}
-	return false
-}
-
-func (ps *pairs) Close() {
-	for _, p := range ps.up {
-		if p != nil {
-			p.Close()
-		}
-	}
-}
-
-func (c *Config) bootPairs(ctx context.Context, logDir string) (*pairs, error) {
-	ps := &pairs{up: make([]*testbed.RDMAPair, len(c.Pairs)), err: make([]error, len(c.Pairs))}
-	env := c.Env
-	for i, pr := range c.Pairs {
-		c.Logf("pair %s: booting (mpi image)", pr)
-		dir := filepath.Join(logDir, pr.String())
-		ps.dirs = append(ps.dirs, dir)
-		boot := runner.RC(&env, testbed.RDMAPairConfig{A: pr.Server, B: pr.Client, Name: "mpi" + fmt.Sprint(i),
-			Variant: images.VariantMPI, MemoryMiB: c.MemoryMiB, CPUs: c.CPUs})
-		ps.up[i], ps.err[i] = boot.Start(ctx, dir)
-		if ps.err[i] != nil {
-			c.Logf("pair %s: %v", pr, ps.err[i])
-		} else {
-			env.Trace = nil // the first npfnic's only
-		}
-		if ctx.Err() != nil {
-			ps.Close()
-			return nil, ctx.Err()
-		}
-	}
-	return ps, nil
+	return b.String()
 }

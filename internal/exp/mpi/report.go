@@ -43,6 +43,17 @@ func (c Cell) String() string {
 	return fmt.Sprintf("%.3g (%.3g-%.3g)", c.Median, c.Lo, c.Hi)
 }
 
+// Int is String for counts: whole numbers.
+func (c Cell) Int() string {
+	switch c.N {
+	case 0:
+		return "-"
+	case 1:
+		return fmt.Sprintf("%.0f", c.Median)
+	}
+	return fmt.Sprintf("%.0f (%.0f-%.0f)", c.Median, c.Lo, c.Hi)
+}
+
 // Throughput is the cell of a benchmark at a size for a pair and a
 // configuration.
 func Throughput(results []Result, p Pair, cf workload.MPIConfig, bench string, size int) Cell {
@@ -66,6 +77,18 @@ func BEff(results []Result, p Pair, cf workload.MPIConfig) Cell {
 	for _, r := range results {
 		if r.Err == nil && r.Pair == p && r.Config == cf && r.Out.BEff > 0 {
 			vals = append(vals, r.Out.BEff)
+		}
+	}
+	return cell(vals)
+}
+
+// Faults is the cell of the ODP faults of an mpirun for a pair and a
+// configuration.
+func Faults(results []Result, p Pair, cf workload.MPIConfig) Cell {
+	var vals []float64
+	for _, r := range results {
+		if r.Err == nil && r.Pair == p && r.Config == cf && r.Faults >= 0 {
+			vals = append(vals, float64(r.Faults))
 		}
 	}
 	return cell(vals)
@@ -136,15 +159,22 @@ func Table(c Config, results []Result) string {
 		}
 		tw.Flush()
 	}
-	var odp []string
-	for _, r := range results {
-		if r.Err == nil && r.Config == workload.MPINPF && r.Out.ODPRegions >= 0 {
-			odp = append(odp, fmt.Sprintf("%s round %d: %d on demand, %d pinned (no ODP)", r.Pair, r.Round, r.Out.ODPRegions, r.Out.ODPKept))
+	b.WriteString("\nODP faults on the npfnics per mpirun (median of rounds): under npf (odp=all) every region UCX registers\n" +
+		"is on demand and the NIC faults pages in; copying and pinning register nothing on demand\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	head := []string{"pair"}
+	for _, cf := range c.Configs {
+		head = append(head, string(cf))
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, p := range c.Pairs {
+		row := []string{p.String()}
+		for _, cf := range c.Configs {
+			row = append(row, Faults(results, p, cf).Int())
 		}
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
-	if len(odp) > 0 {
-		b.WriteString("\nnpf's memory regions (libnpfnic-odp.so, both ranks): " + strings.Join(odp, "; ") + "\n")
-	}
+	tw.Flush()
 	var failed []string
 	for _, r := range results {
 		if r.Err != nil {

@@ -27,32 +27,10 @@ import (
 
 // Pair is a pairing of RC implementations: Server runs the perftest
 // server, Client connects to it.
-type Pair struct {
-	Server, Client testbed.RDMAKind
-}
-
-func (p Pair) String() string { return string(p.Server) + "-" + string(p.Client) }
+type Pair = runner.Pair
 
 // ParsePairs reads "rxe-rxe,npfnic-rxe,...".
-func ParsePairs(s string) ([]Pair, error) {
-	var out []Pair
-	for _, f := range strings.Split(s, ",") {
-		a, b, ok := strings.Cut(strings.TrimSpace(f), "-")
-		if !ok {
-			return nil, fmt.Errorf("pair %q: want SERVER-CLIENT, each rxe or npfnic", f)
-		}
-		ka, err := testbed.ParseRDMAKind(a)
-		if err != nil {
-			return nil, err
-		}
-		kb, err := testbed.ParseRDMAKind(b)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, Pair{ka, kb})
-	}
-	return out, nil
-}
+func ParsePairs(s string) ([]Pair, error) { return runner.ParsePairs(s) }
 
 // DefaultPairs are the three pairings of the table.
 const DefaultPairs = "rxe-rxe,npfnic-rxe,npfnic-npfnic"
@@ -152,24 +130,26 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	// Each run has a port of its own: a run that timed out may leave its
 	// server listening.
 	port := 18515
-	err := runner.Loop[*pairs, job]{
-		Env:       &c.Env,
-		Transport: runner.Transport[*pairs]{Name: "pairs", Start: c.bootPairs},
+	err := runner.Loop[*runner.Pairs, job]{
+		Env: &c.Env,
+		Transport: runner.PairsTransport(&c.Env, c.Pairs, func(i int, _ Pair) testbed.RDMAPairConfig {
+			return testbed.RDMAPairConfig{Name: "rdma" + fmt.Sprint(i), MemoryMiB: c.MemoryMiB, CPUs: c.CPUs}
+		}),
 		Steps: runner.Rounds(c.Rounds, func(round int) []job {
 			var jobs []job
 			for _, t := range Tests {
-				for _, i := range runner.Rotate(c.pairIndexes(), round) {
+				for _, i := range runner.Rotate(runner.Indexes(len(c.Pairs)), round) {
 					jobs = append(jobs, job{t, i, c.Pairs[i]})
 				}
 			}
 			return jobs
 		}),
-		Run: func(ctx context.Context, ps *pairs, s runner.Step[job], label string) error {
+		Run: func(ctx context.Context, ps *runner.Pairs, s runner.Step[job], label string) error {
 			j := s.Arm
 			r := Result{Pair: j.pair, Test: j.test.Name, Round: s.Round}
-			if r.Err = ps.err[j.i]; r.Err == nil {
+			if r.Err = ps.Err[j.i]; r.Err == nil {
 				port++
-				r.Value, r.Err = c.measure(ctx, ps.up[j.i], ps.dirs[j.i], s.Round, j.test, port)
+				r.Value, r.Err = c.measure(ctx, ps.Up[j.i], ps.Dirs[j.i], s.Round, j.test, port)
 			}
 			if r.Err == nil {
 				c.Logf("%s: %.2f %s", label, r.Value, unit(j.test))
@@ -189,62 +169,6 @@ type job struct {
 }
 
 func (j job) String() string { return j.pair.String() + " " + j.test.Name }
-
-func (c *Config) pairIndexes() []int {
-	is := make([]int, len(c.Pairs))
-	for i := range is {
-		is[i] = i
-	}
-	return is
-}
-
-// pairs are every pair of the run, booted together: the bench of the
-// loop. A pair that failed to boot keeps its error.
-type pairs struct {
-	up   []*testbed.RDMAPair
-	err  []error
-	dirs []string // each pair's logs
-}
-
-func (ps *pairs) Dead() bool {
-	for _, p := range ps.up {
-		if p != nil && p.Dead() {
-			return true
-		}
-	}
-	return false
-}
-
-func (ps *pairs) Close() {
-	for _, p := range ps.up {
-		if p != nil {
-			p.Close()
-		}
-	}
-}
-
-// bootPairs boots every pair, the device trace on the first npfnic.
-func (c *Config) bootPairs(ctx context.Context, logDir string) (*pairs, error) {
-	ps := &pairs{up: make([]*testbed.RDMAPair, len(c.Pairs)), err: make([]error, len(c.Pairs))}
-	env := c.Env
-	for i, pr := range c.Pairs {
-		c.Logf("pair %s: booting", pr)
-		dir := filepath.Join(logDir, pr.String())
-		ps.dirs = append(ps.dirs, dir)
-		boot := runner.RC(&env, testbed.RDMAPairConfig{A: pr.Server, B: pr.Client, Name: "rdma" + fmt.Sprint(i), MemoryMiB: c.MemoryMiB, CPUs: c.CPUs})
-		ps.up[i], ps.err[i] = boot.Start(ctx, dir)
-		if ps.err[i] != nil {
-			c.Logf("pair %s: %v", pr, ps.err[i])
-		} else if pr.Server == testbed.RDMANPFNIC || pr.Client == testbed.RDMANPFNIC {
-			env.Trace = nil
-		}
-		if ctx.Err() != nil {
-			ps.Close()
-			return nil, ctx.Err()
-		}
-	}
-	return ps, nil
-}
 
 func (c *Config) measure(ctx context.Context, p *testbed.RDMAPair, dir string, round int, t Test, port int) (float64, error) {
 	run := t.Run

@@ -15,7 +15,7 @@ import (
 
 func TestParsePairs(t *testing.T) {
 	ps, err := ParsePairs(DefaultPairs)
-	if err != nil || len(ps) != 3 || ps[1] != (Pair{testbed.RDMANPFNIC, testbed.RDMARxe}) {
+	if err != nil || len(ps) != 3 || ps[1] != (Pair{Server: testbed.RDMANPFNIC, Client: testbed.RDMARxe}) {
 		t.Fatalf("ParsePairs(%q) = %v, %v", DefaultPairs, ps, err)
 	}
 	for _, bad := range []string{"rxe", "rxe-mlx5", "npfnic-", "rxe-rxe,,"} {

@@ -54,7 +54,7 @@ func Summarize(c Config, results []Result) []Cell {
 // baseline is the rxe↔rxe cell of t, if measured.
 func baseline(cells []Cell, t Test) (Cell, bool) {
 	for _, c := range cells {
-		if c.Test.Name == t.Name && c.Pair == (Pair{testbed.RDMARxe, testbed.RDMARxe}) && c.OK > 0 {
+		if c.Test.Name == t.Name && c.Pair == (Pair{Server: testbed.RDMARxe, Client: testbed.RDMARxe}) && c.OK > 0 {
 			return c, true
 		}
 	}
@@ -89,9 +89,9 @@ var rcBandwidth = []string{"write_bw 64K", "send_bw 64K", "read_bw 64K"}
 // Goals are issue 12's: npfnic↔npfnic at least 10× rxe↔rxe's bandwidth and
 // at most 0.3× its latency; npfnic↔rxe at least 1.5× its bandwidth.
 var Goals = []Goal{
-	{Pair: Pair{testbed.RDMANPFNIC, testbed.RDMANPFNIC}, Tests: rcBandwidth, Min: 10},
-	{Pair: Pair{testbed.RDMANPFNIC, testbed.RDMANPFNIC}, Latency: true, Tests: []string{"send_lat 64B"}, Max: 0.3},
-	{Pair: Pair{testbed.RDMANPFNIC, testbed.RDMARxe}, Tests: rcBandwidth, Min: 1.5},
+	{Pair: Pair{Server: testbed.RDMANPFNIC, Client: testbed.RDMANPFNIC}, Tests: rcBandwidth, Min: 10},
+	{Pair: Pair{Server: testbed.RDMANPFNIC, Client: testbed.RDMANPFNIC}, Latency: true, Tests: []string{"send_lat 64B"}, Max: 0.3},
+	{Pair: Pair{Server: testbed.RDMANPFNIC, Client: testbed.RDMARxe}, Tests: rcBandwidth, Min: 1.5},
 }
 
 // Table prints the medians (with min–max) and ratios, then the goals.
@@ -138,7 +138,7 @@ func formatCell(cells []Cell, c Cell) string {
 		return "failed"
 	}
 	s := fmt.Sprintf("%.3g (%.3g-%.3g)", c.Median, c.Lo, c.Hi)
-	if r := Ratio(cells, c); !math.IsNaN(r) && c.Pair != (Pair{testbed.RDMARxe, testbed.RDMARxe}) {
+	if r := Ratio(cells, c); !math.IsNaN(r) && c.Pair != (Pair{Server: testbed.RDMARxe, Client: testbed.RDMARxe}) {
 		s += fmt.Sprintf(" %.2fx", r)
 	}
 	return s

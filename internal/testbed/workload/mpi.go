@@ -26,11 +26,14 @@ const (
 	// (UCX_IB_REG_METHODS=rcache), a pin-down cache: registered, pinned
 	// and kept until the memory is freed.
 	MPIPinning MPIConfig = "pinning"
-	// MPINPF is pinning's protocol with every registration on demand: the
-	// same cache, whose regions are ODP regions on an ODP-capable device
-	// (libnpfnic-odp.so, LD_PRELOAD), so nothing is pinned and the NIC
-	// faults pages in as it reaches them. rdma_rxe has no ODP: an rxe rank
-	// pins as under pinning.
+	// MPINPF is pinning's UCX, unmodified and as configured, on npfnic.ko
+	// with odp=all (transparent ODP, set by testbed's RDMAPair.MPI for the
+	// run): every region UCX registers, its cache's and its own buffers',
+	// is on demand, so nothing is pinned and the NIC faults pages in as it
+	// reaches them. rdma_rxe has no ODP: an rxe rank pins as under
+	// pinning. (UCX's own on-demand method, UCX_IB_REG_METHODS=odp, one
+	// implicit ODP region per rank, runs on npfnic too, but UCX 1.13
+	// crashes closing it in MPI_Finalize: see docs/experiments.md.)
 	MPINPF MPIConfig = "npf"
 )
 
@@ -47,9 +50,6 @@ func ParseMPIConfig(s string) (MPIConfig, error) {
 	return "", fmt.Errorf("MPI configuration %q: want copying, pinning or npf", s)
 }
 
-// ODPPreload is the guest's libnpfnic-odp.so (images.ODPPreload).
-const ODPPreload = "/usr/lib/npfnic/libnpfnic-odp.so"
-
 // Env is the UCX environment of c, as NAME=VALUE.
 func (c MPIConfig) Env() []string {
 	switch c {
@@ -58,7 +58,7 @@ func (c MPIConfig) Env() []string {
 	case MPIPinning:
 		return []string{"UCX_IB_REG_METHODS=rcache"}
 	case MPINPF:
-		return []string{"UCX_IB_REG_METHODS=rcache", "LD_PRELOAD=" + ODPPreload, "NPFNIC_ODP_REPORT=1"}
+		return []string{"UCX_IB_REG_METHODS=rcache"}
 	}
 	return nil
 }
@@ -141,6 +141,8 @@ type MPIRun struct {
 	// Devices are the ibverbs devices UCX may use (UCX_NET_DEVICES, port
 	// 1 of each), the ranks' together: each uses those it has.
 	Devices []string
+	// Env is more NAME=VALUE for both ranks, after the configuration's.
+	Env []string
 }
 
 // MPIRunAgent is mpirun's rsh agent: npfnic-guest's remote shell.
@@ -180,7 +182,7 @@ func (r MPIRun) Argv() ([]string, error) {
 		"-x", "UCX_UD_VERBS_ETH_DGID_CHECK=n",
 		"-x", "UCX_NET_DEVICES=" + strings.Join(devs, ","),
 	}
-	for _, e := range r.Config.Env() {
+	for _, e := range append(r.Config.Env(), r.Env...) {
 		argv = append(argv, "-x", e)
 	}
 	return append(argv, r.Bench.Args()...), nil
@@ -207,16 +209,12 @@ type MPIOutput struct {
 	// CheckErrors is how many received buffers held wrong bytes (-check;
 	// -1 without).
 	CheckErrors int
-	// ODPRegions is how many regions libnpfnic-odp.so made on demand in
-	// all ranks, ODPKept how many it left alone (no ODP on the device);
-	// both -1 without its report.
-	ODPRegions, ODPKept int
 }
 
 // ParseMPIBench reads npfnic-mpibench's lines from a run's output (mpirun
 // interleaves the ranks' stderr with them).
 func ParseMPIBench(out string) (MPIOutput, error) {
-	o := MPIOutput{ODPRegions: -1, ODPKept: -1, CheckErrors: -1}
+	o := MPIOutput{CheckErrors: -1}
 	for _, l := range strings.Split(out, "\n") {
 		l = strings.TrimSpace(l)
 		f := strings.Fields(l)
@@ -256,11 +254,6 @@ func ParseMPIBench(out string) (MPIOutput, error) {
 				return o, fmt.Errorf("mpibench line %q: %v", l, err)
 			}
 			o.BEff = v
-		case strings.HasPrefix(l, "libnpfnic-odp: "):
-			var made, kept int
-			if _, err := fmt.Sscanf(l, "libnpfnic-odp: %d memory regions on demand, %d on devices without ODP", &made, &kept); err == nil {
-				o.ODPRegions, o.ODPKept = max(o.ODPRegions, 0)+made, max(o.ODPKept, 0)+kept
-			}
 		}
 	}
 	if len(o.Results) == 0 && o.BEff == 0 {
