@@ -43,9 +43,15 @@ type Test struct {
 	Latency bool
 	// UD tests send UD datagrams (-c UD), whose size is bounded by the
 	// port's MTU; the others run RC.
-	UD  bool
+	UD bool
+	// TCP tests run iperf3 between the same two guests over the same
+	// NICs instead of perftest (Run unused): the stream RDMA is held to.
+	TCP bool
 	Run workload.Perftest
 }
+
+// tcpTime is each TCP test's iperf3 run.
+const tcpTime = 5 * time.Second
 
 // udSize is the UD bandwidth test's message: the largest a UD SEND may be
 // on the guests' 1500-byte Ethernet, whose RoCE MTU (active_mtu) is 1024
@@ -54,11 +60,13 @@ type Test struct {
 const udSize = 1024
 
 // Tests are the experiment's measurements: RC connected out of band
-// (perftest's TCP exchange), RC connected by rdma_cm (-R: the QPs are
-// created, connected and moved to RTS through rdma_ucm, whose MADs run on
-// each device's QP 1), and UD.
+// (perftest's TCP exchange), TCP over the same NICs (iperf3, server on the
+// pair's first guest as perftest's), RC connected by rdma_cm (-R: the QPs
+// are created, connected and moved to RTS through rdma_ucm, whose MADs run
+// on each device's QP 1), and UD.
 var Tests = []Test{
 	{Name: "write_bw 64K", Run: workload.Perftest{Tool: "ib_write_bw", Size: 65536}},
+	{Name: "TCP iperf3", TCP: true},
 	{Name: "send_bw 64K", Run: workload.Perftest{Tool: "ib_send_bw", Size: 65536}},
 	{Name: "read_bw 64K", Run: workload.Perftest{Tool: "ib_read_bw", Size: 65536}},
 	{Name: "send_lat 64B", Latency: true, Run: workload.Perftest{Tool: "ib_send_lat", Size: 64}},
@@ -90,6 +98,11 @@ type Config struct {
 	Iters  int    // perftest -n, default DefaultIters
 	// MemoryMiB and CPUs are each guest's; default 1024 MiB and 1 vCPU.
 	MemoryMiB, CPUs int
+	// OnePair boots one pair at a time and runs all its rounds before the
+	// next pair boots, instead of keeping every pair booted and
+	// interleaving them: idle TCG guests still take host CPU (their timer
+	// ticks), which the pair being measured may feel on a small host.
+	OnePair bool
 }
 
 // Validate checks c and fills in the defaults.
@@ -119,13 +132,33 @@ type Result struct {
 }
 
 // Run boots every pair (all stay up, so the rounds interleave them), then
-// runs each round's tests with the pairs in an order rotated per round.
+// runs each round's tests with the pairs in an order rotated per round;
+// with OnePair, the pairs one after the other, each alone.
 // A pair that cannot boot or set up RDMA is reported in every result of
 // it; the others go on. If a guest dies, every pair boots again.
 func Run(ctx context.Context, c Config) ([]Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	if !c.OnePair {
+		return run(ctx, c)
+	}
+	var results []Result
+	for _, p := range c.Pairs {
+		one := c
+		one.Pairs = []Pair{p}
+		one.LogDir = filepath.Join(c.LogDir, p.String())
+		rs, err := run(ctx, one)
+		results = append(results, rs...)
+		if err != nil {
+			return results, err
+		}
+	}
+	return results, nil
+}
+
+// run measures c.Pairs booted together.
+func run(ctx context.Context, c Config) ([]Result, error) {
 	var results []Result
 	// Each run has a port of its own: a run that timed out may leave its
 	// server listening.
@@ -171,6 +204,13 @@ type job struct {
 func (j job) String() string { return j.pair.String() + " " + j.test.Name }
 
 func (c *Config) measure(ctx context.Context, p *testbed.RDMAPair, dir string, round int, t Test, port int) (float64, error) {
+	if t.TCP {
+		res, err := workload.BetweenGuestsIperf3(ctx, p.A.VM, p.B.VM, p.A.IP, port, tcpTime)
+		if err != nil {
+			return 0, fmt.Errorf("iperf3 %s -> %s: %w", p.B.Kind, p.A.Kind, err)
+		}
+		return float64(res.Bytes) / res.Seconds / 1e6, nil
+	}
 	run := t.Run
 	run.Iters = c.Iters
 	run.Port = port

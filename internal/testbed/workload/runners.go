@@ -81,8 +81,8 @@ func WaitListening(ctx context.Context, v *vm.VM, ports ...int) error {
 }
 
 // iperfArgs are the client flags shared by both directions.
-func iperfArgs(server string, d time.Duration) []string {
-	return []string{"iperf3", "-c", server, "-p", strconv.Itoa(IperfPort), "-t", strconv.Itoa(int(d / time.Second)),
+func iperfArgs(server string, port int, d time.Duration) []string {
+	return []string{"iperf3", "-c", server, "-p", strconv.Itoa(port), "-t", strconv.Itoa(int(d / time.Second)),
 		"--connect-timeout", "10000", "-J"}
 }
 
@@ -95,7 +95,7 @@ const runSlack = 90 * time.Second
 func GuestIperf3(ctx context.Context, v *vm.VM, server string, d time.Duration) (*Iperf, error) {
 	ctx, cancel := context.WithTimeout(ctx, d+runSlack)
 	defer cancel()
-	r, err := v.Exec(ctx, iperfArgs(server, d)...)
+	r, err := v.Exec(ctx, iperfArgs(server, IperfPort, d)...)
 	if err != nil {
 		return nil, err
 	}
@@ -106,12 +106,35 @@ func GuestIperf3(ctx context.Context, v *vm.VM, server string, d time.Duration) 
 	return res, nil
 }
 
+// BetweenGuestsIperf3 runs an iperf3 TCP stream for d from guest client to
+// guest server, reached at addr: a one-off server (-1) on port, so a
+// timed-out run leaves no listener behind for the next.
+func BetweenGuestsIperf3(ctx context.Context, server, client *vm.VM, addr string, port int, d time.Duration) (*Iperf, error) {
+	ctx, cancel := context.WithTimeout(ctx, d+runSlack)
+	defer cancel()
+	if _, err := server.Output(ctx, "iperf3", "-s", "-1", "-D", "-p", strconv.Itoa(port)); err != nil {
+		return nil, fmt.Errorf("iperf3 server: %w", err)
+	}
+	if err := WaitListening(ctx, server, port); err != nil {
+		return nil, err
+	}
+	r, err := client.Exec(ctx, iperfArgs(addr, port, d)...)
+	if err != nil {
+		return nil, err
+	}
+	res, perr := ParseIperf3([]byte(r.Stdout))
+	if perr != nil || r.Exit != 0 {
+		return nil, fmt.Errorf("iperf3 client exit %d (timed out: %v): %v; stderr: %s", r.Exit, r.TimedOut, perr, strings.TrimSpace(r.Stderr))
+	}
+	return res, nil
+}
+
 // HostIperf3 runs an iperf3 client in namespace ns for d, sending to the
 // guest's iperf3 server at server (port IperfPort).
 func HostIperf3(ctx context.Context, ns *hostnet.Namespace, server string, d time.Duration) (*Iperf, error) {
 	ctx, cancel := context.WithTimeout(ctx, d+runSlack)
 	defer cancel()
-	out, err := ns.Run(ctx, iperfArgs(server, d)...)
+	out, err := ns.Run(ctx, iperfArgs(server, IperfPort, d)...)
 	res, perr := ParseIperf3([]byte(out))
 	if perr != nil {
 		return nil, errors.Join(perr, err)
