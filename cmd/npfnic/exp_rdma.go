@@ -16,22 +16,22 @@ var expRDMA = experiment{
 		"ib_atomic_lat; ib_write_bw and ib_send_lat connected by rdma_cm (-R); ib_send_bw at 1 KiB\n" +
 		"and ib_send_lat over UD (-c UD)) between two guests cabled back to back through QEMU's\n" +
 		"stream netdev, for each pairing of rdma_rxe and npfnic, and iperf3 TCP over the same NICs.\n" +
-		"All pairs stay booted and the rounds interleave them (-one-pair: one pair booted at a\n" +
-		"time). Prints medians with min-max and the ratio to rxe-rxe, judges the goals, writes CSV\n" +
-		"and PNG. Needs root.",
+		"One pair is up at a time, booted anew each round, the pairs' order rotated (-all-booted:\n" +
+		"every pair up for the whole run). Prints medians with min-max and the ratio to rxe-rxe,\n" +
+		"judges the goals, writes CSV and PNG. Needs root.",
 	rounds: rdmaperf.DefaultRounds, roundsHelp: "rounds; each runs every test on every pair, the pairs' order rotated",
 	memory: 1024, memoryHelp: "memory of each guest in MiB",
 	flags: func(fs *flag.FlagSet) expSetup {
 		pairs := fs.String("pairs", rdmaperf.DefaultPairs, "pairings to measure, SERVER-CLIENT, each rxe (rdma_rxe over virtio-net) or npfnic")
 		iters := fs.Int("iters", rdmaperf.DefaultIters, "perftest iterations per test (-n)")
-		onePair := fs.Bool("one-pair", false, "boot one pair at a time and run all its rounds alone, instead of every pair booted and interleaved")
+		allBooted := fs.Bool("all-booted", false, "keep every pair booted for the whole run (the design before issue 28) instead of one pair up at a time, booted anew each round")
 		return func(x expRun) (expRunFunc, error) {
 			ps, err := rdmaperf.ParsePairs(*pairs)
 			if err != nil {
 				return nil, fmt.Errorf("-pairs: %w", err)
 			}
 			c := rdmaperf.Config{Env: x.Env, Pairs: ps, Rounds: x.Rounds, Iters: *iters, MemoryMiB: x.MemoryMiB, CPUs: x.CPUs,
-				OnePair: *onePair}
+				AllBooted: *allBooted}
 			if err := c.Validate(); err != nil {
 				return nil, err
 			}
