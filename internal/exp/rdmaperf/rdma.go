@@ -103,8 +103,8 @@ type Config struct {
 	// pair in turn (the order rotated per round, so the rounds still
 	// interleave the pairs), runs its tests and shuts it down. Idle TCG
 	// guests take host CPU: on this 2-CPU host the four idle guests cut
-	// the measured pair's bandwidth by 2 to 3 times and moved its ratios
-	// to rxe-rxe by up to 1.5 times (docs/experiments.md).
+	// the measured pair's bandwidth by 1.5 to 3.8 times and moved its
+	// ratios to rxe-rxe by up to 1.9 times (docs/experiments.md).
 	AllBooted bool
 }
 
