@@ -2,12 +2,10 @@ package rdma_test
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
-	"github.com/npfnic/npfnic/rdma"
 	"github.com/npfnic/npfnic/rdma/rdmatest"
 	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/port"
@@ -23,9 +21,11 @@ import (
 // ci/bench-rdma.sh runs both beside ethring's TSO benchmark in one `go
 // test` run and prints the ratios.
 //
-// The driver rings a QP's doorbell once per batch it posted and yields
-// (runtime.Gosched) when it found nothing to do, as ethring's threaded
-// benchmarks do: it shares the 2 cores with the engines' goroutines.
+// The driver rings a QP's doorbell once per batch it posted and, when it
+// finds nothing to do, arms the send CQ and sleeps until the completion
+// interrupt, as a program on a completion channel does (ib_write_bw -e):
+// a driver that spins takes one of this machine's 2 cores from the
+// engines' goroutines.
 
 var rcBenchSizes = []struct {
 	name string
@@ -89,7 +89,10 @@ func benchRC(b *testing.B, op uint32, size, nqp int) {
 	b.ResetTimer()
 	start := time.Now()
 	total, posted := 0, 0
+	idle := 0
 	last := start
+	wait := time.NewTimer(time.Hour)
+	defer wait.Stop()
 	for total < b.N {
 		progress := false
 		for _, q := range qps {
@@ -133,20 +136,54 @@ func benchRC(b *testing.B, op uint32, size, nqp int) {
 			progress = true
 		}
 		for {
-			if _, ok := y.rcq.Poll(); !ok {
+			c, ok := y.rcq.Poll()
+			if !ok {
 				break
+			}
+			if c.Status != ibrc.WCSuccess {
+				b.Fatalf("receive completion %+v", c)
 			}
 			progress = true
 		}
 		if progress {
+			idle = 0
 			last = time.Now()
 			continue
 		}
-		if time.Since(last) > 10*time.Second {
-			b.Fatalf("stalled at %d of %d messages (posted %d); x %+v\ny %+v\nx rc %+v\ny rc %+v; sq %d/%d rq %d/%d recvs %d", total, b.N, posted,
-				x.e.Stats(), y.e.Stats(), rdma.RCStats(x.e), rdma.RCStats(y.e), x.sq.Producer(), x.sq.Consumer(), y.rq.Producer(), y.rq.Consumer(), qps[0].recvs)
+		// Nothing to do: wait for a completion's interrupt, as a
+		// program on a completion channel does (arm, poll once more
+		// for what landed before the arm, sleep), rather than spin on
+		// one of the two cores the engines run on.
+		if idle++; idle == 1 {
+			hw.Offsets(x.e).RegWrite(hw.RegCQArm, sendCQ)
+			hw.Offsets(x.e).RegWrite(hw.RegEQArm, 1)
+			if op == hw.IBVWRSend { // a full RQ waits for receives to complete
+				hw.Offsets(y.e).RegWrite(hw.RegCQArm, recvCQ)
+				hw.Offsets(y.e).RegWrite(hw.RegEQArm, 1)
+			}
+			continue
 		}
-		runtime.Gosched()
+		if time.Since(last) > 10*time.Second {
+			for _, q := range qps {
+				b.Logf("qp %#x posted %d done %d recvs %d sq %d/%d rq %d/%d", q.xqpn, q.posted, q.done, q.recvs,
+					q.sq.Producer(), q.sq.Consumer(), q.rq.Producer(), q.rq.Consumer())
+			}
+			b.Fatalf("stalled at %d of %d messages (posted %d); x %+v\ny %+v", total, b.N, posted, x.e.Stats(), y.e.Stats())
+		}
+		// A receive queue can read full for a moment with no completion
+		// to come (see the report of issue 28): look again after 1 ms.
+		wait.Reset(time.Millisecond)
+		select {
+		case <-x.irq:
+			x.d.Events()
+			idle = 0
+			continue
+		case <-y.irq:
+			y.d.Events()
+			idle = 0
+			continue
+		case <-wait.C:
+		}
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
