@@ -171,8 +171,10 @@ func benchRC(b *testing.B, op uint32, size, nqp int) {
 			}
 			b.Fatalf("stalled at %d of %d messages (posted %d); x %+v\ny %+v", total, b.N, posted, x.e.Stats(), y.e.Stats())
 		}
-		// A receive queue can read full for a moment with no completion
-		// to come (see the report of issue 28): look again after 1 ms.
+		// Look again after 1 ms at the latest: with 8 QPs a receive
+		// queue can be full of receives that completed but whose
+		// slots the receiving worker has not retired yet, and
+		// nothing in flight to interrupt the wait.
 		wait.Reset(time.Millisecond)
 		select {
 		case <-x.irq:
