@@ -163,9 +163,9 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 		h.BTH.AckReq = q.init.Type == TypeRC && (last || q.req.ackNext ||
 			int(psn)%e.cfg.AckEvery == e.cfg.AckEvery-1 ||
 			int(psnDiff(psnAdd(psn, 1), q.comp.psn)) >= window)
-		frame, err = rocev2.BuildFrame(&q.path, &h, int(n), func(p []byte) error {
+		frame, err = rocev2.AppendFrameFill(e.frameBuf(), &q.path, &h, int(n), func(p []byte) error {
 			if w.wr.Flags&SendInline != 0 {
-				copy(p, w.wr.Inline[off:])
+				clear(p[copy(p, w.wr.Inline[off:]):])
 				return nil
 			}
 			return q.gather(w.wr.SGL, off, p)

@@ -420,7 +420,7 @@ func (q *QP) readStep() {
 		first, last := psn == st.from, psn == res.last
 		h := rocev2.Headers{BTH: rocev2.BTH{Opcode: rocev2.ReadRespOpcode(first, last), PKey: q.attr.PKey, DestQP: q.attr.DestQPN, PSN: psn}}
 		h.AETH = rocev2.AETH{Syndrome: rocev2.ACKSyndrome(rocev2.CreditsInvalid), MSN: q.resp.msn}
-		f, err := rocev2.BuildFrame(&q.path, &h, int(n), func(b []byte) error {
+		f, err := rocev2.AppendFrameFill(e.frameBuf(), &q.path, &h, int(n), func(b []byte) error {
 			if len(b) == 0 {
 				return nil
 			}

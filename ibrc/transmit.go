@@ -125,11 +125,15 @@ func (e *Transport) flush() {
 func (e *Transport) flushRound(pump bool) bool {
 	e.txqMu.Lock()
 	e.txOut = 0 // the previous round's frames are the port's
+	queued := e.txQueued
 	e.txqMu.Unlock()
 	if pump {
 		e.pump()
 	}
 	e.txqMu.Lock()
+	// Frames the turns built that went to a paced port at once (send)
+	// are this round's work too.
+	built := e.txQueued != queued
 	var frames [][]byte
 	if !e.portFull {
 		frames, e.txq = e.txq, nil
@@ -139,7 +143,7 @@ func (e *Transport) flushRound(pump bool) bool {
 	e.cbq = nil
 	e.txqMu.Unlock()
 	if len(frames) == 0 && len(cbs) == 0 {
-		return false
+		return built
 	}
 	for i, f := range frames {
 		err := e.cfg.Port.SendFrame(f)
@@ -279,6 +283,15 @@ func (e *Transport) FrameLeft() { e.left.Add(1) }
 
 // send queues a frame and returns its place in the engine's output
 // (txQueued), 0 if it was dropped. Caller holds the sending QP's lock.
+//
+// To a PacedPort, whose SendFrame only queues the frame for its own
+// goroutine and never calls back, a frame with nothing ahead of it (no
+// frame in txq or in a flush's hands, no callback queued, the port not
+// full) goes at once, under txqMu, which keeps it in order with the
+// frames and callbacks queued after it: so the port's goroutine puts a
+// message's first packets on the wire while the QP builds the rest,
+// rather than after the QP let go of its lock. A refusal (ErrPortFull)
+// leaves it first in txq, as flush does.
 func (e *Transport) send(frame []byte) uint64 {
 	e.txqMu.Lock()
 	defer e.txqMu.Unlock()
@@ -287,9 +300,56 @@ func (e *Transport) send(frame []byte) uint64 {
 		return 0
 	}
 	e.stats.TxFrames.Add(1)
-	e.txq = append(e.txq, frame)
 	e.txQueued++
+	if e.paced != nil && len(e.txq) == 0 && e.txOut == 0 && len(e.cbq) == 0 && !e.portFull {
+		err := e.paced.SendFrame(frame)
+		if err != ErrPortFull {
+			if err != nil {
+				e.left.Add(1) // lost; one the port took it tells (FrameLeft)
+			}
+			return e.txQueued
+		}
+		e.portFull = true
+	}
+	e.txq = append(e.txq, frame)
 	return e.txQueued
+}
+
+// Frame buffers. A PacedPort gives back the frames it sent (RecycleFrame)
+// and data packets are built into them: a 4 KiB packet then costs no
+// allocation and no zeroing of its payload.
+const (
+	maxFreeFrames = 256
+	minFrameCap   = 2048 // smaller ones are not kept: data packets need more
+)
+
+// frameBuf returns an empty frame buffer, nil when none is free.
+func (e *Transport) frameBuf() []byte {
+	e.frameMu.Lock()
+	defer e.frameMu.Unlock()
+	n := len(e.frames)
+	if n == 0 {
+		return nil
+	}
+	f := e.frames[n-1]
+	e.frames[n-1] = nil
+	e.frames = e.frames[:n-1]
+	return f
+}
+
+// RecycleFrame gives back a frame the engine sent, for its next packets:
+// a PacedPort calls it (after FrameLeft) once nothing uses the frame any
+// more. Calling it is optional; a frame given back must not be touched
+// afterwards. It does not wait for any lock but a leaf's.
+func (e *Transport) RecycleFrame(f []byte) {
+	if cap(f) < minFrameCap {
+		return
+	}
+	e.frameMu.Lock()
+	if len(e.frames) < maxFreeFrames {
+		e.frames = append(e.frames, f[:0])
+	}
+	e.frameMu.Unlock()
 }
 
 // waiting reports whether the frame send placed at seq has not left yet.

@@ -83,8 +83,9 @@
 //     the port's addresses; a received frame's lookup takes its read
 //     side), a CQ's mu (its completions and notification), txqMu (the
 //     transmit queue, queued callbacks, the QPs waiting for a turn,
-//     portFull, txQueued), the message alarm's mu and decMu (the spare
-//     frame decoders).
+//     portFull, txQueued; under it, a PacedPort's SendFrame, which only
+//     queues), the message alarm's mu, decMu (the spare frame decoders)
+//     and frameMu (the spare frame buffers).
 //
 // Counters (Stats), the receive-fault policy and FrameLeft's count are
 // atomics: nothing waits for a lock to count or to read them, and a
@@ -288,6 +289,11 @@ type Transport struct {
 	// queued, so the frame queued n-th has left once left >= n.
 	txQueued uint64
 	left     atomic.Uint64
+
+	// frameMu (a leaf) guards frames, the buffers RecycleFrame gave
+	// back (frameBuf).
+	frameMu sync.Mutex
+	frames  [][]byte
 }
 
 // decMu guards decs, the decoders not in use: a decoder is one frame's

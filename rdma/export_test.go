@@ -12,3 +12,6 @@ func PagerTasks(e *Engine) int { return e.tasks.running() }
 
 // RCRecvFaultPolicy is the receive-fault policy of e's running transport.
 func RCRecvFaultPolicy(e *Engine) ibrc.FaultPolicy { return e.rc.Load().RecvFaultPolicy() }
+
+// RCStats is the counters of e's running transport.
+func RCStats(e *Engine) ibrc.Stats { return e.rc.Load().Stats() }

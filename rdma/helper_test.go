@@ -50,7 +50,8 @@ type node struct {
 	ethEP *port.Endpoint
 	eth   *ethCounter
 	irqs  atomic.Int64
-	odp   odpState // with nodeOpts.odp
+	irq   chan struct{} // a token per interrupt, dropped when one waits already
+	odp   odpState      // with nodeOpts.odp
 	ip    [4]byte
 	mac   [6]byte
 	qpn   uint32
@@ -79,7 +80,8 @@ type nodeOpts struct {
 
 func newNodeWith(t testing.TB, wire port.Port, last byte, o nodeOpts) *node {
 	t.Helper()
-	n := &node{ip: [4]byte{192, 0, 2, last}, mac: [6]byte{2, 0, 0, 0, 0, last}, qpn: 0x100 + uint32(last), eth: &ethCounter{}}
+	n := &node{ip: [4]byte{192, 0, 2, last}, mac: [6]byte{2, 0, 0, 0, 0, last}, qpn: 0x100 + uint32(last), eth: &ethCounter{},
+		irq: make(chan struct{}, 1)}
 	n.g = atstest.NewGuest(t, 32<<20)
 	var err error
 	if n.x, err = ats.New(ats.Config{Mem: n.g.Mem}); err != nil {
@@ -92,7 +94,13 @@ func newNodeWith(t testing.TB, wire port.Port, last byte, o nodeOpts) *node {
 	}
 	n.as = n.g.NewAddressSpace()
 	pt.Set(pasid, n.as)
-	cfg := rdma.Config{Mem: n.g.Mem, Xlat: n.x, MAC: n.mac, Interrupt: func(int) { n.irqs.Add(1) }, Trace: o.trace}
+	cfg := rdma.Config{Mem: n.g.Mem, Xlat: n.x, MAC: n.mac, Interrupt: func(int) {
+		n.irqs.Add(1)
+		select {
+		case n.irq <- struct{}{}:
+		default:
+		}
+	}, Trace: o.trace}
 	if o.odp {
 		n.newPRI(t, o.priAlloc, o.trace)
 		cfg.PRI = n.odp.pri

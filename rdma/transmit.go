@@ -147,6 +147,7 @@ func (t *transmitter) run() {
 			}
 		}
 		f.rc.FrameLeft()
+		f.rc.RecycleFrame(f.frame) // the port and the receive path keep no frame
 	}
 }
 

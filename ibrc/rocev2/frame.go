@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -58,6 +59,14 @@ func BuildFrame(p *Path, h *Headers, payloadLen int, fill func(payload []byte) e
 	return appendFrame(nil, p, h, payloadLen, fill)
 }
 
+// AppendFrameFill is BuildFrame appending to dst, as AppendFrame does:
+// with a recycled dst of enough capacity it allocates nothing. fill must
+// write the whole payload slice (what it leaves is dst's old bytes). An
+// error from fill is returned with dst as it was.
+func AppendFrameFill(dst []byte, p *Path, h *Headers, payloadLen int, fill func(payload []byte) error) ([]byte, error) {
+	return appendFrame(dst, p, h, payloadLen, fill)
+}
+
 func appendFrame(dst []byte, p *Path, h *Headers, payloadLen int, fill func([]byte) error) ([]byte, error) {
 	op := h.BTH.Opcode
 	pad := (4 - payloadLen%4) % 4
@@ -65,8 +74,13 @@ func appendFrame(dst []byte, p *Path, h *Headers, payloadLen int, fill func([]by
 	frameLen := 14 + ipLen
 	total := max(frameLen, MinFrameLen)
 	start := len(dst)
-	dst = append(dst, make([]byte, total)...)
+	dst = slices.Grow(dst, total)[:start+total]
 	f := dst[start:]
+	// Every byte but the payload's is zeroed (fields left 0, the pad,
+	// the padding of a short frame): the payload is fill's.
+	hdrEnd := 14 + 20 + 8 + BTHLen + op.HeaderLen()
+	clear(f[:hdrEnd])
+	clear(f[hdrEnd+payloadLen:])
 	copy(f[0:6], p.DstMAC[:])
 	copy(f[6:12], p.SrcMAC[:])
 	binary.BigEndian.PutUint16(f[12:14], 0x0800)
