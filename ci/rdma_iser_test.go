@@ -274,3 +274,43 @@ func TestRDMAISER(t *testing.T) {
 		npfnicLogClean(t, p.B)
 	})
 }
+
+// storageCheck is npfnic exp storage's workload at a small size, on the
+// pair of TestRDMAInteropWithRxe (its npfnic guest booted with
+// testbed.StorageAppend): tgtd in the npfnic guest under odp=all (tgt
+// unmodified, its 128 MiB iSER pool registered on demand), inside a
+// cgroup v2 whose memory.max (64 MiB) is half the pool, which a pinned
+// tgtd could not register; its LUN a RAM disk filled with blockpat's
+// pattern. The rxe guest's ib_iser logs in and npfnic-guest randread reads
+// 512 KiB blocks at random for 3 s, checking every block. tgtd's VmRSS
+// must stay under the limit (so below the pool), the cgroup's OOM
+// killer must not have run, and odp goes back to explicit.
+func storageCheck(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed.RDMAGuest) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const limitMiB, ramMiB = 64, 32
+	script := fmt.Sprintf("modprobe brd rd_size=%d && /bin/npfnic-guest fill-pattern /dev/ram0 %d", ramMiB<<10, ramMiB)
+	if _, err := npf.Shell(ctx, script); err != nil {
+		t.Fatalf("storage check: RAM disk: %v", err)
+	}
+	defer func() {
+		_, _ = npf.Shell(ctx, "echo explicit > /sys/module/npfnic/parameters/odp")
+		if _, err := npf.Shell(ctx, "rmmod brd"); err != nil {
+			t.Errorf("storage check: rmmod brd: %v", err)
+		}
+	}()
+	res, err := p.Storage(ctx, npf, rxe, testbed.StorageRun{Backing: "/dev/ram0", PoolMiB: workload.ISERMinPoolMiB,
+		MemMaxMiB: limitMiB, ODP: "all", BS: 512 << 10, Jobs: 2, Warm: time.Second, Run: 3 * time.Second, Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("storage check: %v", err)
+	}
+	if res.NoStart != "" {
+		t.Fatalf("storage check: tgtd under odp=all in %d MiB did not serve: %s", limitMiB, res.NoStart)
+	}
+	t.Logf("storage check, npfnic tgtd under odp=all in memory.max %d MiB (pool %d MiB): %.2f MB/s of 512 KiB random reads, all verified; tgtd RSS %d KiB (peak %d), cgroup %d KiB, in %.1fs",
+		limitMiB, workload.ISERMinPoolMiB, res.MBps, res.RSSKiB, res.HWMKiB, res.CgroupKiB, res.Took.Seconds())
+	if res.IOs == 0 || res.HWMKiB >= limitMiB<<10 || res.OOMKills != 0 {
+		t.Fatalf("storage check: %d reads, tgtd's peak RSS %d KiB (limit %d MiB), %d OOM kills", res.IOs, res.HWMKiB, limitMiB, res.OOMKills)
+	}
+}
