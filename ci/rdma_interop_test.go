@@ -42,19 +42,14 @@ func rdmaPairParams(t *testing.T, name string, a, b testbed.RDMAKind, pcap, para
 }
 
 // rdmaPairOn is rdmaPairParams on another image built on the RDMA one.
-// Each of more changes the pair's configuration before it boots.
-func rdmaPairOn(t *testing.T, v images.Variant, name string, a, b testbed.RDMAKind, pcap, params string, more ...func(*testbed.RDMAPairConfig)) *testbed.RDMAPair {
+func rdmaPairOn(t *testing.T, v images.Variant, name string, a, b testbed.RDMAKind, pcap, params string) *testbed.RDMAPair {
 	t.Helper()
 	imgs := needImages(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cfg := testbed.RDMAPairConfig{Images: imgs, A: a, B: b, Name: name, Variant: v,
+	p, err := testbed.StartRDMAPair(ctx, testbed.RDMAPairConfig{Images: imgs, A: a, B: b, Name: name, Variant: v,
 		LogDir: logDir(t, name), Pcap: pcap, Progress: t.Logf, MinAckTimeout: vmTestMinAckTimeout,
-		NPFNICParams: params}
-	for _, f := range more {
-		f(&cfg)
-	}
-	p, err := testbed.StartRDMAPair(ctx, cfg)
+		NPFNICParams: params})
 	if err != nil {
 		t.Fatalf("RDMA pair %s-%s: %v", a, b, err)
 	}
@@ -151,9 +146,7 @@ func TestRDMAInteropWithRxe(t *testing.T) {
 	if fullVMTests() {
 		pcap = filepath.Join(logDir(t, "capture"), "rdma-rxe.pcap")
 	}
-	// npfnic's guest gets cgroup v2's memory controller for storageCheck.
-	p := rdmaPairOn(t, images.VariantRDMA, "rdma-rxe", testbed.RDMANPFNIC, testbed.RDMARxe, pcap, "",
-		func(c *testbed.RDMAPairConfig) { c.AppendA = testbed.StorageAppend })
+	p := rdmaPair(t, "rdma-rxe", testbed.RDMANPFNIC, testbed.RDMARxe, pcap)
 	t.Run("verbs", func(t *testing.T) { rdmaVerbsWithRxe(t, p) })
 	conns := 0
 	t.Run("rdma_cm", func(t *testing.T) { conns = rdmaCMWithRxe(t, p) })

@@ -280,11 +280,13 @@ func (p *RDMAPair) storageNoStart(ctx context.Context, target *RDMAGuest, res *S
 	mem, _ := target.Shell(ctx, "cd "+storageCgroup+" && echo max $(cat memory.max) peak $(cat memory.peak 2>/dev/null) && head -n 8 memory.stat")
 	log += "; " + strings.Join(strings.Fields(mem), " ")
 	alive, _ := target.Shell(ctx, "pidof tgtd || true")
+	// tgtd sets its oom_score_adj to -1000: the cgroup's OOM killer runs
+	// (oom_kill counts) but finds no victim, and the registration fails.
 	switch {
-	case res.OOMKills > 0:
-		res.NoStart = fmt.Sprintf("tgtd OOM-killed in its cgroup (%d kills; %s)", res.OOMKills, log)
 	case strings.Contains(log, "reg_mr") || strings.Contains(log, "register"):
-		res.NoStart = "tgtd could not register its pool: " + strings.ReplaceAll(log, "\n", "; ")
+		res.NoStart = fmt.Sprintf("tgtd could not register its pool (%d OOM kills): %s", res.OOMKills, strings.ReplaceAll(log, "\n", "; "))
+	case res.OOMKills > 0:
+		res.NoStart = fmt.Sprintf("tgtd OOM-killed in its cgroup (%d kills; %s)", res.OOMKills, strings.ReplaceAll(log, "\n", "; "))
 	case alive == "":
 		res.NoStart = "tgtd exited: " + strings.ReplaceAll(log, "\n", "; ")
 	default:
