@@ -37,6 +37,7 @@ var expStorage = experiment{
 		jobs := fs.Int("jobs", 2, "readers per session")
 		warm := fs.Duration("warm", 4*time.Second, "reads before the measurement")
 		run := fs.Duration("time", 8*time.Second, "measured reads")
+		recvFault := fs.String("recv-fault", "", "the npfnic target's RC receive-fault policy (rnr or drop; default the driver's)")
 		return func(x expRun) (expRunFunc, error) {
 			var ps []testbed.RDMAKind
 			for _, s := range strings.Split(*peers, ",") {
@@ -70,7 +71,7 @@ var expStorage = experiment{
 				return nil, err
 			}
 			c := storage.Config{Env: x.Env, Peers: ps, Rounds: x.Rounds, DiskMiB: *disk, PoolMiB: *pool, ReadMBps: *readMBps,
-				Limits: ls, FixedMiB: *fixed, Sessions: ss, Blocks: bs, NoSessions: *noB, Jobs: *jobs, Warm: *warm, Run: *run,
+				Limits: ls, FixedMiB: *fixed, Sessions: ss, Blocks: bs, NoSessions: *noB, Jobs: *jobs, Warm: *warm, Run: *run, RecvFault: *recvFault,
 				MemoryMiB: x.MemoryMiB, CPUs: x.CPUs}
 			if err := c.Validate(); err != nil {
 				return nil, err

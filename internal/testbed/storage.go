@@ -30,6 +30,9 @@ type StorageRun struct {
 	// MR on demand: NPF) or "explicit" (tgt as shipped: pinned). "" for
 	// an rdma_rxe target, which pins.
 	ODP string
+	// RecvFault, if set, is the npfnic target's RC receive-fault policy
+	// (RecvFaultRNR, RecvFaultDrop) for the run.
+	RecvFault string
 	// Sessions is the number of targets and sessions (default 1).
 	Sessions int
 	// BS, Jobs, Warm, Run are randread's (Jobs per session).
@@ -166,6 +169,11 @@ func (p *RDMAPair) Storage(ctx context.Context, target, initiator *RDMAGuest, r 
 	}
 	if out, err := target.Shell(ctx, "test -b "+r.Backing+" || { echo no block device "+r.Backing+": $(ls /sys/block) >&2; exit 1; }"); err != nil {
 		return res, fmt.Errorf("backing store: %v %s", err, out)
+	}
+	if r.RecvFault != "" {
+		if err := target.SetRecvFault(ctx, r.RecvFault); err != nil {
+			return res, err
+		}
 	}
 	// Every run starts with the target's page cache cold.
 	if _, err := target.Shell(ctx, "sync; echo 3 > /proc/sys/vm/drop_caches"); err != nil {

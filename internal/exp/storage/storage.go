@@ -79,6 +79,9 @@ type Config struct {
 	// Jobs are randread's readers per session; Warm and Run its times.
 	Jobs      int
 	Warm, Run time.Duration
+	// RecvFault is the npfnic target's receive-fault policy ("": the
+	// driver's).
+	RecvFault string
 	// MemoryMiB and CPUs are each guest's.
 	MemoryMiB, CPUs int
 }
@@ -124,6 +127,9 @@ func (c *Config) Validate() error {
 		if n < 1 || n > 8 {
 			return fmt.Errorf("%d sessions: want 1 to 8", n)
 		}
+	}
+	if c.RecvFault != "" && c.RecvFault != testbed.RecvFaultRNR && c.RecvFault != testbed.RecvFaultDrop {
+		return fmt.Errorf("receive-fault policy %q: want %s or %s", c.RecvFault, testbed.RecvFaultRNR, testbed.RecvFaultDrop)
 	}
 	if c.LogDir == "" {
 		return errors.New("storage: Config.LogDir is required")
@@ -210,7 +216,7 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 				rctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 				r.StorageResult, r.Err = p.Storage(rctx, p.A, p.B, testbed.StorageRun{Backing: "/dev/vda", PoolMiB: c.PoolMiB,
 					MemMaxMiB: a.LimitMiB, ODP: odp, Sessions: a.Sessions, BS: a.BS, Jobs: c.Jobs, Warm: c.Warm, Run: c.Run,
-					Logf: func(f string, args ...any) { c.Logf("  "+f, args...) }})
+					RecvFault: c.RecvFault, Logf: func(f string, args ...any) { c.Logf("  "+f, args...) }})
 				cancel()
 			}
 			switch {
