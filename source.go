@@ -21,5 +21,5 @@ import "embed"
 //
 //go:embed go.mod go.sum
 //go:embed guestdrv/Kbuild guestdrv/*.c guestdrv/*.h guestdrv/mpi/*.c
-//go:embed guestdrv/agent/*.go guestdrv/cmd/*/*.go vdevice/hw/*.go
+//go:embed guestdrv/agent/*.go guestdrv/cmd/*/*.go vdevice/hw/*.go internal/blockpat/blockpat.go
 var Source embed.FS

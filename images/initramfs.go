@@ -145,11 +145,12 @@ func init() {
 // (nvmet_rdma, with nvmet and configfs, through which it is set up) and
 // brd, the RAM disks that back its namespaces; and iSER's initiator
 // (ib_iser, with libiscsi and scsi_transport_iscsi) with sd_mod for the
-// disks its sessions bring (tgt's target runs in user space).
+// disks its sessions bring (tgt's target runs in user space); virtio_blk
+// for the storage experiment's disk (npfnic exp storage).
 var guestModules = map[Variant][]string{
 	VariantBase: append([]string{"e1000e", "virtio_net", "virtio_pci", "tun"}, agent.DriverDeps...),
 	VariantRDMA: {"crc32_generic", "rdma_rxe", "ib_uverbs", "rdma_ucm", "rdma_cm", "zram",
-		"nvme_rdma", "nvmet_rdma", "configfs", "brd", "ib_iser", "sd_mod"},
+		"nvme_rdma", "nvmet_rdma", "configfs", "brd", "ib_iser", "sd_mod", "virtio_blk"},
 }
 
 const passwd = "root:x:0:0:root:/root:/bin/sh\nmemcache:x:100:100:memcached:/nonexistent:/bin/false\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"

@@ -48,6 +48,7 @@ var experiments = []command{
 	{"rdma", expRDMA.run, "unmodified perftest between two guests: rdma_rxe and npfnic paired every way, bandwidth and latency against rxe-rxe"},
 	{"rnpf-rate", expRNPFRate.run, "Lesokhin et al. ASPLOS'17, Figure 10: stream throughput against the rate of synthetic receive faults, minor and major: TCP with the backup ring vs drop (left), or with -transport rc ib_send_bw --odp with RNR NAK vs drop (right)"},
 	{"rnr", expRNR.run, "RC throughput vs receive-fault rate: RNR NAK vs drop-and-timeout (Lesokhin et al. ASPLOS'17, Fig. 10 right)"},
+	{"storage", expStorage.run, "seed 000's Figure 8: tgt over iSER in a memory-limited cgroup, pinned and NPF (odp=all)"},
 }
 
 // lookup finds name in a table.

@@ -152,7 +152,7 @@ func TestBadCommandLine(t *testing.T) {
 		{[]string{"nope"}, "npfnic: unknown command \"nope\"\nrun 'npfnic -h' for usage\n"},
 		{[]string{"-nope"}, "npfnic: flag provided but not defined: -nope\nrun 'npfnic -h' for usage\n"},
 		{[]string{"help", "nope"}, "npfnic help: unknown command \"nope\"\nrun 'npfnic help -h' for usage\n"},
-		{[]string{"exp", "nope"}, "npfnic exp: unknown experiment \"nope\" (want cold-ring, conformance, datapath, fault-cost, mpi, overcommit, rdma, rnpf-rate, rnr)\nrun 'npfnic exp -h' for usage\n"},
+		{[]string{"exp", "nope"}, "npfnic exp: unknown experiment \"nope\" (want cold-ring, conformance, datapath, fault-cost, mpi, overcommit, rdma, rnpf-rate, rnr, storage)\nrun 'npfnic exp -h' for usage\n"},
 		{[]string{"exp", "-m", "512"}, "npfnic exp: -m: flags go after the experiment's name (npfnic exp NAME -m)\nrun 'npfnic exp -h' for usage\n"},
 	}
 	for _, p := range paths() {
@@ -236,7 +236,7 @@ func TestValidateBeforeImages(t *testing.T) {
 	var tcs []tc
 	// Every experiment that boots guests: the defaults pass, and the
 	// common flags are checked.
-	defs := []experiment{expColdRing, expConformance, expDatapath, expFaultCost, expMPI, expOvercommit, expRDMA, expRNPFRate, expRNR}
+	defs := []experiment{expColdRing, expConformance, expDatapath, expFaultCost, expMPI, expOvercommit, expRDMA, expRNPFRate, expRNR, expStorage}
 	for i, e := range experiments {
 		if i >= len(defs) || defs[i].name != e.name {
 			t.Fatalf("experiment %q is not in this test's list", e.name)

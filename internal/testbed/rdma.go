@@ -114,7 +114,15 @@ type RDMAPairConfig struct {
 	// set it: ibv_rc_pingpong's 67 ms times eight is shorter than the
 	// stalls of a TCG guest on a loaded host.
 	MinAckTimeout time.Duration
-	Progress      func(format string, args ...any)
+	// DiskA, if set, is a raw image file guest A gets as a virtio-blk
+	// disk (its /dev/vda, module virtio_blk); DiskReadBps, if set,
+	// throttles its reads in QEMU (a disk slower than the host's page
+	// cache, for the storage experiment).
+	DiskA       string
+	DiskReadBps int64
+	// AppendA is added to guest A's kernel command line.
+	AppendA  string
+	Progress func(format string, args ...any)
 }
 
 // The pair's addresses: 10.81.0.1 (A) and 10.81.0.2 (B).
@@ -170,6 +178,16 @@ func StartRDMAPair(ctx context.Context, c RDMAPairConfig) (_ *RDMAPair, err erro
 		cfg := vm.Config{Name: c.Name + "-" + side, Images: c.Images, Variant: cmp.Or(c.Variant, images.VariantRDMA),
 			MemoryMiB: c.MemoryMiB, CPUs: c.CPUs, Accel: accel, LogDir: filepath.Join(c.LogDir, side), AllowReboot: c.AllowReboot}
 		listen := i == 0
+		if i == 0 {
+			cfg.Append = c.AppendA
+		}
+		if i == 0 && c.DiskA != "" {
+			drive := "file=" + c.DiskA + ",format=raw,if=none,id=disk0"
+			if c.DiskReadBps > 0 {
+				drive += fmt.Sprintf(",throttling.bps-read=%d", c.DiskReadBps)
+			}
+			cfg.ExtraArgs = append(cfg.ExtraArgs, "-drive", drive, "-device", "virtio-blk-pci,drive=disk0")
+		}
 		switch k {
 		case RDMARxe:
 			cfg.NICs = []vm.QEMUNIC{{Model: "virtio-net-pci", MAC: fmt.Sprintf("52:54:00:81:00:%02x", i+1),

@@ -43,6 +43,10 @@ const usage = `usage:
   npfnic-guest pageout   PID INTERVAL_MS DURATION_MS
                                              page PID's anonymous memory out, again
                                              every INTERVAL_MS for DURATION_MS (0: once)
+  npfnic-guest randread BS JOBS WARM_MS RUN_MS DEVICE...
+                                             O_DIRECT random reads of BS bytes, JOBS readers
+                                             per device, each block checked (randread.go)
+  npfnic-guest fill-pattern FILE MIB         write MIB MiB of the pattern randread checks
   npfnic-guest rsh-serve ADDR                run the commands rsh sends to ADDR (HOST[:PORT])
   npfnic-guest rsh       HOST COMMAND...     run COMMAND on HOST's rsh-serve, as ssh would
                                              (Open MPI's plm_rsh_agent; rsh.go)
@@ -63,6 +67,10 @@ type command struct {
 	file   string
 	argv   []string      // rsh
 	pid    int           // pageout
+	bs     int           // randread
+	jobs   int           // randread
+	warm   time.Duration // randread
+	devs   []string      // randread
 	every  time.Duration // pageout
 	total  time.Duration // pageout
 }
@@ -187,6 +195,31 @@ func parseCommand(args []string) (command, error) {
 			return c, err
 		}
 		return c, nil
+	case "randread":
+		c.name = args[0]
+		if len(args) < 6 {
+			return c, fmt.Errorf("randread: want BS JOBS WARM_MS RUN_MS DEVICE..., got %d arguments", len(args)-1)
+		}
+		var v [4]uint32
+		for i, what := range []string{"block size", "jobs", "warm-up", "run time"} {
+			if v[i], err = parseU32(what, args[1+i]); err != nil {
+				return c, err
+			}
+		}
+		c.bs, c.jobs = int(v[0]), int(v[1])
+		c.warm, c.total = time.Duration(v[2])*time.Millisecond, time.Duration(v[3])*time.Millisecond
+		c.devs = args[5:]
+		return c, nil
+	case "fill-pattern":
+		c.name = args[0]
+		if err := need(3); err != nil {
+			return c, err
+		}
+		c.file = args[1]
+		if c.length, err = parseU32("size in MiB", args[2]); err != nil {
+			return c, err
+		}
+		return c, nil
 	case "pageout":
 		c.name = args[0]
 		if err := need(4); err != nil {
@@ -272,6 +305,10 @@ func run(c command) error {
 		return zramSwap(c.length)
 	case "pageout":
 		return pageout(c.pid, c.every, c.total)
+	case "randread":
+		return randRead(c.bs, c.jobs, c.warm, c.total, c.devs, os.Stdout)
+	case "fill-pattern":
+		return fillPattern(c.file, int(c.length))
 	}
 	return fmt.Errorf("unknown command %q", c.name)
 }
