@@ -143,10 +143,7 @@ func Report(c Config, results []Result) *runner.Outcome {
 func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 	var rows [][]string
 	for _, r := range results {
-		e := ""
-		if r.Err != nil {
-			e = runner.FirstLine(r.Err.Error())
-		}
+		e := runner.ErrCell(r.Err)
 		rows = append(rows, report.Row(r.Round, string(r.Reg), r.Instances, r.Out.Started, r.Out.Aggregate,
 			r.Out.AvailBefore, r.Out.AvailServing, r.Out.Faults, strings.Join(r.Out.Failed, "; "), e))
 	}

@@ -234,10 +234,7 @@ func Report(c Config, results []Result) *runner.Outcome {
 func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 	var rows [][]string
 	for _, r := range results {
-		errText := ""
-		if r.Err != nil {
-			errText = runner.FirstLine(r.Err.Error())
-		}
+		errText := runner.ErrCell(r.Err)
 		rows = append(rows, report.Row(r.Round, r.Pair.String(), r.Test, r.Value, errText))
 	}
 	cells := Summarize(c, results)

@@ -88,10 +88,7 @@ func RCRunsHeader() []string {
 func RCRunsRows(results []RCResult) [][]string {
 	var rows [][]string
 	for _, r := range results {
-		errText := ""
-		if r.Err != nil {
-			errText = runner.FirstLine(r.Err.Error())
-		}
+		errText := runner.ErrCell(r.Err)
 		k := r.Counters
 		rows = append(rows, report.Row(r.Round, r.Sender, r.Policy, r.Fault, RateText(r.PPM), r.PPM, r.MsgSize, r.Seconds, k.Messages, r.MBps(), r.MsgsPerSec(),
 			k.Injected, k.Skipped, k.Rate(), k.Faults, k.RNRNaks, k.FaultDrops, k.NoWQENaks,

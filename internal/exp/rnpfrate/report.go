@@ -98,10 +98,7 @@ func RunsRows(results []Result) [][]string {
 		if r.Iperf != nil {
 			bytes, secs, iperfRetr = r.Iperf.Bytes, r.Iperf.Seconds, r.Iperf.Retransmits
 		}
-		errText := ""
-		if r.Err != nil {
-			errText = runner.FirstLine(r.Err.Error())
-		}
+		errText := runner.ErrCell(r.Err)
 		k := r.Counters
 		rows = append(rows, report.Row(r.Round, r.Policy, r.Fault, RateText(r.PPM), r.PPM, r.Mbps(), bytes, secs,
 			k.RxPackets, k.Injected, k.Skipped, k.Rate(), k.Faults, k.BackupPkts, k.FaultDrops, k.LateDMA,

@@ -307,5 +307,13 @@ func FirstLine(s string) string {
 	return l
 }
 
+// ErrCell is err's first line for a CSV cell, "" for nil.
+func ErrCell(err error) string {
+	if err == nil {
+		return ""
+	}
+	return FirstLine(err.Error())
+}
+
 // ErrNothing is what an experiment that measured nothing returns.
 var ErrNothing = errors.New("nothing was measured (see the failures above)")

@@ -162,10 +162,7 @@ func Report(c Config, results []Result) *runner.Outcome {
 func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 	var rows [][]string
 	for _, r := range results {
-		e := ""
-		if r.Err != nil {
-			e = runner.FirstLine(r.Err.Error())
-		}
+		e := runner.ErrCell(r.Err)
 		rows = append(rows, report.Row(r.Round, r.Part, string(r.Peer), r.Config, r.LimitMiB, r.Sessions, r.BS,
 			r.NoStart, r.MBps, r.IOs, r.RSSKiB, r.HWMKiB, r.CgroupKiB, r.FileKiB, r.AnonKiB, r.OOMKills, r.Took.Seconds(), e))
 	}
