@@ -26,7 +26,7 @@ func TestE1000eEndToEnd(t *testing.T) {
 	}
 	c := datapath.Config{
 		Env:  runner.Env{Images: a, LogDir: logDir(t, "datapath"), Progress: testWriter{t}, Accel: guestAccel(t, a)},
-		NICs: nics, IperfTime: 2 * time.Second, MemaslapTime: 2 * time.Second,
+		NICs: nics, IperfTime: 2 * time.Second, MemaslapTime: 2 * time.Second, Rounds: 1,
 	}
 	results, err := datapath.Run(ctx, c)
 	if err != nil {

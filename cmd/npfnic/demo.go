@@ -153,6 +153,7 @@ func runDemo(ctx context.Context, args []string) error {
 	c := datapath.Config{
 		Env:  runner.Env{Images: a, LogDir: filepath.Join(logDir, "traffic"), Progress: &stampWriter{w: os.Stdout, start: start}, Accel: accel},
 		NICs: nics, IperfTime: *traffic, MemaslapTime: *traffic, MemoryMiB: *gf.mem, CPUs: *gf.cpus,
+		Rounds: 1, // a showing, not a measurement
 	}
 	results, err := datapath.Run(ctx, c)
 	if len(results) > 0 {
