@@ -5,7 +5,7 @@
 # modules) on the first run and reuse the cache (~/.cache/npfnic) after.
 
 GO       ?= go
-FUZZTIME ?= 4s
+FUZZTIME ?= 3s
 FUZZMINIMIZETIME ?= 100x
 FUZZ ?=
 export PATH := $(PATH):/usr/local/go/bin
@@ -41,7 +41,9 @@ vmtest: images
 	NPFNIC_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 40m -v ./ci/...
 
 # The VM tests with the repeats make test leaves out to stay within 25
-# minutes (NPFNIC_VM_FULL=1: the hostile user space between two npfnics).
+# minutes (NPFNIC_VM_FULL=1: the hostile user space between two npfnics,
+# every iSER and NVMe-oF pairing, 64 MiB of Ethernet integrity, the whole
+# ODP fork churn and odp=all's ib_write_bw, overcommit's pinned steps).
 vmtest-full: images
 	NPFNIC_VM_FULL=1 NPFNIC_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 60m -v ./ci/...
 
