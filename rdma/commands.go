@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"math/bits"
+	"slices"
+	"time"
 
 	"github.com/npfnic/npfnic/ibrc"
 	"github.com/npfnic/npfnic/ibrc/rxeq"
@@ -167,6 +169,7 @@ func (w *worker) resizeCQ(n uint32, b []byte) uint32 {
 	if !ok || c.broken {
 		return hw.RDMACmdErrParam
 	}
+	w.settleLocalSends(c)
 	w.drainCQ(c) // the engine's completions go to the old ring first, in order
 	dma := w.e.cfg.Mem.NewStream(streamName("cq", n))
 	dma.Own(g.Base, g.Size)
@@ -192,6 +195,42 @@ func (w *worker) resizeCQ(n uint32, b []byte) uint32 {
 	w.wait(old.Done())
 	return hw.RDMACmdOK
 }
+
+// settleLocalSends completes, before RESIZE_CQ weighs what is pending on
+// c, the UD sends posted to the QPs that complete into c: a UD send needs
+// nothing from a peer, so a device sending at wire speed has completed
+// them by the time a later command arrives, and rdma-core's
+// test_resize_cq counts on that (posting sends, then shrinking the CQ
+// below them). RC sends wait for their peer and are not waited for; nor
+// is a port that does not take frames for longer than localSendWait.
+func (w *worker) settleLocalSends(c *cq) {
+	var ud []*qp
+	for _, q := range w.qps {
+		if q != nil && q.scq == c && q.lim.UD {
+			w.pumpSQ(q)
+			ud = append(ud, q)
+		}
+	}
+	deadline := time.Now().Add(localSendWait)
+	for {
+		w.drainCQ(c)
+		if !slices.ContainsFunc(ud, func(q *qp) bool { return len(q.signaled) > 0 }) || time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-time.After(localSendPoll):
+		case <-w.e.done:
+			return
+		}
+	}
+}
+
+// localSendWait bounds how long RESIZE_CQ waits for the engine to send
+// what was posted before it; localSendPoll is how often it looks.
+const (
+	localSendWait = 100 * time.Millisecond
+	localSendPoll = 50 * time.Microsecond
+)
 
 // cqBacklog bounds the completions the engine's queue holds for the
 // worker.

@@ -7,6 +7,7 @@ import (
 	"github.com/npfnic/npfnic/ibrc"
 	"github.com/npfnic/npfnic/rdma/rdmatest"
 	"github.com/npfnic/npfnic/vdevice/hw"
+	"github.com/npfnic/npfnic/vdevice/port"
 )
 
 // TestResizeCQ: RESIZE_CQ moves the completions user space has not
@@ -49,5 +50,34 @@ func TestResizeCQ(t *testing.T) {
 	}
 	if !bytes.Equal(b.g.Bytes(b.rcq.Base, 384+256*64), oldSlots) {
 		t.Fatal("the old ring was written after RESIZE_CQ")
+	}
+}
+
+// TestResizeCQBelowPostedUDSends: UD sends posted just before RESIZE_CQ
+// count as pending on their CQ, so shrinking it below them is refused, as
+// rdma-core's test_resize_cq expects: it posts the sends and resizes
+// without polling in between.
+func TestResizeCQBelowPostedUDSends(t *testing.T) {
+	pa, pb := port.Pipe(256)
+	a, b := newNode(t, pa, 1), newNode(t, pb, 2)
+	const aUD, bUD = 0x400, 0x500
+	asq, _ := a.udQP(t, aUD)
+	b.udQP(t, bUD)
+	for round := range 20 {
+		small := rdmatest.NewQueue(a.g, 4, 6) // three usable slots
+		a.must(t, rdmatest.ResizeCQ(sendCQ, small))
+		a.scq = small
+		for i := range 3 {
+			a.post(t, asq, aUD, rdmatest.Send{ID: uint64(i), Opcode: hw.IBVWRSend, Flags: sig, UD: udTo(b, bUD, udQKey, 0)})
+		}
+		tiny := rdmatest.NewQueue(a.g, 2, 6)
+		if st, _, _ := a.d.Run(rdmatest.ResizeCQ(sendCQ, tiny)); st != hw.RDMACmdErrParam {
+			t.Fatalf("round %d: RESIZE_CQ below three posted UD sends: status %d, want PARAM", round, st)
+		}
+		for i, c := range poll(t, small, 3) {
+			if c.Status != ibrc.WCSuccess || c.WRID != uint64(i) {
+				t.Fatalf("round %d: completion %d %+v", round, i, c)
+			}
+		}
 	}
 }
