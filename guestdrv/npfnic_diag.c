@@ -24,10 +24,12 @@
  *    (npfnic_iopt.c), or per million RDMA messages received into
  *    on-demand paging MRs (npfnic_ib_odp.c), from the module parameter of
  *    the same name at probe; a write takes effect at the next frame;
- *  - rdma_recv_fault (read, write "rnr" or "drop", with the RDMA device):
- *    what the device's RC responder does on a receive fault, an RNR NAK
- *    (the default) or a silent drop the sender recovers from by its ACK
- *    timeout; a write takes effect at the next fault;
+ *  - rdma_recv_fault (read, write "rnr", "drop" or "hold", with the RDMA
+ *    device): what the device's RC responder does on a receive fault, an
+ *    RNR NAK (the default), a silent drop the sender recovers from by its
+ *    ACK timeout, or (interface 2.11) holding the request in the device
+ *    until the page arrives, for peers whose RNR retry count is 0 (an
+ *    older device reads back "rnr"); a write takes effect at the next fault;
  *  - odp_prefault_pages (read, write 1..NPFNIC_RDMA_MAX_PREFAULT, with on-demand
  *    paging on an interface 2.9 device): the pages one RDMA page fault asks
  *    for, the faulting one and those after it that its request touches
@@ -536,6 +538,7 @@ DEFINE_DEBUGFS_ATTRIBUTE(npfnic_fault_ahead_fops, npfnic_fault_ahead_get, npfnic
 static const char * const npfnic_recv_fault_names[] = {
 	[NPFNIC_RDMA_RECV_FAULT_RNR] = "rnr",
 	[NPFNIC_RDMA_RECV_FAULT_DROP] = "drop",
+	[NPFNIC_RDMA_RECV_FAULT_HOLD] = "hold",
 };
 
 static ssize_t npfnic_recv_fault_read(struct file *file, char __user *ubuf, size_t len,

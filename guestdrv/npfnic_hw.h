@@ -31,7 +31,7 @@
 #define NPFNIC_DIAG_ECHO_MAX             0x10000 /* most rounds one DIAG_ECHO_CTRL write runs */
 #define NPFNIC_DIAG_ECHO_GAP_MAX         0xf4240 /* largest NPFNIC_REG_DIAG_ECHO_GAP (microseconds) */
 #define NPFNIC_MAGIC                     0x4e50464e /* value of NPFNIC_REG_ID */
-#define NPFNIC_INTERFACE_VERSION         0x2000a /* value of NPFNIC_REG_VERSION */
+#define NPFNIC_INTERFACE_VERSION         0x2000b /* value of NPFNIC_REG_VERSION */
 #define NPFNIC_DIAG_DMA_CTRL_START       0x1 /* start; ignored while NPFNIC_DIAG_DMA_STATUS_BUSY */
 #define NPFNIC_DIAG_DMA_CTRL_ABORT       0x2 /* stop a running DMA; BUSY until no byte will be written */
 #define NPFNIC_DIAG_DMA_STATUS_IDLE      0x0
@@ -449,6 +449,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_RDMA_CQ_ARM_SOLICITED     0x80000000 /* NPFNIC_REG_CQ_ARM: solicited completions only */
 #define NPFNIC_RDMA_RECV_FAULT_RNR       0x0 /* NPFNIC_REG_RDMA_RECV_FAULT: RNR NAK (default) */
 #define NPFNIC_RDMA_RECV_FAULT_DROP      0x1 /* NPFNIC_REG_RDMA_RECV_FAULT: drop, the sender times out */
+#define NPFNIC_RDMA_RECV_FAULT_HOLD      0x2 /* NPFNIC_REG_RDMA_RECV_FAULT: hold in the device until the page arrives */
 #define NPFNIC_RDMA_STATUS_ALIGN         0x40 /* alignment of the RDMA status block */
 #define NPFNIC_RDMA_CMD_SIZE             0x40 /* bytes of a command queue entry */
 #define NPFNIC_RDMA_EVENT_SIZE           0x10 /* bytes of an event queue entry */
@@ -621,7 +622,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_REG_SQ_DOORBELL           0x0a34 /* WO doorbell: a QPN whose rxe send queue has new entries (after librxe moved its producer index) */
 #define NPFNIC_REG_CQ_ARM                0x0a38 /* WO doorbell: CQN | NPFNIC_RDMA_CQ_ARM_SOLICITED: post one CQ_COMP event for the next (solicited) completion */
 #define NPFNIC_REG_RDMA_ERROR            0x0a3c /* RO: NPFNIC_RDMAERR_* */
-#define NPFNIC_REG_RDMA_RECV_FAULT       0x0a40 /* RW: the responder's receive-fault policy: NPFNIC_RDMA_RECV_FAULT_RNR or _DROP, bit 0 (interface 2.5); RDMA_CTRL RESET keeps it */
+#define NPFNIC_REG_RDMA_RECV_FAULT       0x0a40 /* RW: the responder's receive-fault policy: NPFNIC_RDMA_RECV_FAULT_RNR, _DROP or _HOLD (2.11), bits 1:0 (interface 2.5); RDMA_CTRL RESET keeps it */
 #define NPFNIC_REG_RDMA_PREFAULT         0x0a48 /* RW: pages a memory region's fault asks for at once: the faulting page and the next ones its request touches, 1..NPFNIC_RDMA_MAX_PREFAULT (writes clamped, 0 reads 1); RDMA_CTRL RESET keeps it (interface 2.9) */
 #define NPFNIC_REG_RDMA_MSG_ALARM        0x0a44 /* RW command: write N: one MSG_ALARM event after the responder executed N more requests (after an alarm: counted from the request that set it off), 0 cancels; reads the requests to go; RDMA_CTRL RESET cancels it (interface 2.5) */
 

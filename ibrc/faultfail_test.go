@@ -48,6 +48,12 @@ func TestFailedPageRequests(t *testing.T) {
 			wr: func(w *world) ibrc.SendWR { return ibrc.SendWR{Opcode: ibrc.WRSend, SGL: w.a.sge(src, 6000)} }},
 		{name: "responder send drop", policy: ibrc.FaultDrop, evictB: dst, want: ibrc.WCRemAccessErr, recv: ibrc.WCLocAccessErr, errNak: true,
 			wr: func(w *world) ibrc.SendWR { return ibrc.SendWR{Opcode: ibrc.WRSend, SGL: w.a.sge(src, 3000)} }},
+		{name: "responder send hold", policy: ibrc.FaultHold, evictB: dst + 4096, want: ibrc.WCRemAccessErr, recv: ibrc.WCLocAccessErr, errNak: true,
+			wr: func(w *world) ibrc.SendWR { return ibrc.SendWR{Opcode: ibrc.WRSend, SGL: w.a.sge(src, 6000)} }},
+		{name: "responder write hold", policy: ibrc.FaultHold, evictB: dst + 4096, want: ibrc.WCRemAccessErr, errNak: true,
+			wr: func(w *world) ibrc.SendWR {
+				return ibrc.SendWR{Opcode: ibrc.WRWrite, SGL: w.a.sge(src, 8192), RemoteAddr: memBase + dst, RKey: w.b.mr.RKey()}
+			}},
 		{name: "responder write", evictB: dst + 4096, want: ibrc.WCRemAccessErr, errNak: true,
 			wr: func(w *world) ibrc.SendWR {
 				return ibrc.SendWR{Opcode: ibrc.WRWrite, SGL: w.a.sge(src, 8192), RemoteAddr: memBase + dst, RKey: w.b.mr.RKey()}
@@ -249,6 +255,63 @@ func TestMessageAlarmChains(t *testing.T) {
 			send(tc.more)
 			if got := alarms() - 1; got != tc.alarms {
 				t.Errorf("%d alarms after %d late and %d more requests for a gap of %d, want %d", got, tc.late, tc.more, tc.gap, tc.alarms)
+			}
+		})
+	}
+}
+
+// TestRecvFaultHold: under FaultHold the responder keeps a request whose
+// data faults, and those behind it, until the page arrives, then places
+// them: a requester whose RNR retry count is 0 (tgt's iSER initiators)
+// completes every SEND and WRITE, without an RNR NAK, a drop or a
+// retransmission, while under FaultRNRNak the first RNR NAK fails it.
+func TestRecvFaultHold(t *testing.T) {
+	const msg = 64 << 10
+	for _, tc := range []struct {
+		policy ibrc.FaultPolicy
+		want   ibrc.WCStatus
+	}{
+		{ibrc.FaultHold, ibrc.WCSuccess},
+		{ibrc.FaultRNRNak, ibrc.WCRNRRetryExcErr},
+	} {
+		t.Run(tc.policy.String(), func(t *testing.T) {
+			w := newWorld(t, opts{policy: tc.policy, timeout: 14, retry: 7, rnr: 0, pagerDelay: 200 * time.Microsecond})
+			fill(w.a.at(0, 2*msg), 9)
+			// Pages cold at the start, in the middle and at the end of
+			// the SEND's buffer and of the WRITE's target.
+			for _, off := range []uint64{1 << 20, 1<<20 + 5*4096, 1<<20 + msg - 4096, 2 << 20, 2<<20 + 9*4096} {
+				w.b.mem.Evict(memBase+off, 1)
+			}
+			w.b.qp.PostRecv(ibrc.RecvWR{ID: 1, SGL: w.b.sge(1<<20, msg)})
+			w.b.qp.PostRecv(ibrc.RecvWR{ID: 2, SGL: w.b.sge(3<<20, 64)})
+			w.a.qp.PostSend(ibrc.SendWR{ID: 1, Opcode: ibrc.WRSend, Flags: ibrc.SendSignaled, SGL: w.a.sge(0, msg)})
+			w.a.qp.PostSend(ibrc.SendWR{ID: 2, Opcode: ibrc.WRWrite, Flags: ibrc.SendSignaled, SGL: w.a.sge(msg, msg),
+				RemoteAddr: memBase + 2<<20, RKey: w.b.mr.RKey()})
+			w.a.qp.PostSend(ibrc.SendWR{ID: 3, Opcode: ibrc.WRSend, Flags: ibrc.SendSignaled, SGL: w.a.sge(0, 64)})
+			w.run(time.Second, func() bool { return len(w.a.wcs) == 3 })
+			if w.a.wcs[0].Status != tc.want {
+				t.Fatalf("completions %+v, want the first %v", w.a.wcs, tc.want)
+			}
+			sa, sb := w.a.e.Stats(), w.b.e.Stats()
+			if tc.want != ibrc.WCSuccess {
+				if sb.RNRNakFault == 0 {
+					t.Fatal("no RNR NAK")
+				}
+				return
+			}
+			for i, c := range w.a.wcs {
+				if c.Status != ibrc.WCSuccess || c.WRID != uint64(i+1) {
+					t.Fatalf("completion %d: %+v", i, c)
+				}
+			}
+			w.run(time.Second, func() bool { return len(w.b.rwcs) == 2 })
+			expectBytes(t, "SEND", w.b.at(1<<20, msg), w.a.at(0, msg))
+			expectBytes(t, "WRITE", w.b.at(2<<20, msg), w.a.at(msg, msg))
+			if sb.FaultHolds == 0 || sb.RNRNakFault != 0 || sb.FaultDrops != 0 {
+				t.Fatalf("responder: %d holds, %d RNR NAKs, %d drops", sb.FaultHolds, sb.RNRNakFault, sb.FaultDrops)
+			}
+			if sa.Retransmits != 0 || sa.Timeouts != 0 {
+				t.Fatalf("requester: %d retransmissions, %d timeouts", sa.Retransmits, sa.Timeouts)
 			}
 		})
 	}

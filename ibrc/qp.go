@@ -178,6 +178,12 @@ type respState struct {
 	// retransmission to be placed (the trace's RCResume).
 	faulted  bool
 	faultPSN uint32
+	// held (FaultHold): a receive fault holds the request at psn, first
+	// in backlog, with what arrived after it, until its page request
+	// completes; frame is the request being executed, which a fault
+	// holds.
+	held  bool
+	frame []byte
 	// dropMsg (UC): a packet of the message in progress was lost or
 	// refused, so the rest of it is dropped until a First packet starts
 	// the next message (IBA 9.7.7; UC never NAKs).
@@ -185,6 +191,12 @@ type respState struct {
 }
 
 const maxBacklog = 64
+
+// maxHeld bounds the requests a receive fault holds (FaultHold): twice a
+// requester's default window (Config.MaxUnackedPSNs), so that a peer like
+// this engine never has one dropped while a page is on its way; at most
+// 1 MiB per QP at a 4096-byte MTU.
+const maxHeld = 256
 
 // unreportedFaultRetry is how long a stalled requester waits before
 // retrying a fault when the engine has no PageRequester.
@@ -594,7 +606,7 @@ func (q *QP) moveToErr() {
 		q.init.RecvCQ.push(WC{WRID: r.wr.ID, Status: WCWRFlushErr, Opcode: WCRecv, QPN: q.num})
 	}
 	q.rq = nil
-	q.resp.wqe, q.resp.stall, q.resp.backlog = nil, nil, nil
+	q.resp.wqe, q.resp.stall, q.resp.backlog, q.resp.held = nil, nil, nil, false
 }
 
 // packets is the number of PSNs a message of n bytes takes at path MTU

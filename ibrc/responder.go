@@ -16,19 +16,21 @@ func (q *QP) respond(p *rocev2.Packet, frame []byte) error {
 			e.event(Event{Type: EventCommEstablished, QPN: q.num})
 		}
 	}
+	if q.resp.held {
+		// A receive fault holds the request before this one: this one
+		// waits behind it, as it would in the requester's order.
+		return q.waitBehind(frame)
+	}
 	if q.resp.stall != nil {
 		if q.replayRead(p) {
 			return nil
 		}
 		// A READ is still being answered (or waits for a page): later
 		// requests wait behind it, as their responses follow its own.
-		if len(q.resp.backlog) < maxBacklog {
-			q.resp.backlog = append(q.resp.backlog, append([]byte(nil), frame...))
-			return nil
-		}
-		e.stats.OutOfSeqDropped.Add(1)
-		return errDiscard("responder backlog full")
+		return q.waitBehind(frame)
 	}
+	q.resp.frame = frame // what a receive fault holds under FaultHold
+	defer func() { q.resp.frame = nil }()
 	psn := p.BTH.PSN
 	d := psnDiff(psn, q.resp.psn)
 	if d > 0 {
@@ -181,7 +183,9 @@ func (q *QP) recvFault(p *rocev2.Packet, mem Memory, va, span uint64) {
 	psn := p.BTH.PSN
 	q.resp.faulted, q.resp.faultPSN = true, psn
 	q.pageRequest(RoleResponder, mem, va, span, psn, true, func(ok bool) {
-		if !ok {
+		if q.resp.held {
+			q.releaseHeld(psn, ok)
+		} else if !ok {
 			q.recvFaultFailed(psn)
 		}
 	})
@@ -193,13 +197,55 @@ func (q *QP) recvFault(p *rocev2.Packet, mem Memory, va, span uint64) {
 		q.dropMessage("UC receive fault")
 		return
 	}
-	if e.RecvFaultPolicy() == FaultDrop {
+	switch e.RecvFaultPolicy() {
+	case FaultDrop:
 		e.stats.FaultDrops.Add(1)
 		q.resp.sentNAK = true // no sequence-error NAK: only the timeout recovers
 		return
+	case FaultHold:
+		if q.resp.frame != nil {
+			e.stats.FaultHolds.Add(1)
+			q.resp.held = true
+			q.resp.backlog = append([][]byte{append([]byte(nil), q.resp.frame...)}, q.resp.backlog...)
+			return
+		}
 	}
 	e.stats.RNRNakFault.Add(1)
 	q.rnrNak(p.BTH.PSN)
+}
+
+// waitBehind keeps a request that arrived while an earlier one is held
+// (a READ being answered, a receive fault under FaultHold) for when that
+// one is done; past maxBacklog (maxHeld behind a fault) it is dropped,
+// and the requester's timeout sends it again.
+func (q *QP) waitBehind(frame []byte) error {
+	limit := maxBacklog
+	if q.resp.held {
+		limit = maxHeld
+	}
+	if len(q.resp.backlog) < limit {
+		q.resp.backlog = append(q.resp.backlog, append([]byte(nil), frame...))
+		return nil
+	}
+	q.e.stats.OutOfSeqDropped.Add(1)
+	return errDiscard("responder backlog full")
+}
+
+// releaseHeld executes the requests a receive fault held once its page
+// request completed: the faulting one first, placed now that its page is
+// there, or failed with a remote access error if the page could not be
+// made present.
+func (q *QP) releaseHeld(psn uint32, ok bool) {
+	if !q.resp.held {
+		return
+	}
+	q.resp.held = false
+	if !ok {
+		q.resp.backlog = nil
+		q.recvFaultFailed(psn)
+		return
+	}
+	q.replayBacklog()
 }
 
 // recvFaultFailed fails the request whose data could not be placed at psn
@@ -473,12 +519,19 @@ func (q *QP) readTurn() {
 		return
 	}
 	q.readStep()
-	if q.resp.stall != nil || len(q.resp.backlog) == 0 {
+	q.replayBacklog()
+}
+
+// replayBacklog executes, in order, the requests that waited behind a
+// READ being answered or a held receive fault, until one of them holds
+// the responder again.
+func (q *QP) replayBacklog() {
+	if q.resp.stall != nil || q.resp.held || len(q.resp.backlog) == 0 {
 		return
 	}
 	d := q.e.decoder()
 	defer q.e.putDecoder(d)
-	for q.resp.stall == nil && len(q.resp.backlog) > 0 && q.state != StateErr {
+	for q.resp.stall == nil && !q.resp.held && len(q.resp.backlog) > 0 && q.state != StateErr {
 		f := q.resp.backlog[0]
 		q.resp.backlog = q.resp.backlog[1:]
 		pkt, err := d.Decode(f)

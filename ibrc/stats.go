@@ -30,6 +30,7 @@ type counters struct {
 	ErrNakSent      atomic.Uint64
 	ResponderFaults atomic.Uint64
 	FaultDrops      atomic.Uint64
+	FaultHolds      atomic.Uint64
 	OutOfSeqDropped atomic.Uint64
 	MessagesIn      atomic.Uint64
 
@@ -57,7 +58,7 @@ func (c *counters) snapshot() Stats {
 		Acks: c.Acks.Load(), DupRequests: c.DupRequests.Load(),
 		SeqNakSent: c.SeqNakSent.Load(), RNRNakNoWQE: c.RNRNakNoWQE.Load(),
 		RNRNakFault: c.RNRNakFault.Load(), ErrNakSent: c.ErrNakSent.Load(),
-		ResponderFaults: c.ResponderFaults.Load(), FaultDrops: c.FaultDrops.Load(),
+		ResponderFaults: c.ResponderFaults.Load(), FaultDrops: c.FaultDrops.Load(), FaultHolds: c.FaultHolds.Load(),
 		OutOfSeqDropped: c.OutOfSeqDropped.Load(), MessagesIn: c.MessagesIn.Load(),
 
 		PageRequests: c.PageRequests.Load(), PageRequestErrors: c.PageRequestErrors.Load(),

@@ -132,11 +132,21 @@ const (
 	// PSN-sequence-error NAK), leaving recovery to the requester's
 	// local ACK timeout.
 	FaultDrop
+	// FaultHold keeps the faulting packet, and those that follow it (up
+	// to a backlog of maxBacklog), in the device until the page arrives,
+	// then places them and acknowledges: the requester sees a late ACK,
+	// neither an RNR NAK nor a drop. For peers that cannot take an RNR
+	// NAK: tgt's iSER target accepts its connections with an RNR retry
+	// count of 0, so the initiator's QP fails on the first RNR NAK.
+	FaultHold
 )
 
 func (p FaultPolicy) String() string {
-	if p == FaultDrop {
+	switch p {
+	case FaultDrop:
 		return "drop"
+	case FaultHold:
+		return "hold"
 	}
 	return "rnr"
 }
@@ -224,6 +234,7 @@ type Stats struct {
 	ErrNakSent      uint64
 	ResponderFaults uint64 // faults placing SEND/WRITE data or reading READ data
 	FaultDrops      uint64 // requests dropped under FaultDrop
+	FaultHolds      uint64 // receive faults held under FaultHold
 	OutOfSeqDropped uint64 // requests dropped after a NAK was sent
 	MessagesIn      uint64 // SEND, WRITE and READ requests executed
 

@@ -392,20 +392,30 @@ func TestODPDropPolicy(t *testing.T) {
 	}
 }
 
-// TestRecvFaultRegister: RDMA_RECV_FAULT keeps bit 0 (the rest reads 0),
-// survives RDMA_CTRL = RESET (the new transport takes it), and
-// DEVICE_RESET returns it to RNR.
+// TestRecvFaultRegister: RDMA_RECV_FAULT keeps bits 1:0 (the rest reads
+// 0, and 3, no policy, reads RNR), survives RDMA_CTRL = RESET (the new
+// transport takes it), and DEVICE_RESET returns it to RNR.
 func TestRecvFaultRegister(t *testing.T) {
 	a, _ := pair(t, 3)
 	if v, _ := hw.Offsets(a.e).RegRead(hw.RegRDMARecvFault); v != hw.RDMARecvFaultRNR {
 		t.Fatalf("reset value %d", v)
 	}
-	hw.Offsets(a.e).RegWrite(hw.RegRDMARecvFault, 0xffff_ffff)
-	if v, _ := hw.Offsets(a.e).RegRead(hw.RegRDMARecvFault); v != hw.RDMARecvFaultDrop {
-		t.Fatalf("after writing ~0: %#x", v)
-	}
-	if p := rdma.RCRecvFaultPolicy(a.e); p != ibrc.FaultDrop {
-		t.Fatalf("transport policy %v", p)
+	for _, tc := range []struct {
+		write  uint32
+		read   uint32
+		policy ibrc.FaultPolicy
+	}{
+		{0xffff_fffe, hw.RDMARecvFaultHold, ibrc.FaultHold},
+		{0xffff_ffff, hw.RDMARecvFaultRNR, ibrc.FaultRNRNak},
+		{0x8000_0001, hw.RDMARecvFaultDrop, ibrc.FaultDrop},
+	} {
+		hw.Offsets(a.e).RegWrite(hw.RegRDMARecvFault, tc.write)
+		if v, _ := hw.Offsets(a.e).RegRead(hw.RegRDMARecvFault); v != tc.read {
+			t.Fatalf("after writing %#x: %#x, want %#x", tc.write, v, tc.read)
+		}
+		if p := rdma.RCRecvFaultPolicy(a.e); p != tc.policy {
+			t.Fatalf("after writing %#x: transport policy %v, want %v", tc.write, p, tc.policy)
+		}
 	}
 	if err := a.d.Reset(); err != nil {
 		t.Fatal(err)

@@ -302,8 +302,11 @@ func (e *Engine) newRCLocked() *ibrc.Transport {
 
 // recvFaultPolicy is the RC engine's policy for RDMA_RECV_FAULT's value.
 func recvFaultPolicy(v uint32) ibrc.FaultPolicy {
-	if v == hw.RDMARecvFaultDrop {
+	switch v {
+	case hw.RDMARecvFaultDrop:
 		return ibrc.FaultDrop
+	case hw.RDMARecvFaultHold:
+		return ibrc.FaultHold
 	}
 	return ibrc.FaultRNRNak
 }
@@ -392,10 +395,12 @@ func (e *Engine) WriteRegister(r hw.Register, _ int, v uint32) bool {
 			}
 		}
 	case hw.RegRDMARecvFault:
-		// Bit 0 is the policy; the rest is reserved and reads 0. The
-		// running transport applies it from its next fault; one RESET
-		// builds reads the register.
-		v &= hw.RDMARecvFaultDrop
+		// Bits 1:0 are the policy (3, no policy, reads back RNR); the
+		// rest is reserved and reads 0. The running transport applies it
+		// from its next fault; one RESET builds reads the register.
+		if v &= hw.RDMARecvFaultMask; v > hw.RDMARecvFaultHold {
+			v = hw.RDMARecvFaultRNR
+		}
 		*e.reg(off) = v
 		e.rc.Load().SetRecvFaultPolicy(recvFaultPolicy(v))
 	case hw.RegRDMAMsgAlarm:

@@ -37,7 +37,7 @@ var expStorage = experiment{
 		jobs := fs.Int("jobs", 2, "readers per session")
 		warm := fs.Duration("warm", 4*time.Second, "reads before the measurement")
 		run := fs.Duration("time", 8*time.Second, "measured reads")
-		recvFault := fs.String("recv-fault", "", "the npfnic target's RC receive-fault policy (rnr or drop; default the driver's)")
+		recvFault := fs.String("recv-fault", storage.DefaultRecvFault, "the npfnic target's RC receive-fault policy: rnr, drop or hold (tgt's initiators take no RNR NAK: their RNR retry count is 0)")
 		return func(x expRun) (expRunFunc, error) {
 			var ps []testbed.RDMAKind
 			for _, s := range strings.Split(*peers, ",") {

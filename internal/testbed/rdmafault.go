@@ -34,6 +34,9 @@ const ODPPrefaultFile = "odp_prefault_pages"
 const (
 	RecvFaultRNR  = "rnr"
 	RecvFaultDrop = "drop"
+	// RecvFaultHold holds the request in the device until the page
+	// arrives (interface 2.11): for peers whose RNR retry count is 0.
+	RecvFaultHold = "hold"
 )
 
 // npfnicFunctions lists the PCI functions bound to the npfnic driver.
@@ -109,8 +112,8 @@ func (g *RDMAGuest) SetRNPFRate(ctx context.Context, ppm int) error {
 // SetRecvFault sets the RC responder's receive-fault policy (RecvFaultRNR
 // or RecvFaultDrop) and reads it back; it applies from the next fault.
 func (g *RDMAGuest) SetRecvFault(ctx context.Context, policy string) error {
-	if policy != RecvFaultRNR && policy != RecvFaultDrop {
-		return fmt.Errorf("receive-fault policy %q: want %s or %s", policy, RecvFaultRNR, RecvFaultDrop)
+	if policy != RecvFaultRNR && policy != RecvFaultDrop && policy != RecvFaultHold {
+		return fmt.Errorf("receive-fault policy %q: want %s, %s or %s", policy, RecvFaultRNR, RecvFaultDrop, RecvFaultHold)
 	}
 	if err := g.WriteDebugfs(ctx, RDMARecvFaultFile, policy); err != nil {
 		return err

@@ -58,7 +58,7 @@ const (
 	// Bump the major for incompatible register changes, the minor for
 	// additions an older driver can ignore, and say what changed in
 	// InterfaceChanges.
-	InterfaceVersion = 2<<16 | 10
+	InterfaceVersion = 2<<16 | 11
 )
 
 // InterfaceChange is what one interface version added or changed.
@@ -81,6 +81,7 @@ var InterfaceChanges = []InterfaceChange{
 	{2, 8, "UD and UC queue pairs (FEATURES.RDMA_UD, RDMA_UC): CREATE_QP's FLAG_UD and FLAG_UC, MODIFY_QP's qkey and QP_ATTR_QKEY, the UD member of the rxe send entry; for kernel consumers (FEATURES.RDMA_KERNEL), REG_MR's FLAG_PHYSICAL and QP 1 (GSI); memory windows (FEATURES.RDMA_MW): ALLOC_MW, DEALLOC_MW, ACCESS_MW_BIND, the BIND_MW, LOCAL_INV and SEND_WITH_INV entries; RESIZE_CQ (FEATURES.RDMA_RESIZE_CQ)"},
 	{2, 9, "fast registration for kernel consumers (FEATURES.RDMA_FAST_REG): ALLOC_MR, the REG_MR send entry (struct npfnic_reg_wr), LOCAL_INV and SEND with Invalidate of such a region; RDMA_MAX_RD_ATOMIC 128, rdma_rxe's, not 16; RDMA_PREFAULT, whole-request prefault of memory regions' faults"},
 	{2, 10, "implicit on-demand paging (FEATURES.RDMA_IMPLICIT_ODP): REG_MR's FLAG_IMPLICIT, one region over the PASID's whole address space"},
+	{2, 11, "RDMA_RECV_FAULT_HOLD: a receive fault held in the device until its page arrives, for peers that cannot take an RNR NAK"},
 }
 
 // Register offsets in BAR0. All registers are 32 bits wide.

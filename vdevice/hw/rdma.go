@@ -159,8 +159,9 @@ const (
 	RegCQArm        = 0x0a38 // WO: CQN | RDMACQArmSolicited: post one CQ_COMP event for the next completion
 	RegRDMAError    = 0x0a3c // RO: NPFNIC_RDMAERR_*, 0 none
 	// RegRDMARecvFault (interface 2.5) is the responder's policy for a
-	// receive fault: RDMARecvFaultRNR or RDMARecvFaultDrop (bit 0; the
-	// rest reads 0), from the next fault on. RDMA_CTRL.RESET keeps it.
+	// receive fault: RDMARecvFaultRNR, RDMARecvFaultDrop or (interface
+	// 2.11) RDMARecvFaultHold, in bits 1:0 (the rest reads 0; 3 reads
+	// back 0, RNR), from the next fault on. RDMA_CTRL.RESET keeps it.
 	RegRDMARecvFault = 0x0a40 // RW
 	// RegRDMAMsgAlarm (interface 2.5): write N to have the engine post one
 	// MSG_ALARM event after the responder executed N more requests (the
@@ -193,6 +194,11 @@ const (
 
 	RDMARecvFaultRNR  = 0 // RDMA_RECV_FAULT: answer a receive fault with an RNR NAK (the default)
 	RDMARecvFaultDrop = 1 // RDMA_RECV_FAULT: drop the request; the sender's ACK timeout recovers
+	// RDMARecvFaultHold (interface 2.11): keep the request, and up to 256
+	// behind it, in the device until the page arrives, then place them:
+	// for peers whose RNR retry count is 0 (tgt's iSER initiators).
+	RDMARecvFaultHold = 2
+	RDMARecvFaultMask = 3
 
 	RDMAStatusAlign  = 64
 	RDMAStatusSize   = 64
@@ -656,7 +662,7 @@ var RDMARegisters = []Register{
 	doorbell("SQ_DOORBELL", RegSQDoorbell, BlockRDMA, "a QPN whose rxe send queue has new entries (after librxe moved its producer index)"),
 	doorbell("CQ_ARM", RegCQArm, BlockRDMA, "CQN | NPFNIC_RDMA_CQ_ARM_SOLICITED: post one CQ_COMP event for the next (solicited) completion"),
 	status("RDMA_ERROR", RegRDMAError, BlockRDMA, 0, "NPFNIC_RDMAERR_*"),
-	storage("RDMA_RECV_FAULT", RegRDMARecvFault, BlockRDMA, RDMARecvFaultRNR, "the responder's receive-fault policy: NPFNIC_RDMA_RECV_FAULT_RNR or _DROP, bit 0 (interface 2.5); RDMA_CTRL RESET keeps it"),
+	storage("RDMA_RECV_FAULT", RegRDMARecvFault, BlockRDMA, RDMARecvFaultRNR, "the responder's receive-fault policy: NPFNIC_RDMA_RECV_FAULT_RNR, _DROP or _HOLD (2.11), bits 1:0 (interface 2.5); RDMA_CTRL RESET keeps it"),
 	storage("RDMA_PREFAULT", RegRDMAPrefault, BlockRDMA, 1, "pages a memory region's fault asks for at once: the faulting page and the next ones its request touches, 1..NPFNIC_RDMA_MAX_PREFAULT (writes clamped, 0 reads 1); RDMA_CTRL RESET keeps it (interface 2.9)"),
 	command("RDMA_MSG_ALARM", RegRDMAMsgAlarm, BlockRDMA, AccessRW, "write N: one MSG_ALARM event after the responder executed N more requests (after an alarm: counted from the request that set it off), 0 cancels; reads the requests to go; RDMA_CTRL RESET cancels it (interface 2.5)"),
 }
@@ -671,6 +677,7 @@ var RDMAValues = []Value{
 	{"RDMA_CQ_ARM_SOLICITED", RDMACQArmSolicited, "NPFNIC_REG_CQ_ARM: solicited completions only"},
 	{"RDMA_RECV_FAULT_RNR", RDMARecvFaultRNR, "NPFNIC_REG_RDMA_RECV_FAULT: RNR NAK (default)"},
 	{"RDMA_RECV_FAULT_DROP", RDMARecvFaultDrop, "NPFNIC_REG_RDMA_RECV_FAULT: drop, the sender times out"},
+	{"RDMA_RECV_FAULT_HOLD", RDMARecvFaultHold, "NPFNIC_REG_RDMA_RECV_FAULT: hold in the device until the page arrives"},
 	{"RDMA_STATUS_ALIGN", RDMAStatusAlign, "alignment of the RDMA status block"},
 	{"RDMA_CMD_SIZE", RDMACmdSize, "bytes of a command queue entry"},
 	{"RDMA_EVENT_SIZE", RDMAEventSize, "bytes of an event queue entry"},

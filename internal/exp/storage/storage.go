@@ -48,6 +48,14 @@ const (
 	DefaultFixedMiB = 320
 )
 
+// DefaultRecvFault is the target's receive-fault policy: tgt accepts its
+// connections with an RNR retry count of 0, so the initiator's QP fails
+// at the first RNR NAK (the first receive fault under rnr), and under
+// drop each fault waits out the initiator's ACK timeout (0.5 s and more);
+// hold keeps the request in the device for the few milliseconds the page
+// takes. Seed 000 patched tgt instead.
+const DefaultRecvFault = testbed.RecvFaultHold
+
 // DefaultLimits are (a)'s memory.max values in MiB: below the pool, a
 // little above it, and up to pool plus disk.
 var DefaultLimits = []int{96, 160, 224, 320, 416}
@@ -79,8 +87,8 @@ type Config struct {
 	// Jobs are randread's readers per session; Warm and Run its times.
 	Jobs      int
 	Warm, Run time.Duration
-	// RecvFault is the npfnic target's receive-fault policy ("": the
-	// driver's).
+	// RecvFault is the npfnic target's receive-fault policy (default
+	// DefaultRecvFault).
 	RecvFault string
 	// MemoryMiB and CPUs are each guest's.
 	MemoryMiB, CPUs int
@@ -128,8 +136,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%d sessions: want 1 to 8", n)
 		}
 	}
-	if c.RecvFault != "" && c.RecvFault != testbed.RecvFaultRNR && c.RecvFault != testbed.RecvFaultDrop {
-		return fmt.Errorf("receive-fault policy %q: want %s or %s", c.RecvFault, testbed.RecvFaultRNR, testbed.RecvFaultDrop)
+	c.RecvFault = cmp.Or(c.RecvFault, DefaultRecvFault)
+	if c.RecvFault != testbed.RecvFaultRNR && c.RecvFault != testbed.RecvFaultDrop && c.RecvFault != testbed.RecvFaultHold {
+		return fmt.Errorf("receive-fault policy %q: want %s, %s or %s", c.RecvFault, testbed.RecvFaultRNR, testbed.RecvFaultDrop, testbed.RecvFaultHold)
 	}
 	if c.LogDir == "" {
 		return errors.New("storage: Config.LogDir is required")
