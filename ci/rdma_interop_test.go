@@ -44,14 +44,19 @@ func rdmaPairParams(t *testing.T, name string, a, b testbed.RDMAKind, pcap, para
 // rdmaPairOn is rdmaPairParams on another image built on the RDMA one.
 func rdmaPairOn(t *testing.T, v images.Variant, name string, a, b testbed.RDMAKind, pcap, params string) *testbed.RDMAPair {
 	t.Helper()
-	imgs := needImages(t)
+	return rdmaPairWith(t, testbed.RDMAPairConfig{A: a, B: b, Name: name, Variant: v, Pcap: pcap, NPFNICParams: params})
+}
+
+// rdmaPairWith boots the pair c describes, with the test's images, logs
+// and ACK timeout floor.
+func rdmaPairWith(t *testing.T, c testbed.RDMAPairConfig) *testbed.RDMAPair {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	p, err := testbed.StartRDMAPair(ctx, testbed.RDMAPairConfig{Images: imgs, A: a, B: b, Name: name, Variant: v,
-		LogDir: logDir(t, name), Pcap: pcap, Progress: t.Logf, MinAckTimeout: vmTestMinAckTimeout,
-		NPFNICParams: params})
+	c.Images, c.LogDir, c.Progress, c.MinAckTimeout = needImages(t), logDir(t, c.Name), t.Logf, vmTestMinAckTimeout
+	p, err := testbed.StartRDMAPair(ctx, c)
 	if err != nil {
-		t.Fatalf("RDMA pair %s-%s: %v", a, b, err)
+		t.Fatalf("RDMA pair %s-%s: %v", c.A, c.B, err)
 	}
 	t.Cleanup(p.Close)
 	return p

@@ -3,6 +3,7 @@ package ci
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/npfnic/npfnic/internal/blockpat"
 	"github.com/npfnic/npfnic/internal/testbed"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 )
@@ -62,8 +64,10 @@ func TestRDMAODPWithRxe(t *testing.T) {
 	// pingpong that stalled under pageout, need the frames to explain.
 	// rx_policy backup: every step runs beside Ethernet page faults of
 	// the same function (odpBesideEthernetFaults loads them most).
-	p := rdmaPairParams(t, "rdma-odp", testbed.RDMANPFNIC, testbed.RDMARxe, filepath.Join(logDir(t, "capture"), "odp.pcap"),
-		"rx_policy="+odpEthPolicy)
+	// npfnic's guest has a disk for tgt to serve (odpStorage).
+	p := rdmaPairWith(t, testbed.RDMAPairConfig{A: testbed.RDMANPFNIC, B: testbed.RDMARxe, Name: "rdma-odp",
+		Pcap: filepath.Join(logDir(t, "capture"), "odp.pcap"), NPFNICParams: "rx_policy=" + odpEthPolicy,
+		DiskA: storageDisk(t), AppendA: testbed.StorageAppend})
 	npf, rxe := p.A, p.B
 	if st := rdmaStatistic(t, npf); len(st) == 0 {
 		t.Fatal("npfnic reports no rdma statistic")
@@ -199,7 +203,63 @@ func TestRDMAODPWithRxe(t *testing.T) {
 		})
 	}
 	odpForkMunmap(t, p, npf, rxe, "plain", 6, 3)
+	odpStorage(t, p, npf, rxe)
 	setODPMode(t, npf, "explicit")
+}
+
+// storageDiskMiB is the disk odpStorage's tgt serves.
+const storageDiskMiB = 32
+
+// storageDisk writes a disk image of blockpat's pattern, which
+// npfnic-guest randread checks every block it reads against.
+func storageDisk(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "disk.img")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := blockpat.Write(f, storageDiskMiB<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// odpStorage is `npfnic exp storage`'s npf configuration at a small size
+// (seed 000's Figure 8): unmodified tgt under odp=all, its 128 MiB iSER
+// pool never pinned, serves npfnic's disk to rdma_rxe's ib_iser through
+// a cgroup whose memory.max (96 MiB) is below the pool, which pinned tgt
+// cannot register (the experiment's first row); npfnic-guest randread
+// checks every 512 KiB block it reads. The receive faults are held in
+// the device (hold): tgt's initiators take no RNR NAK.
+func odpStorage(t *testing.T, p *testbed.RDMAPair, npf, rxe *testbed.RDMAGuest) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if err := npf.VM.LoadModules(ctx, "virtio_pci", "virtio_blk"); err != nil {
+		t.Fatal(err)
+	}
+	before := rdmaStatistic(t, npf)
+	res, err := p.Storage(ctx, npf, rxe, testbed.StorageRun{Backing: "/dev/vda", PoolMiB: 128, MemMaxMiB: 96, ODP: "all",
+		RecvFault: testbed.RecvFaultHold, BS: 512 << 10, Jobs: 1, Warm: time.Second, Run: 2 * time.Second, Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("tgt under odp=all: %v", err)
+	}
+	if res.NoStart != "" || res.IOs == 0 {
+		t.Fatalf("tgt under odp=all did not serve: %q, %d reads", res.NoStart, res.IOs)
+	}
+	d := odpDelta(t, before, rdmaStatistic(t, npf))
+	t.Logf("tgt under odp=all, memory.max 96 MiB: %.2f MB/s, %d reads, tgtd RSS %d KiB (peak %d), cgroup %d KiB; %v in %.0f s",
+		res.MBps, res.IOs, res.RSSKiB, res.HWMKiB, res.CgroupKiB, d, res.Took.Seconds())
+	if res.HWMKiB >= 64<<10 {
+		t.Errorf("tgtd's peak RSS %d KiB: half its 128 MiB pool or more was backed", res.HWMKiB)
+	}
+	if err := npf.SetRecvFault(ctx, testbed.RecvFaultRNR); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // transparentMRCounters runs ibv_rc_pingpong -c between npfnic (server)

@@ -77,7 +77,9 @@ outstanding per QP, role and access at a time. What the QP does meanwhile:
     RNR NAK carrying the QP's min_rnr_timer, and the sender's retransmission is accepted once the
     page response came (also in the middle of a multi-packet message: the NAK names the faulting
     packet's PSN); under DROP, the request and what follows are dropped until the response, and the
-    sender recovers by its local ACK timeout;
+    sender recovers by its local ACK timeout; under HOLD (interface 2.11), the request and up to 256
+    that arrive behind it wait in the device and are placed, in order, once the response came (the
+    sender sees a late ACK: for peers whose RNR retry count is 0), those beyond dropped;
   - responder, reading for an RDMA READ: its responses from the faulting one on, and the requests
     that arrive behind them, wait for the response;
   - requester: a send whose payload faults stalls its send queue until the response; an RDMA READ
@@ -90,7 +92,7 @@ requester's work request completes with IBV_WC_LOC_ACCESS_ERR in its turn (after
 before it); the responder NAKs the faulting PSN at once (the sender's work request completes with
 IBV_WC_REM_ACCESS_ERR), a SEND's receive entry completes with IBV_WC_LOC_ACCESS_ERR; the QP goes to
 the error state (QP_FATAL). A request PRI has no room for (credits, group index, queue space) waits
-in the device, never dropped. RDMA_RECV_FAULT (bit 0; bits 31:1 read 0) applies from the next fault;
+in the device, never dropped. RDMA_RECV_FAULT (bits 1:0, 3 reading back 0; bits 31:2 read 0) applies from the next fault;
 RDMA_CTRL = RESET leaves it as it is, DEVICE_RESET returns it to RNR. The device does not wait for
 page responses to drain before it completes an invalidation: the driver may invalidate while it
 holds a request unanswered. Nor do DEREG_MR, DESTROY_QP and RESET wait for them: a response that
