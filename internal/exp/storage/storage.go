@@ -188,14 +188,20 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	disk := filepath.Join(tmp, "disk.img")
-	if err := writeDisk(disk, c.DiskMiB); err != nil {
-		return nil, err
+	// A disk per pair: QEMU locks its image for writing, and a target's
+	// tgtd opens its disk read-write.
+	var disks []string
+	for i := range c.Peers {
+		disk := filepath.Join(tmp, fmt.Sprintf("disk%d.img", i))
+		if err := writeDisk(disk, c.DiskMiB); err != nil {
+			return nil, err
+		}
+		disks = append(disks, disk)
 	}
 	var results []Result
 	err = runner.Loop[*pairs, arm]{
 		Env:       &c.Env,
-		Transport: runner.Transport[*pairs]{Name: "pairs", Start: func(ctx context.Context, logDir string) (*pairs, error) { return c.boot(ctx, logDir, disk) }},
+		Transport: runner.Transport[*pairs]{Name: "pairs", Start: func(ctx context.Context, logDir string) (*pairs, error) { return c.boot(ctx, logDir, disks) }},
 		Steps: runner.Rounds(c.Rounds, func(round int) []arm {
 			var arms []arm
 			for i, peer := range c.Peers {
@@ -278,13 +284,13 @@ func (ps *pairs) Close() {
 	}
 }
 
-func (c *Config) boot(ctx context.Context, logDir, disk string) (*pairs, error) {
+func (c *Config) boot(ctx context.Context, logDir string, disks []string) (*pairs, error) {
 	ps := &pairs{up: make([]*testbed.RDMAPair, len(c.Peers)), err: make([]error, len(c.Peers))}
 	env := c.Env
 	for i, peer := range c.Peers {
 		c.Logf("pair %d: npfnic target with a %d MiB disk (reads throttled to %d MB/s), %s initiator: booting", i, c.DiskMiB, c.ReadMBps, peer)
 		boot := runner.RC(&env, testbed.RDMAPairConfig{A: testbed.RDMANPFNIC, B: peer, Name: fmt.Sprintf("storage%d", i),
-			MemoryMiB: c.MemoryMiB, CPUs: c.CPUs, DiskA: disk, DiskReadBps: int64(c.ReadMBps) * 1e6,
+			MemoryMiB: c.MemoryMiB, CPUs: c.CPUs, DiskA: disks[i], DiskReadBps: int64(c.ReadMBps) * 1e6,
 			AppendA: testbed.StorageAppend},
 			func(ctx context.Context, p *testbed.RDMAPair) error {
 				if err := p.A.VM.LoadModules(ctx, "virtio_pci", "virtio_blk"); err != nil {
