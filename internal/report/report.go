@@ -164,7 +164,16 @@ func (c LineChart) Plot() (*plot.Plot, error) {
 			return nil, err
 		}
 	}
-	if c.LogX && p.X.Min > 0 {
+	// A log axis with nothing drawable on it (every run of the panel
+	// failed: gonum then leaves it +Inf to -Inf, and draws it from -1)
+	// spans one decade, empty: gonum's log ticks panic on the other.
+	if c.LogX && !(p.X.Min > 0 && p.X.Min <= p.X.Max) {
+		p.X.Min, p.X.Max = 1, 10
+	}
+	if c.LogY && !(p.Y.Min > 0 && p.Y.Min <= p.Y.Max) {
+		p.Y.Min, p.Y.Max = 1, 10
+	}
+	if c.LogX {
 		// Room around the data so the decade ticks at the ends show.
 		p.X.Min /= 1.3
 		p.X.Max *= 1.3

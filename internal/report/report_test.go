@@ -58,3 +58,18 @@ func TestSavePNG(t *testing.T) {
 		t.Fatal("mismatched bars accepted")
 	}
 }
+
+// TestSavePNGNothingDrawable: a log-scale panel whose every point is
+// off its scale or missing (an experiment whose runs all failed) is
+// drawn empty, not a panic in gonum's log ticks.
+func TestSavePNGNothingDrawable(t *testing.T) {
+	for _, c := range []LineChart{
+		{Title: "no series", LogX: true, LogY: true},
+		{Title: "failed runs", LogX: true, Series: []Series{{Name: "npf", X: []float64{0}, Y: []float64{5}}}},
+		{Title: "zeros", LogY: true, Series: []Series{{Name: "npf", X: []float64{1, 2}, Y: []float64{0, 0}}}},
+	} {
+		if err := SavePNG(filepath.Join(t.TempDir(), "c.png"), 400, 300, c); err != nil {
+			t.Fatalf("%s: %v", c.Title, err)
+		}
+	}
+}
