@@ -223,7 +223,7 @@ void npfnic_post_rx(struct npfnic_qp *qp, u32 count)
 		desc->buf_len = cpu_to_le16(NPFNIC_RX_BUF_SIZE);
 		desc->pkt_len = 0;
 		desc->status = 0;
-		desc->rsvd = 0;
+		desc->gso_size = 0;
 		tail++;
 	}
 	/*
