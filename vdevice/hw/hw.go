@@ -303,7 +303,11 @@ is pending on the pair (head_offset 0 under NPFNIC_RX_POLICY_BACKUP). Under
 a translating RX policy every buffer of the chain must translate at once:
 when one would fault, the device cuts the super-packet into frames instead,
 and those take the fault under the pair's RX policy as any frame does (a
-page request, a drop, the backup ring). A chain never takes a fault.`
+page request, a drop, the backup ring). A chain never takes a fault: this
+is the simple first step, and a super-packet that meets one cold buffer
+pays for all its segments. Since the device waits for a chain's
+descriptors, a driver that sets the bit posts buffers back as it consumes
+them, and never keeps part of its ring unposted for good.`
 
 // Offloads (interface 2.1): the FEATURES bits; see OffloadsDoc.
 const (
