@@ -65,7 +65,7 @@ var layout = []layoutRow{
 	{2, []string{"internal/report"}, "the experiments' output: CSV tables and PNG charts"},
 	{3, []string{"ibrc/rxeq"}, "rdma_rxe's user-ABI queues (send, receive, completion) as the device reads and writes them in guest memory"},
 	{3, []string{"ibrc/ibrctest"}, "the RC transport's test doubles: unpinned memory with faults and a page requester, a simulated wire with impairments"},
-	{4, []string{"ethring"}, "the Ethernet engine: TX and RX rings, the status block and interrupt moderation, the RX fault policies and the backup ring, TSO and checksum offload"},
+	{4, []string{"ethring"}, "the Ethernet engine: TX and RX rings, the status block and interrupt moderation, the RX fault policies and the backup ring, TSO and checksum offload, large receive (host super-packets as RX descriptor chains)"},
 	{4, []string{"rdma"}, "the RDMA engine: the NIC's RDMA register block, command and event queues, QPs over rxe queues, CQs, MRs through `ats`, on-demand paging through `pri`, the paced transmit goroutine"},
 	{4, []string{"rdma/rdmatest"}, "a model of the driver and librxe for tests of the RDMA engine without a VM"},
 	{5, []string{"."}, "the PCI function (`npfnic`): assembles config space, BAR0 (routed by the register table to the block that owns each register), MSI-X, the port's Mux and the engines, resets and quiesce; implements `vfiouser.Device`; `Source`, the files the image build compiles, embedded for the installed command"},

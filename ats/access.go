@@ -172,7 +172,17 @@ func (h *Handle) copyVia(dma *guestmem.Stream, p []byte, off int, write bool) er
 // retries Access after the page response. With ATS disabled, va is already
 // an IOVA: it is only split at page boundaries (pasid is ignored).
 func (c *Context) Access(pasid uint32, va uint64, n int, write bool) (Handle, error) {
-	return c.access(pasid, va, n, write, false)
+	return c.access(pasid, va, n, write, false, false)
+}
+
+// TryAccess is Access for a caller that, when the buffer does not
+// translate now, takes another path that meets the fault itself (the
+// Ethernet engine cutting a super-packet into frames when a buffer of its
+// receive chain would fault): it reports false and holds nothing, counts
+// no fault and lists no pages.
+func (c *Context) TryAccess(pasid uint32, va uint64, n int, write bool) (Handle, bool) {
+	h, err := c.access(pasid, va, n, write, false, true)
+	return h, err == nil
 }
 
 // AccessTranslated is Access for an address that is only ever translated,
@@ -181,24 +191,27 @@ func (c *Context) Access(pasid uint32, va uint64, n int, write bool) (Handle, er
 // enable bit is read once, so an access racing a write of ATS Enable
 // either translates or fails, never both.
 func (c *Context) AccessTranslated(pasid uint32, va uint64, n int, write bool) (Handle, error) {
-	return c.access(pasid, va, n, write, true)
+	return c.access(pasid, va, n, write, true, false)
 }
 
-func (c *Context) access(pasid uint32, va uint64, n int, write, mustTranslate bool) (Handle, error) {
+// access is Access; with probe set a fault is neither counted nor given
+// its pages (TryAccess).
+func (c *Context) access(pasid uint32, va uint64, n int, write, mustTranslate, probe bool) (Handle, error) {
+	fault := func(f *Fault) *Fault { return c.faultUnless(probe, f) }
 	end := va + uint64(n)
 	if n <= 0 || n > MaxAccess || end < va {
-		return Handle{}, c.fault(&Fault{Kind: FaultAddress, PASID: pasid, VA: va, Write: write, Level: -1})
+		return Handle{}, fault(&Fault{Kind: FaultAddress, PASID: pasid, VA: va, Write: write, Level: -1})
 	}
 	pages := int((end-1)>>pageShift - va>>pageShift + 1)
 	translating := c.atsOn.Load()
 	if !translating && mustTranslate {
-		return Handle{}, c.fault(&Fault{Kind: FaultDisabled, PASID: pasid, VA: va, Write: write, Level: -1})
+		return Handle{}, fault(&Fault{Kind: FaultDisabled, PASID: pasid, VA: va, Write: write, Level: -1})
 	}
 	if translating && end > vaLimit {
-		return Handle{}, c.fault(&Fault{Kind: FaultAddress, PASID: pasid, VA: va, Write: write, Level: -1})
+		return Handle{}, fault(&Fault{Kind: FaultAddress, PASID: pasid, VA: va, Write: write, Level: -1})
 	}
 	if translating && pasid != 0 && !c.pasidOn.Load() {
-		return Handle{}, c.fault(&Fault{Kind: FaultPASID, PASID: pasid, VA: va, Write: write, Level: -1})
+		return Handle{}, fault(&Fault{Kind: FaultPASID, PASID: pasid, VA: va, Write: write, Level: -1})
 	}
 	h := Handle{c: c}
 	err := guestmem.SplitPages(va, n, func(a uint64, _, l int) error {
@@ -210,10 +223,10 @@ func (c *Context) access(pasid uint32, va uint64, n int, write, mustTranslate bo
 		if f != nil {
 			h.Release()
 			f.VA, f.Write = a, write
-			if f.Kind.Resolvable() {
+			if f.Kind.Resolvable() && !probe {
 				f = c.collect(f, pasid, a, end, write)
 			}
-			return c.fault(f)
+			return fault(f)
 		}
 		h.add(Segment{IOVA: e.frame + a%pageSize, Len: l}, e, pages)
 		return nil
@@ -225,6 +238,14 @@ func (c *Context) access(pasid uint32, va uint64, n int, write, mustTranslate bo
 		c.passthrough.Add(uint64(pages))
 	}
 	return h, nil
+}
+
+// faultUnless is fault, counting nothing for a probe.
+func (c *Context) faultUnless(probe bool, f *Fault) *Fault {
+	if probe {
+		return f
+	}
+	return c.fault(f)
 }
 
 func (c *Context) fault(f *Fault) *Fault {

@@ -658,8 +658,9 @@ type Stats struct {
 	TailEvents       uint32 // RX_TAIL_IRQ events since reset
 
 	// Receive offload from the host (ReceiveGSO).
-	RxGSOFrames   uint64 // super-packets cut into segments
-	RxGSOSegments uint64 // the segments they were cut into
+	RxGSOFrames   uint64 // super-packets received (as chains or cut into segments)
+	RxGSOChains   uint64 // of those, received whole as descriptor chains (large receive)
+	RxGSOSegments uint64 // the segments the others were cut into
 	RxGSOCsums    uint64 // frames whose partial checksum the device completed
 	RxGSOBad      uint64 // unfinished frames dropped: a request the device does not carry out
 }
@@ -672,7 +673,7 @@ func (d *Engine) Stats() Stats {
 		BackupHead:     d.backup.head(), BackupStored: d.backup.stored.Load(),
 		BackupFull: uint64(d.backup.full.Load()), BackupDropsLarge: d.backup.drops.Load(),
 		BackupEvents: d.backup.events.Load(), TailEvents: d.backup.tailEvents.Load(),
-		RxGSOFrames: d.rxGSO.frames.Load(), RxGSOSegments: d.rxGSO.segments.Load(),
+		RxGSOFrames: d.rxGSO.frames.Load(), RxGSOChains: d.rxGSO.chains.Load(), RxGSOSegments: d.rxGSO.segments.Load(),
 		RxGSOCsums: d.rxGSO.csums.Load(), RxGSOBad: d.rxGSO.bad.Load()}
 	for _, p := range d.pairs {
 		s.Pairs = append(s.Pairs, p.Stats())

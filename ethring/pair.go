@@ -27,6 +27,9 @@ type Pair struct {
 	pasid          uint32
 	bmSize         uint32
 
+	// lro is PAIR_CTRL_RX_LRO, as last written (rxlro.go).
+	lro atomic.Bool
+
 	// inst is the running instance, nil while disabled.
 	inst atomic.Pointer[instance]
 	// draining are the streams of retired instances that had not quiesced
@@ -52,6 +55,7 @@ type pairCounters struct {
 	rxFaults, rxBackup, rxFaultDrops, rxFaultErrors atomic.Uint64
 	txFaults, txFaultErrors, rxBadResolves          atomic.Uint64
 	rxResolves                                      atomic.Uint64
+	rxLROFrames, rxLRODescs                         atomic.Uint64
 }
 
 func newPair(d *Engine, q int) *Pair {
@@ -107,12 +111,17 @@ func (p *Pair) ReadReg(off uint32) uint32 {
 	case hw.PairRxSize:
 		return p.rxSize
 	case hw.PairCtrl:
+		v := uint32(0)
+		if p.lro.Load() {
+			v = hw.PairCtrlRxLRO
+		}
 		if p.enabled {
-			return hw.PairCtrlEnable | hw.PairCtrlBusy
+			return v | hw.PairCtrlEnable | hw.PairCtrlBusy
 		}
 		if p.draining.Busy() {
-			return hw.PairCtrlBusy
+			return v | hw.PairCtrlBusy
 		}
+		return v
 	case hw.PairRxPolicy:
 		return p.rxPolicy
 	case hw.PairPASID:
@@ -174,6 +183,7 @@ func (p *Pair) WriteReg(off, v uint32) {
 	case hw.PairBmSize:
 		p.bmSize = v
 	case hw.PairCtrl:
+		p.lro.Store(v&hw.PairCtrlRxLRO != 0)
 		on := v&hw.PairCtrlEnable != 0
 		switch {
 		case on && !p.enabled:
@@ -245,6 +255,7 @@ func (p *Pair) reset() {
 	p.stop()
 	p.txBase, p.rxBase, p.txSize, p.rxSize, p.enabled = 0, 0, 0, 0, false
 	p.rxPolicy, p.pasid, p.bmSize = 0, 0, 0
+	p.lro.Store(false)
 	p.regMu.Unlock()
 	p.irq.reset()
 }
@@ -307,6 +318,7 @@ func (p *Pair) Stats() PairStats {
 		RxFaultDrops: p.st.rxFaultDrops.Load(), RxFaultErrors: p.st.rxFaultErrors.Load(),
 		TxFaults: p.st.txFaults.Load(), TxFaultErrors: p.st.txFaultErrors.Load(),
 		RxBadResolves: p.st.rxBadResolves.Load(), RxResolves: resolves,
+		RxLROFrames: p.st.rxLROFrames.Load(), RxLRODescs: p.st.rxLRODescs.Load(),
 	}
 	if in := p.inst.Load(); in != nil {
 		s.Enabled = true
@@ -346,6 +358,11 @@ type PairStats struct {
 	// RxResolves counts RX_RESOLVE writes handled (applied or ignored);
 	// it moves after their effects are published.
 	RxResolves uint64
+
+	// Large receive (interface 2.11): super-packets received as chains,
+	// and the descriptors those chains took. RxFrames counts each chain
+	// once.
+	RxLROFrames, RxLRODescs uint64
 }
 
 // ring is one descriptor ring of an instance.
@@ -392,6 +409,7 @@ type instance struct {
 	rxFaultsG, rxBackupG, rxFaultDropsG        atomic.Uint32
 	txFaultsG, txFaultErrorsG                  atomic.Uint32
 
+	lro     lroScratch              // large receive, under the pair's rxMu
 	txb     *txBuf                  // TX gather buffer, reused for every frame
 	scratch [guestmem.PageSize]byte // ring check reads
 }

@@ -20,13 +20,15 @@ import (
 
 // rxGSOStats counts what ReceiveGSO did.
 type rxGSOStats struct {
-	frames, segments, csums, bad atomic.Uint64
+	frames, segments, csums, bad, chains atomic.Uint64
 }
 
-// ReceiveGSO implements port.GSOReceiver: a super-packet is cut into
-// segments of gso.GSOSize payload bytes, each with its headers and
-// checksums complete, and each received as Receive receives a frame, in
-// order; a frame that only needs its checksum gets it and is received.
+// ReceiveGSO implements port.GSOReceiver: a super-packet goes whole, as a
+// chain of RX descriptors, to a pair whose driver asked for large receive
+// (rxlro.go) when it can; otherwise it is cut into segments of
+// gso.GSOSize payload bytes, each with its headers and checksums complete,
+// and each received as Receive receives a frame, in order; a frame that
+// only needs its checksum gets it and is received.
 // The header comes from the host kernel, but is checked all the same: a
 // segmentation request that is not TCP over IPv4 or IPv6 as tsoParse
 // accepts it (checksum at the TCP checksum field), an mss of 0 or one
@@ -49,9 +51,13 @@ func (d *Engine) ReceiveGSO(frame []byte, gso port.GSOInfo) {
 			d.rxGSO.bad.Add(1)
 			return
 		}
+		d.rxGSO.frames.Add(1)
+		if d.receiveLRO(frame, &t, gso.GSOSize) {
+			d.rxGSO.chains.Add(1)
+			return
+		}
 		var hdr [tsoMaxHdr]byte
 		n := tsoSegments(frame, t, gso.GSOSize, hdr[:], d.Receive)
-		d.rxGSO.frames.Add(1)
 		d.rxGSO.segments.Add(uint64(n))
 	default:
 		d.rxGSO.bad.Add(1)

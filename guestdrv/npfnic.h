@@ -91,6 +91,8 @@ struct npfnic_qp_stats {
 	u64 irqs;
 	u64 rx_cooled_drops;	/* completed while its slot page was cooled away */
 	u64 rx_xlat_errors;	/* completed with NPFNIC_RXD_ERROR: no frame */
+	u64 rx_lro_frames;	/* super-packets received as descriptor chains */
+	u64 rx_bad_chains;	/* chains refused: malformed by the device */
 	struct u64_stats_sync syncp;
 };
 
@@ -418,6 +420,7 @@ void npfnic_eth_remove(struct npfnic *nic);
 int npfnic_open(struct net_device *netdev);
 int npfnic_stop(struct net_device *netdev);
 irqreturn_t npfnic_misc_irq(int irq, void *data);
+u32 npfnic_pair_ctrl(struct npfnic *nic, netdev_features_t features);
 int npfnic_inject(struct npfnic *nic, const char *what, unsigned int q);
 
 /* npfnic_eth_ring.c: the rings and buffers of a queue pair */

@@ -27,7 +27,7 @@
  *  - rdma_recv_fault (read, write "rnr", "drop" or "hold", with the RDMA
  *    device): what the device's RC responder does on a receive fault, an
  *    RNR NAK (the default), a silent drop the sender recovers from by its
- *    ACK timeout, or (interface 2.11) holding the request in the device
+ *    ACK timeout, or (interface 2.12) holding the request in the device
  *    until the page arrives, for peers whose RNR retry count is 0 (an
  *    older device reads back "rnr"); a write takes effect at the next fault;
  *  - odp_prefault_pages (read, write 1..NPFNIC_RDMA_MAX_PREFAULT, with on-demand

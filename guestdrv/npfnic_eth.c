@@ -34,6 +34,10 @@ static unsigned int queues = 1;
 module_param(queues, uint, 0444);
 MODULE_PARM_DESC(queues, "queue pairs to use (1..4, limited by MSI-X vectors)");
 
+static bool lro = true;
+module_param(lro, bool, 0444);
+MODULE_PARM_DESC(lro, "large receive on at probe when the device offers it (ethtool -K IF lro toggles it)");
+
 static unsigned int itr_usecs = 20;
 module_param(itr_usecs, uint, 0444);
 MODULE_PARM_DESC(itr_usecs, "minimum microseconds between two interrupts of a queue pair");
@@ -93,6 +97,19 @@ static void npfnic_program_status_block(struct npfnic *nic)
 	iowrite32(upper_32_bits(nic->sb_dma), nic->bar0 + NPFNIC_REG_STATUS_ADDR_HI);
 }
 
+/*
+ * PAIR_CTRL of a running pair: enabled, with large receive when the
+ * features say so (the device takes the bit at every write).
+ */
+u32 npfnic_pair_ctrl(struct npfnic *nic, netdev_features_t features)
+{
+	u32 ctrl = NPFNIC_PAIR_CTRL_ENABLE;
+
+	if ((features & NETIF_F_LRO) && (nic->features & NPFNIC_FEAT_RX_LRO))
+		ctrl |= NPFNIC_PAIR_CTRL_RX_LRO;
+	return ctrl;
+}
+
 static void npfnic_start_qp(struct npfnic_qp *qp)
 {
 	iowrite32(lower_32_bits(qp->tx_ring_dma), qp->regs + NPFNIC_PAIR_TX_BASE_LO);
@@ -104,7 +121,8 @@ static void npfnic_start_qp(struct npfnic_qp *qp)
 	iowrite32(qp->nic->itr_usecs, qp->regs + NPFNIC_PAIR_ITR);
 	if (npfnic_translating(qp->nic))
 		npfnic_npf_start_qp(qp);
-	iowrite32(NPFNIC_PAIR_CTRL_ENABLE, qp->regs + NPFNIC_PAIR_CTRL);
+	iowrite32(npfnic_pair_ctrl(qp->nic, qp->nic->netdev->features),
+		  qp->regs + NPFNIC_PAIR_CTRL);
 	npfnic_post_rx(qp, qp->rx_size);
 	iowrite32(1, qp->regs + NPFNIC_PAIR_IRQ_ARM);
 }
@@ -290,7 +308,25 @@ static void npfnic_get_stats64(struct net_device *netdev, struct rtnl_link_stats
 	s->tx_dropped = netdev->stats.tx_dropped;
 }
 
+/*
+ * ethtool -K IF lro on|off (and dev_disable_lro when the guest forwards):
+ * a running pair takes the new PAIR_CTRL at once. Chains the device
+ * started before are still received whole.
+ */
+static int npfnic_set_features(struct net_device *netdev, netdev_features_t features)
+{
+	struct npfnic *nic = npfnic_from_netdev(netdev);
+	int q;
+
+	if (!((netdev->features ^ features) & NETIF_F_LRO) || !netif_running(netdev))
+		return 0;
+	for (q = 0; q < nic->nqps; q++)
+		iowrite32(npfnic_pair_ctrl(nic, features), nic->qps[q].regs + NPFNIC_PAIR_CTRL);
+	return 0;
+}
+
 static const struct net_device_ops npfnic_netdev_ops = {
+	.ndo_set_features = npfnic_set_features,
 	.ndo_open = npfnic_open,
 	.ndo_stop = npfnic_stop,
 	.ndo_start_xmit = npfnic_xmit,
@@ -363,7 +399,11 @@ int npfnic_eth_probe(struct npfnic *nic)
 		netdev->hw_features |= NETIF_F_TSO6;
 	if (nic->features & NPFNIC_FEAT_RX_CSUM)
 		netdev->hw_features |= NETIF_F_RXCSUM;
+	if (nic->features & NPFNIC_FEAT_RX_LRO)
+		netdev->hw_features |= NETIF_F_LRO;
 	netdev->features = netdev->hw_features;
+	if (!lro)
+		netdev->features &= ~NETIF_F_LRO;
 	netdev->min_mtu = ETH_MIN_MTU;
 	netdev->max_mtu = NPFNIC_MAX_FRAME - ETH_HLEN - VLAN_HLEN;
 	netdev->watchdog_timeo = 5 * HZ;

@@ -7,15 +7,23 @@
  *
  * RX copies each frame out of a persistent ring buffer into a fresh skb and
  * gives the same buffer back to the device, so a ring warms once and stays
- * warm; the page-fault support builds on exactly that property. With a
+ * warm; the page-fault support builds on exactly that property. A TCP
+ * super-packet the device received whole (large receive, NETIF_F_LRO)
+ * spans a chain of buffers: the first is copied into the skb's linear
+ * part, the others into page frags, and the skb carries gso_size and
+ * gso_type as if GRO had merged its segments. With a
  * translating rx_policy (npfnic_npf.c) the buffer of slot i is a page at a
  * per-slot VA that exists only once the device faulted on it, and NAPI
  * draws the synthetic rNPFs of rnpf_rate_ppm for the frames it received.
  */
 
 #include <linux/etherdevice.h>
+#include <linux/if_vlan.h>
 #include <linux/interrupt.h>
+#include <linux/ip.h>
 #include <linux/skbuff.h>
+#include <linux/tcp.h>
+#include <net/ipv6.h>
 
 #include "npfnic.h"
 
@@ -223,7 +231,7 @@ void npfnic_post_rx(struct npfnic_qp *qp, u32 count)
 		desc->buf_len = cpu_to_le16(NPFNIC_RX_BUF_SIZE);
 		desc->pkt_len = 0;
 		desc->status = 0;
-		desc->rsvd = 0;
+		desc->gso_size = 0;
 		tail++;
 	}
 	/*
@@ -255,11 +263,250 @@ static u8 *npfnic_rx_buf(struct npfnic_qp *qp, u32 i, u16 len)
 	return page_address(page);
 }
 
+/* Gives the buffer of a completed descriptor back to the device after the copy. */
+static void npfnic_rx_buf_done(struct npfnic_qp *qp, u32 i, u16 len)
+{
+	if (qp->rx_slots)
+		dma_sync_single_for_device(&qp->nic->pdev->dev, qp->rx_slots[i].dma, len,
+					   DMA_BIDIRECTIONAL);
+}
+
+/* What became of the descriptors of one frame or chain. */
+struct npfnic_rx_res {
+	unsigned int cooled;	/* buffers whose slot page was cooled away */
+	unsigned int bad;	/* a chain refused as malformed */
+	unsigned int nomem;
+};
+
+/*
+ * The offset of the TCP payload of an LRO skb whose data starts after the
+ * Ethernet header (eth_type_trans), for gso_segs; 0 when the headers do
+ * not parse as the RXD_GSO_* bit says. The device puts every header into
+ * the first buffer, so the pulls only check.
+ */
+static unsigned int npfnic_lro_hlen(struct sk_buff *skb, bool v6)
+{
+	__be16 proto = skb->protocol;
+	unsigned int off = 0, l4;
+
+	if (proto == htons(ETH_P_8021Q)) {
+		if (!pskb_may_pull(skb, VLAN_HLEN))
+			return 0;
+		proto = ((struct vlan_hdr *)skb->data)->h_vlan_encapsulated_proto;
+		off = VLAN_HLEN;
+	}
+	if (!v6) {
+		const struct iphdr *iph;
+
+		if (proto != htons(ETH_P_IP) || !pskb_may_pull(skb, off + sizeof(*iph)))
+			return 0;
+		iph = (const struct iphdr *)(skb->data + off);
+		if (iph->ihl < 5 || iph->protocol != IPPROTO_TCP)
+			return 0;
+		l4 = off + iph->ihl * 4;
+	} else {
+		__be16 frag_off;
+		u8 nexthdr;
+		int l;
+
+		if (proto != htons(ETH_P_IPV6) ||
+		    !pskb_may_pull(skb, off + sizeof(struct ipv6hdr)))
+			return 0;
+		nexthdr = ((const struct ipv6hdr *)(skb->data + off))->nexthdr;
+		l = ipv6_skip_exthdr(skb, off + sizeof(struct ipv6hdr), &nexthdr, &frag_off);
+		if (l < 0 || nexthdr != IPPROTO_TCP || frag_off)
+			return 0;
+		l4 = l;
+	}
+	if (!pskb_may_pull(skb, l4 + sizeof(struct tcphdr)))
+		return 0;
+	return l4 + ((const struct tcphdr *)(skb->data + l4))->doff * 4;
+}
+
+/*
+ * Copies the continuation buffers of a chain (descriptors first + 1 ..
+ * first + n - 1, all below rx_head and checked by the caller) into page
+ * frags of skb, filling each page before taking the next. Returns false
+ * when a buffer's slot was cooled, pages ran out or the chain needs more
+ * frags than an skb has.
+ */
+static bool npfnic_rx_chain_frags(struct npfnic_qp *qp, struct sk_buff *skb, u32 first, u32 n,
+				  struct npfnic_rx_res *res)
+{
+	struct skb_shared_info *shinfo = skb_shinfo(skb);
+	struct page *page = NULL;
+	unsigned int poff = PAGE_SIZE;
+	u32 k;
+
+	for (k = 1; k < n; k++) {
+		u32 i = (first + k) & (qp->rx_size - 1);
+		u16 len = le16_to_cpu(qp->rx_ring[i].pkt_len);
+		const u8 *buf = npfnic_rx_buf(qp, i, len);
+		u16 copied = 0;
+
+		if (!buf) {
+			res->cooled++;
+			return false;
+		}
+		while (copied < len) {
+			unsigned int c;
+
+			if (poff == PAGE_SIZE) {
+				if (shinfo->nr_frags == MAX_SKB_FRAGS) {
+					res->bad++;
+					npfnic_rx_buf_done(qp, i, len);
+					return false;
+				}
+				page = dev_alloc_page();
+				if (!page) {
+					res->nomem++;
+					npfnic_rx_buf_done(qp, i, len);
+					return false;
+				}
+				poff = 0;
+			}
+			c = min_t(unsigned int, len - copied, PAGE_SIZE - poff);
+			memcpy(page_address(page) + poff, buf + copied, c);
+			if (!poff) {
+				skb_add_rx_frag(skb, shinfo->nr_frags, page, 0, c, PAGE_SIZE);
+			} else {
+				skb_frag_size_add(&shinfo->frags[shinfo->nr_frags - 1], c);
+				skb->len += c;
+				skb->data_len += c;
+			}
+			poff += c;
+			copied += c;
+		}
+		npfnic_rx_buf_done(qp, i, len);
+	}
+	return true;
+}
+
+/*
+ * Checks the chain that starts at descriptor first (n descriptors, avail
+ * of them completed): the first with exactly one RXD_GSO_* bit and
+ * gso_size, every other DONE | CONT, every length within its buffer. The
+ * descriptors are the device's word; nothing outside the ring is read.
+ */
+static bool npfnic_rx_chain_ok(struct npfnic_qp *qp, u32 first, u32 n, u32 avail)
+{
+	const struct npfnic_rx_desc *desc = &qp->rx_ring[first & (qp->rx_size - 1)];
+	u16 status = le16_to_cpu(desc->status);
+	u16 gso = status & (NPFNIC_RXD_GSO_TCP4 | NPFNIC_RXD_GSO_TCP6);
+	u32 k;
+
+	if (n > NPFNIC_RX_CHAIN_MAX || n > avail || !(status & NPFNIC_RXD_DONE) ||
+	    (gso != NPFNIC_RXD_GSO_TCP4 && gso != NPFNIC_RXD_GSO_TCP6) || !desc->gso_size ||
+	    le16_to_cpu(desc->pkt_len) < ETH_HLEN ||
+	    le16_to_cpu(desc->pkt_len) > NPFNIC_RX_BUF_SIZE)
+		return false;
+	for (k = 1; k < n; k++) {
+		desc = &qp->rx_ring[(first + k) & (qp->rx_size - 1)];
+		status = le16_to_cpu(desc->status);
+		if ((status & (NPFNIC_RXD_DONE | NPFNIC_RXD_CONT)) !=
+		    (NPFNIC_RXD_DONE | NPFNIC_RXD_CONT) || !desc->pkt_len ||
+		    le16_to_cpu(desc->pkt_len) > NPFNIC_RX_BUF_SIZE)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Receives the frame at descriptor first: one buffer, or (large receive)
+ * a chain of n buffers, returned as one skb with gso_size and gso_type
+ * set, as GRO would have merged its segments. NULL when there is nothing
+ * to hand up (res says why, unless the descriptor was an error).
+ */
+static struct sk_buff *npfnic_rx_frame(struct npfnic_qp *qp, u32 first, u32 n,
+				       struct npfnic_rx_res *res)
+{
+	u32 i = first & (qp->rx_size - 1);
+	const struct npfnic_rx_desc *desc = &qp->rx_ring[i];
+	u16 status = le16_to_cpu(desc->status);
+	u16 len = le16_to_cpu(desc->pkt_len);
+	struct net_device *netdev = qp->nic->netdev;
+	struct sk_buff *skb;
+	unsigned int hlen, gso_size;
+	u8 *buf;
+
+	buf = npfnic_rx_buf(qp, i, len);
+	if (!buf) {
+		res->cooled++;
+		return NULL;
+	}
+	skb = napi_alloc_skb(&qp->napi, len);
+	if (skb)
+		skb_put_data(skb, buf, len);
+	npfnic_rx_buf_done(qp, i, len);
+	if (!skb) {
+		res->nomem++;
+		return NULL;
+	}
+	if (n > 1 && !npfnic_rx_chain_frags(qp, skb, first, n, res))
+		goto drop;
+	skb->protocol = eth_type_trans(skb, netdev);
+	if ((status & NPFNIC_RXD_CSUM_OK) && (netdev->features & NETIF_F_RXCSUM))
+		skb->ip_summed = CHECKSUM_UNNECESSARY;
+	if (status & (NPFNIC_RXD_GSO_TCP4 | NPFNIC_RXD_GSO_TCP6)) {
+		bool v6 = status & NPFNIC_RXD_GSO_TCP6;
+
+		hlen = npfnic_lro_hlen(skb, v6);
+		gso_size = le16_to_cpu(desc->gso_size);
+		if (!hlen || hlen >= skb->len) {
+			res->bad++;
+			goto drop;
+		}
+		skb_shinfo(skb)->gso_size = gso_size;
+		skb_shinfo(skb)->gso_type = v6 ? SKB_GSO_TCPV6 : SKB_GSO_TCPV4;
+		skb_shinfo(skb)->gso_segs = DIV_ROUND_UP(skb->len - hlen, gso_size);
+	}
+	skb_record_rx_queue(skb, qp->idx);
+	return skb;
+
+drop:
+	dev_kfree_skb_any(skb);
+	return NULL;
+}
+
+/*
+ * The descriptors of the chain at rx_next whose first status is status
+ * (avail completed from there on), or 0 when it is refused.
+ */
+static u32 npfnic_rx_chain_len(struct npfnic_qp *qp, u16 status, u32 avail)
+{
+	u32 n = (status & NPFNIC_RXD_CHAIN_MASK) >> NPFNIC_RXD_CHAIN_SHIFT;
+
+	n = max_t(u32, n, 1);
+	if ((status & NPFNIC_RXD_CONT) || !npfnic_rx_chain_ok(qp, qp->rx_next, n, avail))
+		return 0;
+	return n;
+}
+
+/*
+ * Counts a refused chain and returns how many descriptors to skip: its
+ * first and the continuations that follow it, never beyond rx_head.
+ */
+static u32 npfnic_rx_bad_chain(struct npfnic_qp *qp, u32 avail, struct npfnic_rx_res *res)
+{
+	u32 n, lim = min_t(u32, avail, NPFNIC_RX_CHAIN_MAX);
+
+	res->bad++;
+	for (n = 1; n < lim; n++) {
+		u32 i = (qp->rx_next + n) & (qp->rx_size - 1);
+
+		if (!(le16_to_cpu(qp->rx_ring[i].status) & NPFNIC_RXD_CONT))
+			break;
+	}
+	return n;
+}
+
 static int npfnic_clean_rx(struct npfnic_qp *qp, int budget)
 {
 	struct net_device *netdev = qp->nic->netdev;
 	u32 head = le32_to_cpu(READ_ONCE(npfnic_pair_status(qp->nic, qp->idx)->rx_head));
-	unsigned int pkts = 0, bytes = 0, cooled = 0, xlat = 0;
+	unsigned int pkts = 0, bytes = 0, xlat = 0, lro = 0;
+	struct npfnic_rx_res res = {};
+	u32 descs = 0;
 	int done = 0;
 
 	if (head - qp->rx_next > qp->rx_tail - qp->rx_next)
@@ -271,50 +518,48 @@ static int npfnic_clean_rx(struct npfnic_qp *qp, int budget)
 		struct npfnic_rx_desc *desc = &qp->rx_ring[i];
 		u16 status = le16_to_cpu(desc->status);
 		u16 len = le16_to_cpu(desc->pkt_len);
-		struct sk_buff *skb;
-		u8 *buf = NULL;
+		u32 avail = head - qp->rx_next, n = 1;
+		struct sk_buff *skb = NULL;
 
 		if (status & NPFNIC_RXD_ERROR) {
 			xlat++;		/* no frame: its buffer could not be translated */
+		} else if (status & (NPFNIC_RXD_CONT | NPFNIC_RXD_GSO_TCP4 | NPFNIC_RXD_GSO_TCP6 |
+				     NPFNIC_RXD_CHAIN_MASK)) {
+			/* Large receive: a chain of n descriptors, all below head. */
+			n = npfnic_rx_chain_len(qp, status, avail);
+			if (n)
+				skb = npfnic_rx_frame(qp, qp->rx_next, n, &res);
+			else
+				n = npfnic_rx_bad_chain(qp, avail, &res);
 		} else if (!(status & NPFNIC_RXD_DONE) || len < ETH_HLEN ||
 			   len > NPFNIC_RX_BUF_SIZE) {
 			netdev->stats.rx_errors++;
 		} else {
-			buf = npfnic_rx_buf(qp, i, len);
-			if (!buf)
-				cooled++;
+			skb = npfnic_rx_frame(qp, qp->rx_next, 1, &res);
 		}
-		if (buf) {
-			skb = napi_alloc_skb(&qp->napi, len);
-			if (!skb) {
-				netdev->stats.rx_dropped++;
-			} else {
-				skb_put_data(skb, buf, len);
-				skb->protocol = eth_type_trans(skb, netdev);
-				if ((status & NPFNIC_RXD_CSUM_OK) &&
-				    (netdev->features & NETIF_F_RXCSUM))
-					skb->ip_summed = CHECKSUM_UNNECESSARY;
-				skb_record_rx_queue(skb, qp->idx);
-				pkts++;
-				bytes += len;
-				napi_gro_receive(&qp->napi, skb);
-			}
-			if (qp->rx_slots)
-				dma_sync_single_for_device(&qp->nic->pdev->dev, qp->rx_slots[i].dma,
-							   len, DMA_BIDIRECTIONAL);
+		if (skb) {
+			pkts++;
+			bytes += skb->len + ETH_HLEN;
+			if (skb_is_gso(skb))
+				lro++;
+			napi_gro_receive(&qp->napi, skb);
 		}
-		qp->rx_next++;
+		qp->rx_next += n;
+		descs += n;
 		done++;
 	}
 	if (done) {
+		netdev->stats.rx_dropped += res.nomem;
 		u64_stats_update_begin(&qp->stats.syncp);
 		qp->stats.rx_packets += pkts;
 		qp->stats.rx_bytes += bytes;
-		qp->stats.rx_cooled_drops += cooled;
+		qp->stats.rx_cooled_drops += res.cooled;
 		qp->stats.rx_xlat_errors += xlat;
+		qp->stats.rx_lro_frames += lro;
+		qp->stats.rx_bad_chains += res.bad;
 		u64_stats_update_end(&qp->stats.syncp);
 		/* The same buffers go straight back: the ring stays warm. */
-		npfnic_post_rx(qp, done);
+		npfnic_post_rx(qp, descs);
 	}
 	if (pkts && qp->rx_slots)
 		npfnic_rnpf_rx(qp, pkts);

@@ -19,6 +19,7 @@ static const char npfnic_qp_stat_names[][ETH_GSTRING_LEN] = {
 static const char npfnic_dev_stat_names[][ETH_GSTRING_LEN] = {
 	"rx_drops_no_buf", "rx_drops_too_big", "tx_drops_bad_len", "queue_errors",
 	"tx_tso_frames", "rx_wire_stalls", "late_dma", "quiesce_timeouts",
+	"rx_lro_frames", "rx_bad_chains",
 };
 
 #define NPFNIC_PAIR_STATS		ARRAY_SIZE(npfnic_qp_stat_names)
@@ -59,14 +60,18 @@ static void npfnic_get_ethtool_stats(struct net_device *netdev, struct ethtool_s
 {
 	struct npfnic *nic = npfnic_from_netdev(netdev);
 	u64 no_buf = 0, too_big = 0, bad_len = 0, qerr = 0, tso = 0, stalls = 0;
+	u64 lro = 0, bad_chains = 0;
 	unsigned int start;
 	int q;
 
 	for (q = 0; q < NPFNIC_PAIR_MAX; q++) {
 		struct npfnic_qp_stats *st = &nic->qps[q].stats;
+		u64 l, b;
 
 		do {
 			start = u64_stats_fetch_begin(&st->syncp);
+			l = st->rx_lro_frames;
+			b = st->rx_bad_chains;
 			data[0] = st->rx_packets;
 			data[1] = st->rx_bytes;
 			data[2] = st->tx_packets;
@@ -75,6 +80,8 @@ static void npfnic_get_ethtool_stats(struct net_device *netdev, struct ethtool_s
 			data[5] = st->tx_linearized;
 			data[6] = st->irqs;
 		} while (u64_stats_fetch_retry(&st->syncp, start));
+		lro += l;
+		bad_chains += b;
 		data += NPFNIC_PAIR_STATS;
 	}
 	for (q = 0; q < nic->nqps; q++) {
@@ -96,6 +103,8 @@ static void npfnic_get_ethtool_stats(struct net_device *netdev, struct ethtool_s
 	/* The device's late-DMA detector: nonzero only on a broken device. */
 	data[6] = ioread32(nic->bar0 + NPFNIC_REG_LATE_DMA);
 	data[7] = atomic64_read(&nic->quiesce_timeouts);
+	data[8] = lro;
+	data[9] = bad_chains;
 	npfnic_npf_get_stats(nic, data + NPFNIC_DEV_STATS);
 }
 

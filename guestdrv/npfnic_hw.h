@@ -31,7 +31,7 @@
 #define NPFNIC_DIAG_ECHO_MAX             0x10000 /* most rounds one DIAG_ECHO_CTRL write runs */
 #define NPFNIC_DIAG_ECHO_GAP_MAX         0xf4240 /* largest NPFNIC_REG_DIAG_ECHO_GAP (microseconds) */
 #define NPFNIC_MAGIC                     0x4e50464e /* value of NPFNIC_REG_ID */
-#define NPFNIC_INTERFACE_VERSION         0x2000b /* value of NPFNIC_REG_VERSION */
+#define NPFNIC_INTERFACE_VERSION         0x2000c /* value of NPFNIC_REG_VERSION */
 #define NPFNIC_DIAG_DMA_CTRL_START       0x1 /* start; ignored while NPFNIC_DIAG_DMA_STATUS_BUSY */
 #define NPFNIC_DIAG_DMA_CTRL_ABORT       0x2 /* stop a running DMA; BUSY until no byte will be written */
 #define NPFNIC_DIAG_DMA_STATUS_IDLE      0x0
@@ -76,6 +76,14 @@
 #define NPFNIC_FEAT_TSO6                 0x4 /* NPFNIC_REG_FEATURES: NPFNIC_TXD_TSO6 */
 #define NPFNIC_FEAT_RX_CSUM              0x8 /* NPFNIC_REG_FEATURES: NPFNIC_RXD_CSUM_OK */
 #define NPFNIC_RXD_ERROR                 0x4 /* npfnic_rx_desc.status: no frame; the buffer could not be translated (pkt_len 0) */
+#define NPFNIC_FEAT_RX_LRO               0x8000 /* NPFNIC_REG_FEATURES: large receive (NPFNIC_PAIR_CTRL_RX_LRO) */
+#define NPFNIC_PAIR_CTRL_RX_LRO          0x2 /* NPFNIC_PAIR_CTRL: TCP super-packets may arrive whole, as descriptor chains */
+#define NPFNIC_RXD_GSO_TCP4              0x8 /* npfnic_rx_desc.status, first of a chain: TCP/IPv4 super-packet of gso_size segments */
+#define NPFNIC_RXD_GSO_TCP6              0x10 /* npfnic_rx_desc.status, first of a chain: TCP/IPv6 super-packet of gso_size segments */
+#define NPFNIC_RXD_CONT                  0x20 /* npfnic_rx_desc.status: a continuation descriptor of a chain */
+#define NPFNIC_RXD_CHAIN_SHIFT           0x8 /* npfnic_rx_desc.status, first of a chain: descriptors in the chain, at bits 15:8 (0: one) */
+#define NPFNIC_RXD_CHAIN_MASK            0xff00
+#define NPFNIC_RX_CHAIN_MAX              0x40 /* most descriptors in one chain */
 #define NPFNIC_RX_POLICY_PIN             0x0 /* NPFNIC_PAIR_RX_POLICY: buffers pre-mapped; a fault drops the frame */
 #define NPFNIC_RX_POLICY_DROP            0x1 /* NPFNIC_PAIR_RX_POLICY: a faulting frame is dropped, its page requested */
 #define NPFNIC_RX_POLICY_BACKUP          0x2 /* NPFNIC_PAIR_RX_POLICY: a faulting frame goes to the backup ring (Lesokhin et al., ASPLOS'17, Figure 6) */
@@ -128,7 +136,7 @@
 #define NPFNIC_PAIR_RX_BASE_HI           0x14 /* RW: RX ring guest address, bits 63:32 */
 #define NPFNIC_PAIR_RX_SIZE              0x18 /* RW: RX ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX */
 #define NPFNIC_PAIR_RX_TAIL              0x1c /* WO doorbell: RX doorbell: free-running count of RX buffers posted */
-#define NPFNIC_PAIR_CTRL                 0x20 /* RW command: NPFNIC_PAIR_CTRL_ENABLE: set latches bases/sizes and zeroes heads/tails; clear stops the pair */
+#define NPFNIC_PAIR_CTRL                 0x20 /* RW command: NPFNIC_PAIR_CTRL_ENABLE: set latches bases/sizes and zeroes heads/tails; clear stops the pair; NPFNIC_PAIR_CTRL_RX_LRO: large receive on (every write) */
 #define NPFNIC_PAIR_IRQ_ARM              0x24 /* WO command: write 1: the pair's vector may fire once for the next completion */
 #define NPFNIC_PAIR_ITR                  0x28 /* RW: minimum microseconds between two interrupts of the pair (0 = none) */
 #define NPFNIC_PAIR_RX_POLICY            0x2c /* RW: NPFNIC_RX_POLICY_*: what an RX buffer fault does (latched at enable) */
@@ -161,20 +169,20 @@ _Static_assert(offsetof(struct npfnic_tx_desc, mss) == 12, "npfnic_tx_desc.mss o
 _Static_assert(offsetof(struct npfnic_tx_desc, csum_start) == 14, "npfnic_tx_desc.csum_start offset");
 _Static_assert(offsetof(struct npfnic_tx_desc, csum_offset) == 15, "npfnic_tx_desc.csum_offset offset");
 
-/* RX descriptor: one buffer, one frame. The device writes pkt_len and status, then advances rx_head. */
+/* RX descriptor: one buffer, one frame, or one buffer of a chain (large receive). The device writes pkt_len, status and gso_size, then advances rx_head. */
 struct npfnic_rx_desc {
 	__le64 addr;                    /* driver: guest address of the buffer */
 	__le16 buf_len;                 /* driver: buffer size in bytes */
 	__le16 pkt_len;                 /* device: frame length */
 	__le16 status;                  /* device: NPFNIC_RXD_* */
-	__le16 rsvd;                    /* reserved, zero */
+	__le16 gso_size;                /* device: first descriptor of a chain: TCP payload bytes per segment; 0 otherwise */
 };
 _Static_assert(sizeof(struct npfnic_rx_desc) == 16, "npfnic_rx_desc size");
 _Static_assert(offsetof(struct npfnic_rx_desc, addr) == 0, "npfnic_rx_desc.addr offset");
 _Static_assert(offsetof(struct npfnic_rx_desc, buf_len) == 8, "npfnic_rx_desc.buf_len offset");
 _Static_assert(offsetof(struct npfnic_rx_desc, pkt_len) == 10, "npfnic_rx_desc.pkt_len offset");
 _Static_assert(offsetof(struct npfnic_rx_desc, status) == 12, "npfnic_rx_desc.status offset");
-_Static_assert(offsetof(struct npfnic_rx_desc, rsvd) == 14, "npfnic_rx_desc.rsvd offset");
+_Static_assert(offsetof(struct npfnic_rx_desc, gso_size) == 14, "npfnic_rx_desc.gso_size offset");
 
 /* Status of one queue pair, written by the device into the status block. */
 struct npfnic_pair_status {
@@ -622,7 +630,7 @@ _Static_assert(offsetof(struct npfnic_pri_status, rsvd) == 20, "npfnic_pri_statu
 #define NPFNIC_REG_SQ_DOORBELL           0x0a34 /* WO doorbell: a QPN whose rxe send queue has new entries (after librxe moved its producer index) */
 #define NPFNIC_REG_CQ_ARM                0x0a38 /* WO doorbell: CQN | NPFNIC_RDMA_CQ_ARM_SOLICITED: post one CQ_COMP event for the next (solicited) completion */
 #define NPFNIC_REG_RDMA_ERROR            0x0a3c /* RO: NPFNIC_RDMAERR_* */
-#define NPFNIC_REG_RDMA_RECV_FAULT       0x0a40 /* RW: the responder's receive-fault policy: NPFNIC_RDMA_RECV_FAULT_RNR, _DROP or _HOLD (2.11), bits 1:0 (interface 2.5); RDMA_CTRL RESET keeps it */
+#define NPFNIC_REG_RDMA_RECV_FAULT       0x0a40 /* RW: the responder's receive-fault policy: NPFNIC_RDMA_RECV_FAULT_RNR, _DROP or _HOLD (2.12), bits 1:0 (interface 2.5); RDMA_CTRL RESET keeps it */
 #define NPFNIC_REG_RDMA_PREFAULT         0x0a48 /* RW: pages a memory region's fault asks for at once: the faulting page and the next ones its request touches, 1..NPFNIC_RDMA_MAX_PREFAULT (writes clamped, 0 reads 1); RDMA_CTRL RESET keeps it (interface 2.9) */
 #define NPFNIC_REG_RDMA_MSG_ALARM        0x0a44 /* RW command: write N: one MSG_ALARM event after the responder executed N more requests (after an alarm: counted from the request that set it off), 0 cancels; reads the requests to go; RDMA_CTRL RESET cancels it (interface 2.5) */
 

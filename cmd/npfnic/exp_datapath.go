@@ -19,7 +19,7 @@ var expDatapath = experiment{
 	rounds: datapath.DefaultRounds, roundsHelp: "repeat the NICs this many times, interleaved, and report medians (a shared host is noisy)",
 	memory: datapath.DefaultMemoryMiB, memoryHelp: "guest memory in MiB (the same for every NIC)",
 	flags: func(fs *flag.FlagSet) expSetup {
-		nics := fs.String("nics", datapath.NICNames(), "NICs to measure, comma-separated, in this order: "+datapath.NICNames())
+		nics := fs.String("nics", datapath.NICNames(), "NICs to measure, comma-separated, in this order: "+datapath.AllNICNames())
 		iperfTime := fs.Duration("time", datapath.DefaultIperfTime, "length of each iperf3 run (one per direction), whole seconds")
 		slapTime := fs.Duration("memaslap-time", datapath.DefaultMemaslapTime, "length of the memaslap run, whole seconds")
 		conc := fs.Int("memaslap-conns", datapath.DefaultMemaslapConcurrency, "memaslap connections")

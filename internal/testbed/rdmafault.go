@@ -35,7 +35,7 @@ const (
 	RecvFaultRNR  = "rnr"
 	RecvFaultDrop = "drop"
 	// RecvFaultHold holds the request in the device until the page
-	// arrives (interface 2.11): for peers whose RNR retry count is 0.
+	// arrives (interface 2.12): for peers whose RNR retry count is 0.
 	RecvFaultHold = "hold"
 )
 

@@ -58,7 +58,7 @@ const (
 	// Bump the major for incompatible register changes, the minor for
 	// additions an older driver can ignore, and say what changed in
 	// InterfaceChanges.
-	InterfaceVersion = 2<<16 | 11
+	InterfaceVersion = 2<<16 | 12
 )
 
 // InterfaceChange is what one interface version added or changed.
@@ -81,7 +81,8 @@ var InterfaceChanges = []InterfaceChange{
 	{2, 8, "UD and UC queue pairs (FEATURES.RDMA_UD, RDMA_UC): CREATE_QP's FLAG_UD and FLAG_UC, MODIFY_QP's qkey and QP_ATTR_QKEY, the UD member of the rxe send entry; for kernel consumers (FEATURES.RDMA_KERNEL), REG_MR's FLAG_PHYSICAL and QP 1 (GSI); memory windows (FEATURES.RDMA_MW): ALLOC_MW, DEALLOC_MW, ACCESS_MW_BIND, the BIND_MW, LOCAL_INV and SEND_WITH_INV entries; RESIZE_CQ (FEATURES.RDMA_RESIZE_CQ)"},
 	{2, 9, "fast registration for kernel consumers (FEATURES.RDMA_FAST_REG): ALLOC_MR, the REG_MR send entry (struct npfnic_reg_wr), LOCAL_INV and SEND with Invalidate of such a region; RDMA_MAX_RD_ATOMIC 128, rdma_rxe's, not 16; RDMA_PREFAULT, whole-request prefault of memory regions' faults"},
 	{2, 10, "implicit on-demand paging (FEATURES.RDMA_IMPLICIT_ODP): REG_MR's FLAG_IMPLICIT, one region over the PASID's whole address space"},
-	{2, 11, "RDMA_RECV_FAULT_HOLD: a receive fault held in the device until its page arrives, for peers that cannot take an RNR NAK"},
+	{2, 11, "large receive (FEATURES.RX_LRO): PAIR_CTRL's RX_LRO, a TCP super-packet received whole over a chain of RX descriptors (RXD_GSO_TCP4, RXD_GSO_TCP6, RXD_CONT, the chain length in status bits 15:8, gso_size in the first descriptor)"},
+	{2, 12, "RDMA_RECV_FAULT_HOLD: a receive fault held in the device until its page arrives, for peers that cannot take an RNR NAK"},
 }
 
 // Register offsets in BAR0. All registers are 32 bits wide.
@@ -171,6 +172,10 @@ const (
 	CtrlBusy = 1 << 31
 
 	PairCtrlEnable = 1 << 0 // set: latch bases/sizes, heads and tails to 0; clear: stop
+	// PairCtrlRxLRO (interface 2.11, FEATURES.RX_LRO): TCP super-packets
+	// from the host may arrive whole, as RX descriptor chains (LargeReceiveDoc).
+	// It takes effect at every write of PAIR_CTRL, enabled or not.
+	PairCtrlRxLRO = 1 << 1
 	// PairCtrlBusy (read only) is set from enable until the pair was disabled
 	// (or reset) and every DMA it started has ended (see Quiesce).
 	PairCtrlBusy = 1 << 31
@@ -202,6 +207,18 @@ const (
 	RxdDone   = 1 << 0 // descriptor filled by the device
 	RxdCsumOK = 1 << 1 // the device verified the frame's TCP or UDP checksum
 	RxdError  = 1 << 2 // no frame: the buffer's translation failed for good (Invalid Request or a bad mapping)
+
+	// Large receive (interface 2.11, LargeReceiveDoc).
+	RxdGSOTCP4 = 1 << 3 // first descriptor of a chain: a TCP/IPv4 super-packet, gso_size bytes a segment
+	RxdGSOTCP6 = 1 << 4 // first descriptor of a chain: a TCP/IPv6 super-packet
+	RxdCont    = 1 << 5 // a continuation descriptor of a chain (never the first)
+	// RxdChainShift and RxdChainMask: the first descriptor's status bits
+	// 15:8 hold the number of descriptors of its chain (0: one, as before
+	// 2.11).
+	RxdChainShift = 8
+	RxdChainMask  = 0xff << RxdChainShift
+	// RxChainMax bounds the descriptors of one chain.
+	RxChainMax = 64
 
 	TxMaxSegs = 18
 	MinFrame  = 14   // an Ethernet header
@@ -247,6 +264,52 @@ carrying TCP or UDP, and the device verified that its checksum is correct.
 Frames the device cannot verify, and frames whose checksum is wrong, come
 without the bit: the device never drops a frame for its checksum.`
 
+// LargeReceiveDoc is the contract of large receive (interface 2.11).
+const LargeReceiveDoc = `With NPFNIC_FEAT_RX_LRO in FEATURES, a driver that sets
+NPFNIC_PAIR_CTRL_RX_LRO in a pair's CTRL (with NPFNIC_PAIR_CTRL_ENABLE, at
+enable or at any later write: the bit takes effect at every write) may
+receive a TCP super-packet whole, the way the host kernel handed it to the
+device (QEMU's virtio-net hands its guest the same with mergeable receive
+buffers): one frame of up to NPFNIC_MAX_TSO_FRAME bytes spread over a chain
+of consecutive RX descriptors. A driver that leaves the bit clear receives
+every frame in one descriptor, as before 2.11.
+
+A chain is n descriptors (2 <= n <= NPFNIC_RX_CHAIN_MAX, or 1 for a
+super-packet that fits one buffer) from head on; the frame fills each
+buffer to its buf_len in order, the last one partly, and each descriptor's
+pkt_len says how many bytes its buffer holds. The first descriptor's status
+has NPFNIC_RXD_DONE, NPFNIC_RXD_CSUM_OK, NPFNIC_RXD_GSO_TCP4 or
+NPFNIC_RXD_GSO_TCP6, and n in bits 15:8 (NPFNIC_RXD_CHAIN_SHIFT); its
+gso_size holds the TCP payload bytes per segment the sender used (the mss).
+Each other descriptor of the chain has NPFNIC_RXD_DONE | NPFNIC_RXD_CONT and
+gso_size 0. The first buffer holds at least the Ethernet, IP and TCP
+headers. rx_head moves past the whole chain at once, never into it.
+
+The frame is finished as the host kernel's segmentation would finish each
+segment: the IPv4 header checksum and the whole TCP checksum are computed
+once over the super-packet and stored (hence NPFNIC_RXD_CSUM_OK), the IP
+lengths cover the whole datagram; the sequence number, flags and options
+are the first segment's, with PSH and FIN as the last segment's. The
+driver hands it up as GRO would hand up the segments merged: one skb with
+gso_size and SKB_GSO_TCPV4 or SKB_GSO_TCPV6.
+
+The device sends a super-packet as a chain only when all of these hold, and
+otherwise cuts it into frames of at most NPFNIC_MAX_FRAME bytes as without
+the bit: the super-packet is TCP over IPv4 or IPv6 as TSO accepts it, its
+IP length is the frame's, n descriptors are posted (the device waits for
+them as for one buffer, unless the ring can never hold the chain: n above
+NPFNIC_RX_CHAIN_MAX or every descriptor posted and still too few bytes),
+the first buffer holds the headers, no buffer has buf_len 0, and no rNPF
+is pending on the pair (head_offset 0 under NPFNIC_RX_POLICY_BACKUP). Under
+a translating RX policy every buffer of the chain must translate at once:
+when one would fault, the device cuts the super-packet into frames instead,
+and those take the fault under the pair's RX policy as any frame does (a
+page request, a drop, the backup ring). A chain never takes a fault: this
+is the simple first step, and a super-packet that meets one cold buffer
+pays for all its segments. Since the device waits for a chain's
+descriptors, a driver that sets the bit posts buffers back as it consumes
+them, and never keeps part of its ring unposted for good.`
+
 // Offloads (interface 2.1): the FEATURES bits; see OffloadsDoc.
 const (
 	FeatTxCsum = 1 << 0 // TxdCsum
@@ -287,11 +350,14 @@ const (
 	// region over the whole address space of its PASID, whose pages all
 	// fault in on demand (RDMADoc, "Memory regions").
 	FeatRDMAImplicitODP = 1 << 14
+	// FeatRxLRO (interface 2.11): large receive, PAIR_CTRL_RX_LRO
+	// (LargeReceiveDoc).
+	FeatRxLRO = 1 << 15
 
 	// Features is REG_FEATURES of this device.
 	Features = FeatTxCsum | FeatTSO4 | FeatTSO6 | FeatRxCsum | FeatRDMA | FeatRDMAODP | FeatRDMAAtomic | FeatRDMASRQ |
 		FeatRDMAUD | FeatRDMAUC | FeatRDMAKernel | FeatRDMAMW |
-		FeatRDMAResizeCQ | FeatRDMAFastReg | FeatRDMAImplicitODP
+		FeatRDMAResizeCQ | FeatRDMAFastReg | FeatRDMAImplicitODP | FeatRxLRO
 )
 
 // Register values.
@@ -420,6 +486,14 @@ var Values = []Value{
 	{"FEAT_TSO6", FeatTSO6, "NPFNIC_REG_FEATURES: NPFNIC_TXD_TSO6"},
 	{"FEAT_RX_CSUM", FeatRxCsum, "NPFNIC_REG_FEATURES: NPFNIC_RXD_CSUM_OK"},
 	{"RXD_ERROR", RxdError, "npfnic_rx_desc.status: no frame; the buffer could not be translated (pkt_len 0)"},
+	{"FEAT_RX_LRO", FeatRxLRO, "NPFNIC_REG_FEATURES: large receive (NPFNIC_PAIR_CTRL_RX_LRO)"},
+	{"PAIR_CTRL_RX_LRO", PairCtrlRxLRO, "NPFNIC_PAIR_CTRL: TCP super-packets may arrive whole, as descriptor chains"},
+	{"RXD_GSO_TCP4", RxdGSOTCP4, "npfnic_rx_desc.status, first of a chain: TCP/IPv4 super-packet of gso_size segments"},
+	{"RXD_GSO_TCP6", RxdGSOTCP6, "npfnic_rx_desc.status, first of a chain: TCP/IPv6 super-packet of gso_size segments"},
+	{"RXD_CONT", RxdCont, "npfnic_rx_desc.status: a continuation descriptor of a chain"},
+	{"RXD_CHAIN_SHIFT", RxdChainShift, "npfnic_rx_desc.status, first of a chain: descriptors in the chain, at bits 15:8 (0: one)"},
+	{"RXD_CHAIN_MASK", RxdChainMask, ""},
+	{"RX_CHAIN_MAX", RxChainMax, "most descriptors in one chain"},
 	{"RX_POLICY_PIN", RxPolicyPin, "NPFNIC_PAIR_RX_POLICY: buffers pre-mapped; a fault drops the frame"},
 	{"RX_POLICY_DROP", RxPolicyDrop, "NPFNIC_PAIR_RX_POLICY: a faulting frame is dropped, its page requested"},
 	{"RX_POLICY_BACKUP", RxPolicyBackup, "NPFNIC_PAIR_RX_POLICY: a faulting frame goes to the backup ring (Lesokhin et al., ASPLOS'17, Figure 6)"},

@@ -137,13 +137,15 @@ var (
 	RxDescBufLen = le16("buf_len", 8, "driver: buffer size in bytes")
 	RxDescPktLen = le16("pkt_len", 10, "device: frame length")
 	RxDescStatus = le16("status", 12, "device: NPFNIC_RXD_*")
-	rxDescRsvd   = le16("rsvd", 14, "reserved, zero")
+	// RxDescGSOSize (interface 2.11, reserved zero before) is written in
+	// the first descriptor of a chain, 0 in every other descriptor.
+	RxDescGSOSize = le16("gso_size", 14, "device: first descriptor of a chain: TCP payload bytes per segment; 0 otherwise")
 )
 
 // RxDesc is struct npfnic_rx_desc.
 var RxDesc = Layout{"rx_desc", RxDescSize,
-	"RX descriptor: one buffer, one frame. The device writes pkt_len and status, then advances rx_head.",
-	[]Field{RxDescAddr.Field, RxDescBufLen.Field, RxDescPktLen.Field, RxDescStatus.Field, rxDescRsvd.Field}, WrittenPerField}
+	"RX descriptor: one buffer, one frame, or one buffer of a chain (large receive). The device writes pkt_len, status and gso_size, then advances rx_head.",
+	[]Field{RxDescAddr.Field, RxDescBufLen.Field, RxDescPktLen.Field, RxDescStatus.Field, RxDescGSOSize.Field}, WrittenPerField}
 
 // Per-pair status fields (device to driver).
 var (

@@ -77,7 +77,7 @@ outstanding per QP, role and access at a time. What the QP does meanwhile:
     RNR NAK carrying the QP's min_rnr_timer, and the sender's retransmission is accepted once the
     page response came (also in the middle of a multi-packet message: the NAK names the faulting
     packet's PSN); under DROP, the request and what follows are dropped until the response, and the
-    sender recovers by its local ACK timeout; under HOLD (interface 2.11), the request and up to 256
+    sender recovers by its local ACK timeout; under HOLD (interface 2.12), the request and up to 256
     that arrive behind it wait in the device and are placed, in order, once the response came (the
     sender sees a late ACK: for peers whose RNR retry count is 0), those beyond dropped;
   - responder, reading for an RDMA READ: its responses from the faulting one on, and the requests
@@ -162,7 +162,7 @@ const (
 	RegRDMAError    = 0x0a3c // RO: NPFNIC_RDMAERR_*, 0 none
 	// RegRDMARecvFault (interface 2.5) is the responder's policy for a
 	// receive fault: RDMARecvFaultRNR, RDMARecvFaultDrop or (interface
-	// 2.11) RDMARecvFaultHold, in bits 1:0 (the rest reads 0; 3 reads
+	// 2.12) RDMARecvFaultHold, in bits 1:0 (the rest reads 0; 3 reads
 	// back 0, RNR), from the next fault on. RDMA_CTRL.RESET keeps it.
 	RegRDMARecvFault = 0x0a40 // RW
 	// RegRDMAMsgAlarm (interface 2.5): write N to have the engine post one
@@ -196,7 +196,7 @@ const (
 
 	RDMARecvFaultRNR  = 0 // RDMA_RECV_FAULT: answer a receive fault with an RNR NAK (the default)
 	RDMARecvFaultDrop = 1 // RDMA_RECV_FAULT: drop the request; the sender's ACK timeout recovers
-	// RDMARecvFaultHold (interface 2.11): keep the request, and up to 256
+	// RDMARecvFaultHold (interface 2.12): keep the request, and up to 256
 	// behind it, in the device until the page arrives, then place them:
 	// for peers whose RNR retry count is 0 (tgt's iSER initiators).
 	RDMARecvFaultHold = 2
@@ -664,7 +664,7 @@ var RDMARegisters = []Register{
 	doorbell("SQ_DOORBELL", RegSQDoorbell, BlockRDMA, "a QPN whose rxe send queue has new entries (after librxe moved its producer index)"),
 	doorbell("CQ_ARM", RegCQArm, BlockRDMA, "CQN | NPFNIC_RDMA_CQ_ARM_SOLICITED: post one CQ_COMP event for the next (solicited) completion"),
 	status("RDMA_ERROR", RegRDMAError, BlockRDMA, 0, "NPFNIC_RDMAERR_*"),
-	storage("RDMA_RECV_FAULT", RegRDMARecvFault, BlockRDMA, RDMARecvFaultRNR, "the responder's receive-fault policy: NPFNIC_RDMA_RECV_FAULT_RNR, _DROP or _HOLD (2.11), bits 1:0 (interface 2.5); RDMA_CTRL RESET keeps it"),
+	storage("RDMA_RECV_FAULT", RegRDMARecvFault, BlockRDMA, RDMARecvFaultRNR, "the responder's receive-fault policy: NPFNIC_RDMA_RECV_FAULT_RNR, _DROP or _HOLD (2.12), bits 1:0 (interface 2.5); RDMA_CTRL RESET keeps it"),
 	storage("RDMA_PREFAULT", RegRDMAPrefault, BlockRDMA, 1, "pages a memory region's fault asks for at once: the faulting page and the next ones its request touches, 1..NPFNIC_RDMA_MAX_PREFAULT (writes clamped, 0 reads 1); RDMA_CTRL RESET keeps it (interface 2.9)"),
 	command("RDMA_MSG_ALARM", RegRDMAMsgAlarm, BlockRDMA, AccessRW, "write N: one MSG_ALARM event after the responder executed N more requests (after an alarm: counted from the request that set it off), 0 cancels; reads the requests to go; RDMA_CTRL RESET cancels it (interface 2.5)"),
 }

@@ -276,7 +276,7 @@ var PairRegisters = []Register{
 	storage("RX_BASE_HI", PairRxBaseHi, BlockPair, 0, "RX ring guest address, bits 63:32"),
 	storage("RX_SIZE", PairRxSize, BlockPair, 0, "RX ring entries: power of two, NPFNIC_RING_SIZE_MIN..NPFNIC_RING_SIZE_MAX"),
 	doorbell("RX_TAIL", PairRxTail, BlockPair, "RX doorbell: free-running count of RX buffers posted"),
-	command("CTRL", PairCtrl, BlockPair, AccessRW, "NPFNIC_PAIR_CTRL_ENABLE: set latches bases/sizes and zeroes heads/tails; clear stops the pair"),
+	command("CTRL", PairCtrl, BlockPair, AccessRW, "NPFNIC_PAIR_CTRL_ENABLE: set latches bases/sizes and zeroes heads/tails; clear stops the pair; NPFNIC_PAIR_CTRL_RX_LRO: large receive on (every write)"),
 	command("IRQ_ARM", PairIRQArm, BlockPair, AccessWO, "write 1: the pair's vector may fire once for the next completion"),
 	storage("ITR", PairITR, BlockPair, 0, "minimum microseconds between two interrupts of the pair (0 = none)"),
 	storage("RX_POLICY", PairRxPolicy, BlockPair, RxPolicyPin, "NPFNIC_RX_POLICY_*: what an RX buffer fault does (latched at enable)"),

@@ -47,10 +47,13 @@ type NICUnderTest struct {
 	attach func(c *Config, cfg *vm.Config, tap string) error
 	// load makes the guest driver bind (modules, insmod).
 	load func(ctx context.Context, v *vm.VM) error
+	// optIn: measured only when named (-nics), not by default or "all".
+	optIn bool
 }
 
 // NICs is every NIC the experiment knows, in the order it runs them: the
-// two QEMU baselines first, npfnic last.
+// two QEMU baselines first, then npfnic (and npfnic without large
+// receive).
 var NICs = []NICUnderTest{
 	{
 		Name: "e1000e", Label: "QEMU e1000e", GuestDriver: "e1000e",
@@ -69,22 +72,28 @@ var NICs = []NICUnderTest{
 		},
 		load: func(ctx context.Context, v *vm.VM) error { return v.LoadModules(ctx, "virtio_net", "virtio_pci") },
 	},
-	{
-		Name: "npfnic", Label: "npfnic", GuestDriver: "npfnic",
-		attach: func(c *Config, cfg *vm.Config, tap string) error {
-			newServer := c.NPFNICServer
-			if newServer == nil {
-				newServer = func(wire string) (vm.DeviceServer, error) { return InProcessNPFNIC(wire, c.Trace) }
-			}
-			srv, err := newServer("tap:" + tap)
-			if err != nil {
-				return err
-			}
-			cfg.NPFNICs = append(cfg.NPFNICs, vm.NPFNIC{Server: srv})
-			return nil
-		},
-		load: func(ctx context.Context, v *vm.VM) error { return v.LoadDriver(ctx, "") },
-	},
+	{Name: "npfnic", Label: "npfnic", GuestDriver: "npfnic", attach: attachNPFNIC,
+		load: func(ctx context.Context, v *vm.VM) error { return v.LoadDriver(ctx, "") }},
+	// npfnic-nolro is npfnic with large receive off (the driver's lro=0):
+	// host super-packets reach the guest cut into MTU frames, as before
+	// interface 2.11. Not in the default list.
+	{Name: "npfnic-nolro", Label: "npfnic lro=0", GuestDriver: "npfnic", attach: attachNPFNIC,
+		load: func(ctx context.Context, v *vm.VM) error { return v.LoadDriver(ctx, "lro=0") }, optIn: true},
+}
+
+// attachNPFNIC adds an npfnic served in this process (or by
+// Config.NPFNICServer) with its wire on the tap.
+func attachNPFNIC(c *Config, cfg *vm.Config, tap string) error {
+	newServer := c.NPFNICServer
+	if newServer == nil {
+		newServer = func(wire string) (vm.DeviceServer, error) { return InProcessNPFNIC(wire, c.Trace) }
+	}
+	srv, err := newServer("tap:" + tap)
+	if err != nil {
+		return err
+	}
+	cfg.NPFNICs = append(cfg.NPFNICs, vm.NPFNIC{Server: srv})
+	return nil
 }
 
 // LookupNICs parses a comma-separated list of NIC names ("e1000e,virtio")
@@ -92,7 +101,7 @@ var NICs = []NICUnderTest{
 func LookupNICs(list string) ([]NICUnderTest, error) {
 	list = strings.TrimSpace(list)
 	if list == "" || list == "all" {
-		return append([]NICUnderTest(nil), NICs...), nil
+		return defaultNICs(), nil
 	}
 	var out []NICUnderTest
 	seen := map[string]bool{}
@@ -109,19 +118,35 @@ func LookupNICs(list string) ([]NICUnderTest, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("unknown NIC %q (want %s)", n, NICNames())
+			return nil, fmt.Errorf("unknown NIC %q (want %s)", n, AllNICNames())
 		}
 	}
 	return out, nil
 }
 
-// NICNames lists the known NIC names, comma-separated.
-func NICNames() string {
-	names := make([]string, len(NICs))
-	for i, n := range NICs {
-		names[i] = n.Name
+// NICNames lists the NICs measured by default, comma-separated.
+func NICNames() string { return names(defaultNICs()) }
+
+// AllNICNames lists every known NIC name, comma-separated.
+func AllNICNames() string { return names(NICs) }
+
+func names(nics []NICUnderTest) string {
+	var out []string
+	for _, n := range nics {
+		out = append(out, n.Name)
 	}
-	return strings.Join(names, ",")
+	return strings.Join(out, ",")
+}
+
+// defaultNICs is NICs without the opt-in ones.
+func defaultNICs() []NICUnderTest {
+	var out []NICUnderTest
+	for _, n := range NICs {
+		if !n.optIn {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Config is one run of the experiment.
@@ -166,7 +191,7 @@ const (
 
 func (c *Config) setDefaults() {
 	if len(c.NICs) == 0 {
-		c.NICs = append([]NICUnderTest(nil), NICs...)
+		c.NICs = defaultNICs()
 	}
 	c.MemoryMiB = cmp.Or(c.MemoryMiB, DefaultMemoryMiB)
 	c.CPUs = cmp.Or(c.CPUs, DefaultCPUs)

@@ -137,6 +137,7 @@ func Render() []byte {
 		{"Queue pairs: start, transmit, receive, stop", hw.QueuePairDoc},
 		{"Quiesce: taking memory back", hw.QuiesceDoc},
 		{"Offloads", hw.OffloadsDoc},
+		{"Large receive", hw.LargeReceiveDoc},
 		{"Address translation", hw.TranslationDoc},
 		{"Page faults: page request and response", hw.FaultHandshakeDoc},
 		{"Invalidation with completion", hw.InvalidationDoc},
