@@ -105,6 +105,14 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 	if w.isRead() {
 		off := q.req.offset
 		k := q.windowRoom(w)
+		if retrans {
+			// Asked again, a READ reaches no further than the request
+			// it repeats: the PSNs from high on were never asked for,
+			// and a responder drops a repeated READ that goes beyond
+			// the one it remembers (rdma_rxe does, class D), which
+			// leaves the requester timing out until its retries run out.
+			k = min(k, int(psnDiff(q.req.high, psn)))
+		}
 		n := min(w.length-off, uint64(k)*uint64(w.mtu))
 		h.BTH.Opcode = rocev2.OpReadRequest
 		h.RETH.RKey = w.wr.RKey
