@@ -126,9 +126,9 @@ func TestDriverParams(t *testing.T) {
 	c := validConfig()
 	c.DriverExtra = "atc_entries=4096"
 	for policy, want := range map[string]string{
-		"pin":    "rx_policy=pin rnpf_rate_ppm=0 atc_entries=4096",
-		"drop":   "rx_policy=drop rnpf_rate_ppm=0 atc_entries=4096",
-		"backup": "rx_policy=backup rnpf_rate_ppm=0 " + testbed.StreamBackupParams + " atc_entries=4096",
+		"pin":    "rx_policy=pin rnpf_rate_ppm=0 lro=0 atc_entries=4096",
+		"drop":   "rx_policy=drop rnpf_rate_ppm=0 lro=0 atc_entries=4096",
+		"backup": "rx_policy=backup rnpf_rate_ppm=0 lro=0 " + testbed.StreamBackupParams + " atc_entries=4096",
 	} {
 		if got := c.DriverParams(policy); got != want {
 			t.Errorf("%s: %q, want %q", policy, got, want)
