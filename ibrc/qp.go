@@ -111,13 +111,16 @@ type QP struct {
 	// in the turns as it lets go (release). Not under mu: the pump sets
 	// it without mu.
 	turnDue atomic.Bool
-	attr    QPAttr
-	state   QPState
-	gen     uint64 // bumped on reset/destroy: stale callbacks check it
-	dead    bool
-	path    rocev2.Path
-	mtu     int
-	faults  uint8 // in-flight page requests: bit role*2+write
+	// placed is signalled (under mu) when a request packet's copy into
+	// guest memory, made with mu let go, ends (resp.placing).
+	placed *sync.Cond
+	attr   QPAttr
+	state  QPState
+	gen    uint64 // bumped on reset/destroy: stale callbacks check it
+	dead   bool
+	path   rocev2.Path
+	mtu    int
+	faults uint8 // in-flight page requests: bit role*2+write
 
 	sq []*sendWQE
 	rq []*recvWQE
@@ -149,8 +152,13 @@ type reqState struct {
 	startedRetry bool
 	retryPSN     uint32
 	ackNext      bool // set AckReq on the next packet (first after a retry)
-	draining     bool
-	drained      bool
+	// building: a goroutine is building a data packet with the lock let
+	// go (buildData); cursorGen counts setCursor's moves, so that it
+	// finds whether a retry moved the cursor meanwhile.
+	building  bool
+	cursorGen uint32
+	draining  bool
+	drained   bool
 }
 
 type compState struct {
@@ -178,6 +186,9 @@ type respState struct {
 	// retransmission to be placed (the trace's RCResume).
 	faulted  bool
 	faultPSN uint32
+	// placing: a request packet's data is being copied into guest
+	// memory with the QP's lock let go (placeUnlocked).
+	placing bool
 	// dropMsg (UC): a packet of the message in progress was lost or
 	// refused, so the rest of it is dropped until a First packet starts
 	// the next message (IBA 9.7.7; UC never NAKs).
@@ -725,6 +736,14 @@ func wcOpcode(o WROpcode) WCOpcode {
 
 // receive dispatches a decoded packet to the responder or the requester.
 func (q *QP) receive(p *rocev2.Packet, frame []byte) error {
+	if q.resp.placing && p.BTH.Opcode.Has(rocev2.Request) {
+		// The request before it is being placed: it comes after.
+		q.waitPlaced()
+		if q.dead {
+			q.e.stats.RxNoQP.Add(1)
+			return errDiscard("no such QP")
+		}
+	}
 	if q.state == StateReset || q.state == StateInit || q.state == StateErr {
 		q.e.stats.RxDiscarded.Add(1)
 		return errDiscard("QP in " + q.state.String())

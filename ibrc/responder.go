@@ -2,6 +2,7 @@ package ibrc
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/npfnic/npfnic/ibrc/rocev2"
 	"github.com/npfnic/npfnic/vdevice/trace"
@@ -220,6 +221,39 @@ func (q *QP) recvFaultFailed(psn uint32) {
 	q.classC(rocev2.NAKRemoteAccess, WCLocAccessErr)
 }
 
+// placeUnlocked runs place, the copy of a request's data into guest
+// memory, with q's lock let go, so that the QP's requester, completer and
+// verbs go on meanwhile; the responder's state moves on only after it
+// (its caller's). The request packets of q that arrive meanwhile, on
+// other goroutines, wait for it (waitPlaced), so packets are placed and
+// completed in PSN order. live is false when q was reset, destroyed or
+// put in a state that does not respond meanwhile: the packet is then
+// dropped, as it would have been had it come after. Caller holds q.mu.
+func (q *QP) placeUnlocked(place func() error) (err error, live bool) {
+	gen := q.gen
+	q.resp.placing = true
+	q.mu.Unlock()
+	err = place()
+	q.mu.Lock()
+	q.resp.placing = false
+	if q.placed != nil {
+		q.placed.Broadcast()
+	}
+	live = q.gen == gen && !q.dead && (q.state == StateRTR || q.state == StateRTS || q.state == StateSQD)
+	return err, live
+}
+
+// waitPlaced waits until no request packet of q is being placed
+// (placeUnlocked). Caller holds q.mu.
+func (q *QP) waitPlaced() {
+	for q.resp.placing {
+		if q.placed == nil {
+			q.placed = sync.NewCond(&q.mu)
+		}
+		q.placed.Wait()
+	}
+}
+
 func (q *QP) execSend(p *rocev2.Packet) {
 	op := p.BTH.Opcode
 	if op.Has(rocev2.First) {
@@ -239,7 +273,11 @@ func (q *QP) execSend(p *rocev2.Packet) {
 		q.classC(rocev2.NAKInvalidRequest, WCLocLenErr)
 		return
 	}
-	if err := q.scatter(w.wr.SGL, q.resp.offset, p.Payload); err != nil {
+	err, live := q.placeUnlocked(func() error { return q.scatter(w.wr.SGL, q.resp.offset, p.Payload) })
+	if !live {
+		return
+	}
+	if err != nil {
 		if va, _, ok := AsFault(err); ok {
 			q.recvFault(p, faultMem(err), va, sglSpan(w.wr.SGL, va))
 			return
@@ -309,7 +347,11 @@ func (q *QP) execWrite(p *rocev2.Packet) {
 	}
 	if n > 0 {
 		// A region deregistered since (errMRDead) fails as above.
-		if err := mr.writeAt(va, p.Payload); err != nil {
+		err, live := q.placeUnlocked(func() error { return mr.writeAt(va, p.Payload) })
+		if !live {
+			return
+		}
+		if err != nil {
 			if fva, _, ok := AsFault(err); ok {
 				// The WRITE goes on to its last byte: resid from va.
 				q.recvFault(p, mr.mem, fva, va+resid-fva)
