@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"net"
 	"slices"
 
@@ -89,14 +90,14 @@ func appendFrame(dst []byte, p *Path, h *Headers, payloadLen int, fill func([]by
 	ip[1] = p.TrafficClass
 	binary.BigEndian.PutUint16(ip[2:4], uint16(ipLen))
 	binary.BigEndian.PutUint16(ip[6:8], 0x4000) // DF
-	ip[8] = p.TTL
-	if ip[8] == 0 {
-		ip[8] = 64
+	ttl := p.TTL
+	if ttl == 0 {
+		ttl = 64
 	}
+	ip[8] = ttl
 	ip[9] = 17
 	copy(ip[12:16], p.SrcIP[:])
 	copy(ip[16:20], p.DstIP[:])
-	binary.BigEndian.PutUint16(ip[10:12], ipChecksum(ip[:20]))
 	udp := ip[20:]
 	binary.BigEndian.PutUint16(udp[0:2], p.SrcPort)
 	binary.BigEndian.PutUint16(udp[2:4], UDPPort)
@@ -141,8 +142,18 @@ func appendFrame(dst []byte, p *Path, h *Headers, payloadLen int, fill func([]by
 	if err := fill(q[:payloadLen]); err != nil {
 		return dst[:start], err
 	}
-	c, _ := ICRC(ip[:ipLen-ICRCLen])
-	binary.BigEndian.PutUint32(ip[ipLen-ICRCLen:], c)
+	// The ICRC in one pass over the packet as it lies in the frame,
+	// with the fields it does not cover masked for the while.
+	bth4 := udp[8+4]
+	maskVariant(ip, 20)
+	c := crc32.Update(lrhMask, crc32.IEEETable, ip[:ipLen-ICRCLen])
+	ip[1] = p.TrafficClass
+	ip[8] = ttl
+	ip[10], ip[11] = 0, 0
+	udp[6], udp[7] = 0, 0
+	udp[8+4] = bth4
+	binary.BigEndian.PutUint16(ip[10:12], ipChecksum(ip[:20]))
+	binary.BigEndian.PutUint32(ip[ipLen-ICRCLen:], icrcWire(c))
 	return dst, nil
 }
 
