@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -429,5 +430,42 @@ func TestBuilderICRCMasksInPlace(t *testing.T) {
 				t.Fatal("payload")
 			}
 		})
+	}
+}
+
+// FuzzDecodeFast: the decoder's fast path (decodeFast) and the
+// DecodingLayerParser it stands in for decode every frame alike: the same
+// error, or the same Packet.
+func FuzzDecodeFast(f *testing.F) {
+	for _, fr := range sampleFrames() {
+		f.Add(fr)
+	}
+	for _, v := range icrcVectors {
+		f.Add(mustHex(f, v.frame))
+	}
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		fast, slow := NewDecoder(), NewDecoder()
+		slow.slowOnly = true
+		p, err := fast.Decode(frame)
+		q, qerr := slow.Decode(frame)
+		if (err == nil) != (qerr == nil) || err != nil && err.Error() != qerr.Error() {
+			t.Fatalf("fast path: %v, parser: %v", err, qerr)
+		}
+		if err == nil && !reflect.DeepEqual(p, q) {
+			t.Fatalf("fast path\n%+v\nparser\n%+v", p, q)
+		}
+	})
+}
+
+// TestDecodeFastTaken: the frames the builder makes take the fast path.
+func TestDecodeFastTaken(t *testing.T) {
+	for _, fr := range sampleFrames() {
+		if len(fr) > 12 && binary.BigEndian.Uint16(fr[12:]) != 0x0800 {
+			continue
+		}
+		if d := NewDecoder(); !d.decodeFast(fr) {
+			t.Errorf("frame %x took the parser", fr)
+		}
 	}
 }
