@@ -101,10 +101,14 @@ type QP struct {
 	// mu guards the rest: the QP's state and its requester, completer
 	// and responder, which run under it on whichever goroutine drives the
 	// QP (a verb, a received frame, a timer, a page response, the
-	// transmit pump), memory region accesses included. It is the QP's
+	// transmit pump), memory region accesses included but for the copies
+	// of SEND and WRITE data, made with it let go (buildData,
+	// placeUnlocked; the package's Locking). It is the QP's
 	// alone: QPs never wait for each other's (see the package's Locking).
 	// Let go of it with unlock, unlockRead or release, never mu.Unlock:
-	// they hand back a turn the pump could not give (turnDue).
+	// they hand back a turn the pump could not give (turnDue). (The
+	// copies let it go with mu.Unlock and take it back before going on,
+	// as waitPlaced's Wait does: the turn waits for their release.)
 	mu sync.Mutex
 	// turnDue: the transmit pump came for q's turn and found mu taken (a
 	// copy of q's own on another goroutine); whoever holds mu puts q back
