@@ -455,6 +455,109 @@ func TestQPGoesOnDuringItsCopy(t *testing.T) {
 	}
 }
 
+// TestResetDuringCopy: a QP reset and set up again while one of its
+// roles is inside a copy with the QP's lock let go. The copy's packet is
+// dropped when it ends (it belongs to the QP before the reset, whose work
+// vanished without completions), and the QP set up again carries
+// messages, during the copy where the wire lets it and after it, with
+// their completions and nothing else.
+func TestResetDuringCopy(t *testing.T) {
+	for _, stuck := range []string{"responder", "requester"} {
+		t.Run(stuck, func(t *testing.T) {
+			w := newSteeredWire()
+			x, y := twoEngines(t, w, nil)
+			rawA := ibrctest.NewMem(memBase, 1<<20, 4096)
+			gate := newGateMem(rawA)
+			xa := newEnd(t, x, x.CreatePD(), gate, rawA, nil, nil)
+			ya := newEnd(t, y, y.CreatePD(), nil, nil, nil, nil)
+			pairUp(t, xa, ya, opts{})
+			released := false
+			release := func() {
+				if !released {
+					released = true
+					close(gate.release)
+				}
+			}
+			t.Cleanup(func() { release(); w.close() })
+			fill(rawA.Bytes()[:0x4000], 21)
+			fill(ya.raw.Bytes()[:0x4000], 22)
+			post := func(q, peer *qpEnd, id uint64, off uint64) error {
+				return q.qp.PostSend(ibrc.SendWR{ID: id, Opcode: ibrc.WRWrite, Flags: ibrc.SendSignaled,
+					SGL: q.sge(off, 4096), RemoteAddr: memBase + 0x10000 + off, RKey: peer.mr.RKey()})
+			}
+			from, to := ya, xa // the WRITEs go to the stuck role's side
+			if stuck == "responder" {
+				gate.armed.Store(true)
+				if err := post(ya, xa, 1, 0); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				from, to = xa, ya
+				gate.armRead.Store(true)
+				go func() { _ = post(xa, ya, 1, 0) }()
+			}
+			select {
+			case <-gate.entered:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the copy never reached A's memory")
+			}
+			ok := within(t, 10*time.Second, "reset and set up again", func() error {
+				for _, q := range []*qpEnd{xa, ya} {
+					if err := q.qp.ModifyQP(&ibrc.QPAttr{State: ibrc.StateReset}, ibrc.AttrState); err != nil {
+						return err
+					}
+				}
+				// Retries: frames of the QPs before the reset are
+				// still on the wire, and draw sequence NAKs.
+				pairUp(t, xa, ya, opts{timeout: 14, retry: 7, rnr: 7})
+				return nil
+			})
+			if !ok {
+				t.FailNow()
+			}
+			if stuck == "requester" {
+				// The wire is free: the QP set up again sends while
+				// the copy of the QP before it waits.
+				if err := post(from, to, 2, 0x1000); err != nil {
+					t.Fatal(err)
+				}
+				if c := waitWC(t, from.scq, 1, 10*time.Second); c[0].WRID != 2 {
+					t.Fatalf("completion %+v, want WR 2's", c[0])
+				}
+				release()
+			} else {
+				// A's frames wait on the wire behind the copy.
+				release()
+				if err := post(from, to, 2, 0x1000); err != nil {
+					t.Fatal(err)
+				}
+				if c := waitWC(t, from.scq, 1, 10*time.Second); c[0].WRID != 2 {
+					t.Fatalf("completion %+v, want WR 2's", c[0])
+				}
+			}
+			if err := post(from, to, 3, 0x2000); err != nil {
+				t.Fatal(err)
+			}
+			if c := waitWC(t, from.scq, 1, 10*time.Second); c[0].WRID != 3 {
+				t.Fatalf("completion %+v, want WR 3's", c[0])
+			}
+			for _, off := range []int{0x1000, 0x2000} {
+				expectBytes(t, "a WRITE after the reset", to.raw.Bytes()[0x10000+off:0x11000+off], from.raw.Bytes()[off:off+0x1000])
+			}
+			time.Sleep(20 * time.Millisecond)
+			buf := make([]ibrc.WC, 4)
+			for _, q := range []*qpEnd{xa, ya} {
+				if n := q.scq.Poll(buf); n != 0 {
+					t.Fatalf("completions after the last: %+v", buf[:n])
+				}
+			}
+			if st := xa.qp.Query().State; st != ibrc.StateRTS {
+				t.Fatalf("A in %v", st)
+			}
+		})
+	}
+}
+
 // TestDeregisterWaitsForAccess: the quiesce contract without one lock for
 // the engine. A region's Deregister, while the responder is inside a
 // write of its memory, returns only once that write is done, and no

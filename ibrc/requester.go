@@ -242,8 +242,16 @@ func (q *QP) buildData(w *sendWQE, h *rocev2.Headers, off, n uint64, retrans boo
 		return q.gather(w.wr.SGL, off, p)
 	})
 	q.mu.Lock()
+	if q.gen != gen || q.dead {
+		// Reset or destroyed: req, building included, is no longer
+		// this build's (a QP set up again may be building already).
+		if err == nil {
+			e.RecycleFrame(frame)
+		}
+		return nil, false
+	}
 	q.req.building = false
-	if q.gen != gen || q.dead || q.state != StateRTS && q.state != StateSQD {
+	if q.state != StateRTS && q.state != StateSQD {
 		if err == nil {
 			e.RecycleFrame(frame)
 		}

@@ -235,7 +235,11 @@ func (q *QP) placeUnlocked(place func() error) (err error, live bool) {
 	q.mu.Unlock()
 	err = place()
 	q.mu.Lock()
-	q.resp.placing = false
+	if q.gen == gen {
+		// Else reset meanwhile: resp, placing included, is no longer
+		// this packet's (a QP set up again may be placing already).
+		q.resp.placing = false
+	}
 	if q.placed != nil {
 		q.placed.Broadcast()
 	}
