@@ -462,7 +462,7 @@ func TestQPGoesOnDuringItsCopy(t *testing.T) {
 // messages, during the copy where the wire lets it and after it, with
 // their completions and nothing else.
 func TestResetDuringCopy(t *testing.T) {
-	for _, stuck := range []string{"responder", "requester"} {
+	for _, stuck := range []string{"responder", "responder SEND", "requester"} {
 		t.Run(stuck, func(t *testing.T) {
 			w := newSteeredWire()
 			x, y := twoEngines(t, w, nil)
@@ -486,12 +486,21 @@ func TestResetDuringCopy(t *testing.T) {
 					SGL: q.sge(off, 4096), RemoteAddr: memBase + 0x10000 + off, RKey: peer.mr.RKey()})
 			}
 			from, to := ya, xa // the WRITEs go to the stuck role's side
-			if stuck == "responder" {
+			switch stuck {
+			case "responder":
 				gate.armed.Store(true)
 				if err := post(ya, xa, 1, 0); err != nil {
 					t.Fatal(err)
 				}
-			} else {
+			case "responder SEND":
+				if err := xa.qp.PostRecv(ibrc.RecvWR{ID: 1, SGL: xa.sge(0x40000, 4096)}); err != nil {
+					t.Fatal(err)
+				}
+				gate.armed.Store(true)
+				if err := ya.qp.PostSend(ibrc.SendWR{ID: 1, Opcode: ibrc.WRSend, Flags: ibrc.SendSignaled, SGL: ya.sge(0, 4096)}); err != nil {
+					t.Fatal(err)
+				}
+			default:
 				from, to = xa, ya
 				gate.armRead.Store(true)
 				go func() { _ = post(xa, ya, 1, 0) }()

@@ -245,22 +245,18 @@ func (q *QP) buildData(w *sendWQE, h *rocev2.Headers, off, n uint64, retrans boo
 	if q.gen != gen || q.dead {
 		// Reset or destroyed: req, building included, is no longer
 		// this build's (a QP set up again may be building already).
-		if err == nil {
-			e.RecycleFrame(frame)
-		}
+		e.RecycleFrame(frame)
 		return nil, false
 	}
 	q.req.building = false
 	if q.state != StateRTS && q.state != StateSQD {
-		if err == nil {
-			e.RecycleFrame(frame)
-		}
+		e.RecycleFrame(frame)
 		return nil, false
 	}
 	if err == nil {
 		return frame, true
 	}
-	e.RecycleFrame(frame)
+	e.RecycleFrame(frame) // AppendFrameFill gave buf back
 	if q.req.cursorGen != cursor || psnDiff(psn, q.comp.psn) < 0 {
 		// A retry moved the cursor, or the packet was acknowledged
 		// (a retransmission): the loop goes on from where it is now.

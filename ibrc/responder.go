@@ -277,7 +277,8 @@ func (q *QP) execSend(p *rocev2.Packet) {
 		q.classC(rocev2.NAKInvalidRequest, WCLocLenErr)
 		return
 	}
-	err, live := q.placeUnlocked(func() error { return q.scatter(w.wr.SGL, q.resp.offset, p.Payload) })
+	off := q.resp.offset // read under the lock: the copy runs without it
+	err, live := q.placeUnlocked(func() error { return q.scatter(w.wr.SGL, off, p.Payload) })
 	if !live {
 		return
 	}
