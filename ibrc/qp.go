@@ -101,23 +101,30 @@ type QP struct {
 	// mu guards the rest: the QP's state and its requester, completer
 	// and responder, which run under it on whichever goroutine drives the
 	// QP (a verb, a received frame, a timer, a page response, the
-	// transmit pump), memory region accesses included. It is the QP's
+	// transmit pump), memory region accesses included but for the copies
+	// of SEND and WRITE data, made with it let go (buildData,
+	// placeUnlocked; the package's Locking). It is the QP's
 	// alone: QPs never wait for each other's (see the package's Locking).
 	// Let go of it with unlock, unlockRead or release, never mu.Unlock:
-	// they hand back a turn the pump could not give (turnDue).
+	// they hand back a turn the pump could not give (turnDue). (The
+	// copies let it go with mu.Unlock and take it back before going on,
+	// as waitPlaced's Wait does: the turn waits for their release.)
 	mu sync.Mutex
 	// turnDue: the transmit pump came for q's turn and found mu taken (a
 	// copy of q's own on another goroutine); whoever holds mu puts q back
 	// in the turns as it lets go (release). Not under mu: the pump sets
 	// it without mu.
 	turnDue atomic.Bool
-	attr    QPAttr
-	state   QPState
-	gen     uint64 // bumped on reset/destroy: stale callbacks check it
-	dead    bool
-	path    rocev2.Path
-	mtu     int
-	faults  uint8 // in-flight page requests: bit role*2+write
+	// placed is signalled (under mu) when a request packet's copy into
+	// guest memory, made with mu let go, ends (resp.placing).
+	placed *sync.Cond
+	attr   QPAttr
+	state  QPState
+	gen    uint64 // bumped on reset/destroy: stale callbacks check it
+	dead   bool
+	path   rocev2.Path
+	mtu    int
+	faults uint8 // in-flight page requests: bit role*2+write
 
 	sq []*sendWQE
 	rq []*recvWQE
@@ -149,8 +156,13 @@ type reqState struct {
 	startedRetry bool
 	retryPSN     uint32
 	ackNext      bool // set AckReq on the next packet (first after a retry)
-	draining     bool
-	drained      bool
+	// building: a goroutine is building a data packet with the lock let
+	// go (buildData); cursorGen counts setCursor's moves, so that it
+	// finds whether a retry moved the cursor meanwhile.
+	building  bool
+	cursorGen uint32
+	draining  bool
+	drained   bool
 }
 
 type compState struct {
@@ -184,6 +196,14 @@ type respState struct {
 	// holds.
 	held  bool
 	frame []byte
+	// replaying: the requests that waited behind a READ or a held fault
+	// are being executed (replayBacklog); requests that arrive meanwhile
+	// (while one of them is placed with the lock let go) wait behind
+	// the rest.
+	replaying bool
+	// placing: a request packet's data is being copied into guest
+	// memory with the QP's lock let go (placeUnlocked).
+	placing bool
 	// dropMsg (UC): a packet of the message in progress was lost or
 	// refused, so the rest of it is dropped until a First packet starts
 	// the next message (IBA 9.7.7; UC never NAKs).
@@ -737,6 +757,14 @@ func wcOpcode(o WROpcode) WCOpcode {
 
 // receive dispatches a decoded packet to the responder or the requester.
 func (q *QP) receive(p *rocev2.Packet, frame []byte) error {
+	if q.resp.placing && p.BTH.Opcode.Has(rocev2.Request) {
+		// The request before it is being placed: it comes after.
+		q.waitPlaced()
+		if q.dead {
+			q.e.stats.RxNoQP.Add(1)
+			return errDiscard("no such QP")
+		}
+	}
 	if q.state == StateReset || q.state == StateInit || q.state == StateErr {
 		q.e.stats.RxDiscarded.Add(1)
 		return errDiscard("QP in " + q.state.String())

@@ -110,6 +110,7 @@ func (w *steeredWire) close() {
 type gateMem struct {
 	ibrc.Memory
 	armed    atomic.Bool
+	armRead  atomic.Bool // the same for the next read
 	entered  chan struct{}
 	release  chan struct{}
 	accesses atomic.Int64
@@ -129,6 +130,10 @@ func (g *gateMem) WriteAt(va uint64, p []byte) error {
 }
 
 func (g *gateMem) ReadAt(va uint64, p []byte) error {
+	if g.armRead.CompareAndSwap(true, false) {
+		close(g.entered)
+		<-g.release
+	}
 	g.accesses.Add(1)
 	return g.Memory.ReadAt(va, p)
 }
@@ -353,6 +358,213 @@ func TestQPsDoNotWaitForEachOther(t *testing.T) {
 	release()
 	waitWC(t, ya.scq, 1, 10*time.Second)
 	expectBytes(t, "A's WRITE", rawA.Bytes()[8192:8192+4096], ya.raw.Bytes()[:4096])
+}
+
+// TestQPGoesOnDuringItsCopy: no lock is held across a copy of guest
+// memory, not even the QP's own (issue 28). While one role of QP A is
+// stuck inside a copy of its region, A's verbs return and its other
+// roles carry whole messages: with the responder inside the write of a
+// WRITE's data, A's requester sends a WRITE and a SEND and completes
+// them (their ACKs, behind the stuck frame on the wire, after it); with
+// the requester inside the read of a WRITE's payload, A's
+// responder places a WRITE from its peer and acknowledges it. Then the
+// copy ends and its message completes too, with its data.
+func TestQPGoesOnDuringItsCopy(t *testing.T) {
+	for _, stuck := range []string{"responder", "requester"} {
+		t.Run(stuck, func(t *testing.T) {
+			w := newSteeredWire()
+			x, y := twoEngines(t, w, nil)
+			rawA := ibrctest.NewMem(memBase, 1<<20, 4096)
+			gate := newGateMem(rawA)
+			xa := newEnd(t, x, x.CreatePD(), gate, rawA, nil, nil)
+			ya := newEnd(t, y, y.CreatePD(), nil, nil, nil, nil)
+			pairUp(t, xa, ya, opts{}) // timeout 0: no retries while A is stuck
+			released := false
+			release := func() {
+				if !released {
+					released = true
+					close(gate.release)
+				}
+			}
+			t.Cleanup(func() { release(); w.close() })
+			fill(rawA.Bytes()[:0x3000], 11)
+			fill(ya.raw.Bytes()[:0x3000], 12)
+			post := func(q, peer *qpEnd, id uint64, op ibrc.WROpcode, off uint64) error {
+				return q.qp.PostSend(ibrc.SendWR{ID: id, Opcode: op, Flags: ibrc.SendSignaled,
+					SGL: q.sge(off, 4096), RemoteAddr: memBase + 0x10000 + off, RKey: peer.mr.RKey()})
+			}
+			// The stuck copy: y's WRITE into A's region, or A's WRITE
+			// from it.
+			if stuck == "responder" {
+				gate.armed.Store(true)
+				if err := post(ya, xa, 1, ibrc.WRWrite, 0); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				// The goroutine that posts builds the packet: it
+				// stays inside the read.
+				gate.armRead.Store(true)
+				go func() {
+					if err := post(xa, ya, 1, ibrc.WRWrite, 0); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			select {
+			case <-gate.entered:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the copy never reached A's memory")
+			}
+			ok := within(t, 10*time.Second, "A's verbs", func() error {
+				if st := xa.qp.Query().State; st != ibrc.StateRTS {
+					return fmt.Errorf("A in %v", st)
+				}
+				if err := ya.qp.PostRecv(ibrc.RecvWR{ID: 7, SGL: ya.sge(0x40000, 4096)}); err != nil {
+					return err
+				}
+				if stuck == "responder" {
+					if err := post(xa, ya, 2, ibrc.WRWrite, 0x1000); err != nil {
+						return err
+					}
+					return xa.qp.PostSend(ibrc.SendWR{ID: 3, Opcode: ibrc.WRSend, Flags: ibrc.SendSignaled, SGL: xa.sge(0x2000, 4096)})
+				}
+				return post(ya, xa, 2, ibrc.WRWrite, 0x1000)
+			})
+			if !ok {
+				t.FailNow()
+			}
+			if stuck == "responder" {
+				// Their ACKs wait on the wire behind the frame
+				// being placed (it steers all of A's frames to one
+				// goroutine), so A completes them after.
+				waitWC(t, ya.rcq, 1, 10*time.Second)
+				expectBytes(t, "A's WRITE", ya.raw.Bytes()[0x11000:0x12000], rawA.Bytes()[0x1000:0x2000])
+				expectBytes(t, "A's SEND", ya.raw.Bytes()[0x40000:0x41000], rawA.Bytes()[0x2000:0x3000])
+				release()
+				waitWC(t, xa.scq, 2, 10*time.Second)
+				waitWC(t, ya.scq, 1, 10*time.Second)
+				expectBytes(t, "the stuck WRITE", rawA.Bytes()[0x10000:0x11000], ya.raw.Bytes()[:0x1000])
+				return
+			}
+			waitWC(t, ya.scq, 1, 10*time.Second)
+			expectBytes(t, "y's WRITE", rawA.Bytes()[0x11000:0x12000], ya.raw.Bytes()[0x1000:0x2000])
+			release()
+			waitWC(t, xa.scq, 1, 10*time.Second)
+			expectBytes(t, "the stuck WRITE", ya.raw.Bytes()[0x10000:0x11000], rawA.Bytes()[:0x1000])
+		})
+	}
+}
+
+// TestResetDuringCopy: a QP reset and set up again while one of its
+// roles is inside a copy with the QP's lock let go. The copy's packet is
+// dropped when it ends (it belongs to the QP before the reset, whose work
+// vanished without completions), and the QP set up again carries
+// messages, during the copy where the wire lets it and after it, with
+// their completions and nothing else.
+func TestResetDuringCopy(t *testing.T) {
+	for _, stuck := range []string{"responder", "responder SEND", "requester"} {
+		t.Run(stuck, func(t *testing.T) {
+			w := newSteeredWire()
+			x, y := twoEngines(t, w, nil)
+			rawA := ibrctest.NewMem(memBase, 1<<20, 4096)
+			gate := newGateMem(rawA)
+			xa := newEnd(t, x, x.CreatePD(), gate, rawA, nil, nil)
+			ya := newEnd(t, y, y.CreatePD(), nil, nil, nil, nil)
+			pairUp(t, xa, ya, opts{})
+			released := false
+			release := func() {
+				if !released {
+					released = true
+					close(gate.release)
+				}
+			}
+			t.Cleanup(func() { release(); w.close() })
+			fill(rawA.Bytes()[:0x4000], 21)
+			fill(ya.raw.Bytes()[:0x4000], 22)
+			post := func(q, peer *qpEnd, id uint64, off uint64) error {
+				return q.qp.PostSend(ibrc.SendWR{ID: id, Opcode: ibrc.WRWrite, Flags: ibrc.SendSignaled,
+					SGL: q.sge(off, 4096), RemoteAddr: memBase + 0x10000 + off, RKey: peer.mr.RKey()})
+			}
+			from, to := ya, xa // the WRITEs go to the stuck role's side
+			switch stuck {
+			case "responder":
+				gate.armed.Store(true)
+				if err := post(ya, xa, 1, 0); err != nil {
+					t.Fatal(err)
+				}
+			case "responder SEND":
+				if err := xa.qp.PostRecv(ibrc.RecvWR{ID: 1, SGL: xa.sge(0x40000, 4096)}); err != nil {
+					t.Fatal(err)
+				}
+				gate.armed.Store(true)
+				if err := ya.qp.PostSend(ibrc.SendWR{ID: 1, Opcode: ibrc.WRSend, Flags: ibrc.SendSignaled, SGL: ya.sge(0, 4096)}); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				from, to = xa, ya
+				gate.armRead.Store(true)
+				go func() { _ = post(xa, ya, 1, 0) }()
+			}
+			select {
+			case <-gate.entered:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the copy never reached A's memory")
+			}
+			ok := within(t, 10*time.Second, "reset and set up again", func() error {
+				for _, q := range []*qpEnd{xa, ya} {
+					if err := q.qp.ModifyQP(&ibrc.QPAttr{State: ibrc.StateReset}, ibrc.AttrState); err != nil {
+						return err
+					}
+				}
+				// Retries: frames of the QPs before the reset are
+				// still on the wire, and draw sequence NAKs.
+				pairUp(t, xa, ya, opts{timeout: 14, retry: 7, rnr: 7})
+				return nil
+			})
+			if !ok {
+				t.FailNow()
+			}
+			if stuck == "requester" {
+				// The wire is free: the QP set up again sends while
+				// the copy of the QP before it waits.
+				if err := post(from, to, 2, 0x1000); err != nil {
+					t.Fatal(err)
+				}
+				if c := waitWC(t, from.scq, 1, 10*time.Second); c[0].WRID != 2 {
+					t.Fatalf("completion %+v, want WR 2's", c[0])
+				}
+				release()
+			} else {
+				// A's frames wait on the wire behind the copy.
+				release()
+				if err := post(from, to, 2, 0x1000); err != nil {
+					t.Fatal(err)
+				}
+				if c := waitWC(t, from.scq, 1, 10*time.Second); c[0].WRID != 2 {
+					t.Fatalf("completion %+v, want WR 2's", c[0])
+				}
+			}
+			if err := post(from, to, 3, 0x2000); err != nil {
+				t.Fatal(err)
+			}
+			if c := waitWC(t, from.scq, 1, 10*time.Second); c[0].WRID != 3 {
+				t.Fatalf("completion %+v, want WR 3's", c[0])
+			}
+			for _, off := range []int{0x1000, 0x2000} {
+				expectBytes(t, "a WRITE after the reset", to.raw.Bytes()[0x10000+off:0x11000+off], from.raw.Bytes()[off:off+0x1000])
+			}
+			time.Sleep(20 * time.Millisecond)
+			buf := make([]ibrc.WC, 4)
+			for _, q := range []*qpEnd{xa, ya} {
+				if n := q.scq.Poll(buf); n != 0 {
+					t.Fatalf("completions after the last: %+v", buf[:n])
+				}
+			}
+			if st := xa.qp.Query().State; st != ibrc.StateRTS {
+				t.Fatalf("A in %v", st)
+			}
+		})
+	}
 }
 
 // TestDeregisterWaitsForAccess: the quiesce contract without one lock for

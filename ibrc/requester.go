@@ -9,6 +9,9 @@ import (
 // reqProgress sends request packets while the QP, the window and the
 // outstanding-READ limit allow.
 func (q *QP) reqProgress() {
+	if q.req.building {
+		return // the builder's loop looks again (buildData)
+	}
 	for {
 		if q.state != StateRTS && q.state != StateSQD {
 			return
@@ -100,7 +103,6 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 	h := rocev2.Headers{BTH: rocev2.BTH{PKey: q.attr.PKey, DestQP: q.attr.DestQPN, PSN: psn}}
 	retrans := psnDiff(psn, q.req.high) < 0
 	var frame []byte
-	var err error
 	sent := false // the packet is w's last: an unreliable QP completes w
 	if w.isRead() {
 		off := q.req.offset
@@ -171,36 +173,31 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 		h.BTH.AckReq = q.init.Type == TypeRC && (last || q.req.ackNext ||
 			int(psn)%e.cfg.AckEvery == e.cfg.AckEvery-1 ||
 			int(psnDiff(psnAdd(psn, 1), q.comp.psn)) >= window)
-		frame, err = rocev2.AppendFrameFill(e.frameBuf(), &q.path, &h, int(n), func(p []byte) error {
-			if w.wr.Flags&SendInline != 0 {
+		if w.wr.Flags&SendInline != 0 || n == 0 {
+			frame, _ = rocev2.AppendFrameFill(e.frameBuf(), &q.path, &h, int(n), func(p []byte) error {
 				clear(p[copy(p, w.wr.Inline[off:]):])
 				return nil
+			})
+			q.req.psn = psnAdd(psn, 1)
+			q.req.offset += n
+			if last {
+				q.req.next++
+				q.req.offset = 0
+				sent = true
 			}
-			return q.gather(w.wr.SGL, off, p)
-		})
-		if err != nil {
-			if _, _, fault := AsFault(err); !fault && q.req.next > 0 {
-				// A bad SGL behind outstanding WQEs: they complete
-				// first, then this one with the error (in order).
-				w.failed = WCLocProtErr
-				return false
+		} else {
+			var ok bool
+			if frame, ok = q.buildData(w, &h, off, n, retrans); frame == nil {
+				return ok
 			}
-			q.localFault(err, w, off, psn, false, &q.req.stalled, q.reqProgress)
-			return false
-		}
-		q.req.psn = psnAdd(psn, 1)
-		q.req.offset += n
-		if last {
-			q.req.next++
-			q.req.offset = 0
-			sent = true
+			sent = last
 		}
 	}
 	q.req.ackNext = false
 	e.stats.DataPackets.Add(1)
 	if retrans {
 		e.stats.Retransmits.Add(1)
-	} else {
+	} else if psnDiff(q.req.psn, q.req.high) > 0 {
 		q.req.high = q.req.psn
 	}
 	if seq := e.send(frame); seq != 0 {
@@ -214,6 +211,78 @@ func (q *QP) sendPacket(w *sendWQE) bool {
 	}
 	q.armTimer()
 	return true
+}
+
+// buildData builds the SEND or WRITE packet h of w that carries the n
+// bytes at message offset off from w's SGL, with q's lock let go across
+// the gather and the ICRC: the packet's PSN and place in w are taken
+// first (the cursor moves past it, and high with it), so that the QP's
+// completer, its responder and the verbs go on meanwhile. Only one
+// goroutine builds a QP's packets at a time (req.building: reqProgress
+// finds it set and leaves the new work to the builder, whose loop looks
+// again), so they go out in PSN order. It returns the frame, with q's
+// lock held again, or nil and what sendPacket returns: a QP reset,
+// destroyed or out of the sending states meanwhile sends nothing (false),
+// and one whose cursor a retry moved meanwhile (true: the loop goes on
+// from the new cursor, which meets the error again if it lasts). A gather
+// that failed puts the cursor back on the packet and handles the error as
+// sendPacket always has. Caller holds q.mu.
+func (q *QP) buildData(w *sendWQE, h *rocev2.Headers, off, n uint64, retrans bool) ([]byte, bool) {
+	e := q.e
+	psn := h.BTH.PSN
+	prevHigh, ackNext := q.req.high, q.req.ackNext
+	q.req.psn = psnAdd(psn, 1)
+	q.req.offset += n
+	if off+n == w.length {
+		q.req.next++
+		q.req.offset = 0
+	}
+	if !retrans {
+		q.req.high = q.req.psn
+	}
+	q.req.ackNext = false
+	q.req.building = true
+	gen, cursor := q.gen, q.req.cursorGen
+	path := q.path
+	buf := e.frameBuf()
+	q.mu.Unlock()
+	frame, err := rocev2.AppendFrameFill(buf, &path, h, int(n), func(p []byte) error {
+		return q.gather(w.wr.SGL, off, p)
+	})
+	q.mu.Lock()
+	if q.gen != gen || q.dead {
+		// Reset or destroyed: req, building included, is no longer
+		// this build's (a QP set up again may be building already).
+		e.RecycleFrame(frame)
+		return nil, false
+	}
+	q.req.building = false
+	if q.state != StateRTS && q.state != StateSQD {
+		e.RecycleFrame(frame)
+		return nil, false
+	}
+	if err == nil {
+		return frame, true
+	}
+	e.RecycleFrame(frame) // AppendFrameFill gave buf back
+	if q.req.cursorGen != cursor || psnDiff(psn, q.comp.psn) < 0 {
+		// A retry moved the cursor, or the packet was acknowledged
+		// (a retransmission): the loop goes on from where it is now.
+		return nil, true
+	}
+	q.setCursor(psn)
+	if !retrans {
+		q.req.high = prevHigh
+	}
+	q.req.ackNext = ackNext
+	if _, _, fault := AsFault(err); !fault && q.req.next > 0 {
+		// A bad SGL behind outstanding WQEs: they complete first, then
+		// this one with the error (in order).
+		w.failed = WCLocProtErr
+		return nil, false
+	}
+	q.localFault(err, w, off, psn, false, &q.req.stalled, q.reqProgress)
+	return nil, false
 }
 
 // failHead completes the oldest WQE with an error and moves the QP to ERR.
@@ -448,6 +517,7 @@ func (q *QP) retryFrom(psn uint32) {
 // setCursor points the requester at psn: the WQE holding it and the byte
 // offset of that PSN in it.
 func (q *QP) setCursor(psn uint32) {
+	q.req.cursorGen++
 	i := 0
 	for ; i < len(q.sq) && q.sq[i].started; i++ {
 		w := q.sq[i]

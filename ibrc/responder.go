@@ -2,6 +2,7 @@ package ibrc
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/npfnic/npfnic/ibrc/rocev2"
 	"github.com/npfnic/npfnic/vdevice/trace"
@@ -16,11 +17,19 @@ func (q *QP) respond(p *rocev2.Packet, frame []byte) error {
 			e.event(Event{Type: EventCommEstablished, QPN: q.num})
 		}
 	}
-	if q.resp.held {
-		// A receive fault holds the request before this one: this one
-		// waits behind it, as it would in the requester's order.
+	if q.resp.held || q.resp.replaying {
+		// A receive fault holds the request before this one, or the
+		// requests that waited are being executed: this one waits
+		// behind them, in the requester's order.
 		return q.waitBehind(frame)
 	}
+	return q.respondInOrder(p, frame)
+}
+
+// respondInOrder handles a request packet whose turn has come: the ones
+// before it were executed, or are held with it behind them.
+func (q *QP) respondInOrder(p *rocev2.Packet, frame []byte) error {
+	e := q.e
 	if q.resp.stall != nil {
 		if q.replayRead(p) {
 			return nil
@@ -220,7 +229,7 @@ func (q *QP) recvFault(p *rocev2.Packet, mem Memory, va, span uint64) {
 // and the requester's timeout sends it again.
 func (q *QP) waitBehind(frame []byte) error {
 	limit := maxBacklog
-	if q.resp.held {
+	if q.resp.held || q.resp.replaying {
 		limit = maxHeld
 	}
 	if len(q.resp.backlog) < limit {
@@ -266,6 +275,43 @@ func (q *QP) recvFaultFailed(psn uint32) {
 	q.classC(rocev2.NAKRemoteAccess, WCLocAccessErr)
 }
 
+// placeUnlocked runs place, the copy of a request's data into guest
+// memory, with q's lock let go, so that the QP's requester, completer and
+// verbs go on meanwhile; the responder's state moves on only after it
+// (its caller's). The request packets of q that arrive meanwhile, on
+// other goroutines, wait for it (waitPlaced), so packets are placed and
+// completed in PSN order. live is false when q was reset, destroyed or
+// put in a state that does not respond meanwhile: the packet is then
+// dropped, as it would have been had it come after. Caller holds q.mu.
+func (q *QP) placeUnlocked(place func() error) (err error, live bool) {
+	gen := q.gen
+	q.resp.placing = true
+	q.mu.Unlock()
+	err = place()
+	q.mu.Lock()
+	if q.gen == gen {
+		// Else reset meanwhile: resp, placing included, is no longer
+		// this packet's (a QP set up again may be placing already).
+		q.resp.placing = false
+	}
+	if q.placed != nil {
+		q.placed.Broadcast()
+	}
+	live = q.gen == gen && !q.dead && (q.state == StateRTR || q.state == StateRTS || q.state == StateSQD)
+	return err, live
+}
+
+// waitPlaced waits until no request packet of q is being placed
+// (placeUnlocked). Caller holds q.mu.
+func (q *QP) waitPlaced() {
+	for q.resp.placing {
+		if q.placed == nil {
+			q.placed = sync.NewCond(&q.mu)
+		}
+		q.placed.Wait()
+	}
+}
+
 func (q *QP) execSend(p *rocev2.Packet) {
 	op := p.BTH.Opcode
 	if op.Has(rocev2.First) {
@@ -285,7 +331,12 @@ func (q *QP) execSend(p *rocev2.Packet) {
 		q.classC(rocev2.NAKInvalidRequest, WCLocLenErr)
 		return
 	}
-	if err := q.scatter(w.wr.SGL, q.resp.offset, p.Payload); err != nil {
+	off := q.resp.offset // read under the lock: the copy runs without it
+	err, live := q.placeUnlocked(func() error { return q.scatter(w.wr.SGL, off, p.Payload) })
+	if !live {
+		return
+	}
+	if err != nil {
 		if va, _, ok := AsFault(err); ok {
 			q.recvFault(p, faultMem(err), va, sglSpan(w.wr.SGL, va))
 			return
@@ -355,7 +406,11 @@ func (q *QP) execWrite(p *rocev2.Packet) {
 	}
 	if n > 0 {
 		// A region deregistered since (errMRDead) fails as above.
-		if err := mr.writeAt(va, p.Payload); err != nil {
+		err, live := q.placeUnlocked(func() error { return mr.writeAt(va, p.Payload) })
+		if !live {
+			return
+		}
+		if err != nil {
 			if fva, _, ok := AsFault(err); ok {
 				// The WRITE goes on to its last byte: resid from va.
 				q.recvFault(p, mr.mem, fva, va+resid-fva)
@@ -526,19 +581,25 @@ func (q *QP) readTurn() {
 // READ being answered or a held receive fault, until one of them holds
 // the responder again.
 func (q *QP) replayBacklog() {
-	if q.resp.stall != nil || q.resp.held || len(q.resp.backlog) == 0 {
+	if q.resp.stall != nil || q.resp.held || q.resp.replaying || len(q.resp.backlog) == 0 {
 		return
 	}
 	d := q.e.decoder()
 	defer q.e.putDecoder(d)
+	gen := q.gen
+	q.resp.replaying = true
 	for q.resp.stall == nil && !q.resp.held && len(q.resp.backlog) > 0 && q.state != StateErr {
 		f := q.resp.backlog[0]
 		q.resp.backlog = q.resp.backlog[1:]
 		pkt, err := d.Decode(f)
 		if err == nil {
-			q.respond(pkt, f)
+			q.respondInOrder(pkt, f)
+		}
+		if q.gen != gen {
+			return // reset while a request was placed: resp is the new QP's
 		}
 	}
+	q.resp.replaying = false
 }
 
 // resumeRead continues a READ whose data faulted once the page request

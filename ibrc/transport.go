@@ -45,17 +45,27 @@
 // only on the port's transmit goroutine (PortReady), so a port reader
 // builds at most a burst for a READ request before it reads on.
 //
-// Locking (issue 23). As Linux rdma_rxe runs each QP's requester,
-// responder and completer as tasks of that QP, each QP here has a lock of
-// its own that its roles run under, held across the memory region
-// accesses of its work, one packet's data at a time; no lock is taken by
+// Locking (issues 23 and 28). As Linux rdma_rxe runs each QP's
+// requester, responder and completer as tasks of that QP, each QP here
+// has a lock of its own that its roles run under; no lock is taken by
 // every QP's work for longer than a table lookup or a queue append. So
 // work on one QP, its copies included, does not wait for another QP's
 // copies: a port reader placing a SEND for QP B goes on while QP A's
-// responder waits for a slow page of guest memory. The one exception is
-// by design: packets held back for want of transmit room are built in
-// turns, one QP after another, on the goroutine that transmits
-// (transmit.go). The locks, in the order they may be taken:
+// responder waits for a slow page of guest memory. Nor is a QP's own
+// lock held across the copies of SEND and RDMA WRITE data, the bulk of
+// what the engine copies: the requester takes a packet's PSN and place
+// in its message under the lock and gathers its payload and ICRC with
+// the lock let go, one builder per QP at a time so that packets go out
+// in PSN order (buildData); the responder checks a request under the
+// lock, places its data with the lock let go while the QP's later
+// requests wait for it, and moves its state on, ACK and completion
+// included, after (placeUnlocked). Meanwhile the QP's verbs, its
+// completer and its other role go on. READ responses, atomics, UC and UD
+// still copy under the QP's lock, one packet's data at a time. The one
+// exception to all this is by design: packets held back for want of
+// transmit room are built in turns, one QP after another, on the
+// goroutine that transmits (transmit.go). The locks, in the order they
+// may be taken:
 //
 //   - txMu: held by the one goroutine handing frames to the port and
 //     running callbacks (flush, PortReady). flush only tries it (a
@@ -75,7 +85,8 @@
 //     table, so it waits for the accesses in flight, and an access that
 //     starts after it finds the region dead: once Deregister returns,
 //     nothing touches the region's memory (the quiesce contract a device
-//     builds DEREG_MR on). Holders of a QP's lock take it; Deregister
+//     builds DEREG_MR on). A QP's roles take it, with the QP's lock or
+//     with it let go for the copy (buildData, placeUnlocked); Deregister
 //     holds no other lock of the engine while it waits.
 //   - Leaves, held for a few instructions, never across memory or a
 //     callback; no other lock of the engine is taken while one is held:
@@ -583,7 +594,8 @@ type MR struct {
 var errMRDead = sglError("memory region deregistered")
 
 // readAt reads the region's memory at va, unless it is deregistered.
-// Caller holds a QP's lock (and no MR's).
+// Caller holds no MR's lock (a QP's, or none while it copies a SEND's or
+// WRITE's data).
 func (m *MR) readAt(va uint64, p []byte) error {
 	m.use.RLock()
 	defer m.use.RUnlock()
@@ -594,7 +606,8 @@ func (m *MR) readAt(va uint64, p []byte) error {
 }
 
 // writeAt writes the region's memory at va, unless it is deregistered.
-// Caller holds a QP's lock (and no MR's).
+// Caller holds no MR's lock (a QP's, or none while it copies a SEND's or
+// WRITE's data).
 func (m *MR) writeAt(va uint64, p []byte) error {
 	m.use.RLock()
 	defer m.use.RUnlock()

@@ -25,18 +25,64 @@ func ICRC(pkt []byte) (uint32, error) {
 	if ihl < 20 || len(pkt) < ihl+8+BTHLen {
 		return 0, ErrNotRoCEv2
 	}
+	// The headers, masked, in a copy on the stack (updateHdr keeps it
+	// there: crc32.Update's argument escapes), then the rest in place.
 	var hdr [60 + 8 + BTHLen]byte
 	n := copy(hdr[:], pkt[:ihl+8+BTHLen])
-	hdr[1] = 0xff                       // TOS: DSCP and ECN
-	hdr[8] = 0xff                       // TTL
-	hdr[10], hdr[11] = 0xff, 0xff       // header checksum
-	hdr[ihl+6], hdr[ihl+7] = 0xff, 0xff // UDP checksum
-	hdr[ihl+8+4] = 0xff                 // BTH FECN, BECN, reserved
-	crc := crc32.Update(lrhMask, crc32.IEEETable, hdr[:n])
+	maskVariant(hdr[:], ihl)
+	crc := updateHdr(lrhMask, hdr[:n])
 	crc = crc32.Update(crc, crc32.IEEETable, pkt[n:])
+	return icrcWire(crc), nil
+}
+
+// maskVariant sets the fields of an IPv4 RoCEv2 packet's headers that
+// the ICRC does not cover to all ones (IBA A17.3.3), ihl the IPv4
+// header's length.
+func maskVariant(ip []byte, ihl int) {
+	ip[1] = 0xff                      // TOS: DSCP and ECN
+	ip[8] = 0xff                      // TTL
+	ip[10], ip[11] = 0xff, 0xff       // header checksum
+	ip[ihl+6], ip[ihl+7] = 0xff, 0xff // UDP checksum
+	ip[ihl+8+4] = 0xff                // BTH FECN, BECN, reserved
+}
+
+// icrcWire is a CRC-32 as BTH.ICRC represents it: the four bytes that go
+// on the wire (the CRC's little-endian bytes), read in network order.
+func icrcWire(crc uint32) uint32 {
 	var le [4]byte
 	binary.LittleEndian.PutUint32(le[:], crc)
-	return binary.BigEndian.Uint32(le[:]), nil
+	return binary.BigEndian.Uint32(le[:])
+}
+
+// hdrTable is crc32.IEEETable sliced by 8, for updateHdr.
+var hdrTable = func() (t [8][256]uint32) {
+	t[0] = *crc32.IEEETable
+	for i := range 256 {
+		c := t[0][i]
+		for j := 1; j < 8; j++ {
+			c = t[0][c&0xff] ^ c>>8
+			t[j][i] = c
+		}
+	}
+	return t
+}()
+
+// updateHdr is crc32.Update with the IEEE table for the few dozen bytes
+// of a packet's headers: without its dispatch, whose argument escapes to
+// the heap, and a byte at a time only for the last few.
+func updateHdr(crc uint32, p []byte) uint32 {
+	crc = ^crc
+	t := &hdrTable
+	for len(p) >= 8 {
+		crc ^= binary.LittleEndian.Uint32(p)
+		crc = t[0][p[7]] ^ t[1][p[6]] ^ t[2][p[5]] ^ t[3][p[4]] ^
+			t[4][crc>>24] ^ t[5][crc>>16&0xff] ^ t[6][crc>>8&0xff] ^ t[7][crc&0xff]
+		p = p[8:]
+	}
+	for _, b := range p {
+		crc = t[0][byte(crc)^b] ^ crc>>8
+	}
+	return ^crc
 }
 
 // ipv4Start returns the offset of the IPv4 header in an Ethernet frame

@@ -2,9 +2,11 @@ package rocev2
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -383,5 +385,87 @@ func TestServices(t *testing.T) {
 	p, err := NewDecoder().Decode(mustHex(t, icrcVectors[1].frame))
 	if err != nil || p.BTH.Opcode != OpSendOnly.On(ServiceUC) {
 		t.Fatalf("scapy's UC SEND Only: %v %v", err, p)
+	}
+}
+
+// TestBuilderICRCMasksInPlace: the builder takes the ICRC with the
+// variant fields masked in the frame itself, then writes their values:
+// whatever they are, the ICRC is the independent one's, the fields are
+// the path's and the BTH's, and the frame decodes (IPv4 checksum
+// included).
+func TestBuilderICRCMasksInPlace(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		tos, ttl   uint8
+		fecn, becn bool
+		n          int
+	}{
+		{"zeroes", 0, 0, false, false, 4096},
+		{"ECN and TTL", 0xc2, 7, true, true, 4096},
+		{"DSCP, BECN, odd length", 0x68, 255, false, true, 1023},
+		{"ACK-sized", 0x03, 1, true, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := testPath
+			path.TrafficClass, path.TTL = tc.tos, tc.ttl
+			h := &Headers{BTH: BTH{Opcode: OpWriteFirst, PKey: 0xffff, DestQP: 7, PSN: 99, FECN: tc.fecn, BECN: tc.becn},
+				RETH: RETH{VA: 0x1000, RKey: 5, DMALength: 1 << 20}}
+			payload := make([]byte, tc.n)
+			for i := range payload {
+				payload[i] = byte(i * 7)
+			}
+			f := AppendFrame(nil, &path, h, payload)
+			if c, want := binary.BigEndian.Uint32(f[len(f)-ICRCLen:]), bitwiseICRC(f[14:len(f)-ICRCLen]); c != want {
+				t.Fatalf("ICRC %#08x, independent %#08x", c, want)
+			}
+			p, err := NewDecoder().Decode(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantTTL := cmp.Or(tc.ttl, 64)
+			if p.IPv4.TOS != tc.tos || p.IPv4.TTL != wantTTL || p.UDP.Checksum != 0 || p.BTH.FECN != tc.fecn || p.BTH.BECN != tc.becn {
+				t.Fatalf("TOS %#x TTL %d UDP checksum %#x FECN %v BECN %v", p.IPv4.TOS, p.IPv4.TTL, p.UDP.Checksum, p.BTH.FECN, p.BTH.BECN)
+			}
+			if !bytes.Equal(p.Payload, payload) {
+				t.Fatal("payload")
+			}
+		})
+	}
+}
+
+// FuzzDecodeFast: the decoder's fast path (decodeFast) and the
+// DecodingLayerParser it stands in for decode every frame alike: the same
+// error, or the same Packet.
+func FuzzDecodeFast(f *testing.F) {
+	for _, fr := range sampleFrames() {
+		f.Add(fr)
+	}
+	for _, v := range icrcVectors {
+		f.Add(mustHex(f, v.frame))
+	}
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		fast, slow := NewDecoder(), NewDecoder()
+		slow.slowOnly = true
+		p, err := fast.Decode(frame)
+		q, qerr := slow.Decode(frame)
+		if (err == nil) != (qerr == nil) || err != nil && err.Error() != qerr.Error() {
+			t.Fatalf("fast path: %v, parser: %v", err, qerr)
+		}
+		if err == nil && !reflect.DeepEqual(p, q) {
+			t.Fatalf("fast path\n%+v\nparser\n%+v", p, q)
+		}
+	})
+}
+
+// TestDecodeFastTaken: the frames the builder makes take the fast path.
+func TestDecodeFastTaken(t *testing.T) {
+	for _, fr := range sampleFrames() {
+		if len(fr) > 12 && binary.BigEndian.Uint16(fr[12:]) != 0x0800 {
+			continue
+		}
+		if d := NewDecoder(); !d.decodeFast(fr) {
+			t.Errorf("frame %x took the parser", fr)
+		}
 	}
 }
