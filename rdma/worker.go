@@ -247,9 +247,6 @@ func (w *worker) fail(code, info uint32) {
 	e := w.e
 	e.mu.Lock()
 	first := e.errCode == 0
-	if first {
-		e.errCode, e.errInfo = code, info
-	}
 	e.mu.Unlock()
 	e.log.Warn("RDMA engine error", "code", code, "info", info)
 	switch code {
@@ -257,11 +254,20 @@ func (w *worker) fail(code, info uint32) {
 		w.halted = true
 	case hw.RDMAErrBadStatusAddr:
 		w.halted, w.eqStopped = true, true
+	}
+	if !first {
 		return
 	}
-	if first {
+	// The status block first, then RDMA_ERROR: a driver that sees the
+	// register set finds the block written. A status block that cannot
+	// be written records its own error meanwhile (fail again), which
+	// this one's code then replaces in the register, as the first.
+	if code != hw.RDMAErrBadStatusAddr {
 		w.writeStatus(code, info)
 	}
+	e.mu.Lock()
+	e.errCode, e.errInfo = code, info
+	e.mu.Unlock()
 }
 
 // asyncEvents turns the RC engine's events into EQ events.
