@@ -572,25 +572,33 @@ func (d *Engine) Receive(frame []byte) {
 			return
 		}
 		in, noBuf := p.receive(frame, &h, !d.rxDropNoBuf)
-		if !noBuf {
+		if !noBuf || !d.awaitRxBuffers(in, in.rxStalled, &stalled) {
 			return
 		}
-		// Register for the wake-up before looking again, so a doorbell
-		// between the look and the wait is not missed.
-		wake := d.rxWaitChan()
-		if !in.rxStalled() {
-			continue
-		}
-		if stalled != in {
-			stalled = in
-			in.rxStall()
-		}
-		select {
-		case <-wake:
-		case <-d.done:
-			d.rxDisabled.Add(1)
-			return
-		}
+	}
+}
+
+// awaitRxBuffers waits while in found too few RX buffers and must still
+// wait for the driver to post more (stillStalled), counting the wait as
+// a stall of in once per frame (stalled); it reports false when the
+// engine closes, the frame then dropped. It registers for the wake-up
+// before it looks, so a doorbell between the look and the wait is not
+// missed.
+func (d *Engine) awaitRxBuffers(in *instance, stillStalled func() bool, stalled **instance) bool {
+	wake := d.rxWaitChan()
+	if !stillStalled() {
+		return true
+	}
+	if *stalled != in {
+		*stalled = in
+		in.rxStall()
+	}
+	select {
+	case <-wake:
+		return true
+	case <-d.done:
+		d.rxDisabled.Add(1)
+		return false
 	}
 }
 

@@ -67,19 +67,7 @@ func (d *Engine) receiveLRO(f []byte, t *tsoHdrs, mss int) bool {
 		if res != chainWait {
 			return res == chainDone
 		}
-		// As in Receive: register for the wake-up before looking again.
-		wake := d.rxWaitChan()
-		if !in.rxChainStalled(tail) {
-			continue
-		}
-		if stalled != in {
-			stalled = in
-			in.rxStall()
-		}
-		select {
-		case <-wake:
-		case <-d.done:
-			d.rxDisabled.Add(1)
+		if !d.awaitRxBuffers(in, func() bool { return in.rxChainStalled(tail) }, &stalled) {
 			return true
 		}
 	}
