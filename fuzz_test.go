@@ -207,7 +207,8 @@ func FuzzRxBackup(f *testing.F) {
 			t.Fatalf("rx_head %d, but %d frames accepted", head, accepted)
 		}
 		if off := r.qp(hw.PairStatusRxHeadOffset); off != 0 {
-			t.Fatalf("head_offset %d with nothing pending", off)
+			t.Fatalf("head_offset %d with nothing pending (the device's %d; rx_head %d and bm_index %d in the block)",
+				off, r.n.Ethernet().Pair(0).Stats().RxHeadOffset, r.qp(hw.PairStatusRxHead), r.qp(hw.PairStatusRxBmIndex))
 		}
 	})
 }
