@@ -372,21 +372,7 @@ func TestQPsDoNotWaitForEachOther(t *testing.T) {
 func TestQPGoesOnDuringItsCopy(t *testing.T) {
 	for _, stuck := range []string{"responder", "requester"} {
 		t.Run(stuck, func(t *testing.T) {
-			w := newSteeredWire()
-			x, y := twoEngines(t, w, nil)
-			rawA := ibrctest.NewMem(memBase, 1<<20, 4096)
-			gate := newGateMem(rawA)
-			xa := newEnd(t, x, x.CreatePD(), gate, rawA, nil, nil)
-			ya := newEnd(t, y, y.CreatePD(), nil, nil, nil, nil)
-			pairUp(t, xa, ya, opts{}) // timeout 0: no retries while A is stuck
-			released := false
-			release := func() {
-				if !released {
-					released = true
-					close(gate.release)
-				}
-			}
-			t.Cleanup(func() { release(); w.close() })
+			xa, ya, rawA, gate, release := gatedPair(t)
 			fill(rawA.Bytes()[:0x3000], 11)
 			fill(ya.raw.Bytes()[:0x3000], 12)
 			post := func(q, peer *qpEnd, id uint64, op ibrc.WROpcode, off uint64) error {
@@ -464,21 +450,7 @@ func TestQPGoesOnDuringItsCopy(t *testing.T) {
 func TestResetDuringCopy(t *testing.T) {
 	for _, stuck := range []string{"responder", "responder SEND", "requester"} {
 		t.Run(stuck, func(t *testing.T) {
-			w := newSteeredWire()
-			x, y := twoEngines(t, w, nil)
-			rawA := ibrctest.NewMem(memBase, 1<<20, 4096)
-			gate := newGateMem(rawA)
-			xa := newEnd(t, x, x.CreatePD(), gate, rawA, nil, nil)
-			ya := newEnd(t, y, y.CreatePD(), nil, nil, nil, nil)
-			pairUp(t, xa, ya, opts{})
-			released := false
-			release := func() {
-				if !released {
-					released = true
-					close(gate.release)
-				}
-			}
-			t.Cleanup(func() { release(); w.close() })
+			xa, ya, rawA, gate, release := gatedPair(t)
 			fill(rawA.Bytes()[:0x4000], 21)
 			fill(ya.raw.Bytes()[:0x4000], 22)
 			post := func(q, peer *qpEnd, id uint64, off uint64) error {
@@ -1223,4 +1195,27 @@ func TestPacedQPsRace(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+}
+
+// gatedPair connects two engines on a steered wire, A's memory behind a
+// gate that holds every copy into or out of it until release (called at
+// cleanup too); the QPs have timeout 0: no retries while A is stuck.
+func gatedPair(t *testing.T) (xa, ya *qpEnd, rawA *ibrctest.Mem, gate *gateMem, release func()) {
+	t.Helper()
+	w := newSteeredWire()
+	x, y := twoEngines(t, w, nil)
+	rawA = ibrctest.NewMem(memBase, 1<<20, 4096)
+	gate = newGateMem(rawA)
+	xa = newEnd(t, x, x.CreatePD(), gate, rawA, nil, nil)
+	ya = newEnd(t, y, y.CreatePD(), nil, nil, nil, nil)
+	pairUp(t, xa, ya, opts{})
+	released := false
+	release = func() {
+		if !released {
+			released = true
+			close(gate.release)
+		}
+	}
+	t.Cleanup(func() { release(); w.close() })
+	return xa, ya, rawA, gate, release
 }
