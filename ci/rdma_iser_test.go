@@ -43,7 +43,6 @@ const (
 // whole round's.
 func iserRound(t *testing.T, target, initiator *testbed.RDMAGuest) time.Duration {
 	t.Helper()
-	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	s := workload.ISER{Target: iserTarget, Addr: target.IP, Initiator: iserInitiator}
@@ -53,56 +52,18 @@ func iserRound(t *testing.T, target, initiator *testbed.RDMAGuest) time.Duration
 	tg := workload.GuestRunner{VM: target.VM, Name: string(target.Kind) + " target " + target.IP}
 	ig := workload.GuestRunner{VM: initiator.VM, Name: string(initiator.Kind) + " initiator " + initiator.IP}
 	row := fmt.Sprintf("iSER, %s initiator, %s target", initiator.Kind, target.Kind)
-
-	logs, err := dmesgBoth(ctx, ig, tg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := beginULPRound(ctx, t, row, ig, tg)
 	var tgtd, iscsid *workload.GuestDaemon
-	var times []string
-	fail := func(name string, err error) {
-		t.Helper()
+	r.more = func() string {
 		var b strings.Builder
 		for _, d := range []*workload.GuestDaemon{iscsid, tgtd} {
 			if d != nil {
 				b.WriteString("\n" + d.LogTail(ctx, 30))
 			}
 		}
-		t.Fatalf("%s: %s: %v\n  %s's kernel log, last lines:\n%s\n  %s's kernel log, last lines:\n%s%s",
-			row, name, err, ig.Name, ig.DmesgTail(ctx, 40), tg.Name, tg.DmesgTail(ctx, 40), b.String())
+		return b.String()
 	}
-	step := func(name string, f func() error) {
-		t.Helper()
-		began := time.Now()
-		if err := f(); err != nil {
-			fail(name, err)
-		}
-		times = append(times, fmt.Sprintf("%s %.1fs", name, time.Since(began).Seconds()))
-	}
-	// both runs the target's and the initiator's part of a step at once.
-	both := func(name string, onTarget, onInitiator func() error) {
-		t.Helper()
-		began := time.Now()
-		var terr error
-		var took time.Duration
-		ran := make(chan struct{})
-		go func() {
-			defer close(ran)
-			terr = onTarget()
-			took = time.Since(began)
-		}()
-		ierr := onInitiator()
-		itook := time.Since(began)
-		<-ran
-		if ierr != nil {
-			fail(name+" (initiator)", ierr)
-		}
-		if terr != nil {
-			fail(name+" (target)", terr)
-		}
-		times = append(times, fmt.Sprintf("%s %.1fs (target %.1fs, initiator %.1fs)", name,
-			time.Since(began).Seconds(), took.Seconds(), itook.Seconds()))
-	}
+	step, both := r.step, r.both
 	done := false
 	// A round that failed half-way still leaves the guests without its
 	// session, its target and the daemons, for what the test runs next.
@@ -229,22 +190,7 @@ func iserRound(t *testing.T, target, initiator *testbed.RDMAGuest) time.Duration
 		return err
 	})
 	done = true
-	after, err := dmesgBoth(ctx, ig, tg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, g := range []workload.GuestRunner{ig, tg} {
-		added := after[i]
-		if len(added) >= len(logs[i]) {
-			added = added[len(logs[i]):]
-		}
-		if m := badKernelLog.FindString(strings.Join(added, "\n")); m != "" {
-			t.Fatalf("%s: the %s's kernel logged %q during the round:\n%s", row, g.Name, m, lastLines(strings.Join(added, "\n"), 60))
-		}
-	}
-	took := time.Since(start)
-	t.Logf("%s: ok in %.1fs (%s)", row, took.Seconds(), strings.Join(times, ", "))
-	return took
+	return r.finish()
 }
 
 // TestRDMAISER: the iSER round in every pairing of npfnic and rdma_rxe,

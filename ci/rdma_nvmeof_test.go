@@ -3,10 +3,8 @@ package ci
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -43,7 +41,6 @@ const nvmeofKeepAlive = 30 * time.Second
 // each step's time, and returns the whole round's.
 func nvmeofRound(t *testing.T, target, host *testbed.RDMAGuest) time.Duration {
 	t.Helper()
-	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	n := workload.NVMeoF{NQN: nvmeofNQN, Addr: target.IP, KeepAlive: nvmeofKeepAlive}
@@ -54,21 +51,9 @@ func nvmeofRound(t *testing.T, target, host *testbed.RDMAGuest) time.Duration {
 	hg := workload.GuestRunner{VM: host.VM, Name: string(host.Kind) + " host " + host.IP}
 	row := fmt.Sprintf("NVMe-oF, %s host, %s target", host.Kind, target.Kind)
 
-	logs, err := dmesgBoth(ctx, hg, tg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var times []string
+	r := beginULPRound(ctx, t, row, hg, tg)
+	step := r.step
 	done := false
-	step := func(name string, f func() error) {
-		t.Helper()
-		s := time.Now()
-		if err := f(); err != nil {
-			t.Fatalf("%s: %s: %v\n  %s's kernel log, last lines:\n%s\n  %s's kernel log, last lines:\n%s",
-				row, name, err, hg.Name, hg.DmesgTail(ctx, 40), tg.Name, tg.DmesgTail(ctx, 40))
-		}
-		times = append(times, fmt.Sprintf("%s %.1fs", name, time.Since(s).Seconds()))
-	}
 	// A round that failed half-way still leaves the guests without its
 	// controller and its export, for what the test runs next.
 	defer func() {
@@ -162,38 +147,7 @@ func nvmeofRound(t *testing.T, target, host *testbed.RDMAGuest) time.Duration {
 		_, err := hg.Exec(ctx, time.Minute, "rmmod", "nvme_rdma", "nvme_fabrics")
 		return err
 	})
-	after, err := dmesgBoth(ctx, hg, tg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, g := range []workload.GuestRunner{hg, tg} {
-		added := after[i]
-		if len(added) >= len(logs[i]) {
-			added = added[len(logs[i]):]
-		}
-		if m := badKernelLog.FindString(strings.Join(added, "\n")); m != "" {
-			t.Fatalf("%s: the %s's kernel logged %q during the round:\n%s", row, g.Name, m, lastLines(strings.Join(added, "\n"), 60))
-		}
-	}
-	took := time.Since(start)
-	t.Logf("%s: ok in %.1fs (%s)", row, took.Seconds(), strings.Join(times, ", "))
-	return took
-}
-
-// dmesgBoth reads the guests' kernel logs, both at once.
-func dmesgBoth(ctx context.Context, gs ...workload.GuestRunner) ([][]string, error) {
-	logs := make([][]string, len(gs))
-	errs := make([]error, len(gs))
-	var wg sync.WaitGroup
-	for i, g := range gs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			logs[i], errs[i] = g.Dmesg(ctx)
-		}()
-	}
-	wg.Wait()
-	return logs, errors.Join(errs...)
+	return r.finish()
 }
 
 // uuid is a random RFC 4122 version 4 UUID, for a host's NQN and ID.
