@@ -175,15 +175,9 @@ func Table(c Config, results []Result) string {
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
 	tw.Flush()
-	var failed []string
-	for _, r := range results {
-		if r.Err != nil {
-			failed = append(failed, fmt.Sprintf("  %s %s round %d: %s", r.Pair, r.Config, r.Round, runner.FirstLine(r.Err.Error())))
-		}
-	}
-	if len(failed) > 0 {
-		b.WriteString("\nfailures:\n" + strings.Join(failed, "\n") + "\n")
-	}
+	b.WriteString(runner.FailureList(results, func(r Result) (string, error) {
+		return fmt.Sprintf("%s %s round %d", r.Pair, r.Config, r.Round), r.Err
+	}))
 	return b.String()
 }
 

@@ -120,15 +120,9 @@ func Table(c Config, results []Result) string {
 	if len(why) > 0 {
 		b.WriteString("\nservers that did not start (round 1):\n" + strings.Join(why, "\n") + "\n")
 	}
-	var failed []string
-	for _, r := range results {
-		if r.Err != nil {
-			failed = append(failed, fmt.Sprintf("  %s with %d round %d: %s", r.Reg, r.Instances, r.Round, runner.FirstLine(r.Err.Error())))
-		}
-	}
-	if len(failed) > 0 {
-		b.WriteString("\nfailures:\n" + strings.Join(failed, "\n") + "\n")
-	}
+	b.WriteString(runner.FailureList(results, func(r Result) (string, error) {
+		return fmt.Sprintf("%s with %d round %d", r.Reg, r.Instances, r.Round), r.Err
+	}))
 	return b.String()
 }
 

@@ -133,16 +133,12 @@ func Table(c Config, results []Result) string {
 			b.WriteString("\n")
 		}
 	}
-	var failed []string
-	for _, cell := range cells {
-		if cell.Failed > 0 {
-			failed = append(failed, fmt.Sprintf("  %s %s: %d of %d rounds failed: %s", cell.Pair, cell.Test.Name, cell.Failed,
-				cell.Failed+cell.OK, runner.FirstLine(cell.Err.Error())))
+	b.WriteString(runner.FailureList(cells, func(c Cell) (string, error) {
+		if c.Failed == 0 {
+			return "", nil
 		}
-	}
-	if len(failed) > 0 {
-		b.WriteString("\nfailures:\n" + strings.Join(failed, "\n") + "\n")
-	}
+		return fmt.Sprintf("%s %s: %d of %d rounds failed", c.Pair, c.Test.Name, c.Failed, c.Failed+c.OK), c.Err
+	}))
 	return b.String()
 }
 

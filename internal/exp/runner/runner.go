@@ -315,5 +315,21 @@ func ErrCell(err error) string {
 	return FirstLine(err.Error())
 }
 
+// FailureList is a report's closing list of what failed: for each of xs that
+// failed, one indented line saying which it was and its error's first
+// line; "" when nothing did.
+func FailureList[T any](xs []T, failed func(T) (what string, err error)) string {
+	var lines []string
+	for _, x := range xs {
+		if what, err := failed(x); err != nil {
+			lines = append(lines, "  "+what+": "+FirstLine(err.Error()))
+		}
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return "\nfailures:\n" + strings.Join(lines, "\n") + "\n"
+}
+
 // ErrNothing is what an experiment that measured nothing returns.
 var ErrNothing = errors.New("nothing was measured (see the failures above)")

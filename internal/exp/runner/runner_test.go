@@ -338,3 +338,27 @@ func TestAccelName(t *testing.T) {
 		}
 	}
 }
+
+func TestFailureList(t *testing.T) {
+	type job struct {
+		name string
+		err  error
+	}
+	for _, tc := range []struct {
+		name string
+		jobs []job
+		want string
+	}{
+		{"none", nil, ""},
+		{"all ok", []job{{"a", nil}, {"b", nil}}, ""},
+		{"first lines only", []job{{"a", nil}, {"b round 2", errors.New("boot failed\nlog tail")}, {"c", errors.New("timeout")}},
+			"\nfailures:\n  b round 2: boot failed\n  c: timeout\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := FailureList(tc.jobs, func(j job) (string, error) { return j.name, j.err })
+			if got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
