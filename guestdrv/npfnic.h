@@ -27,6 +27,18 @@
 #define NPFNIC_RX_BUF_SIZE	2048	/* one frame per buffer: >= NPFNIC_MAX_FRAME */
 
 /*
+ * rx_policy off: each RX descriptor owns a page from the pair's page pool,
+ * buf_len NPFNIC_RX_PAGE_SIZE, which goes up the stack as an skb frag
+ * (zero-copy receive) and is replaced by a fresh one. A 64 KiB large
+ * receive chain then takes 17 buffers, within MAX_SKB_FRAGS. Frames of at
+ * most NPFNIC_RX_COPYBREAK bytes are copied and their page stays; larger
+ * ones have at most NPFNIC_RX_HDR_MAX bytes of headers copied.
+ */
+#define NPFNIC_RX_PAGE_SIZE	4096
+#define NPFNIC_RX_COPYBREAK	256
+#define NPFNIC_RX_HDR_MAX	256
+
+/*
  * Network page faults (interface 2.2). With rx_policy other than off the
  * device translates every buffer address through the I/O page tables of
  * PASID 0. RX slot (q, i) lives at its own VA, one 4 KiB page per slot,
@@ -78,6 +90,7 @@ enum {
 };
 
 struct dentry;
+struct page_pool;
 struct npfnic;
 struct npfnic_ib_dev;
 
@@ -106,6 +119,12 @@ struct npfnic_rx_slot {
 	struct page *page;
 	dma_addr_t dma;
 	bool evicted;
+};
+
+/* The page an RX descriptor owns under rx_policy off, mapped by the pool. */
+struct npfnic_rx_page {
+	struct page *page;
+	dma_addr_t dma;
 };
 
 /* Whether the device can use the slot's page without a fault. */
@@ -151,8 +170,8 @@ struct npfnic_qp {
 
 	struct npfnic_rx_desc *rx_ring;
 	dma_addr_t rx_ring_dma;
-	u8 *rx_bufs;		/* policy off: persistent, slot i at i * NPFNIC_RX_BUF_SIZE */
-	dma_addr_t rx_bufs_dma;
+	struct page_pool *rx_pool;	/* policy off: the pages of rx_pages */
+	struct npfnic_rx_page *rx_pages;	/* policy off: descriptor i's page */
 	struct npfnic_rx_slot *rx_slots;	/* other policies: lazily backed slots */
 	u32 rx_size;
 	u32 rx_tail;		/* buffers posted (free-running; release-stored) */
@@ -406,6 +425,12 @@ bool npfnic_wait_quiesced(struct npfnic *nic, void __iomem *ctrl, u32 busy, cons
 static inline bool npfnic_valid_ring_size(u32 n)
 {
 	return is_power_of_2(n) && n >= NPFNIC_RING_SIZE_MIN && n <= NPFNIC_RING_SIZE_MAX;
+}
+
+/* buf_len of the pair's RX descriptors, and the most a completion may hold. */
+static inline u16 npfnic_rx_buf_size(const struct npfnic_qp *qp)
+{
+	return qp->rx_slots ? NPFNIC_RX_BUF_SIZE : NPFNIC_RX_PAGE_SIZE;
 }
 
 static inline u32 npfnic_tx_free(const struct npfnic_qp *qp)

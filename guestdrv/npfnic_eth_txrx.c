@@ -5,16 +5,22 @@
  * It reads the device's progress from the status block only, never the
  * BAR, and writes only doorbells.
  *
- * RX copies each frame out of a persistent ring buffer into a fresh skb and
- * gives the same buffer back to the device, so a ring warms once and stays
- * warm; the page-fault support builds on exactly that property. A TCP
- * super-packet the device received whole (large receive, NETIF_F_LRO)
- * spans a chain of buffers: the first is copied into the skb's linear
- * part, the others into page frags, and the skb carries gso_size and
- * gso_type as if GRO had merged its segments. With a
- * translating rx_policy (npfnic_npf.c) the buffer of slot i is a page at a
- * per-slot VA that exists only once the device faulted on it, and NAPI
- * draws the synthetic rNPFs of rnpf_rate_ppm for the frames it received.
+ * RX under rx_policy off is zero-copy: each descriptor owns a page of the
+ * pair's page pool, a frame goes up as an skb whose linear part holds a
+ * copy of its headers and whose frags are the pages themselves, and a
+ * fresh page takes each one's place (a frame of at most
+ * NPFNIC_RX_COPYBREAK bytes is copied instead, and its page stays). When
+ * no fresh page or skb can be had the frame is dropped and its pages
+ * stay. A TCP super-packet the device received whole (large receive,
+ * NETIF_F_LRO) spans a chain of buffers, up to 17 pages of 4 KiB, and the
+ * skb carries gso_size and gso_type as if GRO had merged its segments.
+ * With a translating rx_policy (npfnic_npf.c) the buffer of slot i is a
+ * page at a per-slot VA that exists only once the device faulted on it:
+ * the device must find the same page there again, so each frame is copied
+ * out of it into a fresh skb (the first buffer of a chain into the linear
+ * part, the others into page frags) and the buffer goes back as it was;
+ * the page-fault support builds on exactly that property, and NAPI draws
+ * the synthetic rNPFs of rnpf_rate_ppm for the frames it received.
  */
 
 #include <linux/etherdevice.h>
@@ -24,6 +30,7 @@
 #include <linux/skbuff.h>
 #include <linux/tcp.h>
 #include <net/ipv6.h>
+#include <net/page_pool.h>
 
 #include "npfnic.h"
 
@@ -227,8 +234,8 @@ void npfnic_post_rx(struct npfnic_qp *qp, u32 count)
 		if (qp->rx_slots)
 			desc->addr = cpu_to_le64(npfnic_rx_va(qp->idx, i));
 		else
-			desc->addr = cpu_to_le64(qp->rx_bufs_dma + (u64)i * NPFNIC_RX_BUF_SIZE);
-		desc->buf_len = cpu_to_le16(NPFNIC_RX_BUF_SIZE);
+			desc->addr = cpu_to_le64(qp->rx_pages[i].dma);
+		desc->buf_len = cpu_to_le16(npfnic_rx_buf_size(qp));
 		desc->pkt_len = 0;
 		desc->status = 0;
 		desc->gso_size = 0;
@@ -244,7 +251,7 @@ void npfnic_post_rx(struct npfnic_qp *qp, u32 count)
 }
 
 /*
- * The buffer of a completed descriptor: the persistent ring buffer, or the
+ * The buffer of a completed descriptor under a translating policy: the
  * slot's page (NULL when the ring was cooled since the device filled it).
  */
 static u8 *npfnic_rx_buf(struct npfnic_qp *qp, u32 i, u16 len)
@@ -252,8 +259,6 @@ static u8 *npfnic_rx_buf(struct npfnic_qp *qp, u32 i, u16 len)
 	struct npfnic_rx_slot *slot;
 	struct page *page;
 
-	if (!qp->rx_slots)
-		return qp->rx_bufs + (size_t)i * NPFNIC_RX_BUF_SIZE;
 	slot = &qp->rx_slots[i];
 	/* Pairs with the release in npfnic_map_rx_slot: slot->dma is valid. */
 	page = smp_load_acquire(&slot->page);
@@ -266,9 +271,8 @@ static u8 *npfnic_rx_buf(struct npfnic_qp *qp, u32 i, u16 len)
 /* Gives the buffer of a completed descriptor back to the device after the copy. */
 static void npfnic_rx_buf_done(struct npfnic_qp *qp, u32 i, u16 len)
 {
-	if (qp->rx_slots)
-		dma_sync_single_for_device(&qp->nic->pdev->dev, qp->rx_slots[i].dma, len,
-					   DMA_BIDIRECTIONAL);
+	dma_sync_single_for_device(&qp->nic->pdev->dev, qp->rx_slots[i].dma, len,
+				   DMA_BIDIRECTIONAL);
 }
 
 /* What became of the descriptors of one frame or chain. */
@@ -398,35 +402,33 @@ static bool npfnic_rx_chain_ok(struct npfnic_qp *qp, u32 first, u32 n, u32 avail
 	if (n > NPFNIC_RX_CHAIN_MAX || n > avail || !(status & NPFNIC_RXD_DONE) ||
 	    (gso != NPFNIC_RXD_GSO_TCP4 && gso != NPFNIC_RXD_GSO_TCP6) || !desc->gso_size ||
 	    le16_to_cpu(desc->pkt_len) < ETH_HLEN ||
-	    le16_to_cpu(desc->pkt_len) > NPFNIC_RX_BUF_SIZE)
+	    le16_to_cpu(desc->pkt_len) > npfnic_rx_buf_size(qp))
+		return false;
+	/* Zero-copy: every buffer is a frag (a correct device needs 17 at most). */
+	if (!qp->rx_slots && n > MAX_SKB_FRAGS)
 		return false;
 	for (k = 1; k < n; k++) {
 		desc = &qp->rx_ring[(first + k) & (qp->rx_size - 1)];
 		status = le16_to_cpu(desc->status);
 		if ((status & (NPFNIC_RXD_DONE | NPFNIC_RXD_CONT)) !=
 		    (NPFNIC_RXD_DONE | NPFNIC_RXD_CONT) || !desc->pkt_len ||
-		    le16_to_cpu(desc->pkt_len) > NPFNIC_RX_BUF_SIZE)
+		    le16_to_cpu(desc->pkt_len) > npfnic_rx_buf_size(qp))
 			return false;
 	}
 	return true;
 }
 
 /*
- * Receives the frame at descriptor first: one buffer, or (large receive)
- * a chain of n buffers, returned as one skb with gso_size and gso_type
- * set, as GRO would have merged its segments. NULL when there is nothing
- * to hand up (res says why, unless the descriptor was an error).
+ * Copies the frame at descriptor first (n buffers, checked) out of the
+ * slot pages of a translating policy into a fresh skb, leaving every
+ * buffer in place.
  */
-static struct sk_buff *npfnic_rx_frame(struct npfnic_qp *qp, u32 first, u32 n,
-				       struct npfnic_rx_res *res)
+static struct sk_buff *npfnic_rx_copy(struct npfnic_qp *qp, u32 first, u32 n,
+				      struct npfnic_rx_res *res)
 {
 	u32 i = first & (qp->rx_size - 1);
-	const struct npfnic_rx_desc *desc = &qp->rx_ring[i];
-	u16 status = le16_to_cpu(desc->status);
-	u16 len = le16_to_cpu(desc->pkt_len);
-	struct net_device *netdev = qp->nic->netdev;
+	u16 len = le16_to_cpu(qp->rx_ring[i].pkt_len);
 	struct sk_buff *skb;
-	unsigned int hlen, gso_size;
 	u8 *buf;
 
 	buf = npfnic_rx_buf(qp, i, len);
@@ -442,8 +444,107 @@ static struct sk_buff *npfnic_rx_frame(struct npfnic_qp *qp, u32 first, u32 n,
 		res->nomem++;
 		return NULL;
 	}
-	if (n > 1 && !npfnic_rx_chain_frags(qp, skb, first, n, res))
-		goto drop;
+	if (n > 1 && !npfnic_rx_chain_frags(qp, skb, first, n, res)) {
+		dev_kfree_skb_any(skb);
+		return NULL;
+	}
+	return skb;
+}
+
+/*
+ * Receives the frame at descriptor first (n buffers, checked, at most
+ * MAX_SKB_FRAGS) under rx_policy off. A frame of one buffer and at most
+ * NPFNIC_RX_COPYBREAK bytes is copied and its page stays. Otherwise the
+ * headers are copied into the skb's linear part and every page holding
+ * the rest becomes a frag, a fresh page from the pool taking its place in
+ * the ring; when the skb or the fresh pages cannot be had the frame is
+ * dropped and the pages stay.
+ */
+static struct sk_buff *npfnic_rx_pages(struct npfnic_qp *qp, u32 first, u32 n,
+				       struct npfnic_rx_res *res)
+{
+	struct device *dev = &qp->nic->pdev->dev;
+	struct page *fresh[MAX_SKB_FRAGS];
+	u32 i0 = first & (qp->rx_size - 1), k;
+	struct npfnic_rx_page *rp = &qp->rx_pages[i0];
+	u16 len = le16_to_cpu(qp->rx_ring[i0].pkt_len);
+	unsigned int hlen;
+	struct sk_buff *skb;
+	const u8 *buf;
+
+	dma_sync_single_for_cpu(dev, rp->dma, len, DMA_FROM_DEVICE);
+	buf = page_address(rp->page);
+	if (n == 1 && len <= NPFNIC_RX_COPYBREAK) {
+		skb = napi_alloc_skb(&qp->napi, len);
+		if (skb)
+			skb_put_data(skb, buf, len);
+		else
+			res->nomem++;
+		dma_sync_single_for_device(dev, rp->dma, len, DMA_FROM_DEVICE);
+		return skb;
+	}
+	skb = napi_alloc_skb(&qp->napi, NPFNIC_RX_HDR_MAX);
+	for (k = 0; skb && k < n; k++) {
+		fresh[k] = page_pool_dev_alloc_pages(qp->rx_pool);
+		if (!fresh[k])
+			break;
+	}
+	if (!skb || k < n) {
+		while (skb && k--)
+			page_pool_recycle_direct(qp->rx_pool, fresh[k]);
+		dev_kfree_skb_any(skb);
+		res->nomem++;
+		dma_sync_single_for_device(dev, rp->dma, len, DMA_FROM_DEVICE);
+		return NULL;
+	}
+	/* At least the Ethernet header (len >= ETH_HLEN): eth_type_trans pulls it. */
+	hlen = eth_get_headlen(qp->nic->netdev, buf, min_t(unsigned int, len, NPFNIC_RX_HDR_MAX));
+	hlen = clamp_t(unsigned int, hlen, ETH_HLEN, len);
+	skb_put_data(skb, buf, hlen);
+	skb_mark_for_recycle(skb);
+	for (k = 0; k < n; k++) {
+		u32 i = (first + k) & (qp->rx_size - 1);
+		unsigned int off = k ? 0 : hlen;
+
+		rp = &qp->rx_pages[i];
+		len = le16_to_cpu(qp->rx_ring[i].pkt_len);
+		if (k)
+			dma_sync_single_for_cpu(dev, rp->dma, len, DMA_FROM_DEVICE);
+		if (len == off) {
+			/* Headers only: the page stays, the fresh one goes back. */
+			dma_sync_single_for_device(dev, rp->dma, len, DMA_FROM_DEVICE);
+			page_pool_recycle_direct(qp->rx_pool, fresh[k]);
+			continue;
+		}
+		skb_add_rx_frag(skb, skb_shinfo(skb)->nr_frags, rp->page, off, len - off,
+				PAGE_SIZE);
+		rp->page = fresh[k];
+		rp->dma = page_pool_get_dma_addr(fresh[k]);
+	}
+	return skb;
+}
+
+/*
+ * Receives the frame at descriptor first: one buffer, or (large receive)
+ * a chain of n buffers, returned as one skb with gso_size and gso_type
+ * set, as GRO would have merged its segments. NULL when there is nothing
+ * to hand up (res says why, unless the descriptor was an error).
+ */
+static struct sk_buff *npfnic_rx_frame(struct npfnic_qp *qp, u32 first, u32 n,
+				       struct npfnic_rx_res *res)
+{
+	const struct npfnic_rx_desc *desc = &qp->rx_ring[first & (qp->rx_size - 1)];
+	u16 status = le16_to_cpu(desc->status);
+	struct net_device *netdev = qp->nic->netdev;
+	struct sk_buff *skb;
+	unsigned int hlen, gso_size;
+
+	if (qp->rx_slots)
+		skb = npfnic_rx_copy(qp, first, n, res);
+	else
+		skb = npfnic_rx_pages(qp, first, n, res);
+	if (!skb)
+		return NULL;
 	skb->protocol = eth_type_trans(skb, netdev);
 	if ((status & NPFNIC_RXD_CSUM_OK) && (netdev->features & NETIF_F_RXCSUM))
 		skb->ip_summed = CHECKSUM_UNNECESSARY;
@@ -532,7 +633,7 @@ static int npfnic_clean_rx(struct npfnic_qp *qp, int budget)
 			else
 				n = npfnic_rx_bad_chain(qp, avail, &res);
 		} else if (!(status & NPFNIC_RXD_DONE) || len < ETH_HLEN ||
-			   len > NPFNIC_RX_BUF_SIZE) {
+			   len > npfnic_rx_buf_size(qp)) {
 			netdev->stats.rx_errors++;
 		} else {
 			skb = npfnic_rx_frame(qp, qp->rx_next, 1, &res);
