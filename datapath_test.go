@@ -95,7 +95,7 @@ func TestDatapathRegisters(t *testing.T) {
 		write *uint32
 		want  uint32
 	}{
-		{"version", hw.RegVersion, nil, 2<<16 | 12},
+		{"version", hw.RegVersion, nil, 2<<16 | 13},
 		{"features", hw.RegFeatures, nil, hw.FeatTxCsum | hw.FeatTSO4 | hw.FeatTSO6 | hw.FeatRxCsum | hw.FeatRDMA | hw.FeatRDMAODP | hw.FeatRDMAAtomic | hw.FeatRDMASRQ | hw.FeatRDMAUD | hw.FeatRDMAUC | hw.FeatRDMAKernel | hw.FeatRDMAMW | hw.FeatRDMAResizeCQ | hw.FeatRDMAFastReg | hw.FeatRDMAImplicitODP | hw.FeatRxLRO},
 		{"features read-only", hw.RegFeatures, ptr(0), 0xffff},
 		{"mac lo", hw.RegMACLo, nil, 0x33221102},
