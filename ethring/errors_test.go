@@ -318,3 +318,75 @@ func TestITR(t *testing.T) {
 		t.Fatalf("%d interrupts for 1000 completions over 1 ms at ITR 100us", n)
 	}
 }
+
+// lazyWaiting reports whether a lazy completion waits for its interrupt.
+func (m *moderator) lazyWaiting() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lazy
+}
+
+// TestTxIRQDelay: under TX_IRQ_DELAY a TX completion's interrupt waits
+// for the delay or for an RX completion, and comes at once when half the
+// TX ring completed since the last interrupt (hw.TxIRQDelayDoc).
+func TestTxIRQDelay(t *testing.T) {
+	g := newGuest(t, guestOpts{pairs: 1, virtual: true})
+	g.setupPair(0, 8, 64)
+	g.postRX(0, 64, bufSize)
+	v := hw.PairVector(0)
+	g.qpReg(0, hw.PairTxIRQDelay, 500)
+	if got := g.d.Pair(0).ReadReg(hw.PairTxIRQDelay); got != 500 {
+		t.Fatalf("TX_IRQ_DELAY reads %d, want 500", got)
+	}
+	m := &g.d.Pair(0).irq
+	var sent uint32
+	tx := func() {
+		t.Helper()
+		g.postTX(0, frame(60, 2))
+		g.recvPeer()
+		sent++
+		g.waitFor("tx_head", func() bool { return g.qstatus(0).TxHead == sent })
+	}
+	txLazy := func() {
+		t.Helper()
+		tx()
+		g.waitFor("the lazy completion", m.lazyWaiting)
+	}
+	after := func(us int) { g.clk.RunUntil(g.clk.Elapsed()+time.Duration(us)*time.Microsecond, nil) }
+	check := func(what string, want int) {
+		t.Helper()
+		if got := g.irq.count(v); got != want {
+			t.Fatalf("%s: %d interrupts, want %d", what, got, want)
+		}
+	}
+	g.qpReg(0, hw.PairIRQArm, 1)
+	txLazy()
+	check("a TX completion alone", 0)
+	after(499)
+	check("just before the delay ends", 0)
+	after(1)
+	check("when the delay ends", 1)
+
+	g.qpReg(0, hw.PairIRQArm, 1)
+	txLazy()
+	g.d.Receive(frame(60, 1))
+	check("an RX completion takes the TX one along", 2)
+	after(1000)
+	check("nothing left for the delay", 2)
+
+	// The last interrupt came at tx_head 2; at 6 half of the 8-entry
+	// ring completed since: that completion is urgent.
+	g.qpReg(0, hw.PairIRQArm, 1)
+	for i := 0; i < 3; i++ {
+		txLazy()
+	}
+	check("three TX completions in an 8-entry ring", 2)
+	tx()
+	g.waitFor("the urgent interrupt", func() bool { return g.irq.count(v) == 3 })
+
+	// TX_IRQ_DELAY 0: urgent again.
+	g.qpReg(0, hw.PairTxIRQDelay, 0)
+	g.qpReg(0, hw.PairIRQArm, 1)
+	tx()
+	g.waitFor("an interrupt at once", func() bool { return g.irq.count(v) == 4 })
+}

@@ -17,19 +17,28 @@ import (
 // after polling can not miss a completion that slipped in between. ITR
 // spaces interrupts at least itr apart; a completion inside the window
 // fires at the window's end if the vector is still armed then.
+//
+// A lazy completion (a TX completion under TX_IRQ_DELAY,
+// hw.TxIRQDelayDoc) waits up to lazyDelay from the first one since the
+// last interrupt for an urgent one (RX, error) to fire with: the poll that
+// interrupt starts reclaims both.
 type moderator struct {
-	mu      sync.Mutex
-	clock   clock.Clock
-	fire    func()
-	armed   bool
-	pending bool // a completion since the last interrupt
-	itr     time.Duration
-	last    time.Time // last interrupt; zero: none yet
-	timer   clock.Timer
-	gen     uint64 // invalidates a timer that reset abandoned
-	fired   atomic.Uint64
-	trace   *trace.Recorder
-	vector  int // for the trace
+	mu        sync.Mutex
+	clock     clock.Clock
+	fire      func()
+	armed     bool
+	pending   bool // an urgent completion since the last interrupt
+	lazy      bool // a lazy completion since the last interrupt
+	lazyAt    time.Time
+	lazyDelay time.Duration
+	itr       time.Duration
+	last      time.Time // last interrupt; zero: none yet
+	timer     clock.Timer
+	timerAt   time.Time // when timer expires
+	gen       uint64    // invalidates a timer that reset or a reschedule abandoned
+	fired     atomic.Uint64
+	trace     *trace.Recorder
+	vector    int // for the trace
 }
 
 func (m *moderator) init(c clock.Clock, fire func(), tr *trace.Recorder, vector int) {
@@ -38,10 +47,22 @@ func (m *moderator) init(c clock.Clock, fire func(), tr *trace.Recorder, vector 
 
 // event records a completion (or misc event). One that can not fire now
 // is traced as deferred once per interrupt it waits for.
-func (m *moderator) event() {
+func (m *moderator) event() { m.record(false) }
+
+// lazyEvent records a TX completion: it fires at once only with
+// lazyDelay 0, and otherwise waits for an urgent event or the delay.
+func (m *moderator) lazyEvent() { m.record(true) }
+
+func (m *moderator) record(lazy bool) {
 	m.mu.Lock()
-	was := m.pending
-	m.pending = true
+	was := m.pending || m.lazy
+	if lazy && m.lazyDelay > 0 {
+		if !m.lazy {
+			m.lazy, m.lazyAt = true, m.clock.Now()
+		}
+	} else {
+		m.pending = true
+	}
 	f := m.tryLocked()
 	m.mu.Unlock()
 	if f {
@@ -68,13 +89,35 @@ func (m *moderator) setITR(d time.Duration) {
 	m.mu.Unlock()
 }
 
+// setLazyDelay sets how long a lazy completion may wait (0: it is
+// urgent). A shorter delay applies to lazy completions already waiting.
+func (m *moderator) setLazyDelay(d time.Duration) {
+	m.mu.Lock()
+	m.lazyDelay = d
+	if d == 0 && m.lazy {
+		m.lazy, m.pending = false, true
+	}
+	f := m.tryLocked()
+	m.mu.Unlock()
+	if f {
+		m.deliver()
+	}
+}
+
+func (m *moderator) getLazyDelay() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lazyDelay
+}
+
 func (m *moderator) getITR() time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.itr
 }
 
-// reset disarms, forgets pending work and the ITR window, and zeroes ITR.
+// reset disarms, forgets pending work and the ITR window, and zeroes ITR
+// and the lazy delay.
 func (m *moderator) reset() {
 	m.mu.Lock()
 	if m.timer != nil {
@@ -82,31 +125,50 @@ func (m *moderator) reset() {
 		m.timer = nil
 	}
 	m.gen++
-	m.armed, m.pending = false, false
-	m.itr = 0
+	m.armed, m.pending, m.lazy = false, false, false
+	m.itr, m.lazyDelay = 0, 0
 	m.last = time.Time{}
 	m.mu.Unlock()
 }
 
-// tryLocked reports whether to fire now, and schedules the end of the ITR
-// window otherwise. Caller holds m.mu.
+// tryLocked reports whether to fire now, and otherwise schedules the
+// moment it may: the end of the ITR window, or a lazy completion's
+// deadline. Caller holds m.mu.
 func (m *moderator) tryLocked() bool {
-	if !m.armed || !m.pending {
+	if !m.armed || (!m.pending && !m.lazy) {
 		return false
 	}
 	now := m.clock.Now()
+	due := now
+	if !m.pending {
+		due = m.lazyAt.Add(m.lazyDelay)
+	}
 	if m.itr > 0 && !m.last.IsZero() {
-		if wait := m.last.Add(m.itr).Sub(now); wait > 0 {
-			if m.timer == nil {
-				gen := m.gen
-				m.timer = m.clock.AfterFunc(wait, func() { m.expire(gen) })
-			}
-			return false
+		if end := m.last.Add(m.itr); end.After(due) {
+			due = end
 		}
 	}
-	m.armed, m.pending = false, false
+	if due.After(now) {
+		m.scheduleLocked(due, now)
+		return false
+	}
+	m.armed, m.pending, m.lazy = false, false, false
 	m.last = now
 	return true
+}
+
+// scheduleLocked makes sure a timer expires no later than due. A timer
+// that expires earlier stays: its expiry looks again. Caller holds m.mu.
+func (m *moderator) scheduleLocked(due, now time.Time) {
+	if m.timer != nil {
+		if !due.Before(m.timerAt) {
+			return
+		}
+		m.timer.Stop()
+	}
+	m.gen++
+	gen := m.gen
+	m.timer, m.timerAt = m.clock.AfterFunc(due.Sub(now), func() { m.expire(gen) }), due
 }
 
 func (m *moderator) expire(gen uint64) {

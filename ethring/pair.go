@@ -73,6 +73,9 @@ func (p *Pair) fireIRQ() {
 	if in == nil || !in.dma.Begin() {
 		return
 	}
+	// The driver's poll after this interrupt reclaims at least what the
+	// status block says now, which is no more than the head.
+	in.txIRQHead.Store(in.tx.head.Load())
 	p.d.irq(hw.PairVector(p.q))
 	in.dma.End()
 }
@@ -94,6 +97,8 @@ func (p *Pair) ReadReg(off uint32) uint32 {
 	switch off {
 	case hw.PairITR:
 		return uint32(p.irq.getITR() / time.Microsecond)
+	case hw.PairTxIRQDelay:
+		return uint32(p.irq.getLazyDelay() / time.Microsecond)
 	}
 	p.regMu.Lock()
 	defer p.regMu.Unlock()
@@ -149,6 +154,9 @@ func (p *Pair) WriteReg(off, v uint32) {
 		return
 	case hw.PairITR:
 		p.irq.setITR(time.Duration(v) * time.Microsecond)
+		return
+	case hw.PairTxIRQDelay:
+		p.irq.setLazyDelay(time.Duration(v) * time.Microsecond)
 		return
 	case hw.PairRxResolve:
 		if in := p.inst.Load(); in != nil {
@@ -408,6 +416,10 @@ type instance struct {
 	txTSOFrames, rxWireStalls                  atomic.Uint32
 	rxFaultsG, rxBackupG, rxFaultDropsG        atomic.Uint32
 	txFaultsG, txFaultErrorsG                  atomic.Uint32
+
+	// txIRQHead is tx.head when the pair's interrupt last fired: TX
+	// descriptors completed beyond it may still wait for the driver.
+	txIRQHead atomic.Uint32
 
 	lro     lroScratch              // large receive, under the pair's rxMu
 	txb     *txBuf                  // TX gather buffer, reused for every frame

@@ -49,10 +49,24 @@ func (in *instance) txRun() {
 
 // txComplete tells the driver the descriptors before head are done: status
 // block first, then the interrupt (which fires only while the instance
-// runs: Pair.fireIRQ).
+// runs: Pair.fireIRQ). The interrupt is lazy under TX_IRQ_DELAY
+// (hw.TxIRQDelayDoc) until the descriptors completed since the last
+// interrupt reach half the ring.
 func (in *instance) txComplete(head uint32) {
 	in.publish(hw.PairStatusTxHead, head)
-	in.p.irq.event()
+	if txUrgent(head, in.txIRQHead.Load(), in.tx.size) {
+		in.p.irq.event()
+	} else {
+		in.p.irq.lazyEvent()
+	}
+}
+
+// txUrgent reports whether a TX completion at head asks for its
+// interrupt at once: the descriptors completed since the last interrupt
+// (irqHead) fill half a ring of size, so the driver may be about to stop
+// its queue, or has stopped it.
+func txUrgent(head, irqHead, size uint32) bool {
+	return head-irqHead >= size/2
 }
 
 // txBuf is the TX engine's working memory: the gather buffer, big enough

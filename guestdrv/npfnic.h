@@ -373,6 +373,7 @@ struct npfnic {
 	u32 rx_ring_size;
 	u32 tx_ring_size;
 	u32 itr_usecs;
+	u32 tx_irq_delay_us;	/* NPFNIC_PAIR_TX_IRQ_DELAY, with the feature */
 	struct work_struct misc_work;	/* link changes and queue errors */
 	struct work_struct reset_work;	/* restarts the pairs (npfnic_schedule_reset) */
 	u32 qp_errors_seen[NPFNIC_PAIR_MAX];

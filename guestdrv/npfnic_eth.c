@@ -42,6 +42,11 @@ static unsigned int itr_usecs = 20;
 module_param(itr_usecs, uint, 0444);
 MODULE_PARM_DESC(itr_usecs, "minimum microseconds between two interrupts of a queue pair");
 
+static unsigned int tx_irq_delay_us = 500;
+module_param(tx_irq_delay_us, uint, 0444);
+MODULE_PARM_DESC(tx_irq_delay_us,
+		 "microseconds a TX completion's interrupt may wait for an RX one (0: none)");
+
 /* ---- link, errors ---- */
 
 irqreturn_t npfnic_misc_irq(int irq, void *data)
@@ -119,6 +124,9 @@ static void npfnic_start_qp(struct npfnic_qp *qp)
 	iowrite32(upper_32_bits(qp->rx_ring_dma), qp->regs + NPFNIC_PAIR_RX_BASE_HI);
 	iowrite32(qp->rx_size, qp->regs + NPFNIC_PAIR_RX_SIZE);
 	iowrite32(qp->nic->itr_usecs, qp->regs + NPFNIC_PAIR_ITR);
+	/* A response's TX completion is reclaimed by the next request's poll. */
+	if (qp->nic->features & NPFNIC_FEAT_TX_IRQ_DELAY)
+		iowrite32(qp->nic->tx_irq_delay_us, qp->regs + NPFNIC_PAIR_TX_IRQ_DELAY);
 	if (npfnic_translating(qp->nic))
 		npfnic_npf_start_qp(qp);
 	iowrite32(npfnic_pair_ctrl(qp->nic, qp->nic->netdev->features),
@@ -364,6 +372,7 @@ int npfnic_eth_probe(struct npfnic *nic)
 	nic->rx_ring_size = rx_ring_size;
 	nic->tx_ring_size = tx_ring_size;
 	nic->itr_usecs = itr_usecs;
+	nic->tx_irq_delay_us = tx_irq_delay_us;
 	INIT_WORK(&nic->misc_work, npfnic_misc_work);
 	INIT_WORK(&nic->reset_work, npfnic_reset_work);
 	for (q = 0; q < NPFNIC_PAIR_MAX; q++) {

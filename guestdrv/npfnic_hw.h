@@ -31,7 +31,7 @@
 #define NPFNIC_DIAG_ECHO_MAX             0x10000 /* most rounds one DIAG_ECHO_CTRL write runs */
 #define NPFNIC_DIAG_ECHO_GAP_MAX         0xf4240 /* largest NPFNIC_REG_DIAG_ECHO_GAP (microseconds) */
 #define NPFNIC_MAGIC                     0x4e50464e /* value of NPFNIC_REG_ID */
-#define NPFNIC_INTERFACE_VERSION         0x2000c /* value of NPFNIC_REG_VERSION */
+#define NPFNIC_INTERFACE_VERSION         0x2000d /* value of NPFNIC_REG_VERSION */
 #define NPFNIC_DIAG_DMA_CTRL_START       0x1 /* start; ignored while NPFNIC_DIAG_DMA_STATUS_BUSY */
 #define NPFNIC_DIAG_DMA_CTRL_ABORT       0x2 /* stop a running DMA; BUSY until no byte will be written */
 #define NPFNIC_DIAG_DMA_STATUS_IDLE      0x0
@@ -77,6 +77,7 @@
 #define NPFNIC_FEAT_RX_CSUM              0x8 /* NPFNIC_REG_FEATURES: NPFNIC_RXD_CSUM_OK */
 #define NPFNIC_RXD_ERROR                 0x4 /* npfnic_rx_desc.status: no frame; the buffer could not be translated (pkt_len 0) */
 #define NPFNIC_FEAT_RX_LRO               0x8000 /* NPFNIC_REG_FEATURES: large receive (NPFNIC_PAIR_CTRL_RX_LRO) */
+#define NPFNIC_FEAT_TX_IRQ_DELAY         0x10000 /* NPFNIC_REG_FEATURES: lazy TX completion interrupts (NPFNIC_PAIR_TX_IRQ_DELAY) */
 #define NPFNIC_PAIR_CTRL_RX_LRO          0x2 /* NPFNIC_PAIR_CTRL: TCP super-packets may arrive whole, as descriptor chains */
 #define NPFNIC_RXD_GSO_TCP4              0x8 /* npfnic_rx_desc.status, first of a chain: TCP/IPv4 super-packet of gso_size segments */
 #define NPFNIC_RXD_GSO_TCP6              0x10 /* npfnic_rx_desc.status, first of a chain: TCP/IPv6 super-packet of gso_size segments */
@@ -144,6 +145,7 @@
 #define NPFNIC_PAIR_BM_SIZE              0x34 /* RW: rNPF bitmap size for NPFNIC_RX_POLICY_BACKUP: power of two, 1..NPFNIC_BM_SIZE_MAX (latched at enable) */
 #define NPFNIC_PAIR_RX_RESOLVE           0x38 /* WO doorbell: resolve_rNPFs: free-running bitmap index of an rNPF whose frame the driver placed */
 #define NPFNIC_PAIR_RX_TAIL_IRQ          0x3c /* WO command: write 1: NPFNIC_REG_BACKUP_VECTOR fires once when RX_TAIL next moves */
+#define NPFNIC_PAIR_TX_IRQ_DELAY         0x40 /* RW: microseconds an interrupt only TX completions ask for may wait for an RX completion (0 = none; NPFNIC_FEAT_TX_IRQ_DELAY) */
 
 /* BAR0 offset of queue pair q's registers (hw.PairBase) */
 #define NPFNIC_PAIR_BASE(q)              (0x1000 + (q) * 0x100)

@@ -58,7 +58,7 @@ const (
 	// Bump the major for incompatible register changes, the minor for
 	// additions an older driver can ignore, and say what changed in
 	// InterfaceChanges.
-	InterfaceVersion = 2<<16 | 12
+	InterfaceVersion = 2<<16 | 13
 )
 
 // InterfaceChange is what one interface version added or changed.
@@ -83,6 +83,7 @@ var InterfaceChanges = []InterfaceChange{
 	{2, 10, "implicit on-demand paging (FEATURES.RDMA_IMPLICIT_ODP): REG_MR's FLAG_IMPLICIT, one region over the PASID's whole address space"},
 	{2, 11, "large receive (FEATURES.RX_LRO): PAIR_CTRL's RX_LRO, a TCP super-packet received whole over a chain of RX descriptors (RXD_GSO_TCP4, RXD_GSO_TCP6, RXD_CONT, the chain length in status bits 15:8, gso_size in the first descriptor)"},
 	{2, 12, "RDMA_RECV_FAULT_HOLD: a receive fault held in the device until its page arrives, for peers that cannot take an RNR NAK"},
+	{2, 13, "lazy TX completion interrupts (FEATURES.TX_IRQ_DELAY): PAIR_TX_IRQ_DELAY holds an interrupt that only TX completions ask for until an RX completion comes or the delay ends"},
 }
 
 // Register offsets in BAR0. All registers are 32 bits wide.
@@ -144,6 +145,9 @@ const (
 	PairBmSize    = 0x34 // RW: rNPF bitmap size (power of two, 1..BmSizeMax), latched at enable
 	PairRxResolve = 0x38 // WO: resolve_rNPFs: the bitmap index (free-running) of a resolved rNPF; ignored unless it names a pending rNPF whose descriptor is posted (NetworkFaultsDoc)
 	PairRxTailIRQ = 0x3c // WO: write 1: raise the backup vector once when RX_TAIL next moves
+	// PairTxIRQDelay (FEATURES.TX_IRQ_DELAY): a TX completion alone holds
+	// the pair's interrupt back this many microseconds (TxIRQDelayDoc).
+	PairTxIRQDelay = 0x40 // RW: microseconds a TX completion may wait for an RX one (0 = none)
 )
 
 // PairBase is the BAR0 offset of queue pair q's register block.
@@ -310,6 +314,22 @@ pays for all its segments. Since the device waits for a chain's
 descriptors, a driver that sets the bit posts buffers back as it consumes
 them, and never keeps part of its ring unposted for good.`
 
+// TxIRQDelayDoc is the contract of lazy TX completion interrupts
+// (interface 2.13).
+const TxIRQDelayDoc = `With NPFNIC_FEAT_TX_IRQ_DELAY in FEATURES, a pair's TX_IRQ_DELAY
+(microseconds, 0 after reset) makes TX completions lazy. A TX completion
+still moves tx_head in the status block at once, but the interrupt it asks
+for waits until an RX completion (or an error) asks for one too, or until
+TX_IRQ_DELAY has passed since the first such TX completion, whichever comes
+first; ITR and IRQ_ARM apply as before. A request/response exchange then
+takes one interrupt, for the next request, and the driver reclaims the
+response's TX descriptors in the poll that interrupt starts. Once the TX
+descriptors completed since the pair's last interrupt reach half of the TX
+ring, a TX completion asks for its interrupt at once, so a driver that
+stops its queue on a nearly full ring is not held up by the delay. With
+TX_IRQ_DELAY 0 every completion asks for its interrupt at once, as before
+2.13.`
+
 // Offloads (interface 2.1): the FEATURES bits; see OffloadsDoc.
 const (
 	FeatTxCsum = 1 << 0 // TxdCsum
@@ -353,11 +373,14 @@ const (
 	// FeatRxLRO (interface 2.11): large receive, PAIR_CTRL_RX_LRO
 	// (LargeReceiveDoc).
 	FeatRxLRO = 1 << 15
+	// FeatTxIRQDelay: PAIR_TX_IRQ_DELAY, lazy TX completion interrupts
+	// (TxIRQDelayDoc).
+	FeatTxIRQDelay = 1 << 16
 
 	// Features is REG_FEATURES of this device.
 	Features = FeatTxCsum | FeatTSO4 | FeatTSO6 | FeatRxCsum | FeatRDMA | FeatRDMAODP | FeatRDMAAtomic | FeatRDMASRQ |
 		FeatRDMAUD | FeatRDMAUC | FeatRDMAKernel | FeatRDMAMW |
-		FeatRDMAResizeCQ | FeatRDMAFastReg | FeatRDMAImplicitODP | FeatRxLRO
+		FeatRDMAResizeCQ | FeatRDMAFastReg | FeatRDMAImplicitODP | FeatRxLRO | FeatTxIRQDelay
 )
 
 // Register values.
@@ -487,6 +510,7 @@ var Values = []Value{
 	{"FEAT_RX_CSUM", FeatRxCsum, "NPFNIC_REG_FEATURES: NPFNIC_RXD_CSUM_OK"},
 	{"RXD_ERROR", RxdError, "npfnic_rx_desc.status: no frame; the buffer could not be translated (pkt_len 0)"},
 	{"FEAT_RX_LRO", FeatRxLRO, "NPFNIC_REG_FEATURES: large receive (NPFNIC_PAIR_CTRL_RX_LRO)"},
+	{"FEAT_TX_IRQ_DELAY", FeatTxIRQDelay, "NPFNIC_REG_FEATURES: lazy TX completion interrupts (NPFNIC_PAIR_TX_IRQ_DELAY)"},
 	{"PAIR_CTRL_RX_LRO", PairCtrlRxLRO, "NPFNIC_PAIR_CTRL: TCP super-packets may arrive whole, as descriptor chains"},
 	{"RXD_GSO_TCP4", RxdGSOTCP4, "npfnic_rx_desc.status, first of a chain: TCP/IPv4 super-packet of gso_size segments"},
 	{"RXD_GSO_TCP6", RxdGSOTCP6, "npfnic_rx_desc.status, first of a chain: TCP/IPv6 super-packet of gso_size segments"},

@@ -284,6 +284,7 @@ var PairRegisters = []Register{
 	storage("BM_SIZE", PairBmSize, BlockPair, 0, "rNPF bitmap size for NPFNIC_RX_POLICY_BACKUP: power of two, 1..NPFNIC_BM_SIZE_MAX (latched at enable)"),
 	doorbell("RX_RESOLVE", PairRxResolve, BlockPair, "resolve_rNPFs: free-running bitmap index of an rNPF whose frame the driver placed"),
 	command("RX_TAIL_IRQ", PairRxTailIRQ, BlockPair, AccessWO, "write 1: NPFNIC_REG_BACKUP_VECTOR fires once when RX_TAIL next moves"),
+	storage("TX_IRQ_DELAY", PairTxIRQDelay, BlockPair, 0, "microseconds an interrupt only TX completions ask for may wait for an RX completion (0 = none; NPFNIC_FEAT_TX_IRQ_DELAY)"),
 }
 
 // Window is a range of BAR0 and the blocks whose registers lie in it.

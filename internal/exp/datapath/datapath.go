@@ -79,6 +79,11 @@ var NICs = []NICUnderTest{
 	// interface 2.11. Not in the default list.
 	{Name: "npfnic-nolro", Label: "npfnic lro=0", GuestDriver: "npfnic", attach: attachNPFNIC,
 		load: func(ctx context.Context, v *vm.VM) error { return v.LoadDriver(ctx, "lro=0") }, optIn: true},
+	// npfnic-txirq0 is npfnic with every TX completion interrupting at
+	// once (the driver's tx_irq_delay_us=0), as before interface 2.13.
+	// Not in the default list.
+	{Name: "npfnic-txirq0", Label: "npfnic tx_irq_delay_us=0", GuestDriver: "npfnic", attach: attachNPFNIC,
+		load: func(ctx context.Context, v *vm.VM) error { return v.LoadDriver(ctx, "tx_irq_delay_us=0") }, optIn: true},
 }
 
 // attachNPFNIC adds an npfnic served in this process (or by

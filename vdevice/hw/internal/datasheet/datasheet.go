@@ -138,6 +138,7 @@ func Render() []byte {
 		{"Quiesce: taking memory back", hw.QuiesceDoc},
 		{"Offloads", hw.OffloadsDoc},
 		{"Large receive", hw.LargeReceiveDoc},
+		{"Lazy TX completion interrupts", hw.TxIRQDelayDoc},
 		{"Address translation", hw.TranslationDoc},
 		{"Page faults: page request and response", hw.FaultHandshakeDoc},
 		{"Invalidation with completion", hw.InvalidationDoc},
