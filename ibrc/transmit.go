@@ -140,9 +140,10 @@ func (e *Transport) flushRound(pump bool) bool {
 		e.txqSpare = nil
 		e.txOut = len(frames)
 	}
-	cbs := e.cbq
-	if len(cbs) > 0 {
-		e.cbq, e.cbqSpare = e.cbqSpare, nil
+	var cbs []func()
+	if len(e.cbq) > 0 {
+		cbs, e.cbq = e.cbq, e.cbqSpare
+		e.cbqSpare = nil
 	}
 	e.txqMu.Unlock()
 	if len(frames) == 0 && len(cbs) == 0 {
@@ -178,7 +179,7 @@ func (e *Transport) flushRound(pump bool) bool {
 		clear(frames)
 		e.txqSpare = frames[:0]
 	}
-	if cbs != nil {
+	if cbs != nil { // taken whole: no one else holds its array
 		e.cbqSpare = cbs[:0]
 	}
 	e.txqMu.Unlock()
