@@ -20,7 +20,8 @@ func withLanes(n int) nodeOpts {
 // each a message spread over many packets and then a second WRITE over
 // the first; every byte lands, every completion is there, and no QP saw a
 // packet out of order (a lane keeps a QP's frames in order: no sequence
-// NAK, no retransmission).
+// NAK, nothing dropped as out of sequence; a slow run may time out and
+// retransmit, which is no reordering).
 func TestRxLanes(t *testing.T) {
 	for _, lanes := range []int{2, 4} {
 		t.Run(fmt.Sprintf("lanes=%d", lanes), func(t *testing.T) {
@@ -91,7 +92,7 @@ func TestRxLanes(t *testing.T) {
 			}
 			for _, n := range []*node{x, y} {
 				st := n.e.Stats().RC
-				if st.SeqNakReceived != 0 || st.SeqNakSent != 0 || st.Retransmits != 0 || st.OutOfSeqDropped != 0 {
+				if st.SeqNakReceived != 0 || st.SeqNakSent != 0 || st.OutOfSeqDropped != 0 {
 					t.Errorf("packets out of order: %+v", st)
 				}
 			}
