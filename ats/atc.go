@@ -14,6 +14,13 @@ type key struct {
 	vpn   uint64 // VA >> 12
 }
 
+// dmSlots is the size of Context.dm: the pages of a few MiB of buffers
+// of one address space, each in a slot of its own.
+const dmSlots = 1024
+
+// slot is k's place in Context.dm.
+func (k key) slot() int { return int((k.vpn ^ uint64(k.pasid)*0x9e37) % dmSlots) }
+
 // entry is one ATC entry. All fields are guarded by Context.mu.
 type entry struct {
 	key   key
@@ -237,7 +244,13 @@ func (c *Context) invalidatedSince(seq uint64, k key) bool {
 
 // lookupLocked returns the usable cached translation of k, pinned, or nil.
 func (c *Context) lookupLocked(k key, write bool) *entry {
-	e := c.m[k]
+	slot := &c.dm[k.slot()]
+	e := *slot
+	if e == nil || e.key != k {
+		if e = c.m[k]; e != nil {
+			*slot = e
+		}
+	}
 	if e == nil || write && !e.write {
 		return nil
 	}
@@ -263,6 +276,7 @@ func (c *Context) installLocked(k key, frame uint64, write bool) *entry {
 	}
 	e := &entry{key: k, frame: frame, write: write, refs: 1}
 	c.m[k] = e
+	c.dm[k.slot()] = e
 	e.prev, e.next = &c.lru, c.lru.next
 	e.prev.next, e.next.prev = e, e
 	return e
@@ -281,6 +295,9 @@ func (c *Context) touchLocked(e *entry) {
 // draining until its last handle is released.
 func (c *Context) removeLocked(e *entry) {
 	delete(c.m, e.key)
+	if slot := &c.dm[e.key.slot()]; *slot == e {
+		*slot = nil
+	}
 	e.prev.next, e.next.prev = e.next, e.prev
 	e.prev, e.next = nil, nil
 	if e.refs > 0 {

@@ -136,9 +136,14 @@ type Context struct {
 	pasidOn atomic.Bool
 	stu     atomic.Uint32
 
-	mu       sync.Mutex
-	table    pasidTable
-	m        map[key]*entry
+	mu    sync.Mutex
+	table pasidTable
+	m     map[key]*entry
+	// dm indexes m directly by page, in front of the map (a hash of the
+	// key for every page a DMA touches was a tenth of the RC engine's
+	// CPU): a slot holds an entry only while it is in m (removeLocked
+	// clears it), so a hit there is a hit in m.
+	dm       [dmSlots]*entry
 	lru      entry // sentinel: lru.next is the most recently used
 	draining map[*entry]struct{}
 	seq      uint64

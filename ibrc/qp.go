@@ -150,7 +150,8 @@ type reqState struct {
 	stalled      bool // gathering payload faulted; waiting for the page
 	timer        clock.Timer
 	timerTok     *int
-	lastSent     uint64 // where the engine queued the last request packet (Transport.send)
+	timerDue     time.Time // when timer times out (restartTimer moves it)
+	lastSent     uint64    // where the engine queued the last request packet (Transport.send)
 	retryCnt     uint8
 	rnrRetry     uint8
 	startedRetry bool

@@ -2,6 +2,7 @@ package ibrc
 
 import (
 	"errors"
+	"time"
 
 	"github.com/npfnic/npfnic/ibrc/rocev2"
 )
@@ -456,11 +457,28 @@ func (q *QP) outstanding() bool { return len(q.sq) > 0 && q.sq[0].started }
 // armTimer starts the local ACK timer if packets are outstanding and it is
 // not running.
 func (q *QP) armTimer() {
-	d := rocev2.LocalAckTimeout(q.attr.Timeout)
+	d := q.ackTimeout()
 	if d == 0 || q.req.timer != nil || q.req.rnrWait || !q.outstanding() {
 		return
 	}
-	d = max(d, q.e.cfg.MinAckTimeout)
+	q.req.timerDue = q.e.clk.Now().Add(d)
+	q.startTimer(d)
+}
+
+// ackTimeout is the local ACK timeout, 0 for none.
+func (q *QP) ackTimeout() time.Duration {
+	d := rocev2.LocalAckTimeout(q.attr.Timeout)
+	if d == 0 {
+		return 0
+	}
+	return max(d, q.e.cfg.MinAckTimeout)
+}
+
+// startTimer runs the local ACK timer for d. It times out at timerDue,
+// which restartTimer moves on: a timer that fires before it starts again
+// for what is left, so that an ACK costs a reading of the clock rather
+// than stopping one timer and making another.
+func (q *QP) startTimer(d time.Duration) {
 	tok := new(int)
 	q.req.timerTok = tok
 	e := q.e
@@ -470,13 +488,23 @@ func (q *QP) armTimer() {
 		if q.req.timerTok != tok {
 			return
 		}
+		if left := q.req.timerDue.Sub(e.clk.Now()); left > 0 {
+			q.startTimer(left)
+			return
+		}
 		q.req.timer, q.req.timerTok = nil, nil
 		q.onTimeout()
 	})
 }
 
+// restartTimer starts the local ACK timeout again from now, or stops the
+// timer when nothing is outstanding.
 func (q *QP) restartTimer() {
 	if q.req.timer != nil {
+		if d := q.ackTimeout(); d != 0 && !q.req.rnrWait && q.outstanding() {
+			q.req.timerDue = q.e.clk.Now().Add(d)
+			return
+		}
 		q.req.timer.Stop()
 		q.req.timer, q.req.timerTok = nil, nil
 	}

@@ -135,16 +135,21 @@ func (e *Transport) flushRound(pump bool) bool {
 	// are this round's work too.
 	built := e.txQueued != queued
 	var frames [][]byte
-	if !e.portFull {
-		frames, e.txq = e.txq, nil
+	if !e.portFull && len(e.txq) > 0 {
+		frames, e.txq = e.txq, e.txqSpare
+		e.txqSpare = nil
 		e.txOut = len(frames)
 	}
-	cbs := e.cbq
-	e.cbq = nil
+	var cbs []func()
+	if len(e.cbq) > 0 {
+		cbs, e.cbq = e.cbq, e.cbqSpare
+		e.cbqSpare = nil
+	}
 	e.txqMu.Unlock()
 	if len(frames) == 0 && len(cbs) == 0 {
 		return built
 	}
+	sent := true // every frame went: frames' array is free again
 	for i, f := range frames {
 		err := e.cfg.Port.SendFrame(f)
 		if err != ErrPortFull && (err != nil || e.paced == nil) {
@@ -158,12 +163,26 @@ func (e *Transport) flushRound(pump bool) bool {
 			e.txOut = 0
 			e.portFull = true
 			e.txqMu.Unlock()
+			sent = false
 			break
 		}
 	}
 	for _, cb := range cbs {
 		cb()
 	}
+	// The arrays go back for the next round rather than to the
+	// collector (an allocation per round of a few frames was 3% of a 4
+	// KiB WRITE's CPU).
+	clear(cbs)
+	e.txqMu.Lock()
+	if sent && frames != nil { // else what is left of them is txq's
+		clear(frames)
+		e.txqSpare = frames[:0]
+	}
+	if cbs != nil { // taken whole: no one else holds its array
+		e.cbqSpare = cbs[:0]
+	}
+	e.txqMu.Unlock()
 	return true
 }
 

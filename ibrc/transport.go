@@ -299,10 +299,14 @@ type Transport struct {
 	paced PacedPort  // cfg.Port, if it is one
 	// txqMu guards the rest, which every QP's work appends to: held for
 	// an append or a swap, never across memory, the port or a callback.
-	txqMu     sync.Mutex
-	txq       [][]byte // frames the port has not taken yet, oldest first
-	txOut     int      // frames the running flush took from txq and is handing over
-	cbq       []func()
+	txqMu sync.Mutex
+	txq   [][]byte // frames the port has not taken yet, oldest first
+	txOut int      // frames the running flush took from txq and is handing over
+	cbq   []func()
+	// txqSpare and cbqSpare are the arrays of the last round that flush
+	// handed over whole, emptied, for the next round's txq and cbq.
+	txqSpare  [][]byte
+	cbqSpare  []func()
 	portFull  bool  // the port refused a frame (ErrPortFull): none until PortReady
 	txWait    []*QP // QPs with packets to build once there is room, in turn order
 	txWaiting map[*QP]bool

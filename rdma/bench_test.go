@@ -62,9 +62,12 @@ type rcBenchQP struct {
 	remote              uint64
 }
 
-func benchRC(b *testing.B, op uint32, size, nqp int) {
+func benchRC(b *testing.B, op uint32, size, nqp int) { benchRCWith(b, op, size, nqp, nodeOpts{}) }
+
+// benchRCWith is benchRC on nodes made with o.
+func benchRCWith(b *testing.B, op uint32, size, nqp int, o nodeOpts) {
 	const inFlight = 16
-	x, y := pairB(b, 5)
+	x, y := pairWith(b, 5, o)
 	qps := []*rcBenchQP{{xqpn: x.qpn, yqpn: y.qpn, sq: x.sq, rq: y.rq}}
 	for i := 1; i < nqp; i++ {
 		q := &rcBenchQP{xqpn: x.qpn + uint32(0x10*i), yqpn: y.qpn + uint32(0x10*i)}

@@ -151,6 +151,7 @@ func (w *worker) createCQ(n uint32, b []byte) uint32 {
 	dma.Own(g.Base, g.Size)
 	w.e.addStream(dma)
 	w.cqs[n] = c
+	w.listLive()
 	w.e.mu.Lock()
 	w.e.liveCQ[n] = true
 	w.e.mu.Unlock()
@@ -248,6 +249,7 @@ func (w *worker) destroyCQ(n uint32) uint32 {
 	w.e.liveCQ[n] = false
 	w.e.mu.Unlock()
 	w.cqs[n] = nil
+	w.listLive()
 	w.e.retire(c.dma)
 	w.wait(c.dma.Done())
 	return hw.RDMACmdOK

@@ -76,6 +76,8 @@ type nodeOpts struct {
 	// Outstanding Page Request Allocation (default 64).
 	odp      bool
 	priAlloc uint32
+	// config changes the engine's configuration before New.
+	config func(*rdma.Config)
 }
 
 func newNodeWith(t testing.TB, wire port.Port, last byte, o nodeOpts) *node {
@@ -104,6 +106,9 @@ func newNodeWith(t testing.TB, wire port.Port, last byte, o nodeOpts) *node {
 	if o.odp {
 		n.newPRI(t, o.priAlloc, o.trace)
 		cfg.PRI = n.odp.pri
+	}
+	if o.config != nil {
+		o.config(&cfg)
 	}
 	if n.e, err = rdma.New(cfg); err != nil {
 		t.Fatal(err)
@@ -181,9 +186,12 @@ func (n *node) connectAccess(t testing.TB, qpn uint32, peer *node, peerQPN uint3
 // pair is two nodes cabled by a pipe, their QPs connected at mtu.
 func pair(t *testing.T, mtu uint8) (a, b *node) { return pairB(t, mtu) }
 
-func pairB(t testing.TB, mtu uint8) (a, b *node) {
+func pairB(t testing.TB, mtu uint8) (a, b *node) { return pairWith(t, mtu, nodeOpts{}) }
+
+// pairWith is pairB with both nodes made with o.
+func pairWith(t testing.TB, mtu uint8, o nodeOpts) (a, b *node) {
 	pa, pb := port.Pipe(256)
-	a, b = newNode(t, pa, 1), newNode(t, pb, 2)
+	a, b = newNodeWith(t, pa, 1, o), newNodeWith(t, pb, 2, o)
 	a.connect(t, a.qpn, b, b.qpn, mtu)
 	b.connect(t, b.qpn, a, a.qpn, mtu)
 	return a, b

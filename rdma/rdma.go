@@ -132,6 +132,11 @@ type Config struct {
 	// completions and events, and the RC transport's faults and their
 	// resumes (ibrc.Config.Trace); nil records nothing.
 	Trace *trace.Recorder
+	// RxLanes steers received frames to that many goroutines by
+	// destination QP (rxlanes.go), at most 4; 0 or 1 handles them on the
+	// port's reader. Off by default: on a 2-CPU host whose cores are
+	// shared the hand-offs cost more than the lanes gain (docs/rdma.md).
+	RxLanes int
 }
 
 // Stats counts what the engine did.
@@ -197,6 +202,7 @@ type Engine struct {
 
 	w  worker      // the worker goroutine's state
 	tx transmitter // the RC transport's transmit path (transmit.go)
+	rx rxLanes     // the receive lanes (rxlanes.go)
 
 	testRegMR func(*mrMem) // tests: sees each region's Memory (on the worker)
 	// testBeforeDrain runs on the worker after a pass took the register
@@ -234,6 +240,7 @@ func New(c Config) (*Engine, error) {
 	e.wg.Add(1)
 	go e.run()
 	go e.tx.run() // not waited for: its Send may block until the port closes
+	e.startLanes()
 	return e, nil
 }
 

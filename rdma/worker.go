@@ -26,6 +26,7 @@ type worker struct {
 
 	qps    map[uint32]*qp
 	cqs    [hw.RDMAMaxCQ]*cq
+	live   []*cq // cqs' entries that are not nil, for drainAll
 	srqs   [hw.RDMAMaxSRQ]*srq
 	mrs    map[uint32]*mr
 	mws    map[uint32]*window // by index, R_Key >> 8
@@ -297,12 +298,24 @@ func (w *worker) asyncEvents() {
 
 // ---- Completions ----
 
+// listLive lists the live CQs in live, in the order of their numbers (a
+// CQ's creation or destruction, not the drain of every worker pass, scans
+// all of cqs).
+func (w *worker) listLive() {
+	w.live = w.live[:0]
+	for _, c := range w.cqs {
+		if c != nil {
+			w.live = append(w.live, c)
+		}
+	}
+}
+
 // drainAll drains the CQs the engine added completions to; it reports
 // whether it moved any.
 func (w *worker) drainAll() bool {
 	moved := false
-	for _, c := range w.cqs {
-		if c != nil && c.pending.Load() {
+	for _, c := range w.live {
+		if c.pending.Load() {
 			moved = w.drainCQ(c) || moved
 		}
 	}
@@ -625,6 +638,7 @@ func (w *worker) teardown() {
 			w.cqs[i] = nil
 		}
 	}
+	w.live = nil
 	for i, s := range w.srqs {
 		if s != nil {
 			w.e.retire(s.dma)

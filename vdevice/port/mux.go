@@ -23,6 +23,21 @@ type Receiver interface {
 	PortDown()
 }
 
+// A BufferReceiver is a Receiver that may keep a frame the Mux's reader
+// hands it, with the buffer it lies in, to handle it later on a goroutine
+// of its own (an engine that steers its frames to several goroutines
+// without copying them). The reader then reads the next frame into the
+// buffer it returns.
+type BufferReceiver interface {
+	Receiver
+	// ReceiveBuffer takes frame, which starts at the start of a buffer
+	// of at least MaxFrameLen bytes (its capacity), and returns the
+	// buffer for the reader's next frame: one of at least MaxFrameLen
+	// bytes, frame's own if it did not keep it. The rules of Receive
+	// about blocking hold.
+	ReceiveBuffer(frame []byte) []byte
+}
+
 // Mux is the NIC's side of its port, which both engines plug into and
 // neither owns: one backend Port, one reader that hands each received
 // frame to the first engine whose claim accepts it (RoCEv2 to the RC
@@ -239,7 +254,9 @@ func (m *Mux) read() {
 			backoff = 0
 		}
 		if gso.Finished() {
-			m.Dispatch(buf[:n])
+			if next := m.dispatchBuffer(buf[:n]); cap(next) >= MaxFrameLen {
+				buf = next[:MaxFrameLen]
+			}
 		} else {
 			m.DispatchGSO(buf[:n], gso)
 		}
@@ -279,6 +296,23 @@ func (m *Mux) Dispatch(frame []byte) bool {
 	e.rxFrames.Add(1)
 	e.recv.Receive(frame)
 	return true
+}
+
+// dispatchBuffer is Dispatch on the reader, which lets a BufferReceiver
+// keep the buffer: it returns the buffer to read into next, nil for the
+// same.
+func (m *Mux) dispatchBuffer(frame []byte) []byte {
+	e := m.route(frame)
+	if e == nil {
+		m.unclaimed.Add(1)
+		return nil
+	}
+	e.rxFrames.Add(1)
+	if br, ok := e.recv.(BufferReceiver); ok {
+		return br.ReceiveBuffer(frame)
+	}
+	e.recv.Receive(frame)
+	return nil
 }
 
 func (m *Mux) closing() bool {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -443,5 +444,91 @@ func TestMuxRecvGSO(t *testing.T) {
 	}
 	if got, _ := rc.got(); len(got) != 0 || m.GSODrops() != 1 {
 		t.Fatalf("rc got %d frames, GSODrops %d; want 0 and 1", len(got), m.GSODrops())
+	}
+}
+
+// bufferKeeper is a BufferReceiver that keeps every other frame with its
+// buffer (returning a fresh one, or a short one when short is set) and
+// hands the others back.
+type bufferKeeper struct {
+	engineRecorder
+	short bool
+	kept  [][]byte
+	n     atomic.Int64
+}
+
+func (k *bufferKeeper) ReceiveBuffer(f []byte) []byte {
+	if k.n.Add(1)%2 == 1 {
+		k.Receive(f)
+		return f
+	}
+	k.mu.Lock()
+	k.kept = append(k.kept, f)
+	k.mu.Unlock()
+	if k.short {
+		return make([]byte, 100) // not a buffer: the reader keeps its own
+	}
+	return make([]byte, MaxFrameLen)
+}
+
+// TestMuxBufferReceiver: an engine that keeps the reader's buffer gets the
+// frame intact and the reader reads on into the buffer it returned; one
+// that returns a buffer too short for any frame leaves the reader its own
+// (and must then not keep frame: here it sees the next frame overwrite it).
+func TestMuxBufferReceiver(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		short     bool
+		wantSound bool // the kept frames are still what was sent
+	}{
+		{"fresh buffers", false, true},
+		{"short buffers", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := Pipe(16)
+			m := NewMux(b, nil)
+			k := &bufferKeeper{short: tc.short}
+			ep, err := m.Attach("keeper", func([]byte) bool { return true })
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep.Deliver(k)
+			if err := m.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var sent [][]byte
+			for i := range 6 {
+				f := udpFrame(t, 4791, bytes.Repeat([]byte{byte(i + 1)}, 200+i))
+				sent = append(sent, f)
+				if err := a.Send(f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for k.n.Load() < 6 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			a.Close()
+			m.Close()
+			got, _ := k.got()
+			if len(got) != 3 || len(k.kept) != 3 {
+				t.Fatalf("%d frames received, %d kept, want 3 and 3", len(got), len(k.kept))
+			}
+			for i, f := range got {
+				if !bytes.Equal(f, sent[2*i]) {
+					t.Errorf("frame %d differs", 2*i)
+				}
+			}
+			sound := true
+			for i, f := range k.kept {
+				sound = sound && bytes.Equal(f, sent[2*i+1])
+			}
+			if sound != tc.wantSound {
+				t.Errorf("kept frames intact: %v, want %v", sound, tc.wantSound)
+			}
+			if st := ep.Stats(); st.RxFrames != 6 {
+				t.Errorf("RxFrames %d, want 6", st.RxFrames)
+			}
+		})
 	}
 }
