@@ -168,6 +168,20 @@ func (w *writer) halt() {
 	w.wg.Wait()
 }
 
+// awaitError waits up to d for the writer's first error completion.
+func (w *writer) awaitError(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		w.mu.Lock()
+		n := len(w.errs)
+		w.mu.Unlock()
+		if n > 0 {
+			return
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
 func (w *writer) waitDone(t *testing.T, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -201,7 +215,11 @@ func TestDestroyUnderTraffic(t *testing.T) {
 		b.must(t, rdmatest.NewCmd(hw.RDMACmdDeregMR, mrKey))
 		fenceBuf(b)
 		before := w.done.Load()
+		// The writer keeps posting for 30 ms at least (the detector's
+		// window), and until its next WRITE has met the deregistered key
+		// and ended in an error completion, however loaded the host.
 		time.Sleep(30 * time.Millisecond)
+		w.awaitError(5 * time.Second)
 		w.halt()
 		if late := b.g.Mem.LateWrites(); late != 0 {
 			t.Errorf("%d late writes after DEREG_MR: %v", late, b.g.Mem.LateLog())
