@@ -451,15 +451,18 @@ func runNIC(ctx context.Context, c *Config, idx int, nic NICUnderTest, round int
 		step("not counting the NIC's interrupts: %v", err)
 	}
 	phaseCPU := func(phase string, run func() (units float64, err error)) (*GuestCPU, error) {
-		before, errB := g.sampleCPU(ctx, irqs)
+		before, irqErrB, errB := g.sampleCPU(ctx, irqs)
 		units, err := run()
 		if err != nil {
 			return nil, err
 		}
-		after, errA := g.sampleCPU(ctx, irqs)
+		after, irqErrA, errA := g.sampleCPU(ctx, irqs)
 		if err := cmp.Or(errB, errA); err != nil {
 			step("%s: guest CPU not measured: %v", phase, err)
 			return nil, nil
+		}
+		if err := cmp.Or(irqErrB, irqErrA); err != nil {
+			step("%s: NIC interrupts not counted: %v", phase, err)
 		}
 		gc := between(before, after, units)
 		step("%s: guest CPU %s", phase, gc)

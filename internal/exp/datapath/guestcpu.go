@@ -227,49 +227,67 @@ type cpuSample struct {
 	nicIRQs float64
 }
 
-// nicIRQs finds the interrupt numbers of the device behind ifname: its
-// MSI/MSI-X vectors, or its legacy interrupt.
+// nicIRQs finds the interrupt numbers of the PCI function behind
+// ifname: its MSI/MSI-X vectors, or its legacy interrupt. A virtio-net's
+// netdev hangs off a virtio device whose parent is the PCI function.
+// (Paths are resolved in the guest: Go tools there clean "dev/.."
+// lexically, which would skip the symlink.)
 func (g guest) nicIRQs(ctx context.Context, ifname string) ([]int, error) {
-	dev := path.Join("/sys/class/net", ifname, "device")
-	if out, err := g.run(ctx, "ls", dev+"/msi_irqs"); err == nil {
-		if irqs, err := ParseIRQList(out); err == nil {
-			return irqs, nil
-		}
-	}
-	b, err := g.v.Get(ctx, dev+"/irq")
+	link := path.Join("/sys/class/net", ifname, "device")
+	out, err := g.run(ctx, "readlink", "-f", link)
 	if err != nil {
 		return nil, fmt.Errorf("interrupts of %s: %w", ifname, err)
 	}
-	irqs, err := ParseIRQList(string(b))
-	if err != nil {
-		return nil, fmt.Errorf("%s/irq: %w", dev, err)
+	dev := strings.TrimSpace(out)
+	dirs := []string{dev, path.Dir(dev)}
+	for _, d := range dirs {
+		if out, err := g.run(ctx, "ls", d+"/msi_irqs"); err == nil {
+			if irqs, err := ParseIRQList(out); err == nil {
+				return irqs, nil
+			}
+		}
 	}
-	return irqs, nil
+	var errs []error
+	for _, d := range dirs {
+		b, err := g.v.Get(ctx, d+"/irq")
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		irqs, err := ParseIRQList(string(b))
+		if err == nil && irqs[0] != 0 {
+			return irqs, nil
+		}
+		errs = append(errs, fmt.Errorf("%s/irq: %q", d, b))
+	}
+	return nil, fmt.Errorf("interrupts of %s: %w", ifname, errors.Join(errs...))
 }
 
 // sampleCPU reads the guest's /proc/stat and, if irqs is not empty, the
-// sum of those interrupts' counts in /proc/interrupts.
-func (g guest) sampleCPU(ctx context.Context, irqs []int) (cpuSample, error) {
-	s := cpuSample{nicIRQs: -1}
+// sum of those interrupts' counts in /proc/interrupts. Interrupts that
+// cannot be counted leave nicIRQs at -1 and are irqErr; the CPU ticks
+// are still good.
+func (g guest) sampleCPU(ctx context.Context, irqs []int) (s cpuSample, irqErr, err error) {
+	s.nicIRQs = -1
 	b, err := g.v.Get(ctx, "/proc/stat")
 	if err != nil {
-		return s, err
+		return s, nil, err
 	}
 	if s.ticks, err = ParseProcStat(string(b)); err != nil {
-		return s, err
+		return s, nil, err
 	}
 	if len(irqs) == 0 {
-		return s, nil
+		return s, nil, nil
 	}
 	if b, err = g.v.Get(ctx, "/proc/interrupts"); err != nil {
-		return s, err
+		return s, err, nil
 	}
 	n, err := ParseInterrupts(string(b), irqs)
 	if err != nil {
-		return s, err
+		return s, err, nil
 	}
 	s.nicIRQs = float64(n)
-	return s, nil
+	return s, nil, nil
 }
 
 // between is the GuestCPU of the phase from a to b, in which units of
