@@ -247,6 +247,10 @@ type Result struct {
 	GuestToHost, HostToGuest *workload.Iperf
 	// Memcached is the memaslap run against memcached in the guest.
 	Memcached *workload.Memaslap
+	// G2HCPU, H2GCPU and MemcachedCPU are where the guest's CPUs went
+	// during each phase (nil if the guest's counters could not be read):
+	// per MB received for iperf3, per request for memcached.
+	G2HCPU, H2GCPU, MemcachedCPU *GuestCPU
 	// HostLoad is the host's 1-minute load average when the measurements
 	// ended: a loaded (shared) host makes the numbers noisy.
 	HostLoad float64
@@ -440,19 +444,65 @@ func runNIC(ctx context.Context, c *Config, idx int, nic NICUnderTest, round int
 	}
 	cancel()
 
+	// The guest's CPU time and the NIC's interrupts, read just before and
+	// after each phase: where the guest's vCPUs go per unit of work.
+	irqs, err := g.nicIRQs(ctx, r.GuestIf)
+	if err != nil {
+		step("not counting the NIC's interrupts: %v", err)
+	}
+	phaseCPU := func(phase string, run func() (units float64, err error)) (*GuestCPU, error) {
+		before, irqErrB, errB := g.sampleCPU(ctx, irqs)
+		units, err := run()
+		if err != nil {
+			return nil, err
+		}
+		after, irqErrA, errA := g.sampleCPU(ctx, irqs)
+		if err := cmp.Or(errB, errA); err != nil {
+			step("%s: guest CPU not measured: %v", phase, err)
+			return nil, nil
+		}
+		if err := cmp.Or(irqErrB, irqErrA); err != nil {
+			step("%s: NIC interrupts not counted: %v", phase, err)
+		}
+		gc := between(before, after, units)
+		step("%s: guest CPU %s", phase, gc)
+		return gc, nil
+	}
+
 	secs := fmt.Sprint(int(c.IperfTime / time.Second))
 	step("iperf3 guest -> host, %s s ...", secs)
-	if r.GuestToHost, err = workload.GuestIperf3(ctx, v, hostIP, c.IperfTime); err != nil {
+	if r.G2HCPU, err = phaseCPU("guest -> host", func() (float64, error) {
+		var err error
+		r.GuestToHost, err = workload.GuestIperf3(ctx, v, hostIP, c.IperfTime)
+		if err != nil {
+			return 0, err
+		}
+		return float64(r.GuestToHost.Bytes) / 1e6, nil
+	}); err != nil {
 		return fail("iperf3 guest -> host: %w", err)
 	}
 	step("iperf3 guest -> host: %s", r.GuestToHost)
 	step("iperf3 host -> guest, %s s ...", secs)
-	if r.HostToGuest, err = workload.HostIperf3(ctx, ns, guestIP, c.IperfTime); err != nil {
+	if r.H2GCPU, err = phaseCPU("host -> guest", func() (float64, error) {
+		var err error
+		r.HostToGuest, err = workload.HostIperf3(ctx, ns, guestIP, c.IperfTime)
+		if err != nil {
+			return 0, err
+		}
+		return float64(r.HostToGuest.Bytes) / 1e6, nil
+	}); err != nil {
 		return fail("iperf3 host -> guest: %w", err)
 	}
 	step("iperf3 host -> guest: %s", r.HostToGuest)
 	step("memaslap -> memcached in the guest, %d connections, %d s ...", c.MemaslapConcurrency, int(c.MemaslapTime/time.Second))
-	if r.Memcached, err = workload.RunMemaslap(ctx, ns, guestIP, c.MemaslapTime, c.MemaslapConcurrency); err != nil {
+	if r.MemcachedCPU, err = phaseCPU("memcached", func() (float64, error) {
+		var err error
+		r.Memcached, err = workload.RunMemaslap(ctx, ns, guestIP, c.MemaslapTime, c.MemaslapConcurrency)
+		if err != nil {
+			return 0, err
+		}
+		return float64(r.Memcached.Ops), nil
+	}); err != nil {
 		return fail("memaslap: %w", err)
 	}
 	step("memaslap: %s", r.Memcached)

@@ -156,6 +156,7 @@ func Table(c Config, results []Result) string {
 		}
 		tw.Flush()
 	}
+	cpuTable(&b, left, results)
 	if len(failures) > 0 {
 		b.WriteString("\n" + strings.Join(failures, "\n") + "\n")
 	}
@@ -201,13 +202,94 @@ func formatValue(v float64) string {
 }
 
 // CSVHeader names the columns of datapath.csv.
-var CSVHeader = []string{
+var CSVHeader = append(append(csvFirstColumns, cpuColumns()...), "error")
+
+var csvFirstColumns = []string{
 	"nic", "label", "round",
 	"guest_to_host_mbps", "host_to_guest_mbps", "memcached_ops_per_s", "memaslap_errors",
 	"guest_to_host_bytes", "guest_to_host_seconds", "guest_to_host_retransmits",
 	"host_to_guest_bytes", "host_to_guest_seconds", "host_to_guest_retransmits",
 	"memaslap_ops", "memaslap_seconds", "memaslap_get_misses", "memaslap_verify_misses",
-	"boot_seconds", "host_load", "guest_if", "error",
+	"boot_seconds", "host_load", "guest_if",
+	// cpuColumns follow, then "error".
+}
+
+// cpuPhase is one phase of a run whose guest CPU is measured.
+type cpuPhase struct {
+	key, title string
+	unit       string // what the work is counted in: "MB" or "req"
+	get        func(Result) *GuestCPU
+}
+
+var cpuPhases = []cpuPhase{
+	{"g2h", "guest->host", "MB", func(r Result) *GuestCPU { return r.G2HCPU }},
+	{"h2g", "host->guest", "MB", func(r Result) *GuestCPU { return r.H2GCPU }},
+	{"memc", "memcached", "req", func(r Result) *GuestCPU { return r.MemcachedCPU }},
+}
+
+// cpuColumns are the CSV columns of each phase's GuestCPU.
+func cpuColumns() []string {
+	var out []string
+	for _, p := range cpuPhases {
+		u := strings.ToLower(p.unit)
+		for _, c := range []string{"cpu_busy_pct", "user_pct", "sys_pct", "irq_pct", "softirq_pct", "cpu_seconds",
+			"cpu_us_per_" + u, "nic_irqs", "nic_irqs_per_" + u} {
+			out = append(out, p.key+"_"+c)
+		}
+	}
+	return out
+}
+
+// cpuCells are a GuestCPU's CSV cells, in cpuColumns' order; empty for
+// what was not measured.
+func cpuCells(g *GuestCPU) []any {
+	if g == nil {
+		return []any{"", "", "", "", "", "", "", "", ""}
+	}
+	opt := func(v float64) any {
+		if v < 0 {
+			return ""
+		}
+		return v
+	}
+	return []any{g.BusyPct, g.UserPct, g.SysPct, g.IRQPct, g.SoftIRQPct, g.Seconds, opt(g.CPUMicrosPerUnit), opt(g.IRQs), opt(g.IRQsPerUnit)}
+}
+
+// cpuTable writes the second table: per NIC and phase, where the
+// guest's CPUs went (summarized results), if any phase was measured.
+func cpuTable(b *strings.Builder, left func(string) string, results []Result) {
+	measured := false
+	for _, r := range results {
+		for _, p := range cpuPhases {
+			measured = measured || p.get(r) != nil
+		}
+	}
+	if !measured {
+		return
+	}
+	b.WriteString("\nguest CPU per phase: % of the phase's CPU time; busy = not idle; CPU µs and NIC interrupts per MB received or per request\n")
+	tw := newTabWriter(b)
+	phase := func(s string) string { return fmt.Sprintf("%-11s", s) } // left-aligned
+	fmt.Fprintf(tw, "%s\t%s\tbusy %%\tuser %%\tsys %%\tirq %%\tsoftirq %%\tCPU µs\tNIC irqs\tper\t\n", left("NIC"), phase("phase"))
+	pct := func(v float64) string { return fmt.Sprintf("%.0f", v) }
+	opt := func(v float64) string {
+		if v < 0 {
+			return "-"
+		}
+		return formatValue(v)
+	}
+	for _, r := range results {
+		for _, p := range cpuPhases {
+			g := p.get(r)
+			if g == nil {
+				continue
+			}
+			cells := []string{left(r.Label), phase(p.title), pct(g.BusyPct), pct(g.UserPct), pct(g.SysPct), pct(g.IRQPct), pct(g.SoftIRQPct),
+				opt(g.CPUMicrosPerUnit), opt(g.IRQsPerUnit), p.unit}
+			fmt.Fprintf(tw, "%s\t\n", strings.Join(cells, "\t"))
+		}
+	}
+	tw.Flush()
 }
 
 // CSVRows are the rows of datapath.csv: one per NIC and round, then, if
@@ -258,7 +340,11 @@ func CSVRows(results []Result) [][]string {
 		if r.Err != nil {
 			errMsg = r.Err.Error()
 		}
-		row = append(row, r.Boot.Seconds(), r.HostLoad, r.GuestIf, errMsg)
+		row = append(row, r.Boot.Seconds(), r.HostLoad, r.GuestIf)
+		for _, p := range cpuPhases {
+			row = append(row, cpuCells(p.get(r))...)
+		}
+		row = append(row, errMsg)
 		rows = append(rows, report.Row(row...))
 	}
 	return rows

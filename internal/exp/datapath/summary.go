@@ -33,7 +33,16 @@ func summarize(rs []Result) Result {
 	var g2h, h2g []*workload.Iperf
 	var mcs []*workload.Memaslap
 	var failed []Result
+	var g2hCPU, h2gCPU, mcCPU []*GuestCPU
 	for _, r := range rs {
+		for _, p := range []struct {
+			x  *GuestCPU
+			to *[]*GuestCPU
+		}{{r.G2HCPU, &g2hCPU}, {r.H2GCPU, &h2gCPU}, {r.MemcachedCPU, &mcCPU}} {
+			if p.x != nil {
+				*p.to = append(*p.to, p.x)
+			}
+		}
 		if r.Boot > 0 {
 			boots = append(boots, float64(r.Boot))
 		}
@@ -58,6 +67,7 @@ func summarize(rs []Result) Result {
 		s.Boot = time.Duration(report.Median(boots))
 	}
 	s.GuestToHost, s.HostToGuest = medianIperf(g2h), medianIperf(h2g)
+	s.G2HCPU, s.H2GCPU, s.MemcachedCPU = medianGuestCPU(g2hCPU), medianGuestCPU(h2gCPU), medianGuestCPU(mcCPU)
 	if len(mcs) > 0 {
 		m := &workload.Memaslap{}
 		var ops, secs, tps, net []float64
