@@ -3,6 +3,7 @@ package datapath
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -41,31 +42,82 @@ var metrics = []metric{
 // Ratio is one NIC's metrics divided by another's, from the same run.
 type Ratio struct {
 	Num, Den string    // NIC names
-	Values   []float64 // per metric; NaN where either side has no value
+	Values   []float64 // per metric, of the medians; NaN where either side has no value
+	// Lo and Hi are, per metric, the lowest and highest ratio of one
+	// round's values (the same round of both NICs); NaN without one.
+	Lo, Hi []float64
 }
 
-// Ratios compares each NIC with every NIC listed before it: with the
-// default order that is virtio/e1000e, npfnic/e1000e and npfnic/virtio.
-// Over several rounds it compares the medians (Summarize).
+// Ratios compares each NIC with every NIC before it, QEMU's NICs (the
+// baselines) put first in the order of NICs and npfnic's variants after
+// them as listed: npfnic/virtio whatever -nics says, and npfnic/npfnic-nolro
+// for -nics npfnic-nolro,npfnic. Over several rounds it compares the
+// medians (Summarize), and gives the range of the per-round ratios.
 func Ratios(results []Result) []Ratio {
-	results = Summarize(results)
+	rounds := map[string][]Result{}
+	for _, r := range results {
+		if r.Round > 0 {
+			rounds[r.NIC] = append(rounds[r.NIC], r)
+		}
+	}
+	sums := Summarize(results)
+	slices.SortStableFunc(sums, func(a, b Result) int { return baselineRank(a.NIC) - baselineRank(b.NIC) })
 	var out []Ratio
-	for i := range results {
+	for i := range sums {
 		for j := 0; j < i; j++ {
-			r := Ratio{Num: results[i].NIC, Den: results[j].NIC}
+			r := Ratio{Num: sums[i].NIC, Den: sums[j].NIC}
 			for _, m := range metrics {
-				a, okA := m.get(results[i])
-				b, okB := m.get(results[j])
-				v := math.NaN()
-				if okA && okB && b > 0 {
-					v = a / b
+				r.Values = append(r.Values, ratioOf(m, sums[i], sums[j]))
+				lo, hi := math.NaN(), math.NaN()
+				for _, a := range rounds[r.Num] {
+					for _, b := range rounds[r.Den] {
+						if v := ratioOf(m, a, b); a.Round == b.Round && !math.IsNaN(v) {
+							lo, hi = nanMin(lo, v), nanMax(hi, v)
+						}
+					}
 				}
-				r.Values = append(r.Values, v)
+				r.Lo, r.Hi = append(r.Lo, lo), append(r.Hi, hi)
 			}
 			out = append(out, r)
 		}
 	}
 	return out
+}
+
+// baselineRank orders QEMU's NICs first, in the order of NICs, and every
+// npfnic variant after them (all the same rank: a stable sort keeps the
+// order they were listed in).
+func baselineRank(nic string) int {
+	for i, n := range NICs {
+		if n.Name == nic && n.GuestDriver != "npfnic" {
+			return i
+		}
+	}
+	return len(NICs)
+}
+
+// ratioOf is m of a over m of b; NaN where either has no value.
+func ratioOf(m metric, a, b Result) float64 {
+	x, okA := m.get(a)
+	y, okB := m.get(b)
+	if !okA || !okB || y <= 0 {
+		return math.NaN()
+	}
+	return x / y
+}
+
+func nanMin(a, b float64) float64 {
+	if math.IsNaN(a) || b < a {
+		return b
+	}
+	return a
+}
+
+func nanMax(a, b float64) float64 {
+	if math.IsNaN(a) || b > a {
+		return b
+	}
+	return a
 }
 
 // Header describes the run for the table and the text file.
@@ -90,6 +142,8 @@ func Header(c Config) string {
 // Table formats the results (summarized over rounds): absolute numbers per
 // NIC, then the ratios.
 func Table(c Config, results []Result) string {
+	ratios := Ratios(results)
+	rounds := c.Rounds
 	results = Summarize(results)
 	var b strings.Builder
 	b.WriteString(Header(c) + "\n\n")
@@ -97,7 +151,7 @@ func Table(c Config, results []Result) string {
 	for _, r := range results {
 		w = max(w, len(r.Label))
 	}
-	for _, r := range Ratios(results) {
+	for _, r := range ratios {
 		w = max(w, len(r.Num+" / "+r.Den))
 	}
 	left := func(s string) string { return fmt.Sprintf("%-*s", w, s) }
@@ -139,16 +193,23 @@ func Table(c Config, results []Result) string {
 		}
 	}
 	tw.Flush()
-	if ratios := Ratios(results); len(ratios) > 0 {
-		b.WriteString("\nratios (same run)\n")
+	if len(ratios) > 0 {
+		if rounds > 1 {
+			b.WriteString("\nratios (same run): of the medians, and the range of the rounds' own ratios\n")
+		} else {
+			b.WriteString("\nratios (same run)\n")
+		}
 		tw = newTabWriter(&b)
 		fmt.Fprintf(tw, "%s\tguest->host\thost->guest\tmemcached\t\n", left(""))
 		for _, r := range ratios {
 			cells := []string{left(r.Num + " / " + r.Den)}
-			for _, v := range r.Values {
-				if math.IsNaN(v) {
+			for k, v := range r.Values {
+				switch {
+				case math.IsNaN(v):
 					cells = append(cells, "n/a")
-				} else {
+				case rounds > 1 && !math.IsNaN(r.Lo[k]):
+					cells = append(cells, fmt.Sprintf("%.2fx (%.2f-%.2f)", v, r.Lo[k], r.Hi[k]))
+				default:
 					cells = append(cells, fmt.Sprintf("%.2fx", v))
 				}
 			}
@@ -355,16 +416,18 @@ func CSVRows(results []Result) [][]string {
 func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 	ratioHeader := []string{"numerator", "denominator"}
 	for _, m := range metrics {
-		ratioHeader = append(ratioHeader, m.key)
+		ratioHeader = append(ratioHeader, m.key, m.key+"_round_lo", m.key+"_round_hi")
 	}
 	var ratioRows [][]string
 	for _, r := range Ratios(results) {
 		row := []any{r.Num, r.Den}
-		for _, v := range r.Values {
-			if math.IsNaN(v) {
-				row = append(row, "")
-			} else {
-				row = append(row, v)
+		for k := range r.Values {
+			for _, v := range []float64{r.Values[k], r.Lo[k], r.Hi[k]} {
+				if math.IsNaN(v) {
+					row = append(row, "")
+				} else {
+					row = append(row, v)
+				}
 			}
 		}
 		ratioRows = append(ratioRows, report.Row(row...))

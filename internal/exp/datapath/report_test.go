@@ -3,8 +3,10 @@ package datapath
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,7 +106,7 @@ func TestWriteOutputs(t *testing.T) {
 		t.Errorf("failed npfnic row: %s", lines[3])
 	}
 	ratios, _ := os.ReadFile(filepath.Join(dir, "datapath_ratios.csv"))
-	if !strings.Contains(string(ratios), "npfnic,e1000e,3,,") {
+	if !strings.Contains(string(ratios), "npfnic,e1000e,3,3,3,,") {
 		t.Errorf("datapath_ratios.csv:\n%s", ratios)
 	}
 }
@@ -217,5 +219,47 @@ func TestSummarizeRounds(t *testing.T) {
 	tab := Table(Config{Env: runner.Env{Images: &images.Artifacts{}}, Rounds: 3}, rs)
 	if !strings.Contains(tab, "medians of 3 rounds") || !strings.Contains(tab, "2.00x") {
 		t.Errorf("table:\n%s", tab)
+	}
+}
+
+// TestRatiosOrientAndRange: npfnic is the numerator against QEMU's NICs
+// whatever the order of -nics, npfnic's variants keep the order given, and
+// each ratio carries the range of the rounds' own ratios.
+func TestRatiosOrientAndRange(t *testing.T) {
+	res := func(nic string, round int, h2g float64) Result {
+		return Result{NIC: nic, Label: nic, Round: round, HostToGuest: &workload.Iperf{Mbps: h2g}}
+	}
+	var rs []Result
+	for i, v := range []struct{ nolro, npf, virtio float64 }{{100, 200, 100}, {100, 300, 200}, {100, 120, 150}} {
+		rs = append(rs, res("npfnic-nolro", i+1, v.nolro), res("npfnic", i+1, v.npf), res("virtio", i+1, v.virtio))
+	}
+	got := map[string]Ratio{}
+	var order []string
+	for _, r := range Ratios(rs) {
+		got[r.Num+"/"+r.Den] = r
+		order = append(order, r.Num+"/"+r.Den)
+	}
+	if want := []string{"npfnic-nolro/virtio", "npfnic/virtio", "npfnic/npfnic-nolro"}; !slices.Equal(order, want) {
+		t.Fatalf("ratios %v, want %v", order, want)
+	}
+	for _, tc := range []struct {
+		ratio       string
+		med, lo, hi float64
+	}{
+		{"npfnic/virtio", 200.0 / 150, 0.8, 2},
+		{"npfnic/npfnic-nolro", 2, 1.2, 3},
+		{"npfnic-nolro/virtio", 100.0 / 150, 100.0 / 200, 1},
+	} {
+		r := got[tc.ratio]
+		if r.Values[1] != tc.med || r.Lo[1] != tc.lo || r.Hi[1] != tc.hi {
+			t.Errorf("%s host->guest: %v (%v-%v), want %v (%v-%v)", tc.ratio, r.Values[1], r.Lo[1], r.Hi[1], tc.med, tc.lo, tc.hi)
+		}
+		if !math.IsNaN(r.Lo[0]) || !math.IsNaN(r.Values[0]) {
+			t.Errorf("%s guest->host: %v (%v), want NaN (no values)", tc.ratio, r.Values[0], r.Lo[0])
+		}
+	}
+	tab := Table(Config{Env: runner.Env{Images: &images.Artifacts{}}, Rounds: 3}, rs)
+	if !strings.Contains(tab, "1.33x (0.80-2.00)") {
+		t.Errorf("table without the per-round range:\n%s", tab)
 	}
 }
