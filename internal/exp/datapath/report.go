@@ -441,9 +441,10 @@ func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 }
 
 // Charts are the figure's panels: TCP throughput per direction, memcached
-// operations per second, and every metric relative to the first NIC, all
-// summarized over rounds: the median, with the rounds' min-max as a
-// whisker (a ratio's: the NIC's rounds over the first NIC's median). A
+// operations per second, and every metric relative to the first NIC (the
+// first of QEMU's, as Ratios orders them), all summarized over rounds: the
+// median, with the rounds' min-max as a whisker (a ratio's: the NIC's
+// rounds over that NIC's median). A
 // NIC without a value draws no bar (0).
 func Charts(accel string, results []Result) []report.Chart {
 	// Every round's value of each metric, per NIC.
@@ -512,7 +513,7 @@ func Charts(accel string, results []Result) []report.Chart {
 	}
 	charts = append(charts, tput, mc)
 	if len(results) > 1 {
-		base := results[0]
+		base := slices.MinFunc(results, func(a, b Result) int { return baselineRank(a.NIC) - baselineRank(b.NIC) })
 		rel := report.BarChart{
 			Title:      "relative to " + base.Label + " (" + runs + ")",
 			YLabel:     "ratio",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/npfnic/npfnic/images"
 	"github.com/npfnic/npfnic/internal/exp/runner"
+	"github.com/npfnic/npfnic/internal/report"
 	"github.com/npfnic/npfnic/internal/testbed/vm"
 	"github.com/npfnic/npfnic/internal/testbed/workload"
 )
@@ -261,5 +262,9 @@ func TestRatiosOrientAndRange(t *testing.T) {
 	tab := Table(Config{Env: runner.Env{Images: &images.Artifacts{}}, Rounds: 3}, rs)
 	if !strings.Contains(tab, "1.33x (0.80-2.00)") {
 		t.Errorf("table without the per-round range:\n%s", tab)
+	}
+	charts := Charts("TCG", rs)
+	if rel, ok := charts[len(charts)-1].(report.BarChart); !ok || !strings.HasPrefix(rel.Title, "relative to virtio ") {
+		t.Errorf("the relative panel is not relative to virtio-net: %+v", charts[len(charts)-1])
 	}
 }
