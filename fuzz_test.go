@@ -241,8 +241,14 @@ func newBackupFuzzRig(tb testing.TB) *faultRig {
 	r.as = g.NewAddressSpace()
 	r.ats.Table.Set(0, r.as)
 	r.status = g.Alloc(hw.StatusBlockSize, hw.StatusBlockAlign)
+	// The device takes up a status block off the register path (its
+	// control goroutine writes the header and every pair's part some time
+	// after the address): wait for it, or that write can land in the
+	// middle of the first input's restart.
+	poison(r.g.Bytes(r.status, hw.StatusBlockSize))
 	r.wr(hw.RegStatusAddrLo, uint32(r.status))
 	r.wr(hw.RegStatusAddrHi, uint32(r.status>>32))
+	r.awaitFreshStatus("the status block was never taken up")
 	r.backupSize = 8
 	r.backup = g.Alloc(int(r.backupSize)*hw.BackupDescSize, 4096)
 	for range r.backupSize {
@@ -310,16 +316,31 @@ func (r *faultRig) restart(bmSize uint32) {
 	r.wr(q+hw.PairBmSize, bmSize)
 	// The new instance writes its whole status part once it runs: until
 	// then the part still shows the last input's values.
-	part := r.g.Bytes(r.status+uint64(hw.StatusPairOffset(0)), hw.PairStatusSize)
-	for i := range part {
-		part[i] = 0xff
-	}
+	poison(r.g.Bytes(r.status+uint64(hw.StatusPairOffset(0)), hw.PairStatusSize))
 	r.wr(q+hw.PairCtrl, hw.PairCtrlEnable)
 	r.rxTail, r.txTail = 0, 0
+	r.awaitFreshStatus("the new instance never published its status")
+}
+
+// poison fills b with 0xff, which no field of a fresh status holds.
+func poison(b []byte) {
+	for i := range b {
+		b[i] = 0xff
+	}
+}
+
+// awaitFreshStatus waits until pair 0's whole status part and the
+// header's backup_head read zero, as a fresh instance and backup ring
+// publish them. Every byte, not one field: a part written while the rig
+// poisoned it holds the device's zeros only where the rig had already
+// passed (FuzzRxBackup/97e053320e5d45b4: rx_head 0, head_offset
+// 0xffffffff).
+func (r *faultRig) awaitFreshStatus(why string) {
+	part := r.g.Bytes(r.status+uint64(hw.StatusPairOffset(0)), hw.PairStatusSize)
 	deadline := time.Now().Add(hw.QuiesceTimeoutMS * time.Millisecond)
-	for r.qp(hw.PairStatusRxHead) != 0 || r.header(hw.StatusBackupHead) != 0 {
+	for slices.ContainsFunc(part, func(b byte) bool { return b != 0 }) || r.header(hw.StatusBackupHead) != 0 {
 		if time.Now().After(deadline) {
-			r.t.Fatal("the new instance never published its status")
+			r.t.Fatalf("%s: pair status % x, backup_head %#x", why, part, r.header(hw.StatusBackupHead))
 		}
 		runtime.Gosched()
 	}
