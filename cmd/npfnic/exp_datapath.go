@@ -23,6 +23,7 @@ var expDatapath = experiment{
 		iperfTime := fs.Duration("time", datapath.DefaultIperfTime, "length of each iperf3 run (one per direction), whole seconds")
 		slapTime := fs.Duration("memaslap-time", datapath.DefaultMemaslapTime, "length of the memaslap run, whole seconds")
 		conc := fs.Int("memaslap-conns", datapath.DefaultMemaslapConcurrency, "memaslap connections")
+		profile := fs.Bool("guest-profile", false, "boot the guests with the kernel's tick profiler (profile=N) and print, per phase and NIC, the kernel's CPU µs per MB or request by function; guest_profile.csv has every function")
 		return func(x expRun) (expRunFunc, error) {
 			list, err := datapath.LookupNICs(*nics)
 			if err != nil {
@@ -31,6 +32,7 @@ var expDatapath = experiment{
 			c := datapath.Config{
 				Env: x.Env, NICs: list, MemoryMiB: x.MemoryMiB, CPUs: x.CPUs,
 				IperfTime: *iperfTime, MemaslapTime: *slapTime, MemaslapConcurrency: *conc, Rounds: x.Rounds,
+				GuestProfile: *profile,
 			}
 			if err := c.Validate(); err != nil {
 				return nil, err

@@ -178,6 +178,10 @@ type Config struct {
 	// host hits every NIC alike; Summarize takes the median and the range.
 	// Default 3, as the other experiments: one noisy run must not decide.
 	Rounds int
+	// GuestProfile boots each guest with the kernel's tick profiler
+	// (profile=ProfileShift) and reports, per phase and NIC, the kernel's
+	// CPU time per unit of work by function (ProfileTable).
+	GuestProfile bool
 	// NPFNICServer makes the device server for the npfnic NICUnderTest, its
 	// Ethernet port on the given wire spec ("tap:IFNAME", see package
 	// vdevice/port); default InProcessNPFNIC.
@@ -251,6 +255,9 @@ type Result struct {
 	// during each phase (nil if the guest's counters could not be read):
 	// per MB received for iperf3, per request for memcached.
 	G2HCPU, H2GCPU, MemcachedCPU *GuestCPU
+	// G2HProfile, H2GProfile and MemcachedProfile are the guest kernel's
+	// profile of each phase (Config.GuestProfile; nil without).
+	G2HProfile, H2GProfile, MemcachedProfile *PhaseProfile
 	// HostLoad is the host's 1-minute load average when the measurements
 	// ended: a loaded (shared) host makes the numbers noisy.
 	HostLoad float64
@@ -393,6 +400,15 @@ func runNIC(ctx context.Context, c *Config, idx int, nic NICUnderTest, round int
 	cfg := vm.Config{
 		Name: "datapath-" + nic.Name, Images: c.Images, MemoryMiB: c.MemoryMiB, CPUs: c.CPUs, Accel: accel, LogDir: logDir,
 	}
+	var prof *profiler
+	if c.GuestProfile {
+		hz, err := KernelHZ(c.Images.Kernel)
+		if err != nil {
+			return fail("guest profile: %w", err)
+		}
+		cfg.Append = fmt.Sprintf("profile=%d", ProfileShift)
+		prof = &profiler{hz: hz}
+	}
 	if err := nic.attach(c, &cfg, tapName); err != nil {
 		return fail("attach %s: %w", nic.Label, err)
 	}
@@ -426,6 +442,9 @@ func runNIC(ctx context.Context, c *Config, idx int, nic NICUnderTest, round int
 		return fail("load the guest driver: %w", err)
 	}
 	g := guest{v: v}
+	if prof != nil {
+		prof.g = g
+	}
 	if r.GuestIf, err = g.findInterface(sctx, nic.GuestDriver); err != nil {
 		return fail("%w", err)
 	}
@@ -450,13 +469,26 @@ func runNIC(ctx context.Context, c *Config, idx int, nic NICUnderTest, round int
 	if err != nil {
 		step("not counting the NIC's interrupts: %v", err)
 	}
-	phaseCPU := func(phase string, run func() (units float64, err error)) (*GuestCPU, error) {
+	// With GuestProfile, the kernel's profile of the phase goes to *kp.
+	phaseCPU := func(phase string, kp **PhaseProfile, run func() (units float64, err error)) (*GuestCPU, error) {
+		profiling := prof != nil
+		if profiling {
+			if err := prof.reset(ctx); err != nil {
+				step("%s: guest kernel not profiled: %v", phase, err)
+				profiling = false
+			}
+		}
 		before, irqErrB, errB := g.sampleCPU(ctx, irqs)
 		units, err := run()
 		if err != nil {
 			return nil, err
 		}
 		after, irqErrA, errA := g.sampleCPU(ctx, irqs)
+		if profiling {
+			if *kp, err = prof.read(ctx, units); err != nil {
+				step("%s: guest kernel not profiled: %v", phase, err)
+			}
+		}
 		if err := cmp.Or(errB, errA); err != nil {
 			step("%s: guest CPU not measured: %v", phase, err)
 			return nil, nil
@@ -471,7 +503,7 @@ func runNIC(ctx context.Context, c *Config, idx int, nic NICUnderTest, round int
 
 	secs := fmt.Sprint(int(c.IperfTime / time.Second))
 	step("iperf3 guest -> host, %s s ...", secs)
-	if r.G2HCPU, err = phaseCPU("guest -> host", func() (float64, error) {
+	if r.G2HCPU, err = phaseCPU("guest -> host", &r.G2HProfile, func() (float64, error) {
 		var err error
 		r.GuestToHost, err = workload.GuestIperf3(ctx, v, hostIP, c.IperfTime)
 		if err != nil {
@@ -483,7 +515,7 @@ func runNIC(ctx context.Context, c *Config, idx int, nic NICUnderTest, round int
 	}
 	step("iperf3 guest -> host: %s", r.GuestToHost)
 	step("iperf3 host -> guest, %s s ...", secs)
-	if r.H2GCPU, err = phaseCPU("host -> guest", func() (float64, error) {
+	if r.H2GCPU, err = phaseCPU("host -> guest", &r.H2GProfile, func() (float64, error) {
 		var err error
 		r.HostToGuest, err = workload.HostIperf3(ctx, ns, guestIP, c.IperfTime)
 		if err != nil {
@@ -495,7 +527,7 @@ func runNIC(ctx context.Context, c *Config, idx int, nic NICUnderTest, round int
 	}
 	step("iperf3 host -> guest: %s", r.HostToGuest)
 	step("memaslap -> memcached in the guest, %d connections, %d s ...", c.MemaslapConcurrency, int(c.MemaslapTime/time.Second))
-	if r.MemcachedCPU, err = phaseCPU("memcached", func() (float64, error) {
+	if r.MemcachedCPU, err = phaseCPU("memcached", &r.MemcachedProfile, func() (float64, error) {
 		var err error
 		r.Memcached, err = workload.RunMemaslap(ctx, ns, guestIP, c.MemaslapTime, c.MemaslapConcurrency)
 		if err != nil {

@@ -144,6 +144,7 @@ func Header(c Config) string {
 func Table(c Config, results []Result) string {
 	ratios := Ratios(results)
 	rounds := c.Rounds
+	profiles := ProfileTable(results)
 	results = Summarize(results)
 	var b strings.Builder
 	b.WriteString(Header(c) + "\n\n")
@@ -218,6 +219,9 @@ func Table(c Config, results []Result) string {
 		tw.Flush()
 	}
 	cpuTable(&b, left, results)
+	if profiles != "" {
+		b.WriteString("\n" + profiles)
+	}
 	if len(failures) > 0 {
 		b.WriteString("\n" + strings.Join(failures, "\n") + "\n")
 	}
@@ -280,12 +284,13 @@ type cpuPhase struct {
 	key, title string
 	unit       string // what the work is counted in: "MB" or "req"
 	get        func(Result) *GuestCPU
+	profile    func(Result) *PhaseProfile
 }
 
 var cpuPhases = []cpuPhase{
-	{"g2h", "guest->host", "MB", func(r Result) *GuestCPU { return r.G2HCPU }},
-	{"h2g", "host->guest", "MB", func(r Result) *GuestCPU { return r.H2GCPU }},
-	{"memc", "memcached", "req", func(r Result) *GuestCPU { return r.MemcachedCPU }},
+	{"g2h", "guest->host", "MB", func(r Result) *GuestCPU { return r.G2HCPU }, func(r Result) *PhaseProfile { return r.G2HProfile }},
+	{"h2g", "host->guest", "MB", func(r Result) *GuestCPU { return r.H2GCPU }, func(r Result) *PhaseProfile { return r.H2GProfile }},
+	{"memc", "memcached", "req", func(r Result) *GuestCPU { return r.MemcachedCPU }, func(r Result) *PhaseProfile { return r.MemcachedProfile }},
 }
 
 // cpuColumns are the CSV columns of each phase's GuestCPU.
@@ -435,6 +440,9 @@ func WriteOutputs(dir string, c Config, results []Result) ([]string, error) {
 	f := runner.Files{Dir: dir}
 	f.CSV("datapath.csv", CSVHeader, CSVRows(results))
 	f.CSV("datapath_ratios.csv", ratioHeader, ratioRows)
+	if rows := profileRows(results); len(rows) > 0 {
+		f.CSV("guest_profile.csv", profileHeader, rows)
+	}
 	f.Text("datapath.txt", Table(c, results))
 	f.Charts("datapath.png", 900, 330, Charts(c.AccelName(), results)...)
 	return f.Done()
