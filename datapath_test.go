@@ -95,9 +95,9 @@ func TestDatapathRegisters(t *testing.T) {
 		write *uint32
 		want  uint32
 	}{
-		{"version", hw.RegVersion, nil, 2<<16 | 13},
-		{"features", hw.RegFeatures, nil, hw.FeatTxCsum | hw.FeatTSO4 | hw.FeatTSO6 | hw.FeatRxCsum | hw.FeatRDMA | hw.FeatRDMAODP | hw.FeatRDMAAtomic | hw.FeatRDMASRQ | hw.FeatRDMAUD | hw.FeatRDMAUC | hw.FeatRDMAKernel | hw.FeatRDMAMW | hw.FeatRDMAResizeCQ | hw.FeatRDMAFastReg | hw.FeatRDMAImplicitODP | hw.FeatRxLRO | hw.FeatTxIRQDelay},
-		{"features read-only", hw.RegFeatures, ptr(0), 0x1ffff},
+		{"version", hw.RegVersion, nil, 2<<16 | 14},
+		{"features", hw.RegFeatures, nil, hw.FeatTxCsum | hw.FeatTSO4 | hw.FeatTSO6 | hw.FeatRxCsum | hw.FeatRDMA | hw.FeatRDMAODP | hw.FeatRDMAAtomic | hw.FeatRDMASRQ | hw.FeatRDMAUD | hw.FeatRDMAUC | hw.FeatRDMAKernel | hw.FeatRDMAMW | hw.FeatRDMAResizeCQ | hw.FeatRDMAFastReg | hw.FeatRDMAImplicitODP | hw.FeatRxLRO | hw.FeatTxIRQDelay | hw.FeatNotify},
+		{"features read-only", hw.RegFeatures, ptr(0), 0x3ffff},
 		{"mac lo", hw.RegMACLo, nil, 0x33221102},
 		{"mac hi", hw.RegMACHi, nil, 0x5544},
 		{"mac read-only", hw.RegMACLo, ptr(0), 0x33221102},

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/internal/clock"
+	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
@@ -17,6 +18,10 @@ import (
 // after polling can not miss a completion that slipped in between. ITR
 // spaces interrupts at least itr apart; a completion inside the window
 // fires at the window's end if the vector is still armed then.
+//
+// With a notify area (hw.NotifyDoc) the driver may arm in memory instead:
+// a completion that finds the vector disarmed looks at irq_arm (pollArm),
+// and while completions wait it looks again every NotifyArmPollMicros.
 //
 // A lazy completion (a TX completion under TX_IRQ_DELAY,
 // hw.TxIRQDelayDoc) waits up to lazyDelay from the first one since the
@@ -39,6 +44,10 @@ type moderator struct {
 	fired     atomic.Uint64
 	trace     *trace.Recorder
 	vector    int // for the trace
+	// pollArm, if set, looks for an arm the driver stored in memory
+	// (hw.NotifyDoc): armed if it found a new one, active if the pair has
+	// a notify area at all. It is called under mu.
+	pollArm func() (armed, active bool)
 }
 
 func (m *moderator) init(c clock.Clock, fire func(), tr *trace.Recorder, vector int) {
@@ -135,10 +144,25 @@ func (m *moderator) reset() {
 // moment it may: the end of the ITR window, or a lazy completion's
 // deadline. Caller holds m.mu.
 func (m *moderator) tryLocked() bool {
-	if !m.armed || (!m.pending && !m.lazy) {
+	if !m.pending && !m.lazy {
 		return false
 	}
 	now := m.clock.Now()
+	if !m.armed {
+		if m.pollArm == nil {
+			return false
+		}
+		armed, active := m.pollArm()
+		if !armed {
+			// An arm stored after this look, with these completions
+			// already in the status block, is seen at the next look.
+			if active {
+				m.scheduleLocked(now.Add(hw.NotifyArmPollMicros*time.Microsecond), now)
+			}
+			return false
+		}
+		m.armed = true
+	}
 	due := now
 	if !m.pending {
 		due = m.lazyAt.Add(m.lazyDelay)

@@ -26,6 +26,7 @@ type Pair struct {
 	rxPolicy       uint32 // hw.RxPolicy*
 	pasid          uint32
 	bmSize         uint32
+	notifyAddr     uint64 // PAIR_NOTIFY_LO/HI
 
 	// lro is PAIR_CTRL_RX_LRO, as last written (rxlro.go).
 	lro atomic.Bool
@@ -61,6 +62,7 @@ type pairCounters struct {
 func newPair(d *Engine, q int) *Pair {
 	p := &Pair{d: d, q: q}
 	p.irq.init(d.clock, p.fireIRQ, d.trace, hw.PairVector(q))
+	p.irq.pollArm = p.pollArm
 	return p
 }
 
@@ -133,6 +135,10 @@ func (p *Pair) ReadReg(off uint32) uint32 {
 		return p.pasid
 	case hw.PairBmSize:
 		return p.bmSize
+	case hw.PairNotifyLo:
+		return uint32(p.notifyAddr)
+	case hw.PairNotifyHi:
+		return uint32(p.notifyAddr >> 32)
 	}
 	return 0
 }
@@ -190,6 +196,10 @@ func (p *Pair) WriteReg(off, v uint32) {
 		p.pasid = v
 	case hw.PairBmSize:
 		p.bmSize = v
+	case hw.PairNotifyLo:
+		p.notifyAddr = p.notifyAddr&^0xffffffff | uint64(v)
+	case hw.PairNotifyHi:
+		p.notifyAddr = p.notifyAddr&0xffffffff | uint64(v)<<32
 	case hw.PairCtrl:
 		p.lro.Store(v&hw.PairCtrlRxLRO != 0)
 		on := v&hw.PairCtrlEnable != 0
@@ -209,6 +219,7 @@ func (p *Pair) WriteReg(off, v uint32) {
 func (p *Pair) start() {
 	in := newInstance(p, p.txBase, p.txSize, p.rxBase, p.rxSize)
 	in.latchFaults(p.rxPolicy, p.pasid, p.bmSize)
+	in.latchNotify(p.notifyAddr)
 	if old := p.inst.Swap(in); old != nil {
 		p.retireLocked(old)
 	}
@@ -262,7 +273,7 @@ func (p *Pair) reset() {
 	p.regMu.Lock()
 	p.stop()
 	p.txBase, p.rxBase, p.txSize, p.rxSize, p.enabled = 0, 0, 0, 0, false
-	p.rxPolicy, p.pasid, p.bmSize = 0, 0, 0
+	p.rxPolicy, p.pasid, p.bmSize, p.notifyAddr = 0, 0, 0, 0
 	p.lro.Store(false)
 	p.regMu.Unlock()
 	p.irq.reset()
@@ -290,12 +301,10 @@ func (p *Pair) doorbell(tx bool, tail uint32) {
 	if !r.valid {
 		return // the worker reports the bad ring
 	}
-	head, old := r.head.Load(), r.tail.Load()
-	if posted := tail - head; posted > r.size || posted < old-head {
-		in.fail(hw.QErrBadTail, tail, fmt.Errorf("tail %d with head %d, previous tail %d, size %d", tail, head, old, r.size))
+	old := r.tail.Load()
+	if !in.moveTail(r, tail) {
 		return
 	}
-	r.tail.Store(tail)
 	if tx {
 		in.wake()
 		return
@@ -410,6 +419,7 @@ type instance struct {
 	cancel context.CancelFunc
 
 	faultState
+	notify notifyArea
 
 	// Guest-visible counters (free-running u32, like the heads).
 	rxDropsNoBuf, rxDropsTooBig, txDropsBadLen atomic.Uint32
@@ -505,6 +515,8 @@ func (in *instance) run() {
 			in.fail(hw.QErrBadRing, 0, fmt.Errorf("TX ring: %w", err))
 		} else if err := in.checkRing(&in.rx, hw.RxDescSize); err != nil {
 			in.fail(hw.QErrBadRing, 0, fmt.Errorf("RX ring: %w", err))
+		} else if err := in.checkNotify(); err != nil {
+			in.failNotify(err)
 		}
 		in.dma.End()
 	}

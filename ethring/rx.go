@@ -77,6 +77,9 @@ func (p *Pair) receive(frame []byte, h *pkthdr.Headers, hold bool) (in *instance
 func (in *instance) rxPick(frame []byte, h *pkthdr.Headers, hold bool) (s rxSlot, ok, noBuf bool) {
 	p, r := in.p, &in.rx
 	c, tail := r.head.Load()+in.headOffset, r.tail.Load()
+	if int32(tail-c) <= 0 && in.rxRefill(func(t uint32) bool { return int32(t-c) > 0 }) {
+		tail = r.tail.Load()
+	}
 	if int32(tail-c) <= 0 {
 		switch {
 		case in.headOffset > 0 && in.policy == hw.RxPolicyBackup:
@@ -95,6 +98,7 @@ func (in *instance) rxPick(frame []byte, h *pkthdr.Headers, hold bool) (s rxSlot
 		in.fail(hw.QErrBadRing, c&r.mask, fmt.Errorf("RX descriptor %d: %w", c&r.mask, err))
 		return rxSlot{}, false, false
 	}
+	in.rxUnkick()
 	s = rxSlot{c: c, desc: r.base + uint64(c&r.mask)*descSize,
 		addr: hw.RxDescAddr.Get(desc), bufLen: int(hw.RxDescBufLen.Get(desc))}
 	if n := len(frame); n > s.bufLen || n > hw.MaxFrame {

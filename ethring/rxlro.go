@@ -138,6 +138,10 @@ func (in *instance) rxPickChain(flen, hlen int, hold bool) (n int, tail uint32, 
 		if n == hw.RxChainMax {
 			return 0, tail, chainFallback
 		}
+		if uint32(n) == posted && in.rxRefill(func(t uint32) bool { return t-c > uint32(n) }) {
+			tail = r.tail.Load()
+			posted = tail - c
+		}
 		if uint32(n) == posted {
 			if !hold || posted >= r.size {
 				return 0, tail, chainFallback
@@ -158,6 +162,7 @@ func (in *instance) rxPickChain(flen, hlen int, hold bool) (n int, tail uint32, 
 		in.lro.slots[n] = s
 		sum += s.bufLen
 	}
+	in.rxUnkick()
 	return n, tail, chainDone
 }
 

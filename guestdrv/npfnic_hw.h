@@ -31,7 +31,7 @@
 #define NPFNIC_DIAG_ECHO_MAX             0x10000 /* most rounds one DIAG_ECHO_CTRL write runs */
 #define NPFNIC_DIAG_ECHO_GAP_MAX         0xf4240 /* largest NPFNIC_REG_DIAG_ECHO_GAP (microseconds) */
 #define NPFNIC_MAGIC                     0x4e50464e /* value of NPFNIC_REG_ID */
-#define NPFNIC_INTERFACE_VERSION         0x2000d /* value of NPFNIC_REG_VERSION */
+#define NPFNIC_INTERFACE_VERSION         0x2000e /* value of NPFNIC_REG_VERSION */
 #define NPFNIC_DIAG_DMA_CTRL_START       0x1 /* start; ignored while NPFNIC_DIAG_DMA_STATUS_BUSY */
 #define NPFNIC_DIAG_DMA_CTRL_ABORT       0x2 /* stop a running DMA; BUSY until no byte will be written */
 #define NPFNIC_DIAG_DMA_STATUS_IDLE      0x0
@@ -58,6 +58,9 @@
 #define NPFNIC_QERR_BAD_RING             0x1 /* ring base/size invalid or ring outside guest memory */
 #define NPFNIC_QERR_BAD_DESC             0x2 /* a descriptor's buffer outside guest memory */
 #define NPFNIC_QERR_BAD_TAIL             0x3 /* tail moved backwards or more than SIZE beyond the head */
+#define NPFNIC_QERR_BAD_NOTIFY           0x4 /* the notify area misaligned or not writable guest memory */
+#define NPFNIC_PAIR_NOTIFY_ALIGN         0x10 /* alignment of struct npfnic_pair_notify */
+#define NPFNIC_NOTIFY_ARM_POLL_US        0x64 /* how often the device reads irq_arm while completions wait for an arm */
 #define NPFNIC_RING_SIZE_MIN             0x8
 #define NPFNIC_RING_SIZE_MAX             0x1000
 #define NPFNIC_TXD_EOP                   0x1 /* npfnic_tx_desc.flags: last descriptor of the frame */
@@ -78,6 +81,7 @@
 #define NPFNIC_RXD_ERROR                 0x4 /* npfnic_rx_desc.status: no frame; the buffer could not be translated (pkt_len 0) */
 #define NPFNIC_FEAT_RX_LRO               0x8000 /* NPFNIC_REG_FEATURES: large receive (NPFNIC_PAIR_CTRL_RX_LRO) */
 #define NPFNIC_FEAT_TX_IRQ_DELAY         0x10000 /* NPFNIC_REG_FEATURES: lazy TX completion interrupts (NPFNIC_PAIR_TX_IRQ_DELAY) */
+#define NPFNIC_FEAT_NOTIFY               0x20000 /* NPFNIC_REG_FEATURES: the RX tail and the interrupt arm in memory (NPFNIC_PAIR_NOTIFY_LO/HI) */
 #define NPFNIC_PAIR_CTRL_RX_LRO          0x2 /* NPFNIC_PAIR_CTRL: TCP super-packets may arrive whole, as descriptor chains */
 #define NPFNIC_RXD_GSO_TCP4              0x8 /* npfnic_rx_desc.status, first of a chain: TCP/IPv4 super-packet of gso_size segments */
 #define NPFNIC_RXD_GSO_TCP6              0x10 /* npfnic_rx_desc.status, first of a chain: TCP/IPv6 super-packet of gso_size segments */
@@ -146,6 +150,8 @@
 #define NPFNIC_PAIR_RX_RESOLVE           0x38 /* WO doorbell: resolve_rNPFs: free-running bitmap index of an rNPF whose frame the driver placed */
 #define NPFNIC_PAIR_RX_TAIL_IRQ          0x3c /* WO command: write 1: NPFNIC_REG_BACKUP_VECTOR fires once when RX_TAIL next moves */
 #define NPFNIC_PAIR_TX_IRQ_DELAY         0x40 /* RW: microseconds an interrupt only TX completions ask for may wait for an RX completion (0 = none; NPFNIC_FEAT_TX_IRQ_DELAY) */
+#define NPFNIC_PAIR_NOTIFY_LO            0x44 /* RW: guest address of the pair's struct npfnic_pair_notify, bits 31:0 (16-byte aligned; 0 = none; latched at enable; NPFNIC_FEAT_NOTIFY) */
+#define NPFNIC_PAIR_NOTIFY_HI            0x48 /* RW: guest address of the pair's struct npfnic_pair_notify, bits 63:32 */
 
 /* BAR0 offset of queue pair q's registers (hw.PairBase) */
 #define NPFNIC_PAIR_BASE(q)              (0x1000 + (q) * 0x100)
@@ -262,6 +268,19 @@ _Static_assert(offsetof(struct npfnic_backup_desc, queue) == 14, "npfnic_backup_
 _Static_assert(offsetof(struct npfnic_backup_desc, desc) == 16, "npfnic_backup_desc.desc offset");
 _Static_assert(offsetof(struct npfnic_backup_desc, bm_index) == 20, "npfnic_backup_desc.bm_index offset");
 _Static_assert(offsetof(struct npfnic_backup_desc, stamp) == 24, "npfnic_backup_desc.stamp offset");
+
+/* Notify area of one queue pair (NPFNIC_FEAT_NOTIFY), at NPFNIC_PAIR_NOTIFY_LO/HI: what the driver would otherwise write to RX_TAIL and IRQ_ARM. */
+struct npfnic_pair_notify {
+	__le32 rx_tail;                 /* driver: free-running count of RX buffers posted, as NPFNIC_PAIR_RX_TAIL */
+	__le32 irq_arm;                 /* driver: free-running count of arms; each new value arms the pair's vector once */
+	__le32 rx_kick;                 /* device: 1 while the device waits for an NPFNIC_PAIR_RX_TAIL doorbell */
+	__le32 rsvd[1];                 /* reserved, zero */
+};
+_Static_assert(sizeof(struct npfnic_pair_notify) == 16, "npfnic_pair_notify size");
+_Static_assert(offsetof(struct npfnic_pair_notify, rx_tail) == 0, "npfnic_pair_notify.rx_tail offset");
+_Static_assert(offsetof(struct npfnic_pair_notify, irq_arm) == 4, "npfnic_pair_notify.irq_arm offset");
+_Static_assert(offsetof(struct npfnic_pair_notify, rx_kick) == 8, "npfnic_pair_notify.rx_kick offset");
+_Static_assert(offsetof(struct npfnic_pair_notify, rsvd) == 12, "npfnic_pair_notify.rsvd offset");
 _Static_assert(NPFNIC_STATUS_BLOCK_SIZE == sizeof(struct npfnic_status_block) +
 	       NPFNIC_PAIR_MAX * sizeof(struct npfnic_pair_status), "status block size");
 

@@ -58,7 +58,7 @@ const (
 	// Bump the major for incompatible register changes, the minor for
 	// additions an older driver can ignore, and say what changed in
 	// InterfaceChanges.
-	InterfaceVersion = 2<<16 | 13
+	InterfaceVersion = 2<<16 | 14
 )
 
 // InterfaceChange is what one interface version added or changed.
@@ -84,6 +84,7 @@ var InterfaceChanges = []InterfaceChange{
 	{2, 11, "large receive (FEATURES.RX_LRO): PAIR_CTRL's RX_LRO, a TCP super-packet received whole over a chain of RX descriptors (RXD_GSO_TCP4, RXD_GSO_TCP6, RXD_CONT, the chain length in status bits 15:8, gso_size in the first descriptor)"},
 	{2, 12, "RDMA_RECV_FAULT_HOLD: a receive fault held in the device until its page arrives, for peers that cannot take an RNR NAK"},
 	{2, 13, "lazy TX completion interrupts (FEATURES.TX_IRQ_DELAY): PAIR_TX_IRQ_DELAY holds an interrupt that only TX completions ask for until an RX completion comes or the delay ends"},
+	{2, 14, "notification in memory (FEATURES.NOTIFY): PAIR_NOTIFY_LO/HI, struct npfnic_pair_notify; the RX tail and the interrupt arm written to memory the device reads, a doorbell only when the device asks for one (rx_kick); QERR_BAD_NOTIFY"},
 }
 
 // Register offsets in BAR0. All registers are 32 bits wide.
@@ -148,6 +149,10 @@ const (
 	// PairTxIRQDelay (FEATURES.TX_IRQ_DELAY): a TX completion alone holds
 	// the pair's interrupt back this many microseconds (TxIRQDelayDoc).
 	PairTxIRQDelay = 0x40 // RW: microseconds a TX completion may wait for an RX one (0 = none)
+	// PairNotifyLo/Hi (FEATURES.NOTIFY): the pair's notify area
+	// (NotifyDoc), latched at enable; 0 = none.
+	PairNotifyLo = 0x44 // RW: guest address of struct npfnic_pair_notify, bits 31:0 (16-byte aligned)
+	PairNotifyHi = 0x48 // RW: bits 63:32
 )
 
 // PairBase is the BAR0 offset of queue pair q's register block.
@@ -199,9 +204,18 @@ const (
 	QErrBadRing = 1 // ring base/size invalid or ring outside guest memory
 	QErrBadDesc = 2 // a descriptor's buffer outside guest memory
 	QErrBadTail = 3 // tail moved backwards or more than SIZE beyond the head
+	// QErrBadNotify (interface 2.14): the notify area is misaligned or
+	// not writable guest memory.
+	QErrBadNotify = 4
 
 	RingSizeMin = 8
 	RingSizeMax = 4096
+
+	// PairNotifyAlign is the alignment of struct npfnic_pair_notify.
+	PairNotifyAlign = 16
+	// NotifyArmPollMicros is how often the device reads irq_arm while
+	// completions wait for an arm (NotifyDoc).
+	NotifyArmPollMicros = 100
 
 	TxdEOP  = 1 << 0 // last descriptor of the frame
 	TxdCsum = 1 << 1 // first descriptor: checksum from csum_start, stored at csum_start+csum_offset
@@ -330,6 +344,37 @@ stops its queue on a nearly full ring is not held up by the delay. With
 TX_IRQ_DELAY 0 every completion asks for its interrupt at once, as before
 2.13.`
 
+// NotifyDoc is the contract of notification in memory (interface 2.14).
+const NotifyDoc = `Under QEMU every register write is a message to the device's server,
+a few microseconds of the vCPU each: after each poll a driver wrote the
+RX tail and IRQ_ARM. With NPFNIC_FEAT_NOTIFY in FEATURES, a driver may
+give a pair a notify area instead: struct npfnic_pair_notify,
+NPFNIC_PAIR_NOTIFY_SIZE bytes, NPFNIC_PAIR_NOTIFY_ALIGN-aligned, zeroed,
+its address written to PAIR_NOTIFY_LO/HI before PAIR_CTRL enables the
+pair (0, the reset value, is none). The device latches it at enable,
+under every RX policy but NPFNIC_RX_POLICY_BACKUP (whose tail events hang
+on RX_TAIL doorbells); an area the device can not write stops the pair
+with NPFNIC_QERR_BAD_NOTIFY.
+
+rx_tail is the RX tail as RX_TAIL would carry it. Whenever the device
+finds too few RX buffers posted, it reads rx_tail, checks it as it
+checks RX_TAIL (NPFNIC_QERR_BAD_TAIL otherwise) and takes the buffers.
+If there are still too few, it sets rx_kick to 1, reads rx_tail once
+more, and if that did not help it waits for an RX_TAIL doorbell as
+before; rx_kick goes back to 0 when the device next finds buffers. The
+driver stores rx_tail, issues a full barrier, reads rx_kick, and rings
+RX_TAIL only if rx_kick is 1: one of the two sees the other's store.
+
+irq_arm is a free-running count the driver increments instead of writing
+IRQ_ARM: the device treats each new value as one IRQ_ARM write. It reads
+irq_arm when a completion asks for an interrupt while the vector is
+disarmed, and again every NPFNIC_NOTIFY_ARM_POLL_US while completions
+wait, so an arm stored after the device last looked, with completions
+already outstanding, fires within that time. The driver stores irq_arm,
+issues a full barrier, and then looks at the status block for work that
+came in between, as after IRQ_ARM. IRQ_ARM keeps working with a notify
+area; a pair is armed at enable by IRQ_ARM.`
+
 // Offloads (interface 2.1): the FEATURES bits; see OffloadsDoc.
 const (
 	FeatTxCsum = 1 << 0 // TxdCsum
@@ -376,11 +421,14 @@ const (
 	// FeatTxIRQDelay: PAIR_TX_IRQ_DELAY, lazy TX completion interrupts
 	// (TxIRQDelayDoc).
 	FeatTxIRQDelay = 1 << 16
+	// FeatNotify (interface 2.14): PAIR_NOTIFY_LO/HI, the RX tail and
+	// the interrupt arm in memory (NotifyDoc).
+	FeatNotify = 1 << 17
 
 	// Features is REG_FEATURES of this device.
 	Features = FeatTxCsum | FeatTSO4 | FeatTSO6 | FeatRxCsum | FeatRDMA | FeatRDMAODP | FeatRDMAAtomic | FeatRDMASRQ |
 		FeatRDMAUD | FeatRDMAUC | FeatRDMAKernel | FeatRDMAMW |
-		FeatRDMAResizeCQ | FeatRDMAFastReg | FeatRDMAImplicitODP | FeatRxLRO | FeatTxIRQDelay
+		FeatRDMAResizeCQ | FeatRDMAFastReg | FeatRDMAImplicitODP | FeatRxLRO | FeatTxIRQDelay | FeatNotify
 )
 
 // Register values.
@@ -491,6 +539,9 @@ var Values = []Value{
 	{"QERR_BAD_RING", QErrBadRing, "ring base/size invalid or ring outside guest memory"},
 	{"QERR_BAD_DESC", QErrBadDesc, "a descriptor's buffer outside guest memory"},
 	{"QERR_BAD_TAIL", QErrBadTail, "tail moved backwards or more than SIZE beyond the head"},
+	{"QERR_BAD_NOTIFY", QErrBadNotify, "the notify area misaligned or not writable guest memory"},
+	{"PAIR_NOTIFY_ALIGN", PairNotifyAlign, "alignment of struct npfnic_pair_notify"},
+	{"NOTIFY_ARM_POLL_US", NotifyArmPollMicros, "how often the device reads irq_arm while completions wait for an arm"},
 	{"RING_SIZE_MIN", RingSizeMin, ""},
 	{"RING_SIZE_MAX", RingSizeMax, ""},
 	{"TXD_EOP", TxdEOP, "npfnic_tx_desc.flags: last descriptor of the frame"},
@@ -511,6 +562,7 @@ var Values = []Value{
 	{"RXD_ERROR", RxdError, "npfnic_rx_desc.status: no frame; the buffer could not be translated (pkt_len 0)"},
 	{"FEAT_RX_LRO", FeatRxLRO, "NPFNIC_REG_FEATURES: large receive (NPFNIC_PAIR_CTRL_RX_LRO)"},
 	{"FEAT_TX_IRQ_DELAY", FeatTxIRQDelay, "NPFNIC_REG_FEATURES: lazy TX completion interrupts (NPFNIC_PAIR_TX_IRQ_DELAY)"},
+	{"FEAT_NOTIFY", FeatNotify, "NPFNIC_REG_FEATURES: the RX tail and the interrupt arm in memory (NPFNIC_PAIR_NOTIFY_LO/HI)"},
 	{"PAIR_CTRL_RX_LRO", PairCtrlRxLRO, "NPFNIC_PAIR_CTRL: TCP super-packets may arrive whole, as descriptor chains"},
 	{"RXD_GSO_TCP4", RxdGSOTCP4, "npfnic_rx_desc.status, first of a chain: TCP/IPv4 super-packet of gso_size segments"},
 	{"RXD_GSO_TCP6", RxdGSOTCP6, "npfnic_rx_desc.status, first of a chain: TCP/IPv6 super-packet of gso_size segments"},

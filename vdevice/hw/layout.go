@@ -111,6 +111,7 @@ const (
 	RxDescSize       = 16
 	PairStatusSize   = 64
 	StatusHeaderSize = 64 // struct npfnic_status_block without the pairs
+	PairNotifySize   = 16
 )
 
 // TX descriptor fields. The device never writes a TX descriptor back:
@@ -177,6 +178,18 @@ var PairStatus = Layout{"pair_status", PairStatusSize,
 		PairStatusRxFaultDrops.Field, PairStatusTxFaults.Field, PairStatusTxFaultErrors.Field,
 		PairStatusRxHeadOffset.Field, PairStatusRxBmIndex.Field}, WrittenByDevice}
 
+// Notify area fields (interface 2.14, NotifyDoc).
+var (
+	PairNotifyRxTail = le32("rx_tail", 0, "driver: free-running count of RX buffers posted, as NPFNIC_PAIR_RX_TAIL")
+	PairNotifyIRQArm = le32("irq_arm", 4, "driver: free-running count of arms; each new value arms the pair's vector once")
+	PairNotifyRxKick = le32("rx_kick", 8, "device: 1 while the device waits for an NPFNIC_PAIR_RX_TAIL doorbell")
+)
+
+// PairNotify is struct npfnic_pair_notify.
+var PairNotify = Layout{"pair_notify", PairNotifySize,
+	"Notify area of one queue pair (NPFNIC_FEAT_NOTIFY), at NPFNIC_PAIR_NOTIFY_LO/HI: what the driver would otherwise write to RX_TAIL and IRQ_ARM.",
+	[]Field{PairNotifyRxTail.Field, PairNotifyIRQArm.Field, PairNotifyRxKick.Field, rsvd32(12, 1)}, WrittenPerField}
+
 // Status block header fields.
 var (
 	StatusLink  = le32("link", 0, "NPFNIC_LINK_UP")
@@ -197,7 +210,7 @@ var StatusBlock = Layout{"status_block", StatusHeaderSize,
 		{Name: "pair", Offset: StatusHeaderSize, Size: PairStatusSize, Count: -1, Elem: &PairStatus, Doc: "NPFNIC_PAIR_MAX entries"}}, WrittenByDevice}
 
 // Layouts lists the shared structures, each after the ones it contains.
-var Layouts = []*Layout{&TxDesc, &RxDesc, &PairStatus, &StatusBlock, &BackupDesc}
+var Layouts = []*Layout{&TxDesc, &RxDesc, &PairStatus, &StatusBlock, &BackupDesc, &PairNotify}
 
 // StatusPairOffset is the offset of pair q's struct npfnic_pair_status in the
 // status block.

@@ -285,6 +285,8 @@ var PairRegisters = []Register{
 	doorbell("RX_RESOLVE", PairRxResolve, BlockPair, "resolve_rNPFs: free-running bitmap index of an rNPF whose frame the driver placed"),
 	command("RX_TAIL_IRQ", PairRxTailIRQ, BlockPair, AccessWO, "write 1: NPFNIC_REG_BACKUP_VECTOR fires once when RX_TAIL next moves"),
 	storage("TX_IRQ_DELAY", PairTxIRQDelay, BlockPair, 0, "microseconds an interrupt only TX completions ask for may wait for an RX completion (0 = none; NPFNIC_FEAT_TX_IRQ_DELAY)"),
+	storage("NOTIFY_LO", PairNotifyLo, BlockPair, 0, "guest address of the pair's struct npfnic_pair_notify, bits 31:0 (16-byte aligned; 0 = none; latched at enable; NPFNIC_FEAT_NOTIFY)"),
+	storage("NOTIFY_HI", PairNotifyHi, BlockPair, 0, "guest address of the pair's struct npfnic_pair_notify, bits 63:32"),
 }
 
 // Window is a range of BAR0 and the blocks whose registers lie in it.

@@ -138,7 +138,7 @@ func TestLookup(t *testing.T) {
 		{hw.RegLateDMA + 4, "", 0, -1},                               // past the last global register
 		{hw.ATSRegEnd - 4, "", 0, -1},                                // a hole at the end of the ATS block
 		{hw.PRIRegEnd, "", 0, -1},                                    // between PRI and the backup ring
-		{hw.PairBase(1) + hw.PairTxIRQDelay + 4, "", 0, -1},          // a hole in a pair's block
+		{hw.PairBase(1) + hw.PairNotifyHi + 4, "", 0, -1},            // a hole in a pair's block
 		{hw.PairBase(hw.PairMax), "", 0, -1},                         // past the last pair
 		{hw.RegBARSize - 4, "", 0, -1},                               // end of BAR0
 		{0xfffffffc, "", 0, -1},                                      // far outside

@@ -139,6 +139,7 @@ func Render() []byte {
 		{"Offloads", hw.OffloadsDoc},
 		{"Large receive", hw.LargeReceiveDoc},
 		{"Lazy TX completion interrupts", hw.TxIRQDelayDoc},
+		{"Notification in memory", hw.NotifyDoc},
 		{"Address translation", hw.TranslationDoc},
 		{"Page faults: page request and response", hw.FaultHandshakeDoc},
 		{"Invalidation with completion", hw.InvalidationDoc},
