@@ -152,6 +152,7 @@ type Stats struct {
 	RingErrors  uint64 // rxe ring accesses that failed (QP or CQ in error)
 	LateRefused uint64 // MR accesses refused because the region was going away
 	Loopback    uint64 // frames to the port's own addresses, received without the wire
+	TxDirect    uint64 // frames sent on the transport's goroutine, not the transmit goroutine's
 }
 
 // Engine is the RDMA engine. Create it with New.
@@ -211,7 +212,7 @@ type Engine struct {
 	testBeforeDrain atomic.Pointer[func()]
 
 	stats struct {
-		commands, events, doorbells, cqes, badWQEs, rxFrames, rxDisabled, ringErrors, lateRefused, loopback atomic.Uint64
+		commands, events, doorbells, cqes, badWQEs, rxFrames, rxDisabled, ringErrors, lateRefused, loopback, txDirect atomic.Uint64
 	}
 }
 
@@ -651,6 +652,7 @@ func (e *Engine) Stats() Stats {
 		CQEs: e.stats.cqes.Load(), BadWQEs: e.stats.badWQEs.Load(), RC: e.rc.Load().Stats(),
 		RxFrames: e.stats.rxFrames.Load(), RxDisabled: e.stats.rxDisabled.Load(),
 		RingErrors: e.stats.ringErrors.Load(), LateRefused: e.stats.lateRefused.Load(), Loopback: e.stats.loopback.Load(),
+		TxDirect: e.stats.txDirect.Load(),
 	}
 }
 
