@@ -137,6 +137,13 @@ type Config struct {
 	// port's reader. Off by default: on a 2-CPU host whose cores are
 	// shared the hand-offs cost more than the lanes gain (docs/rdma.md).
 	RxLanes int
+	// TxDirect sends a frame on the goroutine that built it when the
+	// port takes it without waiting and nothing is queued ahead of it
+	// (transmit.go), rather than waking the transmit goroutine for it.
+	// Off by default: with a core to spare the transmit goroutine's copy
+	// runs beside the next packet's building, which gains more than the
+	// wake-ups cost (docs/rdma.md).
+	TxDirect bool
 }
 
 // Stats counts what the engine did.

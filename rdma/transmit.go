@@ -45,13 +45,16 @@ type txFrame struct {
 // loopback works without a cable, and takes the transmit path's flow
 // control like any other frame.
 //
-// A frame with nothing ahead of it (the queue empty, the goroutine holding
-// no frame) that the port takes without waiting (port.TrySender: the
+// With Config.TxDirect, a frame with nothing ahead of it (the queue empty,
+// the goroutine holding no frame) that the port takes without waiting (port.TrySender: the
 // in-memory cable with room, a writable TAP) does not go through the
 // queue: put sends it on the caller's goroutine (direct), under mu, so
 // that it cannot pass one the goroutine holds. A stream of packets then
 // costs no wake-up of this goroutine; only when the port would block, or
-// the queue holds frames, does a frame wait for it.
+// the queue holds frames, does a frame wait for it. It is off by default:
+// the copy into the port then runs on the goroutine that builds the
+// packets, under the QP's lock, rather than beside it on another core
+// (docs/rdma.md measures both).
 type transmitter struct {
 	e    *Engine
 	mu   sync.Mutex
@@ -97,7 +100,7 @@ func (t *transmitter) put(rc *ibrc.Transport, frame []byte) error {
 	if t.done {
 		return errClosed
 	}
-	if t.w == t.r && !t.sending && t.direct(rc, frame) {
+	if t.e.cfg.TxDirect && t.w == t.r && !t.sending && t.direct(rc, frame) {
 		return nil
 	}
 	if t.w-t.r == txDepth {
