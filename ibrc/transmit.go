@@ -53,7 +53,11 @@ var ErrPortFull = errors.New("ibrc: port full")
 // frame it took, in order, once the frame is on the wire or dropped: the
 // local ACK timer runs from then (QP.onTimeout), not from queueing. It
 // makes both calls holding no lock of the engine's, and FrameLeft takes
-// none; SendFrame, which runs under txMu, and Pull must not call back.
+// none; SendFrame, which runs under txMu, and Pull must not call back,
+// except that SendFrame may put a frame on the wire itself, if nothing it
+// took earlier is still waiting, and then calls FrameLeft and RecycleFrame
+// for it before it returns (both take no lock of the engine's but leaf
+// ones).
 type PacedPort interface {
 	Port
 	// Pull asks for a PortReady call: the engine has packets to build. It

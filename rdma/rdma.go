@@ -137,6 +137,13 @@ type Config struct {
 	// port's reader. Off by default: on a 2-CPU host whose cores are
 	// shared the hand-offs cost more than the lanes gain (docs/rdma.md).
 	RxLanes int
+	// TxDirect sends a frame on the goroutine that built it when the
+	// port takes it without waiting and nothing is queued ahead of it
+	// (transmit.go), rather than waking the transmit goroutine for it.
+	// Off by default: with a core to spare the transmit goroutine's copy
+	// runs beside the next packet's building, which gains more than the
+	// wake-ups cost (docs/rdma.md).
+	TxDirect bool
 }
 
 // Stats counts what the engine did.
@@ -152,6 +159,7 @@ type Stats struct {
 	RingErrors  uint64 // rxe ring accesses that failed (QP or CQ in error)
 	LateRefused uint64 // MR accesses refused because the region was going away
 	Loopback    uint64 // frames to the port's own addresses, received without the wire
+	TxDirect    uint64 // frames sent on the transport's goroutine, not the transmit goroutine's
 }
 
 // Engine is the RDMA engine. Create it with New.
@@ -211,7 +219,7 @@ type Engine struct {
 	testBeforeDrain atomic.Pointer[func()]
 
 	stats struct {
-		commands, events, doorbells, cqes, badWQEs, rxFrames, rxDisabled, ringErrors, lateRefused, loopback atomic.Uint64
+		commands, events, doorbells, cqes, badWQEs, rxFrames, rxDisabled, ringErrors, lateRefused, loopback, txDirect atomic.Uint64
 	}
 }
 
@@ -651,6 +659,7 @@ func (e *Engine) Stats() Stats {
 		CQEs: e.stats.cqes.Load(), BadWQEs: e.stats.badWQEs.Load(), RC: e.rc.Load().Stats(),
 		RxFrames: e.stats.rxFrames.Load(), RxDisabled: e.stats.rxDisabled.Load(),
 		RingErrors: e.stats.ringErrors.Load(), LateRefused: e.stats.lateRefused.Load(), Loopback: e.stats.loopback.Load(),
+		TxDirect: e.stats.txDirect.Load(),
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/npfnic/npfnic/ibrc"
+	"github.com/npfnic/npfnic/vdevice/port"
 	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
@@ -43,6 +44,17 @@ type txFrame struct {
 // receive path, as rdma_rxe loops back a packet to a local address. So
 // loopback works without a cable, and takes the transmit path's flow
 // control like any other frame.
+//
+// With Config.TxDirect, a frame with nothing ahead of it (the queue empty,
+// the goroutine holding no frame) that the port takes without waiting (port.TrySender: the
+// in-memory cable with room, a writable TAP) does not go through the
+// queue: put sends it on the caller's goroutine (direct), under mu, so
+// that it cannot pass one the goroutine holds. A stream of packets then
+// costs no wake-up of this goroutine; only when the port would block, or
+// the queue holds frames, does a frame wait for it. It is off by default:
+// the copy into the port then runs on the goroutine that builds the
+// packets, under the QP's lock, rather than beside it on another core
+// (docs/rdma.md measures both).
 type transmitter struct {
 	e    *Engine
 	mu   sync.Mutex
@@ -50,7 +62,10 @@ type transmitter struct {
 	ring [txDepth]txFrame
 	r, w uint64          // frames taken, frames queued
 	wake *ibrc.Transport // pulled or refused: PortReady once there is room
-	done bool            // Close: the goroutine stops
+	// sending: the goroutine took a frame and has not seen its Send
+	// return; a frame sent on a caller's goroutine (direct) would pass it.
+	sending bool
+	done    bool // Close: the goroutine stops
 	// readyMu is held across PortReady calls and taken by close to set
 	// done (before mu), so that close waits one out.
 	readyMu sync.Mutex
@@ -73,7 +88,9 @@ func (p *txPort) SendFrame(f []byte) error { return p.t.put(p.rc, f) }
 // Pull implements ibrc.PacedPort.
 func (p *txPort) Pull() { p.t.pull(p.rc) }
 
-// put queues frame of rc, or refuses it with ibrc.ErrPortFull.
+// put sends frame of rc at once on the caller's goroutine when nothing
+// is ahead of it (direct), else queues it, or refuses it with
+// ibrc.ErrPortFull.
 func (t *transmitter) put(rc *ibrc.Transport, frame []byte) error {
 	if t.e.port.Load() == nil && !t.e.loopback(frame) {
 		return errNoPort
@@ -82,6 +99,9 @@ func (t *transmitter) put(rc *ibrc.Transport, frame []byte) error {
 	defer t.mu.Unlock()
 	if t.done {
 		return errClosed
+	}
+	if t.e.cfg.TxDirect && t.w == t.r && !t.sending && t.direct(rc, frame) {
+		return nil
 	}
 	if t.w-t.r == txDepth {
 		t.wake = rc
@@ -96,6 +116,36 @@ func (t *transmitter) put(rc *ibrc.Transport, frame []byte) error {
 		traceRC(tr, trace.RCTx, frame)
 	}
 	return nil
+}
+
+// direct sends frame of rc on the caller's goroutine if the port takes it
+// without waiting (port.TrySender), reporting whether it did: no wake-up
+// of the transmit goroutine, and the frame is on the wire before the
+// transport goes on. The caller made sure nothing is ahead of it (the
+// queue empty, the goroutine holding no frame) and holds mu across the
+// attempt, so frames leave in the order put saw them. Frames that loop
+// back, whose receive would re-enter the engine under the transport's
+// locks, and those of a replaced transport take the queue. Caller holds
+// mu.
+func (t *transmitter) direct(rc *ibrc.Transport, frame []byte) bool {
+	p := t.e.port.Load()
+	if p == nil || rc != t.e.rc.Load() || t.e.loopback(frame) {
+		return false
+	}
+	ts, ok := port.AsTry(*p)
+	if !ok {
+		return false
+	}
+	if ts.TrySend(frame) == port.ErrWouldBlock {
+		return false // put queues and traces it
+	}
+	if tr := t.e.cfg.Trace; tr.On() {
+		traceRC(tr, trace.RCTx, frame)
+	}
+	t.e.stats.txDirect.Add(1)
+	rc.FrameLeft()
+	rc.RecycleFrame(frame)
+	return true
 }
 
 // pull asks for a PortReady of rc.
@@ -119,8 +169,8 @@ func (t *transmitter) purge() {
 // run is the transmit goroutine. It does not end while the port blocks
 // its Send: Close leaves it to the port's closing.
 func (t *transmitter) run() {
+	t.mu.Lock()
 	for {
-		t.mu.Lock()
 		for t.r == t.w && t.wake == nil && !t.done {
 			t.cond.Wait()
 		}
@@ -132,11 +182,13 @@ func (t *transmitter) run() {
 			t.wake = nil
 			t.mu.Unlock()
 			t.ready(rc)
+			t.mu.Lock()
 			continue
 		}
 		f := t.ring[t.r%txDepth]
 		t.ring[t.r%txDepth] = txFrame{}
 		t.r++
+		t.sending = true
 		t.mu.Unlock()
 		if f.rc == t.e.rc.Load() {
 			if t.e.loopback(f.frame) {
@@ -148,6 +200,8 @@ func (t *transmitter) run() {
 		}
 		f.rc.FrameLeft()
 		f.rc.RecycleFrame(f.frame) // the port and the receive path keep no frame
+		t.mu.Lock()
+		t.sending = false
 	}
 }
 

@@ -329,6 +329,27 @@ func (e *Endpoint) Send(frame []byte) error {
 	return e.count(e.m.backend.Send(frame))
 }
 
+// CanTry reports whether the backend can send without waiting
+// (TrySender): AsTry asks it before using TrySend.
+func (e *Endpoint) CanTry() bool {
+	_, ok := AsTry(e.m.backend)
+	return ok
+}
+
+// TrySend implements TrySender for a backend that is one (ErrWouldBlock
+// for one that is not); a frame that would wait is not counted.
+func (e *Endpoint) TrySend(frame []byte) error {
+	t, ok := AsTry(e.m.backend)
+	if !ok {
+		return ErrWouldBlock
+	}
+	err := t.TrySend(frame)
+	if err == ErrWouldBlock {
+		return err
+	}
+	return e.count(err)
+}
+
 // CanGSO reports whether the backend takes GSO sends now.
 func (e *Endpoint) CanGSO() bool {
 	_, ok := AsGSO(e.m.backend)

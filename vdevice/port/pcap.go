@@ -108,6 +108,26 @@ func (p *Pcap) Send(frame []byte) error {
 	return p.inner.Send(frame)
 }
 
+// CanTry reports whether the inner port can send without waiting.
+func (p *Pcap) CanTry() bool {
+	_, ok := AsTry(p.inner)
+	return ok
+}
+
+// TrySend implements TrySender: a frame the inner port took (or lost) is
+// recorded; one that would wait is not.
+func (p *Pcap) TrySend(frame []byte) error {
+	t, ok := AsTry(p.inner)
+	if !ok {
+		return ErrWouldBlock
+	}
+	err := t.TrySend(frame)
+	if err != ErrWouldBlock {
+		p.record(frame)
+	}
+	return err
+}
+
 // CanGSO implements GSOPort: the recorder takes GSO sends when its inner
 // port does.
 func (p *Pcap) CanGSO() bool {

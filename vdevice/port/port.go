@@ -32,6 +32,27 @@ type Sender interface {
 	Send(frame []byte) error
 }
 
+// TrySender is a Sender that can also send without waiting: an engine
+// sends on its caller's goroutine when the port would take the frame at
+// once, and hands it to a goroutine of its own (which may wait in Send)
+// only when it would not (AsTry).
+type TrySender interface {
+	Sender
+	// TrySend is Send if the port takes the frame without waiting for
+	// the peer; otherwise it sends nothing and returns ErrWouldBlock.
+	// It never blocks on flow control.
+	TrySend(frame []byte) error
+}
+
+// AsTry returns s's TrySender, if it has one that can try now.
+func AsTry(s Sender) (TrySender, bool) {
+	if t, ok := s.(interface{ CanTry() bool }); ok && !t.CanTry() {
+		return nil, false
+	}
+	t, ok := s.(TrySender)
+	return t, ok
+}
+
 // Port is one end of an Ethernet link.
 type Port interface {
 	Sender
@@ -49,6 +70,9 @@ var (
 	ErrClosed = errors.New("wire: port closed")
 	ErrNoPeer = errors.New("wire: no peer connected")
 	ErrNoGSO  = errors.New("wire: port cannot take GSO sends")
+	// ErrWouldBlock is TrySend's answer when Send would wait: nothing
+	// was sent.
+	ErrWouldBlock = errors.New("wire: send would block")
 )
 
 // Spec is a parsed port description (see ParseSpec).

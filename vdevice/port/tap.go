@@ -140,6 +140,31 @@ func (t *TAP) Send(frame []byte) error {
 	return t.write(&hdr, frame)
 }
 
+// TrySend implements TrySender: one write, ErrWouldBlock if the TAP is
+// not writable now.
+func (t *TAP) TrySend(frame []byte) error {
+	var hdr [vnetHdrLen]byte
+	iov := [2][]byte{hdr[:], frame}
+	var werr error
+	err := t.rc.Write(func(fd uintptr) bool {
+		_, werr = unix.Writev(int(fd), iov[:])
+		return true // not waited for
+	})
+	if err == nil && werr == unix.EAGAIN {
+		return ErrWouldBlock
+	}
+	if err == nil {
+		err = werr
+	}
+	if err != nil && t.isClosed(err) {
+		return ErrClosed
+	}
+	if err != nil {
+		return fmt.Errorf("wire: tap %s write: %w", t.name, err)
+	}
+	return nil
+}
+
 // CanGSO implements GSOPort: a TAP always can.
 func (t *TAP) CanGSO() bool { return true }
 
