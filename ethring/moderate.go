@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/npfnic/npfnic/internal/clock"
-	"github.com/npfnic/npfnic/vdevice/hw"
 	"github.com/npfnic/npfnic/vdevice/trace"
 )
 
@@ -20,8 +19,7 @@ import (
 // fires at the window's end if the vector is still armed then.
 //
 // With a notify area (hw.NotifyDoc) the driver may arm in memory instead:
-// a completion that finds the vector disarmed looks at irq_arm (pollArm),
-// and while completions wait it looks again every NotifyArmPollMicros.
+// a completion that finds the vector disarmed looks at irq_arm (pollArm).
 //
 // A lazy completion (a TX completion under TX_IRQ_DELAY,
 // hw.TxIRQDelayDoc) waits up to lazyDelay from the first one since the
@@ -45,9 +43,9 @@ type moderator struct {
 	trace     *trace.Recorder
 	vector    int // for the trace
 	// pollArm, if set, looks for an arm the driver stored in memory
-	// (hw.NotifyDoc): armed if it found a new one, active if the pair has
-	// a notify area at all. It is called under mu.
-	pollArm func() (armed, active bool)
+	// (hw.NotifyDoc) and reports whether it found a new one. It is called
+	// under mu, with the completion that asks already in the status block.
+	pollArm func() bool
 }
 
 func (m *moderator) init(c clock.Clock, fire func(), tr *trace.Recorder, vector int) {
@@ -149,16 +147,9 @@ func (m *moderator) tryLocked() bool {
 	}
 	now := m.clock.Now()
 	if !m.armed {
-		if m.pollArm == nil {
-			return false
-		}
-		armed, active := m.pollArm()
-		if !armed {
-			// An arm stored after this look, with these completions
-			// already in the status block, is seen at the next look.
-			if active {
-				m.scheduleLocked(now.Add(hw.NotifyArmPollMicros*time.Microsecond), now)
-			}
+		// An arm stored after this look finds these completions in the
+		// status block: the driver polls them itself (hw.NotifyDoc).
+		if m.pollArm == nil || !m.pollArm() {
 			return false
 		}
 		m.armed = true

@@ -34,19 +34,23 @@ func (in *instance) latchNotify(addr uint64) {
 }
 
 // checkNotify is run's check at enable: the area is aligned and the device
-// can read and write it. Caller holds a unit of in.dma.
+// can read and write it (a fenced load is a locked read-modify-write).
+// It stores nothing: the driver zeroed the area, and the RX path may
+// already have set rx_kick. Caller holds a unit of in.dma.
 func (in *instance) checkNotify() error {
 	a := in.notify.addr
 	if a == 0 {
 		return nil
 	}
 	if a%hw.PairNotifyAlign != 0 || a+hw.PairNotifySize < a {
-		return fmt.Errorf("notify area %#x not %d-byte aligned", a, hw.PairNotifyAlign)
+		return fmt.Errorf("not %d-byte aligned", hw.PairNotifyAlign)
 	}
-	if _, err := in.dma.LoadU32Fenced(a + uint64(hw.PairNotifyRxTail.Offset)); err != nil {
-		return err
+	for _, f := range []hw.Le32{hw.PairNotifyRxTail, hw.PairNotifyRxKick} {
+		if _, err := in.dma.LoadU32Fenced(a + uint64(f.Offset)); err != nil {
+			return err
+		}
 	}
-	return in.dma.StoreU32Fenced(a+uint64(hw.PairNotifyRxKick.Offset), 0)
+	return nil
 }
 
 // failNotify stops the pair on a notify area the device can not use.
@@ -131,24 +135,25 @@ func (in *instance) rxUnkick() {
 	in.notify.kicked = false
 }
 
-// pollArm is the moderator's look at irq_arm: armed if the driver stored
-// a new count since the last one taken; active if the pair has a notify
-// area at all (the moderator then looks again while completions wait).
+// pollArm is the moderator's look at irq_arm: whether the driver stored
+// a new count since the last one taken. The fenced load orders it after
+// the status block write of the completion that asks, as the driver
+// orders its look at the status block after its store of irq_arm.
 // Called under the moderator's lock.
-func (p *Pair) pollArm() (armed, active bool) {
+func (p *Pair) pollArm() bool {
 	in := p.inst.Load()
 	if in == nil || in.notify.addr == 0 || !in.dma.Begin() {
-		return false, false
+		return false
 	}
 	v, err := in.dma.LoadU32Fenced(in.notify.addr + uint64(hw.PairNotifyIRQArm.Offset))
 	in.dma.End()
 	if err != nil {
 		in.failNotify(err)
-		return false, false
+		return false
 	}
 	if v == in.notify.armSeen {
-		return false, true
+		return false
 	}
 	in.notify.armSeen = v
-	return true, true
+	return true
 }

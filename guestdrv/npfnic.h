@@ -176,6 +176,9 @@ struct npfnic_qp {
 	u32 rx_size;
 	u32 rx_tail;		/* buffers posted (free-running; release-stored) */
 	u32 rx_next;		/* next descriptor to receive (free-running) */
+	/* NPFNIC_FEAT_NOTIFY: RX tail and arms in memory; NULL: registers. */
+	struct npfnic_pair_notify *ntf;
+	u32 arm_seq;		/* irq_arm: arms stored since enable */
 
 	struct list_head bk_pending;	/* backup frames of this pair, in ring order */
 	u32 bk_npending;
@@ -367,6 +370,9 @@ struct npfnic {
 
 	struct npfnic_status_block *sb;	/* written by the device */
 	dma_addr_t sb_dma;
+	struct npfnic_pair_notify *notify;	/* NPFNIC_PAIR_MAX notify areas */
+	dma_addr_t notify_dma;
+	bool use_notify;		/* the notify module parameter and the device agree */
 
 	int nqps;			/* queue pairs in use while up */
 	struct npfnic_qp qps[NPFNIC_PAIR_MAX];

@@ -47,6 +47,11 @@ module_param(tx_irq_delay_us, uint, 0444);
 MODULE_PARM_DESC(tx_irq_delay_us,
 		 "microseconds a TX completion's interrupt may wait for an RX one (0: none)");
 
+static bool notify = true;
+module_param(notify, bool, 0444);
+MODULE_PARM_DESC(notify,
+		 "store the RX tail and the interrupt arm in memory the device reads, not in registers (rx_policy off)");
+
 /* ---- link, errors ---- */
 
 irqreturn_t npfnic_misc_irq(int irq, void *data)
@@ -124,6 +129,19 @@ static void npfnic_start_qp(struct npfnic_qp *qp)
 	iowrite32(upper_32_bits(qp->rx_ring_dma), qp->regs + NPFNIC_PAIR_RX_BASE_HI);
 	iowrite32(qp->rx_size, qp->regs + NPFNIC_PAIR_RX_SIZE);
 	iowrite32(qp->nic->itr_usecs, qp->regs + NPFNIC_PAIR_ITR);
+	qp->ntf = NULL;
+	qp->arm_seq = 0;
+	if (qp->nic->use_notify && !npfnic_translating(qp->nic)) {
+		dma_addr_t a = qp->nic->notify_dma + qp->idx * sizeof(*qp->ntf);
+
+		qp->ntf = &qp->nic->notify[qp->idx];
+		memset(qp->ntf, 0, sizeof(*qp->ntf));
+		iowrite32(lower_32_bits(a), qp->regs + NPFNIC_PAIR_NOTIFY_LO);
+		iowrite32(upper_32_bits(a), qp->regs + NPFNIC_PAIR_NOTIFY_HI);
+	} else if (qp->nic->features & NPFNIC_FEAT_NOTIFY) {
+		iowrite32(0, qp->regs + NPFNIC_PAIR_NOTIFY_LO);
+		iowrite32(0, qp->regs + NPFNIC_PAIR_NOTIFY_HI);
+	}
 	/* A response's TX completion is reclaimed by the next request's poll. */
 	if (qp->nic->features & NPFNIC_FEAT_TX_IRQ_DELAY)
 		iowrite32(qp->nic->tx_irq_delay_us, qp->regs + NPFNIC_PAIR_TX_IRQ_DELAY);
@@ -369,6 +387,18 @@ int npfnic_eth_probe(struct npfnic *nic)
 		free_netdev(netdev);
 		return -ENOMEM;
 	}
+	nic->features = ioread32(nic->bar0 + NPFNIC_REG_FEATURES);
+	nic->use_notify = notify && (nic->features & NPFNIC_FEAT_NOTIFY);
+	if (nic->use_notify) {
+		/* Coherent memory is page aligned, so each area is aligned. */
+		nic->notify = dma_alloc_coherent(dev, NPFNIC_PAIR_MAX * sizeof(*nic->notify),
+						 &nic->notify_dma, GFP_KERNEL);
+		if (!nic->notify) {
+			dma_free_coherent(dev, NPFNIC_STATUS_BLOCK_SIZE, nic->sb, nic->sb_dma);
+			free_netdev(netdev);
+			return -ENOMEM;
+		}
+	}
 	nic->rx_ring_size = rx_ring_size;
 	nic->tx_ring_size = tx_ring_size;
 	nic->itr_usecs = itr_usecs;
@@ -396,7 +426,6 @@ int npfnic_eth_probe(struct npfnic *nic)
 
 	netdev->netdev_ops = &npfnic_netdev_ops;
 	netdev->ethtool_ops = &npfnic_ethtool_ops;
-	nic->features = ioread32(nic->bar0 + NPFNIC_REG_FEATURES);
 	/*
 	 * HW_CSUM is always offered: SG needs a checksum feature, and the
 	 * driver finishes checksums in software when the device cannot.
@@ -433,9 +462,13 @@ void npfnic_eth_remove(struct npfnic *nic)
 	cancel_work_sync(&nic->reset_work);
 	for (q = 0; q < NPFNIC_PAIR_MAX; q++)
 		netif_napi_del(&nic->qps[q].napi);
-	if (quiesced)
+	if (quiesced) {
 		dma_free_coherent(&nic->pdev->dev, NPFNIC_STATUS_BLOCK_SIZE, nic->sb,
 				  nic->sb_dma);
+		if (nic->notify)
+			dma_free_coherent(&nic->pdev->dev, NPFNIC_PAIR_MAX * sizeof(*nic->notify),
+					  nic->notify, nic->notify_dma);
+	}
 	free_netdev(nic->netdev);
 }
 

@@ -247,6 +247,17 @@ void npfnic_post_rx(struct npfnic_qp *qp, u32 count)
 	 */
 	smp_store_release(&qp->rx_tail, tail);
 	dma_wmb();
+	if (qp->ntf) {
+		WRITE_ONCE(qp->ntf->rx_tail, cpu_to_le32(tail));
+		/*
+		 * The tail before rx_kick: either the device, setting rx_kick
+		 * and reading rx_tail again, sees this tail, or this read sees
+		 * rx_kick and the doorbell wakes the device.
+		 */
+		mb();
+		if (!READ_ONCE(qp->ntf->rx_kick))
+			return;
+	}
 	iowrite32(tail, qp->regs + NPFNIC_PAIR_RX_TAIL);
 }
 
@@ -683,7 +694,10 @@ int npfnic_poll(struct napi_struct *napi, int budget)
 	npfnic_clean_tx(qp, budget);
 	done = npfnic_clean_rx(qp, budget);
 	if (done < budget && napi_complete_done(napi, done)) {
-		iowrite32(1, qp->regs + NPFNIC_PAIR_IRQ_ARM);
+		if (qp->ntf)
+			WRITE_ONCE(qp->ntf->irq_arm, cpu_to_le32(++qp->arm_seq));
+		else
+			iowrite32(1, qp->regs + NPFNIC_PAIR_IRQ_ARM);
 		/*
 		 * A completion that landed before the arm raises no interrupt:
 		 * look once more after arming so it is not stranded.

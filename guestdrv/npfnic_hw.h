@@ -60,7 +60,6 @@
 #define NPFNIC_QERR_BAD_TAIL             0x3 /* tail moved backwards or more than SIZE beyond the head */
 #define NPFNIC_QERR_BAD_NOTIFY           0x4 /* the notify area misaligned or not writable guest memory */
 #define NPFNIC_PAIR_NOTIFY_ALIGN         0x10 /* alignment of struct npfnic_pair_notify */
-#define NPFNIC_NOTIFY_ARM_POLL_US        0x64 /* how often the device reads irq_arm while completions wait for an arm */
 #define NPFNIC_RING_SIZE_MIN             0x8
 #define NPFNIC_RING_SIZE_MAX             0x1000
 #define NPFNIC_TXD_EOP                   0x1 /* npfnic_tx_desc.flags: last descriptor of the frame */

@@ -295,7 +295,7 @@ func TestValidateBeforeImages(t *testing.T) {
 		tc{[]string{"exp", "conformance", "-k", " "}, `test pattern " ": want a substring`},
 		tc{[]string{"exp", "conformance", "-suite-timeout", "10s"}, "suite timeout 10s: want at least a minute"},
 		tc{[]string{"exp", "conformance", "-devices", "npfnic", "-k", "tests.test_odp.", "-k", "*atomic*"}, ""},
-		tc{[]string{"exp", "datapath", "-nics", "e1000e,tulip"}, `-nics: unknown NIC "tulip" (want e1000e,virtio,npfnic,npfnic-nolro,npfnic-txirq0)`},
+		tc{[]string{"exp", "datapath", "-nics", "e1000e,tulip"}, `-nics: unknown NIC "tulip" (want e1000e,virtio,npfnic,npfnic-nolro,npfnic-txirq0,npfnic-notify0)`},
 		tc{[]string{"exp", "datapath", "-time", "1500ms"}, "want whole seconds"},
 		tc{[]string{"exp", "datapath", "-smp", "100"}, "1 to 64 vCPUs"},
 		tc{[]string{"exp", "fault-cost", "-transport", "udp"}, `-transport "udp": want eth, rc or both`},

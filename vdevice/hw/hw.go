@@ -213,9 +213,6 @@ const (
 
 	// PairNotifyAlign is the alignment of struct npfnic_pair_notify.
 	PairNotifyAlign = 16
-	// NotifyArmPollMicros is how often the device reads irq_arm while
-	// completions wait for an arm (NotifyDoc).
-	NotifyArmPollMicros = 100
 
 	TxdEOP  = 1 << 0 // last descriptor of the frame
 	TxdCsum = 1 << 1 // first descriptor: checksum from csum_start, stored at csum_start+csum_offset
@@ -367,13 +364,14 @@ RX_TAIL only if rx_kick is 1: one of the two sees the other's store.
 
 irq_arm is a free-running count the driver increments instead of writing
 IRQ_ARM: the device treats each new value as one IRQ_ARM write. It reads
-irq_arm when a completion asks for an interrupt while the vector is
-disarmed, and again every NPFNIC_NOTIFY_ARM_POLL_US while completions
-wait, so an arm stored after the device last looked, with completions
-already outstanding, fires within that time. The driver stores irq_arm,
-issues a full barrier, and then looks at the status block for work that
-came in between, as after IRQ_ARM. IRQ_ARM keeps working with a notify
-area; a pair is armed at enable by IRQ_ARM.`
+irq_arm, after a full barrier, when a completion asks for an interrupt
+while the vector is disarmed; that completion is already in the status
+block. Unlike IRQ_ARM, an arm stored while completions are outstanding
+does not fire for them: the driver stores irq_arm, issues a full
+barrier, and then looks at the status block (rx_head, tx_head) for work
+that came in before, and polls it itself. Queue errors are reported on
+the misc vector, as always. IRQ_ARM keeps working with a notify area; a
+pair is armed at enable by IRQ_ARM.`
 
 // Offloads (interface 2.1): the FEATURES bits; see OffloadsDoc.
 const (
@@ -541,7 +539,6 @@ var Values = []Value{
 	{"QERR_BAD_TAIL", QErrBadTail, "tail moved backwards or more than SIZE beyond the head"},
 	{"QERR_BAD_NOTIFY", QErrBadNotify, "the notify area misaligned or not writable guest memory"},
 	{"PAIR_NOTIFY_ALIGN", PairNotifyAlign, "alignment of struct npfnic_pair_notify"},
-	{"NOTIFY_ARM_POLL_US", NotifyArmPollMicros, "how often the device reads irq_arm while completions wait for an arm"},
 	{"RING_SIZE_MIN", RingSizeMin, ""},
 	{"RING_SIZE_MAX", RingSizeMax, ""},
 	{"TXD_EOP", TxdEOP, "npfnic_tx_desc.flags: last descriptor of the frame"},

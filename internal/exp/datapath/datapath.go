@@ -84,6 +84,11 @@ var NICs = []NICUnderTest{
 	// Not in the default list.
 	{Name: "npfnic-txirq0", Label: "npfnic tx_irq_delay_us=0", GuestDriver: "npfnic", attach: attachNPFNIC,
 		load: func(ctx context.Context, v *vm.VM) error { return v.LoadDriver(ctx, "tx_irq_delay_us=0") }, optIn: true},
+	// npfnic-notify0 is npfnic writing the RX tail and the interrupt arm
+	// to registers (the driver's notify=0), as before interface 2.14.
+	// Not in the default list.
+	{Name: "npfnic-notify0", Label: "npfnic notify=0", GuestDriver: "npfnic", attach: attachNPFNIC,
+		load: func(ctx context.Context, v *vm.VM) error { return v.LoadDriver(ctx, "notify=0") }, optIn: true},
 }
 
 // attachNPFNIC adds an npfnic served in this process (or by
