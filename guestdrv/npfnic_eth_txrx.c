@@ -259,6 +259,9 @@ void npfnic_post_rx(struct npfnic_qp *qp, u32 count)
 			return;
 	}
 	iowrite32(tail, qp->regs + NPFNIC_PAIR_RX_TAIL);
+	u64_stats_update_begin(&qp->stats.syncp);
+	qp->stats.rx_doorbells++;
+	u64_stats_update_end(&qp->stats.syncp);
 }
 
 /*
@@ -694,10 +697,14 @@ int npfnic_poll(struct napi_struct *napi, int budget)
 	npfnic_clean_tx(qp, budget);
 	done = npfnic_clean_rx(qp, budget);
 	if (done < budget && napi_complete_done(napi, done)) {
-		if (qp->ntf)
+		if (qp->ntf) {
 			WRITE_ONCE(qp->ntf->irq_arm, cpu_to_le32(++qp->arm_seq));
-		else
+		} else {
 			iowrite32(1, qp->regs + NPFNIC_PAIR_IRQ_ARM);
+			u64_stats_update_begin(&qp->stats.syncp);
+			qp->stats.irq_arm_writes++;
+			u64_stats_update_end(&qp->stats.syncp);
+		}
 		/*
 		 * A completion that landed before the arm raises no interrupt:
 		 * look once more after arming so it is not stranded.

@@ -19,7 +19,7 @@ static const char npfnic_qp_stat_names[][ETH_GSTRING_LEN] = {
 static const char npfnic_dev_stat_names[][ETH_GSTRING_LEN] = {
 	"rx_drops_no_buf", "rx_drops_too_big", "tx_drops_bad_len", "queue_errors",
 	"tx_tso_frames", "rx_wire_stalls", "late_dma", "quiesce_timeouts",
-	"rx_lro_frames", "rx_bad_chains",
+	"rx_lro_frames", "rx_bad_chains", "rx_doorbells", "irq_arm_writes",
 };
 
 #define NPFNIC_PAIR_STATS		ARRAY_SIZE(npfnic_qp_stat_names)
@@ -60,18 +60,20 @@ static void npfnic_get_ethtool_stats(struct net_device *netdev, struct ethtool_s
 {
 	struct npfnic *nic = npfnic_from_netdev(netdev);
 	u64 no_buf = 0, too_big = 0, bad_len = 0, qerr = 0, tso = 0, stalls = 0;
-	u64 lro = 0, bad_chains = 0;
+	u64 lro = 0, bad_chains = 0, doorbells = 0, arms = 0;
 	unsigned int start;
 	int q;
 
 	for (q = 0; q < NPFNIC_PAIR_MAX; q++) {
 		struct npfnic_qp_stats *st = &nic->qps[q].stats;
-		u64 l, b;
+		u64 l, b, rd, ia;
 
 		do {
 			start = u64_stats_fetch_begin(&st->syncp);
 			l = st->rx_lro_frames;
 			b = st->rx_bad_chains;
+			rd = st->rx_doorbells;
+			ia = st->irq_arm_writes;
 			data[0] = st->rx_packets;
 			data[1] = st->rx_bytes;
 			data[2] = st->tx_packets;
@@ -82,6 +84,8 @@ static void npfnic_get_ethtool_stats(struct net_device *netdev, struct ethtool_s
 		} while (u64_stats_fetch_retry(&st->syncp, start));
 		lro += l;
 		bad_chains += b;
+		doorbells += rd;
+		arms += ia;
 		data += NPFNIC_PAIR_STATS;
 	}
 	for (q = 0; q < nic->nqps; q++) {
@@ -105,6 +109,8 @@ static void npfnic_get_ethtool_stats(struct net_device *netdev, struct ethtool_s
 	data[7] = atomic64_read(&nic->quiesce_timeouts);
 	data[8] = lro;
 	data[9] = bad_chains;
+	data[10] = doorbells;
+	data[11] = arms;
 	npfnic_npf_get_stats(nic, data + NPFNIC_DEV_STATS);
 }
 
