@@ -483,12 +483,14 @@ func runNIC(ctx context.Context, c *Config, idx int, nic NICUnderTest, round int
 				profiling = false
 			}
 		}
+		hostB, hostErrB := sampleHost(v.QEMUPid())
 		before, irqErrB, errB := g.sampleCPU(ctx, irqs)
 		units, err := run()
 		if err != nil {
 			return nil, err
 		}
 		after, irqErrA, errA := g.sampleCPU(ctx, irqs)
+		hostA, hostErrA := sampleHost(v.QEMUPid())
 		if profiling {
 			if *kp, err = prof.read(ctx, units); err != nil {
 				step("%s: guest kernel not profiled: %v", phase, err)
@@ -502,6 +504,11 @@ func runNIC(ctx context.Context, c *Config, idx int, nic NICUnderTest, round int
 			step("%s: NIC interrupts not counted: %v", phase, err)
 		}
 		gc := between(before, after, units)
+		if err := cmp.Or(hostErrB, hostErrA); err != nil {
+			step("%s: host CPU not measured: %v", phase, err)
+		} else {
+			gc.setHost(hostB, hostA)
+		}
 		step("%s: guest CPU %s", phase, gc)
 		return gc, nil
 	}

@@ -166,12 +166,17 @@ type GuestCPU struct {
 	CPUMicrosPerUnit float64
 	// IRQs is the NIC's interrupts in the phase (-1: not counted).
 	IRQs, IRQsPerUnit float64
+	// Host CPU µs per unit (hostcpu.go; -1: not measured): QEMU's vCPU
+	// threads, QEMU's other threads, and this process (npfnic's device
+	// server runs in it).
+	HostVCPUMicros, HostQEMUMicros, HostThisMicros float64
 }
 
 // NewGuestCPU derives a phase's GuestCPU from its tick difference d, the
 // NIC's interrupts in it (negative: not counted) and its units of work.
 func NewGuestCPU(d CPUTicks, irqs float64, units float64) *GuestCPU {
-	g := &GuestCPU{Seconds: float64(d.Total()) * TickSeconds, Units: units, IRQs: irqs, IRQsPerUnit: -1, CPUMicrosPerUnit: -1}
+	g := &GuestCPU{Seconds: float64(d.Total()) * TickSeconds, Units: units, IRQs: irqs, IRQsPerUnit: -1, CPUMicrosPerUnit: -1,
+		HostVCPUMicros: -1, HostQEMUMicros: -1, HostThisMicros: -1}
 	if tot := float64(d.Total()); tot > 0 {
 		pct := func(x uint64) float64 { return 100 * float64(x) / tot }
 		g.BusyPct, g.UserPct, g.SysPct, g.IRQPct, g.SoftIRQPct = pct(d.Busy()), pct(d.User+d.Nice), pct(d.System), pct(d.IRQ), pct(d.SoftIRQ)
@@ -217,6 +222,9 @@ func medianGuestCPU(xs []*GuestCPU) *GuestCPU {
 		CPUMicrosPerUnit: med(func(g *GuestCPU) float64 { return g.CPUMicrosPerUnit }),
 		IRQs:             med(func(g *GuestCPU) float64 { return g.IRQs }),
 		IRQsPerUnit:      med(func(g *GuestCPU) float64 { return g.IRQsPerUnit }),
+		HostVCPUMicros:   med(func(g *GuestCPU) float64 { return g.HostVCPUMicros }),
+		HostQEMUMicros:   med(func(g *GuestCPU) float64 { return g.HostQEMUMicros }),
+		HostThisMicros:   med(func(g *GuestCPU) float64 { return g.HostThisMicros }),
 	}
 }
 

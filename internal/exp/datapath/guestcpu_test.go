@@ -157,6 +157,9 @@ func withCPU(r Result, v float64) Result {
 	r.G2HCPU = &GuestCPU{Seconds: 10, BusyPct: v, UserPct: 10, SysPct: 50, SoftIRQPct: 20, Units: 100, CPUMicrosPerUnit: 1000 * v, IRQs: 500, IRQsPerUnit: 5}
 	r.H2GCPU = &GuestCPU{Seconds: 10, BusyPct: v, UserPct: 5, SysPct: 30, SoftIRQPct: 60, Units: 300, CPUMicrosPerUnit: 333, IRQs: -1, IRQsPerUnit: -1}
 	r.MemcachedCPU = &GuestCPU{Seconds: 10, BusyPct: 70, UserPct: 20, SysPct: 30, SoftIRQPct: 20, Units: 40000, CPUMicrosPerUnit: 175, IRQs: 40000, IRQsPerUnit: 1}
+	for _, g := range []*GuestCPU{r.G2HCPU, r.H2GCPU, r.MemcachedCPU} {
+		g.HostVCPUMicros, g.HostQEMUMicros, g.HostThisMicros = -1, -1, -1 // not measured, as NewGuestCPU leaves them
+	}
 	return r
 }
 

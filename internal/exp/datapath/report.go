@@ -299,7 +299,8 @@ func cpuColumns() []string {
 	for _, p := range cpuPhases {
 		u := strings.ToLower(p.unit)
 		for _, c := range []string{"cpu_busy_pct", "user_pct", "sys_pct", "irq_pct", "softirq_pct", "cpu_seconds",
-			"cpu_us_per_" + u, "nic_irqs", "nic_irqs_per_" + u} {
+			"cpu_us_per_" + u, "nic_irqs", "nic_irqs_per_" + u,
+			"host_vcpu_us_per_" + u, "host_qemu_us_per_" + u, "host_this_us_per_" + u} {
 			out = append(out, p.key+"_"+c)
 		}
 	}
@@ -310,7 +311,7 @@ func cpuColumns() []string {
 // what was not measured.
 func cpuCells(g *GuestCPU) []any {
 	if g == nil {
-		return []any{"", "", "", "", "", "", "", "", ""}
+		return []any{"", "", "", "", "", "", "", "", "", "", "", ""}
 	}
 	opt := func(v float64) any {
 		if v < 0 {
@@ -318,7 +319,8 @@ func cpuCells(g *GuestCPU) []any {
 		}
 		return v
 	}
-	return []any{g.BusyPct, g.UserPct, g.SysPct, g.IRQPct, g.SoftIRQPct, g.Seconds, opt(g.CPUMicrosPerUnit), opt(g.IRQs), opt(g.IRQsPerUnit)}
+	return []any{g.BusyPct, g.UserPct, g.SysPct, g.IRQPct, g.SoftIRQPct, g.Seconds, opt(g.CPUMicrosPerUnit), opt(g.IRQs), opt(g.IRQsPerUnit),
+		opt(g.HostVCPUMicros), opt(g.HostQEMUMicros), opt(g.HostThisMicros)}
 }
 
 // cpuTable writes the second table: per NIC and phase, where the
@@ -352,6 +354,31 @@ func cpuTable(b *strings.Builder, left func(string) string, results []Result) {
 			}
 			cells := []string{left(r.Label), phase(p.title), pct(g.BusyPct), pct(g.UserPct), pct(g.SysPct), pct(g.IRQPct), pct(g.SoftIRQPct),
 				opt(g.CPUMicrosPerUnit), opt(g.IRQsPerUnit), p.unit}
+			fmt.Fprintf(tw, "%s\t\n", strings.Join(cells, "\t"))
+		}
+	}
+	tw.Flush()
+
+	host := false
+	for _, r := range results {
+		for _, p := range cpuPhases {
+			host = host || (p.get(r) != nil && p.get(r).HostVCPUMicros >= 0)
+		}
+	}
+	if !host {
+		return
+	}
+	b.WriteString("\nhost CPU per phase, µs per MB received or per request: QEMU's vCPU threads, QEMU's other threads\n" +
+		"(its main loop: virtio-net's backend, the vfio-user client) and this process (npfnic's device server)\n")
+	tw = newTabWriter(b)
+	fmt.Fprintf(tw, "%s\t%s\tvCPU µs\tQEMU µs\tthis µs\tper\t\n", left("NIC"), phase("phase"))
+	for _, r := range results {
+		for _, p := range cpuPhases {
+			g := p.get(r)
+			if g == nil || g.HostVCPUMicros < 0 {
+				continue
+			}
+			cells := []string{left(r.Label), phase(p.title), opt(g.HostVCPUMicros), opt(g.HostQEMUMicros), opt(g.HostThisMicros), p.unit}
 			fmt.Fprintf(tw, "%s\t\n", strings.Join(cells, "\t"))
 		}
 	}

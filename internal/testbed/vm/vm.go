@@ -656,6 +656,14 @@ func (v *VM) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// QEMUPid is the process id of the VM's QEMU (0 before it started).
+func (v *VM) QEMUPid() int {
+	if v.cmd == nil || v.cmd.Process == nil {
+		return 0
+	}
+	return v.cmd.Process.Pid
+}
+
 // Kill stops QEMU at once and releases everything the VM holds.
 func (v *VM) Kill() {
 	v.closeOnce.Do(func() {
