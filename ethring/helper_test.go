@@ -252,9 +252,15 @@ func (g *guest) writeTxDesc(q int, slot uint32, addr uint64, n, flags uint16) {
 	hw.TxDescCsumOffset.Put(d, 0)
 }
 
-// postRX posts n buffers of bufLen bytes (clearing their descriptors'
-// device fields) and rings the doorbell.
+// postRX posts n buffers of bufLen bytes and rings the doorbell.
 func (g *guest) postRX(q int, n int, bufLen uint16) {
+	g.writeRxDescs(q, n, bufLen)
+	g.qpReg(q, hw.PairRxTail, g.pairs[q].rxTail)
+}
+
+// writeRxDescs fills the next n RX descriptors with buffers of bufLen
+// bytes (clearing their device fields) and moves the guest's tail.
+func (g *guest) writeRxDescs(q int, n int, bufLen uint16) {
 	gp := &g.pairs[q]
 	for i := 0; i < n; i++ {
 		slot := gp.rxTail & (gp.rxSize - 1)
@@ -265,7 +271,6 @@ func (g *guest) postRX(q int, n int, bufLen uint16) {
 		hw.RxDescStatus.Put(d, 0)
 		gp.rxTail++
 	}
-	g.qpReg(q, hw.PairRxTail, gp.rxTail)
 }
 
 func (g *guest) rxDesc(q int, slot uint32) []byte {

@@ -31,16 +31,8 @@ func (g *guest) setupNotifyPair(q int, txSize, rxSize uint32, area uint64) uint6
 // notify area and rings RX_TAIL only if the device asks (rx_kick); it
 // reports whether it rang.
 func (g *guest) postRXNotify(q int, area uint64, n int, bufLen uint16) bool {
+	g.writeRxDescs(q, n, bufLen)
 	gp := &g.pairs[q]
-	for range n {
-		slot := gp.rxTail & (gp.rxSize - 1)
-		d := g.rxDesc(q, slot)
-		hw.RxDescAddr.Put(d, gp.rxBufs[slot])
-		hw.RxDescBufLen.Put(d, bufLen)
-		hw.RxDescPktLen.Put(d, 0)
-		hw.RxDescStatus.Put(d, 0)
-		gp.rxTail++
-	}
 	atomic.StoreUint32(g.notifyWord(area, hw.PairNotifyRxTail), gp.rxTail) // a full barrier on x86
 	if atomic.LoadUint32(g.notifyWord(area, hw.PairNotifyRxKick)) == 0 {
 		return false

@@ -48,29 +48,20 @@ func (q *pipeQueue) close(drain bool) {
 }
 
 // Send implements Port.
-func (p *PipePort) Send(frame []byte) error {
-	q := p.tx
-	q.mu.Lock()
-	for !q.closed && q.w-q.r == uint64(len(q.slots)) {
-		q.notFull.Wait()
-	}
-	if q.closed {
-		q.mu.Unlock()
-		return ErrClosed
-	}
-	i := q.w % uint64(len(q.slots))
-	q.slots[i] = append(q.slots[i][:0], frame...)
-	q.w++
-	q.mu.Unlock()
-	q.notEmpty.Signal()
-	return nil
-}
+func (p *PipePort) Send(frame []byte) error { return p.send(frame, true) }
 
 // TrySend implements TrySender: the frame goes if the peer's queue has
 // room.
-func (p *PipePort) TrySend(frame []byte) error {
+func (p *PipePort) TrySend(frame []byte) error { return p.send(frame, false) }
+
+// send queues a copy of frame for the peer; a full queue is waited for,
+// or with wait clear is ErrWouldBlock.
+func (p *PipePort) send(frame []byte, wait bool) error {
 	q := p.tx
 	q.mu.Lock()
+	for wait && !q.closed && q.w-q.r == uint64(len(q.slots)) {
+		q.notFull.Wait()
+	}
 	if q.closed {
 		q.mu.Unlock()
 		return ErrClosed

@@ -144,25 +144,7 @@ func (t *TAP) Send(frame []byte) error {
 // not writable now.
 func (t *TAP) TrySend(frame []byte) error {
 	var hdr [vnetHdrLen]byte
-	iov := [2][]byte{hdr[:], frame}
-	var werr error
-	err := t.rc.Write(func(fd uintptr) bool {
-		_, werr = unix.Writev(int(fd), iov[:])
-		return true // not waited for
-	})
-	if err == nil && werr == unix.EAGAIN {
-		return ErrWouldBlock
-	}
-	if err == nil {
-		err = werr
-	}
-	if err != nil && t.isClosed(err) {
-		return ErrClosed
-	}
-	if err != nil {
-		return fmt.Errorf("wire: tap %s write: %w", t.name, err)
-	}
-	return nil
+	return t.writeOnce(&hdr, frame, false)
 }
 
 // CanGSO implements GSOPort: a TAP always can.
@@ -187,12 +169,22 @@ func (t *TAP) SendGSO(frame []byte, gso GSOInfo) error {
 // write sends hdr and frame with one writev, waiting in the runtime
 // poller if the tap is not writable.
 func (t *TAP) write(hdr *[vnetHdrLen]byte, frame []byte) error {
+	return t.writeOnce(hdr, frame, true)
+}
+
+// writeOnce is one writev of hdr and frame; a TAP that is not writable
+// is waited for in the runtime poller, or with wait clear is
+// ErrWouldBlock.
+func (t *TAP) writeOnce(hdr *[vnetHdrLen]byte, frame []byte, wait bool) error {
 	iov := [2][]byte{hdr[:], frame}
 	var werr error
 	err := t.rc.Write(func(fd uintptr) bool {
 		_, werr = unix.Writev(int(fd), iov[:])
-		return werr != unix.EAGAIN
+		return !wait || werr != unix.EAGAIN
 	})
+	if err == nil && werr == unix.EAGAIN {
+		return ErrWouldBlock
+	}
 	if err == nil {
 		err = werr
 	}
