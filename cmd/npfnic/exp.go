@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -99,9 +100,11 @@ func (e experiment) run(ctx context.Context, args []string) error {
 	var opt *images.Options
 	var tf *traceFlags
 	gf := &guestFlags{mem: new(int), cpus: new(int)}
+	cpuProfile := new(string)
 	if e.guests {
 		opt, tf = addImageFlags(fs), addTraceFlags(fs)
 		gf = addGuestFlags(fs, e.memory, e.memoryHelp)
+		cpuProfile = fs.String("cpuprofile", "", "write a Go CPU profile of this process while the experiment runs (the in-process device servers among it; read it with go tool pprof)")
 	}
 	setup := e.flags(fs)
 	synopsis := e.synopsis
@@ -136,6 +139,11 @@ func (e experiment) run(ctx context.Context, args []string) error {
 		if x.Trace, err = tf.recorder(); err != nil {
 			return badUsage(err)
 		}
+		if *cpuProfile != "" {
+			if err := checkOutFile("-cpuprofile", *cpuProfile); err != nil {
+				return err
+			}
+		}
 	}
 	run, err := setup(x)
 	if err != nil {
@@ -157,7 +165,14 @@ func (e experiment) run(ctx context.Context, args []string) error {
 		}
 		x.Logf("guests boot under %s", g.Accel)
 	}
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
+	}
 	o, runErr := run(ctx, g)
+	if err := stopProfile(); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
 	info.Accelerator = g.Accel.String()
 	err = runner.Report(os.Stdout, o, *out, info, runErr)
 	if e.guests {
@@ -182,4 +197,24 @@ func (s *stampWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// startCPUProfile starts a CPU profile into file ("": none) and returns
+// what stops and writes it.
+func startCPUProfile(file string) (stop func() error, err error) {
+	if file == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }

@@ -252,6 +252,7 @@ func TestValidateBeforeImages(t *testing.T) {
 			tc{append(slices.Clone(x), "-out", under), "-out " + under + ": "},
 			tc{append(slices.Clone(x), "-trace", filepath.Join(under, "t.json")), "-trace " + filepath.Join(under, "t.json")},
 			tc{append(slices.Clone(x), "-trace", "t.json", "-trace-events", "-1"), "-trace-events -1: want 1 to"},
+			tc{append(slices.Clone(x), "-cpuprofile", filepath.Join(under, "cpu.pprof")), "-cpuprofile " + filepath.Join(under, "cpu.pprof")},
 		)
 		if e.rounds > 0 {
 			tcs = append(tcs, tc{append(slices.Clone(x), "-rounds", "0"), "-rounds 0: want 1 to 100"})
