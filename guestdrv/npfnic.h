@@ -107,7 +107,7 @@ struct npfnic_qp_stats {
 	u64 rx_lro_frames;	/* super-packets received as descriptor chains */
 	u64 rx_bad_chains;	/* chains refused: malformed by the device */
 	u64 rx_doorbells;	/* RX_TAIL writes (with a notify area: when asked) */
-	u64 irq_arm_writes;	/* IRQ_ARM writes (with a notify area: none) */
+	u64 irq_arm_writes;	/* IRQ_ARM writes after a poll (with a notify area: none) */
 	struct u64_stats_sync syncp;
 };
 
