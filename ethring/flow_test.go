@@ -290,4 +290,22 @@ func TestFlowHash(t *testing.T) {
 	if h := FlowHash(arp); h != 0 {
 		t.Fatalf("ARP hashes to %#x", h)
 	}
+
+	// Flows that differ only in an even port (Linux's connect() takes
+	// even ones) spread over 2, 3 and 4 pairs alike.
+	for _, p := range []pkt{tcp4, tcp6} {
+		for _, pairs := range []uint32{2, 3, 4} {
+			hits := make([]int, pairs)
+			for port := uint16(40000); port < 40000+2*64; port += 2 {
+				f := p.build(t)
+				binary.BigEndian.PutUint16(f[p.l4Off()+2:], port) // the destination: the guest's client
+				hits[FlowHash(f)%pairs]++
+			}
+			for q, n := range hits {
+				if n < 64/int(pairs)/2 {
+					t.Errorf("v6 %v, %d pairs: pair %d got %d of 64 flows (%v)", p.v6, pairs, q, n, hits)
+				}
+			}
+		}
+	}
 }

@@ -10,7 +10,7 @@ func FlowHash(frame []byte) uint32 {
 }
 
 // flowHash is the receive steering hash of f, whose headers h describes:
-// FNV-1a over the transport protocol, the IP addresses and, for TCP and
+// FNV-1a, finalized, over the transport protocol, the IP addresses and, for TCP and
 // UDP datagrams that are not fragments, the ports, so every frame of a
 // flow lands on one pair and keeps its order (all fragments of a datagram
 // too: none of them is hashed by ports). VLAN tags and IPv6 extension
@@ -30,6 +30,19 @@ func flowHash(f []byte, h *pkthdr.Headers) uint32 {
 		for _, b := range f[h.L4 : h.L4+4] { // the ports
 			mix(b)
 		}
+	}
+	// FNV's multiplications never carry into a low bit: its low bits
+	// are the XOR of the input's, and steer takes the hash modulo the
+	// pairs. Linux gives connect() even ports, so without this
+	// finalizer (MurmurHash3's) every flow from a guest's client
+	// landed on the even pairs.
+	v ^= v >> 16
+	v *= 0x85ebca6b
+	v ^= v >> 13
+	v *= 0xc2b2ae35
+	v ^= v >> 16
+	if v == 0 {
+		v = 1 // 0 is for frames that are not IP
 	}
 	return v
 }
