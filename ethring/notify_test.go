@@ -202,3 +202,74 @@ func TestNotifyAfterDisable(t *testing.T) {
 		t.Fatalf("%v: frames received after disable", st)
 	}
 }
+
+// FuzzNotifyRxTail drives one pair with a notify area through a sequence
+// of driver actions, some of them hostile: proper refills (the tail stored
+// in memory, RX_TAIL rung when rx_kick asks), arbitrary tails stored in
+// rx_tail, arbitrary RX_TAIL doorbells, and frames from the wire. Whatever
+// the sequence: no panic; while the pair runs, the device's tail is never
+// more than the ring beyond its head; the pair stops only with BAD_TAIL or
+// BAD_DESC, and only after a hostile tail was offered; and with only
+// proper refills, a frame that finds a buffer posted (in memory alone, or
+// rung for) is placed, and every frame is placed or counted as dropped.
+func FuzzNotifyRxTail(f *testing.F) {
+	f.Add([]byte{0x00, 0x13, 0x23, 0x33, 0x00, 0x33, 0x33})
+	f.Add([]byte{0x33, 0x00, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x01, 0x33})
+	f.Add([]byte{0x11, 0x7f, 0x33, 0x22, 0x80, 0x33})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 64 {
+			ops = ops[:64]
+		}
+		const size = 8
+		g := newGuest(t, guestOpts{pairs: 1, dropNoBuf: true})
+		area := g.setupNotifyPair(0, 8, size, 0)
+		gp := &g.pairs[0]
+		hostile := false
+		var frames, placed uint32
+		for i, op := range ops {
+			head := g.qstatus(0).RxHead
+			arg := uint32(int8(op & 0xf0))
+			switch op & 0x0f % 4 {
+			case 0: // a proper refill of what the device consumed
+				g.postRXNotify(0, area, int(size-(gp.rxTail-head)), bufSize)
+			case 1: // a tail stored in rx_tail, maybe not what was posted
+				v := head + arg>>4
+				hostile = hostile || v-head > size || v != gp.rxTail
+				atomic.StoreUint32(g.notifyWord(area, hw.PairNotifyRxTail), v)
+			case 2: // an RX_TAIL doorbell, maybe not what was posted
+				v := head + arg>>4
+				hostile = hostile || v-head > size || v != gp.rxTail
+				g.qpReg(0, hw.PairRxTail, v)
+			default: // a frame from the wire
+				g.d.Receive(frame(100, uint16(i)))
+				frames++
+				// A buffer the driver posted, in memory alone, takes it.
+				if got := g.qstatus(0).RxHead; !hostile && gp.rxTail != head && got != head+1 {
+					t.Fatalf("op %d: %d buffers posted, rx_head %d -> %d: the frame was not placed", i, gp.rxTail-head, head, got)
+				}
+			}
+			st := g.qstatus(0)
+			if s := g.d.Pair(0).Stats(); st.Error == 0 && s.RxTail-s.RxHead > size {
+				t.Fatalf("op %d: device tail %d, head %d: beyond the ring", i, s.RxTail, s.RxHead)
+			}
+			switch st.Error {
+			case 0:
+			case hw.QErrBadTail, hw.QErrBadDesc:
+				if !hostile {
+					t.Fatalf("op %d: pair stopped (%v) with only proper refills", i, st)
+				}
+				return
+			default:
+				t.Fatalf("op %d: pair stopped with error %d", i, st.Error)
+			}
+			placed = st.RxHead
+		}
+		if hostile {
+			return
+		}
+		st := g.qstatus(0)
+		if placed+st.RxDropsNoBuf != frames {
+			t.Fatalf("%d frames: %d placed, %d dropped for want of a buffer: some lost", frames, placed, st.RxDropsNoBuf)
+		}
+	})
+}
