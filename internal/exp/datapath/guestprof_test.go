@@ -3,6 +3,7 @@ package datapath
 import (
 	"encoding/binary"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -38,22 +39,10 @@ func TestParseProcProfile(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || got.Step != tt.want.Step || !equalU32(got.Buckets, tt.want.Buckets) {
+		if err != nil || got.Step != tt.want.Step || !slices.Equal(got.Buckets, tt.want.Buckets) {
 			t.Errorf("%s: %+v, %v; want %+v", tt.name, got, err, tt.want)
 		}
 	}
-}
-
-func equalU32(a, b []uint32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // kallsyms is a guest's /proc/kallsyms, shortened: _text and _stext
