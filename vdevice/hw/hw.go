@@ -361,6 +361,9 @@ more, and if that did not help it waits for an RX_TAIL doorbell as
 before; rx_kick goes back to 0 when the device next finds buffers. The
 driver stores rx_tail, issues a full barrier, reads rx_kick, and rings
 RX_TAIL only if rx_kick is 1: one of the two sees the other's store.
+Since RX_TAIL is a posted write, it may reach the device after the device
+read a newer rx_tail: an RX_TAIL behind the device's tail but not behind
+rx_head is then ignored, where without a notify area it is BAD_TAIL.
 
 irq_arm is a free-running count the driver increments instead of writing
 IRQ_ARM: the device treats each new value as one IRQ_ARM write. It reads

@@ -205,8 +205,16 @@ func (p *profiler) gzipped(ctx context.Context, file string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("guest gzip < %s: %w", file, err)
 	}
-	return io.ReadAll(zr)
+	// A profile is a few MiB, kallsyms about 10: more is not what was asked for.
+	b, err := io.ReadAll(io.LimitReader(zr, maxGuestFile+1))
+	if err == nil && len(b) > maxGuestFile {
+		err = fmt.Errorf("guest %s: more than %d MiB", file, maxGuestFile>>20)
+	}
+	return b, err
 }
+
+// maxGuestFile bounds what gzipped decompresses.
+const maxGuestFile = 64 << 20
 
 // reset zeroes the guest's profile. A write of other than 4 bytes
 // resets it (4 bytes would set the SMP multiplier).

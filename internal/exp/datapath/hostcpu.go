@@ -24,7 +24,7 @@ type hostSample struct{ vcpu, qemu, this uint64 }
 func ParseTaskStat(s string) (comm string, ticks uint64, err error) {
 	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
 	if open < 0 || end < open {
-		return "", 0, fmt.Errorf("stat %q: no (comm)", trimTo(s, 64))
+		return "", 0, fmt.Errorf("stat %q: no (comm)", s[:min(len(s), 64)])
 	}
 	comm = s[open+1 : end]
 	// After the comm: state (field 3), ..., utime (14), stime (15).
@@ -44,8 +44,6 @@ func ParseTaskStat(s string) (comm string, ticks uint64, err error) {
 	}
 	return comm, ticks, nil
 }
-
-func trimTo(s string, n int) string { return s[:min(len(s), n)] }
 
 // isVCPUThread reports whether a QEMU thread named comm runs a vCPU
 // ("CPU 0/TCG", "CPU 1/KVM").
